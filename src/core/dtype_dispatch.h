@@ -1,0 +1,15 @@
+#pragma once
+#include "core/error.h"
+
+namespace zt {
+template <class Fn>
+decltype(auto) dispatch_float(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::F32: return fn(float{});
+    case DType::BF16: return fn(bf16{});
+    case DType::F16: return fn(f16{});
+    default: break;
+  }
+  throw Error(ErrorKind::Internal, str("expected a floating dtype, got ", dtype_name(dtype)));
+}
+}  // namespace zt

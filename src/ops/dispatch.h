@@ -1,0 +1,30 @@
+// Device dispatch helpers shared by the op wrappers.
+#pragma once
+#include <initializer_list>
+
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace zt::ops {
+
+// The device all defined tensors live on; a mix of devices is a bug.
+inline Device common_device(const char* op, std::initializer_list<const Tensor*> tensors) {
+  bool found = false;
+  Device dev;
+  for (const Tensor* t : tensors) {
+    if (!t->defined() || t->data() == nullptr) continue;
+    if (!found) {
+      dev = t->device();
+      found = true;
+    } else {
+      ZT_CHECK(t->device() == dev, op, ": tensors on ", dev.name(), " and ", t->device().name());
+    }
+  }
+  return dev;
+}
+
+[[noreturn]] inline void no_kernel(const char* op, Device dev) {
+  ZT_THROW_UNSUPPORTED(op, " has no kernel for device ", dev.name(), " in this build");
+}
+
+}  // namespace zt::ops
