@@ -1,0 +1,65 @@
+// Model configuration, in the fields HF config.json uses. One struct covers the GPT-2
+// family (GPT2LMHeadModel) and the Llama family (LlamaForCausalLM, and the Mistral and
+// Qwen2 configs that share its structure).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "ops/rope.h"
+
+namespace zt::model {
+
+enum class Family { GPT2, Llama };
+
+struct ModelConfig {
+  Family family = Family::GPT2;
+  std::string model_type = "gpt2";  // as written in config.json: gpt2, llama, mistral, qwen2
+  int64_t vocab_size = 50257;
+  int64_t hidden_size = 768;
+  int64_t num_layers = 12;
+  int64_t num_heads = 12;
+  int64_t num_kv_heads = 12;
+  int64_t head_dim = 64;
+  int64_t intermediate_size = 3072;
+  int64_t max_position_embeddings = 1024;
+  float norm_eps = 1e-5f;
+  bool tie_word_embeddings = true;
+  bool qkv_bias = true;       // GPT-2: yes; Llama: attention_bias; Qwen2: yes
+  bool attn_out_bias = true;  // GPT-2: yes; Llama: attention_bias; Qwen2: no
+  bool mlp_bias = true;       // GPT-2: yes; Llama: mlp_bias
+  ops::RopeConfig rope;       // Llama family only
+  float initializer_range = 0.02f;
+  float embd_pdrop = 0.0f;
+  float resid_pdrop = 0.0f;
+  float attn_pdrop = 0.0f;  // not applied: the fused attention has no probability dropout
+  int64_t bos_token_id = -1;
+  int64_t eos_token_id = -1;
+
+  // Vocabulary rounded up to a multiple of 128: embedding and head matrices have this
+  // many rows; rows past vocab_size are zero and excluded from the softmax.
+  int64_t padded_vocab_size() const { return (vocab_size + 127) / 128 * 128; }
+  int64_t qkv_width() const { return (num_heads + 2 * num_kv_heads) * head_dim; }
+  // Parameters as HF counts them (no vocab padding, tied head counted once).
+  int64_t num_parameters() const;
+  // Training FLOPs per token (6N + attention), as llm.c and PaLM count them, for MFU.
+  double flops_per_token(int64_t seq_len) const;
+  // Throws BadInput naming the field when the config is inconsistent.
+  void validate(const std::string& source) const;
+};
+
+// Reads a HF config.json object (transformers 4.x `rope_theta`/`rope_scaling` and 5.x
+// `rope_parameters`). `source` names the file in errors. Unsupported model types or
+// features (e.g. Mistral's sliding_window shorter than the context) are BadInput errors.
+ModelConfig config_from_hf_json(const nlohmann::json& j, const std::string& source);
+// Writes config.json as transformers writes it for this model type.
+nlohmann::json config_to_hf_json(const ModelConfig& config);
+
+// Built-in shapes: tiny-gpt2, tiny-llama (tests and the default run), gpt2, gpt2-medium,
+// gpt2-large, gpt2-xl, llama-3.2-1b (benchmarks). Throws BadInput listing the names.
+ModelConfig preset_config(const std::string& name);
+std::vector<std::string> preset_names();
+
+}  // namespace zt::model

@@ -1,0 +1,101 @@
+// The parameter registry: a model is a list of flat units (embeddings, block 0..L-1,
+// final norm + head). Each unit owns one flat parameter buffer and one flat gradient
+// buffer, padded so that it splits evenly over `shard_count` ranks; every named
+// parameter is a view at a fixed offset. Load, save, sharding and the optimizer all
+// visit the same entries, so they agree on names, shapes and offsets by construction.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/tensor.h"
+
+namespace zt::model {
+
+enum class WeightDecay { Apply, Skip };  // HF Trainer: no decay for biases and norm gains
+
+enum class Init {
+  Normal,        // N(0, std)
+  Zeros,
+  Ones,
+};
+
+struct ParamSpec {
+  std::string name;  // HF tensor name, e.g. "model.layers.0.self_attn.q_proj.weight"
+  Shape shape;       // our shape (embedding/head rows padded to a multiple of 128)
+  Shape hf_shape;    // shape in HF files (leading rows <= shape's); equals shape when unpadded
+  WeightDecay decay = WeightDecay::Apply;
+  Init init = Init::Normal;
+  float init_std = 0.02f;
+  // Packed: placed right after the previous parameter with no alignment gap, so that
+  // several HF tensors form one matrix (Llama's q/k/v projections become one GEMM).
+  enum class Placement { Aligned, Packed } placement = Placement::Aligned;
+};
+
+struct ParamEntry {
+  ParamSpec spec;
+  int64_t offset = 0;  // elements from the start of the unit's flat buffer
+  Tensor value;        // view into the unit's parameter buffer
+  Tensor grad;         // view into the unit's gradient buffer (undefined until allocated)
+  const std::string& name() const { return spec.name; }
+  int64_t numel() const { return shape_numel(spec.shape); }
+};
+
+class Unit {
+ public:
+  Unit(std::string name, std::vector<ParamSpec> specs, int shard_count);
+
+  const std::string& name() const { return name_; }
+  int64_t numel() const { return numel_; }                // sum of parameters, with alignment gaps
+  int64_t padded_numel() const { return padded_numel_; }  // multiple of shard_count
+  std::vector<ParamEntry>& params() { return params_; }
+  const std::vector<ParamEntry>& params() const { return params_; }
+  ParamEntry* find(const std::string& name);
+
+  // Allocates (zeroed) storage and points every entry at it.
+  void allocate_params(DType dtype, Device device);
+  void allocate_grads(DType dtype, Device device);
+  void release_grads();
+  bool has_params() const { return param_buffer_.data() != nullptr; }
+  bool has_grads() const { return grad_buffer_.data() != nullptr; }
+  // The whole flat buffers (padded_numel elements).
+  Tensor flat_params() const;
+  Tensor flat_grads() const;
+  DType param_dtype() const { return param_dtype_; }
+  DType grad_dtype() const { return grad_dtype_; }
+
+ private:
+  std::string name_;
+  std::vector<ParamEntry> params_;
+  int64_t numel_ = 0;
+  int64_t padded_numel_ = 0;
+  Buffer param_buffer_;
+  Buffer grad_buffer_;
+  DType param_dtype_ = DType::F32;
+  DType grad_dtype_ = DType::F32;
+  Device device_{};
+};
+
+class ParameterRegistry {
+ public:
+  Unit& add_unit(std::string name, std::vector<ParamSpec> specs, int shard_count);
+  std::vector<std::unique_ptr<Unit>>& units() { return units_; }
+  const std::vector<std::unique_ptr<Unit>>& units() const { return units_; }
+  Unit& unit(size_t i) { return *units_.at(i); }
+  size_t size() const { return units_.size(); }
+
+  // Visits every parameter in registry order (unit order, then declaration order).
+  void for_each(const std::function<void(Unit&, ParamEntry&)>& fn);
+  void for_each(const std::function<void(const Unit&, const ParamEntry&)>& fn) const;
+  // nullptr when absent.
+  ParamEntry* find(const std::string& name);
+  int64_t total_numel() const;  // parameters only (no padding), counting padded vocab rows
+
+ private:
+  std::vector<std::unique_ptr<Unit>> units_;
+};
+
+}  // namespace zt::model

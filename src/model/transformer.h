@@ -1,0 +1,109 @@
+// The decoder-only transformer for both families, with explicit forward and backward.
+//
+//   GPT-2:  x = wte[tok] + wpe[t];  per block: x += proj(attn(LN1(x))); x += fc2(gelu(fc1(LN2(x))))
+//   Llama:  x = embed[tok];         per block: x += o(attn(rope(qkv(RMS1(x))))); x += down(silu(gate)*up)
+//   head:   loss = CE(final_norm(x) @ W_head^T)   (W_head = wte when tied)
+//
+// Gradient rule: parameter grads are accumulated (+=) across calls until zero_grads();
+// activation grads are scratch. Activations live in f32 on the CPU backend.
+//
+// Units (the flat buffers of registry.h): "embed" (wte [+ wpe]), "block.0" .. "block.L-1",
+// "head" (final norm [+ untied lm_head]). A UnitHooks object sees each unit before and
+// after its forward and backward: the ZeRO engine gathers/releases and reduces there.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "model/config.h"
+#include "model/registry.h"
+#include "ops/cross_entropy.h"
+
+namespace zt::model {
+
+enum class Checkpointing { None, EveryBlock };  // recompute block internals in backward
+enum class Mode { Train, Eval };               // Train applies dropout
+
+struct ModelOptions {
+  DType param_dtype = DType::F32;
+  DType grad_dtype = DType::F32;
+  Device device = Device::cpu();
+  int shard_count = 1;  // units are padded to a multiple of this
+  Checkpointing checkpointing = Checkpointing::None;
+  bool allocate_grads = true;
+};
+
+class UnitHooks {
+ public:
+  virtual ~UnitHooks() = default;
+  virtual void before_forward(Unit&) {}
+  virtual void after_forward(Unit&) {}
+  virtual void before_backward(Unit&) {}
+  virtual void after_backward(Unit&) {}
+};
+
+constexpr int kIgnoreIndex = -100;
+
+// Number of targets that count towards the loss.
+int64_t count_targets(const Tensor& targets, int ignore_index = kIgnoreIndex);
+
+class Transformer {
+ public:
+  Transformer(ModelConfig config, ModelOptions options);
+  ~Transformer();
+  Transformer(const Transformer&) = delete;
+  Transformer& operator=(const Transformer&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  const ModelOptions& options() const { return options_; }
+  ParameterRegistry& registry() { return registry_; }
+  const ParameterRegistry& registry() const { return registry_; }
+
+  // HF-style initialisation, reproducible per parameter: parameter p is drawn from
+  // Philox(seed, hash(p.name)), independent of units, shards and thread counts.
+  void init_weights(uint64_t seed);
+  void zero_grads();
+
+  void set_mode(Mode mode) { mode_ = mode; }
+  // Dropout masks depend on (seed, step, layer, site) only.
+  void set_dropout_seed(uint64_t seed, uint64_t step) {
+    dropout_seed_ = seed;
+    dropout_step_ = step;
+  }
+  void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
+  void set_checkpointing(Checkpointing c) { options_.checkpointing = c; }
+
+  // tokens, targets: i32 [B, T]. Loss only (no gradients, no saved activations).
+  ops::CrossEntropyResult forward(const Tensor& tokens, const Tensor& targets);
+  // Forward and backward of L = grad_scale * sum of token losses; gradients accumulate.
+  ops::CrossEntropyResult forward_backward(const Tensor& tokens, const Tensor& targets, float grad_scale);
+  // logits: f32 [B, T, vocab_size] (unpadded).
+  void forward_logits(const Tensor& tokens, const Tensor& logits);
+
+ private:
+  struct Activations;
+  struct BlockParams;
+  BlockParams block_params(int layer);
+  void ensure_activations(int64_t B, int64_t T);
+  // Runs embedding + blocks; leaves the final normalised hidden state in acts_.
+  void forward_trunk(const Tensor& tokens, bool keep_for_backward);
+  void block_forward(int layer, const Tensor& x_in, const Tensor& x_out, bool keep_for_backward);
+  void block_backward(int layer, const Tensor& dx);  // dx: in = grad of block output, out = grad of input
+  Tensor head_weight();
+  Tensor head_weight_grad();
+  Philox dropout_rng(int layer, int site) const;
+
+  ModelConfig config_;
+  ModelOptions options_;
+  ParameterRegistry registry_;
+  std::unique_ptr<Activations> acts_;
+  Mode mode_ = Mode::Train;
+  uint64_t dropout_seed_ = 0;
+  uint64_t dropout_step_ = 0;
+  UnitHooks* hooks_ = nullptr;
+  UnitHooks no_hooks_;
+};
+
+}  // namespace zt::model
