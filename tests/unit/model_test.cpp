@@ -1,0 +1,169 @@
+// Model layer: registry layout, parameter counts of the real shapes, init
+// reproducibility, activation checkpointing (bitwise-equal gradients), dropout.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/rng.h"
+#include "model/transformer.h"
+
+using namespace zt;
+using namespace zt::model;
+
+namespace {
+
+ModelConfig micro(Family family) {
+  ModelConfig c = preset_config(family == Family::GPT2 ? "tiny-gpt2" : "tiny-llama");
+  c.num_layers = 2;
+  c.hidden_size = 32;
+  c.num_heads = 4;
+  c.num_kv_heads = family == Family::GPT2 ? 4 : 2;
+  c.head_dim = 8;
+  c.rope.head_dim = 8;
+  c.intermediate_size = family == Family::GPT2 ? 128 : 72;
+  c.vocab_size = 300;  // pads to 384
+  c.max_position_embeddings = 64;
+  return c;
+}
+
+struct Batch {
+  std::vector<int32_t> tokens, targets;
+  Tensor tok, tgt;
+  Batch(int64_t B, int64_t T, int64_t V, uint64_t seed) : tokens(static_cast<size_t>(B * T)), targets(tokens.size()) {
+    Philox rng(seed, 7);
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      tokens[i] = static_cast<int32_t>(rng.block(i)[0] % V);
+      targets[i] = (i % 5 == 3) ? kIgnoreIndex : static_cast<int32_t>(rng.block(i)[1] % V);
+    }
+    tok = Tensor(tokens.data(), {B, T}, DType::I32);
+    tgt = Tensor(targets.data(), {B, T}, DType::I32);
+  }
+};
+
+std::vector<std::vector<char>> grad_bytes(Transformer& m) {
+  std::vector<std::vector<char>> out;
+  for (auto& u : m.registry().units()) {
+    const Tensor g = u->flat_grads();
+    const char* p = static_cast<const char*>(g.data());
+    out.emplace_back(p, p + g.nbytes());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(Registry, ParameterCountsMatchHF) {
+  // Counts as HF reports them (model.num_parameters()).
+  EXPECT_EQ(preset_config("gpt2").num_parameters(), 124439808);
+  EXPECT_EQ(preset_config("gpt2-medium").num_parameters(), 354823168);
+  EXPECT_EQ(preset_config("gpt2-large").num_parameters(), 774030080);
+  EXPECT_EQ(preset_config("gpt2-xl").num_parameters(), 1557611200);
+  EXPECT_EQ(preset_config("llama-3.2-1b").num_parameters(), 1235814400);
+}
+
+TEST(Registry, UnitsArePaddedAndViewsAreDisjoint) {
+  for (Family f : {Family::GPT2, Family::Llama}) {
+    ModelOptions o;
+    o.shard_count = 7;
+    Transformer m(micro(f), o);
+    auto& reg = m.registry();
+    ASSERT_EQ(reg.size(), static_cast<size_t>(m.config().num_layers + 2));
+    int64_t counted = 0;
+    for (auto& u : reg.units()) {
+      EXPECT_EQ(u->padded_numel() % 7, 0) << u->name();
+      int64_t end = 0;
+      for (auto& p : u->params()) {
+        EXPECT_GE(p.offset, end) << p.name();
+        end = p.offset + p.numel();
+        EXPECT_EQ(p.value.numel(), p.numel());
+        EXPECT_EQ(p.grad.numel(), p.numel());
+        counted += shape_numel(p.spec.hf_shape);
+      }
+      EXPECT_LE(end, u->padded_numel());
+    }
+    EXPECT_EQ(counted, m.config().num_parameters());
+    const ParamEntry* wte = reg.find(f == Family::GPT2 ? "transformer.wte.weight" : "model.embed_tokens.weight");
+    ASSERT_NE(wte, nullptr);
+    EXPECT_EQ(wte->spec.shape[0], 384);
+    EXPECT_EQ(wte->spec.hf_shape[0], 300);
+  }
+}
+
+TEST(Model, InitIsReproducibleAndIndependentOfSharding) {
+  ModelOptions a, b;
+  b.shard_count = 5;
+  Transformer m1(micro(Family::Llama), a), m2(micro(Family::Llama), b);
+  m1.init_weights(42);
+  m2.init_weights(42);
+  m1.registry().for_each([&](Unit&, ParamEntry& p) {
+    const ParamEntry* q = m2.registry().find(p.name());
+    ASSERT_NE(q, nullptr);
+    EXPECT_EQ(std::memcmp(p.value.data(), q->value.data(), p.value.nbytes()), 0) << p.name();
+  });
+  // Padding rows of the embedding are zero; norm gains are one.
+  const ParamEntry* wte = m1.registry().find("model.embed_tokens.weight");
+  EXPECT_EQ(wte->value.get_f32(300 * 32), 0.0f);
+  EXPECT_EQ(m1.registry().find("model.norm.weight")->value.get_f32(0), 1.0f);
+}
+
+class CheckpointingTest : public ::testing::TestWithParam<std::tuple<Family, float>> {};
+
+TEST_P(CheckpointingTest, GradientsAreBitwiseEqual) {
+  const auto [family, dropout] = GetParam();
+  ModelConfig c = micro(family);
+  c.resid_pdrop = c.embd_pdrop = dropout;
+  ModelOptions plain, ckpt;
+  ckpt.checkpointing = Checkpointing::EveryBlock;
+  Transformer m1(c, plain), m2(c, ckpt);
+  m1.init_weights(3);
+  m2.init_weights(3);
+  m1.set_dropout_seed(9, 4);
+  m2.set_dropout_seed(9, 4);
+  Batch batch(2, 13, c.vocab_size, 11);
+  const float scale = 1.0f / static_cast<float>(count_targets(batch.tgt));
+  const auto r1 = m1.forward_backward(batch.tok, batch.tgt, scale);
+  const auto r2 = m2.forward_backward(batch.tok, batch.tgt, scale);
+  EXPECT_EQ(r1.loss_sum, r2.loss_sum);
+  EXPECT_EQ(r1.count, r2.count);
+  EXPECT_GT(r1.count, 0);
+  const auto g1 = grad_bytes(m1), g2 = grad_bytes(m2);
+  for (size_t i = 0; i < g1.size(); ++i) EXPECT_TRUE(g1[i] == g2[i]) << "unit " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, CheckpointingTest,
+                         ::testing::Combine(::testing::Values(Family::GPT2, Family::Llama),
+                                            ::testing::Values(0.0f, 0.2f)));
+
+TEST(Model, GradientsAccumulateAcrossCalls) {
+  Transformer m(micro(Family::GPT2), ModelOptions{});
+  m.init_weights(1);
+  Batch batch(2, 9, 300, 5);
+  m.forward_backward(batch.tok, batch.tgt, 0.5f);
+  const auto once = m.registry().unit(1).flat_grads().to_f32_vector();
+  m.forward_backward(batch.tok, batch.tgt, 0.5f);
+  const auto twice = m.registry().unit(1).flat_grads().to_f32_vector();
+  for (size_t i = 0; i < once.size(); ++i) ASSERT_NEAR(twice[i], 2 * once[i], 1e-6f + 1e-5f * std::fabs(once[i]));
+  m.zero_grads();
+  for (float g : m.registry().unit(1).flat_grads().to_f32_vector()) ASSERT_EQ(g, 0.0f);
+}
+
+TEST(Model, EvalLossMatchesTrainLossWithoutDropoutAndLossFallsWithTraining) {
+  ModelConfig c = micro(Family::Llama);
+  Transformer m(c, ModelOptions{});
+  m.init_weights(2);
+  Batch batch(2, 16, c.vocab_size, 8);
+  const auto eval = m.forward(batch.tok, batch.tgt);
+  const auto train = m.forward_backward(batch.tok, batch.tgt, 1.0f);
+  EXPECT_DOUBLE_EQ(eval.loss_sum, train.loss_sum);
+  // Initial loss is close to log(V) for small init.
+  EXPECT_NEAR(eval.loss_sum / static_cast<double>(eval.count), std::log(300.0), 0.2);
+}
+
+TEST(Model, RejectsSequencesLongerThanTheContext) {
+  ModelConfig c = micro(Family::GPT2);
+  Transformer m(c, ModelOptions{});
+  Batch batch(1, 65, c.vocab_size, 1);
+  EXPECT_THROW(m.forward(batch.tok, batch.tgt), zt::Error);
+}
