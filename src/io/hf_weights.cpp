@@ -1,0 +1,280 @@
+#include "io/hf_weights.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "io/safetensors.h"
+
+namespace zt::io {
+namespace {
+
+using model::Family;
+using model::ModelConfig;
+using model::ParamSpec;
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool is_dir(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+bool is_file(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+Shape reversed(const Shape& s) { return Shape(s.rbegin(), s.rend()); }
+
+// Our unpadded shape of a parameter ([out, in] for linears). hf_shape normally is that;
+// accept a spec that records the Conv1D file shape ([in, out]) there too.
+Shape unpadded_shape(const ModelConfig& config, const ParamSpec& spec) {
+  const Shape& hf = spec.hf_shape.empty() ? spec.shape : spec.hf_shape;
+  if (is_gpt2_conv1d(config, spec.name) && hf != spec.shape && hf == reversed(spec.shape)) return spec.shape;
+  return hf;
+}
+
+// dst [C, R] = transpose(src [R, C]) for elements of `es` bytes, cache-blocked.
+template <class T>
+void transpose_typed(const T* src, T* dst, int64_t R, int64_t C) {
+  constexpr int64_t kB = 32;
+#pragma omp parallel for collapse(2) if (R * C > (1 << 16)) schedule(static)
+  for (int64_t r0 = 0; r0 < R; r0 += kB)
+    for (int64_t c0 = 0; c0 < C; c0 += kB)
+      for (int64_t r = r0; r < std::min(R, r0 + kB); ++r)
+        for (int64_t c = c0; c < std::min(C, c0 + kB); ++c) dst[c * R + r] = src[r * C + c];
+}
+void transpose_bytes(const void* src, void* dst, int64_t R, int64_t C, size_t es) {
+  switch (es) {
+    case 2: transpose_typed(static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), R, C); return;
+    case 4: transpose_typed(static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), R, C); return;
+    case 8: transpose_typed(static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst), R, C); return;
+  }
+  ZT_CHECK(false, "transpose of ", es, "-byte elements");
+}
+
+void check_host_contiguous(const Tensor& t, const char* what) {
+  ZT_CHECK(t.device().is_cpu(), what, " '", t.name(), "' must be on the host");
+  ZT_CHECK(t.is_contiguous(), what, " '", t.name(), "' must be contiguous");
+}
+
+bool is_skipped_buffer(const ModelConfig& config, const std::string& name) {
+  if (config.family == Family::GPT2) return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias");
+  return ends_with(name, ".rotary_emb.inv_freq");
+}
+
+std::string join_limited(const std::vector<std::string>& names, size_t limit) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < limit; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > limit) out += str(", ... (", names.size() - limit, " more)");
+  return out;
+}
+
+}  // namespace
+
+bool is_gpt2_conv1d(const ModelConfig& config, const std::string& name) {
+  if (config.family != Family::GPT2) return false;
+  return ends_with(name, ".attn.c_attn.weight") || ends_with(name, ".attn.c_proj.weight") ||
+         ends_with(name, ".mlp.c_fc.weight") || ends_with(name, ".mlp.c_proj.weight");
+}
+
+HfTensorLayout hf_layout(const ModelConfig& config, const ParamSpec& spec) {
+  HfTensorLayout l;
+  l.name = spec.name;
+  l.transposed = is_gpt2_conv1d(config, spec.name);
+  const Shape ours = unpadded_shape(config, spec);
+  l.shape = l.transposed ? reversed(ours) : ours;
+  return l;
+}
+
+void to_hf_layout(const ModelConfig& config, const ParamSpec& spec, const Tensor& src, const Tensor& dst) {
+  check_host_contiguous(src, "source");
+  check_host_contiguous(dst, "destination");
+  const HfTensorLayout l = hf_layout(config, spec);
+  const Shape ours = unpadded_shape(config, spec);
+  ZT_CHECK(src.shape() == spec.shape, spec.name, ": source shape ", shape_str(src.shape()), " vs registry ",
+           shape_str(spec.shape));
+  ZT_CHECK(dst.shape() == l.shape, spec.name, ": destination shape ", shape_str(dst.shape()), " vs file ",
+           shape_str(l.shape));
+  ZT_CHECK(ours.size() == spec.shape.size() && shape_numel(ours) <= shape_numel(spec.shape), spec.name,
+           ": hf_shape ", shape_str(ours), " does not fit in ", shape_str(spec.shape));
+  const size_t n = static_cast<size_t>(shape_numel(ours));
+  if (!l.transposed) {
+    // The unpadded tensor is the leading rows: a contiguous prefix.
+    convert(src.data(), src.dtype(), dst.data(), dst.dtype(), n);
+    return;
+  }
+  ZT_CHECK(ours.size() == 2 && ours == spec.shape, spec.name, ": Conv1D weight must be 2-D and unpadded");
+  Buffer tmp(n * dtype_size(dst.dtype()));
+  convert(src.data(), src.dtype(), tmp.data(), dst.dtype(), n);
+  transpose_bytes(tmp.data(), dst.data(), ours[0], ours[1], dtype_size(dst.dtype()));
+}
+
+void from_hf_layout(const ModelConfig& config, const ParamSpec& spec, const Tensor& src, const Tensor& dst) {
+  ZT_CHECK(src.device().is_cpu() && dst.device().is_cpu(), spec.name, ": from_hf_layout is host-only");
+  check_host_contiguous(dst, "destination");
+  const HfTensorLayout l = hf_layout(config, spec);
+  const Shape ours = unpadded_shape(config, spec);
+  ZT_CHECK(src.shape() == l.shape, spec.name, ": file shape ", shape_str(src.shape()), " vs ", shape_str(l.shape));
+  ZT_CHECK(dst.shape() == spec.shape, spec.name, ": registry shape ", shape_str(dst.shape()), " vs ",
+           shape_str(spec.shape));
+  const size_t n = static_cast<size_t>(shape_numel(ours));
+  const size_t src_es = dtype_size(src.dtype());
+  const size_t dst_es = dtype_size(dst.dtype());
+  // Mapped data may be unaligned for its dtype: stage it through aligned memory then.
+  Buffer aligned;
+  const void* sp = src.data();
+  if (n && reinterpret_cast<uintptr_t>(sp) % src_es != 0) {
+    aligned = Buffer(n * src_es);
+    std::memcpy(aligned.data(), sp, n * src_es);
+    sp = aligned.data();
+  }
+  char* dp = static_cast<char*>(dst.data());
+  if (!l.transposed) {
+    convert(sp, src.dtype(), dp, dst.dtype(), n);
+  } else {
+    ZT_CHECK(ours.size() == 2 && ours == spec.shape, spec.name, ": Conv1D weight must be 2-D and unpadded");
+    Buffer tmp(n * dst_es);
+    convert(sp, src.dtype(), tmp.data(), dst.dtype(), n);
+    transpose_bytes(tmp.data(), dp, l.shape[0], l.shape[1], dst_es);
+  }
+  const size_t total = static_cast<size_t>(shape_numel(spec.shape));
+  if (total > n) std::memset(dp + n * dst_es, 0, (total - n) * dst_es);  // vocab padding rows
+}
+
+std::vector<std::string> hf_weight_files(const std::string& path) {
+  if (is_file(path)) return {path};
+  if (!is_dir(path))
+    ZT_THROW_INPUT(path, ": no such file or directory (expected a .safetensors file or a model directory)");
+  const std::string single = path + "/model.safetensors";
+  if (is_file(single)) return {single};
+  const std::string index = path + "/model.safetensors.index.json";
+  if (!is_file(index)) {
+    if (is_file(path + "/pytorch_model.bin") || is_file(path + "/pytorch_model.bin.index.json"))
+      ZT_THROW_INPUT(path, ": holds only pytorch_model.bin (pickle), which zerotrain does not read; convert it "
+                           "to safetensors (e.g. model.save_pretrained(dir, safe_serialization=True))");
+    ZT_THROW_INPUT(path, ": neither model.safetensors nor model.safetensors.index.json is present");
+  }
+  std::ifstream in(index);
+  if (!in) ZT_THROW_IO(index, ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::exception& e) {
+    ZT_THROW_INPUT(index, ": not valid JSON (", e.what(), ")");
+  }
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+    ZT_THROW_INPUT(index, ": 'weight_map' (an object of tensor name -> shard file) is missing");
+  std::set<std::string> shards;
+  for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+    if (!it.value().is_string())
+      ZT_THROW_INPUT(index, ": weight_map entry for '", it.key(), "' must be a file name string");
+    const std::string f = it.value().get<std::string>();
+    if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..")
+      ZT_THROW_INPUT(index, ": weight_map entry for '", it.key(), "' names '", f,
+                     "'; shard files must be plain file names in the same directory");
+    shards.insert(f);
+  }
+  if (shards.empty()) ZT_THROW_INPUT(index, ": weight_map is empty");
+  std::vector<std::string> files;
+  for (const auto& s : shards) {
+    const std::string f = path + "/" + s;
+    if (!is_file(f)) ZT_THROW_INPUT(index, ": shard file '", s, "' is missing from ", path);
+    files.push_back(f);
+  }
+  return files;
+}
+
+HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConfig& config, const std::string& path) {
+  HfLoadReport report;
+  std::vector<std::unique_ptr<SafetensorsReader>> readers;
+  for (const auto& f : hf_weight_files(path)) readers.push_back(std::make_unique<SafetensorsReader>(f));
+
+  // registry name -> (reader, file tensor name)
+  std::map<std::string, std::pair<const SafetensorsReader*, std::string>> found;
+  for (const auto& r : readers) {
+    for (const std::string& fname : r->names()) {
+      std::string name = fname;
+      if (!registry.find(name) && config.family == Family::GPT2 && registry.find("transformer." + fname))
+        name = "transformer." + fname;  // the original gpt2 hub files
+      if (registry.find(name)) {
+        auto [it, inserted] = found.emplace(name, std::make_pair(r.get(), fname));
+        if (!inserted)
+          ZT_THROW_INPUT(path, ": tensor '", name, "' appears twice (as '", it->second.second, "' in ",
+                         it->second.first->path(), " and as '", fname, "' in ", r->path(), ")");
+      } else if (is_skipped_buffer(config, fname) || (fname == "lm_head.weight" && config.tie_word_embeddings)) {
+        report.skipped.push_back(fname);
+      } else {
+        report.unused.push_back(fname);
+      }
+    }
+  }
+
+  std::vector<std::string> missing;
+  registry.for_each([&](model::Unit&, model::ParamEntry& e) {
+    if (!found.count(e.name())) missing.push_back(e.name());
+  });
+  if (!missing.empty())
+    ZT_THROW_INPUT(path, ": ", missing.size(), " tensor", missing.size() == 1 ? " is" : "s are",
+                   " missing from the weights: ", join_limited(missing, 20));
+  if (!report.unused.empty())
+    ZT_WARN(path, ": ignoring ", report.unused.size(), " tensor(s) the model does not use: ",
+            join_limited(report.unused, 10));
+
+  registry.for_each([&](model::Unit& unit, model::ParamEntry& e) {
+    if (!unit.has_params())
+      ZT_THROW_INPUT(path, ": cannot load '", e.name(), "': the model's parameters are not allocated");
+    if (!e.value.device().is_cpu())
+      ZT_THROW_UNSUPPORTED(path, ": load_hf_weights fills host parameters only ('", e.name(), "' is on ",
+                           e.value.device().name(), ")");
+    const auto& [reader, fname] = found.at(e.name());
+    const TensorInfo& info = reader->info(fname);
+    const HfTensorLayout l = hf_layout(config, e.spec);
+    if (info.shape != l.shape)
+      ZT_THROW_INPUT(reader->path(), ": tensor '", fname, "' has shape ", shape_str(info.shape), ", expected ",
+                     shape_str(l.shape), l.transposed ? " (GPT-2 Conv1D layout [in, out])" : "",
+                     " for this config");
+    if (info.supported && !is_floating(info.dtype))
+      ZT_THROW_INPUT(reader->path(), ": tensor '", fname, "' has dtype ", info.dtype_name,
+                     "; a floating dtype (F32, BF16, F16) is needed");
+    const Tensor src = reader->tensor(fname);  // throws Unsupported for F64, I8, ...
+    from_hf_layout(config, e.spec, src, e.value);
+    ++report.loaded;
+  });
+  return report;
+}
+
+void save_hf_weights(const model::ParameterRegistry& registry, const ModelConfig& config, const std::string& path,
+                     DType dtype) {
+  if (!is_floating(dtype)) ZT_THROW_INPUT(path, ": weights must be saved in f32, bf16 or f16 (got ", dtype_name(dtype), ")");
+  const std::string file = is_dir(path) ? path + "/model.safetensors" : path;
+  std::vector<TensorSource> sources;
+  registry.for_each([&](const model::Unit& unit, const model::ParamEntry& e) {
+    ZT_CHECK(unit.has_params(), "save_hf_weights: parameters of unit ", unit.name(), " are not allocated");
+    ZT_CHECK(e.value.device().is_cpu(), "save_hf_weights: '", e.name(), "' is not on the host");
+    const HfTensorLayout l = hf_layout(config, e.spec);
+    const ParamSpec* spec = &e.spec;
+    const Tensor value = e.value;
+    const Shape shape = l.shape;
+    sources.push_back({l.name, dtype, l.shape, [&config, spec, value, shape, dtype](void* dst) {
+                         to_hf_layout(config, *spec, value, Tensor(dst, shape, dtype));
+                       }});
+  });
+  write_safetensors(file, sources, {{"format", "pt"}});
+}
+
+}  // namespace zt::io

@@ -1,0 +1,64 @@
+// Hugging Face weights (safetensors) <-> the parameter registry.
+//
+// Registry names are HF names ("transformer.h.0.attn.c_attn.weight",
+// "model.layers.0.self_attn.q_proj.weight", ...). Two layout differences are handled here:
+//   - GPT-2's Conv1D weights (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj) are stored
+//     [in, out] in HF files; the registry holds every linear weight as [out, in].
+//   - Embedding / head matrices have vocab rows padded to a multiple of 128 in the
+//     registry (ParamSpec::shape); files hold spec.hf_shape (the leading rows). Padding rows
+//     are zero after a load and are not written by a save.
+// Loading also accepts the original `gpt2` hub files (names without "transformer."), skips
+// GPT-2's attn.bias / attn.masked_bias buffers and Llama's rotary_emb.inv_freq, and ignores
+// lm_head.weight when the head is tied.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/config.h"
+#include "model/registry.h"
+
+namespace zt::io {
+
+// Where and how a registry parameter appears in a HF file.
+struct HfTensorLayout {
+  std::string name;         // the HF tensor name
+  Shape shape;              // shape in the file
+  bool transposed = false;  // GPT-2 Conv1D: the file holds the transpose of our [out, in]
+};
+HfTensorLayout hf_layout(const model::ModelConfig& config, const model::ParamSpec& spec);
+bool is_gpt2_conv1d(const model::ModelConfig& config, const std::string& name);
+
+// Copies a registry-layout tensor of `spec` (its value or its gradient: host, contiguous,
+// shape spec.shape) into `dst` (host, contiguous, shape hf_layout().shape, any floating
+// dtype): drops padding rows, transposes Conv1D weights, converts the dtype.
+void to_hf_layout(const model::ModelConfig& config, const model::ParamSpec& spec, const Tensor& src,
+                  const Tensor& dst);
+// The inverse: `src` in file layout (host, contiguous; may be unaligned) into the
+// registry-layout `dst`; padding rows are set to zero.
+void from_hf_layout(const model::ModelConfig& config, const model::ParamSpec& spec, const Tensor& src,
+                    const Tensor& dst);
+
+// The safetensors files a model path names: a .safetensors file, or a directory holding
+// model.safetensors or model.safetensors.index.json (sharded). Throws BadInput otherwise.
+std::vector<std::string> hf_weight_files(const std::string& path);
+
+struct HfLoadReport {
+  int64_t loaded = 0;                // registry entries filled
+  std::vector<std::string> skipped;  // file tensors deliberately ignored (buffers, tied head)
+  std::vector<std::string> unused;   // file tensors that match nothing (a warning is logged)
+};
+
+// Fills every registry parameter (host, allocated) from the files at `path`, converting
+// dtypes. Missing tensors, wrong shapes and non-floating dtypes are BadInput errors that
+// name the file and the tensors.
+HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const model::ModelConfig& config,
+                             const std::string& path);
+
+// Writes the registry's parameters as one HF safetensors file (HF names and layouts, in
+// `dtype`, metadata {"format": "pt"}), atomically. `path` is the file, or a directory
+// (then the file is path/model.safetensors).
+void save_hf_weights(const model::ParameterRegistry& registry, const model::ModelConfig& config,
+                     const std::string& path, DType dtype);
+
+}  // namespace zt::io
