@@ -1,0 +1,114 @@
+// CPU token + position embedding (see embedding.h).
+//
+// Accumulation rule: out (=); dwte (+=), dwpe (+=).
+// Backward groups the rows by token (a stable sort of the row indices), sums each group in
+// f32 in row order and adds the sum to dwte's row once: no races, no atomics, the same
+// bits for any thread count, and a single rounding per call for bf16/f16 gradients.
+#include "backend/cpu/embedding.h"
+
+#include <algorithm>
+#include <numeric>
+#include <type_traits>
+#include <vector>
+
+#include "backend/cpu/elementwise.h"
+
+namespace zt::cpu {
+
+int64_t find_bad_token(const int32_t* tokens, int64_t n, int64_t V) {
+  for (int64_t i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= V) return i;
+  return -1;
+}
+
+namespace {
+// row (f32) = w (W) or row += w.
+template <class W, bool kAdd>
+inline void load_row(float* row, const W* w, int64_t C) {
+  if constexpr (std::is_same_v<W, float>) {
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) row[c] = kAdd ? row[c] + w[c] : w[c];
+  } else {
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) row[c] = kAdd ? row[c] + load_f32(w[c]) : load_f32(w[c]);
+  }
+}
+}  // namespace
+
+template <class W>
+void embedding_forward(float* out, const int32_t* tokens, const W* wte, const W* wpe, int64_t B, int64_t T,
+                       int64_t C) {
+  const int64_t N = B * T;
+#pragma omp parallel for schedule(static) if (N * C > (1 << 15))
+  for (int64_t i = 0; i < N; ++i) {
+    float* row = out + i * C;
+    load_row<W, false>(row, wte + static_cast<int64_t>(tokens[i]) * C, C);
+    if (wpe) load_row<W, true>(row, wpe + (i % T) * C, C);
+  }
+}
+
+template <class G>
+void embedding_backward(G* dwte, G* dwpe, const float* dout, const int32_t* tokens, int64_t B, int64_t T,
+                        int64_t C) {
+  const int64_t N = B * T;
+  if (N == 0 || C == 0) return;
+  if (dwte) {
+    // Row indices sorted by token; group g spans order[starts[g] .. starts[g+1]).
+    std::vector<int64_t> order(static_cast<size_t>(N));
+    std::iota(order.begin(), order.end(), int64_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return tokens[a] < tokens[b]; });
+    std::vector<int64_t> starts;
+    starts.reserve(static_cast<size_t>(N) + 1);
+    for (int64_t k = 0; k < N; ++k)
+      if (k == 0 || tokens[order[k]] != tokens[order[k - 1]]) starts.push_back(k);
+    starts.push_back(N);
+    const int64_t groups = static_cast<int64_t>(starts.size()) - 1;
+#pragma omp parallel if (N * C > (1 << 15))
+    {
+      std::vector<float> acc(static_cast<size_t>(C));
+#pragma omp for schedule(dynamic, 16)
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t k0 = starts[static_cast<size_t>(g)], k1 = starts[static_cast<size_t>(g) + 1];
+        float* a = acc.data();
+        const float* first = dout + order[static_cast<size_t>(k0)] * C;
+        std::copy(first, first + C, a);
+        for (int64_t k = k0 + 1; k < k1; ++k) {
+          const float* r = dout + order[static_cast<size_t>(k)] * C;
+#pragma omp simd
+          for (int64_t c = 0; c < C; ++c) a[c] += r[c];
+        }
+        G* dst = dwte + static_cast<int64_t>(tokens[order[static_cast<size_t>(k0)]]) * C;
+        accumulate_f32(dst, a, C);
+      }
+    }
+  }
+  if (dwpe) {
+#pragma omp parallel if (T * C > (1 << 15))
+    {
+      std::vector<float> acc(static_cast<size_t>(C));
+#pragma omp for schedule(static)
+      for (int64_t t = 0; t < T; ++t) {
+        float* a = acc.data();
+        std::copy(dout + t * C, dout + t * C + C, a);
+        for (int64_t b = 1; b < B; ++b) {
+          const float* r = dout + (b * T + t) * C;
+#pragma omp simd
+          for (int64_t c = 0; c < C; ++c) a[c] += r[c];
+        }
+        G* dst = dwpe + t * C;
+        accumulate_f32(dst, a, C);
+      }
+    }
+  }
+}
+
+template void embedding_forward<float>(float*, const int32_t*, const float*, const float*, int64_t, int64_t,
+                                       int64_t);
+template void embedding_forward<bf16>(float*, const int32_t*, const bf16*, const bf16*, int64_t, int64_t,
+                                      int64_t);
+template void embedding_forward<f16>(float*, const int32_t*, const f16*, const f16*, int64_t, int64_t, int64_t);
+template void embedding_backward<float>(float*, float*, const float*, const int32_t*, int64_t, int64_t, int64_t);
+template void embedding_backward<bf16>(bf16*, bf16*, const float*, const int32_t*, int64_t, int64_t, int64_t);
+template void embedding_backward<f16>(f16*, f16*, const float*, const int32_t*, int64_t, int64_t, int64_t);
+
+}  // namespace zt::cpu

@@ -1,0 +1,131 @@
+// CPU linear layer: sgemm on f32 (see linear.h).
+//
+// Accumulation rule: out (=), dinp (=), dweight (+=), dbias (+=).
+// f32 weights feed sgemm directly; f32 dweight accumulates with beta = 1 in sgemm.
+// bf16/f16 weights are converted into a thread-local f32 scratch (kept between calls),
+// bf16/f16 dweight is computed into another f32 scratch and added with one rounding.
+// dbias sums columns over all rows in f32 (column blocks in parallel; the row order is
+// fixed, so results do not depend on the thread count).
+#include "backend/cpu/linear.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "backend/cpu/elementwise.h"
+
+namespace zt::cpu {
+namespace {
+
+// f32 view of a parameter: the pointer itself for f32, else a converted copy in `scratch`.
+template <class W>
+const float* as_f32(const W* p, int64_t n, std::vector<float>& scratch) {
+  if constexpr (std::is_same_v<W, float>) {
+    (void)n;
+    (void)scratch;
+    return p;
+  } else {
+    if (scratch.size() < static_cast<size_t>(n)) scratch.resize(static_cast<size_t>(n));
+    convert_to_f32(p, scratch.data(), n);
+    return scratch.data();
+  }
+}
+
+std::vector<float>& weight_scratch() {
+  thread_local std::vector<float> s;
+  return s;
+}
+std::vector<float>& grad_scratch() {
+  thread_local std::vector<float> s;
+  return s;
+}
+
+inline int blas_int(int64_t v) { return static_cast<int>(v); }
+
+}  // namespace
+
+template <class W>
+void linear_forward(float* out, const float* inp, const W* weight, const W* bias, int64_t N, int64_t I,
+                    int64_t O) {
+  if (N == 0 || O == 0) return;
+  float beta = 0.0f;
+  if (bias) {
+    std::vector<float> bias_scratch;
+    const float* b = as_f32(bias, O, bias_scratch);
+#pragma omp parallel for schedule(static) if (N * O > (1 << 16))
+    for (int64_t n = 0; n < N; ++n) std::memcpy(out + n * O, b, static_cast<size_t>(O) * sizeof(float));
+    beta = 1.0f;
+  }
+  if (I == 0) {
+    if (!bias) std::memset(out, 0, static_cast<size_t>(N * O) * sizeof(float));
+    return;
+  }
+  const float* w = as_f32(weight, O * I, weight_scratch());
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(N), blas_int(O), blas_int(I), 1.0f, inp,
+              blas_int(I), w, blas_int(I), beta, out, blas_int(O));
+}
+
+template <class W, class G>
+void linear_backward(float* dinp, G* dweight, G* dbias, const float* dout, const float* inp, const W* weight,
+                     int64_t N, int64_t I, int64_t O) {
+  if (dinp && N > 0 && I > 0) {
+    if (O == 0) {
+      std::memset(dinp, 0, static_cast<size_t>(N * I) * sizeof(float));
+    } else {
+      const float* w = as_f32(weight, O * I, weight_scratch());
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(N), blas_int(I), blas_int(O), 1.0f, dout,
+                  blas_int(O), w, blas_int(I), 0.0f, dinp, blas_int(I));
+    }
+  }
+  if (dweight && N > 0 && O > 0 && I > 0) {
+    if constexpr (std::is_same_v<G, float>) {
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, blas_int(O), blas_int(I), blas_int(N), 1.0f, dout,
+                  blas_int(O), inp, blas_int(I), 1.0f, dweight, blas_int(I));
+    } else {
+      std::vector<float>& s = grad_scratch();
+      if (s.size() < static_cast<size_t>(O * I)) s.resize(static_cast<size_t>(O * I));
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, blas_int(O), blas_int(I), blas_int(N), 1.0f, dout,
+                  blas_int(O), inp, blas_int(I), 0.0f, s.data(), blas_int(I));
+      accumulate_f32(dweight, s.data(), O * I);
+    }
+  }
+  if (dbias && N > 0 && O > 0) {
+    constexpr int64_t kCols = 256;
+    const int64_t nblocks = (O + kCols - 1) / kCols;
+#pragma omp parallel for schedule(static) if (N * O > (1 << 15))
+    for (int64_t blk = 0; blk < nblocks; ++blk) {
+      const int64_t c0 = blk * kCols, nc = std::min(kCols, O - c0);
+      alignas(64) float acc[kCols];
+      std::fill(acc, acc + nc, 0.0f);
+      for (int64_t n = 0; n < N; ++n) {
+        const float* row = dout + n * O + c0;
+#pragma omp simd
+        for (int64_t c = 0; c < nc; ++c) acc[c] += row[c];
+      }
+      accumulate_f32(dbias + c0, acc, nc);
+    }
+  }
+}
+
+template void linear_forward<float>(float*, const float*, const float*, const float*, int64_t, int64_t, int64_t);
+template void linear_forward<bf16>(float*, const float*, const bf16*, const bf16*, int64_t, int64_t, int64_t);
+template void linear_forward<f16>(float*, const float*, const f16*, const f16*, int64_t, int64_t, int64_t);
+
+#define ZT_INST_LINEAR_BWD(W, G)                                                                          \
+  template void linear_backward<W, G>(float*, G*, G*, const float*, const float*, const W*, int64_t, int64_t, \
+                                      int64_t);
+ZT_INST_LINEAR_BWD(float, float)
+ZT_INST_LINEAR_BWD(float, bf16)
+ZT_INST_LINEAR_BWD(float, f16)
+ZT_INST_LINEAR_BWD(bf16, float)
+ZT_INST_LINEAR_BWD(bf16, bf16)
+ZT_INST_LINEAR_BWD(bf16, f16)
+ZT_INST_LINEAR_BWD(f16, float)
+ZT_INST_LINEAR_BWD(f16, bf16)
+ZT_INST_LINEAR_BWD(f16, f16)
+#undef ZT_INST_LINEAR_BWD
+
+}  // namespace zt::cpu

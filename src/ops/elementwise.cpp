@@ -1,0 +1,83 @@
+// Tensor-level pointwise helpers (see ops/elementwise.h).
+//
+// Accumulation rule: add (=), add_inplace (+=, computed in f32, one rounding to acc's
+// dtype), scale_inplace (in place). add_inplace, scale_inplace, sum_of_squares and
+// all_finite take f32, bf16 or f16 (they run on parameter-gradient buffers); add_inplace
+// allows acc and x of different floating dtypes. add needs one dtype for all three.
+#include "ops/elementwise.h"
+
+#include "backend/cpu/elementwise.h"
+#include "ops/dispatch.h"
+
+namespace zt::ops {
+
+namespace {
+void check_float_contiguous(const char* op, const Tensor& t) {
+  ZT_CHECK(is_floating(t.dtype()), op, ": tensor '", t.name(), "' has dtype ", dtype_name(t.dtype()),
+           ", expected f32, bf16 or f16");
+  ZT_CHECK(t.is_contiguous(), op, ": tensor '", t.name(), "' must be contiguous");
+}
+}  // namespace
+
+void add(const Tensor& out, const Tensor& a, const Tensor& b) {
+  check_float_contiguous("add", out);
+  check_float_contiguous("add", a);
+  check_float_contiguous("add", b);
+  ZT_CHECK(a.numel() == out.numel() && b.numel() == out.numel(), "add: sizes ", shape_str(out.shape()), ", ",
+           shape_str(a.shape()), ", ", shape_str(b.shape()));
+  ZT_CHECK(a.dtype() == out.dtype() && b.dtype() == out.dtype(), "add: dtypes differ");
+  const Device dev = common_device("add", {&out, &a, &b});
+  if (!dev.is_cpu()) no_kernel("add", dev);
+  dispatch_float(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    cpu::add(static_cast<T*>(out.data()), static_cast<const T*>(a.data()), static_cast<const T*>(b.data()),
+             out.numel());
+  });
+}
+
+void add_inplace(const Tensor& acc, const Tensor& x) {
+  check_float_contiguous("add_inplace", acc);
+  check_float_contiguous("add_inplace", x);
+  ZT_CHECK(acc.numel() == x.numel(), "add_inplace: sizes ", shape_str(acc.shape()), " and ", shape_str(x.shape()));
+  const Device dev = common_device("add_inplace", {&acc, &x});
+  if (!dev.is_cpu()) no_kernel("add_inplace", dev);
+  dispatch_float(acc.dtype(), [&](auto atag) {
+    dispatch_float(x.dtype(), [&](auto xtag) {
+      using A = decltype(atag);
+      using X = decltype(xtag);
+      cpu::add_inplace(static_cast<A*>(acc.data()), static_cast<const X*>(x.data()), acc.numel());
+    });
+  });
+}
+
+void scale_inplace(const Tensor& x, float alpha) {
+  check_float_contiguous("scale_inplace", x);
+  const Device dev = common_device("scale_inplace", {&x});
+  if (!dev.is_cpu()) no_kernel("scale_inplace", dev);
+  dispatch_float(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    cpu::scale_inplace(static_cast<T*>(x.data()), alpha, x.numel());
+  });
+}
+
+double sum_of_squares(const Tensor& x) {
+  check_float_contiguous("sum_of_squares", x);
+  const Device dev = common_device("sum_of_squares", {&x});
+  if (!dev.is_cpu()) no_kernel("sum_of_squares", dev);
+  return dispatch_float(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    return cpu::sum_of_squares(static_cast<const T*>(x.data()), x.numel());
+  });
+}
+
+bool all_finite(const Tensor& x) {
+  check_float_contiguous("all_finite", x);
+  const Device dev = common_device("all_finite", {&x});
+  if (!dev.is_cpu()) no_kernel("all_finite", dev);
+  return dispatch_float(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    return cpu::all_finite(static_cast<const T*>(x.data()), x.numel());
+  });
+}
+
+}  // namespace zt::ops

@@ -1,0 +1,93 @@
+// Tensor-level token + position embedding (see ops/embedding.h).
+//
+// Accumulation rule: out (=); dwte (+=), dwpe (+=).
+// tokens: contiguous i32 [B, T]; wte [V, C] and wpe [P >= T, C] share one floating dtype;
+// dwte/dwpe share one floating dtype (normally the weights'). out/dout: f32 [B, T, C].
+#include "ops/embedding.h"
+
+#include "backend/cpu/embedding.h"
+#include "ops/dispatch.h"
+
+namespace zt::ops {
+
+namespace {
+void check_tokens(const char* op, const Tensor& tokens) {
+  ZT_CHECK(tokens.dtype() == DType::I32 && tokens.dim() == 2 && tokens.is_contiguous(), op,
+           ": tokens must be a contiguous i32 [B, T] tensor, got ", dtype_name(tokens.dtype()), " ",
+           shape_str(tokens.shape()));
+}
+void check_act(const char* op, const Tensor& t, int64_t B, int64_t T, int64_t C) {
+  ZT_CHECK(t.dtype() == DType::F32 && t.is_contiguous() && t.numel() == B * T * C && t.dim() >= 1 && t.size(-1) == C,
+           op, ": '", t.name(), "' must be a contiguous f32 [", B, ", ", T, ", ", C, "] tensor, got ",
+           dtype_name(t.dtype()), " ", shape_str(t.shape()));
+}
+bool present(const Tensor& t) { return t.defined() && t.data() != nullptr; }
+}  // namespace
+
+void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) {
+  check_tokens("embedding_forward", tokens);
+  ZT_CHECK(wte.dim() == 2 && wte.is_contiguous() && is_floating(wte.dtype()),
+           "embedding_forward: wte must be a contiguous floating [V, C] tensor, got ", shape_str(wte.shape()));
+  const int64_t B = tokens.size(0), T = tokens.size(1), V = wte.size(0), C = wte.size(1);
+  check_act("embedding_forward", out, B, T, C);
+  const bool has_wpe = present(wpe);
+  if (has_wpe) {
+    ZT_CHECK(wpe.dim() == 2 && wpe.is_contiguous() && wpe.size(1) == C && wpe.size(0) >= T &&
+                 wpe.dtype() == wte.dtype(),
+             "embedding_forward: wpe must be a contiguous [>= ", T, ", ", C, "] tensor of wte's dtype, got ",
+             dtype_name(wpe.dtype()), " ", shape_str(wpe.shape()));
+  }
+  const Device dev = common_device("embedding_forward", {&out, &tokens, &wte, &wpe});
+  if (!dev.is_cpu()) no_kernel("embedding_forward", dev);
+  const int32_t* tok = static_cast<const int32_t*>(tokens.data());
+  const int64_t bad = cpu::find_bad_token(tok, B * T, V);
+  if (bad >= 0) {
+    ZT_THROW_INPUT("token id ", tok[bad], " at position ", bad, " is outside the vocabulary of size ", V,
+                   " (rows of ", wte.name().empty() ? std::string("wte") : wte.name(),
+                   "): check that the tokenizer matches the model");
+  }
+  dispatch_float(wte.dtype(), [&](auto tag) {
+    using W = decltype(tag);
+    cpu::embedding_forward(static_cast<float*>(out.data()), tok, static_cast<const W*>(wte.data()),
+                           has_wpe ? static_cast<const W*>(wpe.data()) : nullptr, B, T, C);
+  });
+}
+
+void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
+  check_tokens("embedding_backward", tokens);
+  const bool has_wte = present(dwte), has_wpe = present(dwpe);
+  if (!has_wte && !has_wpe) return;
+  const Tensor& ref = has_wte ? dwte : dwpe;
+  ZT_CHECK(ref.dim() == 2 && is_floating(ref.dtype()), "embedding_backward: gradients must be floating 2-D, got ",
+           shape_str(ref.shape()));
+  const int64_t B = tokens.size(0), T = tokens.size(1), C = ref.size(1);
+  check_act("embedding_backward", dout, B, T, C);
+  if (has_wte) {
+    ZT_CHECK(dwte.dim() == 2 && dwte.is_contiguous() && dwte.size(1) == C,
+             "embedding_backward: dwte must be a contiguous [V, ", C, "] tensor, got ", shape_str(dwte.shape()));
+  }
+  if (has_wpe) {
+    ZT_CHECK(dwpe.dim() == 2 && dwpe.is_contiguous() && dwpe.size(1) == C && dwpe.size(0) >= T &&
+                 dwpe.dtype() == ref.dtype(),
+             "embedding_backward: dwpe must be a contiguous [>= ", T, ", ", C, "] tensor of dwte's dtype, got ",
+             dtype_name(dwpe.dtype()), " ", shape_str(dwpe.shape()));
+  }
+  const Device dev = common_device("embedding_backward", {&dwte, &dwpe, &dout, &tokens});
+  if (!dev.is_cpu()) no_kernel("embedding_backward", dev);
+  const int32_t* tok = static_cast<const int32_t*>(tokens.data());
+  if (has_wte) {
+    const int64_t bad = cpu::find_bad_token(tok, B * T, dwte.size(0));
+    if (bad >= 0) {
+      ZT_THROW_INPUT("token id ", tok[bad], " at position ", bad, " is outside the vocabulary of size ",
+                     dwte.size(0), " (rows of ", dwte.name().empty() ? std::string("dwte") : dwte.name(), ")");
+    }
+  }
+  dispatch_float(ref.dtype(), [&](auto tag) {
+    using G = decltype(tag);
+    cpu::embedding_backward(has_wte ? static_cast<G*>(dwte.data()) : nullptr,
+                            has_wpe ? static_cast<G*>(dwpe.data()) : nullptr, static_cast<const float*>(dout.data()),
+                            tok, B, T, C);
+  });
+}
+
+}  // namespace zt::ops

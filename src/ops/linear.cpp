@@ -1,0 +1,96 @@
+// Tensor-level linear layer (see ops/linear.h).
+//
+// Accumulation rule: out (=), dinp (=), dweight (+=), dbias (+=).
+// Activations (inp, out, dout, dinp) are f32 and contiguous with any leading shape: they
+// are read as [N, features] with N the product of the leading dimensions. weight and bias
+// share one dtype (f32, bf16 or f16); dweight and dbias share one floating dtype (normally
+// the weight's).
+#include "ops/linear.h"
+
+#include "backend/cpu/linear.h"
+#include "ops/dispatch.h"
+
+namespace zt::ops {
+
+namespace {
+// Rows of a contiguous f32 activation whose last dimension must be `features`.
+int64_t rows_of(const char* op, const Tensor& t, int64_t features) {
+  ZT_CHECK(t.dtype() == DType::F32, op, ": activation '", t.name(), "' must be f32, got ", dtype_name(t.dtype()));
+  ZT_CHECK(t.is_contiguous(), op, ": activation '", t.name(), "' must be contiguous");
+  ZT_CHECK(t.dim() >= 1 && t.size(-1) == features, op, ": activation '", t.name(), "' has shape ",
+           shape_str(t.shape()), ", expected last dimension ", features);
+  return t.numel() / (features ? features : 1);
+}
+}  // namespace
+
+void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias) {
+  ZT_CHECK(weight.dim() == 2 && weight.is_contiguous() && is_floating(weight.dtype()),
+           "linear_forward: weight must be a contiguous floating [O, I] tensor, got ", shape_str(weight.shape()));
+  const int64_t O = weight.size(0), I = weight.size(1);
+  const int64_t N = rows_of("linear_forward", inp, I);
+  ZT_CHECK(rows_of("linear_forward", out, O) == N, "linear_forward: out ", shape_str(out.shape()),
+           " and inp ", shape_str(inp.shape()), " have different row counts");
+  const bool has_bias = bias.defined() && bias.data() != nullptr;
+  if (has_bias) {
+    ZT_CHECK(bias.numel() == O && bias.is_contiguous() && bias.dtype() == weight.dtype(),
+             "linear_forward: bias must be a contiguous [", O, "] tensor of the weight's dtype, got ",
+             shape_str(bias.shape()), " ", dtype_name(bias.dtype()));
+  }
+  const Device dev = common_device("linear_forward", {&out, &inp, &weight, &bias});
+  if (!dev.is_cpu()) no_kernel("linear_forward", dev);
+  dispatch_float(weight.dtype(), [&](auto tag) {
+    using W = decltype(tag);
+    cpu::linear_forward(static_cast<float*>(out.data()), static_cast<const float*>(inp.data()),
+                        static_cast<const W*>(weight.data()),
+                        has_bias ? static_cast<const W*>(bias.data()) : nullptr, N, I, O);
+  });
+}
+
+void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                     const Tensor& inp, const Tensor& weight) {
+  ZT_CHECK(weight.dim() == 2 && weight.is_contiguous() && is_floating(weight.dtype()),
+           "linear_backward: weight must be a contiguous floating [O, I] tensor, got ", shape_str(weight.shape()));
+  const int64_t O = weight.size(0), I = weight.size(1);
+  const int64_t N = rows_of("linear_backward", dout, O);
+  const bool has_dinp = dinp.defined() && dinp.data() != nullptr;
+  const bool has_dw = dweight.defined() && dweight.data() != nullptr;
+  const bool has_db = dbias.defined() && dbias.data() != nullptr;
+  if (has_dinp) {
+    ZT_CHECK(rows_of("linear_backward", dinp, I) == N, "linear_backward: dinp ", shape_str(dinp.shape()),
+             " and dout ", shape_str(dout.shape()), " have different row counts");
+  }
+  if (has_dw) {
+    ZT_CHECK(rows_of("linear_backward", inp, I) == N, "linear_backward: inp ", shape_str(inp.shape()),
+             " and dout ", shape_str(dout.shape()), " have different row counts");
+    ZT_CHECK(dweight.shape() == weight.shape() && dweight.is_contiguous() && is_floating(dweight.dtype()),
+             "linear_backward: dweight must be a contiguous floating ", shape_str(weight.shape()), " tensor, got ",
+             shape_str(dweight.shape()));
+  }
+  if (has_db) {
+    ZT_CHECK(dbias.numel() == O && dbias.is_contiguous() && is_floating(dbias.dtype()),
+             "linear_backward: dbias must be a contiguous floating [", O, "] tensor, got ",
+             shape_str(dbias.shape()));
+  }
+  if (has_dw && has_db) {
+    ZT_CHECK(dweight.dtype() == dbias.dtype(), "linear_backward: dweight is ", dtype_name(dweight.dtype()),
+             " but dbias is ", dtype_name(dbias.dtype()));
+  }
+  if (!has_dinp && !has_dw && !has_db) return;
+  const Device dev = common_device("linear_backward", {&dinp, &dweight, &dbias, &dout, &inp, &weight});
+  if (!dev.is_cpu()) no_kernel("linear_backward", dev);
+  const DType gdt = has_dw ? dweight.dtype() : (has_db ? dbias.dtype() : weight.dtype());
+  dispatch_float(weight.dtype(), [&](auto wtag) {
+    dispatch_float(gdt, [&](auto gtag) {
+      using W = decltype(wtag);
+      using G = decltype(gtag);
+      cpu::linear_backward<W, G>(has_dinp ? static_cast<float*>(dinp.data()) : nullptr,
+                                 has_dw ? static_cast<G*>(dweight.data()) : nullptr,
+                                 has_db ? static_cast<G*>(dbias.data()) : nullptr,
+                                 static_cast<const float*>(dout.data()),
+                                 has_dw ? static_cast<const float*>(inp.data()) : nullptr,
+                                 static_cast<const W*>(weight.data()), N, I, O);
+    });
+  });
+}
+
+}  // namespace zt::ops

@@ -1,0 +1,123 @@
+// Tensor-level LayerNorm and RMSNorm (see ops/norm.h).
+//
+// Accumulation rule: out, mean, rstd (=); dinp (=); dweight, dbias (+=).
+// inp/out/dout/dinp: contiguous f32 with last dimension C (rows N = numel / C).
+// weight/bias: contiguous [C], one floating dtype. dweight/dbias: contiguous [C], one
+// floating dtype (normally the weight's). mean/rstd: contiguous f32 [N].
+#include "ops/norm.h"
+
+#include "backend/cpu/norm.h"
+#include "ops/dispatch.h"
+
+namespace zt::ops {
+
+namespace {
+bool present(const Tensor& t) { return t.defined() && t.data() != nullptr; }
+
+int64_t rows_of(const char* op, const Tensor& t, int64_t C) {
+  ZT_CHECK(t.dtype() == DType::F32 && t.is_contiguous() && t.dim() >= 1 && t.size(-1) == C, op, ": '", t.name(),
+           "' must be a contiguous f32 tensor with last dimension ", C, ", got ", dtype_name(t.dtype()), " ",
+           shape_str(t.shape()));
+  return C ? t.numel() / C : 0;
+}
+void check_param(const char* op, const Tensor& p, int64_t C) {
+  ZT_CHECK(is_floating(p.dtype()) && p.is_contiguous() && p.numel() == C, op, ": parameter '", p.name(),
+           "' must be a contiguous floating [", C, "] tensor, got ", dtype_name(p.dtype()), " ",
+           shape_str(p.shape()));
+}
+void check_stat(const char* op, const Tensor& s, int64_t N) {
+  ZT_CHECK(s.dtype() == DType::F32 && s.is_contiguous() && s.numel() == N, op, ": statistic '", s.name(),
+           "' must be a contiguous f32 [", N, "] tensor, got ", dtype_name(s.dtype()), " ", shape_str(s.shape()));
+}
+template <class T>
+T* ptr(const Tensor& t) {
+  return present(t) ? static_cast<T*>(t.data()) : nullptr;
+}
+}  // namespace
+
+void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp,
+                       const Tensor& weight, const Tensor& bias, float eps) {
+  const int64_t C = weight.numel();
+  check_param("layernorm_forward", weight, C);
+  const int64_t N = rows_of("layernorm_forward", inp, C);
+  ZT_CHECK(rows_of("layernorm_forward", out, C) == N, "layernorm_forward: out and inp differ in rows");
+  if (present(bias)) {
+    check_param("layernorm_forward", bias, C);
+    ZT_CHECK(bias.dtype() == weight.dtype(), "layernorm_forward: bias and weight dtypes differ");
+  }
+  if (present(mean)) check_stat("layernorm_forward", mean, N);
+  if (present(rstd)) check_stat("layernorm_forward", rstd, N);
+  const Device dev = common_device("layernorm_forward", {&out, &mean, &rstd, &inp, &weight, &bias});
+  if (!dev.is_cpu()) no_kernel("layernorm_forward", dev);
+  dispatch_float(weight.dtype(), [&](auto tag) {
+    using W = decltype(tag);
+    cpu::layernorm_forward(ptr<float>(out), ptr<float>(mean), ptr<float>(rstd), ptr<const float>(inp),
+                           ptr<const W>(weight), ptr<const W>(bias), N, C, eps);
+  });
+}
+
+void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                        const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd) {
+  const int64_t C = weight.numel();
+  check_param("layernorm_backward", weight, C);
+  const int64_t N = rows_of("layernorm_backward", dout, C);
+  ZT_CHECK(rows_of("layernorm_backward", inp, C) == N, "layernorm_backward: inp and dout differ in rows");
+  if (present(dinp)) ZT_CHECK(rows_of("layernorm_backward", dinp, C) == N, "layernorm_backward: dinp rows");
+  check_stat("layernorm_backward", mean, N);
+  check_stat("layernorm_backward", rstd, N);
+  if (present(dweight)) check_param("layernorm_backward", dweight, C);
+  if (present(dbias)) check_param("layernorm_backward", dbias, C);
+  if (present(dweight) && present(dbias)) {
+    ZT_CHECK(dweight.dtype() == dbias.dtype(), "layernorm_backward: dweight and dbias dtypes differ");
+  }
+  const Device dev = common_device("layernorm_backward", {&dinp, &dweight, &dbias, &dout, &inp, &weight, &mean, &rstd});
+  if (!dev.is_cpu()) no_kernel("layernorm_backward", dev);
+  const DType gdt = present(dweight) ? dweight.dtype() : present(dbias) ? dbias.dtype() : weight.dtype();
+  dispatch_float(weight.dtype(), [&](auto wtag) {
+    dispatch_float(gdt, [&](auto gtag) {
+      using W = decltype(wtag);
+      using G = decltype(gtag);
+      cpu::layernorm_backward<W, G>(ptr<float>(dinp), ptr<G>(dweight), ptr<G>(dbias), ptr<const float>(dout),
+                                    ptr<const float>(inp), ptr<const W>(weight), ptr<const float>(mean),
+                                    ptr<const float>(rstd), N, C);
+    });
+  });
+}
+
+void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& inp, const Tensor& weight, float eps) {
+  const int64_t C = weight.numel();
+  check_param("rmsnorm_forward", weight, C);
+  const int64_t N = rows_of("rmsnorm_forward", inp, C);
+  ZT_CHECK(rows_of("rmsnorm_forward", out, C) == N, "rmsnorm_forward: out and inp differ in rows");
+  if (present(rstd)) check_stat("rmsnorm_forward", rstd, N);
+  const Device dev = common_device("rmsnorm_forward", {&out, &rstd, &inp, &weight});
+  if (!dev.is_cpu()) no_kernel("rmsnorm_forward", dev);
+  dispatch_float(weight.dtype(), [&](auto tag) {
+    using W = decltype(tag);
+    cpu::rmsnorm_forward(ptr<float>(out), ptr<float>(rstd), ptr<const float>(inp), ptr<const W>(weight), N, C, eps);
+  });
+}
+
+void rmsnorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dout, const Tensor& inp,
+                      const Tensor& weight, const Tensor& rstd) {
+  const int64_t C = weight.numel();
+  check_param("rmsnorm_backward", weight, C);
+  const int64_t N = rows_of("rmsnorm_backward", dout, C);
+  ZT_CHECK(rows_of("rmsnorm_backward", inp, C) == N, "rmsnorm_backward: inp and dout differ in rows");
+  if (present(dinp)) ZT_CHECK(rows_of("rmsnorm_backward", dinp, C) == N, "rmsnorm_backward: dinp rows");
+  check_stat("rmsnorm_backward", rstd, N);
+  if (present(dweight)) check_param("rmsnorm_backward", dweight, C);
+  const Device dev = common_device("rmsnorm_backward", {&dinp, &dweight, &dout, &inp, &weight, &rstd});
+  if (!dev.is_cpu()) no_kernel("rmsnorm_backward", dev);
+  const DType gdt = present(dweight) ? dweight.dtype() : weight.dtype();
+  dispatch_float(weight.dtype(), [&](auto wtag) {
+    dispatch_float(gdt, [&](auto gtag) {
+      using W = decltype(wtag);
+      using G = decltype(gtag);
+      cpu::rmsnorm_backward<W, G>(ptr<float>(dinp), ptr<G>(dweight), ptr<const float>(dout), ptr<const float>(inp),
+                                  ptr<const W>(weight), ptr<const float>(rstd), N, C);
+    });
+  });
+}
+
+}  // namespace zt::ops
