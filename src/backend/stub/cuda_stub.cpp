@@ -1,5 +1,43 @@
-// Built when the CUDA backend is off: the device allocator is never registered, so any
-// use of a CUDA device fails with a clear message from core/allocator.cpp.
+// Built when the CUDA backend is off (ZT_WITH_CUDA=OFF): the same functions as
+// src/backend/cuda/, declared in backend/cuda_api.h. available() is false, the statistics
+// are zero, and everything that needs a GPU throws Unsupported with the fix in the message.
+// The device allocator is never registered, so any use of a CUDA device fails with a clear
+// message from core/allocator.cpp.
+#include "backend/cuda_api.h"
+
+#include "core/error.h"
+
 namespace zt::cuda {
-bool available() { return false; }
+namespace {
+
+[[noreturn]] void no_cuda(const char* what) {
+  ZT_THROW_UNSUPPORTED(what, ": this build has no CUDA backend (rebuild with -DZT_WITH_CUDA=ON "
+                             "or `cmake --preset cuda`, or use --device cpu)");
+}
+
+}  // namespace
+
+bool available() noexcept { return false; }
+int device_count() noexcept { return 0; }
+void init(int device) { no_cuda(str("cuda::init(", device, ")").c_str()); }
+bool initialized() noexcept { return false; }
+int current_device() noexcept { return -1; }
+void synchronize() {}
+
+MemoryStats memory_stats() { return {}; }
+size_t bytes_in_use() { return 0; }
+size_t peak_bytes() { return 0; }
+size_t bytes_reserved() { return 0; }
+void reset_peak_bytes() {}
+void empty_cache() {}
+
+void copy_to_device(void*, const void*, size_t) { no_cuda("cuda::copy_to_device"); }
+void copy_to_host(void*, const void*, size_t) { no_cuda("cuda::copy_to_host"); }
+
+Allocator& pinned_host_allocator() { no_cuda("pinned host memory"); }
+
+void convert_on_device_for_test(const void*, DType, void*, DType, size_t, size_t) {
+  no_cuda("cuda::convert_on_device_for_test");
+}
+
 }  // namespace zt::cuda

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Run on the GPU machine (Ubuntu 24.04, CUDA 13, H100/H200 = sm_90, no network; the packages
+# of scripts/install_deps.sh must already be there). Builds with the CUDA backend using all
+# cores, runs the GPU tests (CTest label `cuda`) one at a time, and prints a table:
+# test, status, seconds. Exits non-zero when a test fails.
+#   ZT_BUILD_DIR   build folder (default build/gpu)
+#   ZT_GPU_LABELS  CTest label regex to run (default cuda; '.' runs everything)
+#   CUDACXX        nvcc to use (default /usr/local/cuda/bin/nvcc, else the one on PATH)
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${ZT_BUILD_DIR:-$root/build/gpu}
+labels=${ZT_GPU_LABELS:-cuda}
+nvcc=${CUDACXX:-/usr/local/cuda/bin/nvcc}
+[[ -x $nvcc ]] || nvcc=$(command -v nvcc || true)
+[[ -n $nvcc ]] || { echo "gpu.sh: nvcc not found (set CUDACXX)" >&2; exit 1; }
+jobs=$(nproc)
+
+echo "== machine"
+nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader ||
+  echo "(nvidia-smi failed: the tests will skip)"
+"$nvcc" --version | tail -1
+
+echo "== configure + build ($jobs jobs) in $build"
+gen=()
+if [[ ! -f $build/CMakeCache.txt ]] && command -v ninja >/dev/null; then gen=(-G Ninja); fi
+start=$SECONDS
+cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DZT_WITH_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER="$nvcc"
+cmake --build "$build" -j "$jobs"
+echo "built in $((SECONDS - start)) s"
+
+echo "== ctest -L '$labels'"
+log=$build/gpu-ctest.log
+set +e
+# One at a time: the tests share the GPU, and their times are then meaningful.
+ctest --test-dir "$build" -L "$labels" --output-on-failure -j 1 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+set -e
+
+echo
+echo "== results"
+# ctest result lines: "  3/64 Test  #3: Suite.Name ......   Passed    0.12 sec"
+#                     "  4/64 Test  #4: Suite.Other .... ***Skipped   0.01 sec"
+sed -nE 's/^ *[0-9]+\/[0-9]+ +Test +#[0-9]+: +([^ ]+) +\.* *\**([A-Za-z][A-Za-z: ]*[A-Za-z]) +([0-9.]+) sec.*$/\1|\2|\3/p' "$log" |
+  awk -F'|' '
+    BEGIN { printf "%-64s %-10s %8s\n", "test", "status", "seconds"; n = 0 }
+    { printf "%-64s %-10s %8.2f\n", $1, $2, $3; count[$2]++; total += $3; n++ }
+    END {
+      printf "%d tests, %.1f s:", n, total
+      for (s in count) printf " %s %d", s, count[s]
+      printf "\n"
+    }'
+# Benchmarks (kernels, collectives, end-to-end steps) will be added here.
+exit "$rc"

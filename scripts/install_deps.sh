@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs what zerotrain needs to build and test, on Debian 12 / Ubuntu 24.04 (apt).
+# Runs as root, or through sudo when it is there. Does nothing when all is installed.
+# The CUDA toolkit is not installed here: with /usr/local/cuda/bin/nvcc present the scripts
+# also build the CUDA backend.
+set -euo pipefail
+
+packages=(
+  build-essential      # g++ (with OpenMP), make
+  cmake                # >= 3.25
+  ninja-build
+  pkg-config
+  libopenblas-dev      # BLAS for the CPU backend
+  libgtest-dev libgmock-dev
+  nlohmann-json3-dev   # JSON configs, safetensors headers
+  libyaml-cpp-dev      # Accelerate YAML configs
+  python3 python3-numpy python3-torch   # PyTorch oracles in the tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]} == 0)); then
+  echo "install_deps: all ${#packages[@]} packages are installed" >&2
+  exit 0
+fi
+
+sudo=()
+if ((EUID != 0)); then
+  if command -v sudo >/dev/null; then
+    sudo=(sudo)
+  else
+    echo "install_deps: run as root (no sudo here) to install: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+echo "install_deps: installing ${missing[*]}" >&2
+start=$SECONDS
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+  "${missing[@]}"
+echo "install_deps: done in $((SECONDS - start)) s" >&2

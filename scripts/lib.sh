@@ -1,0 +1,44 @@
+# shellcheck shell=bash
+# Shared by the scripts in this folder (source it; not executable on its own).
+#   ZT_PRESET     cpu | cuda | debug; default: cuda when /usr/local/cuda/bin/nvcc exists
+#                 (the CUDA backend is compiled and linked; GPU tests skip without a GPU),
+#                 else cpu
+#   ZT_BUILD_DIR  build folder; default: the preset's (build/cpu, build/cuda, build/debug)
+#   ZT_JOBS       parallel build/test jobs; default: the number of cores
+
+ZT_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+zt_log() { printf '==> %s\n' "$*" >&2; }
+
+zt_preset() {
+  if [[ -n ${ZT_PRESET:-} ]]; then
+    echo "$ZT_PRESET"
+  elif [[ -x /usr/local/cuda/bin/nvcc ]]; then
+    echo cuda
+  else
+    echo cpu
+  fi
+}
+
+zt_build_dir() {
+  local dir=${ZT_BUILD_DIR:-build/$(zt_preset)}
+  [[ $dir == /* ]] || dir=$ZT_ROOT/$dir
+  echo "$dir"
+}
+
+zt_jobs() { echo "${ZT_JOBS:-$(nproc 2>/dev/null || echo 2)}"; }
+
+# Configures (once; CMake re-runs itself when needed) and builds. Prints nothing on stdout.
+zt_configure_and_build() {
+  local preset dir start
+  preset=$(zt_preset)
+  dir=$(zt_build_dir)
+  start=$SECONDS
+  local gen=()
+  if [[ ! -f $dir/CMakeCache.txt ]] && command -v ninja >/dev/null; then gen=(-G Ninja); fi
+  zt_log "configure: preset '$preset' in $dir"
+  (cd "$ZT_ROOT" && cmake --preset "$preset" -B "$dir" "${gen[@]}") >&2
+  zt_log "build: $(zt_jobs) jobs"
+  cmake --build "$dir" -j "$(zt_jobs)" >&2
+  zt_log "configured and built in $((SECONDS - start)) s"
+}

@@ -1,0 +1,61 @@
+// The CUDA backend's public face, with no CUDA types in it, so that every layer (and the
+// tests) can use it in any build. A CUDA build defines these in src/backend/cuda/; a
+// CPU-only build defines them in src/backend/stub/cuda_stub.cpp, where available() is
+// false and everything that needs a GPU throws Unsupported with a clear message.
+#pragma once
+#include <cstddef>
+
+#include "core/allocator.h"
+#include "core/dtype.h"
+
+namespace zt::cuda {
+
+// True when this build has the CUDA backend and at least one GPU is visible. Never throws.
+bool available() noexcept;
+// Number of visible GPUs (0 in a CPU-only build or with no driver). Never throws.
+int device_count() noexcept;
+
+// Selects the GPU for this process, creates its compute stream, cuBLASLt handle and caching
+// allocator, and registers the allocator for Device::cuda() (core/allocator.h). Calling it
+// again with the same device does nothing; another device throws (one GPU per process).
+void init(int device = 0);
+bool initialized() noexcept;
+// The device passed to init(), or -1.
+int current_device() noexcept;
+
+// Waits until all work queued on the compute stream has finished.
+void synchronize();
+
+// Device memory statistics of the caching allocator (all zero before init()).
+struct MemoryStats {
+  size_t bytes_in_use = 0;    // live allocations, in rounded (size-class) bytes
+  size_t peak_bytes = 0;      // maximum of bytes_in_use since init() or reset_peak_bytes()
+  size_t bytes_reserved = 0;  // obtained from the driver: in use + cached free blocks
+  size_t device_mallocs = 0;  // cudaMalloc calls so far
+  size_t device_frees = 0;    // cudaFree calls so far
+};
+MemoryStats memory_stats();
+size_t bytes_in_use();
+size_t peak_bytes();
+size_t bytes_reserved();
+void reset_peak_bytes();
+// Returns every cached free block to the driver (synchronizes the compute stream first).
+void empty_cache();
+
+// Synchronous copies between host memory and device memory from the device allocator,
+// ordered on the compute stream (they wait for the work queued before them). Need init().
+void copy_to_device(void* device_dst, const void* host_src, size_t bytes);
+void copy_to_host(void* host_dst, const void* device_src, size_t bytes);
+
+// Page-locked host memory (cudaHostAlloc) for fast, asynchronous host<->device copies.
+// Its device() is Device::cpu(). Throws Unsupported in a CPU-only build.
+Allocator& pinned_host_allocator();
+
+// Test helper: copies n elements from host src to the device, converts them there with the
+// backend's conversion kernel (f32 <-> bf16, f32 <-> f16, or a same-dtype copy) and copies the
+// result back to host dst. `misalign` shifts both device pointers by that many elements, so
+// that the unaligned (scalar) paths of the kernel are tested too. Needs init().
+void convert_on_device_for_test(const void* src, DType src_dtype, void* dst, DType dst_dtype,
+                                size_t n, size_t misalign = 0);
+
+}  // namespace zt::cuda

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Layering check (DESIGN.md): a file under src/<layer>/ may include only its own layer and the
+# layers below it. Bottom to top:
+#   core backend ops io dist model parallel zero train cli
+# and also:
+#   - only src/backend/cuda/ includes backend/cuda/* (everyone else uses backend/cuda_api.h);
+#   - core/, ops/, backend/cuda_api.h and backend/stub/ include no CUDA, NCCL or MPI header;
+#   - no include climbs with "../".
+# Usage: layering_test.sh [SRC_DIR]   (default: the src/ next to this script's tests/)
+set -euo pipefail
+
+src=${1:-"$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/src"}
+src=${src%/}
+[[ -d $src ]] || { echo "layering: no such directory: $src" >&2; exit 2; }
+
+layers=(core backend ops io dist model parallel zero train cli)
+declare -A rank
+for i in "${!layers[@]}"; do rank[${layers[$i]}]=$i; done
+
+gpu_headers='^(cuda[A-Za-z0-9_]*(\.h|/)|cu(blas|blasLt|dnn|rand|fft|sparse|solver|pti)[A-Za-z0-9_]*\.h|cub/|thrust/|nccl[A-Za-z0-9_]*\.h|mpi[A-Za-z0-9_]*\.h|mpi/|nvtx|nvToolsExt|nvml\.h)'
+
+violations=()
+checked=0
+while IFS= read -r -d '' file; do
+  rel=${file#"$src"/}
+  layer=${rel%%/*}
+  if [[ $rel != */* ]]; then
+    violations+=("$rel: a source file directly under src/ (put it in a layer folder)")
+    continue
+  fi
+  if [[ -z ${rank[$layer]+x} ]]; then
+    violations+=("$rel: '$layer' is not a layer (known: ${layers[*]})")
+    continue
+  fi
+  own=${rank[$layer]}
+  no_gpu=0
+  case $rel in core/* | ops/* | backend/cuda_api.h | backend/stub/*) no_gpu=1 ;; esac
+  checked=$((checked + 1))
+  lineno=0
+  while IFS= read -r line; do
+    lineno=$((lineno + 1))
+    [[ $line =~ ^[[:space:]]*#[[:space:]]*include[[:space:]]*([\"\<])([^\"\>]+)[\"\>] ]] || continue
+    delim=${BASH_REMATCH[1]}
+    inc=${BASH_REMATCH[2]}
+    where="$rel:$lineno"
+    if [[ $inc == *../* ]]; then
+      violations+=("$where: relative include \"$inc\" (include from src/: \"layer/file.h\")")
+      continue
+    fi
+    if ((no_gpu)) && [[ $inc =~ $gpu_headers ]]; then
+      violations+=("$where: $layer must not include <$inc> (CUDA/NCCL/MPI stay in backend/cuda and dist)")
+      continue
+    fi
+    [[ $delim == '"' ]] || continue
+    target=${inc%%/*}
+    [[ $inc == */* && -n ${rank[$target]+x} ]] || continue
+    if ((${rank[$target]} > own)); then
+      violations+=("$where: $layer includes \"$inc\" from $target, a layer above it")
+    elif [[ $inc == backend/cuda/* && $rel != backend/cuda/* ]]; then
+      violations+=("$where: includes \"$inc\"; outside src/backend/cuda use \"backend/cuda_api.h\"")
+    fi
+  done <"$file"
+done < <(find "$src" -type f \( -name '*.h' -o -name '*.hpp' -o -name '*.cuh' -o -name '*.cpp' \
+                               -o -name '*.cc' -o -name '*.cu' \) -print0 | sort -z)
+
+if ((${#violations[@]})); then
+  echo "layering: ${#violations[@]} violation(s) in $checked files (order: ${layers[*]}):"
+  printf '  %s\n' "${violations[@]}"
+  exit 1
+fi
+echo "layering: $checked files OK (order: ${layers[*]})"
