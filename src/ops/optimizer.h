@@ -3,21 +3,12 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/optimizer_hyper.h"
 #include "core/tensor.h"
 
 namespace zt::ops {
 
-struct AdamWHyper {
-  float lr = 1e-3f;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float eps = 1e-8f;
-  float weight_decay = 0.0f;
-  int64_t step = 1;        // 1-based, for bias correction
-  float grad_scale = 1.0f; // gradients are multiplied by this first (unscale x clip)
-  bool decoupled = true;   // AdamW (decay on the weight); false = Adam with L2 in the gradient
-  bool bias_correction = true;
-};
+using AdamWHyper = ::zt::AdamWHyper;
 
 // PyTorch's torch.optim.AdamW / Adam single-tensor update, in f32:
 //   g = grad * grad_scale (+ wd * p when !decoupled); p *= 1 - lr*wd (when decoupled)

@@ -6,7 +6,7 @@
 namespace zt::cpu {
 
 template <class P, class G>
-void adamw_step(P* param, float* master, const G* grad, float* m, float* v, int64_t n, const ops::AdamWHyper& h) {
+void adamw_step(P* param, float* master, const G* grad, float* m, float* v, int64_t n, const AdamWHyper& h) {
   const float b1 = h.beta1, b2 = h.beta2;
   const float bc1 = h.bias_correction ? 1.0f - std::pow(b1, static_cast<float>(h.step)) : 1.0f;
   const float bc2 = h.bias_correction ? 1.0f - std::pow(b2, static_cast<float>(h.step)) : 1.0f;
@@ -30,7 +30,7 @@ void adamw_step(P* param, float* master, const G* grad, float* m, float* v, int6
 }
 
 #define ZT_INSTANTIATE(P, G) \
-  template void adamw_step<P, G>(P*, float*, const G*, float*, float*, int64_t, const ops::AdamWHyper&);
+  template void adamw_step<P, G>(P*, float*, const G*, float*, float*, int64_t, const AdamWHyper&);
 ZT_INSTANTIATE(float, float)
 ZT_INSTANTIATE(float, bf16)
 ZT_INSTANTIATE(float, f16)
