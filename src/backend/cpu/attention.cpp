@@ -1,0 +1,277 @@
+// CPU causal self-attention (GQA) on packed qkv, flash-attention style bookkeeping:
+// forward keeps only out and the row log-sum-exp; backward recomputes P = exp(S - lse).
+//
+// Accumulation rule: forward overwrites out and lse (=); backward overwrites dqkv (=).
+// There are no parameters.
+//
+// Work is split into blocks of kBlock query rows; a block only multiplies against the keys
+// it can see (0 .. last row of the block), so the causal half is mostly skipped. The
+// matrix products are single-threaded cblas_sgemm calls inside an OpenMP loop over
+// (batch, head[, block]); OpenBLAS's own threads are switched off for the duration of the
+// loop (its threaded sgemm serialises concurrent callers in a pthreads build).
+#include "backend/cpu/attention.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace zt::cpu {
+namespace {
+
+constexpr int64_t kBlock = 64;
+
+// exp(x) for x <= 88 (we only use x <= ~0), ~2 ulp, written so that loops calling it
+// vectorise (no libm call). NaN propagates.
+// The loops that call it need -fno-trapping-math to be if-converted and vectorised (FP
+// exception flags are never read here); these functions carry that option.
+#if defined(__GNUC__) && !defined(__clang__)
+#define ZT_VECTOR_MATH __attribute__((optimize("no-trapping-math")))
+#else
+#define ZT_VECTOR_MATH
+#endif
+ZT_VECTOR_MATH inline float exp_approx(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  float n = x * 1.44269504088896341f + 12582912.0f;
+  n -= 12582912.0f;  // round to nearest integer
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const uint32_t e = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &e, sizeof(scale));
+  return p * scale;
+}
+
+// Runs OpenBLAS single-threaded while alive (we parallelise above it).
+class BlasSingleThread {
+ public:
+  BlasSingleThread() : saved_(openblas_get_num_threads()) {
+    if (saved_ > 1) openblas_set_num_threads(1);
+  }
+  ~BlasSingleThread() {
+    if (saved_ > 1) openblas_set_num_threads(saved_);
+  }
+  BlasSingleThread(const BlasSingleThread&) = delete;
+  BlasSingleThread& operator=(const BlasSingleThread&) = delete;
+
+ private:
+  int saved_;
+};
+
+struct Dims {
+  int64_t B, T, Hq, Hkv, D;
+  int64_t qkv_ld() const { return (Hq + 2 * Hkv) * D; }
+  int64_t out_ld() const { return Hq * D; }
+  int64_t group() const { return Hq / Hkv; }
+  int64_t n_blocks() const { return (T + kBlock - 1) / kBlock; }
+};
+
+// One query block [r0, r1) of query head h of batch b. S: scratch of kBlock * T floats.
+ZT_VECTOR_MATH void forward_block(float* out, float* lse, const float* qkv, const Dims& d, float scale, int64_t b, int64_t h,
+                   int64_t blk, float* S) {
+  const int64_t ld = d.qkv_ld();
+  const int64_t r0 = blk * kBlock;
+  const int64_t r1 = std::min(d.T, r0 + kBlock);
+  const int64_t m = r1 - r0;
+  const int64_t n = r1;  // keys 0 .. r1-1
+  const int64_t g = h / d.group();
+  const float* base = qkv + b * d.T * ld;
+  const float* Q = base + r0 * ld + h * d.D;
+  const float* K = base + (d.Hq + g) * d.D;
+  const float* V = base + (d.Hq + d.Hkv + g) * d.D;
+  float* O = out + (b * d.T + r0) * d.out_ld() + h * d.D;
+  float* L = lse + (b * d.Hq + h) * d.T + r0;
+
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
+              static_cast<int>(d.D), scale, Q, static_cast<int>(ld), K, static_cast<int>(ld), 0.0f, S,
+              static_cast<int>(n));
+  float inv_sum[kBlock];
+  for (int64_t i = 0; i < m; ++i) {
+    float* s = S + i * n;
+    const int64_t valid = r0 + i + 1;
+    float mx = s[0];
+#pragma omp simd reduction(max : mx)
+    for (int64_t j = 1; j < valid; ++j) mx = s[j] > mx ? s[j] : mx;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < valid; ++j) {
+      const float e = exp_approx(s[j] - mx);
+      s[j] = e;
+      sum += e;
+    }
+    for (int64_t j = valid; j < n; ++j) s[j] = 0.0f;
+    L[i] = mx + std::log(sum);
+    inv_sum[i] = 1.0f / sum;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(d.D),
+              static_cast<int>(n), 1.0f, S, static_cast<int>(n), V, static_cast<int>(ld), 0.0f, O,
+              static_cast<int>(d.out_ld()));
+  for (int64_t i = 0; i < m; ++i) {
+    const float inv = inv_sum[i];
+    float* o = O + i * d.out_ld();
+    for (int64_t k = 0; k < d.D; ++k) o[k] *= inv;
+  }
+}
+
+// Backward of query head h of batch b: writes dQ (=) into dqkv, adds dK and dV (+=) into
+// dK/dV (row stride ld_kv). S and dP: scratch of kBlock * T floats each.
+ZT_VECTOR_MATH void backward_head(float* dqkv, float* dK, float* dV, int64_t ld_kv, const float* dout, const float* qkv,
+                   const float* out, const float* lse, const Dims& d, float scale, int64_t b, int64_t h, float* S,
+                   float* dP) {
+  const int64_t ld = d.qkv_ld();
+  const int64_t ldo = d.out_ld();
+  const int64_t g = h / d.group();
+  const float* base = qkv + b * d.T * ld;
+  const float* K = base + (d.Hq + g) * d.D;
+  const float* V = base + (d.Hq + d.Hkv + g) * d.D;
+  const int ild = static_cast<int>(ld);
+  const int ildo = static_cast<int>(ldo);
+  const int ildkv = static_cast<int>(ld_kv);
+  const int iD = static_cast<int>(d.D);
+  float Di[kBlock];
+  for (int64_t blk = 0; blk < d.n_blocks(); ++blk) {
+    const int64_t r0 = blk * kBlock;
+    const int64_t r1 = std::min(d.T, r0 + kBlock);
+    const int im = static_cast<int>(r1 - r0);
+    const int in = static_cast<int>(r1);
+    const int64_t n = r1;
+    const float* Q = base + r0 * ld + h * d.D;
+    const float* dO = dout + (b * d.T + r0) * ldo + h * d.D;
+    const float* O = out + (b * d.T + r0) * ldo + h * d.D;
+    const float* L = lse + (b * d.Hq + h) * d.T + r0;
+    float* dQ = dqkv + (b * d.T + r0) * ld + h * d.D;
+
+    // S = scale Q K^T ; P = exp(S - lse) on the causal part, 0 elsewhere.
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, im, in, iD, scale, Q, ild, K, ild, 0.0f, S, in);
+    for (int64_t i = 0; i < im; ++i) {
+      float* s = S + i * n;
+      const int64_t valid = r0 + i + 1;
+      const float l = L[i];
+#pragma omp simd
+      for (int64_t j = 0; j < valid; ++j) s[j] = exp_approx(s[j] - l);
+      for (int64_t j = valid; j < n; ++j) s[j] = 0.0f;
+      float acc = 0.0f;
+      const float* go = dO + i * ldo;
+      const float* o = O + i * ldo;
+#pragma omp simd reduction(+ : acc)
+      for (int64_t k = 0; k < d.D; ++k) acc += go[k] * o[k];
+      Di[i] = acc;
+    }
+    // dV += P^T dO
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, iD, im, 1.0f, S, in, dO, ildo, 1.0f, dV, ildkv);
+    // dP = dO V^T
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, im, in, iD, 1.0f, dO, ildo, V, ild, 0.0f, dP, in);
+    // dS = P * (dP - D_i)   (zero where P is masked)
+    for (int64_t i = 0; i < im; ++i) {
+      const float* p = S + i * n;
+      float* dp = dP + i * n;
+      const float di = Di[i];
+      for (int64_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - di);
+    }
+    // dQ = scale dS K ; dK += scale dS^T Q
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, im, iD, in, scale, dP, in, K, ild, 0.0f, dQ, ild);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, iD, im, scale, dP, in, Q, ild, 1.0f, dK, ildkv);
+  }
+}
+
+void zero_rows(float* p, int64_t rows, int64_t cols, int64_t ld) {
+  for (int64_t r = 0; r < rows; ++r) std::memset(p + r * ld, 0, static_cast<size_t>(cols) * sizeof(float));
+}
+
+}  // namespace
+
+void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t n_q_heads,
+                       int64_t n_kv_heads, int64_t head_dim, float scale) {
+  const Dims d{B, T, n_q_heads, n_kv_heads, head_dim};
+  if (B == 0 || T == 0) return;
+  const int64_t nb = d.n_blocks();
+  const int64_t tasks = B * n_q_heads * nb;
+  BlasSingleThread single;
+#pragma omp parallel
+  {
+    std::vector<float> S(static_cast<size_t>(kBlock * T));
+    // Later blocks see more keys: hand out the largest first.
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t blk = nb - 1 - t / (B * n_q_heads);
+      const int64_t bh = t % (B * n_q_heads);
+      forward_block(out, lse, qkv, d, scale, bh / n_q_heads, bh % n_q_heads, blk, S.data());
+    }
+  }
+}
+
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
+                        int64_t B, int64_t T, int64_t n_q_heads, int64_t n_kv_heads, int64_t head_dim, float scale) {
+  const Dims d{B, T, n_q_heads, n_kv_heads, head_dim};
+  if (B == 0 || T == 0) return;
+  const int64_t ld = d.qkv_ld();
+  const int64_t group = d.group();
+  const int threads = omp_get_max_threads();
+  BlasSingleThread single;
+  if (group == 1 || B * n_kv_heads >= threads) {
+    // One task per (batch, kv head): it owns dK/dV of that head and the dQ of its group.
+#pragma omp parallel
+    {
+      std::vector<float> S(static_cast<size_t>(kBlock * T));
+      std::vector<float> dP(static_cast<size_t>(kBlock * T));
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t t = 0; t < B * n_kv_heads; ++t) {
+        const int64_t b = t / n_kv_heads;
+        const int64_t g = t % n_kv_heads;
+        float* dK = dqkv + b * T * ld + (n_q_heads + g) * head_dim;
+        float* dV = dqkv + b * T * ld + (n_q_heads + n_kv_heads + g) * head_dim;
+        zero_rows(dK, T, head_dim, ld);
+        zero_rows(dV, T, head_dim, ld);
+        for (int64_t h = g * group; h < (g + 1) * group; ++h)
+          backward_head(dqkv, dK, dV, ld, dout, qkv, out, lse, d, scale, b, h, S.data(), dP.data());
+      }
+    }
+    return;
+  }
+  // Few kv heads: one task per (batch, query head) with private dK/dV partials, then a
+  // reduction over each group in a fixed order (deterministic).
+  const int64_t part = T * head_dim;
+  std::vector<float> partial(static_cast<size_t>(B * n_q_heads * 2 * part));
+#pragma omp parallel
+  {
+    std::vector<float> S(static_cast<size_t>(kBlock * T));
+    std::vector<float> dP(static_cast<size_t>(kBlock * T));
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < B * n_q_heads; ++t) {
+      float* dK = partial.data() + t * 2 * part;
+      float* dV = dK + part;
+      std::memset(dK, 0, static_cast<size_t>(2 * part) * sizeof(float));
+      backward_head(dqkv, dK, dV, head_dim, dout, qkv, out, lse, d, scale, t / n_q_heads, t % n_q_heads, S.data(),
+                    dP.data());
+    }
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < B * n_kv_heads * T; ++t) {
+      const int64_t b = t / (n_kv_heads * T);
+      const int64_t g = (t / T) % n_kv_heads;
+      const int64_t r = t % T;
+      float* dK = dqkv + (b * T + r) * ld + (n_q_heads + g) * head_dim;
+      float* dV = dqkv + (b * T + r) * ld + (n_q_heads + n_kv_heads + g) * head_dim;
+      for (int64_t k = 0; k < head_dim; ++k) dK[k] = dV[k] = 0.0f;
+      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+        const float* pk = partial.data() + (b * n_q_heads + h) * 2 * part + r * head_dim;
+        const float* pv = pk + part;
+        for (int64_t k = 0; k < head_dim; ++k) {
+          dK[k] += pk[k];
+          dV[k] += pv[k];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace zt::cpu
