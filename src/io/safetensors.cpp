@@ -83,7 +83,10 @@ std::string errno_text() { return std::strerror(errno); }
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) ZT_THROW_IO(path, ": cannot open (", errno_text(), ")");
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) ZT_THROW_INPUT(path, ": no such file");
+    ZT_THROW_IO(path, ": cannot open (", errno_text(), ")");
+  }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const std::string err = errno_text();

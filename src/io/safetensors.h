@@ -39,7 +39,7 @@ constexpr uint64_t kMaxSafetensorsHeader = 100ull * 1024 * 1024;
 class MappedFile {
  public:
   MappedFile() = default;
-  explicit MappedFile(const std::string& path);  // throws Io when the file cannot be opened
+  explicit MappedFile(const std::string& path);  // BadInput if absent, Io if unreadable
   ~MappedFile();
   MappedFile(MappedFile&& other) noexcept;
   MappedFile& operator=(MappedFile&& other) noexcept;

@@ -241,6 +241,8 @@ TEST(Safetensors, MalformedHeadersAreBadInput) {
     SCOPED_TRACE(c.needle);
     expect_bad_input(path, c.needle);
   }
+  expect_bad_input(dir.file("absent.safetensors"), "no such file");
+  expect_bad_input(dir.path().string(), "not a regular file");
   // Messages name the tensor.
   const std::string path = dir.file("named.safetensors");
   write_all(path, raw_file(R"({"layer.7.w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8));
