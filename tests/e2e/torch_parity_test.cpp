@@ -32,7 +32,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/hf_weights.h"
+#include "model/hf_weights.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/transformer.h"
@@ -141,7 +141,7 @@ void run_case(const Case& c) {
 
   // Weights, config, batch.
   const std::string weights = (dir / "model.safetensors").string();
-  io::save_hf_weights(m.registry(), c.config, weights, DType::F32);
+  model::save_hf_weights(m.registry(), c.config, weights, DType::F32);
   {
     std::ofstream cfg(dir / "config.json");
     cfg << config_to_hf_json(c.config).dump(2);
@@ -226,10 +226,10 @@ void run_case(const Case& c) {
   std::vector<OwnedTensor> grads;  // ours in HF layout, kept for ours.safetensors
   std::vector<std::pair<std::string, Tensor>> dump{{"logits", logits.view()}};
   m.registry().for_each([&](Unit&, ParamEntry& e) {
-    const io::HfTensorLayout l = io::hf_layout(c.config, e.spec);
+    const model::HfTensorLayout l = model::hf_layout(c.config, e.spec);
     grads.emplace_back(l.shape, DType::F32);
     const Tensor& g = grads.back();
-    io::to_hf_layout(c.config, e.spec, e.grad, g);
+    model::to_hf_layout(c.config, e.spec, e.grad, g);
     const std::string name = "grad." + l.name;
     if (ref.contains(name)) {
       EXPECT_EQ(ref.info(name).shape, l.shape) << name;

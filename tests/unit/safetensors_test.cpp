@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "io/hf_weights.h"
+#include "model/hf_weights.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/registry.h"
@@ -400,7 +400,7 @@ TEST(HfWeights, Gpt2SaveLayoutAndRoundTrip) {
   TempDir dir;
   TinyGpt2 src;
   const std::string path = dir.file("model.safetensors");
-  io::save_hf_weights(src.reg, src.config, path, DType::F32);
+  model::save_hf_weights(src.reg, src.config, path, DType::F32);
 
   SafetensorsReader r(path);
   EXPECT_EQ(r.metadata().at("format"), "pt");
@@ -417,16 +417,16 @@ TEST(HfWeights, Gpt2SaveLayoutAndRoundTrip) {
 
   TinyGpt2 dst(false);
   dst.reg.find("transformer.wte.weight")->value.fill_f32(9.0f);  // padding rows must be reset to zero
-  const io::HfLoadReport rep = io::load_hf_weights(dst.reg, dst.config, path);
+  const model::HfLoadReport rep = model::load_hf_weights(dst.reg, dst.config, path);
   EXPECT_EQ(rep.loaded, 16);
   expect_equal_registries(src.reg, dst.reg);
   EXPECT_EQ(dst.reg.find("transformer.wte.weight")->value.get_f32(10 * 4), 0.0f);
 
   // Also through a directory, and in bf16 (values are exact in bf16: multiples of 1/64 below 2).
-  io::save_hf_weights(src.reg, src.config, dir.path().string(), DType::BF16);
+  model::save_hf_weights(src.reg, src.config, dir.path().string(), DType::BF16);
   EXPECT_EQ(SafetensorsReader(path).info("transformer.wpe.weight").dtype_name, "BF16");
   TinyGpt2 dst2(false);
-  io::load_hf_weights(dst2.reg, dst2.config, dir.path().string());
+  model::load_hf_weights(dst2.reg, dst2.config, dir.path().string());
   expect_equal_registries(src.reg, dst2.reg);
 }
 
@@ -436,7 +436,7 @@ TEST(HfWeights, Gpt2HubNamesBuffersTiedHeadAndShards) {
   // Rewrite the file the way the original `gpt2` hub files look: no "transformer." prefix,
   // attn.bias / masked_bias buffers, a tied lm_head.weight copy, f16 data, split in 2 shards.
   const std::string tmp = dir.file("tmp.safetensors");
-  io::save_hf_weights(src.reg, src.config, tmp, DType::F32);
+  model::save_hf_weights(src.reg, src.config, tmp, DType::F32);
   SafetensorsReader r(tmp);
   std::vector<std::pair<std::string, Tensor>> s1, s2;
   OwnedTensor mask({1, 1, 6, 6}, DType::F32), masked_bias({}, DType::F32);
@@ -462,7 +462,7 @@ TEST(HfWeights, Gpt2HubNamesBuffersTiedHeadAndShards) {
             nlohmann::json{{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}}.dump());
 
   TinyGpt2 dst(false);
-  const io::HfLoadReport rep = io::load_hf_weights(dst.reg, dst.config, model_dir.string());
+  const model::HfLoadReport rep = model::load_hf_weights(dst.reg, dst.config, model_dir.string());
   EXPECT_EQ(rep.loaded, 16);
   EXPECT_EQ(rep.skipped.size(), 3u);
   EXPECT_TRUE(rep.unused.empty());
@@ -473,7 +473,7 @@ TEST(HfWeights, LoadErrorsNameTheTensors) {
   TempDir dir;
   TinyGpt2 src;
   const std::string path = dir.file("w.safetensors");
-  io::save_hf_weights(src.reg, src.config, path, DType::F32);
+  model::save_hf_weights(src.reg, src.config, path, DType::F32);
   SafetensorsReader r(path);
 
   auto expect_load_error = [&](const std::vector<std::pair<std::string, Tensor>>& tensors,
@@ -482,7 +482,7 @@ TEST(HfWeights, LoadErrorsNameTheTensors) {
     io::save_safetensors(bad, tensors);
     TinyGpt2 dst(false);
     try {
-      io::load_hf_weights(dst.reg, dst.config, bad);
+      model::load_hf_weights(dst.reg, dst.config, bad);
       ADD_FAILURE() << "load accepted";
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::BadInput) << e.what();
@@ -513,8 +513,8 @@ TEST(HfWeights, LoadErrorsNameTheTensors) {
   expect_load_error(ints, {"transformer.ln_f.weight", "I32"});
   // Not a path at all.
   TinyGpt2 dst(false);
-  EXPECT_THROW(io::load_hf_weights(dst.reg, dst.config, dir.file("absent")), Error);
-  EXPECT_THROW(io::load_hf_weights(dst.reg, dst.config, (dir.path() / "empty_dir").string() + "/"), Error);
+  EXPECT_THROW(model::load_hf_weights(dst.reg, dst.config, dir.file("absent")), Error);
+  EXPECT_THROW(model::load_hf_weights(dst.reg, dst.config, (dir.path() / "empty_dir").string() + "/"), Error);
 }
 
 TEST(HfWeights, LlamaNamesArePassedThrough) {
@@ -535,7 +535,7 @@ TEST(HfWeights, LlamaNamesArePassedThrough) {
     for (int64_t i = 0; i < shape_numel(e.spec.hf_shape); ++i) e.value.set_f32(i, v++);
   });
   const std::string path = dir.file("llama.safetensors");
-  io::save_hf_weights(reg, c, path, DType::F32);
+  model::save_hf_weights(reg, c, path, DType::F32);
   SafetensorsReader r(path);
   EXPECT_EQ(r.info("model.layers.0.mlp.down_proj.weight").shape, (Shape{4, 6}));  // never transposed
   EXPECT_EQ(r.info("lm_head.weight").shape, (Shape{5, 4}));

@@ -1,4 +1,4 @@
-#include "io/hf_weights.h"
+#include "model/hf_weights.h"
 
 #include <sys/stat.h>
 
@@ -16,12 +16,13 @@
 #include "core/log.h"
 #include "io/safetensors.h"
 
-namespace zt::io {
+namespace zt::model {
 namespace {
 
-using model::Family;
-using model::ModelConfig;
-using model::ParamSpec;
+using io::SafetensorsReader;
+using io::TensorInfo;
+using io::TensorSource;
+using io::write_safetensors;
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -277,4 +278,4 @@ void save_hf_weights(const model::ParameterRegistry& registry, const ModelConfig
   write_safetensors(file, sources, {{"format", "pt"}});
 }
 
-}  // namespace zt::io
+}  // namespace zt::model

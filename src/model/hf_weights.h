@@ -18,7 +18,7 @@
 #include "model/config.h"
 #include "model/registry.h"
 
-namespace zt::io {
+namespace zt::model {
 
 // Where and how a registry parameter appears in a HF file.
 struct HfTensorLayout {
@@ -61,4 +61,4 @@ HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const model::Mo
 void save_hf_weights(const model::ParameterRegistry& registry, const model::ModelConfig& config,
                      const std::string& path, DType dtype);
 
-}  // namespace zt::io
+}  // namespace zt::model
