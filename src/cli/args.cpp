@@ -1,0 +1,96 @@
+#include "cli/args.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "core/error.h"
+
+namespace zt::cli {
+
+void ArgParser::value(const std::string& f, std::function<void(const std::string&)> set) { values_[f] = std::move(set); }
+void ArgParser::flag(const std::string& f, std::function<void()> set) { flags_[f] = std::move(set); }
+void ArgParser::positional(std::function<void(const std::string&)> add) { positional_ = std::move(add); }
+
+void ArgParser::parse(const Args& args) const {
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string name = args[i], value;
+    if (name.rfind("--", 0) != 0 || name == "--") {
+      if (name == "--") {
+        for (++i; i < args.size(); ++i)
+          if (positional_) positional_(args[i]);
+        return;
+      }
+      if (!positional_) ZT_THROW_INPUT("unexpected argument '", name, "' for 'zerotrain ", command_, "'");
+      positional_(name);
+      continue;
+    }
+    const size_t eq = name.find('=');
+    const bool inline_value = eq != std::string::npos;
+    if (inline_value) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    if (auto s = flags_.find(name); s != flags_.end() && !inline_value) {
+      s->second();
+      continue;
+    }
+    if (auto v = values_.find(name); v != values_.end()) {
+      if (!inline_value) {
+        if (i + 1 >= args.size()) ZT_THROW_INPUT(name, " needs a value");
+        value = args[++i];
+      }
+      v->second(value);
+      continue;
+    }
+    std::vector<std::string> known;
+    for (const auto& kv : values_) known.push_back(kv.first);
+    for (const auto& kv : flags_) known.push_back(kv.first);
+    const std::string best = closest(name, known);
+    ZT_THROW_INPUT("unknown option '", name, "' for 'zerotrain ", command_, "'",
+                   best.empty() ? std::string() : " (did you mean " + best + "?)", "; see 'zerotrain ", command_,
+                   " --help'");
+  }
+}
+
+int64_t parse_int(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end) ZT_THROW_INPUT(flag, " expects an integer, got '", v, "'");
+  return x;
+}
+
+double parse_double(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end) ZT_THROW_INPUT(flag, " expects a number, got '", v, "'");
+  return x;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t prev = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t cur = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, prev + (a[i - 1] != b[j - 1])});
+      prev = cur;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string closest(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_d = 4;
+  for (const auto& c : candidates)
+    if (size_t d = edit_distance(word, c); d < best_d) best_d = d, best = c;
+  return best;
+}
+
+bool wants_help(const Args& args) {
+  return std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; });
+}
+
+}  // namespace zt::cli

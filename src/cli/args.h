@@ -1,0 +1,38 @@
+// A small flag parser shared by the subcommands: --name value, --name=value, switches,
+// positional arguments; unknown flags get a "did you mean" from the known ones.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+
+namespace zt::cli {
+
+class ArgParser {
+ public:
+  explicit ArgParser(std::string command) : command_(std::move(command)) {}
+  void value(const std::string& flag, std::function<void(const std::string&)> set);
+  void flag(const std::string& flag, std::function<void()> set);
+  // Positional arguments are collected when allowed; otherwise they are errors.
+  void positional(std::function<void(const std::string&)> add);
+  // Throws BadInput for unknown flags, missing values.
+  void parse(const Args& args) const;
+
+ private:
+  std::string command_;
+  std::map<std::string, std::function<void(const std::string&)>> values_;
+  std::map<std::string, std::function<void()>> flags_;
+  std::function<void(const std::string&)> positional_;
+};
+
+int64_t parse_int(const std::string& flag, const std::string& text);
+double parse_double(const std::string& flag, const std::string& text);
+size_t edit_distance(const std::string& a, const std::string& b);
+// The closest candidate within distance 3, or "".
+std::string closest(const std::string& word, const std::vector<std::string>& candidates);
+bool wants_help(const Args& args);
+
+}  // namespace zt::cli
