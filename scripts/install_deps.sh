@@ -15,6 +15,9 @@ packages=(
   nlohmann-json3-dev   # JSON configs, safetensors headers
   libyaml-cpp-dev      # Accelerate YAML configs
   python3 python3-numpy python3-torch   # PyTorch oracles in the tests
+  python3-venv python3-pip              # .venv with PyPI oracles (tokenizers, sentencepiece, safetensors)
+  libsentencepiece-dev                  # SentencePiece tokenizer.model files
+  ccache
 )
 
 missing=()
@@ -23,8 +26,24 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
+# PyPI test oracles in .venv (sees Debian's torch through --system-site-packages).
+# Kept small: no PyPI torch (a CUDA build of several GB).
+pip_packages=(tokenizers==0.21.1 sentencepiece==0.2.0 safetensors==0.5.3)
+setup_venv() {
+  local repo venv
+  repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  venv=$repo/.venv
+  if [ ! -x "$venv/bin/python3" ]; then
+    /usr/bin/python3 -m venv --system-site-packages "$venv"
+  fi
+  if ! "$venv/bin/python3" -c 'import tokenizers, sentencepiece, safetensors' 2>/dev/null; then
+    "$venv/bin/python3" -m pip install -q --disable-pip-version-check "${pip_packages[@]}"
+  fi
+}
+
 if ((${#missing[@]} == 0)); then
   echo "install_deps: all ${#packages[@]} packages are installed" >&2
+  setup_venv
   exit 0
 fi
 
@@ -44,3 +63,4 @@ start=$SECONDS
 "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
   "${missing[@]}"
 echo "install_deps: done in $((SECONDS - start)) s" >&2
+setup_venv
