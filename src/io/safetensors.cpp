@@ -241,14 +241,28 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : file_(path) {
   std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) {
     return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
   });
+  // The data region must be tiled exactly, as the reference reader requires: tensors in
+  // offset order, each starting where the previous one ends, the last ending at the end of
+  // the file. A gap or trailing bytes mean a corrupt or hand-edited file (PyPI safetensors
+  // refuses it with InvalidOffset / MetadataIncompleteBuffer), so refuse it here too.
+  uint64_t covered = 0;
   const TensorInfo* prev = nullptr;
   for (const TensorInfo* t : by_offset) {
-    if (t->begin == t->end) continue;  // empty tensors overlap nothing
-    if (prev && t->begin < prev->end)
+    if (t->begin < covered)
       ZT_THROW_INPUT(p, ": tensors '", prev->name, "' [", prev->begin, ", ", prev->end, ") and '", t->name, "' [",
                      t->begin, ", ", t->end, ") overlap in the data region");
+    if (t->begin > covered)
+      ZT_THROW_INPUT(p, ": tensor '", t->name, "' starts at data byte ", t->begin, " but ",
+                     prev ? str("tensor '", prev->name, "' ends at ", covered) : std::string("the data starts at 0"),
+                     ": a gap of ", t->begin - covered,
+                     " bytes (corrupt file; safetensors data must be contiguous)");
+    covered = t->end;
     prev = t;
   }
+  if (covered != data_size)
+    ZT_THROW_INPUT(p, ": the tensors cover ", covered, " bytes of data but the file holds ", data_size,
+                   " bytes after the header: ", data_size - covered,
+                   " trailing bytes (corrupt file, or a header that does not describe all the data)");
   names_.reserve(infos_.size());
   for (const auto& kv : infos_) names_.push_back(kv.first);
 }

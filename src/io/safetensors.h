@@ -9,7 +9,8 @@
 // (writing through them faults). It validates the whole header when opened: header length
 // <= 100 MB and inside the file, a JSON object without duplicate keys, known dtypes, shapes
 // of non-negative integers, data_offsets whose byte length equals numel * dtype size, inside
-// the data region, not overlapping. Every failure is a zt::Error of kind BadInput naming the
+// the data region, tiling it exactly (no overlap, no gap, no trailing bytes: what the
+// reference reader requires). Every failure is a zt::Error of kind BadInput naming the
 // file (and the tensor); nothing in a malformed file can make the reader crash or read out
 // of bounds. Tensors of a dtype zerotrain does not compute in (F64, I8, BOOL, ...) are
 // accepted in the header and only refused (kind Unsupported) when asked for.

@@ -249,18 +249,40 @@ TEST(Safetensors, MalformedHeadersAreBadInput) {
   expect_bad_input(path, "layer.7.w");
 }
 
-TEST(Safetensors, AcceptsPaddingEmptyTensorsGapsAndNullMetadata) {
+TEST(Safetensors, AcceptsPaddingEmptyTensorsAndNullMetadata) {
   TempDir dir;
   const std::string path = dir.file("ok.safetensors");
   write_all(path, raw_file(R"({"__metadata__":null,"e":{"dtype":"I64","shape":[0],"data_offsets":[8,8]},)"
                            R"("t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                           R"("u":{"dtype":"BF16","shape":[1],"data_offsets":[12,14]}}    )",
-                           16));
+                           R"("u":{"dtype":"BF16","shape":[1],"data_offsets":[8,10]}}    )",
+                           10));
   SafetensorsReader r(path);
   EXPECT_EQ(r.names().size(), 3u);
   EXPECT_TRUE(r.metadata().empty());
   EXPECT_EQ(r.tensor("e").numel(), 0);
   EXPECT_EQ(r.tensor("u").get_f32(0), 0.0f);
+  // No tensors at all is a valid (empty) file.
+  write_all(path, raw_file("{}", 0));
+  EXPECT_TRUE(SafetensorsReader(path).names().empty());
+}
+
+// The data region must be tiled exactly, as PyPI safetensors requires (InvalidOffset,
+// MetadataIncompleteBuffer): gaps, a leading gap and trailing bytes are refused by name.
+TEST(Safetensors, GapsAndTrailingBytesAreBadInput) {
+  TempDir dir;
+  const std::string t = R"("t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
+  const std::string path = dir.file("gap.safetensors");
+  write_all(path, raw_file("{" + t + R"(,"u":{"dtype":"BF16","shape":[1],"data_offsets":[12,14]}})", 14));
+  expect_bad_input(path, "tensor 'u' starts at data byte 12 but tensor 't' ends at 8: a gap of 4 bytes");
+  write_all(path, raw_file(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12));
+  expect_bad_input(path, "tensor 't' starts at data byte 4 but the data starts at 0");
+  write_all(path, raw_file("{" + t + "}", 12));
+  expect_bad_input(path, "4 trailing bytes");
+  write_all(path, raw_file("{}", 3));
+  expect_bad_input(path, "3 trailing bytes");
+  // An empty tensor inside another one's bytes is an overlap, as in the reference.
+  write_all(path, raw_file("{" + t + R"(,"e":{"dtype":"F32","shape":[0],"data_offsets":[4,4]}})", 8));
+  expect_bad_input(path, "overlap");
 }
 
 TEST(Safetensors, UnsupportedDtypeIsRefusedOnlyWhenUsed) {
@@ -268,8 +290,8 @@ TEST(Safetensors, UnsupportedDtypeIsRefusedOnlyWhenUsed) {
   const std::string path = dir.file("f64.safetensors");
   write_all(path, raw_file(R"({"d":{"dtype":"F64","shape":[2],"data_offsets":[0,16]},)"
                            R"("m":{"dtype":"BOOL","shape":[3],"data_offsets":[16,19]},)"
-                           R"("t":{"dtype":"F32","shape":[1],"data_offsets":[20,24]}})",
-                           24));
+                           R"("t":{"dtype":"F32","shape":[1],"data_offsets":[19,23]}})",
+                           23));
   SafetensorsReader r(path);
   EXPECT_FALSE(r.info("d").supported);
   EXPECT_EQ(r.info("d").dtype_name, "F64");
