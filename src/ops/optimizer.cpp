@@ -2,28 +2,81 @@
 
 #include "backend/cpu/optimizer.h"
 #include "core/error.h"
+#include "core/dtype_dispatch.h"
 #include "ops/dispatch.h"
 
 namespace zt::ops {
+namespace {
 
-void adamw_step(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v,
-                const AdamWHyper& h) {
+bool defined_data(const Tensor& t) { return t.data() != nullptr; }
+
+// Checks shared by every update: equal sizes, contiguous ranges, f32 state, and a master
+// copy exactly when the parameter is stored in 16 bits. Returns the device.
+Device check_common(const char* op, const Tensor& param, const Tensor& master, const Tensor& grad,
+                    std::initializer_list<const Tensor*> state) {
   const int64_t n = param.numel();
-  ZT_CHECK(grad.numel() == n && m.numel() == n && v.numel() == n, "adamw_step: sizes differ for ", param.name());
-  ZT_CHECK(m.dtype() == DType::F32 && v.dtype() == DType::F32, "adamw_step: moments must be f32");
-  const bool has_master = master.data() != nullptr;
-  if (has_master) ZT_CHECK(master.dtype() == DType::F32 && master.numel() == n, "adamw_step: master must be f32");
-  else ZT_CHECK(param.dtype() == DType::F32, "adamw_step: a 16-bit parameter needs an f32 master copy");
-  const Device dev = common_device("adamw_step", {&param, &master, &grad, &m, &v});
-  if (!dev.is_cpu()) no_kernel("adamw_step", dev);
+  ZT_CHECK(grad.numel() == n, op, ": gradient of ", grad.numel(), " elements for ", n, " parameters (", param.name(),
+           ")");
+  ZT_CHECK(param.is_contiguous() && grad.is_contiguous(), op, ": parameter and gradient must be contiguous");
+  for (const Tensor* s : state) {
+    ZT_CHECK(s->numel() == n && s->is_contiguous(), op, ": state size differs for ", param.name());
+    ZT_CHECK(s->dtype() == DType::F32, op, ": optimizer state must be f32");
+  }
+  if (defined_data(master)) {
+    ZT_CHECK(master.dtype() == DType::F32 && master.numel() == n && master.is_contiguous(), op,
+             ": master must be contiguous f32 of the parameter's size");
+  } else {
+    ZT_CHECK(param.dtype() == DType::F32, op, ": a 16-bit parameter needs an f32 master copy");
+  }
+  const Device dev = common_device(op, {&param, &master, &grad});
+  for (const Tensor* s : state)
+    if (defined_data(*s)) ZT_CHECK(s->device() == dev, op, ": state on ", s->device().name(), ", parameter on ",
+                                   dev.name());
+  if (!dev.is_cpu()) no_kernel(op, dev);
+  return dev;
+}
+
+float* f32_or_null(const Tensor& t) { return defined_data(t) ? static_cast<float*>(t.data()) : nullptr; }
+
+// Calls fn(P*, const G*) with the parameter and gradient pointers cast to their dtypes.
+template <class Fn>
+void dispatch_param_grad(const Tensor& param, const Tensor& grad, Fn&& fn) {
   dispatch_float(param.dtype(), [&](auto ptag) {
     dispatch_float(grad.dtype(), [&](auto gtag) {
       using P = decltype(ptag);
       using G = decltype(gtag);
-      cpu::adamw_step<P, G>(static_cast<P*>(param.data()), has_master ? static_cast<float*>(master.data()) : nullptr,
-                            static_cast<const G*>(grad.data()), static_cast<float*>(m.data()),
-                            static_cast<float*>(v.data()), n, h);
+      fn(static_cast<P*>(param.data()), static_cast<const G*>(grad.data()));
     });
+  });
+}
+
+}  // namespace
+
+void adamw_step(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v,
+                const AdamWHyper& h) {
+  check_common("adamw_step", param, master, grad, {&m, &v});
+  ZT_CHECK(h.step >= 1, "adamw_step: step is 1-based, got ", h.step);
+  dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
+    cpu::adamw_step(p, f32_or_null(master), g, static_cast<float*>(m.data()), static_cast<float*>(v.data()),
+                    param.numel(), h);
+  });
+}
+
+void sgd_step(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& momentum_buf,
+              const SgdHyper& h) {
+  const bool has_buf = defined_data(momentum_buf);
+  ZT_CHECK(has_buf == (h.momentum != 0.0f), "sgd_step: a momentum buffer is needed exactly when momentum != 0");
+  if (has_buf) check_common("sgd_step", param, master, grad, {&momentum_buf});
+  else check_common("sgd_step", param, master, grad, {});
+  dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
+    cpu::sgd_step(p, f32_or_null(master), g, f32_or_null(momentum_buf), param.numel(), h);
+  });
+}
+
+void lion_step(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const LionHyper& h) {
+  check_common("lion_step", param, master, grad, {&m});
+  dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
+    cpu::lion_step(p, f32_or_null(master), g, static_cast<float*>(m.data()), param.numel(), h);
   });
 }
 

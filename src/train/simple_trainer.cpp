@@ -10,7 +10,7 @@
 #include "core/rng.h"
 #include "io/byte_tokenizer.h"
 #include "train/generate.h"
-#include "zero/adamw.h"
+#include "zero/optimizer.h"
 
 namespace zt::train {
 
@@ -68,10 +68,10 @@ SimpleRunResult run_simple_training(const SimpleRunOptions& o) {
   mo.checkpointing = o.checkpointing;
   model::Transformer model(config, mo);
   model.init_weights(o.seed);
-  zero::AdamWConfig ac;
-  ac.beta2 = 0.95f;
-  ac.weight_decay = o.weight_decay;
-  zero::AdamW optimizer(model.registry(), ac);
+  zero::OptimizerSpec spec;
+  spec.beta2 = 0.95f;
+  spec.weight_decay = o.weight_decay;
+  const auto optimizer = zero::make_optimizer(model.registry(), spec);
 
   ZT_INFO("model ", o.preset, ": ", config.num_parameters(), " parameters, ", config.num_layers, " layers, width ",
           config.hidden_size, "; data '", path, "': ", train_data.size(), " train / ", val_data.size(),
@@ -108,7 +108,7 @@ SimpleRunResult run_simple_training(const SimpleRunOptions& o) {
     const double norm = zero::global_grad_norm(model.registry());
     const float clip = (o.grad_clip > 0 && norm > o.grad_clip) ? static_cast<float>(o.grad_clip / (norm + 1e-6)) : 1.0f;
     const float lr = cosine_lr(o.lr, o.min_lr_ratio, o.warmup_steps, o.steps, step);
-    optimizer.step(lr, clip);
+    optimizer->step(lr, clip);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (step == 0) result.first_loss = loss;
     result.final_loss = loss;

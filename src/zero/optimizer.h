@@ -2,6 +2,12 @@
 // the parameters this rank updates (today: all of them; with ZeRO 1-3: the rank's
 // partition) and exposes that state as named tensors so checkpoints save and restore
 // it without knowing the optimizer.
+//
+// Mixed precision: when parameters are stored in bf16/f16 the optimizer keeps an f32
+// master copy (state tensor "<unit>.master") and rounds it into the parameters after each
+// update. The master is copied from the parameters when the optimizer is built and again
+// right before the first update (steps_taken() == 0), so weights loaded after building
+// the optimizer are picked up; a resumed run restores it through state_tensors().
 #pragma once
 #include <memory>
 #include <string>
@@ -17,14 +23,19 @@ namespace zt::zero {
 
 enum class OptimizerType { AdamW, Adam, SGD, Lion };
 
+const char* optimizer_type_name(OptimizerType type);
+
 // What a ds_config "optimizer" block (or the run config) asks for, resolved.
+// The bools mirror DeepSpeed's JSON keys of the same names.
 struct OptimizerSpec {
   OptimizerType type = OptimizerType::AdamW;
   float lr = 1e-3f;
   float beta1 = 0.9f, beta2 = 0.999f;  // Lion: 0.9, 0.99
   float eps = 1e-8f;
   float weight_decay = 0.0f;
-  bool adam_w_mode = true;  // DeepSpeed: "Adam" with adam_w_mode=true is AdamW
+  // Adam only: true = decoupled decay (AdamW), false = L2 added to the gradient
+  // (torch.optim.Adam). Type AdamW is always decoupled.
+  bool adam_w_mode = true;
   bool bias_correction = true;
   float momentum = 0.0f;    // SGD
   bool nesterov = false;    // SGD
@@ -40,14 +51,24 @@ class Optimizer {
   virtual void step(float lr, float grad_scale) = 0;
   virtual int64_t steps_taken() const = 0;
   // Named state tensors (e.g. "block.3.exp_avg"), flat per unit, for checkpoints.
-  // Restoring writes into these same tensors.
+  // Restoring writes into these same tensors. Names: "<unit>.master" (16-bit parameters
+  // only), and per optimizer "<unit>.exp_avg", "<unit>.exp_avg_sq" (Adam/AdamW),
+  // "<unit>.momentum_buffer" (SGD with momentum), "<unit>.exp_avg" (Lion).
   virtual std::vector<std::pair<std::string, Tensor>> state_tensors() = 0;
   virtual void set_steps_taken(int64_t steps) = 0;
   // Bytes of state held, for memory reports.
   virtual size_t state_bytes() const = 0;
   virtual const OptimizerSpec& spec() const = 0;
+  // Replaces (beta1, beta2) for later steps: DeepSpeed's OneCycle schedule cycles them
+  // (LrSchedule::betas). Optimizers without betas (SGD) ignore it, as DeepSpeed disables
+  // momentum cycling for them.
+  virtual void set_betas(float beta1, float beta2) = 0;
 };
 
+// Validates the spec (errors name the ds_config key and the fix) and builds the optimizer.
 std::unique_ptr<Optimizer> make_optimizer(model::ParameterRegistry& registry, const OptimizerSpec& spec);
+
+// sqrt(sum of squares of every gradient), accumulated in double.
+double global_grad_norm(model::ParameterRegistry& registry);
 
 }  // namespace zt::zero

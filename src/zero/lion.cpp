@@ -1,0 +1,20 @@
+#include "zero/lion.h"
+
+#include "ops/optimizer.h"
+
+namespace zt::zero {
+
+Lion::Lion(model::ParameterRegistry& registry, const OptimizerSpec& spec)
+    : FlatOptimizer(registry, spec, {"exp_avg"}) {}
+
+void Lion::update(const Range& r, float lr, float grad_scale) {
+  ops::LionHyper h;
+  h.lr = lr;
+  h.beta1 = spec_.beta1;
+  h.beta2 = spec_.beta2;
+  h.weight_decay = r.weight_decay;
+  h.grad_scale = grad_scale;
+  ops::lion_step(r.param, r.master, r.grad, r.state[0], h);
+}
+
+}  // namespace zt::zero

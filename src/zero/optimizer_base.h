@@ -1,0 +1,52 @@
+// Shared machinery of the flat-unit optimizers: per-unit f32 state buffers (and an f32
+// master copy for 16-bit parameters), the per-parameter walk with each parameter's weight
+// decay, state naming for checkpoints. A concrete optimizer only supplies the update of
+// one contiguous range.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "zero/optimizer.h"
+
+namespace zt::zero {
+
+class FlatOptimizer : public Optimizer {
+ public:
+  void step(float lr, float grad_scale) final;
+  int64_t steps_taken() const final { return steps_; }
+  void set_steps_taken(int64_t steps) final;
+  std::vector<std::pair<std::string, Tensor>> state_tensors() final;
+  size_t state_bytes() const final;
+  const OptimizerSpec& spec() const final { return spec_; }
+  void set_betas(float beta1, float beta2) override;
+
+ protected:
+  // state_names: the f32 buffers each unit needs, zero-initialised (e.g. exp_avg).
+  FlatOptimizer(model::ParameterRegistry& registry, OptimizerSpec spec, std::vector<std::string> state_names);
+
+  // One parameter's range: views into the unit's flat buffers, state in state_names order.
+  struct Range {
+    Tensor param, master, grad;
+    std::vector<Tensor> state;
+    float weight_decay = 0.0f;  // spec weight_decay, or 0 for WeightDecay::Skip parameters
+  };
+  // Updates one range; steps_taken() already counts this step (1 on the first).
+  virtual void update(const Range& range, float lr, float grad_scale) = 0;
+
+  OptimizerSpec spec_;
+
+ private:
+  struct UnitState {
+    OwnedTensor master;  // only for 16-bit parameters
+    std::vector<OwnedTensor> state;
+  };
+  void copy_params_to_master();
+
+  model::ParameterRegistry& registry_;
+  std::vector<std::string> state_names_;
+  std::vector<UnitState> units_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace zt::zero

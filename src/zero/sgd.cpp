@@ -1,0 +1,29 @@
+#include "zero/sgd.h"
+
+#include "ops/optimizer.h"
+
+namespace zt::zero {
+namespace {
+std::vector<std::string> sgd_state(const OptimizerSpec& spec) {
+  if (spec.momentum == 0.0f) return {};
+  return {"momentum_buffer"};
+}
+}  // namespace
+
+Sgd::Sgd(model::ParameterRegistry& registry, const OptimizerSpec& spec)
+    : FlatOptimizer(registry, spec, sgd_state(spec)) {}
+
+void Sgd::update(const Range& r, float lr, float grad_scale) {
+  ops::SgdHyper h;
+  h.lr = lr;
+  h.momentum = spec_.momentum;
+  h.dampening = spec_.dampening;
+  h.weight_decay = r.weight_decay;
+  h.grad_scale = grad_scale;
+  h.nesterov = spec_.nesterov ? Nesterov::On : Nesterov::Off;
+  // The buffer holds a value once a step has run (also after resuming from a checkpoint).
+  h.buffer = steps_taken() > 1 ? MomentumBuffer::Filled : MomentumBuffer::Empty;
+  ops::sgd_step(r.param, r.master, r.grad, r.state.empty() ? Tensor() : r.state[0], h);
+}
+
+}  // namespace zt::zero
