@@ -17,6 +17,7 @@ packages=(
   python3 python3-numpy python3-torch   # PyTorch oracles in the tests
   python3-venv python3-pip              # .venv with PyPI oracles (tokenizers, sentencepiece, safetensors)
   libsentencepiece-dev                  # SentencePiece tokenizer.model files
+  libpcre2-dev                          # tokenizer.json Split regexes beyond GPT-2/Llama-3/Qwen2 (optional)
   ccache
 )
 

@@ -1,0 +1,75 @@
+// SentencePiece .model files (Llama-2, Mistral) through libsentencepiece, optional at
+// build time (ZT_WITH_SENTENCEPIECE).
+#include "core/error.h"
+#include "io/tokenizer_load.h"
+
+#ifdef ZT_WITH_SENTENCEPIECE
+#include <sentencepiece_processor.h>
+#endif
+
+namespace zt::io {
+
+#ifdef ZT_WITH_SENTENCEPIECE
+namespace {
+
+class SentencePieceTokenizer final : public Tokenizer {
+ public:
+  explicit SentencePieceTokenizer(const std::string& path) {
+    const auto status = sp_.Load(path);
+    if (!status.ok())
+      ZT_THROW_INPUT(path, ": not a readable SentencePiece model (", status.ToString(),
+                     "); pass the tokenizer.model file of the model");
+  }
+  std::vector<int32_t> encode(const std::string& text, SpecialTokens specials) const override {
+    std::vector<int> ids;
+    const auto status = sp_.Encode(text, &ids);
+    if (!status.ok()) ZT_THROW_INPUT("sentencepiece encode failed: ", status.ToString());
+    std::vector<int32_t> out;
+    out.reserve(ids.size() + 1);
+    // HF's LlamaTokenizer adds BOS only (add_bos_token true, add_eos_token false).
+    if (specials == SpecialTokens::Add && sp_.bos_id() >= 0) out.push_back(sp_.bos_id());
+    out.insert(out.end(), ids.begin(), ids.end());
+    return out;
+  }
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const override {
+    std::vector<int> kept;
+    kept.reserve(ids.size());
+    const int n = sp_.GetPieceSize();
+    for (int32_t id : ids) {
+      if (id < 0 || id >= n) continue;
+      if (skip_special_tokens && (sp_.IsControl(id))) continue;
+      kept.push_back(id);
+    }
+    std::string text;
+    const auto status = sp_.Decode(kept, &text);
+    if (!status.ok()) ZT_THROW_INPUT("sentencepiece decode failed: ", status.ToString());
+    return text;
+  }
+  int64_t vocab_size() const override { return sp_.GetPieceSize(); }
+  int32_t bos_id() const override { return sp_.bos_id(); }
+  int32_t eos_id() const override { return sp_.eos_id(); }
+  std::string token(int32_t id) const override {
+    return id >= 0 && id < sp_.GetPieceSize() ? sp_.IdToPiece(id) : std::string();
+  }
+  std::string kind() const override { return "sentencepiece"; }
+
+ private:
+  sentencepiece::SentencePieceProcessor sp_;
+};
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& path) {
+  return std::make_unique<SentencePieceTokenizer>(path);
+}
+
+#else
+
+std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& path) {
+  ZT_THROW_UNSUPPORTED(path, ": this zerotrain was built without SentencePiece; install "
+                       "libsentencepiece-dev and rebuild, or use the model's tokenizer.json");
+}
+
+#endif
+
+}  // namespace zt::io

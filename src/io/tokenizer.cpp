@@ -1,0 +1,115 @@
+// load_tokenizer: picks the format from the path, and the byte tokenizer.
+#include "io/tokenizer.h"
+
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/byte_tokenizer.h"
+#include "io/tokenizer_load.h"
+
+namespace zt::io {
+namespace {
+
+bool is_dir(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+bool is_file(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+std::string dir_of(const std::string& p) {
+  const size_t slash = p.rfind('/');
+  return slash == std::string::npos ? "." : p.substr(0, slash);
+}
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// bos_token / eos_token of a tokenizer_config.json beside the tokenizer: a string or
+// {"content": ...} (AddedToken). Unreadable configs are reported, not ignored.
+void apply_tokenizer_config(const std::string& dir, BpeSpec& spec) {
+  const std::string path = dir + "/tokenizer_config.json";
+  if (!is_file(path)) return;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_text_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    ZT_THROW_INPUT(path, ": not valid JSON (", e.what(), ")");
+  }
+  if (!j.is_object()) return;
+  for (auto [key, target] : {std::pair{"bos_token", &spec.bos_token}, std::pair{"eos_token", &spec.eos_token}}) {
+    auto it = j.find(key);
+    if (it == j.end()) continue;
+    if (it->is_string()) *target = it->get<std::string>();
+    else if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
+      *target = (*it)["content"].get<std::string>();
+  }
+}
+
+// Without a tokenizer_config.json: the usual end-of-text specials.
+void default_specials(BpeSpec& spec) {
+  if (!spec.eos_token.empty()) return;
+  for (const char* name : {"<|endoftext|>", "<|end_of_text|>", "</s>", "<|im_end|>"}) {
+    for (const AddedToken& t : spec.added) {
+      if (t.content == name) {
+        spec.eos_token = name;
+        if (spec.bos_token.empty() && std::string(name) == "<|endoftext|>") spec.bos_token = name;
+        return;
+      }
+    }
+  }
+}
+
+std::unique_ptr<Tokenizer> load_json(const std::string& path) {
+  BpeSpec spec = parse_tokenizer_json(read_text_file(path), path);
+  apply_tokenizer_config(dir_of(path), spec);
+  default_specials(spec);
+  return make_bpe_tokenizer(std::move(spec));
+}
+
+std::unique_ptr<Tokenizer> load_vocab(const std::string& vocab_path) {
+  const std::string merges = dir_of(vocab_path) + "/merges.txt";
+  if (!is_file(merges))
+    ZT_THROW_INPUT(vocab_path, ": merges.txt not found beside it (", merges, "); GPT-2 style tokenizers need both files");
+  BpeSpec spec = parse_gpt2_files(vocab_path, merges);
+  apply_tokenizer_config(dir_of(vocab_path), spec);
+  return make_bpe_tokenizer(std::move(spec));
+}
+
+class ByteTokenizer final : public Tokenizer {
+ public:
+  std::vector<int32_t> encode(const std::string& text, SpecialTokens) const override { return byte_encode(text); }
+  std::string decode(const std::vector<int32_t>& ids, bool) const override { return byte_decode(ids); }
+  int64_t vocab_size() const override { return 256; }
+  int32_t bos_id() const override { return -1; }
+  int32_t eos_id() const override { return -1; }
+  std::string token(int32_t id) const override {
+    return id >= 0 && id < 256 ? std::string(1, static_cast<char>(id)) : std::string();
+  }
+  std::string kind() const override { return "bytes"; }
+};
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
+  if (is_dir(path)) {
+    for (const char* name : {"tokenizer.json", "vocab.json", "tokenizer.model"}) {
+      const std::string p = path + "/" + name;
+      if (is_file(p)) return load_tokenizer(p);
+    }
+    ZT_THROW_INPUT(path, ": no tokenizer.json, vocab.json (+ merges.txt) or tokenizer.model in this directory");
+  }
+  if (!is_file(path)) ZT_THROW_INPUT(path, ": no such tokenizer file or directory");
+  if (ends_with(path, ".model")) return load_sentencepiece(path);
+  if (ends_with(path, "vocab.json")) return load_vocab(path);
+  if (ends_with(path, ".json")) return load_json(path);
+  ZT_THROW_INPUT(path, ": unknown tokenizer file; pass a tokenizer.json, vocab.json (with merges.txt), "
+                 "a SentencePiece .model, or a directory holding one");
+}
+
+std::unique_ptr<Tokenizer> make_byte_tokenizer() { return std::make_unique<ByteTokenizer>(); }
+
+}  // namespace zt::io
