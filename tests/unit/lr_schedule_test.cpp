@@ -1,0 +1,212 @@
+// LR schedules against values worked out by hand from DeepSpeed's lr_schedules.py and HF's
+// get_*_schedule_with_warmup (the arithmetic is in the comments). Step k is the k-th
+// update (0-based); DeepSpeed evaluates its schedule at last_batch_iteration = k - 1.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "train/lr_schedule.h"
+
+using namespace zt;
+using namespace zt::train;
+using nlohmann::json;
+
+namespace {
+
+std::unique_ptr<LrSchedule> ds(const std::string& text, float base_lr = 0.1f, ScheduleRun run = {}) {
+  return make_deepspeed_schedule(json::parse(text), base_lr, "ds_config.json", run);
+}
+
+void expect_lr(const LrSchedule& s, int64_t step, double expected) {
+  EXPECT_NEAR(s.lr(step), expected, 1e-7 + 1e-6 * std::fabs(expected)) << s.describe() << " at step " << step;
+}
+
+// BadInput whose message contains `needle`.
+void expect_error(const std::string& text, const std::string& needle, ScheduleRun run = {}) {
+  try {
+    ds(text, 0.1f, run);
+    FAIL() << "expected an error for " << text;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(DeepSpeedSchedule, WarmupLrLog) {
+  auto s = ds(R"({"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 0.01,
+                 "warmup_num_steps": 10}})");
+  expect_lr(*s, 0, 0.0);                                  // constructor: min
+  expect_lr(*s, 1, 0.0);                                  // it 0: log(1) = 0
+  expect_lr(*s, 2, 0.01 * std::log(2.0) / std::log(10.0));  // it 1: 0.0030103
+  expect_lr(*s, 5, 0.0069897000433601885);                // log(5)/log(10)
+  expect_lr(*s, 10, 0.01);                                // it 9: log(10)/log(10)
+  expect_lr(*s, 11, 0.01);
+  expect_lr(*s, 100000, 0.01);
+}
+
+TEST(DeepSpeedSchedule, WarmupLrLinearAndMaxDefaultsToOptimizerLr) {
+  auto s = ds(R"({"type": "WarmupLR", "params": {"warmup_min_lr": 0.001, "warmup_num_steps": 10,
+                 "warmup_type": "linear"}})",
+              0.011f);
+  expect_lr(*s, 0, 0.001);
+  expect_lr(*s, 1, 0.001);    // it 0: 0/10
+  expect_lr(*s, 6, 0.006);    // it 5: 0.001 + 0.010 * 0.5
+  expect_lr(*s, 10, 0.01);    // it 9
+  expect_lr(*s, 11, 0.011);   // it 10: warmup over
+  // warmup_num_steps 1 is raised to 2 as DeepSpeed does: it 1 = log(2)/log(2) = 1.
+  auto one = ds(R"({"type": "WarmupLR", "params": {"warmup_num_steps": 1}})", 0.5f);
+  expect_lr(*one, 1, 0.0);
+  expect_lr(*one, 2, 0.5);
+  // No params at all: min 0, max = lr, 1000 log steps.
+  auto dflt = ds(R"({"type": "WarmupLR"})", 0.5f);
+  expect_lr(*dflt, 2, 0.5 * std::log(2.0) / std::log(1000.0));
+}
+
+TEST(DeepSpeedSchedule, WarmupDecayLr) {
+  auto s = ds(R"({"type": "WarmupDecayLR", "params": {"total_num_steps": 20, "warmup_max_lr": 0.01,
+                 "warmup_num_steps": 10, "warmup_type": "linear"}})");
+  expect_lr(*s, 1, 0.0);
+  expect_lr(*s, 6, 0.005);   // it 5: 5/10
+  expect_lr(*s, 11, 0.01);   // it 10: (20 - 10) / (20 - 10)
+  expect_lr(*s, 16, 0.005);  // it 15: 5/10
+  expect_lr(*s, 21, 0.0);    // it 20
+  expect_lr(*s, 30, 0.0);    // clamped at 0
+  // DeepSpeed's WarmupDecayLR signature defaults warmup_max_lr to 0.001 (not the lr).
+  auto d = ds(R"({"type": "WarmupDecayLR", "params": {"total_num_steps": 20, "warmup_num_steps": 10}})", 0.5f);
+  expect_lr(*d, 11, 0.001);
+}
+
+TEST(DeepSpeedSchedule, WarmupCosineLr) {
+  auto s = ds(R"({"type": "WarmupCosineLR", "params": {"total_num_steps": 20, "warmup_num_steps": 10,
+                 "warmup_min_ratio": 0.1, "cos_min_ratio": 0.01, "warmup_type": "linear"}})",
+              0.1f);
+  expect_lr(*s, 0, 0.0);      // constructor: ratio 0
+  expect_lr(*s, 1, 0.01);     // it 0: ratio 0.1
+  expect_lr(*s, 6, 0.055);    // it 5: 0.1 + 0.5 * 0.9
+  // it 10: progress 1/10; (1 + cos(0.1 pi)) / 2 = 0.9755283; 0.01 + 0.99 * that = 0.9757730
+  expect_lr(*s, 11, 0.1 * (0.01 + 0.99 * (1 + std::cos(M_PI * 0.1)) / 2));
+  expect_lr(*s, 15, 0.0505);  // it 14: progress 0.5 -> 0.01 + 0.99 * 0.5
+  expect_lr(*s, 20, 0.001);   // it 19: progress 1 -> cos_min_ratio
+  expect_lr(*s, 40, 0.001);   // clamped
+}
+
+TEST(DeepSpeedSchedule, OneCycleLrAndMomentum) {
+  auto s = ds(R"({"type": "OneCycle", "params": {"cycle_min_lr": 0.01, "cycle_max_lr": 0.1,
+                 "cycle_first_step_size": 4}})");
+  expect_lr(*s, 0, 0.01);    // constructor
+  expect_lr(*s, 1, 0.0325);  // b 1: x 0.125, scale 0.25
+  expect_lr(*s, 4, 0.1);     // b 4: x 0.5, scale 1
+  expect_lr(*s, 5, 0.0775);  // b 5: x 0.625, scale (0.625-1)/(0.5-1) = 0.75
+  expect_lr(*s, 8, 0.01);    // b 8: next cycle, x 0
+  expect_lr(*s, 9, 0.01);    // after the cycle, no decay configured
+  ASSERT_TRUE(s->betas(0).has_value());
+  EXPECT_FLOAT_EQ(s->betas(0)->first, 0.8f);   // constructor: cycle_min_mom
+  EXPECT_FLOAT_EQ(s->betas(0)->second, 0.99f);
+  EXPECT_FLOAT_EQ(s->betas(1)->first, 0.875f);  // 0.9 - 0.1 * 0.25
+  EXPECT_FLOAT_EQ(s->betas(4)->first, 0.8f);
+  EXPECT_FLOAT_EQ(s->betas(20)->first, 0.9f);   // after the cycle: cycle_max_mom
+
+  auto decay = ds(R"({"type": "OneCycle", "params": {"cycle_min_lr": 0.01, "cycle_max_lr": 0.1,
+                     "cycle_first_step_size": 4, "decay_lr_rate": 0.5, "decay_step_size": 2,
+                     "cycle_momentum": false}})");
+  expect_lr(*decay, 9, 0.008);   // it 8: interval 1 -> 0.01 / (1 + 0.5 * 0.5)
+  expect_lr(*decay, 12, 0.005);  // it 11: interval 4 -> 0.01 / (1 + 0.5 * 2)
+  EXPECT_FALSE(decay->betas(3).has_value());
+
+  auto stairs = ds(R"({"type": "OneCycle", "params": {"cycle_min_lr": 0.01, "cycle_max_lr": 0.1,
+                      "cycle_first_step_size": 4, "cycle_first_stair_count": 2}})");
+  expect_lr(*stairs, 1, 0.01);   // position 1 * 2 / 4 = 0.5 -> stair 0
+  expect_lr(*stairs, 2, 0.055);  // position 1 -> scale 0.5
+  expect_lr(*stairs, 4, 0.1);
+  expect_lr(*stairs, 5, 0.055);  // second half: (8 - 5) * 2 / 4 = 1.5 -> 0.5
+}
+
+TEST(DeepSpeedSchedule, LrRangeTest) {
+  auto s = ds(R"({"type": "LRRangeTest", "params": {"lr_range_test_min_lr": 0.001,
+                 "lr_range_test_step_size": 10, "lr_range_test_step_rate": 2}})");
+  expect_lr(*s, 0, 0.001);
+  expect_lr(*s, 1, 0.0012);  // 0.001 * (1 + 2 * 1/10)
+  expect_lr(*s, 10, 0.003);  // 0.001 * (1 + 2 * 10/10)
+  auto stair = ds(R"({"type": "LRRangeTest", "params": {"lr_range_test_min_lr": 0.001,
+                     "lr_range_test_step_size": 10, "lr_range_test_step_rate": 2,
+                     "lr_range_test_staircase": true}})");
+  expect_lr(*stair, 9, 0.001);   // floor(9/10) = 0
+  expect_lr(*stair, 10, 0.003);  // floor(10/10) = 1
+}
+
+TEST(DeepSpeedSchedule, AutoValuesComeFromTheRun) {
+  ScheduleRun run;
+  run.total_steps = 20;
+  run.warmup_steps = 10;
+  auto s = ds(R"({"type": "WarmupDecayLR", "params": {"total_num_steps": "auto", "warmup_min_lr": "auto",
+                 "warmup_max_lr": "auto", "warmup_num_steps": "auto", "warmup_type": "linear"}})",
+              0.01f, run);
+  expect_lr(*s, 16, 0.005);
+  expect_error(R"({"type": "WarmupDecayLR", "params": {"total_num_steps": "auto"}})", "total_num_steps");
+}
+
+TEST(DeepSpeedSchedule, BadBlocksNameTheKey) {
+  expect_error(R"({"type": "WarmupLR", "params": {"warmup_max_lr": 0.1, "warmup_steps": 5}})",
+               "scheduler.params.warmup_steps");
+  expect_error(R"({"type": "WarmupLR", "params": {"warmup_type": "cosine"}})", "warmup_type");
+  expect_error(R"({"type": "WarmupLR", "params": {"warmup_num_steps": 0}})", "warmup_num_steps");
+  expect_error(R"({"type": "WarmupLR", "params": {"warmup_num_steps": 2.5}})", "warmup_num_steps");
+  expect_error(R"({"type": "WarmupLR", "params": {"warmup_max_lr": "fast"}})", "warmup_max_lr");
+  expect_error(R"({"type": "WarmupDecayLR", "params": {}})", "total_num_steps");
+  expect_error(R"({"type": "WarmupCosineLR", "params": {}})", "total_num_steps");
+  expect_error(R"({"type": "OneCycle", "params": {"cycle_max_lr": 0.1}})", "cycle_min_lr");
+  expect_error(R"({"type": "warmuplr", "params": {}})", "scheduler.type");
+  expect_error(R"({"type": "WarmupLR", "parameters": {}})", "scheduler.parameters");
+  expect_error(R"({"type": "WarmupLR", "params": {"last_batch_iteration": 5}})", "last_batch_iteration");
+}
+
+TEST(HfSchedule, ConstantAndConstantWithWarmup) {
+  auto c = make_hf_schedule("constant", 0.1f, 4, 10);
+  expect_lr(*c, 0, 0.1);
+  expect_lr(*c, 50, 0.1);
+  auto w = make_hf_schedule("constant_with_warmup", 0.1f, 4, 10);
+  expect_lr(*w, 0, 0.0);
+  expect_lr(*w, 2, 0.05);
+  expect_lr(*w, 4, 0.1);
+  expect_lr(*w, 50, 0.1);
+}
+
+TEST(HfSchedule, Linear) {
+  auto s = make_hf_schedule("linear", 0.1f, 4, 10);
+  expect_lr(*s, 0, 0.0);
+  expect_lr(*s, 2, 0.05);
+  expect_lr(*s, 4, 0.1);   // (10 - 4) / 6
+  expect_lr(*s, 7, 0.05);  // 3 / 6
+  expect_lr(*s, 10, 0.0);
+  expect_lr(*s, 12, 0.0);
+  auto no_warmup = make_hf_schedule("linear", 0.1f, 0, 10);
+  expect_lr(*no_warmup, 0, 0.1);
+  expect_lr(*no_warmup, 5, 0.05);
+}
+
+TEST(HfSchedule, CosineAndCosineWithMinLr) {
+  auto s = make_hf_schedule("cosine", 0.1f, 4, 10);
+  expect_lr(*s, 2, 0.05);
+  expect_lr(*s, 5, 0.1 * 0.5 * (1 + std::cos(M_PI / 6)));  // progress 1/6: 0.0933013
+  expect_lr(*s, 7, 0.05);                                  // progress 1/2
+  expect_lr(*s, 10, 0.0);
+  auto m = make_hf_schedule("cosine_with_min_lr", 0.1f, 4, 10, 0.1f);
+  expect_lr(*m, 7, 0.055);  // 0.5 * 0.9 + 0.1
+  expect_lr(*m, 10, 0.01);
+  auto same = make_hf_schedule("cosine", 0.1f, 4, 10, 0.1f);
+  expect_lr(*same, 7, 0.055);
+}
+
+TEST(HfSchedule, BadArguments) {
+  EXPECT_THROW(make_hf_schedule("polynomial", 0.1f, 0, 10), Error);
+  EXPECT_THROW(make_hf_schedule("linear", 0.1f, 0, 0), Error);
+  EXPECT_THROW(make_hf_schedule("linear", 0.1f, 0, 10, 0.1f), Error);
+  EXPECT_THROW(make_hf_schedule("constant", 0.1f, -1, 10), Error);
+  EXPECT_NO_THROW(make_hf_schedule("", 0.1f, 0, 0));  // "" = constant
+}

@@ -1,0 +1,318 @@
+// SGD and Lion kernels against double-precision transcriptions of torch.optim.SGD and
+// the published Lion update; the Optimizer classes over a parameter registry: per-
+// parameter weight decay, state naming, master copies, resume, and spec validation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "ops/optimizer.h"
+#include "zero/optimizer.h"
+
+using namespace zt;
+using namespace zt::zero;
+
+namespace {
+
+std::vector<double> to_double(const Tensor& t) {
+  std::vector<double> out(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) out[static_cast<size_t>(i)] = t.get_f32(i);
+  return out;
+}
+
+// --- kernels ---------------------------------------------------------------------------
+
+TEST(SgdKernel, MatchesTorchFormula) {
+  struct Case {
+    float momentum, dampening, wd;
+    Nesterov nesterov;
+  };
+  for (const Case c : {Case{0.0f, 0.0f, 0.0f, Nesterov::Off}, Case{0.0f, 0.0f, 0.1f, Nesterov::Off},
+                       Case{0.9f, 0.0f, 0.01f, Nesterov::On}, Case{0.8f, 0.3f, 0.05f, Nesterov::Off}}) {
+    const int64_t n = 300;
+    OwnedTensor p({n}, DType::F32), g({n}, DType::F32);
+    OwnedTensor buf = c.momentum != 0.0f ? OwnedTensor::zeros({n}, DType::F32) : OwnedTensor();
+    fill_normal(p, Philox(4, 1), 0.0f, 1.0f);
+    std::vector<double> rp = to_double(p), rb(n, 0.0);
+    ops::SgdHyper h;
+    h.lr = 0.05f;
+    h.momentum = c.momentum;
+    h.dampening = c.dampening;
+    h.weight_decay = c.wd;
+    h.nesterov = c.nesterov;
+    h.grad_scale = 0.25f;
+    for (int step = 1; step <= 5; ++step) {
+      fill_normal(g, Philox(4, 10 + static_cast<uint64_t>(step)), 0.0f, 2.0f);
+      h.buffer = step == 1 ? MomentumBuffer::Empty : MomentumBuffer::Filled;
+      ops::sgd_step(p, Tensor(), g, buf.view(), h);
+      for (int64_t i = 0; i < n; ++i) {
+        double d = static_cast<double>(g->get_f32(i)) * h.grad_scale + static_cast<double>(c.wd) * rp[i];
+        if (c.momentum != 0.0f) {
+          rb[i] = step == 1 ? d : c.momentum * rb[i] + (1.0 - c.dampening) * d;
+          d = c.nesterov == Nesterov::On ? d + c.momentum * rb[i] : rb[i];
+        }
+        rp[i] -= static_cast<double>(h.lr) * d;
+      }
+    }
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_NEAR(p->get_f32(i), rp[i], 1e-6 * (1 + std::fabs(rp[i]))) << "momentum " << c.momentum << " i " << i;
+  }
+}
+
+TEST(SgdKernel, BufferIsNeededExactlyWithMomentum) {
+  OwnedTensor p = OwnedTensor::zeros({4}, DType::F32), g = OwnedTensor::zeros({4}, DType::F32),
+              buf = OwnedTensor::zeros({4}, DType::F32);
+  ops::SgdHyper h;
+  h.momentum = 0.9f;
+  EXPECT_THROW(ops::sgd_step(p, Tensor(), g, Tensor(), h), Error);
+  h.momentum = 0.0f;
+  EXPECT_THROW(ops::sgd_step(p, Tensor(), g, buf, h), Error);
+}
+
+TEST(LionKernel, MatchesPublishedUpdate) {
+  const int64_t n = 500;
+  OwnedTensor p({n}, DType::F32), g({n}, DType::F32), m = OwnedTensor::zeros({n}, DType::F32);
+  fill_normal(p, Philox(5, 1), 0.0f, 1.0f);
+  std::vector<double> rp = to_double(p), rm(n, 0.0);
+  ops::LionHyper h;
+  h.lr = 1e-3f;
+  h.weight_decay = 0.5f;
+  h.grad_scale = 2.0f;
+  for (int step = 1; step <= 6; ++step) {
+    fill_normal(g, Philox(5, 10 + static_cast<uint64_t>(step)), 0.0f, 1.0f);
+    if (step == 3) g->set_f32(7, 0.0f);  // with m = 0 nowhere, sign(c) is still defined
+    ops::lion_step(p, Tensor(), g, m, h);
+    for (int64_t i = 0; i < n; ++i) {
+      const double gi = static_cast<double>(g->get_f32(i)) * h.grad_scale;
+      rp[i] *= 1.0 - static_cast<double>(h.lr) * h.weight_decay;
+      const double c = h.beta1 * rm[i] + (1.0 - h.beta1) * gi;
+      rp[i] -= static_cast<double>(h.lr) * ((c > 0) - (c < 0));
+      rm[i] = h.beta2 * rm[i] + (1.0 - h.beta2) * gi;
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(p->get_f32(i), rp[i], 1e-6 * (1 + std::fabs(rp[i]))) << i;
+}
+
+TEST(LionKernel, ZeroDirectionLeavesOnlyTheDecay) {
+  OwnedTensor p({3}, DType::F32), g = OwnedTensor::zeros({3}, DType::F32), m = OwnedTensor::zeros({3}, DType::F32);
+  p->fill_f32(2.0f);
+  ops::LionHyper h;
+  h.lr = 0.1f;
+  h.weight_decay = 0.5f;
+  ops::lion_step(p, Tensor(), g, m, h);
+  for (int64_t i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(p->get_f32(i), 2.0f * (1 - 0.05f));
+}
+
+// --- optimizers over a registry -------------------------------------------------------
+
+// Two units: a weight (decayed) and a bias (not) in one, a large weight (parallel path)
+// and a norm gain (not decayed) in the other.
+struct Model {
+  model::ParameterRegistry reg;
+  explicit Model(DType dtype, uint64_t seed = 7) {
+    auto spec = [](const char* name, Shape shape, model::WeightDecay decay) {
+      model::ParamSpec s;
+      s.name = name;
+      s.shape = std::move(shape);
+      s.decay = decay;
+      return s;
+    };
+    reg.add_unit("embed", {spec("w", {8, 5}, model::WeightDecay::Apply), spec("b", {5}, model::WeightDecay::Skip)}, 2);
+    reg.add_unit("block.0",
+                 {spec("big", {40000}, model::WeightDecay::Apply), spec("gain", {7}, model::WeightDecay::Skip)}, 1);
+    uint64_t stream = 0;
+    for (auto& u : reg.units()) {
+      u->allocate_params(dtype, Device::cpu());
+      u->allocate_grads(dtype, Device::cpu());
+      for (auto& p : u->params()) fill_normal(p.value, Philox(seed, ++stream), 0.0f, 1.0f);
+    }
+  }
+  void set_grads(uint64_t step) {
+    uint64_t stream = 0;
+    for (auto& u : reg.units())
+      for (auto& p : u->params()) fill_normal(p.grad, Philox(1000 + step, ++stream), 0.0f, 1.0f);
+  }
+  std::vector<float> params() {
+    std::vector<float> out;
+    for (auto& u : reg.units()) {
+      auto v = u->flat_params().to_f32_vector();
+      out.insert(out.end(), v.begin(), v.end());
+    }
+    return out;
+  }
+};
+
+OptimizerSpec spec_of(OptimizerType type) {
+  OptimizerSpec s;
+  s.type = type;
+  s.weight_decay = 0.1f;
+  if (type == OptimizerType::SGD) {
+    s.momentum = 0.9f;
+    s.nesterov = true;
+  }
+  if (type == OptimizerType::Lion) s.beta2 = 0.99f;
+  if (type == OptimizerType::Adam) s.adam_w_mode = false;
+  return s;
+}
+
+const OptimizerType kAllTypes[] = {OptimizerType::AdamW, OptimizerType::Adam, OptimizerType::SGD,
+                                   OptimizerType::Lion};
+
+TEST(Optimizer, WeightDecaySkipsNoDecayParameters) {
+  // Zero gradients: AdamW and Lion then only apply their decoupled decay, p *= 1 - lr*wd
+  // (Adam's moments stay 0, Lion's sign(0) = 0). SGD's L2 gives d = wd*p, the buffer
+  // starts as d, and Nesterov adds momentum*buf: p *= 1 - lr*wd*(1 + momentum).
+  for (OptimizerType type : {OptimizerType::AdamW, OptimizerType::SGD, OptimizerType::Lion}) {
+    Model m(DType::F32);
+    const float w0 = m.reg.find("w")->value.get_f32(3), b0 = m.reg.find("b")->value.get_f32(2);
+    const float big0 = m.reg.find("big")->value.get_f32(39999), g0 = m.reg.find("gain")->value.get_f32(6);
+    for (auto& u : m.reg.units()) u->flat_grads().zero();
+    OptimizerSpec s = spec_of(type);
+    s.weight_decay = 0.5f;
+    auto opt = make_optimizer(m.reg, s);
+    opt->step(0.1f, 1.0f);
+    const float factor = type == OptimizerType::SGD ? 1 - 0.1f * 0.5f * 1.9f : 1 - 0.1f * 0.5f;
+    EXPECT_FLOAT_EQ(m.reg.find("w")->value.get_f32(3), w0 * factor) << optimizer_type_name(type);
+    EXPECT_FLOAT_EQ(m.reg.find("big")->value.get_f32(39999), big0 * factor) << optimizer_type_name(type);
+    EXPECT_EQ(m.reg.find("b")->value.get_f32(2), b0) << optimizer_type_name(type);
+    EXPECT_EQ(m.reg.find("gain")->value.get_f32(6), g0) << optimizer_type_name(type);
+  }
+}
+
+TEST(Optimizer, StateTensorsAreNamedPerUnit) {
+  auto names = [](Optimizer& o) {
+    std::vector<std::string> n;
+    size_t bytes = 0;
+    for (auto& [name, t] : o.state_tensors()) {
+      n.push_back(name);
+      bytes += t.nbytes();
+    }
+    EXPECT_EQ(bytes, o.state_bytes());
+    return n;
+  };
+  Model f32(DType::F32), bf16(DType::BF16);
+  auto adam = make_optimizer(f32.reg, spec_of(OptimizerType::AdamW));
+  EXPECT_EQ(names(*adam), (std::vector<std::string>{"embed.exp_avg", "embed.exp_avg_sq", "block.0.exp_avg",
+                                                    "block.0.exp_avg_sq"}));
+  auto lion = make_optimizer(bf16.reg, spec_of(OptimizerType::Lion));
+  EXPECT_EQ(names(*lion),
+            (std::vector<std::string>{"embed.master", "embed.exp_avg", "block.0.master", "block.0.exp_avg"}));
+  auto sgd = make_optimizer(f32.reg, spec_of(OptimizerType::SGD));
+  EXPECT_EQ(names(*sgd), (std::vector<std::string>{"embed.momentum_buffer", "block.0.momentum_buffer"}));
+  OptimizerSpec plain;
+  plain.type = OptimizerType::SGD;
+  auto plain_sgd = make_optimizer(f32.reg, plain);
+  EXPECT_TRUE(names(*plain_sgd).empty());
+  // Flat per unit, padded: the embed unit (45 + alignment gap, shards of 2).
+  EXPECT_EQ(adam->state_tensors()[0].second.numel(), f32.reg.unit(0).padded_numel());
+}
+
+TEST(Optimizer, ResumeFromStateContinuesBitwise) {
+  for (OptimizerType type : kAllTypes) {
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      Model a(dtype), b(dtype);
+      auto oa = make_optimizer(a.reg, spec_of(type));
+      auto ob = make_optimizer(b.reg, spec_of(type));
+      for (uint64_t step = 0; step < 2; ++step) {
+        a.set_grads(step);
+        oa->step(0.01f, 0.5f);
+      }
+      // "Checkpoint": parameters, optimizer state and step count into b's objects.
+      for (size_t u = 0; u < a.reg.size(); ++u) b.reg.unit(u).flat_params().copy_from(a.reg.unit(u).flat_params());
+      auto sa = oa->state_tensors(), sb = ob->state_tensors();
+      ASSERT_EQ(sa.size(), sb.size());
+      for (size_t i = 0; i < sa.size(); ++i) sb[i].second.copy_from(sa[i].second);
+      ob->set_steps_taken(oa->steps_taken());
+      for (uint64_t step = 2; step < 4; ++step) {
+        a.set_grads(step);
+        b.set_grads(step);
+        oa->step(0.01f, 0.5f);
+        ob->step(0.01f, 0.5f);
+      }
+      EXPECT_EQ(a.params(), b.params()) << optimizer_type_name(type) << " " << dtype_name(dtype);
+      EXPECT_EQ(ob->steps_taken(), 4);
+    }
+  }
+}
+
+TEST(Optimizer, MasterPicksUpWeightsLoadedBeforeTheFirstStep) {
+  Model m(DType::BF16);
+  auto opt = make_optimizer(m.reg, spec_of(OptimizerType::AdamW));
+  m.reg.find("w")->value.fill_f32(0.75f);  // e.g. HF weights loaded after building the optimizer
+  for (auto& u : m.reg.units()) u->flat_grads().zero();
+  opt->step(0.0f, 1.0f);
+  EXPECT_EQ(m.reg.find("w")->value.get_f32(11), 0.75f);
+}
+
+TEST(Optimizer, GradScaleMultipliesTheGradient) {
+  for (OptimizerType type : kAllTypes) {
+    Model a(DType::F32), b(DType::F32);
+    auto oa = make_optimizer(a.reg, spec_of(type));
+    auto ob = make_optimizer(b.reg, spec_of(type));
+    for (uint64_t step = 0; step < 3; ++step) {
+      a.set_grads(step);
+      b.set_grads(step);
+      for (auto& u : b.reg.units()) {
+        const Tensor g = u->flat_grads();
+        for (int64_t i = 0; i < g.numel(); ++i) g.set_f32(i, g.get_f32(i) * 4.0f);  // exact
+      }
+      oa->step(0.01f, 1.0f);
+      ob->step(0.01f, 0.25f);
+    }
+    EXPECT_EQ(a.params(), b.params()) << optimizer_type_name(type);
+  }
+}
+
+TEST(Optimizer, SetBetasChangesAdamButNotSgd) {
+  Model m(DType::F32);
+  auto adam = make_optimizer(m.reg, spec_of(OptimizerType::AdamW));
+  adam->set_betas(0.85f, 0.99f);
+  EXPECT_EQ(adam->spec().beta1, 0.85f);
+  EXPECT_EQ(adam->spec().beta2, 0.99f);
+  auto sgd = make_optimizer(m.reg, spec_of(OptimizerType::SGD));
+  sgd->set_betas(0.85f, 0.99f);
+  EXPECT_EQ(sgd->spec().beta1, 0.9f);
+}
+
+TEST(Optimizer, InvalidSpecsNameTheKey) {
+  Model m(DType::F32);
+  auto expect_key = [&](OptimizerSpec s, const std::string& key) {
+    try {
+      make_optimizer(m.reg, s);
+      FAIL() << "expected an error naming " << key;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  };
+  OptimizerSpec s;
+  s.beta2 = 1.0f;
+  expect_key(s, "optimizer.params.betas");
+  s = {};
+  s.lr = -1.0f;
+  expect_key(s, "optimizer.params.lr");
+  s = {};
+  s.weight_decay = NAN;
+  expect_key(s, "optimizer.params.weight_decay");
+  s = {};
+  s.type = OptimizerType::SGD;
+  s.nesterov = true;
+  expect_key(s, "optimizer.params.nesterov");
+  s.momentum = 0.9f;
+  s.dampening = 0.1f;
+  expect_key(s, "optimizer.params.nesterov");
+}
+
+TEST(Optimizer, GlobalGradNorm) {
+  Model m(DType::F32);
+  for (auto& u : m.reg.units()) u->flat_grads().zero();
+  m.reg.find("w")->grad.set_f32(0, 3.0f);
+  m.reg.find("big")->grad.set_f32(100, 4.0f);
+  EXPECT_DOUBLE_EQ(global_grad_norm(m.reg), 5.0);
+}
+
+}  // namespace
