@@ -8,6 +8,7 @@
 // with "auto" values resolved from the run. See docs/configs.md for every key.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -54,7 +55,59 @@ struct ZeroSection {
   OffloadDevice offload_optimizer = OffloadDevice::None;
   OffloadDevice offload_param = OffloadDevice::None;
   std::string offload_optimizer_nvme_path, offload_param_nvme_path;
-  bool offload_pin_memory = true;
+  bool offload_pin_memory = true;  // offload_optimizer.pin_memory
+
+  // The rest of zero_optimization and its offload dicts, as DeepSpeed defines them.
+  bool round_robin_gradients = false;
+  bool load_from_fp32_weights = true;
+  bool elastic_checkpoint = false;
+  bool ignore_unused_parameters = true;
+  int64_t stage3_model_persistence_threshold = INT64_MAX;
+  int offload_optimizer_buffer_count = 4;
+  bool offload_optimizer_pipeline_read = false;
+  bool offload_optimizer_pipeline_write = false;
+  bool offload_optimizer_fast_init = false;
+  double offload_optimizer_ratio = 1.0;
+  int offload_param_buffer_count = 5;
+  int64_t offload_param_buffer_size = 100000000;
+  int64_t offload_param_max_in_cpu = 1000000000;
+  bool offload_param_pin_memory = true;
+  // Accelerate's zero3_init_flag: build stage-3 parameters already partitioned.
+  bool zero3_init = false;
+};
+
+// Top-level "aio" (NVMe offload I/O).
+struct AioSection {
+  int64_t block_size = 1048576;
+  int queue_depth = 8;
+  int intra_op_parallelism = 1;
+  bool single_submit = false;
+  bool overlap_events = true;
+  bool use_gds = false;
+};
+
+// ds_config "activation_checkpointing" options (whether to checkpoint at all is
+// ModelSection::activation_checkpointing).
+struct ActivationCheckpointingSection {
+  bool partition_activations = false;
+  bool cpu_checkpointing = false;
+  bool contiguous_memory_optimization = false;
+  bool synchronize_checkpoint_boundary = false;
+  bool profile = false;
+  int64_t number_checkpoints = 0;  // 0: not set (one per block)
+};
+
+// Where the processes come from (Accelerate YAML); the launcher and the trainer use it.
+struct LaunchSection {
+  std::string distributed_type = "NO";  // NO, MULTI_CPU, MULTI_GPU, DEEPSPEED, FSDP
+  int num_processes = 0;                // 0: not given
+  int num_machines = 1;
+  int machine_rank = 0;
+  std::string main_process_ip;
+  int main_process_port = 29500;
+  std::string gpu_ids;                  // "" or "all" or "0,1,..."
+  std::string deepspeed_hostfile;
+  std::string deepspeed_multinode_launcher;
 };
 
 struct TrainConfig {
@@ -78,6 +131,24 @@ struct TrainConfig {
   int64_t warmup_steps = 0;             // for hf_scheduler
   float gradient_clipping = 1.0f;       // 0 = off
   ZeroSection zero;
+  AioSection aio;
+  ActivationCheckpointingSection activation_checkpointing;
+  LaunchSection launch;
+  // Warmup as a fraction of total steps (HF warmup_ratio), applied by set_total_steps
+  // when the total is known; 0 = use warmup_steps.
+  double warmup_ratio = 0.0;
+
+  // Less common ds_config top-level settings.
+  bool wall_clock_breakdown = false;
+  bool memory_breakdown = false;
+  bool prescale_gradients = false;
+  double gradient_predivide_factor = 1.0;
+  std::string communication_data_type;  // "" = follow precision; fp16 | bf16 | fp32
+  std::string grad_accum_dtype;         // "" = default; fp32 | fp16 | bf16
+  bool dataloader_drop_last = false;
+  bool bf16_check_grad_overflow = true;
+  bool bf16_immediate_grad_update = false;
+  bool fp16_auto_cast = false;
 
   // Loop.
   int64_t max_steps = 0;     // optimizer steps; 0: from epochs
@@ -97,6 +168,12 @@ struct TrainConfig {
   int64_t sample_tokens = 0;
   float sample_temperature = 0.8f;
   int sample_top_k = 40;
+
+  // Provenance for `zerotrain config check`: resolved key (as printed) -> where its
+  // value came from ("default" when absent): a file name, "auto (<from>)", "command line".
+  std::map<std::string, std::string> origin;
+  // Non-fatal notes gathered while loading (accepted-but-inert keys), logged by the caller.
+  std::vector<std::string> warnings;
 };
 
 }  // namespace zt::train

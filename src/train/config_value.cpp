@@ -1,0 +1,258 @@
+#include "train/config_value.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "core/error.h"
+
+namespace zt::train {
+
+using nlohmann::json;
+
+std::string Where::str() const { return path.empty() ? file : file + ": " + path; }
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+namespace {
+
+// YAML 1.1 plain-scalar resolution as PyYAML does it: a float needs a dot ("5e8" is a
+// string there, and Accelerate users hit exactly that), ints may have signs/underscores.
+json yaml_plain_scalar(const std::string& s) {
+  static const std::regex kNull("^(~|null|Null|NULL|)$");
+  static const std::regex kTrue("^(true|True|TRUE)$");
+  static const std::regex kFalse("^(false|False|FALSE)$");
+  static const std::regex kInt("^[-+]?(0|[1-9][0-9_]*)$");
+  static const std::regex kFloat("^[-+]?([0-9][0-9_]*)?\\.[0-9_]*([eE][-+][0-9]+)?$");
+  if (std::regex_match(s, kNull)) return nullptr;
+  if (std::regex_match(s, kTrue)) return true;
+  if (std::regex_match(s, kFalse)) return false;
+  std::string digits = s;
+  digits.erase(std::remove(digits.begin(), digits.end(), '_'), digits.end());
+  if (std::regex_match(s, kInt)) {
+    errno = 0;
+    const long long v = std::strtoll(digits.c_str(), nullptr, 10);
+    if (errno == 0) return v;
+  }
+  if (std::regex_match(s, kFloat) && s != "." && s != "+." && s != "-.") return std::strtod(digits.c_str(), nullptr);
+  return s;
+}
+
+json yaml_to_json(const YAML::Node& n, const std::string& source) {
+  switch (n.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      return nullptr;
+    case YAML::NodeType::Scalar:
+      // Quoted scalars carry the "!" tag: they stay strings ('no' stays "no").
+      if (n.Tag() == "!") return n.Scalar();
+      return yaml_plain_scalar(n.Scalar());
+    case YAML::NodeType::Sequence: {
+      json a = json::array();
+      for (const auto& item : n) a.push_back(yaml_to_json(item, source));
+      return a;
+    }
+    case YAML::NodeType::Map: {
+      json o = json::object();
+      for (const auto& kv : n) {
+        const std::string key = kv.first.Scalar();
+        if (o.contains(key)) ZT_THROW_INPUT(source, ": key '", key, "' appears twice; keep one");
+        o[key] = yaml_to_json(kv.second, source);
+      }
+      return o;
+    }
+  }
+  return nullptr;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+const char* type_name(const json& v) {
+  if (v.is_null()) return "null";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "a list";
+  return "a mapping";
+}
+
+std::string shown(const json& v) {
+  std::string s = v.dump();
+  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+
+size_t distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t prev = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t cur = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, prev + (std::tolower(a[i - 1]) != std::tolower(b[j - 1]))});
+      prev = cur;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+json parse_yaml_text(const std::string& text, const std::string& source) {
+  try {
+    return yaml_to_json(YAML::Load(text), source);
+  } catch (const YAML::Exception& e) {
+    ZT_THROW_INPUT(source, ": not valid YAML (line ", e.mark.line + 1, ", column ", e.mark.column + 1, "): ", e.msg);
+  }
+}
+
+json load_document(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) ZT_THROW_INPUT(path, ": cannot open the config file; check the path");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  json doc;
+  if (ends_with(lower(path), ".json")) {
+    try {
+      doc = json::parse(text);
+    } catch (const json::parse_error& e) {
+      ZT_THROW_INPUT(path, ": not valid JSON (", e.what(), "); fix the syntax (JSON allows no comments or trailing commas)");
+    }
+  } else {
+    doc = parse_yaml_text(text, path);
+  }
+  if (doc.is_null()) doc = json::object();  // an empty file is an empty config
+  if (!doc.is_object()) ZT_THROW_INPUT(path, ": the top level must be a mapping of keys to values, got ", type_name(doc));
+  return doc;
+}
+
+json parse_override_value(const std::string& text) {
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error&) {
+    return text;
+  }
+}
+
+std::string closest_name(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_d = std::max<size_t>(3, word.size() / 3) + 1;
+  for (const auto& c : candidates) {
+    const size_t d = distance(word, c);
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+  const std::string best = closest_name(word, candidates);
+  return best.empty() ? std::string() : " (did you mean '" + best + "'?)";
+}
+
+void require_object(const json& j, const Where& w) {
+  if (!j.is_object()) ZT_THROW_INPUT(w.str(), ": expected a mapping of keys to values, got ", type_name(j), " ", shown(j));
+}
+
+void check_known_keys(const json& j, const std::vector<std::string>& known, const Where& w, const std::string& fix) {
+  require_object(j, w);
+  for (const auto& kv : j.items()) {
+    if (std::find(known.begin(), known.end(), kv.key()) != known.end()) continue;
+    ZT_THROW_INPUT(w.key(kv.key()).str(), ": unknown key '", kv.key(), "'", did_you_mean(kv.key(), known), "; ",
+                   fix);
+  }
+}
+
+bool is_auto(const json& v) { return v.is_string() && v.get<std::string>() == "auto"; }
+
+double to_number(const json& v, const Where& w) {
+  if (v.is_number()) return v.get<double>();
+  if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    char* end = nullptr;
+    const double x = std::strtod(s.c_str(), &end);
+    if (!s.empty() && *end == '\0' && std::isfinite(x)) return x;
+  }
+  ZT_THROW_INPUT(w.str(), ": expected a number, got ", type_name(v), " ", shown(v));
+}
+
+int64_t to_int(const json& v, const Where& w) {
+  if (v.is_number_integer()) return v.get<int64_t>();
+  const double x = to_number(v, w);
+  if (x != std::floor(x) || std::fabs(x) > 9.0e18)
+    ZT_THROW_INPUT(w.str(), ": expected a whole number, got ", shown(v));
+  return static_cast<int64_t>(x);
+}
+
+bool to_bool(const json& v, const Where& w) {
+  if (v.is_boolean()) return v.get<bool>();
+  if (v.is_string()) {
+    // YAML 1.1 booleans PyYAML would have given us.
+    const std::string s = lower(v.get<std::string>());
+    if (s == "true" || s == "yes" || s == "on") return true;
+    if (s == "false" || s == "no" || s == "off") return false;
+  }
+  ZT_THROW_INPUT(w.str(), ": expected true or false, got ", type_name(v), " ", shown(v));
+}
+
+namespace {
+template <class T, class Convert>
+Setting<T> read(const json& obj, const std::string& key, const Where& w, T dflt, AutoOk auto_ok, Convert convert) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return Setting<T>(dflt);
+  const Where kw = w.key(key);
+  if (is_auto(*it)) {
+    if (auto_ok == AutoOk::No) ZT_THROW_INPUT(kw.str(), ": \"auto\" is not resolvable for this key; write a value");
+    return Setting<T>(Given::Auto, dflt);
+  }
+  return Setting<T>(Given::Set, convert(*it, kw));
+}
+}  // namespace
+
+Setting<int64_t> read_int(const json& obj, const std::string& key, const Where& w, int64_t dflt, AutoOk auto_ok) {
+  return read<int64_t>(obj, key, w, dflt, auto_ok, to_int);
+}
+Setting<double> read_number(const json& obj, const std::string& key, const Where& w, double dflt, AutoOk auto_ok) {
+  return read<double>(obj, key, w, dflt, auto_ok, to_number);
+}
+Setting<bool> read_bool(const json& obj, const std::string& key, const Where& w, bool dflt, AutoOk auto_ok) {
+  return read<bool>(obj, key, w, dflt, auto_ok, to_bool);
+}
+Setting<std::string> read_string(const json& obj, const std::string& key, const Where& w, const std::string& dflt,
+                                 AutoOk auto_ok) {
+  return read<std::string>(obj, key, w, dflt, auto_ok, [](const json& v, const Where& kw) {
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_number() || v.is_boolean()) return v.dump();  // e.g. gpu_ids: 0
+    ZT_THROW_INPUT(kw.str(), ": expected a string, got ", type_name(v), " ", shown(v));
+  });
+}
+
+std::vector<std::string> read_string_list(const json& obj, const std::string& key, const Where& w) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return {};
+  const Where kw = w.key(key);
+  if (it->is_string()) return {it->get<std::string>()};
+  if (!it->is_array()) ZT_THROW_INPUT(kw.str(), ": expected a string or a list of strings, got ", type_name(*it));
+  std::vector<std::string> out;
+  for (size_t i = 0; i < it->size(); ++i) {
+    if (!(*it)[i].is_string()) ZT_THROW_INPUT(kw.index(i).str(), ": expected a string, got ", type_name((*it)[i]));
+    out.push_back((*it)[i].get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace zt::train

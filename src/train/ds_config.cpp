@@ -1,0 +1,298 @@
+// ds_config.json parsing: every key DeepSpeed 0.19 reads, validated against its section.
+// Sections DeepSpeed validates strictly (zero_optimization, fp16, bf16, offload dicts)
+// reject unknown keys as DeepSpeed does; so does the top level, where DeepSpeed silently
+// ignores typos ("zero_optimisation" would quietly train without ZeRO).
+#include "train/ds_config.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "train/ds_config_internal.h"
+
+namespace zt::train {
+
+using nlohmann::json;
+
+namespace {
+
+const char* kFix = "see docs/configs.md for the keys zerotrain reads";
+
+// Keys we accept, and keys of DeepSpeed features that are refused when switched on.
+const std::vector<std::string> kTopLevel = {
+    "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "gradient_clipping",
+    "steps_per_print", "wall_clock_breakdown", "memory_breakdown", "prescale_gradients",
+    "gradient_predivide_factor", "communication_data_type", "zero_allow_untested_optimizer",
+    "zero_force_ds_cpu_optimizer", "data_types", "checkpoint", "dataloader_drop_last", "seed", "aio", "fp16",
+    "bf16", "bfloat16", "optimizer", "scheduler", "zero_optimization", "activation_checkpointing", "dump_state",
+    // refused when enabled / inert monitors:
+    "amp", "sparse_gradients", "elasticity", "autotuning", "flops_profiler", "tensorboard", "wandb",
+    "csv_monitor", "comet", "compression_training", "data_efficiency", "curriculum_learning",
+    "sequence_parallel_size", "tensor_parallel", "pipeline"};
+
+std::string type_key_name(const json& block, const Where& w) {
+  return read_string(block, "type", w, "").value;
+}
+
+// A refused feature: Unsupported error naming the key and what to do instead.
+[[noreturn]] void refuse(const Where& w, const std::string& what, const std::string& fix) {
+  ZT_THROW_UNSUPPORTED(w.str(), ": ", what, " is not supported by zerotrain; ", fix);
+}
+
+bool block_enabled(const json& doc, const std::string& key, const Where& w) {
+  auto it = doc.find(key);
+  if (it == doc.end() || it->is_null()) return false;
+  if (it->is_boolean()) return it->get<bool>();
+  require_object(*it, w.key(key));
+  return read_bool(*it, "enabled", w.key(key), false).value;
+}
+
+void parse_precision(const json& doc, const Where& top, DsConfig& ds) {
+  if (auto it = doc.find("fp16"); it != doc.end() && !it->is_null()) {
+    const Where w = top.key("fp16");
+    check_known_keys(*it, {"enabled", "auto_cast", "loss_scale", "initial_scale_power", "loss_scale_window",
+                           "hysteresis", "consecutive_hysteresis", "min_loss_scale", "fp16_master_weights_and_grads"},
+                     w, kFix + std::string("#fp16"));
+    ds.fp16_enabled = read_bool(*it, "enabled", w, false, AutoOk::Yes);
+    ds.fp16_auto_cast = read_bool(*it, "auto_cast", w, false).value;
+    auto& ls = ds.loss_scaler;
+    ls.loss_scale = static_cast<float>(read_number(*it, "loss_scale", w, 0.0).value);
+    ls.initial_scale_power = static_cast<int>(read_int(*it, "initial_scale_power", w, 16).value);
+    ls.loss_scale_window = static_cast<int>(read_int(*it, "loss_scale_window", w, 1000).value);
+    ls.hysteresis = static_cast<int>(read_int(*it, "hysteresis", w, 2).value);
+    ls.consecutive_hysteresis = read_bool(*it, "consecutive_hysteresis", w, false).value;
+    ls.min_loss_scale = static_cast<float>(read_number(*it, "min_loss_scale", w, 1.0).value);
+    if (ls.loss_scale < 0) ZT_THROW_INPUT(w.key("loss_scale").str(), ": must be 0 (dynamic) or a positive static scale");
+    if (ls.initial_scale_power < 0 || ls.initial_scale_power > 64)
+      ZT_THROW_INPUT(w.key("initial_scale_power").str(), ": must be in 0..64 (the scale starts at 2^power)");
+    if (ls.loss_scale_window < 1) ZT_THROW_INPUT(w.key("loss_scale_window").str(), ": must be at least 1");
+    if (ls.hysteresis < 1) ZT_THROW_INPUT(w.key("hysteresis").str(), ": must be at least 1");
+    if (ls.min_loss_scale <= 0) ZT_THROW_INPUT(w.key("min_loss_scale").str(), ": must be positive");
+    if (read_bool(*it, "fp16_master_weights_and_grads", w, false).value)
+      refuse(w.key("fp16_master_weights_and_grads"), "fp16 master weights",
+             "remove the key: master weights are always fp32 in the rank's partition");
+  }
+  const bool has_bf16 = doc.contains("bf16") && !doc["bf16"].is_null();
+  const bool has_bfloat16 = doc.contains("bfloat16") && !doc["bfloat16"].is_null();
+  if (has_bf16 && has_bfloat16)
+    ZT_THROW_INPUT(top.str(), ": both 'bf16' and its alias 'bfloat16' are given; keep one");
+  if (has_bf16 || has_bfloat16) {
+    const std::string key = has_bf16 ? "bf16" : "bfloat16";
+    const Where w = top.key(key);
+    const json& b = doc[key];
+    check_known_keys(b, {"enabled", "check_grad_overflow", "immediate_grad_update", "bf16_master_weights_and_grads",
+                         "bf16_optimizer_states"},
+                     w, kFix + std::string("#bf16"));
+    ds.bf16_enabled = read_bool(b, "enabled", w, false, AutoOk::Yes);
+    ds.bf16_check_grad_overflow = read_bool(b, "check_grad_overflow", w, true).value;
+    ds.bf16_immediate_grad_update = read_bool(b, "immediate_grad_update", w, false).value;
+    if (read_bool(b, "bf16_master_weights_and_grads", w, false).value || read_bool(b, "bf16_optimizer_states", w, false).value)
+      refuse(w, "bf16 master weights / optimizer states",
+             "remove bf16_master_weights_and_grads / bf16_optimizer_states: master weights and states are fp32");
+  }
+  if (ds.fp16_enabled.is_set() && ds.fp16_enabled.value && ds.bf16_enabled.is_set() && ds.bf16_enabled.value)
+    ZT_THROW_INPUT(top.str(), ": fp16.enabled and bf16.enabled are both true; enable one of them");
+}
+
+void parse_optimizer(const json& doc, const Where& top, DsConfig& ds) {
+  auto it = doc.find("optimizer");
+  if (it == doc.end() || it->is_null()) return;
+  const Where w = top.key("optimizer");
+  check_known_keys(*it, {"type", "params", "legacy_fusion"}, w, kFix + std::string("#optimizer"));
+  const std::string name = type_key_name(*it, w);
+  if (name.empty()) ZT_THROW_INPUT(w.key("type").str(), ": missing; write one of Adam, AdamW, SGD, Lion");
+  ds.has_optimizer = true;
+  ds.optimizer_type_name = name;
+  const std::string t = lower(name);
+  std::vector<std::string> params_known;
+  if (t == "adam" || t == "adamw") {
+    ds.optimizer_type = t == "adam" ? zero::OptimizerType::Adam : zero::OptimizerType::AdamW;
+    params_known = {"lr", "betas", "eps", "weight_decay", "adam_w_mode", "bias_correction", "amsgrad", "torch_adam",
+                    "fused", "set_grad_none", "fp32_optimizer_states"};
+  } else if (t == "sgd") {
+    ds.optimizer_type = zero::OptimizerType::SGD;
+    params_known = {"lr", "momentum", "dampening", "weight_decay", "nesterov"};
+  } else if (t == "lion") {
+    ds.optimizer_type = zero::OptimizerType::Lion;
+    ds.beta2 = Setting<double>(0.99);
+    params_known = {"lr", "betas", "weight_decay"};
+  } else {
+    static const std::vector<std::string> kRefused = {"lamb", "onebitadam", "zerooneadam", "onebitlamb", "adagrad",
+                                                      "muadam", "muadamw", "musgd", "muon"};
+    if (std::find(kRefused.begin(), kRefused.end(), t) != kRefused.end())
+      refuse(w.key("type"), "optimizer '" + name + "'",
+             "use Adam, AdamW, SGD or Lion (AdamW is what most recipes mean)");
+    ZT_THROW_INPUT(w.key("type").str(), ": unknown optimizer '", name, "'",
+                   did_you_mean(name, {"Adam", "AdamW", "SGD", "Lion", "Lamb", "OneBitAdam", "ZeroOneAdam",
+                                       "OneBitLamb", "Adagrad"}),
+                   "; supported: Adam, AdamW, SGD, Lion");
+  }
+  auto pit = it->find("params");
+  if (pit == it->end() || pit->is_null()) return;
+  const Where pw = w.key("params");
+  check_known_keys(*pit, params_known, pw, "valid params for " + name + ": see docs/configs.md#optimizer");
+  const json& p = *pit;
+  ds.lr = read_number(p, "lr", pw, ds.lr.value, AutoOk::Yes);
+  ds.weight_decay = read_number(p, "weight_decay", pw, 0.0, AutoOk::Yes);
+  ds.eps = read_number(p, "eps", pw, 1e-8, AutoOk::Yes);
+  if (auto b = p.find("betas"); b != p.end() && !b->is_null()) {
+    const Where bw = pw.key("betas");
+    if (is_auto(*b)) {
+      ds.beta1.given = ds.beta2.given = Given::Auto;
+    } else {
+      if (!b->is_array() || b->size() != 2) ZT_THROW_INPUT(bw.str(), ": expected two numbers [beta1, beta2] or \"auto\"");
+      ds.beta1 = Setting<double>(is_auto((*b)[0]) ? Given::Auto : Given::Set,
+                                 is_auto((*b)[0]) ? ds.beta1.value : to_number((*b)[0], bw.index(0)));
+      ds.beta2 = Setting<double>(is_auto((*b)[1]) ? Given::Auto : Given::Set,
+                                 is_auto((*b)[1]) ? ds.beta2.value : to_number((*b)[1], bw.index(1)));
+      for (double v : {ds.beta1.value, ds.beta2.value})
+        if (v < 0 || v >= 1) ZT_THROW_INPUT(bw.str(), ": betas must be in [0, 1)");
+    }
+  }
+  ds.adam_w_mode = read_bool(p, "adam_w_mode", pw, true).value || ds.optimizer_type == zero::OptimizerType::AdamW;
+  ds.bias_correction = read_bool(p, "bias_correction", pw, true).value;
+  if (read_bool(p, "amsgrad", pw, false).value) refuse(pw.key("amsgrad"), "AMSGrad", "remove amsgrad or set it false");
+  ds.momentum = read_number(p, "momentum", pw, 0.0).value;
+  ds.dampening = read_number(p, "dampening", pw, 0.0).value;
+  ds.nesterov = read_bool(p, "nesterov", pw, false).value;
+  if (ds.lr.is_set() && ds.lr.value < 0) ZT_THROW_INPUT(pw.key("lr").str(), ": must not be negative");
+  if (ds.nesterov && ds.momentum <= 0)
+    ZT_THROW_INPUT(pw.key("nesterov").str(), ": Nesterov momentum needs momentum > 0; set params.momentum");
+}
+
+void parse_aio(const json& doc, const Where& top, DsConfig& ds) {
+  auto it = doc.find("aio");
+  if (it == doc.end() || it->is_null()) return;
+  const Where w = top.key("aio");
+  check_known_keys(*it, {"block_size", "queue_depth", "intra_op_parallelism", "thread_count", "single_submit",
+                         "overlap_events", "use_gds"},
+                   w, kFix + std::string("#aio"));
+  if (it->contains("intra_op_parallelism") && it->contains("thread_count"))
+    ZT_THROW_INPUT(w.str(), ": both intra_op_parallelism and its old name thread_count are given; keep intra_op_parallelism");
+  auto& a = ds.aio;
+  a.block_size = read_int(*it, "block_size", w, a.block_size).value;
+  a.queue_depth = static_cast<int>(read_int(*it, "queue_depth", w, a.queue_depth).value);
+  a.intra_op_parallelism = static_cast<int>(
+      read_int(*it, it->contains("thread_count") ? "thread_count" : "intra_op_parallelism", w, 1).value);
+  a.single_submit = read_bool(*it, "single_submit", w, false).value;
+  a.overlap_events = read_bool(*it, "overlap_events", w, true).value;
+  a.use_gds = read_bool(*it, "use_gds", w, false).value;
+  if (a.block_size <= 0 || a.queue_depth <= 0 || a.intra_op_parallelism <= 0)
+    ZT_THROW_INPUT(w.str(), ": block_size, queue_depth and intra_op_parallelism must be positive");
+  if (a.use_gds) refuse(w.key("use_gds"), "GPUDirect Storage", "set use_gds false (NVMe I/O goes through pinned host memory)");
+}
+
+void parse_activation_checkpointing(const json& doc, const Where& top, DsConfig& ds) {
+  auto it = doc.find("activation_checkpointing");
+  if (it == doc.end() || it->is_null()) return;
+  const Where w = top.key("activation_checkpointing");
+  check_known_keys(*it, {"partition_activations", "cpu_checkpointing", "contiguous_memory_optimization",
+                         "number_checkpoints", "synchronize_checkpoint_boundary", "profile"},
+                   w, kFix + std::string("#activation_checkpointing"));
+  ds.has_activation_checkpointing = true;
+  auto& a = ds.activation_checkpointing;
+  a.partition_activations = read_bool(*it, "partition_activations", w, false).value;
+  a.cpu_checkpointing = read_bool(*it, "cpu_checkpointing", w, false).value;
+  a.contiguous_memory_optimization = read_bool(*it, "contiguous_memory_optimization", w, false).value;
+  a.number_checkpoints = read_int(*it, "number_checkpoints", w, 0).value;
+  a.synchronize_checkpoint_boundary = read_bool(*it, "synchronize_checkpoint_boundary", w, false).value;
+  a.profile = read_bool(*it, "profile", w, false).value;
+  if (a.number_checkpoints < 0) ZT_THROW_INPUT(w.key("number_checkpoints").str(), ": must not be negative");
+}
+
+void parse_misc(const json& doc, const Where& top, DsConfig& ds) {
+  ds.wall_clock_breakdown = read_bool(doc, "wall_clock_breakdown", top, false).value;
+  ds.memory_breakdown = read_bool(doc, "memory_breakdown", top, false).value;
+  ds.prescale_gradients = read_bool(doc, "prescale_gradients", top, false).value;
+  ds.gradient_predivide_factor = read_number(doc, "gradient_predivide_factor", top, 1.0).value;
+  if (ds.gradient_predivide_factor <= 0) ZT_THROW_INPUT(top.key("gradient_predivide_factor").str(), ": must be positive");
+  ds.dataloader_drop_last = read_bool(doc, "dataloader_drop_last", top, false).value;
+  read_bool(doc, "zero_allow_untested_optimizer", top, false);
+  read_bool(doc, "zero_force_ds_cpu_optimizer", top, true);
+  read_bool(doc, "dump_state", top, false);
+  const std::vector<std::string> dtypes = {"fp16", "bf16", "fp32"};
+  auto check_dtype = [&](const std::string& v, const Where& w) {
+    if (!v.empty() && std::find(dtypes.begin(), dtypes.end(), v) == dtypes.end())
+      ZT_THROW_INPUT(w.str(), ": '", v, "' is not one of fp16, bf16, fp32", did_you_mean(v, dtypes));
+  };
+  ds.communication_data_type = read_string(doc, "communication_data_type", top, "").value;
+  check_dtype(ds.communication_data_type, top.key("communication_data_type"));
+  if (auto it = doc.find("data_types"); it != doc.end() && !it->is_null()) {
+    const Where w = top.key("data_types");
+    check_known_keys(*it, {"grad_accum_dtype"}, w, kFix);
+    ds.grad_accum_dtype = read_string(*it, "grad_accum_dtype", w, "").value;
+    check_dtype(ds.grad_accum_dtype, w.key("grad_accum_dtype"));
+  }
+  if (auto it = doc.find("checkpoint"); it != doc.end() && !it->is_null()) {
+    const Where w = top.key("checkpoint");
+    check_known_keys(*it, {"tag_validation", "load_universal", "use_node_local_storage", "parallel_write"}, w, kFix);
+    const std::string tv = read_string(*it, "tag_validation", w, "Warn").value;
+    if (lower(tv) != "ignore" && lower(tv) != "warn" && lower(tv) != "fail")
+      ZT_THROW_INPUT(w.key("tag_validation").str(), ": '", tv, "' is not one of Ignore, Warn, Fail");
+    read_bool(*it, "load_universal", w, false);
+    read_bool(*it, "use_node_local_storage", w, false);
+  }
+  // Features that cannot be honoured: refused only when switched on, so configs that
+  // spell out their defaults still load.
+  const std::vector<std::pair<std::string, std::string>> refused_blocks = {
+      {"amp", "use fp16 or bf16 instead of NVIDIA Apex AMP"},
+      {"elasticity", "use a fixed train_batch_size; checkpoints already load at any world size"},
+      {"autotuning", "set batch sizes and ZeRO settings yourself"},
+      {"compression_training", "remove the block"},
+      {"data_efficiency", "remove the block"},
+      {"curriculum_learning", "remove the block"}};
+  for (const auto& [key, fix] : refused_blocks)
+    if (block_enabled(doc, key, top)) refuse(top.key(key), key, fix);
+  if (read_bool(doc, "sparse_gradients", top, false).value)
+    refuse(top.key("sparse_gradients"), "sparse gradients", "remove the key (embeddings get dense gradients)");
+  if (read_int(doc, "sequence_parallel_size", top, 1).value > 1)
+    refuse(top.key("sequence_parallel_size"), "sequence parallelism (Ulysses)", "set it to 1");
+  if (auto it = doc.find("tensor_parallel"); it != doc.end() && it->is_object()) {
+    if (read_int(*it, "autotp_size", top.key("tensor_parallel"), 1).value > 1 ||
+        read_int(*it, "tp_size", top.key("tensor_parallel"), 1).value > 1)
+      refuse(top.key("tensor_parallel"), "DeepSpeed AutoTP in ds_config", "remove the block");
+  }
+  if (auto it = doc.find("pipeline"); it != doc.end() && !it->is_null() && !(it->is_object() && it->empty()))
+    refuse(top.key("pipeline"), "a ds_config pipeline block", "remove it (pipeline stages are not configured here)");
+  // Monitors and the profiler have no effect: zerotrain logs to stdout (steps_per_print).
+  for (const char* key : {"tensorboard", "wandb", "csv_monitor", "comet", "flops_profiler"})
+    if (block_enabled(doc, key, top))
+      ds.warnings.push_back(top.key(key).str() + ": accepted but has no effect (training logs go to stdout)");
+}
+
+}  // namespace
+
+const std::vector<std::string>& ds_top_level_keys() { return kTopLevel; }
+
+DsConfig parse_ds_config(const json& doc, const std::string& source) {
+  DsConfig ds;
+  ds.source = source;
+  const Where top{source, ""};
+  check_known_keys(doc, kTopLevel, top,
+                   "remove it or fix the spelling (DeepSpeed would silently ignore it); " + std::string(kFix));
+  ds.train_batch_size = read_int(doc, "train_batch_size", top, 0, AutoOk::Yes);
+  ds.micro_batch = read_int(doc, "train_micro_batch_size_per_gpu", top, 0, AutoOk::Yes);
+  ds.grad_accum = read_int(doc, "gradient_accumulation_steps", top, 0, AutoOk::Yes);
+  for (const auto& [key, s] : {std::pair<const char*, const Setting<int64_t>*>{"train_batch_size", &ds.train_batch_size},
+                               {"train_micro_batch_size_per_gpu", &ds.micro_batch},
+                               {"gradient_accumulation_steps", &ds.grad_accum}})
+    if (s->is_set() && s->value < 1) ZT_THROW_INPUT(top.key(key).str(), ": must be a positive whole number");
+  ds.gradient_clipping = read_number(doc, "gradient_clipping", top, 1.0, AutoOk::Yes);
+  if (ds.gradient_clipping.is_set() && ds.gradient_clipping.value < 0)
+    ZT_THROW_INPUT(top.key("gradient_clipping").str(), ": must be >= 0 (0 turns clipping off)");
+  ds.steps_per_print = read_int(doc, "steps_per_print", top, 10);
+  if (ds.steps_per_print.value < 1) ZT_THROW_INPUT(top.key("steps_per_print").str(), ": must be at least 1");
+  ds.seed = read_int(doc, "seed", top, 1234);
+  parse_precision(doc, top, ds);
+  parse_optimizer(doc, top, ds);
+  if (auto it = doc.find("scheduler"); it != doc.end() && !it->is_null())
+    ds.scheduler = validate_scheduler(*it, top.key("scheduler"));
+  detail::parse_zero_section(doc, top, ds);
+  parse_aio(doc, top, ds);
+  parse_activation_checkpointing(doc, top, ds);
+  parse_misc(doc, top, ds);
+  return ds;
+}
+
+DsConfig load_ds_config(const std::string& path) { return parse_ds_config(load_document(path), path); }
+
+}  // namespace zt::train

@@ -1,0 +1,126 @@
+// DeepSpeed ds_config.json, read unchanged (keys, defaults and semantics of DeepSpeed
+// 0.19; see shared/reference/ds_config.md and docs/configs.md for each key's status).
+//
+// Two steps, so that one file can be checked without a run and resolved against one:
+//   parse_ds_config:   validates keys, types and combinations; keeps "auto" as Given::Auto.
+//   resolve_ds_config: fills "auto" (and absent batch keys) from a RunContext, derives
+//                      the batch sizes, checks them against the run, writes TrainConfig.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "train/config.h"
+#include "train/config_value.h"
+
+namespace zt::train {
+
+// What "auto" resolves from: the training run's own settings (HF TrainingArguments in
+// spirit). A Setting that is_set() was written explicitly by the user; a ds_config value
+// that differs from an explicit run value is an error (HF Trainer's "mismatch" rule).
+struct RunContext {
+  int world_size = 1;  // data-parallel ranks
+  Setting<int64_t> micro_batch{8};           // per_device_train_batch_size
+  Setting<int64_t> grad_accum{1};            // gradient_accumulation_steps
+  Setting<double> lr{5e-5};                  // learning_rate
+  Setting<double> beta1{0.9}, beta2{0.999};  // adam_beta1/2
+  Setting<double> eps{1e-8};                 // adam_epsilon
+  Setting<double> weight_decay{0.0};
+  Setting<double> max_grad_norm{1.0};
+  Setting<Precision> precision{Precision::F32};  // bf16/fp16 flags, Accelerate mixed_precision
+  int64_t warmup_steps = 0;
+  int64_t total_steps = 0;  // optimizer steps; 0 = not known yet (epoch-based run)
+  int64_t hidden_size = 0;  // 0 = not known; needed only by the size "auto"s
+  std::string run_source = "the run config";  // names the run's side in mismatch errors
+};
+
+struct DsOffload {
+  Given given = Given::Absent;
+  OffloadDevice device = OffloadDevice::None;
+  std::string nvme_path;
+  int buffer_count = 0;
+  bool pin_memory = true;
+  // optimizer only
+  bool pipeline_read = false, pipeline_write = false, fast_init = false;
+  double ratio = 1.0;
+  // param only
+  int64_t buffer_size = 100000000, max_in_cpu = 1000000000;
+};
+
+struct DsConfig {
+  std::string source;  // the file (and "+ command line" when overridden)
+
+  Setting<int64_t> train_batch_size{0};
+  Setting<int64_t> micro_batch{0};
+  Setting<int64_t> grad_accum{0};
+  Setting<double> gradient_clipping{1.0};
+  Setting<int64_t> steps_per_print{10};
+  Setting<int64_t> seed{1234};
+
+  // fp16 / bf16 ("bfloat16" alias); enabled may be "auto".
+  Setting<bool> fp16_enabled{false};
+  Setting<bool> bf16_enabled{false};
+  zero::LossScalerConfig loss_scaler;
+  bool fp16_auto_cast = false;
+  bool bf16_check_grad_overflow = true;
+  bool bf16_immediate_grad_update = false;
+
+  // optimizer: {"type", "params"}
+  bool has_optimizer = false;
+  zero::OptimizerType optimizer_type = zero::OptimizerType::AdamW;
+  std::string optimizer_type_name;  // as written
+  Setting<double> lr{1e-3}, beta1{0.9}, beta2{0.999}, eps{1e-8}, weight_decay{0.0};
+  bool adam_w_mode = true, bias_correction = true, nesterov = false;
+  double momentum = 0.0, dampening = 0.0;
+
+  // scheduler: validated, kept as written ("auto" params resolved later).
+  nlohmann::json scheduler = nlohmann::json::object();
+
+  // zero_optimization
+  bool has_zero_section = false;
+  int stage = 0;
+  Setting<bool> overlap_comm{false};  // absent: true for stage 3, else false
+  Setting<int64_t> reduce_bucket_size{500000000};
+  Setting<int64_t> stage3_prefetch_bucket_size{50000000};
+  Setting<int64_t> stage3_param_persistence_threshold{100000};
+  ZeroSection zero;  // everything that cannot be "auto"
+  DsOffload offload_optimizer, offload_param;
+
+  AioSection aio;
+  bool has_activation_checkpointing = false;
+  ActivationCheckpointingSection activation_checkpointing;
+
+  bool wall_clock_breakdown = false, memory_breakdown = false, prescale_gradients = false;
+  double gradient_predivide_factor = 1.0;
+  std::string communication_data_type, grad_accum_dtype;
+  bool dataloader_drop_last = false;
+  std::vector<std::string> warnings;
+};
+
+// Validates a ds_config document. `source` names it in errors (usually its path).
+DsConfig parse_ds_config(const nlohmann::json& doc, const std::string& source);
+DsConfig load_ds_config(const std::string& path);
+
+// Fills "auto" from the run and writes the DeepSpeed part of `out` (batch, precision,
+// loss scaler, optimizer, scheduler, clipping, zero, aio, activation checkpointing).
+// Missing batch keys count as "auto" when none of the three is given (as Accelerate fills
+// them from the dataloader); DeepSpeed's derivation rule applies to the rest.
+void resolve_ds_config(const DsConfig& ds, const RunContext& run, TrainConfig& out);
+
+// DeepSpeed's rule train_batch_size = micro * gas * world, completing what is missing
+// (0 = not given). Throws BadInput naming `source` when inconsistent or underdetermined.
+struct BatchSizes {
+  int64_t train_batch_size, micro_batch, grad_accum;
+};
+BatchSizes derive_batch_sizes(int64_t train_batch_size, int64_t micro_batch, int64_t grad_accum, int world_size,
+                              const std::string& source);
+
+// The top-level keys a ds_config may hold (for routing command-line overrides).
+const std::vector<std::string>& ds_top_level_keys();
+
+// Validates a "scheduler" block ({"type", "params"}), returning it with the type name
+// canonical and numeric strings turned into numbers.
+nlohmann::json validate_scheduler(const nlohmann::json& block, const Where& w);
+
+}  // namespace zt::train

@@ -1,0 +1,274 @@
+// ds_config resolution against the run: "auto" values, the batch-size rule, and HF
+// Trainer's mismatch rule (a value written in both places must agree, so a run never
+// trains with a setting other than the one the user wrote).
+#include <cmath>
+
+#include "core/error.h"
+#include "train/ds_config.h"
+
+namespace zt::train {
+
+using nlohmann::json;
+
+namespace {
+
+const char* precision_name(Precision p) { return p == Precision::BF16 ? "bf16" : p == Precision::F16 ? "fp16" : "fp32"; }
+
+template <class T>
+std::string origin_of(const Setting<T>& s, const std::string& file, const std::string& auto_from) {
+  if (s.is_set()) return file;
+  if (s.is_auto()) return "auto (" + auto_from + ")";
+  return "default";
+}
+
+// A ds value written explicitly must match an explicit run value.
+void check_match(const std::string& ds_source, const std::string& ds_key, double ds_value, const RunContext& run,
+                 const Setting<double>& run_value, const std::string& run_key) {
+  if (!run_value.is_set()) return;
+  if (std::fabs(ds_value - run_value.value) <= 1e-12 * std::max(1.0, std::fabs(ds_value))) return;
+  ZT_THROW_INPUT(ds_source, ": ", ds_key, " is ", ds_value, " but ", run.run_source, " sets ", run_key, " to ",
+                 run_value.value, "; set one of them (or write \"auto\" in the ds_config to take the run's value)");
+}
+
+void check_match_int(const std::string& ds_source, const std::string& ds_key, int64_t ds_value, const RunContext& run,
+                     const Setting<int64_t>& run_value, const std::string& run_key) {
+  if (run_value.is_set() && run_value.value != ds_value)
+    ZT_THROW_INPUT(ds_source, ": ", ds_key, " is ", ds_value, " but ", run.run_source, " sets ", run_key, " to ",
+                   run_value.value, "; set one of them (or write \"auto\" in the ds_config to take the run's value)");
+}
+
+int64_t hidden_size(const RunContext& run, const std::string& source, const std::string& key) {
+  if (run.hidden_size <= 0)
+    ZT_THROW_INPUT(source, ": ", key, " is \"auto\", which needs the model's hidden size, and no model is known; "
+                   "set model.preset or model.path in the run config, or write a number");
+  return run.hidden_size;
+}
+
+void resolve_batch(const DsConfig& ds, const RunContext& run, TrainConfig& out) {
+  Setting<int64_t> b = ds.train_batch_size, m = ds.micro_batch, g = ds.grad_accum;
+  const bool none = b.is_absent() && m.is_absent() && g.is_absent();
+  if (none) b.given = m.given = g.given = Given::Auto;  // Accelerate fills them from the run
+  std::string from_m = "per_device_train_batch_size", from_g = "gradient_accumulation_steps";
+  if (m.is_set()) check_match_int(ds.source, "train_micro_batch_size_per_gpu", m.value, run, run.micro_batch, from_m);
+  if (g.is_set()) check_match_int(ds.source, "gradient_accumulation_steps", g.value, run, run.grad_accum, from_g);
+  const int64_t mv = m.is_set() ? m.value : m.is_auto() ? run.micro_batch.value : 0;
+  const int64_t gv = g.is_set() ? g.value : g.is_auto() ? run.grad_accum.value : 0;
+  // An "auto" train_batch_size follows from the other two.
+  const int64_t bv = b.is_set() ? b.value : 0;
+  const BatchSizes r = derive_batch_sizes(bv, mv, gv, run.world_size, ds.source);
+  // Derived values must still agree with what the run asks for explicitly.
+  if (!m.is_set()) check_match_int(ds.source, "train_micro_batch_size_per_gpu (derived)", r.micro_batch, run, run.micro_batch, from_m);
+  if (!g.is_set()) check_match_int(ds.source, "gradient_accumulation_steps (derived)", r.grad_accum, run, run.grad_accum, from_g);
+  out.train_batch_size = r.train_batch_size;
+  out.micro_batch_per_gpu = r.micro_batch;
+  out.grad_accum_steps = r.grad_accum;
+  out.world_size = run.world_size;
+  const auto orig = [&](const Setting<int64_t>& s, const std::string& from) {
+    if (s.is_set()) return ds.source;
+    if (s.is_auto()) return "auto (" + from + ")";
+    return std::string("derived (train_batch_size = micro * gas * world)");
+  };
+  out.origin["train_batch_size"] = orig(b, "micro * gas * world");
+  out.origin["train_micro_batch_size_per_gpu"] = orig(m, from_m);
+  out.origin["gradient_accumulation_steps"] = orig(g, from_g);
+}
+
+void resolve_precision(const DsConfig& ds, const RunContext& run, TrainConfig& out) {
+  const auto resolve = [&](const Setting<bool>& s, Precision p, const char* key) {
+    if (s.is_auto() || s.is_absent()) return Setting<bool>(s.given, run.precision.value == p);
+    // Written explicitly: an explicit run precision must agree.
+    if (run.precision.is_set() && (run.precision.value == p) != s.value)
+      ZT_THROW_INPUT(ds.source, ": ", key, " is ", s.value ? "true" : "false", " but ", run.run_source,
+                     " asks for ", precision_name(run.precision.value),
+                     " precision; set it in one place (or write \"auto\" in the ds_config)");
+    return s;
+  };
+  const auto fp16 = resolve(ds.fp16_enabled, Precision::F16, "fp16.enabled");
+  const auto bf16 = resolve(ds.bf16_enabled, Precision::BF16, "bf16.enabled");
+  if (fp16.value && bf16.value)
+    ZT_THROW_INPUT(ds.source, ": fp16.enabled and bf16.enabled are both true; enable one of them");
+  // With neither block written, the run's own precision (bf16: true / mixed_precision) holds.
+  out.precision = fp16.value ? Precision::F16 : bf16.value ? Precision::BF16 : Precision::F32;
+  const Setting<bool>& decided = fp16.value ? ds.fp16_enabled : ds.bf16_enabled;
+  out.origin["precision"] = decided.is_set() ? ds.source
+                            : run.precision.is_set() ? (decided.is_auto() ? "auto (" : "") + run.run_source +
+                                                          (decided.is_auto() ? ")" : "")
+                                                    : "default";
+  out.loss_scaler = ds.loss_scaler;
+  out.loss_scaler.enabled = out.precision == Precision::F16;
+  out.fp16_auto_cast = ds.fp16_auto_cast;
+  out.bf16_check_grad_overflow = ds.bf16_check_grad_overflow;
+  out.bf16_immediate_grad_update = ds.bf16_immediate_grad_update;
+}
+
+void resolve_optimizer(const DsConfig& ds, const RunContext& run, TrainConfig& out) {
+  auto& o = out.optimizer;
+  const std::string pre = "optimizer.params.";
+  // Explicit ds value (checked against an explicit run value), "auto" -> run value,
+  // absent -> the run's value when it sets one, else the optimizer's own default.
+  const auto pick = [&](const Setting<double>& s, const Setting<double>& r, const std::string& key,
+                        const std::string& run_key) {
+    out.origin[pre + key] = !ds.has_optimizer ? (r.is_set() ? run.run_source : "default")
+                            : s.is_set()      ? ds.source
+                            : s.is_auto()     ? "auto (" + run_key + ")"
+                            : r.is_set()      ? run.run_source
+                                              : "default";
+    if (!ds.has_optimizer) return r.value;
+    if (s.is_set()) {
+      check_match(ds.source, pre + key, s.value, run, r, run_key);
+      return s.value;
+    }
+    if (s.is_auto() || r.is_set()) return r.value;
+    return s.value;
+  };
+  o = zero::OptimizerSpec{};
+  o.type = ds.has_optimizer ? ds.optimizer_type : zero::OptimizerType::AdamW;
+  out.origin["optimizer.type"] = ds.has_optimizer ? ds.source : "default";
+  o.lr = static_cast<float>(pick(ds.lr, run.lr, "lr", "learning_rate"));
+  o.weight_decay = static_cast<float>(pick(ds.weight_decay, run.weight_decay, "weight_decay", "weight_decay"));
+  o.eps = static_cast<float>(pick(ds.eps, run.eps, "eps", "adam_epsilon"));
+  Setting<double> run_b2 = run.beta2;
+  if (o.type == zero::OptimizerType::Lion && !run_b2.is_set()) run_b2.value = 0.99;
+  o.beta1 = static_cast<float>(pick(ds.beta1, run.beta1, "betas[0]", "adam_beta1"));
+  o.beta2 = static_cast<float>(pick(ds.beta2, run_b2, "betas[1]", "adam_beta2"));
+  o.adam_w_mode = ds.has_optimizer ? ds.adam_w_mode : true;
+  o.bias_correction = ds.bias_correction;
+  o.momentum = static_cast<float>(ds.momentum);
+  o.nesterov = ds.nesterov;
+  o.dampening = static_cast<float>(ds.dampening);
+  if (!(o.lr >= 0)) ZT_THROW_INPUT(ds.source, ": optimizer.params.lr must not be negative");
+}
+
+void resolve_scheduler(const DsConfig& ds, const RunContext& run, TrainConfig& out) {
+  out.scheduler = ds.scheduler;
+  if (out.scheduler.empty()) return;
+  out.origin["scheduler"] = ds.source;
+  json& p = out.scheduler["params"];
+  for (auto& kv : p.items()) {
+    if (!is_auto(kv.value())) continue;
+    const std::string k = kv.key();
+    if (k == "warmup_min_lr") {
+      kv.value() = 0.0;
+    } else if (k == "warmup_max_lr") {
+      kv.value() = static_cast<double>(out.optimizer.lr);
+    } else if (k == "warmup_num_steps") {
+      // A warmup_ratio needs the total; set_total_steps fills it once that is known.
+      if (out.warmup_ratio > 0 && run.total_steps <= 0) continue;
+      kv.value() = out.warmup_ratio > 0 ? static_cast<int64_t>(std::ceil(out.warmup_ratio * run.total_steps))
+                                        : run.warmup_steps;
+    } else if (k == "total_num_steps") {
+      if (run.total_steps > 0) kv.value() = run.total_steps;  // else set_total_steps fills it
+    }
+    out.origin["scheduler.params." + k] = "auto";
+  }
+}
+
+void resolve_zero(const DsConfig& ds, const RunContext& run, TrainConfig& out) {
+  auto& z = out.zero;
+  z = ds.zero;
+  const std::string pre = "zero_optimization.";
+  out.origin[pre + "stage"] = ds.has_zero_section ? ds.source : "default";
+  z.overlap_comm = ds.overlap_comm.is_set() ? ds.overlap_comm.value : z.stage == 3;
+  out.origin[pre + "overlap_comm"] = ds.overlap_comm.is_set() ? ds.source : "default (true for stage 3)";
+  const auto size = [&](const Setting<int64_t>& s, const std::string& key, double factor, int power) {
+    out.origin[pre + key] = origin_of(s, ds.source, "hidden size " + std::to_string(run.hidden_size));
+    if (!s.is_auto()) return s.value;
+    const double h = static_cast<double>(hidden_size(run, ds.source, pre + key));
+    return static_cast<int64_t>(factor * std::pow(h, power));
+  };
+  z.reduce_bucket_size = size(ds.reduce_bucket_size, "reduce_bucket_size", 1.0, 2);
+  z.stage3_prefetch_bucket_size = size(ds.stage3_prefetch_bucket_size, "stage3_prefetch_bucket_size", 0.9, 2);
+  z.stage3_param_persistence_threshold =
+      size(ds.stage3_param_persistence_threshold, "stage3_param_persistence_threshold", 10.0, 1);
+  const auto& oo = ds.offload_optimizer;
+  z.offload_optimizer = oo.device;
+  z.offload_optimizer_nvme_path = oo.nvme_path;
+  z.offload_pin_memory = oo.pin_memory;
+  z.offload_optimizer_buffer_count = oo.buffer_count;
+  z.offload_optimizer_pipeline_read = oo.pipeline_read;
+  z.offload_optimizer_pipeline_write = oo.pipeline_write;
+  z.offload_optimizer_fast_init = oo.fast_init;
+  z.offload_optimizer_ratio = oo.ratio;
+  const auto& op = ds.offload_param;
+  z.offload_param = op.device;
+  z.offload_param_nvme_path = op.nvme_path;
+  z.offload_param_pin_memory = op.pin_memory;
+  z.offload_param_buffer_count = op.buffer_count;
+  z.offload_param_buffer_size = op.buffer_size;
+  z.offload_param_max_in_cpu = op.max_in_cpu;
+  if (oo.given == Given::Set) out.origin[pre + "offload_optimizer"] = ds.source;
+  if (op.given == Given::Set) out.origin[pre + "offload_param"] = ds.source;
+}
+
+}  // namespace
+
+BatchSizes derive_batch_sizes(int64_t b, int64_t m, int64_t g, int world, const std::string& source) {
+  ZT_CHECK(world >= 1, "world size ", world);
+  const int64_t w = world;
+  const auto need_divisible = [&](int64_t num, int64_t den, const char* what) {
+    if (num % den != 0)
+      ZT_THROW_INPUT(source, ": train_batch_size ", b, " is not divisible by ", what, " = ", den,
+                     "; choose train_batch_size as a multiple of it, or give train_micro_batch_size_per_gpu and "
+                     "gradient_accumulation_steps instead");
+    return num / den;
+  };
+  if (b > 0 && m > 0 && g > 0) {
+    if (b != m * g * w)
+      ZT_THROW_INPUT(source, ": batch sizes are inconsistent: train_batch_size ", b,
+                     " != train_micro_batch_size_per_gpu ", m, " * gradient_accumulation_steps ", g, " * world size ",
+                     w, " = ", m * g * w, "; fix one of them or drop train_batch_size to have it derived");
+    return {b, m, g};
+  }
+  if (b > 0 && m > 0) return {b, m, need_divisible(b, m * w, "micro batch * world size")};
+  if (b > 0 && g > 0) return {b, need_divisible(b, g * w, "gradient_accumulation_steps * world size"), g};
+  if (m > 0 && g > 0) return {m * g * w, m, g};
+  if (b > 0) return {b, need_divisible(b, w, "world size"), 1};
+  if (m > 0) return {m * w, m, 1};
+  ZT_THROW_INPUT(source, ": batch size is underdetermined: give train_batch_size or train_micro_batch_size_per_gpu",
+                 g > 0 ? " (gradient_accumulation_steps alone is not enough)" : "");
+}
+
+void resolve_ds_config(const DsConfig& ds, const RunContext& run, TrainConfig& out) {
+  resolve_batch(ds, run, out);
+  resolve_precision(ds, run, out);
+  resolve_optimizer(ds, run, out);
+  resolve_scheduler(ds, run, out);
+  resolve_zero(ds, run, out);
+  const auto& gc = ds.gradient_clipping;
+  if (gc.is_set()) {
+    if (run.max_grad_norm.is_set() && std::fabs(run.max_grad_norm.value - gc.value) > 1e-12)
+      ZT_THROW_INPUT(ds.source, ": gradient_clipping is ", gc.value, " but ", run.run_source, " sets max_grad_norm to ",
+                     run.max_grad_norm.value, "; set one of them (or write \"auto\" in the ds_config)");
+    out.gradient_clipping = static_cast<float>(gc.value);
+  } else {
+    out.gradient_clipping = static_cast<float>(run.max_grad_norm.value);
+  }
+  out.origin["gradient_clipping"] = gc.is_set()   ? ds.source
+                                    : gc.is_auto() ? "auto (max_grad_norm)"
+                                    : run.max_grad_norm.is_set() ? run.run_source
+                                                                 : "default";
+  if (ds.steps_per_print.is_set()) {
+    out.steps_per_print = ds.steps_per_print.value;
+    out.origin["steps_per_print"] = ds.source;
+  }
+  if (ds.seed.is_set()) {
+    out.seed = static_cast<uint64_t>(ds.seed.value);
+    out.origin["seed"] = ds.source;
+  }
+  out.aio = ds.aio;
+  out.activation_checkpointing = ds.activation_checkpointing;
+  if (ds.has_activation_checkpointing) {
+    out.model.activation_checkpointing = true;
+    out.origin["model.activation_checkpointing"] = ds.source + " (activation_checkpointing block)";
+  }
+  out.wall_clock_breakdown = ds.wall_clock_breakdown;
+  out.memory_breakdown = ds.memory_breakdown;
+  out.prescale_gradients = ds.prescale_gradients;
+  out.gradient_predivide_factor = ds.gradient_predivide_factor;
+  out.communication_data_type = ds.communication_data_type;
+  out.grad_accum_dtype = ds.grad_accum_dtype;
+  out.dataloader_drop_last = ds.dataloader_drop_last;
+  out.warnings.insert(out.warnings.end(), ds.warnings.begin(), ds.warnings.end());
+}
+
+}  // namespace zt::train
