@@ -2,6 +2,7 @@
 // build time (ZT_WITH_SENTENCEPIECE).
 #include "core/error.h"
 #include "io/tokenizer_load.h"
+#include "io/unicode.h"
 
 #ifdef ZT_WITH_SENTENCEPIECE
 #include <sentencepiece_processor.h>
@@ -22,7 +23,9 @@ class SentencePieceTokenizer final : public Tokenizer {
   }
   std::vector<int32_t> encode(const std::string& text, SpecialTokens specials) const override {
     std::vector<int> ids;
-    const auto status = sp_.Encode(text, &ids);
+    // Invalid UTF-8 becomes U+FFFD per maximal subpart first, as for the BPE tokenizers
+    // (libsentencepiece's own replacement differs in count).
+    const auto status = sp_.Encode(unicode::to_valid_utf8(text), &ids);
     if (!status.ok()) ZT_THROW_INPUT("sentencepiece encode failed: ", status.ToString());
     std::vector<int32_t> out;
     out.reserve(ids.size() + 1);
