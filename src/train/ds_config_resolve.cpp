@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "train/config_dump.h"
 #include "train/ds_config.h"
 
 namespace zt::train {
@@ -11,8 +12,6 @@ namespace zt::train {
 using nlohmann::json;
 
 namespace {
-
-const char* precision_name(Precision p) { return p == Precision::BF16 ? "bf16" : p == Precision::F16 ? "fp16" : "fp32"; }
 
 template <class T>
 std::string origin_of(const Setting<T>& s, const std::string& file, const std::string& auto_from) {

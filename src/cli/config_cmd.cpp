@@ -1,0 +1,117 @@
+// zerotrain config check FILE... [--deepspeed ds.json] [--config_file acc.yaml]
+// [--key value ...]: loads and resolves configs exactly as `zerotrain train` would, without
+// training, and prints every resolved value with where it came from.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/args.h"
+#include "cli/command.h"
+#include "core/error.h"
+#include "train/accelerate_config.h"
+#include "train/config_dump.h"
+#include "train/config_value.h"
+#include "train/ds_config.h"
+#include "train/run_config.h"
+
+namespace zt::cli {
+namespace {
+
+constexpr const char* kHelp = R"(usage: zerotrain config check [FILE...] [--deepspeed DS.json] [--config_file ACCELERATE.yaml]
+                              [--world_size N] [--section.key VALUE ...]
+
+Validates configs without training and prints the resolved configuration (every value
+the run would use, with its origin: default, a file, auto, command line).
+
+FILEs are recognised by their keys: an Accelerate YAML (distributed_type, deepspeed_config,
+...), a DeepSpeed ds_config.json (zero_optimization, train_batch_size, ...), or a run
+config (model, data, max_steps, learning_rate, ...). --section.key VALUE overrides a key of
+whichever document owns it, as for `zerotrain train`. --world_size sets the number of
+data-parallel processes for the batch-size rule (default: the Accelerate YAML's
+num_processes, else 1).
+
+Exit code 2 with a message naming the file, key and fix when a config is invalid.
+See docs/configs.md for every key.
+)";
+
+bool any_key_in(const nlohmann::json& doc, const std::vector<std::string>& keys) {
+  for (const auto& kv : doc.items())
+    for (const auto& k : keys)
+      if (kv.key() == k) return true;
+  return false;
+}
+
+// Which kind of config a file is, from its keys.
+enum class Kind { Run, DeepSpeed, Accelerate };
+
+Kind classify(const std::string& path) {
+  const nlohmann::json doc = train::load_document(path);
+  if (any_key_in(doc, {"compute_environment", "distributed_type", "deepspeed_config", "fsdp_config", "num_processes",
+                       "mixed_precision", "num_machines", "main_process_port"}))
+    return Kind::Accelerate;
+  bool all_ds = !doc.empty();
+  bool any_run_only = false;
+  const auto& ds = train::ds_top_level_keys();
+  const auto& run = train::run_top_level_keys();
+  for (const auto& kv : doc.items()) {
+    const bool in_ds = std::find(ds.begin(), ds.end(), kv.key()) != ds.end();
+    const bool in_run = std::find(run.begin(), run.end(), kv.key()) != run.end();
+    all_ds = all_ds && in_ds;
+    any_run_only = any_run_only || (in_run && !in_ds);
+  }
+  return all_ds && !any_run_only ? Kind::DeepSpeed : Kind::Run;
+}
+
+int run_check(const Args& args) {
+  Args load_args;
+  train::LoadOptions options;
+  int files = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--world_size" || a == "--world-size" || a.rfind("--world_size=", 0) == 0) {
+      std::string v;
+      if (a.find('=') != std::string::npos) {
+        v = a.substr(a.find('=') + 1);
+      } else {
+        if (i + 1 >= args.size()) ZT_THROW_INPUT(a, " needs a value");
+        v = args[++i];
+      }
+      options.world_size = static_cast<int>(parse_int("--world_size", v));
+      if (options.world_size < 1) ZT_THROW_INPUT("--world_size must be at least 1");
+      continue;
+    }
+    if (a.rfind("--", 0) == 0) {
+      load_args.push_back(a);
+      // The value of --key VALUE travels with it.
+      if (a.find('=') == std::string::npos && i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0)
+        load_args.push_back(args[++i]);
+      continue;
+    }
+    ++files;
+    switch (classify(a)) {
+      case Kind::Accelerate: load_args.insert(load_args.end(), {"--config_file", a}); break;
+      case Kind::DeepSpeed: load_args.insert(load_args.end(), {"--deepspeed", a}); break;
+      case Kind::Run: load_args.push_back(a); break;
+    }
+  }
+  if (files == 0 && load_args.empty()) ZT_THROW_INPUT("config check needs at least one config file; see 'zerotrain config --help'");
+  const train::TrainConfig cfg = train::load_train_config(load_args, options);
+  std::fputs(train::describe_config(cfg).c_str(), stdout);
+  std::printf("\nconfig OK\n");
+  return 0;
+}
+
+int run_config(const Args& args) {
+  if (args.empty() || args[0] != "check") {
+    const std::string got = args.empty() ? std::string("nothing") : "'" + args[0] + "'";
+    ZT_THROW_INPUT("zerotrain config: expected the action 'check', got ", got, "; usage: zerotrain config check FILE...");
+  }
+  return run_check(Args(args.begin() + 1, args.end()));
+}
+
+const Registrar registrar{{"config", "check configs (ds_config.json, Accelerate YAML, run config) and print the resolved values", run_config, kHelp}};
+
+}  // namespace
+}  // namespace zt::cli

@@ -1,0 +1,145 @@
+#include "train/config_dump.h"
+
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace zt::train {
+
+const char* precision_name(Precision p) {
+  return p == Precision::BF16 ? "bf16" : p == Precision::F16 ? "fp16" : "fp32";
+}
+const char* offload_device_name(OffloadDevice d) {
+  return d == OffloadDevice::CPU ? "cpu" : d == OffloadDevice::NVMe ? "nvme" : "none";
+}
+namespace {
+
+class Printer {
+ public:
+  explicit Printer(const TrainConfig& c) : c_(c) {}
+  void section(const std::string& name) { out_ << "\n[" << name << "]\n"; }
+  template <class T>
+  void line(const std::string& key, const T& value) {
+    std::ostringstream v;
+    v << std::boolalpha << value;
+    std::string text = key + " = " + v.str();
+    if (text.size() < 52) text.resize(52, ' ');
+    auto it = c_.origin.find(key);
+    out_ << "  " << text << "  [" << (it == c_.origin.end() ? "default" : it->second) << "]\n";
+  }
+  std::string str() const { return out_.str(); }
+
+ private:
+  const TrainConfig& c_;
+  std::ostringstream out_;
+};
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s.empty() ? "(built-in)" : s;
+}
+
+}  // namespace
+
+std::string describe_config(const TrainConfig& c) {
+  Printer p(c);
+  p.section("run");
+  p.line("model", c.model.path.empty() ? "preset " + c.model.preset : c.model.path);
+  p.line("model.tokenizer", c.model.tokenizer.empty() ? "(from the model)" : c.model.tokenizer);
+  p.line("model.activation_checkpointing", c.model.activation_checkpointing);
+  p.line("data.train", joined(c.data.train));
+  p.line("data.validation", c.data.validation.empty() ? "(split off train)" : joined(c.data.validation));
+  p.line("data.jsonl_field", c.data.jsonl_field);
+  p.line("data.seq_len", c.data.seq_len == 0 ? std::string("(model context)") : std::to_string(c.data.seq_len));
+  p.line("max_steps", c.max_steps);
+  p.line("epochs", c.epochs);
+  p.line("eval_interval", c.eval_interval);
+  p.line("eval_batches", c.eval_batches);
+  p.line("save_interval", c.save_interval);
+  p.line("keep_last", c.keep_last);
+  p.line("output_dir", c.output_dir);
+  p.line("seed", c.seed);
+  p.line("steps_per_print", c.steps_per_print);
+  p.line("resume", c.resume.empty() ? std::string("(no)") : c.resume);
+  p.line("device", c.device);
+  p.line("samples.tokens", c.sample_tokens);
+
+  p.section("batch");
+  p.line("world_size", c.world_size);
+  p.line("train_micro_batch_size_per_gpu", c.micro_batch_per_gpu);
+  p.line("gradient_accumulation_steps", c.grad_accum_steps);
+  p.line("train_batch_size", c.train_batch_size);
+
+  p.section("precision");
+  p.line("precision", precision_name(c.precision));
+  if (c.precision == Precision::F16) {
+    const auto& s = c.loss_scaler;
+    p.line("fp16.loss_scale", s.loss_scale == 0 ? std::string("dynamic") : std::to_string(s.loss_scale));
+    p.line("fp16.initial_scale_power", s.initial_scale_power);
+    p.line("fp16.loss_scale_window", s.loss_scale_window);
+    p.line("fp16.hysteresis", s.hysteresis);
+    p.line("fp16.min_loss_scale", s.min_loss_scale);
+  }
+
+  p.section("optimizer");
+  const auto& o = c.optimizer;
+  p.line("optimizer.type", zero::optimizer_type_name(o.type));
+  p.line("optimizer.params.lr", o.lr);
+  if (o.type == zero::OptimizerType::SGD) {
+    p.line("optimizer.params.momentum", o.momentum);
+    p.line("optimizer.params.nesterov", o.nesterov);
+  } else {
+    p.line("optimizer.params.betas[0]", o.beta1);
+    p.line("optimizer.params.betas[1]", o.beta2);
+    if (o.type != zero::OptimizerType::Lion) p.line("optimizer.params.eps", o.eps);
+  }
+  p.line("optimizer.params.weight_decay", o.weight_decay);
+  if (o.type == zero::OptimizerType::Adam) p.line("optimizer.params.adam_w_mode", o.adam_w_mode);
+  p.line("gradient_clipping", c.gradient_clipping);
+  if (!c.scheduler.empty()) {
+    p.line("scheduler", c.scheduler.dump());
+  } else {
+    p.line("lr_scheduler_type", c.hf_scheduler.empty() ? std::string("constant") : c.hf_scheduler);
+    p.line("warmup_steps", c.warmup_steps);
+  }
+
+  p.section("zero_optimization");
+  const auto& z = c.zero;
+  p.line("zero_optimization.stage", z.stage);
+  p.line("zero_optimization.overlap_comm", z.overlap_comm);
+  p.line("zero_optimization.contiguous_gradients", z.contiguous_gradients);
+  p.line("zero_optimization.reduce_scatter", z.reduce_scatter);
+  p.line("zero_optimization.reduce_bucket_size", z.reduce_bucket_size);
+  p.line("zero_optimization.allgather_bucket_size", z.allgather_bucket_size);
+  p.line("zero_optimization.sub_group_size", z.sub_group_size);
+  if (z.stage == 3) {
+    p.line("zero_optimization.stage3_prefetch_bucket_size", z.stage3_prefetch_bucket_size);
+    p.line("zero_optimization.stage3_param_persistence_threshold", z.stage3_param_persistence_threshold);
+    p.line("zero_optimization.stage3_max_live_parameters", z.stage3_max_live_parameters);
+    p.line("zero_optimization.stage3_max_reuse_distance", z.stage3_max_reuse_distance);
+    p.line("zero_optimization.stage3_gather_16bit_weights_on_model_save", z.stage3_gather_16bit_weights_on_model_save);
+    p.line("zero3_init", z.zero3_init);
+  }
+  p.line("zero_optimization.offload_optimizer", std::string(offload_device_name(z.offload_optimizer)) +
+                                                    (z.offload_optimizer_nvme_path.empty() ? "" : " " + z.offload_optimizer_nvme_path));
+  p.line("zero_optimization.offload_param", std::string(offload_device_name(z.offload_param)) +
+                                                (z.offload_param_nvme_path.empty() ? "" : " " + z.offload_param_nvme_path));
+  if (z.offload_optimizer == OffloadDevice::NVMe || z.offload_param == OffloadDevice::NVMe) {
+    p.line("aio.block_size", c.aio.block_size);
+    p.line("aio.queue_depth", c.aio.queue_depth);
+  }
+
+  if (c.launch.num_processes > 0 || c.launch.distributed_type != "NO") {
+    p.section("launch");
+    p.line("distributed_type", c.launch.distributed_type);
+    p.line("num_processes", c.launch.num_processes);
+    p.line("num_machines", c.launch.num_machines);
+    p.line("main_process_port", c.launch.main_process_port);
+  }
+  std::string s = "resolved config (" + c.source + ")\n" + p.str();
+  for (const auto& w : c.warnings) s += "\nnote: " + w;
+  return s;
+}
+
+}  // namespace zt::train

@@ -1,0 +1,216 @@
+// Run config parsing: sections model/data/samples, loop keys, and HF Trainer-style keys.
+#include "train/run_config.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "model/config.h"
+
+namespace zt::train {
+
+using nlohmann::json;
+
+namespace {
+
+const char* kFix = "see docs/configs.md#run-config";
+
+// HF Trainer spellings people bring, mapped to ours.
+const std::vector<std::pair<std::string, std::string>> kAliases = {
+    {"num_train_epochs", "epochs"},           {"eval_steps", "eval_interval"},
+    {"save_steps", "save_interval"},          {"save_total_limit", "keep_last"},
+    {"logging_steps", "steps_per_print"},     {"log_interval", "steps_per_print"},
+    {"resume_from_checkpoint", "resume"},     {"seq_len", "data.seq_len"},
+    {"gradient_checkpointing", "model.activation_checkpointing"},
+    {"model_name_or_path", "model.path"}};
+
+const std::vector<std::string> kTop = {
+    "model", "data", "max_steps", "epochs", "eval_interval", "eval_batches", "save_interval", "keep_last",
+    "output_dir", "seed", "steps_per_print", "resume", "device", "samples", "learning_rate",
+    "per_device_train_batch_size", "gradient_accumulation_steps", "warmup_steps", "warmup_ratio",
+    "lr_scheduler_type", "weight_decay", "max_grad_norm", "adam_beta1", "adam_beta2", "adam_epsilon", "optim", "bf16",
+    "fp16", "deepspeed", "accelerate_config",
+    // aliases
+    "num_train_epochs", "eval_steps", "save_steps", "save_total_limit", "logging_steps", "log_interval",
+    "resume_from_checkpoint", "seq_len", "gradient_checkpointing", "model_name_or_path"};
+
+// Moves aliased keys to their canonical place (a second spelling of a key is an error).
+json canonical(json doc, const Where& top) {
+  for (const auto& [alias, target] : kAliases) {
+    if (!doc.contains(alias)) continue;
+    const auto dot = target.find('.');
+    const std::string section = dot == std::string::npos ? "" : target.substr(0, dot);
+    const std::string key = dot == std::string::npos ? target : target.substr(dot + 1);
+    json* dest = &doc;
+    if (!section.empty()) {
+      if (doc.contains(section) && doc[section].is_string() && section == "model")
+        doc[section] = json{{"preset", doc[section]}};  // model: NAME shorthand
+      if (!doc.contains(section) || doc[section].is_null()) doc[section] = json::object();
+      require_object(doc[section], top.key(section));
+      dest = &doc[section];
+    }
+    if (dest->contains(key))
+      ZT_THROW_INPUT(top.key(alias).str(), ": '", alias, "' and '", target, "' are the same setting; keep '", target, "'");
+    (*dest)[key] = doc[alias];
+    doc.erase(alias);
+  }
+  return doc;
+}
+
+void parse_model(const json& doc, const Where& top, RunConfig& r) {
+  auto it = doc.find("model");
+  if (it == doc.end() || it->is_null()) return;
+  const Where w = top.key("model");
+  if (it->is_string()) {
+    // model: NAME — a preset name, or an HF model directory.
+    const std::string name = it->get<std::string>();
+    const auto presets = model::preset_names();
+    (std::find(presets.begin(), presets.end(), name) != presets.end() ? r.model.preset : r.model.path) = name;
+    return;
+  }
+  check_known_keys(*it, {"preset", "path", "name_or_path", "tokenizer", "activation_checkpointing"}, w, kFix);
+  if (it->contains("path") && it->contains("name_or_path"))
+    ZT_THROW_INPUT(w.str(), ": 'path' and 'name_or_path' are the same setting; keep 'path'");
+  r.model.preset = read_string(*it, "preset", w, "").value;
+  r.model.path = read_string(*it, it->contains("name_or_path") ? "name_or_path" : "path", w, "").value;
+  r.model.tokenizer = read_string(*it, "tokenizer", w, "").value;
+  r.model.activation_checkpointing = read_bool(*it, "activation_checkpointing", w, false).value;
+  if (!r.model.preset.empty() && !r.model.path.empty())
+    ZT_THROW_INPUT(w.str(), ": give either model.preset or model.path, not both");
+}
+
+void parse_data(const json& doc, const Where& top, RunConfig& r) {
+  auto it = doc.find("data");
+  if (it == doc.end() || it->is_null()) return;
+  const Where w = top.key("data");
+  check_known_keys(*it, {"train", "validation", "jsonl_field", "seq_len", "validation_fraction"}, w, kFix);
+  r.data.train = read_string_list(*it, "train", w);
+  r.data.validation = read_string_list(*it, "validation", w);
+  r.data.jsonl_field = read_string(*it, "jsonl_field", w, "text").value;
+  r.data.seq_len = read_int(*it, "seq_len", w, 0).value;
+  r.data.validation_fraction = read_number(*it, "validation_fraction", w, 0.05).value;
+  if (r.data.seq_len < 0) ZT_THROW_INPUT(w.key("seq_len").str(), ": must be positive (or 0 for the model's context)");
+  if (r.data.validation_fraction < 0 || r.data.validation_fraction >= 1)
+    ZT_THROW_INPUT(w.key("validation_fraction").str(), ": must be in [0, 1)");
+}
+
+void parse_samples(const json& doc, const Where& top, RunConfig& r) {
+  auto it = doc.find("samples");
+  if (it == doc.end() || it->is_null()) return;
+  const Where w = top.key("samples");
+  check_known_keys(*it, {"prompts", "tokens", "temperature", "top_k"}, w, kFix);
+  r.sample_prompts = read_string_list(*it, "prompts", w);
+  r.sample_tokens = read_int(*it, "tokens", w, 0);
+  r.sample_temperature = read_number(*it, "temperature", w, 0.8);
+  r.sample_top_k = read_int(*it, "top_k", w, 40);
+  if (r.sample_tokens.value < 0 || r.sample_top_k.value < 0 || r.sample_temperature.value < 0)
+    ZT_THROW_INPUT(w.str(), ": tokens, temperature and top_k must not be negative");
+}
+
+void check_one_of(const Setting<std::string>& s, const std::vector<std::string>& allowed, const Where& w) {
+  if (s.is_set() && std::find(allowed.begin(), allowed.end(), s.value) == allowed.end()) {
+    std::string list;
+    for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+    ZT_THROW_INPUT(w.str(), ": '", s.value, "' is not one of ", list, did_you_mean(s.value, allowed));
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& run_top_level_keys() { return kTop; }
+
+RunConfig parse_run_config(const json& raw, const std::string& source) {
+  RunConfig r;
+  r.source = source;
+  const Where top{source, ""};
+  check_known_keys(raw, kTop, top, kFix);
+  const json doc = canonical(raw, top);
+  parse_model(doc, top, r);
+  parse_data(doc, top, r);
+  parse_samples(doc, top, r);
+  r.max_steps = read_int(doc, "max_steps", top, 0);
+  r.epochs = read_number(doc, "epochs", top, 1.0);
+  r.eval_interval = read_int(doc, "eval_interval", top, 0);
+  r.eval_batches = read_int(doc, "eval_batches", top, 20);
+  r.save_interval = read_int(doc, "save_interval", top, 0);
+  r.keep_last = read_int(doc, "keep_last", top, 2);
+  r.output_dir = read_string(doc, "output_dir", top, "out");
+  r.seed = read_int(doc, "seed", top, 1234);
+  r.steps_per_print = read_int(doc, "steps_per_print", top, 10);
+  r.resume = read_string(doc, "resume", top, "");
+  r.device = read_string(doc, "device", top, "cpu");
+  r.learning_rate = read_number(doc, "learning_rate", top, 5e-5);
+  r.weight_decay = read_number(doc, "weight_decay", top, 0.0);
+  r.max_grad_norm = read_number(doc, "max_grad_norm", top, 1.0);
+  r.adam_beta1 = read_number(doc, "adam_beta1", top, 0.9);
+  r.adam_beta2 = read_number(doc, "adam_beta2", top, 0.999);
+  r.adam_epsilon = read_number(doc, "adam_epsilon", top, 1e-8);
+  r.per_device_train_batch_size = read_int(doc, "per_device_train_batch_size", top, 8);
+  r.gradient_accumulation_steps = read_int(doc, "gradient_accumulation_steps", top, 1);
+  r.warmup_steps = read_int(doc, "warmup_steps", top, 0);
+  r.warmup_ratio = read_number(doc, "warmup_ratio", top, 0.0);
+  r.lr_scheduler_type = read_string(doc, "lr_scheduler_type", top, "linear");
+  r.optim = read_string(doc, "optim", top, "adamw");
+  r.bf16 = read_bool(doc, "bf16", top, false);
+  r.fp16 = read_bool(doc, "fp16", top, false);
+  r.deepspeed = read_string(doc, "deepspeed", top, "").value;
+  r.accelerate_config = read_string(doc, "accelerate_config", top, "").value;
+
+  // Values that must be positive / in range.
+  const auto positive = [&](const Setting<int64_t>& s, const char* key, int64_t min) {
+    if (s.value < min) ZT_THROW_INPUT(top.key(key).str(), ": must be at least ", min, ", got ", s.value);
+  };
+  positive(r.max_steps, "max_steps", 0);
+  positive(r.eval_interval, "eval_interval", 0);
+  positive(r.eval_batches, "eval_batches", 1);
+  positive(r.save_interval, "save_interval", 0);
+  positive(r.keep_last, "keep_last", 0);
+  positive(r.steps_per_print, "steps_per_print", 1);
+  positive(r.per_device_train_batch_size, "per_device_train_batch_size", 1);
+  positive(r.gradient_accumulation_steps, "gradient_accumulation_steps", 1);
+  positive(r.warmup_steps, "warmup_steps", 0);
+  if (r.seed.value < 0) ZT_THROW_INPUT(top.key("seed").str(), ": must not be negative");
+  if (r.max_steps.value == 0 && !(r.epochs.value > 0))
+    ZT_THROW_INPUT(top.key("epochs").str(), ": must be positive when max_steps is not given");
+  if (r.learning_rate.value < 0) ZT_THROW_INPUT(top.key("learning_rate").str(), ": must not be negative");
+  if (r.weight_decay.value < 0) ZT_THROW_INPUT(top.key("weight_decay").str(), ": must not be negative");
+  if (r.max_grad_norm.value < 0) ZT_THROW_INPUT(top.key("max_grad_norm").str(), ": must be >= 0 (0 turns clipping off)");
+  if (r.warmup_ratio.value < 0 || r.warmup_ratio.value > 1)
+    ZT_THROW_INPUT(top.key("warmup_ratio").str(), ": must be in [0, 1]");
+  if (r.warmup_ratio.is_set() && r.warmup_steps.is_set() && r.warmup_steps.value > 0)
+    ZT_THROW_INPUT(top.key("warmup_ratio").str(), ": warmup_steps is also given; keep one of them");
+  if (r.bf16.value && r.fp16.value) ZT_THROW_INPUT(top.str(), ": bf16 and fp16 are both true; choose one");
+  check_one_of(r.device, {"cpu", "cuda"}, top.key("device"));
+  const std::vector<std::string> refused_schedules = {"cosine_with_restarts", "polynomial", "inverse_sqrt",
+                                                      "reduce_lr_on_plateau", "cosine_with_min_lr",
+                                                      "warmup_stable_decay"};
+  if (std::find(refused_schedules.begin(), refused_schedules.end(), r.lr_scheduler_type.value) != refused_schedules.end())
+    ZT_THROW_UNSUPPORTED(top.key("lr_scheduler_type").str(), ": '", r.lr_scheduler_type.value,
+                         "' is not supported; use constant, constant_with_warmup, linear or cosine (or a ds_config scheduler block)");
+  check_one_of(r.lr_scheduler_type, {"constant", "constant_with_warmup", "linear", "cosine"}, top.key("lr_scheduler_type"));
+  check_one_of(r.optim, {"adamw", "adamw_torch", "adamw_torch_fused", "adamw_hf", "adam", "sgd", "lion", "lion_32bit"},
+               top.key("optim"));
+  return r;
+}
+
+void set_dotted(json& doc, const std::string& dotted, const json& value, const std::string& what) {
+  json* node = &doc;
+  size_t start = 0;
+  std::string walked;
+  while (true) {
+    const size_t dot = dotted.find('.', start);
+    const std::string part = dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (part.empty()) ZT_THROW_INPUT(what, ": '", dotted, "' has an empty key part");
+    if (dot == std::string::npos) {
+      (*node)[part] = value;
+      return;
+    }
+    walked += (walked.empty() ? "" : ".") + part;
+    if (!node->contains(part) || (*node)[part].is_null()) (*node)[part] = json::object();
+    if (!(*node)[part].is_object())
+      ZT_THROW_INPUT(what, ": cannot set '", dotted, "': '", walked, "' is ", (*node)[part].dump(), ", not a mapping");
+    node = &(*node)[part];
+    start = dot + 1;
+  }
+}
+
+}  // namespace zt::train

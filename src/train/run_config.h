@@ -1,0 +1,66 @@
+// The run config (YAML or JSON): what DeepSpeed leaves to the training script (model,
+// data, steps/epochs, eval/save, output, samples), plus the HF Trainer keys people
+// expect (learning_rate, per_device_train_batch_size, bf16, deepspeed: path, ...).
+// load_train_config assembles everything a `zerotrain train` command line names into one
+// resolved TrainConfig.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "train/config.h"
+#include "train/config_value.h"
+#include "train/ds_config.h"
+
+namespace zt::train {
+
+struct RunConfig {
+  std::string source;
+  ModelSection model;
+  DataSection data;
+  Setting<int64_t> max_steps{0};
+  Setting<double> epochs{1.0};
+  Setting<int64_t> eval_interval{0}, eval_batches{20}, save_interval{0}, keep_last{2};
+  Setting<std::string> output_dir{"out"}, resume{""}, device{"cpu"};
+  Setting<int64_t> seed{1234}, steps_per_print{10};
+  std::vector<std::string> sample_prompts;
+  Setting<int64_t> sample_tokens{0}, sample_top_k{40};
+  Setting<double> sample_temperature{0.8};
+  // HF Trainer-style keys.
+  Setting<double> learning_rate{5e-5}, weight_decay{0.0}, max_grad_norm{1.0};
+  Setting<double> adam_beta1{0.9}, adam_beta2{0.999}, adam_epsilon{1e-8};
+  Setting<int64_t> per_device_train_batch_size{8}, gradient_accumulation_steps{1}, warmup_steps{0};
+  Setting<double> warmup_ratio{0.0};
+  Setting<std::string> lr_scheduler_type{"linear"};
+  Setting<std::string> optim{"adamw"};  // adamw | adam | sgd | lion (with no ds optimizer block)
+  Setting<bool> bf16{false}, fp16{false};
+  std::string deepspeed;           // ds_config.json path ("" = none)
+  std::string accelerate_config;   // Accelerate YAML path ("" = none)
+};
+
+RunConfig parse_run_config(const nlohmann::json& doc, const std::string& source);
+
+// The top-level keys a run config may hold, aliases included (for override routing).
+const std::vector<std::string>& run_top_level_keys();
+
+struct LoadOptions {
+  int world_size = 0;  // the real data-parallel world; 0: Accelerate's num_processes, else 1
+};
+
+// Loads `[run.yaml|run.json] [--deepspeed ds.json] [--config_file accelerate.yaml]
+// [--section.key value | --section.key=value ...]` into a resolved TrainConfig:
+// documents loaded, overrides applied to the document that owns each key, "auto"
+// resolved, everything validated (BadInput/Unsupported naming file, key and fix).
+// With no arguments the result is the defaults (the trainer's built-in run decides).
+TrainConfig load_train_config(const std::vector<std::string>& args, const LoadOptions& options = {});
+
+// For epoch-based runs the total number of optimizer steps is known only once the data
+// is: fills the scheduler's deferred "auto" total_num_steps / warmup and warmup_ratio.
+void set_total_steps(TrainConfig& config, int64_t total_steps);
+
+// Sets doc[a][b][c] = value for the dotted key "a.b.c" (creating mappings on the way);
+// throws BadInput naming `what` when a step is not a mapping.
+void set_dotted(nlohmann::json& doc, const std::string& dotted, const nlohmann::json& value, const std::string& what);
+
+}  // namespace zt::train

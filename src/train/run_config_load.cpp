@@ -1,0 +1,317 @@
+// load_train_config: the `zerotrain train` command line -> documents -> overrides ->
+// resolution. Each override goes to the document that owns its first key, so
+// `--optimizer.params.lr 3e-4` edits the ds_config and `--max_steps 20` the run config,
+// before anything is validated or resolved (errors then name the key as the user wrote it).
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "model/config.h"
+#include "train/accelerate_config.h"
+#include "train/run_config.h"
+
+namespace zt::train {
+
+using nlohmann::json;
+
+namespace {
+
+const std::string kCommandLine = "command line";
+
+struct Override {
+  std::string key;  // dotted
+  json value;
+};
+
+struct Args {
+  std::string run_path, ds_path, acc_path;
+  std::vector<Override> overrides;
+};
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+Args parse_args(const std::vector<std::string>& args) {
+  Args a;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg.rfind("--", 0) != 0) {
+      if (!a.run_path.empty())
+        ZT_THROW_INPUT("unexpected argument '", arg, "': only one run config file is taken (", a.run_path,
+                       " already); name a DeepSpeed JSON with --deepspeed and an Accelerate YAML with --config_file");
+      a.run_path = arg;
+      continue;
+    }
+    std::string key = arg.substr(2), value;
+    bool has_value = false;
+    if (auto eq = key.find('='); eq != std::string::npos) {
+      value = key.substr(eq + 1);
+      key = key.substr(0, eq);
+      has_value = true;
+    } else if (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) {
+      value = args[++i];
+      has_value = true;
+    }
+    if (key.empty()) ZT_THROW_INPUT("'", arg, "': expected --key value");
+    if (key == "deepspeed" || key == "deepspeed_config_file" || key == "config_file") {
+      if (!has_value || value.empty()) ZT_THROW_INPUT("--", key, " needs a file path");
+      (key == "config_file" ? a.acc_path : a.ds_path) = value;
+      continue;
+    }
+    // A bare --flag is a switch (HF style: --bf16).
+    a.overrides.push_back({key, has_value ? parse_override_value(value) : json(true)});
+  }
+  return a;
+}
+
+// A path named inside a config file: as given when it exists (from the current
+// directory, as HF and Accelerate open it), else beside the naming file.
+std::string relative_to(const std::string& path, const std::string& naming_file) {
+  namespace fs = std::filesystem;
+  if (path.empty() || fs::path(path).is_absolute() || fs::exists(path) || naming_file.empty()) return path;
+  const fs::path beside = fs::path(naming_file).parent_path() / path;
+  return fs::exists(beside) ? beside.string() : path;
+}
+
+int64_t model_hidden_size(const ModelSection& m) {
+  if (!m.preset.empty()) return model::preset_config(m.preset).hidden_size;
+  if (m.path.empty()) return 0;
+  // Only "auto" sizes need it: an unreadable model dir is reported by the model loader.
+  std::ifstream in(std::filesystem::path(m.path) / "config.json");
+  if (!in) return 0;
+  try {
+    const json j = json::parse(in);
+    return model::config_from_hf_json(j, m.path + "/config.json").hidden_size;
+  } catch (const json::exception&) {
+    return 0;
+  }
+}
+
+template <class T>
+void note(TrainConfig& cfg, const std::string& key, const Setting<T>& s, const std::string& source) {
+  cfg.origin[key] = s.is_set() ? source : "default";
+}
+
+Setting<Precision> run_precision(const RunConfig& run, const AccelerateConfig& acc) {
+  Setting<Precision> p{Precision::F32};
+  if (run.bf16.is_set() || run.fp16.is_set())
+    p = Setting<Precision>(Given::Set, run.bf16.value ? Precision::BF16 : run.fp16.value ? Precision::F16 : Precision::F32);
+  if (acc.mixed_precision.is_set()) {
+    if (p.is_set() && p.value != acc.mixed_precision.value)
+      ZT_THROW_INPUT(acc.source, ": mixed_precision disagrees with bf16/fp16 in ", run.source,
+                     "; set the precision in one place");
+    p = acc.mixed_precision;
+  }
+  return p;
+}
+
+// The run-level part of the resolved config.
+void apply_run(const RunConfig& r, TrainConfig& cfg) {
+  const std::string& s = r.source;
+  cfg.model = r.model;
+  if (cfg.model.preset.empty() && cfg.model.path.empty()) cfg.model.preset = "tiny-gpt2";  // the built-in run's model
+  cfg.origin["model"] = r.model.preset.empty() && r.model.path.empty() ? "default" : s;
+  cfg.data = r.data;
+  cfg.max_steps = r.max_steps.value;
+  note(cfg, "max_steps", r.max_steps, s);
+  cfg.epochs = r.epochs.value;
+  note(cfg, "epochs", r.epochs, s);
+  cfg.steps_per_print = r.steps_per_print.value;
+  note(cfg, "steps_per_print", r.steps_per_print, s);
+  cfg.eval_interval = r.eval_interval.value;
+  cfg.eval_batches = r.eval_batches.value;
+  cfg.save_interval = r.save_interval.value;
+  cfg.keep_last = r.keep_last.value;
+  cfg.output_dir = r.output_dir.value;
+  cfg.seed = static_cast<uint64_t>(r.seed.value);
+  note(cfg, "seed", r.seed, s);
+  cfg.resume = r.resume.value;
+  cfg.device = r.device.value;
+  cfg.sample_prompts = r.sample_prompts;
+  cfg.sample_tokens = r.sample_tokens.value;
+  cfg.sample_temperature = static_cast<float>(r.sample_temperature.value);
+  cfg.sample_top_k = static_cast<int>(r.sample_top_k.value);
+  cfg.warmup_steps = r.warmup_steps.value;
+  cfg.warmup_ratio = r.warmup_ratio.value;
+}
+
+zero::OptimizerType hf_optim(const std::string& name) {
+  if (name == "sgd") return zero::OptimizerType::SGD;
+  if (name == "lion" || name == "lion_32bit") return zero::OptimizerType::Lion;
+  if (name == "adam") return zero::OptimizerType::Adam;
+  return zero::OptimizerType::AdamW;
+}
+
+}  // namespace
+
+TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOptions& options) {
+  const Args args = parse_args(argv);
+
+  // 1. The documents.
+  json run_doc = args.run_path.empty() ? json::object() : load_document(args.run_path);
+  std::string run_source = args.run_path.empty() ? kCommandLine : args.run_path;
+  const auto doc_path = [&](const char* key) {
+    auto it = run_doc.find(key);
+    if (it == run_doc.end() || it->is_null()) return std::string();
+    if (!it->is_string()) ZT_THROW_INPUT(Where{run_source, key}.str(), ": expected a file path");
+    return relative_to(it->get<std::string>(), args.run_path);
+  };
+  const std::string acc_path = !args.acc_path.empty() ? args.acc_path : doc_path("accelerate_config");
+  json acc_doc = acc_path.empty() ? json() : load_document(acc_path);
+  std::string acc_source = acc_path.empty() ? kCommandLine : acc_path;
+
+  // 2. Overrides of Accelerate keys first: they decide which DeepSpeed document exists.
+  std::vector<std::string> acc_only;
+  for (const auto& k : accelerate_top_level_keys())
+    if (k != "fp16" && k != "bf16") acc_only.push_back(k);
+  std::vector<Override> rest;
+  std::vector<std::string> acc_overridden;
+  for (const auto& o : args.overrides) {
+    const std::string first = o.key.substr(0, o.key.find('.'));
+    if (!contains(acc_only, first) || contains(run_top_level_keys(), first)) {
+      rest.push_back(o);
+      continue;
+    }
+    if (acc_doc.is_null()) acc_doc = json::object();
+    set_dotted(acc_doc, o.key, o.value, "--" + o.key);
+    acc_overridden.push_back(o.key);
+  }
+  if (!acc_overridden.empty()) acc_source += acc_path.empty() ? "" : " + command line";
+  AccelerateConfig acc;
+  if (!acc_doc.is_null()) acc = parse_accelerate_config(acc_doc, acc_source);
+
+  // 3. The DeepSpeed document: a JSON file (command line > run config > Accelerate's
+  // deepspeed_config_file), or the settings the Accelerate YAML carries itself.
+  std::string ds_path = args.ds_path;
+  if (ds_path.empty()) {
+    const std::string from_run = doc_path("deepspeed");
+    if (!from_run.empty() && !acc.deepspeed_config_file.empty() &&
+        std::filesystem::path(from_run).lexically_normal() !=
+            std::filesystem::path(acc.deepspeed_config_file).lexically_normal())
+      ZT_THROW_INPUT(run_source, ": deepspeed names ", from_run, " but ", acc.source,
+                     " names deepspeed_config_file ", acc.deepspeed_config_file, "; name one DeepSpeed config");
+    ds_path = !from_run.empty() ? from_run : acc.deepspeed_config_file;
+  }
+  json ds_doc;
+  std::string ds_source;
+  if (!ds_path.empty()) {
+    if (!acc.source.empty()) check_no_ds_duplication(acc, ds_path);
+    ds_doc = load_document(ds_path);
+    ds_source = ds_path;
+  } else if (!acc.ds_doc.empty()) {
+    ds_doc = acc.ds_doc;
+    ds_source = acc.source + " (deepspeed settings)";
+  }
+
+  // 4. The other overrides: run-config keys, DeepSpeed keys. A key both documents know
+  // (gradient_accumulation_steps, steps_per_print, seed) edits the ds_config when it
+  // sets that key, so the override is the value that wins.
+  std::vector<std::string> ds_overridden, run_overridden;
+  for (const auto& o : rest) {
+    const std::string first = o.key.substr(0, o.key.find('.'));
+    const bool in_run = contains(run_top_level_keys(), first);
+    const bool in_ds = contains(ds_top_level_keys(), first);
+    if (in_ds && (!in_run || (ds_doc.is_object() && ds_doc.contains(first) && !is_auto(ds_doc[first])))) {
+      if (ds_doc.is_null()) ds_doc = json::object();
+      set_dotted(ds_doc, o.key, o.value, "--" + o.key);
+      ds_overridden.push_back(o.key);
+    } else if (in_run) {
+      set_dotted(run_doc, o.key, o.value, "--" + o.key);
+      run_overridden.push_back(o.key);
+    } else {
+      std::vector<std::string> all = run_top_level_keys();
+      all.insert(all.end(), ds_top_level_keys().begin(), ds_top_level_keys().end());
+      all.insert(all.end(), acc_only.begin(), acc_only.end());
+      ZT_THROW_INPUT("--", o.key, ": unknown setting '", first, "'", did_you_mean(first, all),
+                     "; overrides take the keys of the run config, the ds_config or the Accelerate YAML "
+                     "(see docs/configs.md)");
+    }
+  }
+  if (!ds_overridden.empty()) ds_source = ds_source.empty() ? kCommandLine : ds_source + " + command line";
+  if (!run_overridden.empty() && !args.run_path.empty()) run_source += " + command line";
+  if (ds_source.empty()) ds_source = "(no ds_config)";
+
+  // 5. Parse and resolve.
+  const RunConfig run = parse_run_config(run_doc, run_source);
+  const DsConfig ds = parse_ds_config(ds_doc.is_null() ? json::object() : ds_doc, ds_source);
+
+  RunContext ctx;
+  ctx.run_source = run_source;
+  ctx.world_size = options.world_size > 0 ? options.world_size : acc.launch.num_processes > 0 ? acc.launch.num_processes : 1;
+  ctx.micro_batch = run.per_device_train_batch_size;
+  ctx.grad_accum = run.gradient_accumulation_steps;
+  ctx.lr = run.learning_rate;
+  ctx.beta1 = run.adam_beta1;
+  ctx.beta2 = run.adam_beta2;
+  ctx.eps = run.adam_epsilon;
+  ctx.weight_decay = run.weight_decay;
+  ctx.max_grad_norm = run.max_grad_norm;
+  ctx.precision = run_precision(run, acc);
+  ctx.warmup_steps = run.warmup_steps.value;
+  ctx.total_steps = run.max_steps.value;
+
+  TrainConfig cfg;
+  apply_run(run, cfg);
+  ctx.hidden_size = model_hidden_size(cfg.model);
+  resolve_ds_config(ds, ctx, cfg);
+  // The run config's own explicit loop settings win over the ds_config's.
+  if (run.steps_per_print.is_set()) {
+    cfg.steps_per_print = run.steps_per_print.value;
+    cfg.origin["steps_per_print"] = run_source;
+  }
+  if (run.seed.is_set()) {
+    cfg.seed = static_cast<uint64_t>(run.seed.value);
+    cfg.origin["seed"] = run_source;
+  }
+  if (run.optim.is_set()) {
+    if (ds.has_optimizer)
+      ZT_THROW_INPUT(run_source, ": optim is set and ", ds_source,
+                     " has an optimizer block; choose the optimizer in one place");
+    cfg.optimizer.type = hf_optim(run.optim.value);
+    cfg.optimizer.adam_w_mode = cfg.optimizer.type != zero::OptimizerType::Adam;
+    cfg.origin["optimizer.type"] = run_source;
+  }
+  if (cfg.scheduler.empty()) {
+    cfg.hf_scheduler = run.lr_scheduler_type.value;
+    note(cfg, "lr_scheduler_type", run.lr_scheduler_type, run_source);
+  } else if (run.lr_scheduler_type.is_set()) {
+    ZT_THROW_INPUT(run_source, ": lr_scheduler_type is set and ", ds_source,
+                   " has a scheduler block; choose the schedule in one place");
+  }
+  cfg.launch = acc.launch;
+  if (acc.zero3_init) cfg.zero.zero3_init = true;
+  if (acc.activation_checkpointing) cfg.model.activation_checkpointing = true;
+  if (acc.use_cpu) {
+    if (run.device.is_set() && run.device.value != "cpu")
+      ZT_THROW_INPUT(acc.source, ": use_cpu is true but ", run_source, " sets device ", run.device.value,
+                     "; set one of them");
+    cfg.device = "cpu";
+  }
+  cfg.warnings.insert(cfg.warnings.end(), acc.warnings.begin(), acc.warnings.end());
+
+  for (const auto& k : ds_overridden) cfg.origin[k] = kCommandLine;
+  for (const auto& k : run_overridden) cfg.origin[k] = kCommandLine;
+  for (const auto& k : acc_overridden) cfg.origin[k] = kCommandLine;
+  std::string sources;
+  for (const auto& s : {args.run_path, ds_path, acc_path})
+    if (!s.empty()) sources += (sources.empty() ? "" : " + ") + s;
+  if (!args.overrides.empty()) sources += (sources.empty() ? "" : " + ") + kCommandLine;
+  cfg.source = sources.empty() ? "defaults" : sources;
+
+  if (cfg.max_steps > 0) set_total_steps(cfg, cfg.max_steps);
+  return cfg;
+}
+
+void set_total_steps(TrainConfig& cfg, int64_t total_steps) {
+  ZT_CHECK(total_steps > 0, "total steps ", total_steps);
+  if (cfg.warmup_ratio > 0) cfg.warmup_steps = static_cast<int64_t>(std::ceil(cfg.warmup_ratio * total_steps));
+  if (cfg.scheduler.empty() || !cfg.scheduler.contains("params")) return;
+  json& p = cfg.scheduler["params"];
+  if (p.contains("total_num_steps") && is_auto(p["total_num_steps"])) p["total_num_steps"] = total_steps;
+  if (p.contains("warmup_num_steps") && is_auto(p["warmup_num_steps"])) p["warmup_num_steps"] = cfg.warmup_steps;
+}
+
+}  // namespace zt::train
