@@ -1,0 +1,75 @@
+// HF model directory -> a Transformer for inference (see inference_load.h).
+#include "model/inference_load.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "model/hf_weights.h"
+
+namespace zt::model {
+namespace {
+
+nlohmann::json read_json(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) ZT_THROW_INPUT("cannot read '", path.string(), "'");
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    ZT_THROW_INPUT(path.string(), ": not valid JSON (", e.what(), ")");
+  }
+}
+
+// eos_token_id may be an int, a list of ints or null.
+void add_ids(std::vector<int32_t>& ids, const nlohmann::json& j, const std::string& source) {
+  if (j.is_null()) return;
+  if (j.is_number_integer()) {
+    const int64_t id = j.get<int64_t>();
+    if (id >= 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(static_cast<int32_t>(id));
+    return;
+  }
+  if (j.is_array()) {
+    for (const auto& x : j) add_ids(ids, x, source);
+    return;
+  }
+  ZT_THROW_INPUT(source, ": eos_token_id must be an integer or a list of integers");
+}
+
+}  // namespace
+
+InferenceModel load_for_inference(const std::string& dir, DType param_dtype) {
+  namespace fs = std::filesystem;
+  const fs::path root(dir);
+  if (!fs::is_directory(root))
+    ZT_THROW_INPUT("--model '", dir, "' is not a directory: give a HF model directory (config.json + safetensors)");
+  const fs::path config_path = root / "config.json";
+  if (!fs::exists(config_path))
+    ZT_THROW_INPUT("'", dir, "' has no config.json: give a HF model directory (as save_pretrained writes it)");
+  const nlohmann::json cj = read_json(config_path);
+  InferenceModel m;
+  m.config = config_from_hf_json(cj, config_path.string());
+  ModelOptions o;
+  o.param_dtype = param_dtype;
+  o.allocate_grads = false;
+  m.model = std::make_unique<Transformer>(m.config, o);
+  load_hf_weights(m.model->registry(), m.config, dir);
+  m.model->set_mode(Mode::Eval);
+
+  const fs::path gen = root / "generation_config.json";
+  if (fs::exists(gen)) {
+    const nlohmann::json gj = read_json(gen);
+    if (gj.contains("eos_token_id")) add_ids(m.eos_token_ids, gj["eos_token_id"], gen.string());
+  }
+  if (cj.contains("eos_token_id")) add_ids(m.eos_token_ids, cj["eos_token_id"], config_path.string());
+  add_ids(m.eos_token_ids, m.config.eos_token_id, config_path.string());  // GPT-2's default 50256
+  // Ids outside the vocabulary can never be generated.
+  m.eos_token_ids.erase(std::remove_if(m.eos_token_ids.begin(), m.eos_token_ids.end(),
+                                       [&](int32_t id) { return id >= m.config.vocab_size; }),
+                        m.eos_token_ids.end());
+  return m;
+}
+
+}  // namespace zt::model

@@ -1,0 +1,28 @@
+// Loading a HF model directory for inference (generate, eval): config.json, the weights,
+// and the ids that end a generation (generation_config.json's eos_token_id, an int or a
+// list, and config.json's).
+//
+// This is a small reader of its own until model/hf_dir.h's load_pretrained is available
+// to build on; it allocates no gradient buffers.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/transformer.h"
+
+namespace zt::model {
+
+struct InferenceModel {
+  ModelConfig config;
+  std::unique_ptr<Transformer> model;  // eval mode, no gradient buffers
+  std::vector<int32_t> eos_token_ids;  // may be empty
+};
+
+// `dir` holds config.json and model.safetensors (or a sharded index). Errors name the
+// file and the fix (BadInput).
+InferenceModel load_for_inference(const std::string& dir, DType param_dtype = DType::F32);
+
+}  // namespace zt::model
