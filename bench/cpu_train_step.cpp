@@ -47,9 +47,9 @@ int main(int argc, char** argv) {
   c.max_position_embeddings = std::max<int64_t>(T, 1024);
   model::Transformer m(c, model::ModelOptions{});
   m.init_weights(1);
-  zero::AdamWConfig ac;
-  ac.weight_decay = 0.1f;
-  zero::AdamW opt(m.registry(), ac);
+  zero::OptimizerSpec spec;
+  spec.weight_decay = 0.1f;
+  zero::AdamW opt(m.registry(), spec);
 
   std::vector<int32_t> tokens(static_cast<size_t>(B * T)), targets(tokens.size());
   Philox rng(5, 5);
@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     m.zero_grads();
     const auto r = m.forward_backward(tok, tgt, 1.0f / static_cast<float>(B * T));
-    opt.step(1e-4f);
+    opt.step(1e-4f, 1.0f);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     loss = r.loss_sum / static_cast<double>(r.count);
     if (s >= warmup) times.push_back(dt);
