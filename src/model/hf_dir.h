@@ -1,0 +1,66 @@
+// Hugging Face model directories, as `from_pretrained` / `save_pretrained` use them:
+//
+//   config.json                 model_type gpt2 | llama | mistral | qwen2 (model/config.h)
+//   generation_config.json      bos/eos token ids
+//   model.safetensors           or, above max_shard_size,
+//   model-00001-of-0000N.safetensors ... + model.safetensors.index.json
+//                               {"metadata": {"total_size": bytes, ...}, "weight_map": {name: file}}
+//   tokenizer files             copied when given (tokenizer.json, tokenizer_config.json, ...)
+//
+// Shards are cut as transformers cuts them: parameters in model order, a new shard when
+// the next tensor would push the current one past max_shard_size (a tensor larger than
+// the limit gets a shard of its own). The directory is written atomically (io/staging_dir.h).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/transformer.h"
+
+namespace zt::model {
+
+// transformers' default max_shard_size ("5GB", decimal as huggingface_hub counts).
+constexpr uint64_t kDefaultMaxShardSize = 5'000'000'000ull;
+
+// "5GB", "500MB", "2GiB", "1000" (bytes) -> bytes. Throws BadInput naming `what`.
+uint64_t parse_byte_size(const std::string& text, const std::string& what);
+
+// Reads and validates dir/config.json (Unsupported for model types and features zerotrain
+// does not implement, naming which).
+ModelConfig load_hf_config(const std::string& dir);
+
+struct Pretrained {
+  ModelConfig config;
+  std::unique_ptr<Transformer> model;
+};
+
+// config.json + weights -> a Transformer with every parameter filled (host; the weights
+// are converted to options.param_dtype).
+Pretrained load_pretrained(const std::string& dir, ModelOptions options = {});
+
+struct SavePretrainedOptions {
+  DType dtype = DType::F32;  // f32, bf16 or f16 in the files
+  uint64_t max_shard_size = kDefaultMaxShardSize;
+  // Tokenizer files to copy: files, or directories whose tokenizer files (tokenizer.json,
+  // tokenizer_config.json, special_tokens_map.json, vocab.json, merges.txt,
+  // tokenizer.model, added_tokens.json) are copied.
+  std::vector<std::string> tokenizer_files;
+};
+
+// Writes the model directory. An existing `dir` is replaced, keeping files that are not
+// part of a model save (README.md, training notes); stale weight shards are removed.
+void save_pretrained(const Transformer& model, const std::string& dir, const SavePretrainedOptions& options);
+inline void save_pretrained(const Transformer& model, const std::string& dir, DType dtype,
+                            uint64_t max_shard_size = kDefaultMaxShardSize) {
+  SavePretrainedOptions o;
+  o.dtype = dtype;
+  o.max_shard_size = max_shard_size;
+  save_pretrained(model, dir, o);
+}
+
+// The shard file names for n shards: model.safetensors for 1, else model-0000k-of-0000n.
+std::string shard_file_name(int index, int count);
+
+}  // namespace zt::model
