@@ -1,0 +1,230 @@
+// Run config + load_train_config: sections, HF-style keys and aliases, paths named
+// inside the run config, command-line overrides routed to the right document, and the
+// resolved-config dump with origins.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "core/error.h"
+#include "train/config_dump.h"
+#include "train/run_config.h"
+
+namespace zt::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fs::temp_directory_path() /
+            ("zt_run_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(path_ / name) << text;
+    return (path_ / name).string();
+  }
+
+ private:
+  fs::path path_;
+};
+
+#define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
+
+std::string load_error(const std::vector<std::string>& args) {
+  try {
+    load_train_config(args);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return "";
+}
+
+TEST(RunConfig, NoArgumentsGiveTheDefaults) {
+  const TrainConfig c = load_train_config({});
+  EXPECT_EQ(c.source, "defaults");
+  EXPECT_EQ(c.model.preset, "tiny-gpt2");
+  EXPECT_EQ(c.zero.stage, 0);
+  EXPECT_EQ(c.precision, Precision::F32);
+  EXPECT_EQ(c.micro_batch_per_gpu, 8);
+  EXPECT_EQ(c.train_batch_size, 8);
+  EXPECT_EQ(c.hf_scheduler, "linear");
+}
+
+TEST(RunConfig, FullYaml) {
+  TempDir dir;
+  const std::string y = dir.write("run.yaml", R"(model:
+  preset: tiny-llama
+  activation_checkpointing: true
+data:
+  train: [a.jsonl, b.txt]
+  validation: val.txt
+  jsonl_field: content
+  seq_len: 64
+max_steps: 50
+eval_interval: 10
+eval_batches: 4
+save_interval: 25
+keep_last: 3
+output_dir: runs/x
+seed: 7
+logging_steps: 5
+resume: latest
+samples:
+  prompts: ["Once", "The"]
+  tokens: 20
+  temperature: 0.7
+  top_k: 10
+learning_rate: 3e-4
+per_device_train_batch_size: 4
+gradient_accumulation_steps: 2
+warmup_ratio: 0.1
+lr_scheduler_type: cosine
+weight_decay: 0.1
+max_grad_norm: 0.5
+adam_beta2: 0.95
+bf16: true
+)");
+  const TrainConfig c = load_train_config({y});
+  EXPECT_EQ(c.model.preset, "tiny-llama");
+  EXPECT_TRUE(c.model.activation_checkpointing);
+  EXPECT_EQ(c.data.train, (std::vector<std::string>{"a.jsonl", "b.txt"}));
+  EXPECT_EQ(c.data.validation, (std::vector<std::string>{"val.txt"}));
+  EXPECT_EQ(c.data.jsonl_field, "content");
+  EXPECT_EQ(c.data.seq_len, 64);
+  EXPECT_EQ(c.max_steps, 50);
+  EXPECT_EQ(c.eval_interval, 10);
+  EXPECT_EQ(c.eval_batches, 4);
+  EXPECT_EQ(c.save_interval, 25);
+  EXPECT_EQ(c.keep_last, 3);
+  EXPECT_EQ(c.output_dir, "runs/x");
+  EXPECT_EQ(c.seed, 7u);
+  EXPECT_EQ(c.steps_per_print, 5);  // logging_steps alias
+  EXPECT_EQ(c.resume, "latest");
+  EXPECT_EQ(c.sample_prompts.size(), 2u);
+  EXPECT_EQ(c.sample_tokens, 20);
+  EXPECT_FLOAT_EQ(c.sample_temperature, 0.7f);
+  EXPECT_EQ(c.sample_top_k, 10);
+  EXPECT_FLOAT_EQ(c.optimizer.lr, 3e-4f);  // "3e-4": a YAML 1.1 string, read as a number
+  EXPECT_FLOAT_EQ(c.optimizer.weight_decay, 0.1f);
+  EXPECT_FLOAT_EQ(c.optimizer.beta2, 0.95f);
+  EXPECT_EQ(c.micro_batch_per_gpu, 4);
+  EXPECT_EQ(c.grad_accum_steps, 2);
+  EXPECT_EQ(c.train_batch_size, 8);
+  EXPECT_EQ(c.hf_scheduler, "cosine");
+  EXPECT_EQ(c.warmup_steps, 5);  // ceil(0.1 * 50)
+  EXPECT_FLOAT_EQ(c.gradient_clipping, 0.5f);
+  EXPECT_EQ(c.precision, Precision::BF16);
+}
+
+TEST(RunConfig, JsonRunConfigNamingDeepSpeedAndOverrides) {
+  TempDir dir;
+  dir.write("ds.json", R"({"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": 2,
+    "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}},
+    "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_num_steps": "auto", "total_num_steps": "auto"}},
+    "zero_optimization": {"stage": 2}})");
+  // The run config names the ds_config relative to itself.
+  const std::string run = dir.write("run.json", R"({"deepspeed": "ds.json", "max_steps": 100, "warmup_steps": 10,
+                                                  "per_device_train_batch_size": 2})");
+  const TrainConfig c = load_train_config({run, "--optimizer.params.lr", "3e-4", "--max_steps=20",
+                                           "--zero_optimization.stage", "3", "--gradient_accumulation_steps", "4",
+                                           "--data.seq_len", "32"});
+  EXPECT_FLOAT_EQ(c.optimizer.lr, 3e-4f);
+  EXPECT_EQ(c.max_steps, 20);
+  EXPECT_EQ(c.zero.stage, 3);
+  EXPECT_EQ(c.grad_accum_steps, 4);  // the ds_config sets it, so the override edits the ds_config
+  EXPECT_EQ(c.micro_batch_per_gpu, 2);
+  EXPECT_EQ(c.data.seq_len, 32);
+  EXPECT_EQ(c.scheduler["params"]["total_num_steps"].get<int64_t>(), 20);
+  EXPECT_EQ(c.scheduler["params"]["warmup_num_steps"].get<int64_t>(), 10);
+  EXPECT_EQ(c.origin.at("optimizer.params.lr"), "command line");
+  EXPECT_EQ(c.origin.at("max_steps"), "command line");
+  const std::string text = describe_config(c);
+  EXPECT_HAS(text, "optimizer.params.lr = 0.0003");
+  EXPECT_HAS(text, "[command line]");
+  EXPECT_HAS(text, "zero_optimization.stage = 3");
+
+  // Mismatch between an explicit run value and an explicit ds value.
+  EXPECT_HAS(load_error({run, "--learning_rate", "1e-3"}), "optimizer.params.lr");
+  // A ds scheduler and an HF schedule at once are ambiguous.
+  EXPECT_HAS(load_error({run, "--lr_scheduler_type", "cosine"}), "scheduler block");
+}
+
+TEST(RunConfig, EpochRunsGetTheirTotalLater) {
+  TempDir dir;
+  const std::string ds = dir.write("ds.json", R"({"train_micro_batch_size_per_gpu": 1,
+    "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": "auto", "warmup_num_steps": "auto"}}})");
+  TrainConfig c = load_train_config({"--deepspeed", ds, "--epochs", "2", "--warmup_ratio", "0.25"});
+  EXPECT_EQ(c.max_steps, 0);
+  EXPECT_EQ(c.scheduler["params"]["total_num_steps"], "auto");
+  set_total_steps(c, 40);
+  EXPECT_EQ(c.scheduler["params"]["total_num_steps"].get<int64_t>(), 40);
+  EXPECT_EQ(c.scheduler["params"]["warmup_num_steps"].get<int64_t>(), 10);
+  EXPECT_EQ(c.warmup_steps, 10);
+}
+
+TEST(RunConfig, OverridesWithoutFilesAndOtherDocuments) {
+  // A ds_config key with no ds_config given creates one from the command line.
+  const TrainConfig c = load_train_config({"--zero_optimization.stage", "1", "--bf16", "--mixed_precision", "bf16",
+                                           "--optimizer.type", "sgd", "--optimizer.params.momentum", "0.9"});
+  EXPECT_EQ(c.zero.stage, 1);
+  EXPECT_EQ(c.precision, Precision::BF16);
+  EXPECT_EQ(c.optimizer.type, zero::OptimizerType::SGD);
+  EXPECT_FLOAT_EQ(c.optimizer.momentum, 0.9f);
+  EXPECT_HAS(load_error({"--max_step", "3"}), "did you mean 'max_steps'");
+  EXPECT_HAS(load_error({"--zero_optimization.stagee", "3"}), "did you mean 'stage'");
+  EXPECT_HAS(load_error({"--max_steps", "abc"}), "max_steps: expected a number");
+  EXPECT_HAS(load_error({"--bf16", "true", "--fp16", "true"}), "both true");
+  EXPECT_HAS(load_error({"--max_steps", "3", "--max_steps.x", "1"}), "not a mapping");
+  EXPECT_HAS(load_error({"a.yaml", "b.yaml"}), "only one run config");
+  EXPECT_HAS(load_error({"/nonexistent/run.yaml"}), "cannot open");
+  EXPECT_HAS(load_error({"--deepspeed"}), "needs a file path");
+}
+
+TEST(RunConfig, Errors) {
+  TempDir dir;
+  const auto err = [&](const std::string& yaml) { return load_error({dir.write("r.yaml", yaml)}); };
+  EXPECT_HAS(err("learning_rte: 1e-4\n"), "did you mean 'learning_rate'");
+  EXPECT_HAS(err("model: {preset: tiny-gpt2, pth: x}\n"), "did you mean 'path'");
+  EXPECT_HAS(err("data: {trian: x}\n"), "did you mean 'train'");
+  EXPECT_HAS(err("model: {preset: gpt3}\n"), "gpt3");
+  EXPECT_HAS(err("lr_scheduler_type: cosin\n"), "did you mean 'cosine'");
+  EXPECT_HAS(err("lr_scheduler_type: polynomial\n"), "not supported");
+  EXPECT_HAS(err("device: gpu\n"), "cpu, cuda");
+  EXPECT_HAS(err("per_device_train_batch_size: 0\n"), "at least 1");
+  EXPECT_HAS(err("num_train_epochs: 2\nepochs: 3\n"), "same setting");
+  EXPECT_HAS(err("max_steps: 1.5\n"), "whole number");
+  EXPECT_HAS(err("warmup_steps: 5\nwarmup_ratio: 0.1\n"), "keep one");
+  EXPECT_HAS(err("- a\n- b\n"), "top level must be a mapping");
+  EXPECT_HAS(err("deepspeed: missing.json\n"), "cannot open");
+  // Messages name the file.
+  EXPECT_HAS(err("seed: -1\n"), "r.yaml: seed");
+}
+
+TEST(RunConfig, ModelShorthandAndHiddenSizeForAuto) {
+  TempDir dir;
+  const std::string ds = dir.write("ds.json", R"({"train_micro_batch_size_per_gpu": 1,
+      "zero_optimization": {"stage": 3, "reduce_bucket_size": "auto", "stage3_param_persistence_threshold": "auto"}})");
+  const TrainConfig c = load_train_config({"--deepspeed", ds, "--model", "gpt2"});
+  EXPECT_EQ(c.model.preset, "gpt2");
+  EXPECT_EQ(c.zero.reduce_bucket_size, 768 * 768);
+  EXPECT_EQ(c.zero.stage3_param_persistence_threshold, 7680);
+  // An HF model directory: hidden size from its config.json.
+  fs::create_directories(fs::path(ds).parent_path() / "m");
+  dir.write("m/config.json", R"({"model_type": "gpt2", "n_embd": 96, "n_head": 4, "n_layer": 2, "vocab_size": 100,
+                                "n_positions": 64})");
+  const std::string mdir = (fs::path(ds).parent_path() / "m").string();
+  const TrainConfig h = load_train_config({"--deepspeed", ds, "--model.path", mdir});
+  EXPECT_EQ(h.model.path, mdir);
+  EXPECT_EQ(h.zero.reduce_bucket_size, 96 * 96);
+}
+
+}  // namespace
+}  // namespace zt::train
