@@ -78,7 +78,7 @@ int run_check(const Args& args) {
         if (i + 1 >= args.size()) ZT_THROW_INPUT(a, " needs a value");
         v = args[++i];
       }
-      options.world_size = static_cast<int>(parse_int("--world_size", v));
+      options.world_size = static_cast<int>(parse_int("--world_size", v));  // as the launcher would give it
       if (options.world_size < 1) ZT_THROW_INPUT("--world_size must be at least 1");
       continue;
     }

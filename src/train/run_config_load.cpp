@@ -216,6 +216,9 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
     const bool in_ds = contains(ds_top_level_keys(), first);
     if (in_ds && (!in_run || (ds_doc.is_object() && ds_doc.contains(first) && !is_auto(ds_doc[first])))) {
       if (ds_doc.is_null()) ds_doc = json::object();
+      // --optimizer.params.lr with no optimizer block: DeepSpeed needs a type; AdamW is
+      // what the run would use anyway (--optimizer.type changes it).
+      if (first == "optimizer" && !ds_doc.contains("optimizer")) ds_doc["optimizer"] = {{"type", "AdamW"}};
       set_dotted(ds_doc, o.key, o.value, "--" + o.key);
       ds_overridden.push_back(o.key);
     } else if (in_run) {
@@ -282,6 +285,9 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
                    " has a scheduler block; choose the schedule in one place");
   }
   cfg.launch = acc.launch;
+  cfg.origin["world_size"] = options.world_size > 0          ? "the running job"
+                             : acc.launch.num_processes > 0 ? acc.source + " (num_processes)"
+                                                            : "default";
   if (acc.zero3_init) cfg.zero.zero3_init = true;
   if (acc.activation_checkpointing) cfg.model.activation_checkpointing = true;
   if (acc.use_cpu) {

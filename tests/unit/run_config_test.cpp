@@ -178,6 +178,10 @@ TEST(RunConfig, OverridesWithoutFilesAndOtherDocuments) {
   EXPECT_EQ(c.precision, Precision::BF16);
   EXPECT_EQ(c.optimizer.type, zero::OptimizerType::SGD);
   EXPECT_FLOAT_EQ(c.optimizer.momentum, 0.9f);
+  // --optimizer.params.* alone creates an AdamW block.
+  const TrainConfig a = load_train_config({"--optimizer.params.lr", "3e-4"});
+  EXPECT_EQ(a.optimizer.type, zero::OptimizerType::AdamW);
+  EXPECT_FLOAT_EQ(a.optimizer.lr, 3e-4f);
   EXPECT_HAS(load_error({"--max_step", "3"}), "did you mean 'max_steps'");
   EXPECT_HAS(load_error({"--zero_optimization.stagee", "3"}), "did you mean 'stage'");
   EXPECT_HAS(load_error({"--max_steps", "abc"}), "max_steps: expected a number");
