@@ -190,6 +190,14 @@ def prepare(d):
     os.makedirs(os.path.join(d, "gpt2_json"), exist_ok=True)
     gpt2.save(os.path.join(d, "gpt2_json", "tokenizer.json"))
     expected = {"gpt2": hf_expected(gpt2, docs)}
+    # add_prefix_space (RoBERTa-style) and a template with a suffix.
+    from tokenizers import pre_tokenizers, processors
+    gpt2.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    gpt2.post_processor = processors.TemplateProcessing(
+        single="<|endoftext|> $A <|endoftext|>", special_tokens=[("<|endoftext|>", 50256)])
+    os.makedirs(os.path.join(d, "gpt2_prefix"), exist_ok=True)
+    gpt2.save(os.path.join(d, "gpt2_prefix", "tokenizer.json"))
+    expected["gpt2_prefix"] = hf_expected(gpt2, docs)
     llama3 = build_llama3(os.path.join(d, "llama3"), docs)
     expected["llama3"] = hf_expected(llama3, docs)
     legacy = legacy_merges_copy(os.path.join(d, "llama3", "tokenizer.json"), os.path.join(d, "llama3_legacy"))

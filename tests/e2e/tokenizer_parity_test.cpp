@@ -94,6 +94,10 @@ TEST_F(TokenizerParity, Gpt2TokenizerJson) {
   check(*load_tokenizer(dir_ + "/gpt2_json/tokenizer.json"), expected_["gpt2"], "gpt2 tokenizer.json");
 }
 
+TEST_F(TokenizerParity, Gpt2PrefixSpaceAndSuffixTemplate) {
+  check(*load_tokenizer(dir_ + "/gpt2_prefix/tokenizer.json"), expected_["gpt2_prefix"], "gpt2 add_prefix_space");
+}
+
 TEST_F(TokenizerParity, Llama3StyleTokenizerJson) {
   const auto tok = load_tokenizer(dir_ + "/llama3");
   EXPECT_GE(tok->bos_id(), 0);

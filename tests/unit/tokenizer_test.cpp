@@ -244,3 +244,34 @@ TEST(BpeTrainer, TrainsAndRoundTrips) {
 
 }  // namespace
 }  // namespace zt::io
+
+namespace zt::io {
+namespace {
+
+// Regexes other than the built-in three go to PCRE2 when built with it, else a clear
+// Unsupported error naming the pattern.
+TEST(PreTokenize, OtherRegexNeedsPcre2) {
+#ifdef ZT_WITH_PCRE2
+  PreTokenizerStep step;
+  step.matcher = make_regex_matcher(R"(\p{N}+)", "test");
+  step.behavior = SplitBehavior::Isolated;
+  PreTokenizer pre({step});
+  std::vector<std::string_view> pieces;
+  std::deque<std::string> storage;
+  pre.run("ab12c٣4", pieces, storage);
+  EXPECT_EQ(std::vector<std::string>(pieces.begin(), pieces.end()), (std::vector<std::string>{"ab", "12", "c", "٣4"}));
+#else
+  try {
+    make_regex_matcher(R"(\p{N}+)", "tokenizer.json: pre_tokenizer.pattern.Regex");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find(R"(\p{N}+)"), std::string::npos) << e.what();
+  }
+#endif
+  EXPECT_NE(dynamic_cast<const Matcher*>(make_regex_matcher(kLlama3Regex, "test").get()), nullptr);
+  EXPECT_TRUE(make_regex_matcher(kGpt2Regex, "test")->tiles());  // built-in, no PCRE2
+}
+
+}  // namespace
+}  // namespace zt::io
