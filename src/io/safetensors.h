@@ -30,33 +30,12 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "io/mmap.h"
 
 namespace zt::io {
 
 // Header limit, as in the reference implementation.
 constexpr uint64_t kMaxSafetensorsHeader = 100ull * 1024 * 1024;
-
-// A read-only memory mapping of a whole file (RAII, move-only).
-class MappedFile {
- public:
-  MappedFile() = default;
-  explicit MappedFile(const std::string& path);  // BadInput if absent, Io if unreadable
-  ~MappedFile();
-  MappedFile(MappedFile&& other) noexcept;
-  MappedFile& operator=(MappedFile&& other) noexcept;
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-
-  const uint8_t* data() const { return data_; }
-  size_t size() const { return size_; }
-  const std::string& path() const { return path_; }
-
- private:
-  void reset();
-  const uint8_t* data_ = nullptr;
-  size_t size_ = 0;
-  std::string path_;
-};
 
 struct TensorInfo {
   std::string name;

@@ -5,15 +5,23 @@
 //   token count u64, vocab size u64, eos id i64, reserved (24 bytes, zero)
 // followed by the ids. Also read: llm.c shards (256 x i32 header, magic 20240520,
 // version 1 = u16 tokens) and nanoGPT's raw u16 .bin files (no header).
+//
+// Windows: a shard of n tokens holds (n - 1) / T windows of T+1 tokens starting at 0, T,
+// 2T, ... (consecutive windows share one token, so every token but the first is a target
+// exactly once per epoch); windows never cross shard boundaries. An epoch visits every
+// window of every shard once in a seeded order; the last partial global batch is dropped.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
 
 namespace zt::io {
+
+enum class ShardFormat { Zerotrain, LlmC, RawU16 };
 
 class TokenShard {
  public:
@@ -23,13 +31,23 @@ class TokenShard {
   // Copies tokens [start, start + n) into out.
   virtual void read(int64_t start, int64_t n, int32_t* out) const = 0;
   virtual const std::string& path() const = 0;
+  virtual ShardFormat format() const = 0;
+  virtual int64_t vocab_size() const { return 0; }  // 0: not recorded (llm.c, raw)
+  virtual int64_t eos_id() const { return -1; }     // -1: not recorded
 };
 
 // Opens one shard (format detected from the header; raw u16 when it has none and the
 // name ends in .bin). Throws BadInput naming the file.
 std::unique_ptr<TokenShard> open_token_shard(const std::string& path);
-// Expands a file, directory or glob into shard paths, sorted.
+// Expands a file, directory (its *.bin files) or glob into shard paths, sorted. Throws
+// BadInput when nothing matches.
 std::vector<std::string> list_token_shards(const std::string& pattern);
+
+// Writes a zerotrain shard atomically: u16 ids when vocab_size <= 65536, else u32.
+// Ids outside [0, vocab_size) are BadInput (naming the index).
+void write_token_shard(const std::string& path, const int32_t* ids, int64_t n, int64_t vocab_size, int64_t eos_id);
+// The llm.c format (u16 ids; for tests and for llm.c users).
+void write_llmc_shard(const std::string& path, const int32_t* ids, int64_t n);
 
 struct LoaderState {
   uint64_t epoch = 0;
@@ -43,14 +61,24 @@ struct LoaderState {
 // size continues the same sequence.
 class BatchLoader {
  public:
+  // Throws BadInput when a shard is malformed or the data has fewer windows than one
+  // global batch (micro_batch * world_size) needs.
   BatchLoader(std::vector<std::string> shard_paths, int64_t micro_batch, int64_t seq_len, uint64_t seed, int rank = 0,
               int world_size = 1);
   ~BatchLoader();
   // Fills tokens and targets (i32, [B, T] each) with the next micro-batch of this rank.
   void next(const Tensor& tokens, const Tensor& targets);
   LoaderState state() const;
+  // Continues from `state` (taken at any world size with the same global batch). BadInput
+  // when the position lies past the epoch.
   void restore(const LoaderState& state);
   int64_t windows_per_epoch() const;
+  int64_t steps_per_epoch() const;  // global batches per epoch
+  // Ids >= vocab_size (or negative) in a batch are BadInput naming the shard and offset,
+  // instead of indexing past the embedding (data tokenized for another model).
+  void set_vocab_size(int64_t vocab_size);
+  // (shard index, first token) of window w of the current epoch's order (for tests).
+  std::pair<int64_t, int64_t> window(int64_t w) const;
 
  private:
   struct Impl;
