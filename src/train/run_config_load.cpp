@@ -214,8 +214,15 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
     const std::string first = o.key.substr(0, o.key.find('.'));
     const bool in_run = contains(run_top_level_keys(), first);
     const bool in_ds = contains(ds_top_level_keys(), first);
-    if (in_ds && (!in_run || (ds_doc.is_object() && ds_doc.contains(first) && !is_auto(ds_doc[first])))) {
+    const bool nested = o.key.find('.') != std::string::npos;  // --fp16.enabled: the ds block
+    if (in_ds && (!in_run || nested || (ds_doc.is_object() && ds_doc.contains(first) && !is_auto(ds_doc[first])))) {
       if (ds_doc.is_null()) ds_doc = json::object();
+      // --bf16 (HF style) against a ds_config with a bf16 block: that block's "enabled".
+      if (!nested && o.value.is_boolean() && ds_doc.contains(first) && ds_doc[first].is_object()) {
+        set_dotted(ds_doc, first + ".enabled", o.value, "--" + o.key);
+        ds_overridden.push_back(first + ".enabled");
+        continue;
+      }
       // --optimizer.params.lr with no optimizer block: DeepSpeed needs a type; AdamW is
       // what the run would use anyway (--optimizer.type changes it).
       if (first == "optimizer" && !ds_doc.contains("optimizer")) ds_doc["optimizer"] = {{"type", "AdamW"}};

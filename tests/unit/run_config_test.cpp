@@ -178,6 +178,12 @@ TEST(RunConfig, OverridesWithoutFilesAndOtherDocuments) {
   EXPECT_EQ(c.precision, Precision::BF16);
   EXPECT_EQ(c.optimizer.type, zero::OptimizerType::SGD);
   EXPECT_FLOAT_EQ(c.optimizer.momentum, 0.9f);
+  // fp16/bf16: a run switch, or the ds block when it exists or the key is nested.
+  TempDir dir;
+  const std::string ds = dir.write("ds.json", R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": false}})");
+  EXPECT_EQ(load_train_config({"--deepspeed", ds, "--bf16"}).precision, Precision::BF16);
+  EXPECT_EQ(load_train_config({"--fp16.enabled", "true"}).precision, Precision::F16);
+  EXPECT_EQ(load_train_config({"--fp16.enabled", "true"}).origin.at("fp16.enabled"), "command line");
   // --optimizer.params.* alone creates an AdamW block.
   const TrainConfig a = load_train_config({"--optimizer.params.lr", "3e-4"});
   EXPECT_EQ(a.optimizer.type, zero::OptimizerType::AdamW);
