@@ -54,6 +54,11 @@ Buffer::Buffer(size_t bytes, Device device)
   data_ = allocator_->allocate(bytes);
 }
 
+Buffer::Buffer(size_t bytes, Allocator& allocator)
+    : bytes_(bytes), device_(allocator.device()), allocator_(&allocator) {
+  data_ = allocator_->allocate(bytes);
+}
+
 Buffer::~Buffer() { reset(); }
 
 Buffer::Buffer(Buffer&& other) noexcept { *this = std::move(other); }

@@ -29,6 +29,8 @@ class Buffer {
  public:
   Buffer() = default;
   Buffer(size_t bytes, Device device = Device::cpu());
+  // From a given allocator (e.g. while a backend sets itself up, before it is registered).
+  Buffer(size_t bytes, Allocator& allocator);
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;

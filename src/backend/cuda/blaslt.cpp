@@ -5,7 +5,7 @@
 namespace zt::cuda {
 
 BlasLtHandle::BlasLtHandle(Allocator& device_allocator, size_t workspace_bytes)
-    : workspace_(workspace_bytes, device_allocator.device()) {
+    : workspace_(workspace_bytes, device_allocator) {
   ZT_CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
 
