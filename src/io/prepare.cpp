@@ -1,0 +1,320 @@
+#include "io/prepare.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "io/safetensors.h"
+#include "io/staging_dir.h"
+#include "io/token_dataset.h"
+#include "io/tokenizer.h"
+
+namespace zt::io {
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool ends_with(const std::string& s, const std::string& p) {
+  return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
+}
+bool is_jsonl(const std::string& path) { return ends_with(path, ".jsonl") || ends_with(path, ".json"); }
+
+// Streams documents from the input files in order: a text file is one document, a JSONL
+// file one document per non-empty line (its `field`).
+class DocumentReader {
+ public:
+  DocumentReader(std::vector<std::string> files, std::string field) : files_(std::move(files)), field_(std::move(field)) {}
+
+  // Appends up to about `max_bytes` of documents; false when the input is exhausted.
+  bool next_chunk(std::vector<std::string>& docs, size_t max_bytes, int64_t& bytes_read) {
+    docs.clear();
+    size_t bytes = 0;
+    while (bytes < max_bytes && docs.size() < 65536) {
+      if (!in_.is_open()) {
+        if (next_file_ >= files_.size()) break;
+        current_ = files_[next_file_++];
+        line_ = 0;
+        if (!is_jsonl(current_)) {
+          std::string text = read_whole(current_);
+          bytes_read += static_cast<int64_t>(text.size());
+          bytes += text.size();
+          if (!text.empty()) docs.push_back(std::move(text));
+          continue;
+        }
+        in_.open(current_, std::ios::binary);
+        if (!in_) ZT_THROW_INPUT(current_, ": cannot read");
+      }
+      std::string line;
+      if (!std::getline(in_, line)) {
+        if (in_.bad()) ZT_THROW_IO(current_, ": read error");
+        in_.close();
+        in_.clear();
+        continue;
+      }
+      ++line_;
+      bytes_read += static_cast<int64_t>(line.size()) + 1;
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      std::string text = field_of(line);
+      bytes += text.size();
+      if (!text.empty()) docs.push_back(std::move(text));
+    }
+    return !docs.empty() || next_file_ < files_.size() || in_.is_open();
+  }
+
+ private:
+  static std::string read_whole(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) ZT_THROW_INPUT(path, ": cannot read");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (in.bad()) ZT_THROW_IO(path, ": read error");
+    return ss.str();
+  }
+
+  std::string field_of(const std::string& line) const {
+    const std::string where = str(current_, ":", line_);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      ZT_THROW_INPUT(where, ": not valid JSON (", e.what(),
+                     "); JSONL input needs one JSON object per line (a plain text file must not end in .json/.jsonl)");
+    }
+    if (!j.is_object()) ZT_THROW_INPUT(where, ": expected a JSON object per line, got ", j.type_name());
+    auto it = j.find(field_);
+    if (it == j.end()) {
+      std::string keys;
+      for (auto k = j.begin(); k != j.end(); ++k) keys += (keys.empty() ? "" : ", ") + k.key();
+      ZT_THROW_INPUT(where, ": no field '", field_, "' (the record has: ", keys.empty() ? "nothing" : keys,
+                     "); choose the document field with --field NAME");
+    }
+    if (!it->is_string())
+      ZT_THROW_INPUT(where, ": field '", field_, "' is a ", it->type_name(), "; it must hold the document text");
+    return it->get<std::string>();
+  }
+
+  std::vector<std::string> files_;
+  std::string field_;
+  size_t next_file_ = 0;
+  std::string current_;
+  int64_t line_ = 0;
+  std::ifstream in_;
+};
+
+// Collects one split's tokens and writes a shard every `shard_size` tokens.
+class ShardSink {
+ public:
+  ShardSink(std::string prefix, const StagingDir& dir, int64_t shard_size, int64_t vocab, int64_t eos)
+      : prefix_(std::move(prefix)), dir_(dir), shard_size_(shard_size), vocab_(vocab), eos_(eos) {}
+  void append(const std::vector<int32_t>& ids) {
+    size_t i = 0;
+    while (i < ids.size()) {
+      const size_t room = static_cast<size_t>(shard_size_) - buffer_.size();
+      const size_t n = std::min(room, ids.size() - i);
+      buffer_.insert(buffer_.end(), ids.begin() + static_cast<std::ptrdiff_t>(i),
+                     ids.begin() + static_cast<std::ptrdiff_t>(i + n));
+      i += n;
+      if (static_cast<int64_t>(buffer_.size()) == shard_size_) flush();
+    }
+    tokens_ += static_cast<int64_t>(ids.size());
+  }
+  void push(int32_t id) { append(std::vector<int32_t>{id}); }
+  void flush() {
+    if (buffer_.empty()) return;
+    char name[64];
+    std::snprintf(name, sizeof name, "%s_%06d.bin", prefix_.c_str(), index_++);
+    write_token_shard(dir_.file(name), buffer_.data(), static_cast<int64_t>(buffer_.size()), vocab_, eos_);
+    names_.push_back(name);
+    buffer_.clear();
+  }
+  int64_t tokens() const { return tokens_; }
+  const std::vector<std::string>& names() const { return names_; }
+
+ private:
+  std::string prefix_;
+  const StagingDir& dir_;
+  int64_t shard_size_, vocab_, eos_;
+  std::vector<int32_t> buffer_;
+  int64_t tokens_ = 0;
+  int index_ = 0;
+  std::vector<std::string> names_;
+};
+
+class ProgressReporter {
+ public:
+  ProgressReporter(Progress mode, double interval, int64_t total_bytes)
+      : enabled_(mode != Progress::Never), tty_(::isatty(2) == 1), interval_(interval), total_(total_bytes),
+        start_(Clock::now()), last_(start_) {}
+  void update(int64_t bytes, int64_t docs, int64_t tokens, bool final = false) {
+    if (!enabled_) return;
+    const auto now = Clock::now();
+    const double since = std::chrono::duration<double>(now - last_).count();
+    if (!final && since < (tty_ ? 0.25 : interval_)) return;
+    last_ = now;
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const double frac = total_ > 0 ? std::min(1.0, static_cast<double>(bytes) / static_cast<double>(total_)) : 1.0;
+    const double mbs = elapsed > 0 ? static_cast<double>(bytes) / 1e6 / elapsed : 0.0;
+    const double eta = frac > 0 && frac < 1 ? elapsed * (1 - frac) / frac : 0.0;
+    char line[256];
+    std::snprintf(line, sizeof line, "%5.1f%% %.1f/%.1f MB, %lld docs, %lld tokens, %.1f MB/s, ETA %.0f s",
+                  100 * frac, static_cast<double>(bytes) / 1e6, static_cast<double>(total_) / 1e6,
+                  static_cast<long long>(docs), static_cast<long long>(tokens), mbs, eta);
+    if (tty_) {
+      constexpr int kWidth = 30;
+      const int filled = static_cast<int>(frac * kWidth);
+      std::fprintf(stderr, "\rprepare [%s%s] %s", std::string(static_cast<size_t>(filled), '#').c_str(),
+                   std::string(static_cast<size_t>(kWidth - filled), ' ').c_str(), line);
+      if (final) std::fputc('\n', stderr);
+    } else {
+      std::fprintf(stderr, "prepare: %s\n", line);
+    }
+    std::fflush(stderr);
+  }
+
+ private:
+  bool enabled_, tty_;
+  double interval_;
+  int64_t total_;
+  Clock::time_point start_, last_;
+};
+
+}  // namespace
+
+std::vector<std::string> list_prepare_inputs(const std::vector<std::string>& inputs) {
+  if (inputs.empty()) ZT_THROW_INPUT("no input files given (text files, directories or .jsonl files)");
+  std::vector<std::string> files;
+  for (const std::string& in : inputs) {
+    std::error_code ec;
+    if (fs::is_directory(in, ec)) {
+      std::vector<std::string> found;
+      for (auto it = fs::recursive_directory_iterator(in, ec); !ec && it != fs::recursive_directory_iterator();
+           it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (!name.empty() && name[0] == '.') {
+          if (it->is_directory(ec)) it.disable_recursion_pending();
+          continue;
+        }
+        if (it->is_regular_file(ec)) found.push_back(it->path().string());
+      }
+      if (ec) ZT_THROW_IO(in, ": cannot list (", ec.message(), ")");
+      if (found.empty()) ZT_THROW_INPUT(in, ": directory holds no files to tokenize");
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else if (fs::is_regular_file(in, ec)) {
+      files.push_back(in);
+    } else {
+      ZT_THROW_INPUT(in, ": no such input file or directory");
+    }
+  }
+  return files;
+}
+
+PrepareSummary prepare_dataset(const PrepareOptions& o, const Tokenizer& tokenizer) {
+  const auto start = Clock::now();
+  if (o.output_dir.empty()) ZT_THROW_INPUT("prepare: an output directory is needed (--out DIR)");
+  if (o.shard_size < 1) ZT_THROW_INPUT("prepare: --shard-size must be a positive number of tokens (got ", o.shard_size, ")");
+  if (!(o.val_fraction >= 0.0 && o.val_fraction < 1.0))
+    ZT_THROW_INPUT("prepare: --val-fraction must be in [0, 1) (got ", o.val_fraction, ")");
+  const int64_t vocab = tokenizer.vocab_size();
+  int64_t eos = o.eos_id == -2 ? tokenizer.eos_id() : o.eos_id;
+  if (o.eos_id == -2 && eos < 0)
+    ZT_THROW_INPUT("prepare: the ", tokenizer.kind(),
+                   " tokenizer has no EOS token to separate documents; pass --eos ID, or --no-eos");
+  if (eos >= vocab || eos < -1)
+    ZT_THROW_INPUT("prepare: EOS id ", eos, " is outside the tokenizer's vocabulary of ", vocab);
+  const std::vector<std::string> files = list_prepare_inputs(o.inputs);
+  int64_t total_bytes = 0;
+  for (const auto& f : files) {
+    std::error_code ec;
+    total_bytes += static_cast<int64_t>(fs::file_size(f, ec));
+  }
+
+  StagingDir staging(o.output_dir);
+  ShardSink train("train", staging, o.shard_size, vocab, eos), val("val", staging, o.shard_size, vocab, eos);
+  DocumentReader reader(files, o.jsonl_field);
+  ProgressReporter progress(o.progress, o.progress_interval_s, total_bytes);
+  PrepareSummary s;
+  std::vector<std::string> docs;
+  std::vector<std::vector<int32_t>> ids;
+  // Chunks of ~ 16 MB keep every core busy and the memory bounded.
+  constexpr size_t kChunkBytes = 16u << 20;
+  while (reader.next_chunk(docs, kChunkBytes, s.bytes)) {
+    ids.assign(docs.size(), {});
+    std::exception_ptr error;
+    const int64_t n = static_cast<int64_t>(docs.size());
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t i = 0; i < n; ++i) {
+      try {
+        ids[static_cast<size_t>(i)] = tokenizer.encode(docs[static_cast<size_t>(i)]);
+      } catch (...) {
+#pragma omp critical(zt_prepare_error)
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+    for (auto& doc : ids) {
+      const int64_t d = s.documents++;
+      // The epsilon keeps k * 0.1 == integer exact despite binary rounding.
+      const bool is_val = o.val_fraction > 0 &&
+                          std::floor(static_cast<double>(d + 1) * o.val_fraction + 1e-9) >
+                              std::floor(static_cast<double>(d) * o.val_fraction + 1e-9);
+      ShardSink& sink = is_val ? val : train;
+      (is_val ? s.val_documents : s.train_documents)++;
+      if (eos >= 0) sink.push(static_cast<int32_t>(eos));
+      sink.append(doc);
+      doc = {};
+    }
+    progress.update(s.bytes, s.documents, train.tokens() + val.tokens());
+  }
+  if (s.documents == 0)
+    ZT_THROW_INPUT("prepare: the inputs hold no documents (", files.size(), " file(s), all empty",
+                   o.jsonl_field.empty() ? "" : " or without text", ")");
+  train.flush();
+  val.flush();
+  if (o.val_fraction > 0 && s.val_documents == 0)
+    ZT_WARN("prepare: --val-fraction ", o.val_fraction, " of ", s.documents, " documents selects none for validation");
+  s.train_tokens = train.tokens();
+  s.val_tokens = val.tokens();
+
+  // A manifest for people and tools; the shards are self-describing without it.
+  nlohmann::json manifest = {{"format", "zerotrain-tokens-v1"},
+                             {"tokenizer", tokenizer.kind()},
+                             {"vocab_size", vocab},
+                             {"eos_id", eos},
+                             {"documents", s.documents},
+                             {"train", {{"documents", s.train_documents}, {"tokens", s.train_tokens}, {"shards", train.names()}}},
+                             {"val", {{"documents", s.val_documents}, {"tokens", s.val_tokens}, {"shards", val.names()}}},
+                             {"shard_size", o.shard_size},
+                             {"val_fraction", o.val_fraction},
+                             {"input_bytes", s.bytes}};
+  const std::string text = manifest.dump(2) + "\n";
+  write_file_atomic(staging.file("dataset.json"), [&](std::FILE* f) {
+    if (std::fwrite(text.data(), 1, text.size(), f) != text.size()) ZT_THROW_IO(staging.file("dataset.json"), ": write failed");
+  });
+  staging.commit([](const std::string& name) {
+    const bool ours = name == "dataset.json" ||
+                      ((name.rfind("train_", 0) == 0 || name.rfind("val_", 0) == 0) && ends_with(name, ".bin"));
+    return !ours;  // stale shards of an earlier run go; other files stay
+  });
+  for (const auto& n : train.names()) s.shards.push_back(staging.target() + "/" + n);
+  for (const auto& n : val.names()) s.shards.push_back(staging.target() + "/" + n);
+  s.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  progress.update(s.bytes, s.documents, s.train_tokens + s.val_tokens, true);
+  return s;
+}
+
+}  // namespace zt::io

@@ -1,0 +1,54 @@
+// Pre-tokenizing a corpus into token shards (`zerotrain prepare`): text files, directories
+// of them, or JSON Lines documents -> out/train_000000.bin ... and out/val_000000.bin ...
+// (the zerotrain shard format of io/token_dataset.h).
+//
+// Every document is preceded by the EOS id (as llm.c's fineweb.py does), so documents are
+// separated and the first one starts fresh. Document i goes to validation when
+// floor((i+1) * f) > floor(i * f) for val_fraction f: an exact, deterministic share spread
+// over the corpus. Documents are tokenized in parallel (OpenMP over documents) in chunks
+// and appended in input order, so the output does not depend on the thread count. Shards
+// are cut at exactly shard_size tokens (a document may span two shards). The output
+// directory is written atomically (io/staging_dir.h).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zt::io {
+
+class Tokenizer;
+
+enum class Progress { Auto, Never };  // Auto: a bar on a terminal, else a line every interval
+
+struct PrepareOptions {
+  std::vector<std::string> inputs;   // files (.txt / any text, .jsonl / .json lines) or directories
+  std::string output_dir;
+  std::string jsonl_field = "text";  // the field holding the document in JSONL records
+  int64_t shard_size = 100'000'000;  // tokens per shard
+  double val_fraction = 0.0;         // share of documents for validation, in [0, 1)
+  int64_t eos_id = -2;               // -2: the tokenizer's EOS; -1: no separator; else this id
+  Progress progress = Progress::Auto;
+  double progress_interval_s = 10.0;  // between lines when stderr is not a terminal
+};
+
+struct PrepareSummary {
+  int64_t documents = 0;
+  int64_t train_documents = 0;
+  int64_t val_documents = 0;
+  int64_t train_tokens = 0;
+  int64_t val_tokens = 0;
+  int64_t bytes = 0;  // input text bytes
+  double seconds = 0;
+  std::vector<std::string> shards;  // written files, final paths
+  double mb_per_s() const { return seconds > 0 ? static_cast<double>(bytes) / 1e6 / seconds : 0.0; }
+};
+
+// Expands inputs into document sources: directories recursively (files sorted, hidden
+// ones skipped). BadInput when an input is missing or nothing is found.
+std::vector<std::string> list_prepare_inputs(const std::vector<std::string>& inputs);
+
+// Throws BadInput naming the file (and line, for JSONL) on malformed input; nothing is
+// written then.
+PrepareSummary prepare_dataset(const PrepareOptions& options, const Tokenizer& tokenizer);
+
+}  // namespace zt::io
