@@ -22,7 +22,7 @@
 namespace {
 
 std::vector<std::string> make_corpus(size_t bytes) {
-  const std::string text = zt::io::read_text_file(std::string(ZT_SOURCE_DIR) + "/data/text/licenses.txt");
+  const std::string text = zt::io::read_text_file(std::string(ZT_SOURCE_DIR) + "/data/text/gpl-3.txt");
   std::vector<std::string> lines;
   std::istringstream in(text);
   for (std::string l; std::getline(in, l);) lines.push_back(l + "\n");

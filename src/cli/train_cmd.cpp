@@ -18,7 +18,7 @@ With no options: train the built-in tiny GPT-2 on the repo's text, then sample f
 
   --preset NAME          tiny-gpt2 (default), tiny-llama, gpt2, gpt2-medium, gpt2-large,
                          gpt2-xl, llama-3.2-1b
-  --text FILE            training text (default: data/text/licenses.txt)
+  --text FILE            training text (default: data/text/gpl-3.txt)
   --steps N              optimizer steps (300)
   --batch-size N         sequences per step (8)
   --seq-len N            tokens per sequence (128)

@@ -37,7 +37,7 @@ void fill_batch(const std::vector<int32_t>& data, int64_t B, int64_t T, const Ph
   }
 }
 
-std::string default_text_path() { return std::string(ZT_SOURCE_DIR) + "/data/text/licenses.txt"; }
+std::string default_text_path() { return std::string(ZT_SOURCE_DIR) + "/data/text/gpl-3.txt"; }
 
 std::string printable(const std::string& s) {
   std::string out;

@@ -12,7 +12,7 @@ namespace zt::train {
 
 struct SimpleRunOptions {
   std::string preset = "tiny-gpt2";
-  std::string text_path;  // empty: the repo's data/text/licenses.txt
+  std::string text_path;  // empty: the repo's data/text/gpl-3.txt
   int64_t steps = 300;
   int64_t batch_size = 8;
   int64_t seq_len = 128;

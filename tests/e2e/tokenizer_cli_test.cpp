@@ -37,7 +37,7 @@ TEST(TokenizerCli, TrainEncodeDecodeRoundTrip) {
   const std::string dir = tmpl;
   const std::string json = dir + "/tokenizer.json";
   const Result train = sh(bin + " tokenizer train --vocab-size 400 --out " + json + " " + ZT_SOURCE_DIR +
-                          "/data/text/licenses.txt");
+                          "/data/text/gpl-3.txt");
   ASSERT_EQ(train.rc, 0) << train.out;
   EXPECT_EQ(zt::io::load_tokenizer(json)->vocab_size(), 400);
 
