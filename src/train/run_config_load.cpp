@@ -245,7 +245,13 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
   if (ds_source.empty()) ds_source = "(no ds_config)";
 
   // 5. Parse and resolve.
-  const RunConfig run = parse_run_config(run_doc, run_source);
+  RunConfig run = parse_run_config(run_doc, run_source);
+  // Paths written in the run file work from any directory: relative ones that do not
+  // exist from here are taken beside the file.
+  for (auto* list : {&run.data.train, &run.data.validation})
+    for (std::string& p : *list) p = relative_to(p, args.run_path);
+  run.model.path = relative_to(run.model.path, args.run_path);
+  run.model.tokenizer = relative_to(run.model.tokenizer, args.run_path);
   const DsConfig ds = parse_ds_config(ds_doc.is_null() ? json::object() : ds_doc, ds_source);
 
   RunContext ctx;

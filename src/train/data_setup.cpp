@@ -1,0 +1,87 @@
+#include "train/data_setup.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "io/prepare.h"
+#include "io/token_dataset.h"
+
+namespace zt::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+bool is_shard_path(const std::string& p) {
+  if (fs::is_directory(p)) {
+    bool any = false;
+    for (const auto& e : fs::directory_iterator(p)) {
+      if (!e.is_regular_file()) continue;
+      if (e.path().extension() != ".bin") return false;
+      any = true;
+    }
+    return any;
+  }
+  return fs::path(p).extension() == ".bin";
+}
+
+std::vector<std::string> shards_of(const std::vector<std::string>& inputs) {
+  std::vector<std::string> out;
+  for (const auto& p : inputs) {
+    const auto found = io::list_token_shards(p);
+    out.insert(out.end(), found.begin(), found.end());
+  }
+  return out;
+}
+
+std::vector<std::string> with_prefix(const std::vector<std::string>& paths, const std::string& prefix) {
+  std::vector<std::string> out;
+  for (const auto& p : paths)
+    if (fs::path(p).filename().string().rfind(prefix, 0) == 0) out.push_back(p);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+io::PrepareSummary prepare(const std::vector<std::string>& inputs, const fs::path& dir, const TrainConfig& c,
+                           double val_fraction, const io::Tokenizer& tokenizer) {
+  io::PrepareOptions po;
+  po.inputs = inputs;
+  po.output_dir = dir.string();
+  po.jsonl_field = c.data.jsonl_field;
+  po.val_fraction = val_fraction;
+  po.progress = io::Progress::Auto;
+  const io::PrepareSummary s = io::prepare_dataset(po, tokenizer);
+  ZT_INFO("prepared ", s.documents, " documents (", s.train_tokens, " train / ", s.val_tokens, " val tokens) into ",
+          dir.string());
+  return s;
+}
+
+}  // namespace
+
+DataSetup setup_data(const TrainConfig& c, const io::Tokenizer& tokenizer, const fs::path& out) {
+  if (c.data.train.empty())
+    ZT_THROW_INPUT(c.source, ": data.train is empty: name text/JSONL files, directories or token shards to train on");
+  DataSetup d;
+  const bool train_shards = std::all_of(c.data.train.begin(), c.data.train.end(), is_shard_path);
+  const bool has_val = !c.data.validation.empty();
+  if (train_shards) {
+    d.train_shards = shards_of(c.data.train);
+  } else {
+    const io::PrepareSummary s =
+        prepare(c.data.train, out / "data", c, has_val ? 0.0 : c.data.validation_fraction, tokenizer);
+    d.train_shards = with_prefix(s.shards, "train_");
+    if (!has_val) d.val_shards = with_prefix(s.shards, "val_");
+  }
+  if (has_val) {
+    if (std::all_of(c.data.validation.begin(), c.data.validation.end(), is_shard_path)) {
+      d.val_shards = shards_of(c.data.validation);
+    } else {
+      const io::PrepareSummary s = prepare(c.data.validation, out / "data_validation", c, 0.0, tokenizer);
+      d.val_shards = with_prefix(s.shards, "train_");
+    }
+  }
+  if (d.train_shards.empty()) ZT_THROW_INPUT(c.source, ": data.train yields no training tokens");
+  return d;
+}
+
+}  // namespace zt::train

@@ -1,0 +1,96 @@
+#include "train/model_setup.h"
+
+#include <fstream>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "io/bpe_trainer.h"
+#include "io/byte_tokenizer.h"
+#include "io/safetensors.h"
+#include "model/hf_dir.h"
+
+namespace zt::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+DType param_dtype(Precision p) {
+  switch (p) {
+    case Precision::BF16: return DType::BF16;
+    case Precision::F16: return DType::F16;
+    case Precision::F32: return DType::F32;
+  }
+  return DType::F32;
+}
+
+// The text a preset's tokenizer is trained on: the training files that are text.
+std::vector<std::string> training_texts(const TrainConfig& c) {
+  std::vector<std::string> texts;
+  for (const std::string& p : c.data.train) {
+    if (fs::is_directory(p)) {
+      for (const auto& e : fs::recursive_directory_iterator(p))
+        if (e.is_regular_file() && e.path().extension() != ".bin") texts.push_back(io::read_text_file(e.path().string()));
+    } else if (fs::path(p).extension() != ".bin") {
+      texts.push_back(io::read_text_file(p));
+    }
+  }
+  return texts;
+}
+
+}  // namespace
+
+ModelSetup setup_model(const TrainConfig& c, const fs::path& out) {
+  ModelSetup s;
+  model::ModelOptions mo;
+  mo.param_dtype = param_dtype(c.precision);
+  mo.grad_dtype = mo.param_dtype;
+  mo.shard_count = c.world_size;
+  mo.checkpointing = c.model.activation_checkpointing ? model::Checkpointing::EveryBlock : model::Checkpointing::None;
+
+  if (!c.model.path.empty()) {
+    model::Pretrained p = model::load_pretrained(c.model.path, mo);
+    s.model = std::move(p.model);
+    const std::string tok = c.model.tokenizer.empty() ? c.model.path : c.model.tokenizer;
+    s.tokenizer = io::load_tokenizer(tok);
+    s.tokenizer_path = tok;
+    return s;
+  }
+  if (c.model.preset.empty())
+    ZT_THROW_INPUT(c.source, ": model: give a built-in preset (model.preset) or an HF directory (model.path)");
+  const model::ModelConfig config = model::preset_config(c.model.preset);
+  s.model = std::make_unique<model::Transformer>(config, mo);
+  s.model->init_weights(c.seed);
+  if (!c.model.tokenizer.empty()) {
+    s.tokenizer = io::load_tokenizer(c.model.tokenizer);
+    s.tokenizer_path = c.model.tokenizer;
+  } else {
+    // A preset has no vocabulary of its own: train a byte-level BPE of its size on the
+    // training text (kept in the output directory and shipped with the final model).
+    const std::vector<std::string> texts = training_texts(c);
+    if (texts.empty())
+      ZT_THROW_INPUT(c.source, ": model.preset '", c.model.preset,
+                     "' needs a tokenizer: set model.tokenizer, or give text data to train one on");
+    io::BpeTrainOptions bo;
+    bo.vocab_size = config.vocab_size;
+    const std::string json = io::train_bpe_tokenizer_json(texts, bo);
+    const std::string path = (out / "tokenizer.json").string();
+    io::write_file_atomic(path, [&](std::FILE* f) { std::fwrite(json.data(), 1, json.size(), f); });
+    s.tokenizer = io::load_tokenizer(path);
+    s.tokenizer_path = path;
+    ZT_INFO("trained a byte-level BPE tokenizer with ", s.tokenizer->vocab_size(), " tokens on ", texts.size(),
+            " text file(s): ", path);
+  }
+  if (s.tokenizer->vocab_size() > config.vocab_size)
+    ZT_THROW_INPUT("the tokenizer has ", s.tokenizer->vocab_size(), " tokens but the model's vocabulary is ",
+                   config.vocab_size, ": use a model with a larger vocab_size");
+  return s;
+}
+
+void save_final_model(const model::Transformer& model, const ModelSetup& setup, const std::string& dir, DType dtype) {
+  model::SavePretrainedOptions o;
+  o.dtype = dtype;
+  if (!setup.tokenizer_path.empty()) o.tokenizer_files.push_back(setup.tokenizer_path);
+  model::save_pretrained(model, dir, o);
+}
+
+}  // namespace zt::train

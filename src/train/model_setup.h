@@ -1,0 +1,28 @@
+// Builds the model and tokenizer a run trains: a built-in preset (random init) or an HF
+// directory (config.json + safetensors), with the tokenizer from the run config, the
+// model directory, or — for a preset without one — a byte-level BPE trained on the
+// training text (the built-in run does this).
+#pragma once
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "io/tokenizer.h"
+#include "model/transformer.h"
+#include "train/config.h"
+
+namespace zt::train {
+
+struct ModelSetup {
+  std::unique_ptr<model::Transformer> model;
+  std::unique_ptr<io::Tokenizer> tokenizer;
+  std::string tokenizer_path;  // file copied next to the final model ("" for none)
+};
+
+ModelSetup setup_model(const TrainConfig& config, const std::filesystem::path& output_dir);
+
+// Writes the HF directory (config.json, generation_config.json, safetensors, tokenizer).
+void save_final_model(const model::Transformer& model, const ModelSetup& setup, const std::string& dir,
+                      DType dtype);
+
+}  // namespace zt::train
