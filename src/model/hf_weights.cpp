@@ -2,8 +2,13 @@
 
 #include <sys/stat.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -62,6 +67,69 @@ void transpose_bytes(const void* src, void* dst, int64_t R, int64_t C, size_t es
     case 2: transpose_typed(static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), R, C); return;
     case 4: transpose_typed(static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), R, C); return;
     case 8: transpose_typed(static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst), R, C); return;
+  }
+  ZT_CHECK(false, "transpose of ", es, "-byte elements");
+}
+
+#if defined(__SSE2__)
+// An 8x8 block of 16-bit elements: three rounds of interleaves (16-, 32-, 64-bit).
+inline void transpose8x8_u16(const uint16_t* s, int64_t ss, uint16_t* d, int64_t ds) {
+  __m128i a[8], t[8], u[8];
+  for (int i = 0; i < 8; ++i) a[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i * ss));
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm_unpacklo_epi16(a[2 * i], a[2 * i + 1]);
+    t[2 * i + 1] = _mm_unpackhi_epi16(a[2 * i], a[2 * i + 1]);
+  }
+  u[0] = _mm_unpacklo_epi32(t[0], t[2]);
+  u[1] = _mm_unpackhi_epi32(t[0], t[2]);
+  u[2] = _mm_unpacklo_epi32(t[1], t[3]);
+  u[3] = _mm_unpackhi_epi32(t[1], t[3]);
+  u[4] = _mm_unpacklo_epi32(t[4], t[6]);
+  u[5] = _mm_unpackhi_epi32(t[4], t[6]);
+  u[6] = _mm_unpacklo_epi32(t[5], t[7]);
+  u[7] = _mm_unpackhi_epi32(t[5], t[7]);
+  for (int i = 0; i < 4; ++i) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + (2 * i) * ds), _mm_unpacklo_epi64(u[i], u[i + 4]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + (2 * i + 1) * ds), _mm_unpackhi_epi64(u[i], u[i + 4]));
+  }
+}
+#endif
+
+// Rows [r0, r1) of src [R, C] into dst [C, R] (dst[c][r] = src[r][c]), in square tiles
+// small enough for L1, so both sides stream through whole cache lines. Called from inside
+// a parallel region (no nested threading).
+template <class T>
+void transpose_rows_typed(const T* src, T* dst, int64_t R, int64_t C, int64_t r0, int64_t r1) {
+  constexpr int64_t kB = 64;
+  for (int64_t rb = r0; rb < r1; rb += kB) {
+    const int64_t re = std::min(r1, rb + kB);
+    for (int64_t cb = 0; cb < C; cb += kB) {
+      const int64_t ce = std::min(C, cb + kB);
+      if (re - rb == kB && ce - cb == kB) {
+#if defined(__SSE2__)
+        if constexpr (sizeof(T) == 2) {
+          for (int64_t i = 0; i < kB; i += 8)
+            for (int64_t j = 0; j < kB; j += 8) transpose8x8_u16(src + (rb + i) * C + cb + j, C, dst + (cb + j) * R + rb + i, R);
+          continue;
+        }
+#endif
+        for (int64_t c = cb; c < cb + kB; ++c) {
+          T* d = dst + c * R + rb;
+          const T* s = src + rb * C + c;
+          for (int64_t r = 0; r < kB; ++r) d[r] = s[r * C];
+        }
+      } else {
+        for (int64_t c = cb; c < ce; ++c)
+          for (int64_t r = rb; r < re; ++r) dst[c * R + r] = src[r * C + c];
+      }
+    }
+  }
+}
+void transpose_rows(const void* src, void* dst, int64_t R, int64_t C, int64_t r0, int64_t r1, size_t es) {
+  switch (es) {
+    case 2: return transpose_rows_typed(static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), R, C, r0, r1);
+    case 4: return transpose_rows_typed(static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), R, C, r0, r1);
+    case 8: return transpose_rows_typed(static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst), R, C, r0, r1);
   }
   ZT_CHECK(false, "transpose of ", es, "-byte elements");
 }
@@ -236,6 +304,17 @@ HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConf
     ZT_WARN(path, ": ignoring ", report.unused.size(), " tensor(s) the model does not use: ",
             join_limited(report.unused, 10));
 
+  // Validate everything first (nothing is written into the registry for a bad file), then
+  // copy. The copy is the whole cost of a load: it runs as parallel jobs of a few MB each
+  // over all tensors, straight from the mapping into the registry (no staging buffer when
+  // the dtypes agree), so it runs at memory bandwidth like `cat`.
+  struct Job {
+    const ParamSpec* spec;
+    Tensor src, dst;
+    enum class Kind { Copy, Zero, Transpose, Convert } kind;
+    int64_t begin, end;  // Copy, Zero: bytes; Transpose: source rows; Convert: unused (whole tensor)
+  };
+  std::vector<Job> jobs;
   registry.for_each([&](model::Unit& unit, model::ParamEntry& e) {
     if (!unit.has_params())
       ZT_THROW_INPUT(path, ": cannot load '", e.name(), "': the model's parameters are not allocated");
@@ -253,9 +332,53 @@ HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConf
       ZT_THROW_INPUT(reader->path(), ": tensor '", fname, "' has dtype ", info.dtype_name,
                      "; a floating dtype (F32, BF16, F16) is needed");
     const Tensor src = reader->tensor(fname);  // throws Unsupported for F64, I8, ...
-    from_hf_layout(config, e.spec, src, e.value);
+    check_host_contiguous(e.value, "destination");
+    const size_t es = dtype_size(src.dtype());
+    const bool aligned = reinterpret_cast<uintptr_t>(src.data()) % es == 0;
+    constexpr int64_t kChunk = 4 << 20;  // bytes per job
+    if (src.dtype() == e.value.dtype() && aligned && !l.transposed) {
+      const int64_t bytes = static_cast<int64_t>(src.nbytes());
+      for (int64_t b = 0; b < bytes; b += kChunk) jobs.push_back({&e.spec, src, e.value, Job::Kind::Copy, b, std::min(bytes, b + kChunk)});
+      const int64_t total = static_cast<int64_t>(e.value.nbytes());
+      if (total > bytes) jobs.push_back({&e.spec, src, e.value, Job::Kind::Zero, bytes, total});  // vocab padding
+    } else if (src.dtype() == e.value.dtype() && aligned && l.shape.size() == 2 && e.spec.shape == reversed(l.shape)) {
+      const int64_t R = l.shape[0], C = l.shape[1];
+      const int64_t rows = std::max<int64_t>(64, kChunk / std::max<int64_t>(1, C * static_cast<int64_t>(es)) / 64 * 64);
+      for (int64_t r = 0; r < R; r += rows) jobs.push_back({&e.spec, src, e.value, Job::Kind::Transpose, r, std::min(R, r + rows)});
+    } else {
+      jobs.push_back({&e.spec, src, e.value, Job::Kind::Convert, 0, 0});
+    }
     ++report.loaded;
   });
+  std::exception_ptr error;
+  const int64_t njobs = static_cast<int64_t>(jobs.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t j = 0; j < njobs; ++j) {
+    const Job& job = jobs[static_cast<size_t>(j)];
+    try {
+      switch (job.kind) {
+        case Job::Kind::Copy:
+          std::memcpy(static_cast<char*>(job.dst.data()) + job.begin,
+                      static_cast<const char*>(job.src.data()) + job.begin, static_cast<size_t>(job.end - job.begin));
+          break;
+        case Job::Kind::Zero:
+          std::memset(static_cast<char*>(job.dst.data()) + job.begin, 0, static_cast<size_t>(job.end - job.begin));
+          break;
+        case Job::Kind::Transpose: {
+          const int64_t R = job.src.shape()[0], C = job.src.shape()[1];
+          transpose_rows(job.src.data(), job.dst.data(), R, C, job.begin, job.end, dtype_size(job.src.dtype()));
+          break;
+        }
+        case Job::Kind::Convert:
+          from_hf_layout(config, *job.spec, job.src, job.dst);
+          break;
+      }
+    } catch (...) {
+#pragma omp critical(zt_hf_load_error)
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
   return report;
 }
 
