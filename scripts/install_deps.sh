@@ -19,6 +19,7 @@ packages=(
   libsentencepiece-dev                  # SentencePiece tokenizer.model files
   libpcre2-dev                          # tokenizer.json Split regexes beyond GPT-2/Llama-3/Qwen2 (optional)
   ccache
+  clang libclang-rt-dev                 # libFuzzer for fuzz/run.sh (ZT_FUZZ=ON); gcc stays the compiler
 )
 
 missing=()
