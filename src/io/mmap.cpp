@@ -16,7 +16,7 @@ namespace {
 std::string errno_text() { return std::strerror(errno); }
 }  // namespace
 
-MappedFile::MappedFile(const std::string& path) : path_(path) {
+MappedFile::MappedFile(const std::string& path, Prefault prefault) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT || errno == ENOTDIR) ZT_THROW_INPUT(path, ": no such file");
@@ -34,7 +34,7 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   }
   size_ = static_cast<size_t>(st.st_size);
   if (size_ > 0) {
-    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | (prefault == Prefault::Yes ? MAP_POPULATE : 0), fd, 0);
     if (p == MAP_FAILED) {
       const std::string err = errno_text();
       ::close(fd);

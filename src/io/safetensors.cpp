@@ -81,7 +81,7 @@ std::string errno_text() { return std::strerror(errno); }
 
 // ---- reader -----------------------------------------------------------------------
 
-SafetensorsReader::SafetensorsReader(const std::string& path) : file_(path) {
+SafetensorsReader::SafetensorsReader(const std::string& path, Prefault prefault) : file_(path, prefault) {
   const std::string& p = file_.path();
   const uint64_t file_size = file_.size();
   if (file_size < 8)

@@ -49,7 +49,7 @@ struct TensorInfo {
 
 class SafetensorsReader {
  public:
-  explicit SafetensorsReader(const std::string& path);
+  explicit SafetensorsReader(const std::string& path, Prefault prefault = Prefault::No);
 
   const std::string& path() const { return file_.path(); }
   // Tensor names in sorted order.

@@ -73,6 +73,7 @@ void transpose_bytes(const void* src, void* dst, int64_t R, int64_t C, size_t es
 
 #if defined(__SSE2__)
 // An 8x8 block of 16-bit elements: three rounds of interleaves (16-, 32-, 64-bit).
+template <bool Stream>
 inline void transpose8x8_u16(const uint16_t* s, int64_t ss, uint16_t* d, int64_t ds) {
   __m128i a[8], t[8], u[8];
   for (int i = 0; i < 8; ++i) a[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i * ss));
@@ -88,11 +89,45 @@ inline void transpose8x8_u16(const uint16_t* s, int64_t ss, uint16_t* d, int64_t
   u[5] = _mm_unpackhi_epi32(t[4], t[6]);
   u[6] = _mm_unpacklo_epi32(t[5], t[7]);
   u[7] = _mm_unpackhi_epi32(t[5], t[7]);
-  for (int i = 0; i < 4; ++i) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + (2 * i) * ds), _mm_unpacklo_epi64(u[i], u[i + 4]));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + (2 * i + 1) * ds), _mm_unpackhi_epi64(u[i], u[i + 4]));
+  if (Stream) {
+    for (int i = 0; i < 4; ++i) {
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + (2 * i) * ds), _mm_unpacklo_epi64(u[i], u[i + 4]));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + (2 * i + 1) * ds), _mm_unpackhi_epi64(u[i], u[i + 4]));
+    }
+  } else {
+    for (int i = 0; i < 4; ++i) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + (2 * i) * ds), _mm_unpacklo_epi64(u[i], u[i + 4]));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + (2 * i + 1) * ds), _mm_unpackhi_epi64(u[i], u[i + 4]));
+    }
   }
 }
+
+// memcpy with non-temporal stores: a load writes gigabytes nobody reads soon, and
+// streaming stores skip reading every destination line first (a third of the traffic).
+void copy_streaming(void* dst, const void* src, size_t n) {
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  const size_t head = std::min(n, static_cast<size_t>((16 - reinterpret_cast<uintptr_t>(d) % 16) % 16));
+  std::memcpy(d, s, head);
+  d += head;
+  s += head;
+  n -= head;
+  const size_t blocks = n / 64;
+  for (size_t b = 0; b < blocks; ++b, d += 64, s += 64) {
+    const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+    const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16));
+    const __m128i x2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32));
+    const __m128i x3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d), x0);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 16), x1);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 32), x2);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 48), x3);
+  }
+  std::memcpy(d, s, n % 64);
+  _mm_sfence();
+}
+#else
+void copy_streaming(void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); }
 #endif
 
 // Rows [r0, r1) of src [R, C] into dst [C, R] (dst[c][r] = src[r][c]), in square tiles
@@ -108,8 +143,16 @@ void transpose_rows_typed(const T* src, T* dst, int64_t R, int64_t C, int64_t r0
       if (re - rb == kB && ce - cb == kB) {
 #if defined(__SSE2__)
         if constexpr (sizeof(T) == 2) {
-          for (int64_t i = 0; i < kB; i += 8)
-            for (int64_t j = 0; j < kB; j += 8) transpose8x8_u16(src + (rb + i) * C + cb + j, C, dst + (cb + j) * R + rb + i, R);
+          // Destination rows advance in whole 16-byte pieces (i inner), so streaming
+          // stores fill complete lines; they need 16-byte aligned rows.
+          const bool aligned = reinterpret_cast<uintptr_t>(dst + cb * R + rb) % 16 == 0 && (R * 2) % 16 == 0;
+          for (int64_t j = 0; j < kB; j += 8)
+            for (int64_t i = 0; i < kB; i += 8) {
+              const T* sp = src + (rb + i) * C + cb + j;
+              T* dp = dst + (cb + j) * R + rb + i;
+              if (aligned) transpose8x8_u16<true>(sp, C, dp, R);
+              else transpose8x8_u16<false>(sp, C, dp, R);
+            }
           continue;
         }
 #endif
@@ -127,7 +170,12 @@ void transpose_rows_typed(const T* src, T* dst, int64_t R, int64_t C, int64_t r0
 }
 void transpose_rows(const void* src, void* dst, int64_t R, int64_t C, int64_t r0, int64_t r1, size_t es) {
   switch (es) {
-    case 2: return transpose_rows_typed(static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), R, C, r0, r1);
+    case 2:
+      transpose_rows_typed(static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), R, C, r0, r1);
+#if defined(__SSE2__)
+      _mm_sfence();  // order the streaming stores before the job counts as done
+#endif
+      return;
     case 4: return transpose_rows_typed(static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), R, C, r0, r1);
     case 8: return transpose_rows_typed(static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst), R, C, r0, r1);
   }
@@ -271,7 +319,9 @@ std::vector<std::string> hf_weight_files(const std::string& path) {
 HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConfig& config, const std::string& path) {
   HfLoadReport report;
   std::vector<std::unique_ptr<SafetensorsReader>> readers;
-  for (const auto& f : hf_weight_files(path)) readers.push_back(std::make_unique<SafetensorsReader>(f));
+  // Every byte will be read: map the pages up front.
+  for (const auto& f : hf_weight_files(path))
+    readers.push_back(std::make_unique<SafetensorsReader>(f, io::Prefault::Yes));
 
   // registry name -> (reader, file tensor name)
   std::map<std::string, std::pair<const SafetensorsReader*, std::string>> found;
@@ -358,8 +408,8 @@ HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConf
     try {
       switch (job.kind) {
         case Job::Kind::Copy:
-          std::memcpy(static_cast<char*>(job.dst.data()) + job.begin,
-                      static_cast<const char*>(job.src.data()) + job.begin, static_cast<size_t>(job.end - job.begin));
+          copy_streaming(static_cast<char*>(job.dst.data()) + job.begin,
+                         static_cast<const char*>(job.src.data()) + job.begin, static_cast<size_t>(job.end - job.begin));
           break;
         case Job::Kind::Zero:
           std::memset(static_cast<char*>(job.dst.data()) + job.begin, 0, static_cast<size_t>(job.end - job.begin));
