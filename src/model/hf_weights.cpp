@@ -210,7 +210,8 @@ bool is_gpt2_conv1d(const ModelConfig& config, const std::string& name) {
 HfTensorLayout hf_layout(const ModelConfig& config, const ParamSpec& spec) {
   HfTensorLayout l;
   l.name = spec.name;
-  l.transposed = is_gpt2_conv1d(config, spec.name);
+  // Only a Conv1D weight held as [out, in] needs a transpose; the registry keeps them [in, out].
+  l.transposed = is_gpt2_conv1d(config, spec.name) && spec.layout == WeightLayout::OutIn;
   const Shape ours = unpadded_shape(config, spec);
   l.shape = l.transposed ? reversed(ours) : ours;
   return l;

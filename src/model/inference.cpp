@@ -23,6 +23,7 @@ namespace zt::model {
 struct InferenceEngine::Layer {
   Tensor norm1_w, norm1_b, qkv_w, qkv_b, out_w, out_b, norm2_w, norm2_b;
   Tensor fc_w, fc_b, up_w, up_b, down_w, down_b;  // GPT-2: fc = c_fc, down = c_proj; Llama: fc = gate
+  WeightLayout layout = WeightLayout::OutIn;       // GPT-2's Conv1D weights are [in, out]
 };
 
 // Activations for up to `rows` = B * Tn tokens; decode steps reuse a prefill's buffers.
@@ -114,6 +115,7 @@ InferenceEngine::InferenceEngine(const ModelConfig& config, const ParameterRegis
       l.fc_b = param(m, b + "mlp.c_fc.bias");
       l.down_w = param(m, b + "mlp.c_proj.weight");
       l.down_b = param(m, b + "mlp.c_proj.bias");
+      l.layout = m.at(b + "attn.c_attn.weight")->spec.layout;
     } else {
       const std::string b = "model.layers." + std::to_string(i) + ".";
       const std::string a = b + "self_attn.";
@@ -203,24 +205,24 @@ void InferenceEngine::forward(const Tensor& tokens, const Tensor& logits, Logits
     } else {
       ops::rmsnorm_forward(ln, rstd, x, l.norm1_w, c.norm_eps);
     }
-    ops::linear_forward(qkv, ln, l.qkv_w, l.qkv_b);
+    ops::linear_forward(qkv, ln, l.qkv_w, l.qkv_b, l.layout);
     if (!gpt2) ops::rope_forward_inplace_at(qkv3, Hq, Hkv, s.rope, start);
     ops::kv_cache_write(k_cache_[i], v_cache_[i], qkv3, Hq, Hkv, start);
     ops::decode_attention_forward(att.reshape({B, Tn, Hq * c.head_dim}), qkv3, k_cache_[i], v_cache_[i], Hq, Hkv,
                                   start, scale);
-    ops::linear_forward(proj, att, l.out_w, l.out_b);
+    ops::linear_forward(proj, att, l.out_w, l.out_b, l.layout);
     ops::add_inplace(x, proj);
     if (gpt2) {
       ops::layernorm_forward(ln, mean, rstd, x, l.norm2_w, l.norm2_b, c.norm_eps);
-      ops::linear_forward(fc, ln, l.fc_w, l.fc_b);
+      ops::linear_forward(fc, ln, l.fc_w, l.fc_b, l.layout);
       ops::gelu_forward(act, fc);
     } else {
       ops::rmsnorm_forward(ln, rstd, x, l.norm2_w, c.norm_eps);
-      ops::linear_forward(fc, ln, l.fc_w, l.fc_b);
-      ops::linear_forward(up, ln, l.up_w, l.up_b);
+      ops::linear_forward(fc, ln, l.fc_w, l.fc_b, l.layout);
+      ops::linear_forward(up, ln, l.up_w, l.up_b, l.layout);
       ops::swiglu_forward(act, fc, up);
     }
-    ops::linear_forward(proj, act, l.down_w, l.down_b);
+    ops::linear_forward(proj, act, l.down_w, l.down_b, l.layout);
     ops::add_inplace(x, proj);
   }
   position_ += Tn;

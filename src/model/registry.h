@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/weight_layout.h"
 #include "core/allocator.h"
 #include "core/tensor.h"
 
@@ -33,6 +34,9 @@ struct ParamSpec {
   // Packed: placed right after the previous parameter with no alignment gap, so that
   // several HF tensors form one matrix (Llama's q/k/v projections become one GEMM).
   enum class Placement { Aligned, Packed } placement = Placement::Aligned;
+  // For linear weights: how `shape` is read (GPT-2's Conv1D weights are [in, out], as in
+  // HF files, so they load without a transpose).
+  WeightLayout layout = WeightLayout::OutIn;
 };
 
 struct ParamEntry {

@@ -37,6 +37,12 @@ ParamSpec gain(std::string name, int64_t n) {
   s.init = Init::Ones;
   return s;
 }
+// GPT-2's Conv1D weight: stored [in, out] as in HF files.
+ParamSpec conv1d(std::string name, int64_t in, int64_t out, float std) {
+  ParamSpec s = weight(std::move(name), {in, out}, std);
+  s.layout = WeightLayout::InOut;
+  return s;
+}
 ParamSpec packed(ParamSpec s) {
   s.placement = ParamSpec::Placement::Packed;
   return s;
@@ -77,6 +83,7 @@ struct Transformer::BlockParams {
   Tensor fc_w, fc_b, up_w, up_b, down_w, down_b;  // GPT-2: fc = c_fc, down = c_proj; Llama: fc = gate
   Tensor d_norm1_w, d_norm1_b, d_qkv_w, d_qkv_b, d_out_w, d_out_b, d_norm2_w, d_norm2_b;
   Tensor d_fc_w, d_fc_b, d_up_w, d_up_b, d_down_w, d_down_b;
+  WeightLayout layout = WeightLayout::OutIn;  // of every matmul weight in the block
 };
 
 struct LayerActs {
@@ -127,15 +134,15 @@ Transformer::Transformer(ModelConfig config, ModelOptions options)
       const float proj_std = std / std::sqrt(2.0f * static_cast<float>(c.num_layers));
       p.push_back(gain(b + "ln_1.weight", C));
       p.push_back(bias(b + "ln_1.bias", C));
-      p.push_back(weight(b + "attn.c_attn.weight", {3 * C, C}, std));
+      p.push_back(conv1d(b + "attn.c_attn.weight", C, 3 * C, std));
       p.push_back(bias(b + "attn.c_attn.bias", 3 * C));
-      p.push_back(weight(b + "attn.c_proj.weight", {C, C}, proj_std));
+      p.push_back(conv1d(b + "attn.c_proj.weight", C, C, proj_std));
       p.push_back(bias(b + "attn.c_proj.bias", C));
       p.push_back(gain(b + "ln_2.weight", C));
       p.push_back(bias(b + "ln_2.bias", C));
-      p.push_back(weight(b + "mlp.c_fc.weight", {F, C}, std));
+      p.push_back(conv1d(b + "mlp.c_fc.weight", C, F, std));
       p.push_back(bias(b + "mlp.c_fc.bias", F));
-      p.push_back(weight(b + "mlp.c_proj.weight", {C, F}, proj_std));
+      p.push_back(conv1d(b + "mlp.c_proj.weight", F, C, proj_std));
       p.push_back(bias(b + "mlp.c_proj.bias", C));
     } else {
       const std::string b = root + "layers." + std::to_string(i) + ".";
@@ -225,6 +232,7 @@ Transformer::BlockParams Transformer::block_params(int layer) {
     both(9, b.fc_b, b.d_fc_b);
     both(10, b.down_w, b.d_down_w);
     both(11, b.down_b, b.d_down_b);
+    b.layout = WeightLayout::InOut;
     return b;
   }
   size_t i = 0;
@@ -336,27 +344,27 @@ void Transformer::block_forward(int layer, const Tensor& x_in, const Tensor& x_o
   } else {
     ops::rmsnorm_forward(a.ln1, a.ln1_rstd, x_in, p.norm1_w, c.norm_eps);
   }
-  ops::linear_forward(a.qkv, a.ln1, p.qkv_w, p.qkv_b);
+  ops::linear_forward(a.qkv, a.ln1, p.qkv_w, p.qkv_b, p.layout);
   const Tensor qkv3 = a.qkv->reshape({B, T, c.qkv_width()});
   if (!gpt2) ops::rope_forward_inplace(qkv3, Hq, Hkv, acts_->rope);
   ops::attention_forward(a.att->reshape({B, T, Hq * c.head_dim}), a.lse, qkv3, Hq, Hkv, scale);
   const Tensor proj = acts_->proj;
-  ops::linear_forward(proj, a.att, p.out_w, p.out_b);
+  ops::linear_forward(proj, a.att, p.out_w, p.out_b, p.layout);
   if (dropout) ops::dropout_forward(proj, proj, c.resid_pdrop, dropout_rng(layer, 0));
   ops::add(a.x_mid, x_in, proj);
 
   // MLP branch.
   if (gpt2) {
     ops::layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.x_mid, p.norm2_w, p.norm2_b, c.norm_eps);
-    ops::linear_forward(a.fc, a.ln2, p.fc_w, p.fc_b);
+    ops::linear_forward(a.fc, a.ln2, p.fc_w, p.fc_b, p.layout);
     ops::gelu_forward(a.act, a.fc);
   } else {
     ops::rmsnorm_forward(a.ln2, a.ln2_rstd, a.x_mid, p.norm2_w, c.norm_eps);
-    ops::linear_forward(a.fc, a.ln2, p.fc_w, p.fc_b);
-    ops::linear_forward(a.up, a.ln2, p.up_w, p.up_b);
+    ops::linear_forward(a.fc, a.ln2, p.fc_w, p.fc_b, p.layout);
+    ops::linear_forward(a.up, a.ln2, p.up_w, p.up_b, p.layout);
     ops::swiglu_forward(a.act, a.fc, a.up);
   }
-  ops::linear_forward(proj, a.act, p.down_w, p.down_b);
+  ops::linear_forward(proj, a.act, p.down_w, p.down_b, p.layout);
   if (dropout) ops::dropout_forward(proj, proj, c.resid_pdrop, dropout_rng(layer, 1));
   ops::add(x_out, a.x_mid, proj);
   (void)N;
@@ -380,16 +388,16 @@ void Transformer::block_backward(int layer, const Tensor& dx) {
     ops::dropout_backward(s.d_branch, dx, c.resid_pdrop, dropout_rng(layer, 1));
     d_branch = s.d_branch;
   }
-  ops::linear_backward(s.d_act, p.d_down_w, p.d_down_b, d_branch, a.act, p.down_w);
+  ops::linear_backward(s.d_act, p.d_down_w, p.d_down_b, d_branch, a.act, p.down_w, p.layout);
   if (gpt2) {
     ops::gelu_backward(s.d_fc, s.d_act, a.fc);
-    ops::linear_backward(s.d_ln, p.d_fc_w, p.d_fc_b, s.d_fc, a.ln2, p.fc_w);
+    ops::linear_backward(s.d_ln, p.d_fc_w, p.d_fc_b, s.d_fc, a.ln2, p.fc_w, p.layout);
     ops::layernorm_backward(s.d_part, p.d_norm2_w, p.d_norm2_b, s.d_ln, a.x_mid, p.norm2_w, a.ln2_mean,
                             a.ln2_rstd);
   } else {
     ops::swiglu_backward(s.d_fc, s.d_up, s.d_act, a.fc, a.up);
-    ops::linear_backward(s.d_ln, p.d_fc_w, p.d_fc_b, s.d_fc, a.ln2, p.fc_w);
-    ops::linear_backward(s.d_ln2, p.d_up_w, p.d_up_b, s.d_up, a.ln2, p.up_w);
+    ops::linear_backward(s.d_ln, p.d_fc_w, p.d_fc_b, s.d_fc, a.ln2, p.fc_w, p.layout);
+    ops::linear_backward(s.d_ln2, p.d_up_w, p.d_up_b, s.d_up, a.ln2, p.up_w, p.layout);
     ops::add_inplace(s.d_ln, s.d_ln2);
     ops::rmsnorm_backward(s.d_part, p.d_norm2_w, s.d_ln, a.x_mid, p.norm2_w, a.ln2_rstd);
   }
@@ -401,13 +409,13 @@ void Transformer::block_backward(int layer, const Tensor& dx) {
     ops::dropout_backward(s.d_branch, dx, c.resid_pdrop, dropout_rng(layer, 0));
     d_branch = s.d_branch;
   }
-  ops::linear_backward(s.d_att, p.d_out_w, p.d_out_b, d_branch, a.att, p.out_w);
+  ops::linear_backward(s.d_att, p.d_out_w, p.d_out_b, d_branch, a.att, p.out_w, p.layout);
   const Tensor qkv3 = a.qkv->reshape({B, T, c.qkv_width()});
   const Tensor dqkv3 = s.d_qkv->reshape({B, T, c.qkv_width()});
   ops::attention_backward(dqkv3, s.d_att->reshape({B, T, Hq * c.head_dim}), qkv3,
                           a.att->reshape({B, T, Hq * c.head_dim}), a.lse, Hq, Hkv, scale);
   if (!gpt2) ops::rope_backward_inplace(dqkv3, Hq, Hkv, s.rope);
-  ops::linear_backward(s.d_ln, p.d_qkv_w, p.d_qkv_b, s.d_qkv, a.ln1, p.qkv_w);
+  ops::linear_backward(s.d_ln, p.d_qkv_w, p.d_qkv_b, s.d_qkv, a.ln1, p.qkv_w, p.layout);
   if (gpt2) {
     ops::layernorm_backward(s.d_part, p.d_norm1_w, p.d_norm1_b, s.d_ln, x_in, p.norm1_w, a.ln1_mean,
                             a.ln1_rstd);

@@ -23,10 +23,12 @@ int64_t rows_of(const char* op, const Tensor& t, int64_t features) {
 }
 }  // namespace
 
-void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias) {
+void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                    WeightLayout layout) {
   ZT_CHECK(weight.dim() == 2 && weight.is_contiguous() && is_floating(weight.dtype()),
-           "linear_forward: weight must be a contiguous floating [O, I] tensor, got ", shape_str(weight.shape()));
-  const int64_t O = weight.size(0), I = weight.size(1);
+           "linear_forward: weight must be a contiguous floating 2-D tensor, got ", shape_str(weight.shape()));
+  const bool in_out = layout == WeightLayout::InOut;
+  const int64_t O = weight.size(in_out ? 1 : 0), I = weight.size(in_out ? 0 : 1);
   const int64_t N = rows_of("linear_forward", inp, I);
   ZT_CHECK(rows_of("linear_forward", out, O) == N, "linear_forward: out ", shape_str(out.shape()),
            " and inp ", shape_str(inp.shape()), " have different row counts");
@@ -42,15 +44,16 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
     using W = decltype(tag);
     cpu::linear_forward(static_cast<float*>(out.data()), static_cast<const float*>(inp.data()),
                         static_cast<const W*>(weight.data()),
-                        has_bias ? static_cast<const W*>(bias.data()) : nullptr, N, I, O);
+                        has_bias ? static_cast<const W*>(bias.data()) : nullptr, N, I, O, layout);
   });
 }
 
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
-                     const Tensor& inp, const Tensor& weight) {
+                     const Tensor& inp, const Tensor& weight, WeightLayout layout) {
   ZT_CHECK(weight.dim() == 2 && weight.is_contiguous() && is_floating(weight.dtype()),
-           "linear_backward: weight must be a contiguous floating [O, I] tensor, got ", shape_str(weight.shape()));
-  const int64_t O = weight.size(0), I = weight.size(1);
+           "linear_backward: weight must be a contiguous floating 2-D tensor, got ", shape_str(weight.shape()));
+  const bool in_out = layout == WeightLayout::InOut;
+  const int64_t O = weight.size(in_out ? 1 : 0), I = weight.size(in_out ? 0 : 1);
   const int64_t N = rows_of("linear_backward", dout, O);
   const bool has_dinp = dinp.defined() && dinp.data() != nullptr;
   const bool has_dw = dweight.defined() && dweight.data() != nullptr;
@@ -88,7 +91,7 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
                                  has_db ? static_cast<G*>(dbias.data()) : nullptr,
                                  static_cast<const float*>(dout.data()),
                                  has_dw ? static_cast<const float*>(inp.data()) : nullptr,
-                                 static_cast<const W*>(weight.data()), N, I, O);
+                                 static_cast<const W*>(weight.data()), N, I, O, layout);
     });
   });
 }

@@ -1,16 +1,21 @@
-// Linear layer in PyTorch's layout: weight is [out_features, in_features].
+// Linear layer. The weight is [out_features, in_features] (PyTorch's nn.Linear, the
+// default) or [in_features, out_features] with WeightLayout::InOut (GPT-2's Conv1D), so
+// checkpoints load in their own layout without a transpose.
 #pragma once
+#include "backend/weight_layout.h"
 #include "core/tensor.h"
 
 namespace zt::ops {
 
-// out[N, O] = inp[N, I] @ weight[O, I]^T (+ bias[O]).
-void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias);
+// out[N, O] = inp[N, I] @ weight[O, I]^T (+ bias[O])   (InOut: weight [I, O], inp @ weight).
+void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                    WeightLayout layout = WeightLayout::OutIn);
 
 // dinp[N, I] = dout @ weight        (=, skipped when dinp is undefined)
-// dweight[O, I] += dout^T @ inp     (skipped when undefined)
+// dweight[O, I] += dout^T @ inp     (skipped when undefined; InOut: dweight[I, O] += inp^T @ dout)
 // dbias[O] += sum over rows of dout (skipped when undefined)
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
-                     const Tensor& dout, const Tensor& inp, const Tensor& weight);
+                     const Tensor& dout, const Tensor& inp, const Tensor& weight,
+                     WeightLayout layout = WeightLayout::OutIn);
 
 }  // namespace zt::ops

@@ -6,6 +6,7 @@
 
 #include "common/grad_check.h"
 #include "core/error.h"
+#include "core/rng.h"
 #include "core/tensor.h"
 #include "ops/linear.h"
 
@@ -194,3 +195,36 @@ TEST(Linear, ShapeMismatchIsABug) {
 }
 
 }  // namespace
+
+// GPT-2's Conv1D layout: a weight stored [I, O] gives the same forward and gradients as
+// its transpose stored [O, I] (the dweight comes out in the stored layout).
+TEST(LinearGrad, InOutLayoutMatchesTheTransposedOutInWeight) {
+  const int64_t N = 9, I = 13, O = 7;
+  zt::OwnedTensor x({N, I}, zt::DType::F32), w_oi({O, I}, zt::DType::F32), w_io({I, O}, zt::DType::F32),
+      b({O}, zt::DType::F32), dout({N, O}, zt::DType::F32);
+  zt::fill_normal(x, zt::Philox(1, 1), 0.0f, 1.0f);
+  zt::fill_normal(w_oi, zt::Philox(1, 2), 0.0f, 1.0f);
+  zt::fill_normal(b, zt::Philox(1, 3), 0.0f, 1.0f);
+  zt::fill_normal(dout, zt::Philox(1, 4), 0.0f, 1.0f);
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t i = 0; i < I; ++i) w_io->set_f32(i * O + o, w_oi->get_f32(o * I + i));
+  zt::OwnedTensor y1({N, O}, zt::DType::F32), y2({N, O}, zt::DType::F32);
+  zt::ops::linear_forward(y1, x, w_oi, b);
+  zt::ops::linear_forward(y2, x, w_io, b, zt::WeightLayout::InOut);
+  for (int64_t k = 0; k < N * O; ++k) EXPECT_NEAR(y1->get_f32(k), y2->get_f32(k), 1e-5f);
+  zt::OwnedTensor dx1({N, I}, zt::DType::F32), dx2({N, I}, zt::DType::F32);
+  zt::OwnedTensor dw_oi = zt::OwnedTensor::zeros({O, I}, zt::DType::F32), dw_io = zt::OwnedTensor::zeros({I, O}, zt::DType::F32);
+  zt::OwnedTensor db1 = zt::OwnedTensor::zeros({O}, zt::DType::F32), db2 = zt::OwnedTensor::zeros({O}, zt::DType::F32);
+  zt::ops::linear_backward(dx1, dw_oi, db1, dout, x, w_oi);
+  zt::ops::linear_backward(dx2, dw_io, db2, dout, x, w_io, zt::WeightLayout::InOut);
+  for (int64_t k = 0; k < N * I; ++k) EXPECT_NEAR(dx1->get_f32(k), dx2->get_f32(k), 1e-5f);
+  for (int64_t o = 0; o < O; ++o) {
+    EXPECT_NEAR(db1->get_f32(o), db2->get_f32(o), 1e-5f);
+    for (int64_t i = 0; i < I; ++i) EXPECT_NEAR(dw_oi->get_f32(o * I + i), dw_io->get_f32(i * O + o), 1e-5f);
+  }
+  // bf16 gradient accumulation in the InOut layout goes through the f32 scratch path.
+  zt::OwnedTensor dw_bf = zt::OwnedTensor::zeros({I, O}, zt::DType::BF16);
+  zt::ops::linear_backward(zt::Tensor(), dw_bf, zt::Tensor(), dout, x, w_io, zt::WeightLayout::InOut);
+  for (int64_t k = 0; k < I * O; ++k)
+    EXPECT_EQ(dw_bf->get_f32(k), zt::to_f32(zt::to_bf16(dw_io->get_f32(k))));
+}

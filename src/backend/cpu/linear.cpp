@@ -49,7 +49,8 @@ inline int blas_int(int64_t v) { return static_cast<int>(v); }
 
 template <class W>
 void linear_forward(float* out, const float* inp, const W* weight, const W* bias, int64_t N, int64_t I,
-                    int64_t O) {
+                    int64_t O, WeightLayout layout) {
+  const bool in_out = layout == WeightLayout::InOut;
   if (N == 0 || O == 0) return;
   float beta = 0.0f;
   if (bias) {
@@ -64,31 +65,37 @@ void linear_forward(float* out, const float* inp, const W* weight, const W* bias
     return;
   }
   const float* w = as_f32(weight, O * I, weight_scratch());
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(N), blas_int(O), blas_int(I), 1.0f, inp,
-              blas_int(I), w, blas_int(I), beta, out, blas_int(O));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, in_out ? CblasNoTrans : CblasTrans, blas_int(N), blas_int(O),
+              blas_int(I), 1.0f, inp, blas_int(I), w, in_out ? blas_int(O) : blas_int(I), beta, out, blas_int(O));
 }
 
 template <class W, class G>
 void linear_backward(float* dinp, G* dweight, G* dbias, const float* dout, const float* inp, const W* weight,
-                     int64_t N, int64_t I, int64_t O) {
+                     int64_t N, int64_t I, int64_t O, WeightLayout layout) {
+  const bool in_out = layout == WeightLayout::InOut;
   if (dinp && N > 0 && I > 0) {
     if (O == 0) {
       std::memset(dinp, 0, static_cast<size_t>(N * I) * sizeof(float));
     } else {
       const float* w = as_f32(weight, O * I, weight_scratch());
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(N), blas_int(I), blas_int(O), 1.0f, dout,
-                  blas_int(O), w, blas_int(I), 0.0f, dinp, blas_int(I));
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, in_out ? CblasTrans : CblasNoTrans, blas_int(N), blas_int(I),
+                  blas_int(O), 1.0f, dout, blas_int(O), w, in_out ? blas_int(O) : blas_int(I), 0.0f, dinp,
+                  blas_int(I));
     }
   }
   if (dweight && N > 0 && O > 0 && I > 0) {
+    // OutIn: dW[O, I] += dout^T @ inp; InOut: dW[I, O] += inp^T @ dout.
+    const float* a = in_out ? inp : dout;
+    const float* b = in_out ? dout : inp;
+    const int64_t rows = in_out ? I : O, cols = in_out ? O : I;
     if constexpr (std::is_same_v<G, float>) {
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, blas_int(O), blas_int(I), blas_int(N), 1.0f, dout,
-                  blas_int(O), inp, blas_int(I), 1.0f, dweight, blas_int(I));
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, blas_int(rows), blas_int(cols), blas_int(N), 1.0f, a,
+                  blas_int(rows), b, blas_int(cols), 1.0f, dweight, blas_int(cols));
     } else {
       std::vector<float>& s = grad_scratch();
       if (s.size() < static_cast<size_t>(O * I)) s.resize(static_cast<size_t>(O * I));
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, blas_int(O), blas_int(I), blas_int(N), 1.0f, dout,
-                  blas_int(O), inp, blas_int(I), 0.0f, s.data(), blas_int(I));
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, blas_int(rows), blas_int(cols), blas_int(N), 1.0f, a,
+                  blas_int(rows), b, blas_int(cols), 0.0f, s.data(), blas_int(cols));
       accumulate_f32(dweight, s.data(), O * I);
     }
   }
@@ -110,13 +117,16 @@ void linear_backward(float* dinp, G* dweight, G* dbias, const float* dout, const
   }
 }
 
-template void linear_forward<float>(float*, const float*, const float*, const float*, int64_t, int64_t, int64_t);
-template void linear_forward<bf16>(float*, const float*, const bf16*, const bf16*, int64_t, int64_t, int64_t);
-template void linear_forward<f16>(float*, const float*, const f16*, const f16*, int64_t, int64_t, int64_t);
+template void linear_forward<float>(float*, const float*, const float*, const float*, int64_t, int64_t, int64_t,
+                                    WeightLayout);
+template void linear_forward<bf16>(float*, const float*, const bf16*, const bf16*, int64_t, int64_t, int64_t,
+                                   WeightLayout);
+template void linear_forward<f16>(float*, const float*, const f16*, const f16*, int64_t, int64_t, int64_t,
+                                  WeightLayout);
 
 #define ZT_INST_LINEAR_BWD(W, G)                                                                          \
   template void linear_backward<W, G>(float*, G*, G*, const float*, const float*, const W*, int64_t, int64_t, \
-                                      int64_t);
+                                      int64_t, WeightLayout);
 ZT_INST_LINEAR_BWD(float, float)
 ZT_INST_LINEAR_BWD(float, bf16)
 ZT_INST_LINEAR_BWD(float, f16)
