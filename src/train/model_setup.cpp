@@ -14,15 +14,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-DType param_dtype(Precision p) {
-  switch (p) {
-    case Precision::BF16: return DType::BF16;
-    case Precision::F16: return DType::F16;
-    case Precision::F32: return DType::F32;
-  }
-  return DType::F32;
-}
-
 // The text a preset's tokenizer is trained on: the training files that are text.
 std::vector<std::string> training_texts(const TrainConfig& c) {
   std::vector<std::string> texts;
@@ -39,10 +30,19 @@ std::vector<std::string> training_texts(const TrainConfig& c) {
 
 }  // namespace
 
+DType storage_dtype(Precision p) {
+  switch (p) {
+    case Precision::BF16: return DType::BF16;
+    case Precision::F16: return DType::F16;
+    case Precision::F32: return DType::F32;
+  }
+  return DType::F32;
+}
+
 ModelSetup setup_model(const TrainConfig& c, const fs::path& out) {
   ModelSetup s;
   model::ModelOptions mo;
-  mo.param_dtype = param_dtype(c.precision);
+  mo.param_dtype = storage_dtype(c.precision);
   mo.grad_dtype = mo.param_dtype;
   mo.shard_count = c.world_size;
   mo.checkpointing = c.model.activation_checkpointing ? model::Checkpointing::EveryBlock : model::Checkpointing::None;

@@ -19,6 +19,9 @@ struct ModelSetup {
   std::string tokenizer_path;  // file copied next to the final model ("" for none)
 };
 
+// The dtype parameters (and the final model files) are stored in for a precision.
+DType storage_dtype(Precision p);
+
 ModelSetup setup_model(const TrainConfig& config, const std::filesystem::path& output_dir);
 
 // Writes the HF directory (config.json, generation_config.json, safetensors, tokenizer).

@@ -5,7 +5,10 @@
 # and also:
 #   - only src/backend/cuda/ includes backend/cuda/* (everyone else uses backend/cuda_api.h);
 #   - core/, ops/, backend/cuda_api.h and backend/stub/ include no CUDA, NCCL or MPI header;
-#   - no include climbs with "../".
+#   - no include climbs with "../";
+#   - the public API in include/zerotrain/ (next to src/) sits at the train layer: only
+#     train/ and cli/ include "zerotrain/...", and its headers include nothing but
+#     standard headers and each other (so installing include/ is enough to use them).
 # Usage: layering_test.sh [SRC_DIR]   (default: the src/ next to this script's tests/)
 set -euo pipefail
 
@@ -53,6 +56,7 @@ while IFS= read -r -d '' file; do
     fi
     [[ $delim == '"' ]] || continue
     target=${inc%%/*}
+    [[ $target == zerotrain ]] && target=train
     [[ $inc == */* && -n ${rank[$target]+x} ]] || continue
     if ((${rank[$target]} > own)); then
       violations+=("$where: $layer includes \"$inc\" from $target, a layer above it")
@@ -62,6 +66,23 @@ while IFS= read -r -d '' file; do
   done <"$file"
 done < <(find "$src" -type f \( -name '*.h' -o -name '*.hpp' -o -name '*.cuh' -o -name '*.cpp' \
                                -o -name '*.cc' -o -name '*.cu' \) -print0 | sort -z)
+
+include_dir="$(dirname "$src")/include/zerotrain"
+if [[ -d $include_dir ]]; then
+  while IFS= read -r -d '' file; do
+    rel=include/zerotrain/${file#"$include_dir"/}
+    checked=$((checked + 1))
+    lineno=0
+    while IFS= read -r line; do
+      lineno=$((lineno + 1))
+      [[ $line =~ ^[[:space:]]*#[[:space:]]*include[[:space:]]*([\"\<])([^\"\>]+)[\"\>] ]] || continue
+      inc=${BASH_REMATCH[2]}
+      if [[ ${BASH_REMATCH[1]} == '"' && $inc != zerotrain/* ]]; then
+        violations+=("$rel:$lineno: public header includes \"$inc\" (installed headers include only <std> and \"zerotrain/...\"; forward-declare or use a pimpl)")
+      fi
+    done <"$file"
+  done < <(find "$include_dir" -type f -name '*.h' -print0 | sort -z)
+fi
 
 if ((${#violations[@]})); then
   echo "layering: ${#violations[@]} violation(s) in $checked files (order: ${layers[*]}):"

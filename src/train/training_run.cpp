@@ -1,0 +1,164 @@
+#include "train/training_run.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "train/checkpoint.h"
+#include "train/run_config.h"
+
+namespace zt::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::unique_ptr<LrSchedule> make_schedule(const TrainConfig& c, int64_t total_steps) {
+  if (c.scheduler.is_object() && !c.scheduler.empty())
+    return make_deepspeed_schedule(c.scheduler, c.optimizer.lr, c.source, ScheduleRun{total_steps, c.warmup_steps});
+  return make_hf_schedule(c.hf_scheduler.empty() ? "constant" : c.hf_scheduler, c.optimizer.lr, c.warmup_steps,
+                          total_steps);
+}
+
+}  // namespace
+
+std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
+  auto run = std::make_unique<TrainingRun>();
+  TrainConfig& c = run->config;
+  c = config;
+  for (const std::string& w : c.warnings) ZT_WARN(w);
+  run->output_dir = c.output_dir;
+  std::error_code ec;
+  fs::create_directories(run->output_dir, ec);
+  if (ec) ZT_THROW_INPUT("cannot create output_dir '", c.output_dir, "': ", ec.message());
+
+  // Model and tokenizer.
+  run->setup = setup_model(c, run->output_dir);
+  model::Transformer& model = run->model();
+  const model::ModelConfig& mc = model.config();
+  const int64_t T = c.data.seq_len > 0 ? c.data.seq_len : mc.max_position_embeddings;
+  if (T > mc.max_position_embeddings)
+    ZT_THROW_INPUT("data.seq_len ", T, " exceeds the model's max_position_embeddings ", mc.max_position_embeddings);
+  const int64_t B = c.micro_batch_per_gpu, gas = c.grad_accum_steps;
+  run->seq_len = T;
+  run->micro_batch = B;
+  run->grad_accum = gas;
+
+  // Data: token shards (prepared from text when needed).
+  run->data = setup_data(c, *run->setup.tokenizer, run->output_dir);
+  run->loader = std::make_unique<io::BatchLoader>(run->data.train_shards, B, T, c.seed);
+  run->windows = run->loader->windows_per_epoch();
+  if (run->windows < B)
+    ZT_THROW_INPUT("the training data has ", run->windows, " windows of ", T + 1,
+                   " tokens, fewer than one micro-batch (", B, "): use more data or a smaller seq_len / micro batch");
+  // Epoch-based runs learn their total step count from the data.
+  run->total_steps = c.max_steps;
+  if (run->total_steps <= 0) {
+    run->total_steps = std::max<int64_t>(1, static_cast<int64_t>(c.epochs * static_cast<double>(run->windows) /
+                                                                 static_cast<double>(B * gas * c.world_size)));
+    set_total_steps(c, run->total_steps);
+  }
+
+  // Optimizer, schedule, loss scaler.
+  run->optimizer = zero::make_optimizer(model.registry(), c.optimizer);
+  run->schedule = make_schedule(c, run->total_steps);
+  zero::LossScalerConfig lsc = c.loss_scaler;
+  lsc.enabled = c.precision == Precision::F16;
+  run->scaler = zero::LossScaler(lsc);
+
+  model.set_checkpointing(c.model.activation_checkpointing ? model::Checkpointing::EveryBlock
+                                                           : model::Checkpointing::None);
+  model.set_mode(model::Mode::Train);
+  return run;
+}
+
+std::string load_run_checkpoint(TrainingRun& run, const std::string& which) {
+  const std::string dir = resolve_checkpoint(which == "latest" ? run.checkpoint_root().string() : which);
+  const CheckpointState s = load_checkpoint(dir, run.model().registry(), run.optimizer->state_tensors());
+  run.step = s.step;
+  run.micro_steps = s.micro_steps;
+  run.optimizer->set_steps_taken(s.extra.value("optimizer_steps", s.step));
+  run.loader->restore({s.data_epoch, s.data_position});
+  if (s.loss_scaler.is_object() && !s.loss_scaler.empty())
+    run.scaler.restore({s.loss_scaler.at("scale").get<float>(), s.loss_scaler.at("hysteresis_left").get<int>(),
+                        s.loss_scaler.at("clean_steps").get<int64_t>(),
+                        s.loss_scaler.at("skipped_steps").get<int64_t>()});
+  ZT_INFO("resumed from ", dir, " at step ", run.step);
+  return dir;
+}
+
+std::string save_run_checkpoint(TrainingRun& run, const std::string& root) {
+  CheckpointState s;
+  s.step = run.step;
+  s.micro_steps = run.micro_steps;
+  const io::LoaderState ls = run.loader->state();
+  s.data_epoch = ls.epoch;
+  s.data_position = ls.position;
+  s.seed = run.config.seed;
+  if (run.scaler.config().enabled) {
+    const auto st = run.scaler.state();
+    s.loss_scaler = {{"scale", st.scale}, {"hysteresis_left", st.hysteresis_left}, {"clean_steps", st.clean_steps},
+                     {"skipped_steps", st.skipped_steps}};
+  }
+  s.extra = {{"optimizer_steps", run.optimizer->steps_taken()}, {"total_steps", run.total_steps}};
+  CheckpointWriteOptions wo;
+  wo.keep_last = run.config.keep_last;
+  wo.zero_stage = run.config.zero.stage;
+  const std::string dir = save_checkpoint(root, run.model().registry(), run.optimizer->state_tensors(), s, wo);
+  ZT_INFO("saved checkpoint ", dir);
+  return dir;
+}
+
+double forward_backward_micro(TrainingRun& run, const Tensor& tokens, const Tensor& targets, float loss_scale) {
+  model::Transformer& model = run.model();
+  model.set_dropout_seed(run.config.seed, static_cast<uint64_t>(run.micro_steps));
+  const int64_t count = std::max<int64_t>(1, model::count_targets(targets));
+  const auto r = model.forward_backward(tokens, targets, loss_scale / static_cast<float>(count * run.grad_accum));
+  ++run.micro_steps;
+  return r.loss_sum / static_cast<double>(count);
+}
+
+bool skip_step(TrainingRun& run) {
+  const bool overflow = run.scaler.config().enabled && !zero::grads_finite(run.model().registry());
+  return run.scaler.update(overflow);
+}
+
+float next_lr(const TrainingRun& run) { return run.schedule->lr(run.optimizer->steps_taken()); }
+
+double unscaled_grad_norm(TrainingRun& run, float loss_scale) {
+  return zero::global_grad_norm(run.model().registry()) / loss_scale;
+}
+
+float clip_coefficient(double grad_norm, double max_norm) {
+  if (max_norm > 0 && grad_norm > max_norm) return static_cast<float>(max_norm / (grad_norm + 1e-6));
+  return 1.0f;
+}
+
+void apply_update(TrainingRun& run, float lr, float clip, float loss_scale) {
+  if (auto betas = run.schedule->betas(run.optimizer->steps_taken()))
+    run.optimizer->set_betas(betas->first, betas->second);
+  run.optimizer->step(lr, clip / loss_scale);
+  ++run.step;
+}
+
+double validation_loss(TrainingRun& run, int64_t batches) {
+  if (run.data.val_shards.empty() || batches <= 0) return std::nan("");
+  const int64_t B = run.micro_batch, T = run.seq_len;
+  io::BatchLoader loader(run.data.val_shards, B, T, run.config.seed ^ 0xE7A1ull);
+  OwnedTensor tok({B, T}, DType::I32), tgt({B, T}, DType::I32);
+  model::Transformer& model = run.model();
+  model.set_mode(model::Mode::Eval);
+  double sum = 0;
+  int64_t count = 0;
+  const int64_t n = std::min<int64_t>(batches, std::max<int64_t>(1, loader.windows_per_epoch() / B));
+  for (int64_t i = 0; i < n; ++i) {
+    loader.next(tok, tgt);
+    const auto r = model.forward(tok, tgt);
+    sum += r.loss_sum;
+    count += r.count;
+  }
+  model.set_mode(model::Mode::Train);
+  return count ? sum / static_cast<double>(count) : std::nan("");
+}
+
+}  // namespace zt::train

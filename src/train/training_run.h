@@ -1,0 +1,82 @@
+// What the `zerotrain train` loop (trainer.cpp) and the Accelerator API
+// (include/zerotrain/accelerator.h) share: the objects of a run built from a resolved
+// config, and the pieces of an optimizer step. Both loops call these same functions in
+// the same order, which is what makes a custom loop written with the API reproduce
+// `zerotrain train` bitwise (tests/e2e/accelerator_test.cpp).
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+#include "io/token_dataset.h"
+#include "model/transformer.h"
+#include "train/config.h"
+#include "train/data_setup.h"
+#include "train/lr_schedule.h"
+#include "train/model_setup.h"
+#include "zero/loss_scaler.h"
+#include "zero/optimizer.h"
+
+namespace zt::train {
+
+struct TrainingRun {
+  TrainConfig config;  // epoch-based runs: with the total steps filled in
+  std::filesystem::path output_dir;
+  ModelSetup setup;  // model and tokenizer
+  DataSetup data;
+  int64_t micro_batch = 0, seq_len = 0, grad_accum = 0;
+  int64_t windows = 0;      // training windows per epoch
+  int64_t total_steps = 0;  // optimizer steps the run takes
+  std::unique_ptr<io::BatchLoader> loader;
+  std::unique_ptr<zero::Optimizer> optimizer;
+  std::unique_ptr<LrSchedule> schedule;
+  zero::LossScaler scaler;
+  int64_t step = 0;         // optimizer steps applied
+  int64_t micro_steps = 0;  // forward/backward passes taken (seeds dropout)
+
+  model::Transformer& model() const { return *setup.model; }
+  std::filesystem::path checkpoint_root() const { return output_dir / "checkpoints"; }
+};
+
+// Logs the config's warnings, creates output_dir, builds the model and tokenizer, the
+// data shards and loader, the total step count, the optimizer, schedule and loss scaler,
+// and puts the model in train mode with the configured activation checkpointing.
+// Does not resume (load_run_checkpoint does). BadInput names what does not fit.
+std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config);
+
+// Loads weights, optimizer state, step counters, data position and loss scaler from a
+// checkpoint directory, or from "latest" of the run's checkpoints/ ("latest"), or of a
+// checkpoint root. Returns the directory loaded.
+std::string load_run_checkpoint(TrainingRun& run, const std::string& which);
+// Writes <root>/global_step<step>/ (and <root>/latest), keeping config.keep_last.
+// Call it between steps: accumulated gradients are not saved.
+std::string save_run_checkpoint(TrainingRun& run, const std::string& root);
+
+// One micro-batch: dropout seeded by micro_steps, forward and backward with gradients
+// scaled by loss_scale / (target tokens x grad_accum) — HF semantics: each micro-batch's
+// mean token loss divided by the accumulation steps. Returns the mean token loss.
+double forward_backward_micro(TrainingRun& run, const Tensor& tokens, const Tensor& targets, float loss_scale);
+
+// At the accumulation boundary, in this order:
+//   skip_step           fp16: checks the gradients for inf/nan and updates the loss
+//                       scaler; true = overflow, the step must be skipped
+//   next_lr             the scheduled lr (a function of the optimizer steps taken, so
+//                       skipped steps do not advance it)
+//   unscaled_grad_norm  global norm of the gradients divided by the loss scale
+//   clip_coefficient    max_norm / (norm + 1e-6) when the norm exceeds max_norm > 0, else 1
+//   apply_update        scheduled betas, optimizer step with gradients multiplied by
+//                       clip / loss_scale, step + 1
+bool skip_step(TrainingRun& run);
+float next_lr(const TrainingRun& run);
+double unscaled_grad_norm(TrainingRun& run, float loss_scale);
+float clip_coefficient(double grad_norm, double max_norm);
+void apply_update(TrainingRun& run, float lr, float clip, float loss_scale);
+
+// Mean loss over `batches` validation micro-batches (at most one epoch), always from the
+// start of the validation order so evaluations are comparable; NaN without validation
+// data. Leaves the model in train mode.
+double validation_loss(TrainingRun& run, int64_t batches);
+
+}  // namespace zt::train
