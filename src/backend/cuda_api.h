@@ -4,6 +4,8 @@
 // false and everything that needs a GPU throws Unsupported with a clear message.
 #pragma once
 #include <cstddef>
+#include <cstdint>
+#include <string>
 
 #include "core/allocator.h"
 #include "core/dtype.h"
@@ -14,6 +16,27 @@ namespace zt::cuda {
 bool available() noexcept;
 // Number of visible GPUs (0 in a CPU-only build or with no driver). Never throws.
 int device_count() noexcept;
+
+// Versions of the CUDA libraries, for `zerotrain report`; CUDA's encoding (13000 = 13.0,
+// cuBLAS: major*10000 + minor*100 + patch), 0 where not built or unknown. Never throws.
+struct VersionInfo {
+  int runtime_compiled = 0;  // CUDART_VERSION the backend was compiled with
+  int runtime = 0;           // the loaded libcudart (cudaRuntimeGetVersion)
+  int driver = 0;            // newest CUDA the driver supports (cudaDriverGetVersion; 0: no driver)
+  int cublas_compiled = 0;   // CUBLAS_VERSION
+  int64_t cublaslt = 0;      // the loaded libcublasLt (cublasLtGetVersion)
+};
+VersionInfo versions() noexcept;
+
+// What a visible GPU is (needs no init()). Throws BadInput for an index outside
+// [0, device_count()); the CPU-only stub throws Unsupported.
+struct DeviceInfo {
+  std::string name;
+  size_t total_memory = 0;   // bytes
+  int major = 0, minor = 0;  // compute capability
+  int multiprocessors = 0;
+};
+DeviceInfo device_info(int device);
 
 // Selects the GPU for this process, creates its compute stream, cuBLASLt handle and caching
 // allocator, and registers the allocator for Device::cuda() (core/allocator.h). Calling it

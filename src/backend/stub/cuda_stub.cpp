@@ -19,6 +19,8 @@ namespace {
 
 bool available() noexcept { return false; }
 int device_count() noexcept { return 0; }
+VersionInfo versions() noexcept { return {}; }
+DeviceInfo device_info(int device) { no_cuda(str("cuda::device_info(", device, ")").c_str()); }
 void init(int device) { no_cuda(str("cuda::init(", device, ")").c_str()); }
 bool initialized() noexcept { return false; }
 int current_device() noexcept { return -1; }
