@@ -2,8 +2,8 @@
 //
 //   <dir>/checkpoints/global_step<N>/
 //       manifest.json               format, step, world size, ZeRO stage, unit layout
-//                                   (names, offsets, shapes), dtypes, optimizer, loss
-//                                   scaler, data position, seed, the resolved config
+//                                   (names, offsets, shapes), dtypes, optimizer state
+//                                   names, loss scaler, data position, seed, extra
 //       shard_rank<r>.safetensors   rank r's slice [r*P, (r+1)*P) of every unit's flat
 //                                   buffers: "<unit>.params" and each optimizer state
 //                                   ("<unit>.exp_avg", "<unit>.master", ...)
@@ -32,7 +32,7 @@ struct CheckpointState {
   uint64_t data_epoch = 0;
   uint64_t data_position = 0;
   uint64_t seed = 0;
-  nlohmann::json loss_scaler;    // LossScaler::State as JSON ({} when unused)
+  nlohmann::json loss_scaler;    // LossScaler::State as JSON (null when unused)
   nlohmann::json extra;          // anything else the trainer wants back (config, metrics)
 };
 

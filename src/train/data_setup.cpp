@@ -12,7 +12,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A directory `zerotrain prepare` wrote: train_*.bin and val_*.bin beside dataset.json.
+bool is_prepared_dir(const std::string& p) {
+  return fs::is_directory(p) && fs::exists(fs::path(p) / "dataset.json");
+}
+
 bool is_shard_path(const std::string& p) {
+  if (is_prepared_dir(p)) return true;
   if (fs::is_directory(p)) {
     bool any = false;
     for (const auto& e : fs::directory_iterator(p)) {
@@ -25,10 +31,22 @@ bool is_shard_path(const std::string& p) {
   return fs::path(p).extension() == ".bin";
 }
 
-std::vector<std::string> shards_of(const std::vector<std::string>& inputs) {
+// Shards named by the inputs; from a prepared directory only the `prefix` split
+// ("train_" or "val_"), so its validation shards never leak into training.
+std::vector<std::string> shards_of(const std::vector<std::string>& inputs, const std::string& prefix) {
   std::vector<std::string> out;
   for (const auto& p : inputs) {
-    const auto found = io::list_token_shards(p);
+    std::vector<std::string> found;
+    if (is_prepared_dir(p)) {
+      for (const auto& e : fs::directory_iterator(p)) {
+        const std::string name = e.path().filename().string();
+        if (e.is_regular_file() && e.path().extension() == ".bin" && name.rfind(prefix, 0) == 0)
+          found.push_back(e.path().string());
+      }
+      std::sort(found.begin(), found.end());
+    } else {
+      found = io::list_token_shards(p);
+    }
     out.insert(out.end(), found.begin(), found.end());
   }
   return out;
@@ -65,7 +83,10 @@ DataSetup setup_data(const TrainConfig& c, const io::Tokenizer& tokenizer, const
   const bool train_shards = std::all_of(c.data.train.begin(), c.data.train.end(), is_shard_path);
   const bool has_val = !c.data.validation.empty();
   if (train_shards) {
-    d.train_shards = shards_of(c.data.train);
+    d.train_shards = shards_of(c.data.train, "train_");
+    // A prepared directory carries its own validation split.
+    if (!has_val && std::all_of(c.data.train.begin(), c.data.train.end(), is_prepared_dir))
+      d.val_shards = shards_of(c.data.train, "val_");
   } else {
     const io::PrepareSummary s =
         prepare(c.data.train, out / "data", c, has_val ? 0.0 : c.data.validation_fraction, tokenizer);
@@ -74,7 +95,9 @@ DataSetup setup_data(const TrainConfig& c, const io::Tokenizer& tokenizer, const
   }
   if (has_val) {
     if (std::all_of(c.data.validation.begin(), c.data.validation.end(), is_shard_path)) {
-      d.val_shards = shards_of(c.data.validation);
+      // A prepared directory's val_ split, or all of it when it was prepared as one set.
+      d.val_shards = shards_of(c.data.validation, "val_");
+      if (d.val_shards.empty()) d.val_shards = shards_of(c.data.validation, "train_");
     } else {
       const io::PrepareSummary s = prepare(c.data.validation, out / "data_validation", c, 0.0, tokenizer);
       d.val_shards = with_prefix(s.shards, "train_");

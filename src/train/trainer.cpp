@@ -143,38 +143,3 @@ TrainResult run_training(const TrainConfig& config) {
 
 }  // namespace zt::train
 
-namespace zt::train {
-
-TrainConfig builtin_default_config() {
-  TrainConfig c = load_train_config({});
-  c.source = "the built-in run";
-  c.model.preset = "tiny-gpt2";
-  c.data.train = {std::string(ZT_SOURCE_DIR) + "/data/text"};
-  c.data.validation_fraction = 1.0 / 6.0;  // one license of six held out
-  c.data.seq_len = 128;
-  c.micro_batch_per_gpu = 16;
-  c.grad_accum_steps = 1;
-  c.train_batch_size = 16;
-  c.optimizer.type = zero::OptimizerType::AdamW;
-  c.optimizer.lr = 2e-3f;
-  c.optimizer.beta1 = 0.9f;
-  c.optimizer.beta2 = 0.95f;
-  c.optimizer.weight_decay = 0.1f;
-  c.hf_scheduler = "cosine";
-  c.warmup_steps = 30;
-  c.max_steps = 600;
-  c.steps_per_print = 25;
-  c.eval_interval = 150;
-  c.eval_batches = 8;
-  c.save_interval = 0;
-  c.keep_last = 1;
-  c.output_dir = "out/default";
-  c.seed = 1337;
-  c.sample_prompts = {"This License"};
-  c.sample_tokens = 200;
-  c.sample_temperature = 0.8f;
-  c.sample_top_k = 40;
-  return c;
-}
-
-}  // namespace zt::train

@@ -26,8 +26,5 @@ struct TrainResult {
 
 TrainResult run_training(const TrainConfig& config);
 
-// The built-in default run's configuration: a tiny GPT-2 on the repo's text with a
-// byte-level BPE tokenizer trained first.
-TrainConfig builtin_default_config();
 
 }  // namespace zt::train

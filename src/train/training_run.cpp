@@ -47,6 +47,7 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   // Data: token shards (prepared from text when needed).
   run->data = setup_data(c, *run->setup.tokenizer, run->output_dir);
   run->loader = std::make_unique<io::BatchLoader>(run->data.train_shards, B, T, c.seed);
+  run->loader->set_vocab_size(model.config().vocab_size);  // ids past the vocabulary are bad data
   run->windows = run->loader->windows_per_epoch();
   if (run->windows < B)
     ZT_THROW_INPUT("the training data has ", run->windows, " windows of ", T + 1,
