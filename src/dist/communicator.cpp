@@ -1,0 +1,67 @@
+// Argument checks shared by every Communicator: the transports move raw bytes, so a
+// mismatch here would otherwise be silent memory corruption or a hang.
+#include "dist/communicator.h"
+
+#include <cstdint>
+
+#include "core/error.h"
+
+namespace zt::dist {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Max: return "max";
+  }
+  return "?";
+}
+
+void check_buffer(const char* op, const Tensor& t) {
+  if (!t.device().is_cpu()) {
+    ZT_THROW_UNSUPPORTED(op, ": tensor '", t.name(), "' is on ", t.device().name(),
+                         "; this communicator moves host buffers only (device buffers need "
+                         "the NCCL communicator, or copy to the host first)");
+  }
+  ZT_CHECK(t.defined(), op, ": tensor '", t.name(), "' has no data");
+  ZT_CHECK(t.is_contiguous(), op, ": tensor '", t.name(), "' of shape ", shape_str(t.shape()),
+           " is not contiguous; pass a contiguous view (flat unit slices are)");
+}
+
+void check_reduce_scatter(const Tensor& input, const Tensor& output, int size) {
+  check_buffer("reduce_scatter", input);
+  check_buffer("reduce_scatter", output);
+  ZT_CHECK(input.dtype() == output.dtype(), "reduce_scatter: input is ",
+           dtype_name(input.dtype()), " but output is ", dtype_name(output.dtype()),
+           "; both must have one dtype");
+  ZT_CHECK(input.numel() == output.numel() * size, "reduce_scatter: input has ", input.numel(),
+           " elements, expected group size ", size, " x output's ", output.numel(),
+           " (pad the flat buffer to a multiple of the group size)");
+  const auto* in = static_cast<const char*>(input.data());
+  const auto* out = static_cast<const char*>(output.data());
+  ZT_CHECK(out + output.nbytes() <= in || in + input.nbytes() <= out || output.numel() == 0,
+           "reduce_scatter: output overlaps input; use a separate output buffer");
+}
+
+void check_all_gather(const Tensor& input, const Tensor& output, int size) {
+  check_buffer("all_gather", input);
+  check_buffer("all_gather", output);
+  ZT_CHECK(input.dtype() == output.dtype(), "all_gather: input is ", dtype_name(input.dtype()),
+           " but output is ", dtype_name(output.dtype()), "; both must have one dtype");
+  ZT_CHECK(output.numel() == input.numel() * size, "all_gather: output has ", output.numel(),
+           " elements, expected group size ", size, " x input's ", input.numel());
+}
+
+bool is_gather_slice(const Tensor& input, const Tensor& output, int rank) {
+  const auto* slice = static_cast<const char*>(output.data()) +
+                      static_cast<size_t>(rank) * input.nbytes();
+  return input.data() == slice;
+}
+
+void check_peer(const char* op, int peer, int size) {
+  if (peer < 0 || peer >= size) {
+    ZT_THROW_INPUT(op, ": peer rank ", peer, " is outside the group of ", size,
+                   " ranks (valid: 0..", size - 1, ")");
+  }
+}
+
+}  // namespace zt::dist

@@ -1,0 +1,110 @@
+// Communicator: collectives and point-to-point messages among the ranks of a group.
+// Implementations: SingleCommunicator (world size 1, no MPI), MpiCommunicator (host buffers
+// over MPI); NCCL (device buffers) slots in behind the same interface later.
+//
+// Every operation is asynchronous underneath: the *_async calls start it and return a Work
+// handle; the plain calls start it and wait. A wait polls until a deadline (the
+// communicator's timeout, ZT_COLLECTIVE_TIMEOUT_S) so that a rank that never joins gives an
+// error naming the operation and the rank instead of a silent hang. After such a timeout
+// the communicator is not usable again: the caller aborts the job (dist::abort_job).
+//
+// Buffers are contiguous host tensors (f32, bf16, f16, i32, i64); every rank passes the
+// same dtype and element counts. Buffers must stay alive and untouched until the Work
+// completes.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace zt::dist {
+
+enum class ReduceOp { Sum, Max };
+const char* reduce_op_name(ReduceOp op);
+
+using Seconds = std::chrono::duration<double>;
+
+// A started operation. Destroying an unfinished Work waits for it (its buffers may still
+// be read or written by the transport), up to the communicator's timeout.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Polls once; never blocks.
+  virtual bool is_completed() = 0;
+  // Waits up to the communicator's timeout; throws zt::Error naming the operation, the rank
+  // and the elapsed time when it expires.
+  void wait() { wait(default_timeout()); }
+  virtual void wait(Seconds timeout) = 0;
+
+ protected:
+  virtual Seconds default_timeout() const = 0;
+};
+using WorkPtr = std::unique_ptr<Work>;
+
+class Communicator {
+ public:
+  // split(): the color of a rank that belongs to no new group.
+  static constexpr int kNoColor = -1;
+
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual Seconds timeout() const = 0;
+  // "mpi", "single": for logs and error messages.
+  virtual std::string backend_name() const = 0;
+
+  // In place: every rank ends with the elementwise reduction over all ranks. bf16/f16 are
+  // reduced through f32 in each pairwise step (the result is rounded once per step).
+  virtual WorkPtr all_reduce_async(const Tensor& buffer, ReduceOp op) = 0;
+  // input has size()*n elements; rank r gets the sum of every rank's [r*n, (r+1)*n) slice.
+  virtual WorkPtr reduce_scatter_async(const Tensor& input, const Tensor& output) = 0;
+  // input has n elements, output size()*n: rank r's input lands in [r*n, (r+1)*n) of every
+  // output. input may be exactly that slice of output (in place, as ZeRO gathers).
+  virtual WorkPtr all_gather_async(const Tensor& input, const Tensor& output) = 0;
+  virtual WorkPtr broadcast_async(const Tensor& buffer, int root) = 0;
+  virtual WorkPtr send_async(const Tensor& buffer, int peer, int tag) = 0;
+  // Receives exactly buffer.numel() elements; a message of another size is an error.
+  virtual WorkPtr recv_async(const Tensor& buffer, int peer, int tag) = 0;
+  virtual WorkPtr barrier_async() = 0;
+
+  // Sub-groups (data/tensor/pipeline parallel): ranks with the same color form a group,
+  // ordered by key (ties by rank). Collective over this communicator. Returns nullptr on a
+  // rank whose color is kNoColor.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+
+  // Blocking forms: start and wait with timeout().
+  void all_reduce(const Tensor& buffer, ReduceOp op) { all_reduce_async(buffer, op)->wait(); }
+  void reduce_scatter(const Tensor& input, const Tensor& output) {
+    reduce_scatter_async(input, output)->wait();
+  }
+  void all_gather(const Tensor& input, const Tensor& output) {
+    all_gather_async(input, output)->wait();
+  }
+  void broadcast(const Tensor& buffer, int root) { broadcast_async(buffer, root)->wait(); }
+  void send(const Tensor& buffer, int peer, int tag) { send_async(buffer, peer, tag)->wait(); }
+  void recv(const Tensor& buffer, int peer, int tag) { recv_async(buffer, peer, tag)->wait(); }
+  void barrier() { barrier_async()->wait(); }
+};
+
+// Argument checks shared by the implementations: each throws zt::Error naming the
+// operation and what to change.
+void check_buffer(const char* op, const Tensor& t);  // host, contiguous, supported dtype
+void check_reduce_scatter(const Tensor& input, const Tensor& output, int size);
+void check_all_gather(const Tensor& input, const Tensor& output, int size);
+void check_peer(const char* op, int peer, int size);
+
+// Whether input is exactly output's slice for `rank` (an in-place all_gather).
+bool is_gather_slice(const Tensor& input, const Tensor& output, int rank);
+
+// A Work that is already done (the single-process communicator, empty buffers).
+class CompletedWork final : public Work {
+ public:
+  bool is_completed() override { return true; }
+  void wait(Seconds) override {}
+
+ protected:
+  Seconds default_timeout() const override { return Seconds(0); }
+};
+
+}  // namespace zt::dist
