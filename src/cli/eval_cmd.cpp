@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "cli/args.h"
@@ -23,12 +24,15 @@ the perplexity and the number of predicted tokens.
 
 FILE is text: a .jsonl file holds one document per line (the --jsonl-field string of
 each JSON object); any other file is one document. Documents are tokenized with the
-model's tokenizer (BOS added as the tokenizer does) and scored on their own, in
+model's tokenizer (BOS added as the tokenizer does). FILE may also be token shards (a
+.bin file or a directory of them, as `zerotrain prepare` writes): a document starts at
+each EOS id. Each document is scored on its own, in
 non-overlapping windows of --seq-len tokens: every token but a document's first is
 predicted once, from the earlier tokens of its window.
 
   --model DIR            HF model directory (GPT-2, Llama, Mistral, Qwen2)
-  --data FILE            .txt (one document) or .jsonl (one document per line)
+  --data FILE            .txt (one document), .jsonl (one document per line), or
+                         token shards (.bin file or directory; documents split at EOS)
   --seq-len T            window length (default: the model's context)
   --jsonl-field NAME     the text field of .jsonl lines ("text")
   --batch-size N         windows per forward pass (8)
@@ -55,19 +59,23 @@ int run_eval(const Args& args) {
   p.value("--log-level", [&](const std::string& v) { set_log_level(parse_log_level(v)); });
   p.parse(args);
   if (model_dir.empty()) ZT_THROW_INPUT("eval: --model DIR is required (a HF model directory)");
-  if (data.empty()) ZT_THROW_INPUT("eval: --data FILE is required (.txt or .jsonl)");
+  if (data.empty()) ZT_THROW_INPUT("eval: --data FILE is required (.txt, .jsonl, or token shards: .bin or a directory)");
   if (o.seq_len < 0 || (o.seq_len == 0 && args.end() != std::find(args.begin(), args.end(), "--seq-len")))
     ZT_THROW_INPUT("--seq-len must be positive, got ", o.seq_len);
-  if (ends_with(data, ".bin"))
-    ZT_THROW_UNSUPPORTED("eval: token shards (", data, ") are not supported yet: give the text as .txt or .jsonl");
-
-  const std::vector<std::string> texts = train::read_text_documents(data, field);
+  const bool shards = ends_with(data, ".bin") || std::filesystem::is_directory(data);
   model::InferenceModel m = model::load_for_inference(model_dir);
   const auto tok = tokenizer_path == "bytes" ? io::make_byte_tokenizer()
                                              : io::load_tokenizer(tokenizer_path.empty() ? model_dir : tokenizer_path);
   std::vector<std::vector<int32_t>> docs;
-  docs.reserve(texts.size());
-  for (const auto& t : texts) docs.push_back(tok->encode(t, io::SpecialTokens::Add));
+  if (shards) {
+    // Token shards are already tokenized: documents start at each EOS (as prepare writes them).
+    const int64_t eos = tok->eos_id() >= 0 ? tok->eos_id() : m.model->config().eos_token_id;
+    docs = train::read_shard_documents(data, eos);
+  } else {
+    const std::vector<std::string> texts = train::read_text_documents(data, field);
+    docs.reserve(texts.size());
+    for (const auto& t : texts) docs.push_back(tok->encode(t, io::SpecialTokens::Add));
+  }
   const train::EvalResult r = train::evaluate(*m.model, docs, o);
   std::printf("documents %lld | windows %lld | tokens %lld | mean loss %.6f | perplexity %.4f\n",
               static_cast<long long>(r.documents), static_cast<long long>(r.windows),
@@ -76,7 +84,7 @@ int run_eval(const Args& args) {
   return 0;
 }
 
-const Registrar registrar{{"eval", "mean loss and perplexity of a HF model directory on text", run_eval, kHelp}};
+const Registrar registrar{{"eval", "mean loss and perplexity of a HF model directory on text or token shards", run_eval, kHelp}};
 
 }  // namespace
 }  // namespace zt::cli

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/token_dataset.h"
 #include "io/byte_tokenizer.h"
 
 namespace zt::train {
@@ -99,6 +100,24 @@ std::vector<std::string> read_text_documents(const std::string& path, const std:
     docs.push_back(j[field].get<std::string>());
   }
   if (docs.empty()) ZT_THROW_INPUT(path, ": no JSON lines found");
+  return docs;
+}
+
+std::vector<std::vector<int32_t>> read_shard_documents(const std::string& path, int64_t separator) {
+  const std::vector<std::string> shards = io::list_token_shards(path);
+  std::vector<std::vector<int32_t>> docs;
+  std::vector<int32_t> buffer;
+  for (const std::string& shard_path : shards) {
+    const auto shard = io::open_token_shard(shard_path);
+    buffer.resize(static_cast<size_t>(shard->size()));
+    shard->read(0, shard->size(), buffer.data());
+    for (const int32_t id : buffer) {
+      // A document may continue across shards; only the separator starts a new one.
+      if (docs.empty() || (separator >= 0 && id == separator)) docs.emplace_back();
+      docs.back().push_back(id);
+    }
+  }
+  if (docs.empty()) ZT_THROW_INPUT("'", path, "' holds no tokens");
   return docs;
 }
 

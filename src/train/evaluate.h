@@ -37,4 +37,10 @@ EvalResult evaluate(model::Transformer& model, const std::vector<std::vector<int
 // one document. Errors name the file, line and field.
 std::vector<std::string> read_text_documents(const std::string& path, const std::string& jsonl_field = "text");
 
+// Token documents from shards (a .bin file, a directory or a glob; zerotrain, llm.c or
+// nanoGPT format): a new document starts at every `separator` id (zerotrain prepare and
+// llm.c put the EOS before each document, so it opens its document and is not predicted).
+// separator < 0: all tokens are one document.
+std::vector<std::vector<int32_t>> read_shard_documents(const std::string& path, int64_t separator);
+
 }  // namespace zt::train
