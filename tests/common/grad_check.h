@@ -5,6 +5,7 @@
 // compared with central differences. To make the check tight the reference runs the
 // same formula in double precision: tests pass a `double` version of the forward.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <vector>
@@ -37,6 +38,14 @@ inline double max_rel_error(const std::vector<double>& a, const std::vector<doub
     worst = std::max(worst, std::fabs(a[i] - b[i]) / denom);
   }
   return worst;
+}
+
+// Relative error with an absolute floor of 1% of the largest reference magnitude: f32 sums
+// of many terms have absolute errors ~ eps * sum |terms|, which near-zero entries expose.
+inline double err(const std::vector<double>& got, const std::vector<double>& ref) {
+  double m = 0;
+  for (double r : ref) m = std::max(m, std::fabs(r));
+  return max_rel_error(got, ref, std::max(1e-3, 1e-2 * m));
 }
 
 }  // namespace zt::testing

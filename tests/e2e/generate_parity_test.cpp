@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/oracle.h"
 #include "io/tokenizer.h"
 #include "model/config.h"
 #include "model/hf_weights.h"
@@ -40,24 +41,9 @@ namespace {
 
 constexpr double kLossRelTol = 1e-5;
 
-int run_command(const std::string& cmd) {
-  const int status = std::system(cmd.c_str());
-  if (status == -1 || !WIFEXITED(status)) return -1;
-  return WEXITSTATUS(status);
-}
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-std::string torch_unavailable() {
-  const std::string py = ZT_PYTHON3;
-  if (py.empty() || py.find("NOTFOUND") != std::string::npos) return "python3 was not found at configure time";
-  if (run_command("'" + py + "' -c 'import torch, numpy' > /dev/null 2>&1") != 0)
-    return "'" + py + "' cannot import torch and numpy (install python3-torch)";
-  return "";
-}
+using zt::testing::run_command;
+using zt::testing::read_text;
+using zt::testing::torch_unavailable;
 
 // Weights off the init distribution (peaked attention, biases and gains that matter).
 void perturb(Transformer& m, uint64_t seed) {

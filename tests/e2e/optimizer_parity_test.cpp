@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/oracle.h"
 #include "core/rng.h"
 #include "io/safetensors.h"
 #include "model/registry.h"
@@ -147,16 +148,8 @@ nlohmann::json config_json(const Case& c, model::ParameterRegistry& reg) {
   return j;
 }
 
-int run_command(const std::string& cmd) {
-  const int status = std::system(cmd.c_str());
-  if (status == -1 || !WIFEXITED(status)) return -1;
-  return WEXITSTATUS(status);
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using zt::testing::run_command;
+using zt::testing::read_text;
 
 // Writes DIR/<case>.in.safetensors for every case: the initial parameters and every
 // step's gradients (drawn in the gradient dtype), with the config as metadata.

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/temp_dir.h"
 #include "io/token_dataset.h"
 
 namespace fs = std::filesystem;
@@ -35,20 +36,9 @@ Result sh(const std::string& cmd) {
   return r;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::path(ZT_BINARY_DIR) / "test_tmp" /
-            ("prepare_e2e_" + std::to_string(::getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
+// This file's per-test scratch directory: build/test_tmp/prepare_e2e_<pid>_<test name>.
+struct TempDir : zt::testing::TempDir {
+  TempDir() : zt::testing::TempDir(zt::testing::build_temp_path("prepare_e2e_")) {}
 };
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/temp_dir.h"
 #include "core/error.h"
 #include "io/safetensors.h"
 
@@ -21,20 +22,9 @@ using namespace zt;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::path(ZT_BINARY_DIR) / "test_tmp" /
-            ("st_pypi_" + std::to_string(::getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
+// This file's per-test scratch directory: build/test_tmp/st_pypi_<pid>_<test name>.
+struct TempDir : zt::testing::TempDir {
+  TempDir() : zt::testing::TempDir(zt::testing::build_temp_path("st_pypi_")) {}
 };
 
 std::string read_all(const std::string& path) {

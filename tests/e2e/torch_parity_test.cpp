@@ -32,6 +32,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/oracle.h"
 #include "model/hf_weights.h"
 #include "io/safetensors.h"
 #include "model/config.h"
@@ -49,25 +50,9 @@ constexpr double kGradTol = 1e-4;
 constexpr double kFloor = 1e-2;
 constexpr double kSlack = 4.0;
 
-int run_command(const std::string& cmd) {
-  const int status = std::system(cmd.c_str());
-  if (status == -1 || !WIFEXITED(status)) return -1;
-  return WEXITSTATUS(status);
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// Empty when python3 with torch is usable, else why not.
-std::string torch_unavailable() {
-  const std::string py = ZT_PYTHON3;
-  if (py.empty() || py.find("NOTFOUND") != std::string::npos) return "python3 was not found at configure time";
-  if (run_command("'" + py + "' -c 'import torch, numpy' > /dev/null 2>&1") != 0)
-    return "'" + py + "' cannot import torch and numpy (install python3-torch)";
-  return "";
-}
+using zt::testing::run_command;
+using zt::testing::read_text;
+using zt::testing::torch_unavailable;
 
 struct Err {
   double scaled = 0.0;               // max |ours - ref| / max |ref|

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <thread>
 
+#include "common/small_run.h"
+#include "common/temp_dir.h"
 #include "io/safetensors.h"
 #include "model/hf_dir.h"
 #include "train/run_config.h"
@@ -22,35 +24,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path temp_dir(const std::string& name) {
-  const fs::path p = fs::path(ZT_BINARY_DIR) / "test_tmp" / ("trainer_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
+// This file's named scratch directories: build/test_tmp/trainer_<name>_<pid>, emptied first.
+fs::path temp_dir(const std::string& name) { return zt::testing::fresh_test_dir("trainer_", name); }
 
-// A small run on two of the repo's license texts.
-train::TrainConfig small_run(const fs::path& out, std::vector<std::string> extra = {}) {
-  const fs::path yaml = out / "run.yaml";
-  std::ofstream(yaml) << "model: {preset: tiny-gpt2}\n"
-                         "data:\n  train: ['"
-                      << ZT_SOURCE_DIR << "/data/text/artistic.txt', '" << ZT_SOURCE_DIR
-                      << "/data/text/apache-2.0.txt']\n"
-                         "  validation_fraction: 0.5\n  seq_len: 32\n"
-                         "per_device_train_batch_size: 4\ngradient_accumulation_steps: 2\n"
-                         "learning_rate: 3.0e-3\nlr_scheduler_type: cosine\nwarmup_steps: 2\n"
-                         "max_steps: 6\nsave_interval: 3\nkeep_last: 5\neval_interval: 3\neval_batches: 2\n"
-                         "steps_per_print: 1\nseed: 7\noutput_dir: '"
-                      << (out / "run").string() << "'\n";
-  std::vector<std::string> args{yaml.string()};
-  args.insert(args.end(), extra.begin(), extra.end());
-  return train::load_train_config(args);
-}
-
-std::string file_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using zt::testing::small_run;
+using zt::testing::file_bytes;
 
 }  // namespace
 

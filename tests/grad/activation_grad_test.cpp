@@ -4,6 +4,8 @@
 #include <random>
 
 #include "common/grad_check.h"
+#include "common/make_tensor.h"
+#include "common/random.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "ops/activation.h"
@@ -12,36 +14,14 @@ namespace {
 using zt::DType;
 using zt::OwnedTensor;
 using zt::Shape;
+using zt::testing::dot;
+using zt::testing::err;
+using zt::testing::make;
 using zt::testing::max_rel_error;
 using zt::testing::numeric_gradient;
+using zt::testing::randn;
+using zt::testing::to_d;
 
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(gen);
-  return v;
-}
-OwnedTensor make(const std::vector<float>& v, Shape shape, DType dt = DType::F32) {
-  OwnedTensor t(std::move(shape), dt);
-  EXPECT_EQ(static_cast<size_t>(t->numel()), v.size());
-  zt::convert(v.data(), DType::F32, t->data(), dt, v.size());
-  return t;
-}
-std::vector<double> to_d(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
-// Relative error with an absolute floor of 1% of the largest reference magnitude: f32 sums
-// of many terms have absolute errors ~ eps * sum |terms|, which near-zero entries expose.
-[[maybe_unused]] double err(const std::vector<double>& got, const std::vector<double>& ref) {
-  double m = 0;
-  for (double r : ref) m = std::max(m, std::fabs(r));
-  return max_rel_error(got, ref, std::max(1e-3, 1e-2 * m));
-}
-
-double dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
 
 // HF "gelu_new" / GPT-2, literally.
 double gelu_ref(double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }

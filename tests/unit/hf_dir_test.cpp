@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/temp_dir.h"
 #include "core/error.h"
 #include "model/config.h"
 #include "model/hf_dir.h"
@@ -26,21 +27,9 @@ using namespace zt::model;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::path(ZT_BINARY_DIR) / "test_tmp" /
-            ("hf_dir_" + std::to_string(::getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
+// This file's per-test scratch directory: build/test_tmp/hf_dir_<pid>_<test name>.
+struct TempDir : zt::testing::TempDir {
+  TempDir() : zt::testing::TempDir(zt::testing::build_temp_path("hf_dir_")) {}
 };
 
 std::string read_all(const std::string& path) {

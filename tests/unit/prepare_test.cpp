@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/temp_dir.h"
 #include "core/error.h"
 #include "io/byte_tokenizer.h"
 #include "io/prepare.h"
@@ -24,21 +25,9 @@ using namespace zt::io;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::path(ZT_BINARY_DIR) / "test_tmp" /
-            ("prepare_" + std::to_string(::getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
+// This file's per-test scratch directory: build/test_tmp/prepare_<pid>_<test name>.
+struct TempDir : zt::testing::TempDir {
+  TempDir() : zt::testing::TempDir(zt::testing::build_temp_path("prepare_")) {}
 };
 
 void write_all(const std::string& path, const std::string& bytes) {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "common/temp_dir.h"
 #include "core/error.h"
 #include "train/config_dump.h"
 #include "train/run_config.h"
@@ -16,22 +17,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() /
-            ("zt_run_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream(path_ / name) << text;
-    return (path_ / name).string();
-  }
-
- private:
-  fs::path path_;
+// This file's per-test scratch directory: <system temp>/zt_run_<gtest seed>_<test name>.
+struct TempDir : zt::testing::TempDir {
+  TempDir() : zt::testing::TempDir(zt::testing::system_temp_path("zt_run_"), /*clear_first=*/false) {}
 };
 
 #define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/temp_dir.h"
 #include "core/error.h"
 #include "model/hf_weights.h"
 #include "io/safetensors.h"
@@ -25,21 +26,9 @@ using zt::io::SafetensorsReader;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::path(ZT_BINARY_DIR) / "test_tmp" /
-            ("safetensors_" + std::to_string(::getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
+// This file's per-test scratch directory: build/test_tmp/safetensors_<pid>_<test name>.
+struct TempDir : zt::testing::TempDir {
+  TempDir() : zt::testing::TempDir(zt::testing::build_temp_path("safetensors_")) {}
 };
 
 std::string read_all(const std::string& path) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/temp_dir.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "io/token_dataset.h"
@@ -22,21 +23,9 @@ using namespace zt::io;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::path(ZT_BINARY_DIR) / "test_tmp" /
-            ("tokens_" + std::to_string(::getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
+// This file's per-test scratch directory: build/test_tmp/tokens_<pid>_<test name>.
+struct TempDir : zt::testing::TempDir {
+  TempDir() : zt::testing::TempDir(zt::testing::build_temp_path("tokens_")) {}
 };
 
 std::string read_all(const std::string& path) {
