@@ -78,8 +78,7 @@ TEST(Trainer, SigintSavesACheckpointAndExitsZero) {
   if (pid == 0) {
     const std::string out = (a / "run").string();
     const std::string log = (a / "log.txt").string();
-    std::freopen(log.c_str(), "w", stdout);
-    std::freopen(log.c_str(), "a", stderr);
+    if (!std::freopen(log.c_str(), "w", stdout) || !std::freopen(log.c_str(), "a", stderr)) ::_exit(126);
     ::execl(exe.c_str(), exe.c_str(), "train", "--max_steps", "100000", "--output_dir", out.c_str(),
             "--steps_per_print", "1", "--threads", "1", static_cast<char*>(nullptr));
     ::_exit(127);

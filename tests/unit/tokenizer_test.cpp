@@ -1,6 +1,8 @@
 // Tokenizer building blocks and malformed inputs: every broken tokenizer file is one
 // clear zt::Error naming the file and key, never a crash.
 #include <gtest/gtest.h>
+
+#include <filesystem>
 #include <unistd.h>
 
 #include <fstream>
@@ -24,7 +26,8 @@ class TempDir {
     if (::mkdtemp(tmpl)) path_ = tmpl;
   }
   ~TempDir() {
-    if (!path_.empty()) (void)std::system(("rm -rf '" + path_ + "'").c_str());
+    std::error_code ec;  // best effort: a leftover temp dir must not fail the test
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
   }
   std::string write(const std::string& name, const std::string& text) const {
     const std::string p = path_ + "/" + name;
