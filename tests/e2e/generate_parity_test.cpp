@@ -29,6 +29,7 @@
 #include "model/hf_weights.h"
 #include "model/inference.h"
 #include "model/inference_load.h"
+#include "common/perturb.h"
 #include "model/transformer.h"
 #include "train/evaluate.h"
 #include "train/generate.h"
@@ -45,23 +46,7 @@ using zt::testing::run_command;
 using zt::testing::read_text;
 using zt::testing::torch_unavailable;
 
-// Weights off the init distribution (peaked attention, biases and gains that matter).
-void perturb(Transformer& m, uint64_t seed) {
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  m.registry().for_each([&](Unit&, ParamEntry& e) {
-    const Tensor rows = e.value.narrow(0, 0, e.spec.hf_shape[0]);
-    for (int64_t i = 0; i < rows.numel(); ++i) {
-      float v = rows.get_f32(i);
-      switch (e.spec.init) {
-        case Init::Normal: v *= 4.0f; break;
-        case Init::Ones: v = 1.0f + 0.3f * u(rng); break;
-        case Init::Zeros: v = 0.1f * u(rng); break;
-      }
-      rows.set_f32(i, v);
-    }
-  });
-}
+using zt::testing::perturb;
 
 // A HF directory (config.json + model.safetensors) holding a perturbed random model.
 class ModelDir {

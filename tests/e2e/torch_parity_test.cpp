@@ -36,6 +36,7 @@
 #include "model/hf_weights.h"
 #include "io/safetensors.h"
 #include "model/config.h"
+#include "common/perturb.h"
 #include "model/transformer.h"
 
 namespace fs = std::filesystem;
@@ -85,30 +86,11 @@ Err compare(const std::vector<double>& ours, const std::vector<double>& ref, con
 struct Case {
   std::string label;
   ModelConfig config;
-  bool perturb = true;  // move weights off the init distribution (see below)
+  bool perturb = true;  // move weights off the init distribution (common/perturb.h)
   int64_t B = 2, T = 48;
 };
 
-// init_weights draws N(0, 0.02) weights, zero biases and unit gains: attention is then
-// nearly uniform and a misplaced bias or gain changes nothing. Scale weights up and move
-// biases and gains to random values so every parameter shapes the logits.
-void perturb(Transformer& m, uint64_t seed) {
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  m.registry().for_each([&](Unit&, ParamEntry& e) {
-    const Tensor rows = e.value.narrow(0, 0, e.spec.hf_shape[0]);
-    const int64_t n = rows.numel();
-    for (int64_t i = 0; i < n; ++i) {
-      float v = rows.get_f32(i);
-      switch (e.spec.init) {
-        case Init::Normal: v *= 4.0f; break;
-        case Init::Ones: v = 1.0f + 0.3f * u(rng); break;
-        case Init::Zeros: v = 0.1f * u(rng); break;
-      }
-      rows.set_f32(i, v);
-    }
-  });
-}
+using zt::testing::perturb;
 
 void run_case(const Case& c) {
   const std::string why = torch_unavailable();

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "model/config.h"
 #include "model/inference.h"
+#include "common/perturb.h"
 #include "model/transformer.h"
 #include "train/evaluate.h"
 #include "train/generate.h"
@@ -26,24 +27,7 @@ using namespace zt::model;
 
 namespace {
 
-// Moves weights off the init distribution so attention is far from uniform and biases
-// and gains matter (as the PyTorch parity test does).
-void perturb(Transformer& m, uint64_t seed) {
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  m.registry().for_each([&](Unit&, ParamEntry& e) {
-    const Tensor rows = e.value.narrow(0, 0, e.spec.hf_shape[0]);
-    for (int64_t i = 0; i < rows.numel(); ++i) {
-      float v = rows.get_f32(i);
-      switch (e.spec.init) {
-        case Init::Normal: v *= 4.0f; break;
-        case Init::Ones: v = 1.0f + 0.3f * u(rng); break;
-        case Init::Zeros: v = 0.1f * u(rng); break;
-      }
-      rows.set_f32(i, v);
-    }
-  });
-}
+using zt::testing::perturb;
 
 std::unique_ptr<Transformer> make_model(const ModelConfig& c, uint64_t seed = 1234) {
   ModelOptions o;
