@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/log.h"
+#include "model/config.h"
 #include "train/checkpoint.h"
 #include "train/run_config.h"
 
@@ -101,7 +104,11 @@ std::string save_run_checkpoint(TrainingRun& run, const std::string& root) {
     s.loss_scaler = {{"scale", st.scale}, {"hysteresis_left", st.hysteresis_left}, {"clean_steps", st.clean_steps},
                      {"skipped_steps", st.skipped_steps}};
   }
-  s.extra = {{"optimizer_steps", run.optimizer->steps_taken()}, {"total_steps", run.total_steps}};
+  // model_config: the HF config.json, so that `zerotrain consolidate` can write an HF
+  // directory from the checkpoint alone.
+  s.extra = {{"optimizer_steps", run.optimizer->steps_taken()},
+             {"total_steps", run.total_steps},
+             {"model_config", model::config_to_hf_json(run.model().config())}};
   CheckpointWriteOptions wo;
   wo.keep_last = run.config.keep_last;
   wo.zero_stage = run.config.zero.stage;
