@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/parallel.h"
+#include "dist/env.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
 
@@ -29,7 +30,8 @@ trained on them first, then a sample.
   --config_file FILE      an Accelerate config YAML (may point at a ds_config)
   --KEY VALUE             override any key, e.g. --max_steps 20, --learning_rate 1e-3,
                           --optimizer.params.lr 3e-4, --zero_optimization.stage 2
-  --resume latest|DIR     continue from output_dir/checkpoints/latest or a checkpoint
+  --resume latest|auto|DIR  continue from output_dir/checkpoints/latest or a checkpoint
+                          (auto: the latest when there is one, else from the start)
   --threads N             CPU threads (default: all cores)
   --log-level LEVEL       debug, info, warn, error
 
@@ -62,7 +64,11 @@ int run_train(const Args& raw) {
     }
   }
   if (!has_config) args.insert(args.begin(), std::string(ZT_SOURCE_DIR) + "/examples/default_run.yaml");
-  const train::TrainConfig config = train::load_train_config(args);
+  // The batch arithmetic uses the job's real world size (every rank is started by the
+  // launcher with the same command line).
+  train::LoadOptions lo;
+  lo.world_size = dist::read_launch_env().world_size;
+  const train::TrainConfig config = train::load_train_config(args, lo);
   train::run_training(config);
   return 0;
 }

@@ -33,10 +33,19 @@ ParamEntry* Unit::find(const std::string& name) {
 }
 
 void Unit::allocate_params(DType dtype, Device device) {
+  allocate_params_uninitialized(dtype, device);
+  param_buffer_.zero();
+}
+
+void Unit::release_params() {
+  param_buffer_.reset();
+  for (auto& p : params_) p.value = Tensor();
+}
+
+void Unit::allocate_params_uninitialized(DType dtype, Device device) {
   param_dtype_ = dtype;
   device_ = device;
   param_buffer_ = Buffer(static_cast<size_t>(padded_numel_) * dtype_size(dtype), device);
-  param_buffer_.zero();
   char* base = static_cast<char*>(param_buffer_.data());
   for (auto& p : params_)
     p.value = Tensor(base + p.offset * static_cast<int64_t>(dtype_size(dtype)), p.spec.shape, dtype, device,

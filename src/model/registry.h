@@ -61,6 +61,10 @@ class Unit {
 
   // Allocates (zeroed) storage and points every entry at it.
   void allocate_params(DType dtype, Device device);
+  // Storage that is about to be overwritten whole (a ZeRO-3 gather): not zeroed.
+  void allocate_params_uninitialized(DType dtype, Device device);
+  // ZeRO-3 frees a unit's full parameters between uses; entries become undefined views.
+  void release_params();
   void allocate_grads(DType dtype, Device device);
   void release_grads();
   bool has_params() const { return param_buffer_.data() != nullptr; }
@@ -70,6 +74,14 @@ class Unit {
   Tensor flat_grads() const;
   DType param_dtype() const { return param_dtype_; }
   DType grad_dtype() const { return grad_dtype_; }
+  Device device() const { return device_; }
+  // Records the storage dtype and device without allocating (the ZeRO-3 engine allocates
+  // one unit at a time).
+  void set_storage(DType param_dtype, DType grad_dtype, Device device) {
+    param_dtype_ = param_dtype;
+    grad_dtype_ = grad_dtype;
+    device_ = device;
+  }
 
  private:
   std::string name_;
@@ -89,6 +101,7 @@ class ParameterRegistry {
   std::vector<std::unique_ptr<Unit>>& units() { return units_; }
   const std::vector<std::unique_ptr<Unit>>& units() const { return units_; }
   Unit& unit(size_t i) { return *units_.at(i); }
+  const Unit& unit(size_t i) const { return *units_.at(i); }
   size_t size() const { return units_.size(); }
 
   // Visits every parameter in registry order (unit order, then declaration order).

@@ -182,7 +182,8 @@ Transformer::Transformer(ModelConfig config, ModelOptions options)
   registry_.add_unit("head", std::move(head), shards);
 
   for (auto& u : registry_.units()) {
-    u->allocate_params(options_.param_dtype, options_.device);
+    u->set_storage(options_.param_dtype, options_.grad_dtype, options_.device);
+    if (options_.allocate_params) u->allocate_params(options_.param_dtype, options_.device);
     if (options_.allocate_grads) u->allocate_grads(options_.grad_dtype, options_.device);
   }
   if (c.attn_pdrop > 0.0f)
@@ -192,7 +193,11 @@ Transformer::Transformer(ModelConfig config, ModelOptions options)
 Transformer::~Transformer() = default;
 
 void Transformer::init_weights(uint64_t seed) {
-  registry_.for_each([&](Unit&, ParamEntry& p) {
+  for (auto& u : registry_.units()) init_unit_weights(*u, seed);
+}
+
+void Transformer::init_unit_weights(Unit& unit, uint64_t seed) {
+  for (ParamEntry& p : unit.params()) {
     const Tensor rows = p.value.narrow(0, 0, p.spec.hf_shape[0]);
     switch (p.spec.init) {
       case Init::Zeros: p.value.zero(); break;
@@ -202,7 +207,7 @@ void Transformer::init_weights(uint64_t seed) {
         fill_normal(rows, Philox(seed, hash_name(p.name().c_str())), 0.0f, p.spec.init_std);
         break;
     }
-  });
+  }
 }
 
 void Transformer::zero_grads() {
@@ -259,6 +264,11 @@ Transformer::BlockParams Transformer::block_params(int layer) {
   ZT_CHECK(i == ps.size(), "block parameter layout mismatch");
   (void)F;
   return b;
+}
+
+// Gradient buffers exist from construction, or (ZeRO 2-3) from the unit's before_backward hook.
+static void require_grads(const Unit& u) {
+  ZT_CHECK(u.has_grads(), "backward of unit ", u.name(), " without a gradient buffer");
 }
 
 Tensor Transformer::head_weight() {
@@ -481,8 +491,6 @@ void Transformer::forward_logits(const Tensor& tokens, const Tensor& logits) {
 
 ops::CrossEntropyResult Transformer::forward_backward(const Tensor& tokens, const Tensor& targets, float grad_scale) {
   const ModelConfig& c = config_;
-  for (auto& u : registry_.units())
-    ZT_CHECK(u->has_grads(), "forward_backward needs gradient buffers (unit ", u->name(), ")");
   const bool recompute = options_.checkpointing == Checkpointing::EveryBlock;
   forward_trunk(tokens, true);
   Activations& s = *acts_;
@@ -495,6 +503,8 @@ ops::CrossEntropyResult Transformer::forward_backward(const Tensor& tokens, cons
   hooks.after_forward(head);
   hooks.before_backward(head);
   if (c.tie_word_embeddings) hooks.before_backward(registry_.unit(0));  // the head's weight lives there
+  require_grads(head);
+  if (c.tie_word_embeddings) require_grads(registry_.unit(0));
   const ops::CrossEntropyResult r = ops::lm_head_cross_entropy_forward_backward(
       s.d_ln, head_weight_grad(), s.lnf, head_weight(), targets.reshape({N}), c.vocab_size, kIgnoreIndex,
       grad_scale);
@@ -509,6 +519,7 @@ ops::CrossEntropyResult Transformer::forward_backward(const Tensor& tokens, cons
   for (int l = static_cast<int>(c.num_layers) - 1; l >= 0; --l) {
     Unit& u = registry_.unit(static_cast<size_t>(l) + 1);
     hooks.before_backward(u);
+    require_grads(u);
     if (recompute) block_forward(l, s.x[static_cast<size_t>(l)], s.x[static_cast<size_t>(l) + 1], true);
     block_backward(l, s.dx);
     hooks.after_backward(u);
@@ -516,6 +527,7 @@ ops::CrossEntropyResult Transformer::forward_backward(const Tensor& tokens, cons
 
   Unit& embed = registry_.unit(0);
   if (!c.tie_word_embeddings) hooks.before_backward(embed);
+  require_grads(embed);
   const auto& ep = embed.params();
   const Tensor dx3 = s.dx->reshape({B, T, c.hidden_size});
   if (mode_ == Mode::Train && c.embd_pdrop > 0.0f) ops::dropout_backward(dx3, dx3, c.embd_pdrop, dropout_rng(-1, 0));

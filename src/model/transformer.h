@@ -33,6 +33,9 @@ struct ModelOptions {
   int shard_count = 1;  // units are padded to a multiple of this
   Checkpointing checkpointing = Checkpointing::None;
   bool allocate_grads = true;
+  // false: units record their dtype and device but get no storage; the ZeRO-3 engine
+  // allocates, fills and shards them one at a time, so the whole model never exists.
+  bool allocate_params = true;
 };
 
 class UnitHooks {
@@ -64,6 +67,8 @@ class Transformer {
   // HF-style initialisation, reproducible per parameter: parameter p is drawn from
   // Philox(seed, hash(p.name)), independent of units, shards and thread counts.
   void init_weights(uint64_t seed);
+  // The same for one unit (allocated): the values init_weights gives its parameters.
+  void init_unit_weights(Unit& unit, uint64_t seed);
   void zero_grads();
 
   void set_mode(Mode mode) { mode_ = mode; }

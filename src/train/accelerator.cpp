@@ -40,7 +40,7 @@ Accelerator::Accelerator(const train::TrainConfig& config) : impl_(std::make_uni
   if (!run.config.resume.empty()) train::load_run_checkpoint(run, run.config.resume);
   impl_->tokens = OwnedTensor({run.micro_batch, run.seq_len}, DType::I32);
   impl_->targets = OwnedTensor({run.micro_batch, run.seq_len}, DType::I32);
-  run.model().zero_grads();
+  train::zero_grads(run);
 }
 
 Accelerator::~Accelerator() = default;
@@ -97,7 +97,7 @@ bool Accelerator::step() {
 void Accelerator::zero_grad() {
   Impl& s = *impl_;
   if (s.pending != 0 && !s.at_boundary()) return;  // mid-accumulation: Accelerate does nothing either
-  s.run->model().zero_grads();
+  train::zero_grads(*s.run);
   s.start_window();
 }
 
@@ -124,7 +124,7 @@ std::string Accelerator::save_state(const std::string& dir) {
 void Accelerator::load_state(const std::string& dir) {
   Impl& s = *impl_;
   train::load_run_checkpoint(*s.run, dir.empty() ? s.run->checkpoint_root().string() : dir);
-  s.run->model().zero_grads();
+  train::zero_grads(*s.run);
   s.start_window();
 }
 

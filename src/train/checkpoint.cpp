@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -62,63 +63,116 @@ void prune(const fs::path& root, int64_t keep_last, const std::string& newest) {
 
 }  // namespace
 
+std::vector<FlatSlice> whole_param_slices(const model::ParameterRegistry& registry) {
+  std::vector<FlatSlice> out;
+  for (const auto& u : registry.units()) out.push_back({u->name() + ".params", u->flat_params(), 0});
+  return out;
+}
+
+namespace {
+
+// The unit a flat buffer name belongs to: "block.3.exp_avg" -> unit "block.3".
+const model::Unit& unit_of(const model::ParameterRegistry& registry, const std::string& name) {
+  const size_t dot = name.rfind('.');
+  const std::string unit = dot == std::string::npos ? name : name.substr(0, dot);
+  for (const auto& u : registry.units())
+    if (u->name() == unit) return *u;
+  ZT_THROW_INPUT("checkpoint tensor '", name, "' names no unit of the model");
+}
+
+// Every rank learns whether all ranks succeeded (a failed rank must not leave the others
+// renaming an incomplete checkpoint, nor waiting forever).
+bool all_ranks_ok(dist::Communicator* comm, bool ok) {
+  if (!comm || comm->size() == 1) return ok;
+  OwnedTensor flag({1}, DType::I32);
+  flag.data<int32_t>()[0] = ok ? 0 : 1;
+  comm->all_reduce(flag, dist::ReduceOp::Max);
+  return flag.data<int32_t>()[0] == 0;
+}
+
+}  // namespace
+
 std::string save_checkpoint(const std::string& root_str, const model::ParameterRegistry& registry,
-                            const std::vector<std::pair<std::string, Tensor>>& optimizer_state,
-                            const CheckpointState& state, const CheckpointWriteOptions& options) {
+                            const std::vector<FlatSlice>& slices, const CheckpointState& state,
+                            const CheckpointWriteOptions& options) {
   const fs::path root(root_str);
-  std::error_code ec;
-  fs::create_directories(root, ec);
-  if (ec) ZT_THROW_IO("cannot create checkpoint directory '", root.string(), "': ", ec.message());
+  const int W = options.world_size, r = options.rank;
+  ZT_CHECK(!options.comm || (options.comm->size() == W && options.comm->rank() == r),
+           "checkpoint options disagree with the communicator");
   const std::string name = step_dir_name(state.step);
   const fs::path final_dir = root / name;
-  const fs::path tmp_dir = root / ("." + name + ".tmp-" + std::to_string(::getpid()));
-  fs::remove_all(tmp_dir, ec);
-  fs::create_directories(tmp_dir, ec);
-  if (ec) ZT_THROW_IO("cannot create '", tmp_dir.string(), "': ", ec.message());
+  // One temporary directory shared by all ranks: rank 0 creates it, everyone writes into it.
+  const fs::path tmp_dir = root / ("." + name + ".tmp");
+  std::error_code ec;
+  std::string error;
+  if (r == 0) {
+    fs::create_directories(root, ec);
+    if (!ec) fs::remove_all(tmp_dir, ec);
+    if (!ec) fs::create_directories(tmp_dir, ec);
+    if (ec) error = "cannot create '" + tmp_dir.string() + "': " + ec.message();
+  }
+  if (!all_ranks_ok(options.comm, error.empty()))
+    ZT_THROW_IO(error.empty() ? "rank 0 could not create the checkpoint directory under " + root.string() : error);
 
   try {
-    const int W = options.world_size, r = options.rank;
     std::vector<io::TensorSource> sources;
-    auto add = [&](const std::string& tensor_name, const Tensor& flat) {
-      ZT_CHECK(flat.dim() == 1 && flat.size(0) % W == 0, "checkpoint tensor ", tensor_name,
-               " is not a flat buffer divisible by the world size");
-      const int64_t part = flat.size(0) / W;
-      const Tensor slice = flat_slice(flat, r * part, part);
-      sources.push_back({tensor_name, slice.dtype(), slice.shape(),
+    for (const FlatSlice& s : slices) {
+      const model::Unit& u = unit_of(registry, s.name);
+      ZT_CHECK(u.padded_numel() % W == 0, "unit ", u.name(), " is not divisible by the world size ", W);
+      const int64_t part = u.padded_numel() / W, want = r * part;
+      ZT_CHECK(s.data.dim() == 1 && s.begin <= want && want + part <= s.begin + s.data.numel(), "checkpoint tensor ",
+               s.name, " [", s.begin, ", ", s.begin + s.data.numel(), ") does not hold rank ", r, "'s slice [", want,
+               ", ", want + part, ")");
+      const Tensor slice = flat_slice(s.data, want - s.begin, part);
+      sources.push_back({s.name, slice.dtype(), slice.shape(),
                          [slice](void* dst) { std::memcpy(dst, slice.data(), slice.nbytes()); }});
-    };
-    for (const auto& u : registry.units()) add(u->name() + ".params", u->flat_params());
-    for (const auto& [tensor_name, t] : optimizer_state) add(tensor_name, t);
+    }
     io::write_safetensors((tmp_dir / shard_name(r)).string(), sources,
                           {{"format", kFormat}, {"rank", std::to_string(r)}});
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (!all_ranks_ok(options.comm, error.empty())) {
+    if (r == 0) fs::remove_all(tmp_dir, ec);
+    ZT_THROW_IO("saving checkpoint ", final_dir.string(), " failed",
+                error.empty() ? std::string(" on another rank") : ": " + error);
+  }
 
-    json manifest = {{"format", kFormat},
-                     {"version", kVersion},
-                     {"step", state.step},
-                     {"micro_steps", state.micro_steps},
-                     {"world_size", W},
-                     {"zero_stage", options.zero_stage},
-                     {"param_dtype", registry.units().empty() ? "f32" : dtype_name(registry.units()[0]->param_dtype())},
-                     {"units", unit_layout(registry)},
-                     {"optimizer_state", json::array()},
-                     {"data", {{"epoch", state.data_epoch}, {"position", state.data_position}}},
-                     {"seed", state.seed},
-                     {"loss_scaler", state.loss_scaler},
-                     {"extra", state.extra}};
-    for (const auto& kv : optimizer_state) manifest["optimizer_state"].push_back(kv.first);
-    if (r == 0) {
+  if (r == 0) {
+    try {
+      json manifest = {{"format", kFormat},
+                       {"version", kVersion},
+                       {"step", state.step},
+                       {"micro_steps", state.micro_steps},
+                       {"world_size", W},
+                       {"zero_stage", options.zero_stage},
+                       {"param_dtype",
+                        registry.units().empty() ? "f32" : dtype_name(registry.units()[0]->param_dtype())},
+                       {"units", unit_layout(registry)},
+                       {"optimizer_state", json::array()},
+                       {"data", {{"epoch", state.data_epoch}, {"position", state.data_position}}},
+                       {"seed", state.seed},
+                       {"loss_scaler", state.loss_scaler},
+                       {"extra", state.extra}};
+      for (const FlatSlice& s : slices)
+        if (s.name.size() < 7 || s.name.compare(s.name.size() - 7, 7, ".params") != 0)
+          manifest["optimizer_state"].push_back(s.name);
       const std::string text = manifest.dump(2) + "\n";
       io::write_file_atomic((tmp_dir / "manifest.json").string(),
                             [&](std::FILE* f) { std::fwrite(text.data(), 1, text.size(), f); });
+      if (fs::exists(final_dir)) fs::remove_all(final_dir);
+      fs::rename(tmp_dir, final_dir);
+      io::write_file_atomic((root / "latest").string(),
+                            [&](std::FILE* f) { std::fprintf(f, "%s\n", name.c_str()); });
+      prune(root, options.keep_last, name);
+    } catch (const std::exception& e) {
+      error = e.what();
+      fs::remove_all(tmp_dir, ec);
     }
-    if (fs::exists(final_dir)) fs::remove_all(final_dir);
-    fs::rename(tmp_dir, final_dir);
-  } catch (...) {
-    fs::remove_all(tmp_dir, ec);
-    throw;
   }
-  io::write_file_atomic((root / "latest").string(), [&](std::FILE* f) { std::fprintf(f, "%s\n", name.c_str()); });
-  prune(root, options.keep_last, name);
+  if (!all_ranks_ok(options.comm, error.empty()))
+    ZT_THROW_IO("saving checkpoint ", final_dir.string(), " failed",
+                error.empty() ? std::string(" on rank 0") : ": " + error);
   return final_dir.string();
 }
 
@@ -140,8 +194,8 @@ std::string resolve_checkpoint(const std::string& root_or_dir, const std::string
   ZT_THROW_INPUT("no checkpoint '", which, "' in '", p.string(), "'");
 }
 
-CheckpointState load_checkpoint(const std::string& dir, model::ParameterRegistry& registry,
-                                const std::vector<std::pair<std::string, Tensor>>& optimizer_state) {
+CheckpointState load_checkpoint(const std::string& dir, const model::ParameterRegistry& registry,
+                                const std::vector<FlatSlice>& targets) {
   const fs::path d(dir);
   const std::string manifest_path = (d / "manifest.json").string();
   json m;
@@ -182,31 +236,40 @@ CheckpointState load_checkpoint(const std::string& dir, model::ParameterRegistry
     }
   }
 
-  // Targets by name: where each saved flat buffer goes.
-  std::map<std::string, Tensor> targets;
-  for (auto& u : registry.units()) targets[u->name() + ".params"] = u->flat_params();
-  for (const auto& kv : optimizer_state) targets[kv.first] = kv.second;
-  std::map<std::string, bool> filled;
-  for (int r = 0; r < W; ++r) {
-    const std::string path = (d / shard_name(r)).string();
-    if (!fs::exists(path))
-      ZT_THROW_INPUT("checkpoint '", dir, "' is missing rank ", r, "'s shard ", shard_name(r), " (it was saved by ", W,
-                     " ranks)");
-    io::SafetensorsReader reader(path);
-    for (const auto& [name, target] : targets) {
-      if (!reader.contains(name)) continue;
-      const Tensor src = reader.tensor(name);
-      const int64_t part = src.numel();
-      // Copy the overlap of [r*part, (r+1)*part) with the target's length (padding differs by world size).
-      const int64_t begin = r * part, n = std::max<int64_t>(0, std::min(part, target.numel() - begin));
-      if (n > 0) flat_slice(target, begin, n).copy_from(src.narrow(0, 0, n));
-      filled[name] = true;
+  // Each target takes the overlap of its range with every saved rank's slice, within
+  // the unit's real elements (padding differs with the world size and stays zero).
+  std::map<std::string, int64_t> saved_padded;
+  for (const json& ju : units) saved_padded[ju.at("name").get<std::string>()] = ju.at("padded_numel").get<int64_t>();
+  std::vector<std::unique_ptr<io::SafetensorsReader>> readers(static_cast<size_t>(W));
+  auto reader = [&](int r) -> io::SafetensorsReader& {
+    auto& slot = readers[static_cast<size_t>(r)];
+    if (!slot) {
+      const std::string path = (d / shard_name(r)).string();
+      if (!fs::exists(path))
+        ZT_THROW_INPUT("checkpoint '", dir, "' is missing rank ", r, "'s shard ", shard_name(r), " (it was saved by ",
+                       W, " ranks): copy the complete checkpoint directory");
+      slot = std::make_unique<io::SafetensorsReader>(path);
+    }
+    return *slot;
+  };
+  for (const FlatSlice& t : targets) {
+    const model::Unit& u = unit_of(registry, t.name);
+    const int64_t part = saved_padded.at(u.name()) / W;
+    const int64_t lo = t.begin, hi = std::min(t.begin + t.data.numel(), u.numel());
+    for (int r = 0; r < W && lo < hi; ++r) {
+      const int64_t s_lo = std::max(lo, r * part), s_hi = std::min(hi, (r + 1) * part);
+      if (s_hi <= s_lo) continue;
+      io::SafetensorsReader& rd = reader(r);
+      if (!rd.contains(t.name))
+        ZT_THROW_INPUT("checkpoint '", dir, "' has no tensor '", t.name, "' in ", shard_name(r),
+                       " (saved with another optimizer or precision?)");
+      const Tensor src = rd.tensor(t.name);
+      if (src.numel() != part)
+        ZT_THROW_INPUT("checkpoint '", dir, "': tensor '", t.name, "' in ", shard_name(r), " has ", src.numel(),
+                       " elements, the manifest implies ", part);
+      flat_slice(t.data, s_lo - t.begin, s_hi - s_lo).copy_from(flat_slice(src, s_lo - r * part, s_hi - s_lo));
     }
   }
-  for (const auto& kv : targets)
-    if (!filled[kv.first])
-      ZT_THROW_INPUT("checkpoint '", dir, "' has no tensor '", kv.first,
-                     "' (saved with another optimizer or model?)");
 
   CheckpointState s;
   s.step = m.value("step", int64_t{0});

@@ -9,10 +9,13 @@
 //                                   ("<unit>.exp_avg", "<unit>.master", ...)
 //   <dir>/checkpoints/latest        the name of the newest complete checkpoint
 //
-// A checkpoint is written into a temporary directory and renamed into place, then
-// `latest` is replaced atomically: a crash at any point leaves the previous checkpoint
-// intact and `latest` naming a complete one. Loading re-assembles each flat buffer from
-// the shards using the manifest, so a checkpoint loads at any world size.
+// A checkpoint is written into a temporary directory (every rank writes its shard there)
+// and renamed into place by rank 0 once all ranks succeeded, then `latest` is replaced
+// atomically: a crash at any point leaves the previous checkpoint intact and `latest`
+// naming a complete one. Loading copies, for each buffer a rank holds (a whole flat
+// buffer, or its ZeRO slice), the overlapping pieces of the saved slices, reading only
+// the shards that overlap: a checkpoint loads at any world size and any ZeRO stage.
+// Multi-rank saving assumes the checkpoint directory is on a filesystem every rank sees.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -22,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/tensor.h"
+#include "dist/communicator.h"
 #include "model/registry.h"
 
 namespace zt::train {
@@ -41,23 +45,37 @@ struct CheckpointWriteOptions {
   int world_size = 1;
   int zero_stage = 0;
   int64_t keep_last = 0;  // 0 keeps all
+  // The ranks that save together (barriers, agreeing on success); nullptr: one process.
+  dist::Communicator* comm = nullptr;
 };
 
+// Elements [begin, begin + data.numel()) of the flat buffer `name` ("<unit>.params",
+// "<unit>.exp_avg", ...). The unit is the part of the name before the last '.'.
+struct FlatSlice {
+  std::string name;
+  Tensor data;
+  int64_t begin = 0;
+};
+
+// Params as slices: each unit's whole flat parameter buffer ("<unit>.params", begin 0).
+std::vector<FlatSlice> whole_param_slices(const model::ParameterRegistry& registry);
+
 // Writes <root>/global_step<N>/ (N = state.step) atomically and updates <root>/latest.
-// `optimizer_state` are flat per-unit tensors named "<unit>.<state>" with the unit's
-// padded_numel elements. Returns the checkpoint directory.
+// Rank r stores elements [r*P, (r+1)*P) of every buffer (P = the unit's padded_numel /
+// world_size); each slice given must contain that range. Collective over options.comm.
+// Returns the checkpoint directory.
 std::string save_checkpoint(const std::string& root, const model::ParameterRegistry& registry,
-                            const std::vector<std::pair<std::string, Tensor>>& optimizer_state,
-                            const CheckpointState& state, const CheckpointWriteOptions& options);
+                            const std::vector<FlatSlice>& slices, const CheckpointState& state,
+                            const CheckpointWriteOptions& options);
 
 // Resolves "latest" (reads <root>/latest) or a checkpoint directory path. Throws BadInput
 // with the fix when there is none.
 std::string resolve_checkpoint(const std::string& root_or_dir, const std::string& which = "latest");
 
-// Loads parameters and optimizer state into the given tensors (same names and sizes as
-// when saving; the unit layout must match the manifest — a checkpoint of another model
-// is refused naming the first difference). Returns the saved state.
-CheckpointState load_checkpoint(const std::string& dir, model::ParameterRegistry& registry,
-                                const std::vector<std::pair<std::string, Tensor>>& optimizer_state);
+// Fills each target slice from the checkpoint (names as saved; the unit layout must match
+// the manifest — a checkpoint of another model is refused naming the first difference;
+// a missing shard or tensor is an error naming it). Returns the saved state.
+CheckpointState load_checkpoint(const std::string& dir, const model::ParameterRegistry& registry,
+                                const std::vector<FlatSlice>& targets);
 
 }  // namespace zt::train

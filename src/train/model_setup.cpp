@@ -45,6 +45,9 @@ ModelSetup setup_model(const TrainConfig& c, const fs::path& out) {
   mo.param_dtype = storage_dtype(c.precision);
   mo.grad_dtype = mo.param_dtype;
   mo.shard_count = c.world_size;
+  // ZeRO 2-3 never hold a whole gradient: the engine gives each unit a gradient buffer
+  // only while its backward runs.
+  mo.allocate_grads = c.zero.stage < 2;
   mo.checkpointing = c.model.activation_checkpointing ? model::Checkpointing::EveryBlock : model::Checkpointing::None;
 
   if (!c.model.path.empty()) {
@@ -58,8 +61,10 @@ ModelSetup setup_model(const TrainConfig& c, const fs::path& out) {
   if (c.model.preset.empty())
     ZT_THROW_INPUT(c.source, ": model: give a built-in preset (model.preset) or an HF directory (model.path)");
   const model::ModelConfig config = model::preset_config(c.model.preset);
+  s.deferred_init = c.zero.stage >= 3;
+  mo.allocate_params = !s.deferred_init;
   s.model = std::make_unique<model::Transformer>(config, mo);
-  s.model->init_weights(c.seed);
+  if (!s.deferred_init) s.model->init_weights(c.seed);
   if (!c.model.tokenizer.empty()) {
     s.tokenizer = io::load_tokenizer(c.model.tokenizer);
     s.tokenizer_path = c.model.tokenizer;

@@ -17,6 +17,9 @@ struct ModelSetup {
   std::unique_ptr<model::Transformer> model;
   std::unique_ptr<io::Tokenizer> tokenizer;
   std::string tokenizer_path;  // file copied next to the final model ("" for none)
+  // ZeRO-3 with a preset: the model was built without parameter storage; the engine
+  // initialises it unit by unit (Transformer::init_unit_weights) as it shards it.
+  bool deferred_init = false;
 };
 
 // The dtype parameters (and the final model files) are stored in for a precision.

@@ -17,6 +17,29 @@
 namespace zt::train {
 using nlohmann::json;
 
+namespace {
+
+bool any_rank(TrainingRun& run, bool flag) {
+  if (run.world_size() == 1) return flag;
+  OwnedTensor f({1}, DType::I32);
+  f.data<int32_t>()[0] = flag ? 1 : 0;
+  run.comm->all_reduce(f, dist::ReduceOp::Max);
+  return f.data<int32_t>()[0] != 0;
+}
+
+// The model-state bytes per rank, next to what the ZeRO paper's formula predicts.
+void log_memory_plan(TrainingRun& run) {
+  const zero::ZeroEngine& e = *run.engine;
+  const zero::ModelStateBytes m = e.memory(static_cast<int64_t>(run.optimizer->state_bytes()));
+  ZT_INFO("ZeRO stage ", e.stage(), " over ", e.world_size(), " rank", e.world_size() == 1 ? "" : "s",
+          " (", run.comm->backend_name(), "), overlap_comm ", e.options().overlap_comm == zero::OverlapComm::On ? "on" : "off",
+          "; per rank: parameters ", human_bytes(static_cast<double>(m.params)), ", gradients ",
+          human_bytes(static_cast<double>(m.grads)), ", optimizer state ", human_bytes(static_cast<double>(m.optimizer)),
+          " = ", human_bytes(static_cast<double>(m.model_states())));
+}
+
+}  // namespace
+
 TrainResult run_training(const TrainConfig& config) {
   TrainResult result;
   const std::unique_ptr<TrainingRun> run_ptr = start_training_run(config);
@@ -36,13 +59,11 @@ TrainResult run_training(const TrainConfig& config) {
   ZT_INFO("data: ", run.windows, " windows of ", T, " tokens; batch ", c.train_batch_size, " = micro ", B,
           " x accumulation ", gas, " x world ", c.world_size, "; ", total_steps, " steps; lr ",
           run.schedule->describe());
-  ZT_INFO("memory: parameters ", human_bytes(static_cast<double>(model.registry().total_numel()) *
-                                             static_cast<double>(dtype_size(storage_dtype(c.precision)))),
-          ", optimizer state ", human_bytes(static_cast<double>(run.optimizer->state_bytes())), "; ",
-          cpu_description(), ", ", num_threads(), " threads");
+  log_memory_plan(run);
+  ZT_INFO(cpu_description(), ", ", num_threads(), " threads per rank");
 
   // What the configured ZeRO features do in this process, said plainly.
-  if (c.zero.stage > 0 && c.world_size == 1)
+  if (c.zero.stage > 0 && run.world_size() == 1)
     ZT_INFO("zero_optimization.stage ", c.zero.stage,
             " with one process: every partition is the whole model (nothing to shard across)");
   if (c.zero.offload_optimizer != OffloadDevice::None || c.zero.offload_param != OffloadDevice::None)
@@ -56,16 +77,17 @@ TrainResult run_training(const TrainConfig& config) {
 
   auto t_last = std::chrono::steady_clock::now();
   int64_t tokens_since_log = 0;
+  const bool main_rank = run.is_main_rank();
   while (step < total_steps) {
-    model.zero_grads();
+    zero_grads(run);
     double loss_sum = 0;
     const float scale = run.scaler.scale();
     for (int64_t m = 0; m < gas; ++m) {
       run.loader->next(tok, tgt);
-      loss_sum += forward_backward_micro(run, tok, tgt, scale);
-      tokens_since_log += B * T;
+      loss_sum += forward_backward_micro(run, tok, tgt, scale, m == gas - 1);
+      tokens_since_log += B * T * run.world_size();
     }
-    const double loss = loss_sum / static_cast<double>(gas);
+    const double loss = mean_over_ranks(run, loss_sum / static_cast<double>(gas));
 
     const bool skip = skip_step(run);
     double grad_norm = std::nan("");
@@ -79,7 +101,7 @@ TrainResult run_training(const TrainConfig& config) {
     }
 
     const bool last = step >= total_steps;
-    if (step % c.steps_per_print == 0 || last || skip) {
+    if (main_rank && (step % c.steps_per_print == 0 || last || skip)) {
       const auto now = std::chrono::steady_clock::now();
       const double secs = std::chrono::duration<double>(now - t_last).count();
       t_last = now;
@@ -99,7 +121,7 @@ TrainResult run_training(const TrainConfig& config) {
     }
     if (!skip && ((c.eval_interval > 0 && step % c.eval_interval == 0) || last)) {
       const double vl = validation_loss(run, c.eval_batches);
-      if (!std::isnan(vl)) {
+      if (!std::isnan(vl) && main_rank) {
         result.final_val_loss = vl;
         std::printf("step %6lld/%lld | val loss %.4f | val ppl %.2f\n", static_cast<long long>(step),
                     static_cast<long long>(total_steps), vl, std::exp(vl));
@@ -107,7 +129,8 @@ TrainResult run_training(const TrainConfig& config) {
         metrics.write({{"step", step}, {"val_loss", vl}, {"val_ppl", std::exp(vl)}});
       }
     }
-    const bool stop = signals.requested();
+    // Every rank stops at the same step (a signal may reach only some of them).
+    const bool stop = any_rank(run, signals.requested());
     if (!skip && ((c.save_interval > 0 && step % c.save_interval == 0) || last || stop)) save();
     if (stop) {
       std::printf("received signal %d: saved %s at step %lld; resume with --resume latest\n", signals.signal(),
@@ -119,10 +142,23 @@ TrainResult run_training(const TrainConfig& config) {
   result.steps = step;
   result.skipped_steps = run.scaler.skipped_steps();
 
-  if (!result.stopped_by_signal) {
+  // ZeRO-3 writes a full model only with stage3_gather_16bit_weights_on_model_save, as
+  // DeepSpeed does; the checkpoint then is the result (zerotrain consolidate).
+  const bool write_final = run.engine->stage() < 3 || run.world_size() == 1 ||
+                           c.zero.stage3_gather_16bit_weights_on_model_save;
+  if (!result.stopped_by_signal && !write_final)
+    ZT_INFO("ZeRO-3: no final model directory (stage3_gather_16bit_weights_on_model_save is false); write one with "
+            "`zerotrain consolidate ", result.last_checkpoint, " ", (run.output_dir / "final").string(), "`");
+  if (!result.stopped_by_signal && write_final) {
+    run.engine->gather_full_model();
     result.final_model_dir = (run.output_dir / "final").string();
-    save_final_model(model, run.setup, result.final_model_dir, storage_dtype(c.precision));
-    ZT_INFO("wrote the final model to ", result.final_model_dir, " (HF format)");
+    if (main_rank) {
+      save_final_model(model, run.setup, result.final_model_dir, storage_dtype(c.precision));
+      ZT_INFO("wrote the final model to ", result.final_model_dir, " (HF format)");
+    }
+    run.comm->barrier();  // the directory is complete for every rank
+  }
+  if (!result.stopped_by_signal && write_final && main_rank) {
     for (const std::string& prompt : c.sample_prompts) {
       if (c.sample_tokens <= 0) break;
       SampleOptions so;
@@ -138,6 +174,7 @@ TrainResult run_training(const TrainConfig& config) {
       result.samples.push_back(text);
     }
   }
+  run.engine->release_full_model();
   return result;
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "dist/world.h"
 #include "model/config.h"
 #include "train/checkpoint.h"
 #include "train/run_config.h"
@@ -23,12 +24,30 @@ std::unique_ptr<LrSchedule> make_schedule(const TrainConfig& c, int64_t total_st
                           total_steps);
 }
 
+zero::ZeroOptions zero_options(const ZeroSection& z) {
+  zero::ZeroOptions o;
+  o.stage = z.stage;
+  o.overlap_comm = z.overlap_comm ? zero::OverlapComm::On : zero::OverlapComm::Off;
+  o.reduce_bucket_size = z.reduce_bucket_size;
+  o.stage3_prefetch_bucket_size = z.stage3_prefetch_bucket_size;
+  o.stage3_max_live_parameters = z.stage3_max_live_parameters;
+  o.stage3_param_persistence_threshold = z.stage3_param_persistence_threshold;
+  return o;
+}
+
 }  // namespace
 
 std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   auto run = std::make_unique<TrainingRun>();
   TrainConfig& c = run->config;
   c = config;
+  run->comm = dist::make_world_communicator();
+  if (run->comm->size() != c.world_size)
+    ZT_THROW_INPUT(c.source, ": the config is resolved for world_size ", c.world_size, " but this job has ",
+                   run->comm->size(), " process(es): start it with `zerotrain launch --num_processes ", c.world_size,
+                   " -- zerotrain train ...` (or mpirun -np ", c.world_size, "), or set num_processes to match");
+  // One voice: rank 0 logs; the other ranks report only warnings and errors.
+  if (run->comm->rank() != 0 && log_level() < LogLevel::Warn) set_log_level(LogLevel::Warn);
   for (const std::string& w : c.warnings) ZT_WARN(w);
   run->output_dir = c.output_dir;
   std::error_code ec;
@@ -49,7 +68,8 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
 
   // Data: token shards (prepared from text when needed).
   run->data = setup_data(c, *run->setup.tokenizer, run->output_dir);
-  run->loader = std::make_unique<io::BatchLoader>(run->data.train_shards, B, T, c.seed);
+  run->loader = std::make_unique<io::BatchLoader>(run->data.train_shards, B, T, c.seed, run->comm->rank(),
+                                                  run->comm->size());
   run->loader->set_vocab_size(model.config().vocab_size);  // ids past the vocabulary are bad data
   run->windows = run->loader->windows_per_epoch();
   if (run->windows < B)
@@ -63,8 +83,18 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
     set_total_steps(c, run->total_steps);
   }
 
+  // The ZeRO engine shards the model (stage 3: unit by unit from a model built without
+  // parameters), then the optimizer is built over this rank's partitions.
+  run->engine = std::make_unique<zero::ZeroEngine>(model.registry(), *run->comm, zero_options(c.zero));
+  if (run->setup.deferred_init) {
+    run->engine->shard_model_unit_by_unit([&](model::Unit& u) { model.init_unit_weights(u, c.seed); });
+  } else {
+    run->engine->shard_model();
+  }
+  model.set_hooks(run->engine.get());
+
   // Optimizer, schedule, loss scaler.
-  run->optimizer = zero::make_optimizer(model.registry(), c.optimizer);
+  run->optimizer = zero::make_optimizer(model.registry(), c.optimizer, run->engine->partition_fn());
   run->schedule = make_schedule(c, run->total_steps);
   zero::LossScalerConfig lsc = c.loss_scaler;
   lsc.enabled = c.precision == Precision::F16;
@@ -76,9 +106,41 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   return run;
 }
 
+namespace {
+
+// Every buffer a rank holds, as slices of the named flat buffers a checkpoint stores.
+std::vector<FlatSlice> checkpoint_slices(TrainingRun& run, bool for_load) {
+  std::vector<FlatSlice> slices;
+  model::ParameterRegistry& reg = run.model().registry();
+  for (size_t i = 0; i < reg.size(); ++i) {
+    FlatSlice s;
+    s.name = reg.unit(i).name() + ".params";
+    if (for_load) {
+      s.data = run.engine->param_load_target(i, &s.begin);
+    } else {
+      s.data = run.engine->param_slice(i);
+      s.begin = run.engine->slice_begin(i);
+    }
+    slices.push_back(std::move(s));
+  }
+  for (zero::StateSlice& o : run.optimizer->state_slices()) slices.push_back({o.name, o.data, o.begin});
+  return slices;
+}
+
+}  // namespace
+
 std::string load_run_checkpoint(TrainingRun& run, const std::string& which) {
+  if (which == "auto") {
+    // Restarts: continue from the run's latest checkpoint, or start fresh without one.
+    if (!fs::exists(run.checkpoint_root() / "latest")) {
+      ZT_INFO("--resume auto: no checkpoint in ", run.checkpoint_root().string(), " yet; starting from step 0");
+      return "";
+    }
+    return load_run_checkpoint(run, "latest");
+  }
   const std::string dir = resolve_checkpoint(which == "latest" ? run.checkpoint_root().string() : which);
-  const CheckpointState s = load_checkpoint(dir, run.model().registry(), run.optimizer->state_tensors());
+  const CheckpointState s = load_checkpoint(dir, run.model().registry(), checkpoint_slices(run, true));
+  run.engine->refresh_after_load();
   run.step = s.step;
   run.micro_steps = s.micro_steps;
   run.optimizer->set_steps_taken(s.extra.value("optimizer_steps", s.step));
@@ -87,7 +149,8 @@ std::string load_run_checkpoint(TrainingRun& run, const std::string& which) {
     run.scaler.restore({s.loss_scaler.at("scale").get<float>(), s.loss_scaler.at("hysteresis_left").get<int>(),
                         s.loss_scaler.at("clean_steps").get<int64_t>(),
                         s.loss_scaler.at("skipped_steps").get<int64_t>()});
-  ZT_INFO("resumed from ", dir, " at step ", run.step);
+  ZT_INFO("resumed from ", dir, " at step ", run.step, " (", run.world_size(), " rank", run.world_size() == 1 ? "" : "s",
+          ", ZeRO stage ", run.engine->stage(), ")");
   return dir;
 }
 
@@ -111,30 +174,52 @@ std::string save_run_checkpoint(TrainingRun& run, const std::string& root) {
              {"model_config", model::config_to_hf_json(run.model().config())}};
   CheckpointWriteOptions wo;
   wo.keep_last = run.config.keep_last;
-  wo.zero_stage = run.config.zero.stage;
-  const std::string dir = save_checkpoint(root, run.model().registry(), run.optimizer->state_tensors(), s, wo);
+  wo.zero_stage = run.engine->stage();
+  wo.rank = run.rank();
+  wo.world_size = run.world_size();
+  wo.comm = run.comm.get();
+  const std::string dir = save_checkpoint(root, run.model().registry(), checkpoint_slices(run, false), s, wo);
   ZT_INFO("saved checkpoint ", dir);
   return dir;
 }
 
-double forward_backward_micro(TrainingRun& run, const Tensor& tokens, const Tensor& targets, float loss_scale) {
+double forward_backward_micro(TrainingRun& run, const Tensor& tokens, const Tensor& targets, float loss_scale,
+                              bool last) {
   model::Transformer& model = run.model();
-  model.set_dropout_seed(run.config.seed, static_cast<uint64_t>(run.micro_steps));
+  // Each rank draws its own dropout masks (rank 0's are the single-process ones).
+  model.set_dropout_seed(run.config.seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(run.rank())),
+                         static_cast<uint64_t>(run.micro_steps));
   const int64_t count = std::max<int64_t>(1, model::count_targets(targets));
-  const auto r = model.forward_backward(tokens, targets, loss_scale / static_cast<float>(count * run.grad_accum));
+  run.engine->begin_micro_batch(last);
+  const auto r = model.forward_backward(
+      tokens, targets, loss_scale / static_cast<float>(count * run.grad_accum * run.world_size()));
+  run.engine->end_micro_batch();
   ++run.micro_steps;
   return r.loss_sum / static_cast<double>(count);
 }
 
+void zero_grads(TrainingRun& run) { run.engine->zero_grads(); }
+
+double mean_over_ranks(TrainingRun& run, double value) {
+  if (run.world_size() == 1) return value;
+  OwnedTensor parts({2}, DType::F32);
+  const float hi = static_cast<float>(value);
+  parts.data<float>()[0] = hi;
+  parts.data<float>()[1] = static_cast<float>(value - static_cast<double>(hi));
+  run.comm->all_reduce(parts, dist::ReduceOp::Sum);
+  return (static_cast<double>(parts.data<float>()[0]) + static_cast<double>(parts.data<float>()[1])) /
+         static_cast<double>(run.world_size());
+}
+
 bool skip_step(TrainingRun& run) {
-  const bool overflow = run.scaler.config().enabled && !zero::grads_finite(run.model().registry());
+  const bool overflow = run.scaler.config().enabled && !run.engine->grads_finite();
   return run.scaler.update(overflow);
 }
 
 float next_lr(const TrainingRun& run) { return run.schedule->lr(run.optimizer->steps_taken()); }
 
 double unscaled_grad_norm(TrainingRun& run, float loss_scale) {
-  return zero::global_grad_norm(run.model().registry()) / loss_scale;
+  return run.engine->grad_norm() / loss_scale;
 }
 
 float clip_coefficient(double grad_norm, double max_norm) {
@@ -146,6 +231,7 @@ void apply_update(TrainingRun& run, float lr, float clip, float loss_scale) {
   if (auto betas = run.schedule->betas(run.optimizer->steps_taken()))
     run.optimizer->set_betas(betas->first, betas->second);
   run.optimizer->step(lr, clip / loss_scale);
+  run.engine->after_optimizer_step();
   ++run.step;
 }
 
@@ -165,6 +251,7 @@ double validation_loss(TrainingRun& run, int64_t batches) {
     sum += r.loss_sum;
     count += r.count;
   }
+  run.engine->flush();
   model.set_mode(model::Mode::Train);
   return count ? sum / static_cast<double>(count) : std::nan("");
 }

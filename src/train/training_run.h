@@ -10,12 +10,14 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "dist/communicator.h"
 #include "io/token_dataset.h"
 #include "model/transformer.h"
 #include "train/config.h"
 #include "train/data_setup.h"
 #include "train/lr_schedule.h"
 #include "train/model_setup.h"
+#include "zero/engine.h"
 #include "zero/loss_scaler.h"
 #include "zero/optimizer.h"
 
@@ -23,6 +25,10 @@ namespace zt::train {
 
 struct TrainingRun {
   TrainConfig config;  // epoch-based runs: with the total steps filled in
+  // The data-parallel ranks (a single-process communicator without a launcher) and the
+  // ZeRO engine over them: declared first so that they outlive what uses them.
+  std::unique_ptr<dist::Communicator> comm;
+  std::unique_ptr<zero::ZeroEngine> engine;
   std::filesystem::path output_dir;
   ModelSetup setup;  // model and tokenizer
   DataSetup data;
@@ -37,27 +43,40 @@ struct TrainingRun {
   int64_t micro_steps = 0;  // forward/backward passes taken (seeds dropout)
 
   model::Transformer& model() const { return *setup.model; }
+  int rank() const { return comm->rank(); }
+  int world_size() const { return comm->size(); }
+  bool is_main_rank() const { return comm->rank() == 0; }
   std::filesystem::path checkpoint_root() const { return output_dir / "checkpoints"; }
 };
 
-// Logs the config's warnings, creates output_dir, builds the model and tokenizer, the
-// data shards and loader, the total step count, the optimizer, schedule and loss scaler,
+// Joins the job's ranks (dist::make_world_communicator), logs the config's warnings,
+// creates output_dir, builds the model (ZeRO-3: one unit at a time, keeping only this
+// rank's slices) and tokenizer, the data shards and this rank's loader, the total step
+// count, the ZeRO engine, the optimizer over its partitions, schedule and loss scaler,
 // and puts the model in train mode with the configured activation checkpointing.
 // Does not resume (load_run_checkpoint does). BadInput names what does not fit.
 std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config);
 
 // Loads weights, optimizer state, step counters, data position and loss scaler from a
 // checkpoint directory, or from "latest" of the run's checkpoints/ ("latest"), or of a
-// checkpoint root. Returns the directory loaded.
+// checkpoint root; "auto" loads the run's latest checkpoint when there is one and returns
+// "" otherwise (restarts after a failure). Any world size and ZeRO stage may have saved
+// it. Returns the directory loaded.
 std::string load_run_checkpoint(TrainingRun& run, const std::string& which);
-// Writes <root>/global_step<step>/ (and <root>/latest), keeping config.keep_last.
-// Call it between steps: accumulated gradients are not saved.
+// Writes <root>/global_step<step>/ (and <root>/latest), keeping config.keep_last; every
+// rank writes its shard (collective). Call it between steps: accumulated gradients are
+// not saved.
 std::string save_run_checkpoint(TrainingRun& run, const std::string& root);
 
 // One micro-batch: dropout seeded by micro_steps, forward and backward with gradients
 // scaled by loss_scale / (target tokens x grad_accum) — HF semantics: each micro-batch's
 // mean token loss divided by the accumulation steps. Returns the mean token loss.
-double forward_backward_micro(TrainingRun& run, const Tensor& tokens, const Tensor& targets, float loss_scale);
+// The gradients are also divided by the world size (the ranks' sum is then the mean).
+// `last`: the final micro-batch of the accumulation (stages 0-1 reduce after it).
+double forward_backward_micro(TrainingRun& run, const Tensor& tokens, const Tensor& targets, float loss_scale,
+                              bool last = true);
+// Clears the accumulated gradients (at the start of each optimizer step).
+void zero_grads(TrainingRun& run);
 
 // At the accumulation boundary, in this order:
 //   skip_step           fp16: checks the gradients for inf/nan and updates the loss
@@ -76,7 +95,10 @@ void apply_update(TrainingRun& run, float lr, float clip, float loss_scale);
 
 // Mean loss over `batches` validation micro-batches (at most one epoch), always from the
 // start of the validation order so evaluations are comparable; NaN without validation
-// data. Leaves the model in train mode.
+// data. Every rank evaluates the same batches. Leaves the model in train mode.
 double validation_loss(TrainingRun& run, int64_t batches);
+
+// The mean of a value over the ranks (losses for the log).
+double mean_over_ranks(TrainingRun& run, double value);
 
 }  // namespace zt::train

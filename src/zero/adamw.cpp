@@ -4,8 +4,8 @@
 
 namespace zt::zero {
 
-AdamW::AdamW(model::ParameterRegistry& registry, const OptimizerSpec& spec)
-    : FlatOptimizer(registry, spec, {"exp_avg", "exp_avg_sq"}) {}
+AdamW::AdamW(model::ParameterRegistry& registry, const OptimizerSpec& spec, PartitionFn partitions)
+    : FlatOptimizer(registry, spec, {"exp_avg", "exp_avg_sq"}, std::move(partitions)) {}
 
 void AdamW::update(const Range& r, float lr, float grad_scale) {
   ops::AdamWHyper h;

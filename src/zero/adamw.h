@@ -9,7 +9,7 @@ namespace zt::zero {
 
 class AdamW final : public FlatOptimizer {
  public:
-  AdamW(model::ParameterRegistry& registry, const OptimizerSpec& spec);
+  AdamW(model::ParameterRegistry& registry, const OptimizerSpec& spec, PartitionFn partitions = {});
 
  private:
   void update(const Range& range, float lr, float grad_scale) override;

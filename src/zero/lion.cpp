@@ -4,8 +4,8 @@
 
 namespace zt::zero {
 
-Lion::Lion(model::ParameterRegistry& registry, const OptimizerSpec& spec)
-    : FlatOptimizer(registry, spec, {"exp_avg"}) {}
+Lion::Lion(model::ParameterRegistry& registry, const OptimizerSpec& spec, PartitionFn partitions)
+    : FlatOptimizer(registry, spec, {"exp_avg"}, std::move(partitions)) {}
 
 void Lion::update(const Range& r, float lr, float grad_scale) {
   ops::LionHyper h;

@@ -8,7 +8,7 @@ namespace zt::zero {
 
 class Lion final : public FlatOptimizer {
  public:
-  Lion(model::ParameterRegistry& registry, const OptimizerSpec& spec);
+  Lion(model::ParameterRegistry& registry, const OptimizerSpec& spec, PartitionFn partitions = {});
 
  private:
   void update(const Range& range, float lr, float grad_scale) override;

@@ -37,7 +37,8 @@ const char* optimizer_type_name(OptimizerType type) {
   return "?";
 }
 
-std::unique_ptr<Optimizer> make_optimizer(model::ParameterRegistry& registry, const OptimizerSpec& spec) {
+std::unique_ptr<Optimizer> make_optimizer(model::ParameterRegistry& registry, const OptimizerSpec& spec,
+                                          PartitionFn partitions) {
   check_range("lr", spec.lr, 0.0f, ">= 0", INFINITY, "set a non-negative learning rate");
   check_range("weight_decay", spec.weight_decay, 0.0f, ">= 0", INFINITY, "set a non-negative weight decay");
   switch (spec.type) {
@@ -45,7 +46,7 @@ std::unique_ptr<Optimizer> make_optimizer(model::ParameterRegistry& registry, co
     case OptimizerType::Adam:
       check_betas(spec);
       check_range("eps", spec.eps, 0.0f, ">= 0", INFINITY, "set a small positive eps such as 1e-8");
-      return std::make_unique<AdamW>(registry, spec);
+      return std::make_unique<AdamW>(registry, spec, std::move(partitions));
     case OptimizerType::SGD:
       check_range("momentum", spec.momentum, 0.0f, ">= 0", INFINITY, "set momentum in [0, 1), e.g. 0.9");
       check_range("dampening", spec.dampening, -INFINITY, "finite", INFINITY, "set dampening, usually 0");
@@ -53,10 +54,10 @@ std::unique_ptr<Optimizer> make_optimizer(model::ParameterRegistry& registry, co
         ZT_THROW_INPUT("optimizer.params.nesterov = true needs momentum > 0 and dampening = 0 (got momentum ",
                        spec.momentum, ", dampening ", spec.dampening,
                        "): set a momentum such as 0.9 and dampening 0, or nesterov false");
-      return std::make_unique<Sgd>(registry, spec);
+      return std::make_unique<Sgd>(registry, spec, std::move(partitions));
     case OptimizerType::Lion:
       check_betas(spec);
-      return std::make_unique<Lion>(registry, spec);
+      return std::make_unique<Lion>(registry, spec, std::move(partitions));
   }
   ZT_THROW_INPUT("unknown optimizer type ", static_cast<int>(spec.type));
 }

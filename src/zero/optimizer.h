@@ -18,6 +18,7 @@
 
 #include "core/tensor.h"
 #include "model/registry.h"
+#include "zero/partition.h"
 
 namespace zt::zero {
 
@@ -42,6 +43,13 @@ struct OptimizerSpec {
   float dampening = 0.0f;   // SGD
 };
 
+// A tensor that is elements [begin, begin + numel) of a named flat buffer.
+struct StateSlice {
+  std::string name;
+  Tensor data;
+  int64_t begin = 0;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -50,11 +58,13 @@ class Optimizer {
   // WeightDecay::Skip get no decay.
   virtual void step(float lr, float grad_scale) = 0;
   virtual int64_t steps_taken() const = 0;
-  // Named state tensors (e.g. "block.3.exp_avg"), flat per unit, for checkpoints.
+  // Named state tensors (e.g. "block.3.exp_avg"), this rank's partition of each unit, for checkpoints.
   // Restoring writes into these same tensors. Names: "<unit>.master" (16-bit parameters
   // only), and per optimizer "<unit>.exp_avg", "<unit>.exp_avg_sq" (Adam/AdamW),
   // "<unit>.momentum_buffer" (SGD with momentum), "<unit>.exp_avg" (Lion).
   virtual std::vector<std::pair<std::string, Tensor>> state_tensors() = 0;
+  // The same tensors with where each starts in its unit's flat buffer (ZeRO partitions).
+  virtual std::vector<StateSlice> state_slices() = 0;
   virtual void set_steps_taken(int64_t steps) = 0;
   // Bytes of state held, for memory reports.
   virtual size_t state_bytes() const = 0;
@@ -65,8 +75,10 @@ class Optimizer {
   virtual void set_betas(float beta1, float beta2) = 0;
 };
 
-// Validates the spec (errors name the ds_config key and the fix) and builds the optimizer.
-std::unique_ptr<Optimizer> make_optimizer(model::ParameterRegistry& registry, const OptimizerSpec& spec);
+// Validates the spec (errors name the ds_config key and the fix) and builds the optimizer
+// over `partitions` (the ZeRO engine's; empty: every unit whole).
+std::unique_ptr<Optimizer> make_optimizer(model::ParameterRegistry& registry, const OptimizerSpec& spec,
+                                          PartitionFn partitions = {});
 
 // sqrt(sum of squares of every gradient), accumulated in double.
 double global_grad_norm(model::ParameterRegistry& registry);

@@ -5,23 +5,31 @@
 namespace zt::zero {
 
 FlatOptimizer::FlatOptimizer(model::ParameterRegistry& registry, OptimizerSpec spec,
-                             std::vector<std::string> state_names)
-    : spec_(spec), registry_(registry), state_names_(std::move(state_names)) {
-  for (auto& u : registry_.units()) {
-    ZT_CHECK(u->has_params(), "optimizer built before unit ", u->name(), " has parameters");
+                             std::vector<std::string> state_names, PartitionFn partitions)
+    : spec_(spec), registry_(registry), partitions_(std::move(partitions)), state_names_(std::move(state_names)) {
+  for (size_t ui = 0; ui < registry_.size(); ++ui) {
+    const UnitPartition part = partition(ui);
+    ZT_CHECK(part.params.data() != nullptr || part.numel() == 0, "optimizer built before unit ",
+             registry_.unit(ui).name(), " has parameters");
     UnitState s;
-    const Device dev = u->flat_params().device();
-    for (size_t i = 0; i < state_names_.size(); ++i)
-      s.state.push_back(OwnedTensor::zeros({u->padded_numel()}, DType::F32, dev));
-    if (u->param_dtype() != DType::F32) s.master = OwnedTensor({u->padded_numel()}, DType::F32, dev);
+    s.begin = part.begin;
+    s.numel = part.numel();
+    const Device dev = part.params.device();
+    for (size_t i = 0; i < state_names_.size(); ++i) s.state.push_back(OwnedTensor::zeros({part.numel()}, DType::F32, dev));
+    if (part.params.dtype() != DType::F32) s.master = OwnedTensor({part.numel()}, DType::F32, dev);
     units_.push_back(std::move(s));
   }
   copy_params_to_master();
 }
 
+UnitPartition FlatOptimizer::partition(size_t unit) {
+  if (partitions_) return partitions_(unit);
+  return whole_unit(registry_.unit(unit));
+}
+
 void FlatOptimizer::copy_params_to_master() {
   for (size_t ui = 0; ui < units_.size(); ++ui)
-    if (units_[ui].master.view().data()) units_[ui].master->copy_from(registry_.unit(ui).flat_params());
+    if (units_[ui].master.view().data()) units_[ui].master->copy_from(partition(ui).params);
 }
 
 void FlatOptimizer::step(float lr, float grad_scale) {
@@ -32,14 +40,18 @@ void FlatOptimizer::step(float lr, float grad_scale) {
   Range r;
   for (size_t ui = 0; ui < units_.size(); ++ui) {
     model::Unit& u = registry_.unit(ui);
-    ZT_CHECK(u.has_grads(), "optimizer step without gradients for unit ", u.name());
+    const UnitPartition part = partition(ui);
     UnitState& s = units_[ui];
-    const Tensor flat_p = u.flat_params(), flat_g = u.flat_grads();
+    ZT_CHECK(part.begin == s.begin && part.numel() == s.numel, "the partition of unit ", u.name(), " changed after the optimizer was built");
+    ZT_CHECK(part.grads.data() != nullptr && part.grads.numel() == part.numel(), "optimizer step without gradients for unit ",
+             u.name());
     const bool has_master = s.master.view().data() != nullptr;
     for (const model::ParamEntry& p : u.params()) {
-      const int64_t off = p.offset, n = p.numel();
-      r.param = flat_p.narrow(0, off, n).with_name(p.name());
-      r.grad = flat_g.narrow(0, off, n);
+      const LocalRange lr_range = overlap(p.offset, p.numel(), part.begin, part.numel());
+      if (lr_range.length == 0) continue;
+      const int64_t off = lr_range.start, n = lr_range.length;
+      r.param = part.params.narrow(0, off, n).with_name(p.name());
+      r.grad = part.grads.narrow(0, off, n);
       r.master = has_master ? s.master->narrow(0, off, n) : Tensor();
       r.state.clear();
       for (auto& t : s.state) r.state.push_back(t->narrow(0, off, n));
@@ -54,14 +66,21 @@ void FlatOptimizer::set_steps_taken(int64_t steps) {
   steps_ = steps;
 }
 
-std::vector<std::pair<std::string, Tensor>> FlatOptimizer::state_tensors() {
-  std::vector<std::pair<std::string, Tensor>> out;
+std::vector<StateSlice> FlatOptimizer::state_slices() {
+  std::vector<StateSlice> out;
   for (size_t ui = 0; ui < units_.size(); ++ui) {
     const std::string& unit = registry_.unit(ui).name();
-    if (units_[ui].master.view().data()) out.emplace_back(unit + ".master", units_[ui].master.view());
+    const UnitState& s = units_[ui];
+    if (s.master.view().data()) out.push_back({unit + ".master", s.master.view(), s.begin});
     for (size_t si = 0; si < state_names_.size(); ++si)
-      out.emplace_back(unit + "." + state_names_[si], units_[ui].state[si].view());
+      out.push_back({unit + "." + state_names_[si], s.state[si].view(), s.begin});
   }
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> FlatOptimizer::state_tensors() {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (StateSlice& s : state_slices()) out.emplace_back(std::move(s.name), s.data);
   return out;
 }
 

@@ -1,13 +1,14 @@
 // Shared machinery of the flat-unit optimizers: per-unit f32 state buffers (and an f32
-// master copy for 16-bit parameters), the per-parameter walk with each parameter's weight
-// decay, state naming for checkpoints. A concrete optimizer only supplies the update of
-// one contiguous range.
+// master copy for 16-bit parameters) over the rank's partition of each unit, the
+// per-parameter walk with each parameter's weight decay, state naming for checkpoints. A
+// concrete optimizer only supplies the update of one contiguous range.
 #pragma once
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "zero/optimizer.h"
+#include "zero/partition.h"
 
 namespace zt::zero {
 
@@ -17,13 +18,16 @@ class FlatOptimizer : public Optimizer {
   int64_t steps_taken() const final { return steps_; }
   void set_steps_taken(int64_t steps) final;
   std::vector<std::pair<std::string, Tensor>> state_tensors() final;
+  std::vector<StateSlice> state_slices() final;
   size_t state_bytes() const final;
   const OptimizerSpec& spec() const final { return spec_; }
   void set_betas(float beta1, float beta2) override;
 
  protected:
   // state_names: the f32 buffers each unit needs, zero-initialised (e.g. exp_avg).
-  FlatOptimizer(model::ParameterRegistry& registry, OptimizerSpec spec, std::vector<std::string> state_names);
+  // partitions: the slice of each unit this rank updates (empty: whole units).
+  FlatOptimizer(model::ParameterRegistry& registry, OptimizerSpec spec, std::vector<std::string> state_names,
+                PartitionFn partitions);
 
   // One parameter's range: views into the unit's flat buffers, state in state_names order.
   struct Range {
@@ -38,12 +42,17 @@ class FlatOptimizer : public Optimizer {
 
  private:
   struct UnitState {
+    int64_t begin = 0;   // the partition's first element in the unit
+    int64_t numel = 0;   // the partition's length
     OwnedTensor master;  // only for 16-bit parameters
     std::vector<OwnedTensor> state;
   };
   void copy_params_to_master();
 
+  UnitPartition partition(size_t unit);
+
   model::ParameterRegistry& registry_;
+  PartitionFn partitions_;
   std::vector<std::string> state_names_;
   std::vector<UnitState> units_;
   int64_t steps_ = 0;

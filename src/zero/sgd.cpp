@@ -10,8 +10,8 @@ std::vector<std::string> sgd_state(const OptimizerSpec& spec) {
 }
 }  // namespace
 
-Sgd::Sgd(model::ParameterRegistry& registry, const OptimizerSpec& spec)
-    : FlatOptimizer(registry, spec, sgd_state(spec)) {}
+Sgd::Sgd(model::ParameterRegistry& registry, const OptimizerSpec& spec, PartitionFn partitions)
+    : FlatOptimizer(registry, spec, sgd_state(spec), std::move(partitions)) {}
 
 void Sgd::update(const Range& r, float lr, float grad_scale) {
   ops::SgdHyper h;

@@ -8,7 +8,7 @@ namespace zt::zero {
 
 class Sgd final : public FlatOptimizer {
  public:
-  Sgd(model::ParameterRegistry& registry, const OptimizerSpec& spec);
+  Sgd(model::ParameterRegistry& registry, const OptimizerSpec& spec, PartitionFn partitions = {});
   // SGD has no betas; DeepSpeed's OneCycle skips momentum cycling for it.
   void set_betas(float, float) override {}
 

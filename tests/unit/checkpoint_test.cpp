@@ -51,7 +51,10 @@ struct FakeState {
       fill_normal(owned.back(), Philox(seed, owned.size()), 0.0f, 1.0f);
     }
     for (size_t i = 0; i < owned.size(); ++i) named.emplace_back(reg.unit(i).name() + ".exp_avg", owned[i].view());
+    slices = train::whole_param_slices(reg);
+    for (const auto& [name, t] : named) slices.push_back({name, t, 0});
   }
+  std::vector<train::FlatSlice> slices;  // every unit's parameters and the fake state
 };
 
 bool same_bytes(const Tensor& a, const Tensor& b, int64_t n) {
@@ -73,10 +76,10 @@ TEST(Checkpoint, RoundTripIsBitwiseAndLatestPointsToNewest) {
   st.loss_scaler = {{"scale", 1024.0}};
   train::CheckpointWriteOptions wo;
   wo.keep_last = 2;
-  train::save_checkpoint(dir.path.string(), a.registry(), sa.named, st, wo);
+  train::save_checkpoint(dir.path.string(), a.registry(), sa.slices, st, wo);
   const std::string resolved = train::resolve_checkpoint(dir.path.string());
   EXPECT_EQ(fs::path(resolved).filename(), "global_step7");
-  const train::CheckpointState got = train::load_checkpoint(resolved, b.registry(), sb.named);
+  const train::CheckpointState got = train::load_checkpoint(resolved, b.registry(), sb.slices);
   EXPECT_EQ(got.step, 7);
   EXPECT_EQ(got.data_epoch, 1u);
   EXPECT_EQ(got.data_position, 99u);
@@ -89,7 +92,7 @@ TEST(Checkpoint, RoundTripIsBitwiseAndLatestPointsToNewest) {
   // keep_last = 2: after steps 8 and 9, step 7 is gone and latest is 9.
   for (int64_t s : {8, 9}) {
     st.step = s;
-    train::save_checkpoint(dir.path.string(), a.registry(), sa.named, st, wo);
+    train::save_checkpoint(dir.path.string(), a.registry(), sa.slices, st, wo);
   }
   EXPECT_FALSE(fs::exists(dir.path / "global_step7"));
   EXPECT_TRUE(fs::exists(dir.path / "global_step8"));
@@ -109,14 +112,18 @@ TEST(Checkpoint, ShardsFromSeveralRanksLoadAtOneRank) {
   wo.world_size = 4;
   for (int r = 3; r >= 0; --r) {  // rank 0 last: it writes the manifest and renames
     wo.rank = r;
-    // Each rank writes into the same temp dir in a real run; emulate by saving rank by
-    // rank into the final dir's shards.
-    const std::string d = train::save_checkpoint((dir.path / ("r" + std::to_string(r))).string(), a.registry(), sa.named, st, wo);
+    // In a real run all ranks write into one temp dir that rank 0 created and renames
+    // (tests/dist covers that); here each rank saves into its own root: ranks > 0 find
+    // the temp dir made for them and leave their shard there.
+    const fs::path root = dir.path / ("r" + std::to_string(r));
+    const fs::path tmp = root / ".global_step3.tmp";
+    if (r > 0) fs::create_directories(tmp);
+    const std::string d = train::save_checkpoint(root.string(), a.registry(), sa.slices, st, wo);
     fs::create_directories(dir.path / "merged");
-    for (const auto& e : fs::directory_iterator(d)) fs::copy(e.path(), dir.path / "merged" / e.path().filename(),
-                                                            fs::copy_options::overwrite_existing);
+    for (const auto& e : fs::directory_iterator(r > 0 ? tmp : fs::path(d)))
+      fs::copy(e.path(), dir.path / "merged" / e.path().filename(), fs::copy_options::overwrite_existing);
   }
-  train::load_checkpoint((dir.path / "merged").string(), b.registry(), sb.named);
+  train::load_checkpoint((dir.path / "merged").string(), b.registry(), sb.slices);
   for (size_t i = 0; i < a.registry().size(); ++i) {
     const auto& ua = a.registry().unit(i);
     EXPECT_TRUE(same_bytes(ua.flat_params(), b.registry().unit(i).flat_params(), ua.numel())) << ua.name();
@@ -125,7 +132,7 @@ TEST(Checkpoint, ShardsFromSeveralRanksLoadAtOneRank) {
   // Without rank 2's shard the load names what is missing.
   fs::remove(dir.path / "merged" / "shard_rank2.safetensors");
   try {
-    train::load_checkpoint((dir.path / "merged").string(), b.registry(), sb.named);
+    train::load_checkpoint((dir.path / "merged").string(), b.registry(), sb.slices);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("rank 2"), std::string::npos) << e.what();
@@ -142,8 +149,8 @@ TEST(Checkpoint, AnotherModelsCheckpointIsRefused) {
   FakeState sa(a.registry(), 1), sb(b.registry(), 1);
   train::CheckpointState st;
   st.step = 1;
-  train::save_checkpoint(dir.path.string(), a.registry(), sa.named, st, {});
-  EXPECT_THROW(train::load_checkpoint(train::resolve_checkpoint(dir.path.string()), b.registry(), sb.named), Error);
+  train::save_checkpoint(dir.path.string(), a.registry(), sa.slices, st, {});
+  EXPECT_THROW(train::load_checkpoint(train::resolve_checkpoint(dir.path.string()), b.registry(), sb.slices), Error);
 }
 
 TEST(Checkpoint, NoCheckpointGivesAClearError) {
@@ -162,13 +169,12 @@ TEST(Checkpoint, FailedSaveLeavesThePreviousCheckpointIntact) {
   FakeState sa(a.registry(), 1);
   train::CheckpointState st;
   st.step = 1;
-  train::save_checkpoint(dir.path.string(), a.registry(), sa.named, st, {});
+  train::save_checkpoint(dir.path.string(), a.registry(), sa.slices, st, {});
   // An optimizer tensor that is not a flat per-unit buffer makes the save fail midway.
   OwnedTensor bad({3}, DType::F32);
-  auto named = sa.named;
-  named.emplace_back("bogus", bad.view());
+  auto named = sa.slices;
+  named.push_back({"head.bogus", bad.view(), 0});
   train::CheckpointWriteOptions wo;
-  wo.world_size = 2;
   st.step = 2;
   EXPECT_THROW(train::save_checkpoint(dir.path.string(), a.registry(), named, st, wo), Error);
   EXPECT_FALSE(fs::exists(dir.path / "global_step2"));

@@ -1,0 +1,433 @@
+#include "zero/engine.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "ops/elementwise.h"
+
+namespace zt::zero {
+
+int64_t zero_formula_bytes(int stage, int64_t numel, int world_size, int param_bytes, int grad_bytes,
+                           int grad_partition_bytes, int optimizer_bytes) {
+  const int64_t n = numel, W = world_size;
+  const int64_t params = stage >= 3 ? n * param_bytes / W : n * param_bytes;
+  const int64_t grads = stage >= 2 ? n * grad_partition_bytes / W : n * grad_bytes;
+  const int64_t optimizer = stage >= 1 ? n * optimizer_bytes / W : n * optimizer_bytes;
+  return params + grads + optimizer;
+}
+
+ZeroEngine::ZeroEngine(model::ParameterRegistry& registry, dist::Communicator& comm, ZeroOptions options)
+    : registry_(registry), comm_(comm), options_(options), rank_(comm.rank()), world_(comm.size()) {
+  if (options_.stage < 0 || options_.stage > 3)
+    ZT_THROW_INPUT("zero_optimization.stage = ", options_.stage, " is not a ZeRO stage: use 0, 1, 2 or 3");
+  if (options_.reduce_bucket_size <= 0)
+    ZT_THROW_INPUT("zero_optimization.reduce_bucket_size = ", options_.reduce_bucket_size, " must be positive");
+  units_.resize(registry_.size());
+  for (size_t i = 0; i < registry_.size(); ++i) {
+    model::Unit& u = registry_.unit(i);
+    if (u.padded_numel() % world_ != 0)
+      ZT_THROW_INPUT("unit ", u.name(), " has ", u.padded_numel(), " elements, not a multiple of the world size ",
+                     world_, ": build the model with shard_count = world size");
+    units_[i].slice = u.padded_numel() / world_;
+    units_[i].persistent = options_.stage < 3 || u.numel() < options_.stage3_param_persistence_threshold;
+    index_[&u] = i;
+  }
+}
+
+ZeroEngine::~ZeroEngine() {
+  // Collectives still in flight reference our buffers: complete them (or time out) first.
+  try {
+    for (auto& r : reductions_)
+      for (auto& w : r.works) w->wait();
+    for (auto& s : units_)
+      if (s.gather_work) s.gather_work->wait();
+  } catch (const std::exception&) {
+    // Destructors do not throw; the job is being torn down by the error that got us here.
+  }
+}
+
+size_t ZeroEngine::index_of(const model::Unit& unit) const {
+  const auto it = index_.find(&unit);
+  ZT_CHECK(it != index_.end(), "unit ", unit.name(), " is not in the engine's registry");
+  return it->second;
+}
+
+void ZeroEngine::count(double bytes, double* bucket) {
+  *bucket += bytes;
+  ++volume_.calls;
+}
+
+void ZeroEngine::add_transient(int64_t bytes) {
+  transient_bytes_ += bytes;
+  transient_peak_ = std::max(transient_peak_, transient_bytes_);
+}
+
+// ---- set-up -------------------------------------------------------------------------
+
+void ZeroEngine::shard_model() {
+  shard_model_unit_by_unit([](model::Unit&) {});
+}
+
+void ZeroEngine::shard_model_unit_by_unit(const std::function<void(model::Unit&)>& fill) {
+  ZT_CHECK(!sharded_, "the model is already sharded");
+  sharded_ = true;
+  for (size_t i = 0; i < units_.size(); ++i) {
+    model::Unit& u = registry_.unit(i);
+    UnitState& s = units_[i];
+    if (!u.has_params()) u.allocate_params(u.param_dtype(), u.device());
+    fill(u);
+    if (options_.stage >= 3) {
+      s.param_part = OwnedTensor({s.slice}, u.param_dtype(), u.device());
+      s.param_part->copy_from(u.flat_params().narrow(0, rank_ * s.slice, s.slice));
+      if (!s.persistent) {
+        u.release_params();
+        s.gathered = Gathered::No;
+      }
+    }
+    if (options_.stage >= 2) {
+      s.grad_part = OwnedTensor::zeros({s.slice}, DType::F32, u.device());
+      u.release_grads();
+    }
+  }
+}
+
+UnitPartition ZeroEngine::partition(size_t unit) {
+  model::Unit& u = registry_.unit(unit);
+  UnitState& s = units_[unit];
+  if (options_.stage == 0) return whole_unit(u);
+  const int64_t begin = rank_ * s.slice;
+  UnitPartition p;
+  p.begin = begin;
+  p.params = options_.stage >= 3 ? s.param_part.view() : u.flat_params().narrow(0, begin, s.slice);
+  if (options_.stage >= 2) {
+    p.grads = s.grad_part.view();
+  } else if (u.has_grads()) {
+    p.grads = u.flat_grads().narrow(0, begin, s.slice);
+  }
+  return p;
+}
+
+Tensor ZeroEngine::param_slice(size_t unit) {
+  const UnitState& s = units_[unit];
+  if (options_.stage >= 3) return s.param_part.view();
+  return registry_.unit(unit).flat_params().narrow(0, rank_ * s.slice, s.slice);
+}
+
+int64_t ZeroEngine::slice_begin(size_t unit) const { return rank_ * units_[unit].slice; }
+
+Tensor ZeroEngine::param_load_target(size_t unit, int64_t* begin) {
+  if (options_.stage >= 3) {
+    *begin = slice_begin(unit);
+    return units_[unit].param_part.view();
+  }
+  *begin = 0;
+  return registry_.unit(unit).flat_params();
+}
+
+void ZeroEngine::refresh_after_load() {
+  if (options_.stage < 3) return;
+  // Persistent and currently gathered units hold full copies of the loaded slices.
+  for (size_t i = 0; i < units_.size(); ++i)
+    if (units_[i].gathered == Gathered::Yes) {
+      model::Unit& u = registry_.unit(i);
+      comm_.all_gather(units_[i].param_part, u.flat_params());
+      count(static_cast<double>(u.flat_params().nbytes()) * (world_ - 1) / world_, &volume_.all_gather);
+    }
+}
+
+// ---- the accumulation -----------------------------------------------------------------
+
+void ZeroEngine::zero_grads() {
+  for (size_t i = 0; i < units_.size(); ++i) {
+    model::Unit& u = registry_.unit(i);
+    if (u.has_grads()) u.flat_grads().zero();
+    if (units_[i].grad_part.view().data()) units_[i].grad_part->zero();
+  }
+}
+
+void ZeroEngine::begin_micro_batch(bool last) {
+  // Stages 0-1 accumulate locally and reduce once per step; stages 2-3 reduce every
+  // micro-batch so that no rank ever holds a full gradient across micro-batches.
+  reduce_this_micro_batch_ = options_.stage >= 2 || last;
+}
+
+void ZeroEngine::end_micro_batch() {
+  finish_all_reductions();
+  flush();
+}
+
+void ZeroEngine::flush() {
+  for (size_t i = 0; i < units_.size(); ++i)
+    if (units_[i].release_pending) release_unit(i);
+}
+
+void ZeroEngine::poll() {
+  // MPI progresses non-blocking collectives only inside MPI calls: testing them from the
+  // hooks is what lets communication advance while the next unit computes.
+  while (!reductions_.empty()) {
+    Reduction& r = reductions_.front();
+    bool done = true;
+    for (auto& w : r.works) done = w->is_completed() && done;
+    if (!done) break;
+    finish_reduction(r);
+    reductions_.pop_front();
+  }
+  for (auto& s : units_)
+    if (s.gather_work) (void)s.gather_work->is_completed();
+}
+
+void ZeroEngine::start_reduction(size_t unit) {
+  model::Unit& u = registry_.unit(unit);
+  const UnitState& s = units_[unit];
+  const Tensor flat = u.flat_grads();
+  const double bytes = static_cast<double>(flat.nbytes());
+  Reduction r;
+  r.unit = unit;
+  // Buckets of at most reduce_bucket_size elements.
+  if (options_.stage == 0) {
+    const int64_t n = flat.numel(), bucket = options_.reduce_bucket_size;
+    for (int64_t b = 0; b < n; b += bucket)
+      r.works.push_back(comm_.all_reduce_async(flat.narrow(0, b, std::min(bucket, n - b)), dist::ReduceOp::Sum));
+    count(bytes * 2.0 * (world_ - 1) / world_, &volume_.all_reduce);
+  } else {
+    // A real reduce-scatter: rank r receives the sum of every rank's slice r. A bucket of
+    // width w covers [j*w, (j+1)*w) of every slice; when the slice needs several buckets
+    // the strided pieces are packed into one contiguous input first.
+    const int64_t P = s.slice;
+    const int64_t width = std::max<int64_t>(1, options_.reduce_bucket_size / world_);
+    r.output = OwnedTensor({P}, flat.dtype(), flat.device());
+    add_transient(static_cast<int64_t>(r.output->nbytes()));
+    if (width >= P) {
+      r.works.push_back(comm_.reduce_scatter_async(flat, r.output));
+    } else {
+      for (int64_t b = 0; b < P; b += width) {
+        const int64_t w = std::min(width, P - b);
+        OwnedTensor packed({w * world_}, flat.dtype(), flat.device());
+        for (int q = 0; q < world_; ++q) packed->narrow(0, q * w, w).copy_from(flat.narrow(0, q * P + b, w));
+        add_transient(static_cast<int64_t>(packed->nbytes()));
+        r.works.push_back(comm_.reduce_scatter_async(packed, r.output->narrow(0, b, w)));
+        r.packed.push_back(std::move(packed));
+      }
+    }
+    count(bytes * (world_ - 1) / world_, &volume_.reduce_scatter);
+  }
+  reductions_.push_back(std::move(r));
+  if (options_.overlap_comm == OverlapComm::Off) finish_all_reductions();
+}
+
+void ZeroEngine::finish_reduction(Reduction& r) {
+  for (auto& w : r.works) w->wait();
+  model::Unit& u = registry_.unit(r.unit);
+  UnitState& s = units_[r.unit];
+  if (options_.stage == 1) {
+    // The owned slice of the full gradient buffer holds the reduced sum.
+    u.flat_grads().narrow(0, rank_ * s.slice, s.slice).copy_from(r.output);
+  } else if (options_.stage >= 2) {
+    ops::add_inplace(s.grad_part, r.output);
+    add_transient(-static_cast<int64_t>(u.flat_grads().nbytes()));
+    u.release_grads();
+  }
+  for (const auto& p : r.packed) add_transient(-static_cast<int64_t>(p->nbytes()));
+  if (r.output.view().data()) add_transient(-static_cast<int64_t>(r.output->nbytes()));
+  r.works.clear();
+  r.packed.clear();
+  r.output = OwnedTensor();
+}
+
+void ZeroEngine::finish_all_reductions() {
+  while (!reductions_.empty()) {
+    finish_reduction(reductions_.front());
+    reductions_.pop_front();
+  }
+}
+
+// ---- stage 3 gathering ----------------------------------------------------------------
+
+void ZeroEngine::start_gather(size_t unit) {
+  model::Unit& u = registry_.unit(unit);
+  UnitState& s = units_[unit];
+  u.allocate_params_uninitialized(u.param_dtype(), u.device());
+  add_transient(static_cast<int64_t>(u.flat_params().nbytes()));
+  s.gather_work = comm_.all_gather_async(s.param_part, u.flat_params());
+  count(static_cast<double>(u.flat_params().nbytes()) * (world_ - 1) / world_, &volume_.all_gather);
+  s.gathered = Gathered::InFlight;
+}
+
+void ZeroEngine::ensure_gathered(size_t unit) {
+  UnitState& s = units_[unit];
+  s.release_pending = false;
+  if (s.gathered == Gathered::No) start_gather(unit);
+  if (s.gathered == Gathered::InFlight) {
+    s.gather_work->wait();
+    s.gather_work.reset();
+    s.gathered = Gathered::Yes;
+  }
+}
+
+void ZeroEngine::release_unit(size_t unit) {
+  UnitState& s = units_[unit];
+  s.release_pending = false;
+  if (s.persistent || s.gathered == Gathered::No) return;
+  if (s.gather_work) {
+    s.gather_work->wait();
+    s.gather_work.reset();
+  }
+  model::Unit& u = registry_.unit(unit);
+  add_transient(-static_cast<int64_t>(u.flat_params().nbytes()));
+  u.release_params();
+  s.gathered = Gathered::No;
+}
+
+void ZeroEngine::release_pending_except(size_t keep) {
+  for (size_t i = 0; i < units_.size(); ++i)
+    if (i != keep && units_[i].release_pending) release_unit(i);
+}
+
+int64_t ZeroEngine::gathered_live_elements() const {
+  int64_t n = 0;
+  for (size_t i = 0; i < units_.size(); ++i)
+    if (!units_[i].persistent && units_[i].gathered != Gathered::No) n += registry_.unit(i).padded_numel();
+  return n;
+}
+
+void ZeroEngine::prefetch(size_t from, int direction) {
+  if (options_.stage3_prefetch_bucket_size <= 0) return;
+  int64_t budget = options_.stage3_prefetch_bucket_size;
+  int64_t live = gathered_live_elements();
+  for (int64_t i = static_cast<int64_t>(from) + direction; i >= 0 && i < static_cast<int64_t>(units_.size());
+       i += direction) {
+    const size_t k = static_cast<size_t>(i);
+    if (units_[k].gathered != Gathered::No) continue;
+    const int64_t n = registry_.unit(k).padded_numel();
+    if (n > budget || live + n > options_.stage3_max_live_parameters) break;
+    start_gather(k);
+    budget -= n;
+    live += n;
+  }
+}
+
+// ---- hooks ------------------------------------------------------------------------------
+
+void ZeroEngine::before_forward(model::Unit& unit) {
+  const size_t i = index_of(unit);
+  poll();
+  if (options_.stage < 3) return;
+  release_pending_except(i);
+  ensure_gathered(i);
+  prefetch(i, +1);
+}
+
+void ZeroEngine::after_forward(model::Unit& unit) {
+  // Released lazily: the head's forward is followed at once by its backward, which would
+  // otherwise gather it again.
+  if (options_.stage >= 3) units_[index_of(unit)].release_pending = true;
+}
+
+void ZeroEngine::before_backward(model::Unit& unit) {
+  const size_t i = index_of(unit);
+  poll();
+  if (options_.stage >= 3) {
+    release_pending_except(i);
+    ensure_gathered(i);
+    prefetch(i, -1);
+  }
+  if (options_.stage >= 2 && !unit.has_grads()) {
+    unit.allocate_grads(unit.grad_dtype(), unit.device());
+    add_transient(static_cast<int64_t>(unit.flat_grads().nbytes()));
+  }
+}
+
+void ZeroEngine::after_backward(model::Unit& unit) {
+  const size_t i = index_of(unit);
+  if (reduce_this_micro_batch_ && world_ >= 1) start_reduction(i);
+  if (options_.stage >= 3) units_[i].release_pending = true;
+  poll();
+}
+
+// ---- the step -----------------------------------------------------------------------
+
+bool ZeroEngine::grads_finite() {
+  finish_all_reductions();
+  bool finite = true;
+  for (size_t i = 0; i < units_.size() && finite; ++i) {
+    const UnitPartition p = partition(i);
+    if (p.grads.data()) finite = ops::all_finite(p.grads);
+  }
+  if (world_ == 1) return finite;
+  OwnedTensor flag({1}, DType::I32);
+  flag.data<int32_t>()[0] = finite ? 0 : 1;
+  comm_.all_reduce(flag, dist::ReduceOp::Max);
+  return flag.data<int32_t>()[0] == 0;
+}
+
+double ZeroEngine::grad_norm() {
+  finish_all_reductions();
+  double sum = 0;
+  for (size_t i = 0; i < units_.size(); ++i) {
+    const UnitPartition p = partition(i);
+    if (p.grads.data()) sum += ops::sum_of_squares(p.grads);
+  }
+  if (options_.stage >= 1 && world_ > 1) {
+    // The communicator has no f64: the sum travels as f32 high and low parts, which
+    // together keep ~48 bits (the norm then agrees with one process to ~1e-12).
+    OwnedTensor parts({2}, DType::F32);
+    const float hi = static_cast<float>(sum);
+    parts.data<float>()[0] = hi;
+    parts.data<float>()[1] = static_cast<float>(sum - static_cast<double>(hi));
+    comm_.all_reduce(parts, dist::ReduceOp::Sum);
+    sum = static_cast<double>(parts.data<float>()[0]) + static_cast<double>(parts.data<float>()[1]);
+  }
+  return std::sqrt(sum);
+}
+
+void ZeroEngine::after_optimizer_step() {
+  if (options_.stage == 0 || world_ == 1) return;
+  std::vector<dist::WorkPtr> works;
+  for (size_t i = 0; i < units_.size(); ++i) {
+    model::Unit& u = registry_.unit(i);
+    UnitState& s = units_[i];
+    if (options_.stage >= 3 && s.gathered == Gathered::No) continue;  // gathered when next used
+    if (s.gather_work) {
+      s.gather_work->wait();
+      s.gather_work.reset();
+      s.gathered = Gathered::Yes;
+    }
+    const Tensor flat = u.flat_params();
+    const Tensor input = options_.stage >= 3 ? s.param_part.view() : flat.narrow(0, rank_ * s.slice, s.slice);
+    works.push_back(comm_.all_gather_async(input, flat));
+    count(static_cast<double>(flat.nbytes()) * (world_ - 1) / world_, &volume_.all_gather);
+  }
+  for (auto& w : works) w->wait();
+}
+
+void ZeroEngine::gather_full_model() {
+  if (options_.stage < 3) return;
+  for (size_t i = 0; i < units_.size(); ++i) ensure_gathered(i);
+}
+
+void ZeroEngine::release_full_model() {
+  if (options_.stage < 3) return;
+  for (size_t i = 0; i < units_.size(); ++i) release_unit(i);
+}
+
+ModelStateBytes ZeroEngine::memory(int64_t optimizer_state_bytes) const {
+  ModelStateBytes m;
+  for (size_t i = 0; i < units_.size(); ++i) {
+    const model::Unit& u = registry_.unit(i);
+    const UnitState& s = units_[i];
+    const int64_t full_p = u.padded_numel() * static_cast<int64_t>(dtype_size(u.param_dtype()));
+    const int64_t full_g = u.padded_numel() * static_cast<int64_t>(dtype_size(u.grad_dtype()));
+    if (options_.stage >= 3) {
+      m.params += static_cast<int64_t>(s.param_part->nbytes()) + (s.persistent ? full_p : 0);
+    } else {
+      m.params += full_p;
+    }
+    m.grads += options_.stage >= 2 ? static_cast<int64_t>(s.slice * 4) : full_g;
+  }
+  m.optimizer = optimizer_state_bytes;
+  m.buffers_peak = transient_peak_;
+  return m;
+}
+
+}  // namespace zt::zero

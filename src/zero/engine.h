@@ -1,0 +1,194 @@
+// The ZeRO engine: data parallelism over a Communicator with DeepSpeed's stages 0-3.
+//
+// Every unit's flat buffer splits into world_size equal slices (units are padded to a
+// multiple of the world size); rank r owns slice r: elements [r*P, (r+1)*P).
+//
+//   stage 0  full parameters, full gradients, full optimizer state. Gradients are
+//            all-reduced in buckets (reduce_bucket_size) as each unit's backward ends,
+//            in the last micro-batch of the accumulation.
+//   stage 1  optimizer state (f32 master, moments) only for the owned slice. At the
+//            accumulation boundary each unit's gradients are reduce-scattered; the owner
+//            updates its slice; the updated slices are all-gathered after the step.
+//   stage 2  also gradients partitioned: every micro-batch, each unit's gradients are
+//            reduce-scattered as soon as its backward ends and added to the owner's f32
+//            gradient partition; the unit's full gradient buffer is freed right after.
+//   stage 3  also parameters partitioned: a unit's full parameters exist only between
+//            the gather before its forward/backward and the release after (the next
+//            units are prefetched within stage3_prefetch_bucket_size and
+//            stage3_max_live_parameters); units smaller than the persistence threshold
+//            stay gathered.
+//
+// The engine is the model's UnitHooks (model/transformer.h): the transformer calls it
+// before and after each unit's forward and backward, which is where it gathers, releases
+// and reduces. With overlap_comm the collectives run while the next unit computes (they
+// are started asynchronously and completed at the end of the micro-batch); without, each
+// completes before the next unit runs.
+//
+// Gradient averaging is the caller's: the trainer scales the loss by 1/world_size, so
+// every reduction here is a plain sum.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tensor.h"
+#include "dist/communicator.h"
+#include "model/registry.h"
+#include "model/transformer.h"
+#include "zero/partition.h"
+
+namespace zt::zero {
+
+enum class OverlapComm { Off, On };
+
+struct ZeroOptions {
+  int stage = 0;
+  OverlapComm overlap_comm = OverlapComm::Off;
+  int64_t reduce_bucket_size = 500'000'000;          // elements per gradient collective
+  int64_t stage3_prefetch_bucket_size = 50'000'000;  // elements gathered ahead of use
+  int64_t stage3_max_live_parameters = 1'000'000'000;
+  int64_t stage3_param_persistence_threshold = 100'000;  // units with fewer elements stay gathered
+};
+
+// Bytes this rank moved through collectives, counted as the ring algorithms move them:
+// all_reduce 2(N-1)/N x buffer, reduce_scatter and all_gather (N-1)/N x the full buffer.
+struct CommVolume {
+  double all_reduce = 0, reduce_scatter = 0, all_gather = 0;
+  int64_t calls = 0;
+  double total() const { return all_reduce + reduce_scatter + all_gather; }
+};
+
+// Model-state bytes held by this rank.
+struct ModelStateBytes {
+  int64_t params = 0;     // persistent parameter storage (stage 3: slices + persistent units)
+  int64_t grads = 0;      // persistent gradient storage (stages 2-3: the f32 partitions)
+  int64_t optimizer = 0;  // master weights and moments of the owned slices
+  int64_t buffers_peak = 0;  // transient: gathered units, a unit's full gradients, comm scratch
+  int64_t model_states() const { return params + grads + optimizer; }
+};
+
+// The ZeRO paper's per-rank model-state bytes for `numel` parameters: 16-bit (or f32)
+// parameters and gradients of param_bytes/grad_bytes each, optimizer_bytes per parameter
+// (12 for Adam with an f32 master: master + two moments), divided as each stage divides.
+// grad_partition_bytes: bytes per element of the gradient partition in stages 2-3.
+int64_t zero_formula_bytes(int stage, int64_t numel, int world_size, int param_bytes, int grad_bytes,
+                           int grad_partition_bytes, int optimizer_bytes);
+
+class ZeroEngine final : public model::UnitHooks {
+ public:
+  ZeroEngine(model::ParameterRegistry& registry, dist::Communicator& comm, ZeroOptions options);
+  ~ZeroEngine() override;
+  ZeroEngine(const ZeroEngine&) = delete;
+  ZeroEngine& operator=(const ZeroEngine&) = delete;
+
+  int stage() const { return options_.stage; }
+  int rank() const { return rank_; }
+  int world_size() const { return world_; }
+  const ZeroOptions& options() const { return options_; }
+  dist::Communicator& communicator() { return comm_; }
+
+  // Call once the full weights are in place (initialised or loaded; identical on every
+  // rank) and before the optimizer is built. Stage 3 keeps this rank's slice of each unit
+  // and frees the full buffers (persistent units stay); stages 2-3 free the full gradient
+  // buffers (they exist only while a unit's backward runs).
+  void shard_model();
+  // The same without ever holding the whole model: for each unit in turn, `fill` writes
+  // its full parameters (allocated and zeroed when the unit had none), then the engine
+  // keeps its slice (stage 3) and frees the rest before the next unit.
+  void shard_model_unit_by_unit(const std::function<void(model::Unit&)>& fill);
+
+  // The slice each rank's optimizer updates (stage 0: the whole unit).
+  UnitPartition partition(size_t unit);
+  PartitionFn partition_fn() {
+    return [this](size_t u) { return partition(u); };
+  }
+  // This rank's slice [begin, begin + P) of a unit's parameters (for checkpoints), with
+  // begin = rank * P; stage 3: the partition buffer itself.
+  Tensor param_slice(size_t unit);
+  int64_t slice_begin(size_t unit) const;
+  // Where a checkpoint's parameters load into: the full buffer (begin 0) in stages 0-2,
+  // the slice in stage 3 (then call refresh_after_load()).
+  Tensor param_load_target(size_t unit, int64_t* begin);
+  void refresh_after_load();
+
+  // The accumulation of one optimizer step:
+  //   zero_grads(); for each micro-batch { begin_micro_batch(last); forward_backward; end_micro_batch(); }
+  // `last` marks the micro-batch after which stage 0/1 reduce.
+  void zero_grads();
+  void begin_micro_batch(bool last);
+  void end_micro_batch();
+  // Releases what stage 3 keeps gathered after a forward (call after evaluation).
+  void flush();
+
+  // At the boundary, agreed by every rank: no inf/nan in any gradient, and the global norm.
+  bool grads_finite();
+  double grad_norm();
+  // After the optimizer updated the owned slices: stages 1-2 all-gather them into every
+  // rank's full parameters; stage 3 refreshes the persistent units.
+  void after_optimizer_step();
+
+  // Stage 3: gathers every unit (saving a full model, sampling); release_full_model()
+  // returns to the sharded state. No-ops in stages 0-2.
+  void gather_full_model();
+  void release_full_model();
+
+  ModelStateBytes memory(int64_t optimizer_state_bytes) const;
+  const CommVolume& comm_volume() const { return volume_; }
+  void reset_comm_volume() { volume_ = CommVolume(); }
+
+  // model::UnitHooks
+  void before_forward(model::Unit& unit) override;
+  void after_forward(model::Unit& unit) override;
+  void before_backward(model::Unit& unit) override;
+  void after_backward(model::Unit& unit) override;
+
+ private:
+  enum class Gathered { No, InFlight, Yes };
+  struct UnitState {
+    int64_t slice = 0;           // P: elements per rank
+    bool persistent = false;     // stage 3: never released
+    OwnedTensor param_part;      // stage 3: the owned slice of the parameters
+    OwnedTensor grad_part;       // stages 2-3: f32 gradient accumulator of the owned slice
+    Gathered gathered = Gathered::Yes;
+    dist::WorkPtr gather_work;
+    bool release_pending = false;  // stage 3: release at the next other unit's hook
+  };
+  // One unit's gradient reduction in flight (one or more bucket collectives).
+  struct Reduction {
+    size_t unit = 0;
+    std::vector<dist::WorkPtr> works;
+    std::vector<OwnedTensor> packed;  // bucket inputs packed from strided slices
+    OwnedTensor output;               // [P] reduce-scatter result (grad dtype)
+  };
+
+  size_t index_of(const model::Unit& unit) const;
+  void poll();
+  void start_reduction(size_t unit);
+  void finish_reduction(Reduction& r);
+  void finish_all_reductions();
+  void start_gather(size_t unit);
+  void ensure_gathered(size_t unit);
+  void release_unit(size_t unit);
+  void release_pending_except(size_t keep);
+  void prefetch(size_t from, int direction);
+  int64_t gathered_live_elements() const;
+  void add_transient(int64_t bytes);
+  void count(double bytes, double* bucket);
+
+  model::ParameterRegistry& registry_;
+  dist::Communicator& comm_;
+  ZeroOptions options_;
+  int rank_ = 0, world_ = 1;
+  std::vector<UnitState> units_;
+  std::unordered_map<const model::Unit*, size_t> index_;
+  std::deque<Reduction> reductions_;
+  bool reduce_this_micro_batch_ = true;
+  bool sharded_ = false;
+  CommVolume volume_;
+  int64_t transient_bytes_ = 0, transient_peak_ = 0;
+};
+
+}  // namespace zt::zero
