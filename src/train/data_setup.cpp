@@ -76,6 +76,16 @@ io::PrepareSummary prepare(const std::vector<std::string>& inputs, const fs::pat
 
 }  // namespace
 
+TrainConfig config_reading_prepared_files(const TrainConfig& c, const fs::path& out) {
+  TrainConfig f = c;
+  if (c.model.path.empty() && c.model.tokenizer.empty()) f.model.tokenizer = (out / "tokenizer.json").string();
+  if (!std::all_of(c.data.train.begin(), c.data.train.end(), is_shard_path)) f.data.train = {(out / "data").string()};
+  if (!c.data.validation.empty() &&
+      !std::all_of(c.data.validation.begin(), c.data.validation.end(), is_shard_path))
+    f.data.validation = {(out / "data_validation").string()};
+  return f;
+}
+
 DataSetup setup_data(const TrainConfig& c, const io::Tokenizer& tokenizer, const fs::path& out) {
   if (c.data.train.empty())
     ZT_THROW_INPUT(c.source, ": data.train is empty: name text/JSONL files, directories or token shards to train on");

@@ -17,6 +17,12 @@ struct DataSetup {
   std::vector<std::string> val_shards;  // may be empty: no validation
 };
 
+// What the other ranks of a job read once rank 0 has set the run up: the tokenizer it
+// trained (output_dir/tokenizer.json) and the shards it prepared (output_dir/data,
+// output_dir/data_validation) in place of the text inputs, so that only one process
+// writes them.
+TrainConfig config_reading_prepared_files(const TrainConfig& config, const std::filesystem::path& output_dir);
+
 DataSetup setup_data(const TrainConfig& config, const io::Tokenizer& tokenizer, const std::filesystem::path& output_dir);
 
 }  // namespace zt::train

@@ -136,7 +136,9 @@ RunConfig parse_run_config(const json& raw, const std::string& source) {
   r.output_dir = read_string(doc, "output_dir", top, "out");
   r.seed = read_int(doc, "seed", top, 1234);
   r.steps_per_print = read_int(doc, "steps_per_print", top, 10);
-  r.resume = read_string(doc, "resume", top, "");
+  // "auto" (the restart form): the latest checkpoint when there is one, else a fresh start.
+  r.resume = read_string(doc, "resume", top, "", AutoOk::Yes);
+  if (r.resume.is_auto()) r.resume = Setting<std::string>(Given::Set, "auto");
   r.device = read_string(doc, "device", top, "cpu");
   r.learning_rate = read_number(doc, "learning_rate", top, 5e-5);
   r.weight_decay = read_number(doc, "weight_decay", top, 0.0);

@@ -1,6 +1,9 @@
 #include "train/trainer.h"
 
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <string>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -18,6 +21,23 @@ namespace zt::train {
 using nlohmann::json;
 
 namespace {
+
+// Failure drills (tests of `zerotrain launch --max-restarts`): ZT_TEST_KILL_RANK_AT_STEP=R:S
+// kills rank R with SIGKILL once step S is done, in a job's first attempt only
+// (ZT_RESTART_COUNT unset or 0), as a crashed machine would.
+void maybe_kill_for_test(const TrainingRun& run) {
+  const char* spec = std::getenv("ZT_TEST_KILL_RANK_AT_STEP");
+  const char* restarts = std::getenv("ZT_RESTART_COUNT");
+  if (!spec || (restarts && std::string(restarts) != "0")) return;
+  int rank = -1;
+  long long step = -1;
+  if (std::sscanf(spec, "%d:%lld", &rank, &step) != 2) return;
+  if (rank == run.rank() && step == run.step) {
+    std::fprintf(stderr, "zerotrain: ZT_TEST_KILL_RANK_AT_STEP: killing rank %d after step %lld\n", rank, step);
+    std::fflush(stderr);
+    std::raise(SIGKILL);
+  }
+}
 
 bool any_rank(TrainingRun& run, bool flag) {
   if (run.world_size() == 1) return flag;
@@ -129,6 +149,7 @@ TrainResult run_training(const TrainConfig& config) {
         metrics.write({{"step", step}, {"val_loss", vl}, {"val_ppl", std::exp(vl)}});
       }
     }
+    maybe_kill_for_test(run);
     // Every rank stops at the same step (a signal may reach only some of them).
     const bool stop = any_rank(run, signals.requested());
     if (!skip && ((c.save_interval > 0 && step % c.save_interval == 0) || last || stop)) save();

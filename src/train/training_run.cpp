@@ -54,8 +54,16 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   fs::create_directories(run->output_dir, ec);
   if (ec) ZT_THROW_INPUT("cannot create output_dir '", c.output_dir, "': ", ec.message());
 
+  // Rank 0 trains the tokenizer and tokenizes text data; the other ranks wait for it and
+  // read what it wrote (one writer per file). Tokenizing a large corpus takes a while:
+  // the wait allows an hour.
+  const bool follower = run->comm->size() > 1 && run->comm->rank() != 0;
+  const dist::Seconds setup_wait(3600.0);
+  if (follower) run->comm->barrier_async()->wait(setup_wait);
+  const TrainConfig setup_config = follower ? config_reading_prepared_files(c, run->output_dir) : c;
+
   // Model and tokenizer.
-  run->setup = setup_model(c, run->output_dir);
+  run->setup = setup_model(setup_config, run->output_dir);
   model::Transformer& model = run->model();
   const model::ModelConfig& mc = model.config();
   const int64_t T = c.data.seq_len > 0 ? c.data.seq_len : mc.max_position_embeddings;
@@ -67,7 +75,8 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   run->grad_accum = gas;
 
   // Data: token shards (prepared from text when needed).
-  run->data = setup_data(c, *run->setup.tokenizer, run->output_dir);
+  run->data = setup_data(setup_config, *run->setup.tokenizer, run->output_dir);
+  if (run->comm->size() > 1 && !follower) run->comm->barrier_async()->wait(setup_wait);
   run->loader = std::make_unique<io::BatchLoader>(run->data.train_shards, B, T, c.seed, run->comm->rank(),
                                                   run->comm->size());
   run->loader->set_vocab_size(model.config().vocab_size);  // ids past the vocabulary are bad data
