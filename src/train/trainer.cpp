@@ -96,7 +96,7 @@ TrainResult run_training(const TrainConfig& config) {
   auto save = [&]() { result.last_checkpoint = save_run_checkpoint(run, run.checkpoint_root().string()); };
 
   auto t_last = std::chrono::steady_clock::now();
-  int64_t tokens_since_log = 0;
+  int64_t tokens_since_log = 0, steps_since_log = 0;
   const bool main_rank = run.is_main_rank();
   while (step < total_steps) {
     zero_grads(run);
@@ -121,6 +121,7 @@ TrainResult run_training(const TrainConfig& config) {
     }
 
     const bool last = step >= total_steps;
+    ++steps_since_log;
     if (main_rank && (step % c.steps_per_print == 0 || last || skip)) {
       const auto now = std::chrono::steady_clock::now();
       const double secs = std::chrono::duration<double>(now - t_last).count();
@@ -129,15 +130,20 @@ TrainResult run_training(const TrainConfig& config) {
       tokens_since_log = 0;
       const double mfu = tps * flops_per_token / peak;
       const MemoryUsage mem = host_memory();
+      // Bytes this rank moved through collectives per step (ring-algorithm accounting).
+      const double comm_per_step = run.engine->comm_volume().total() / static_cast<double>(steps_since_log);
+      run.engine->reset_comm_volume();
+      steps_since_log = 0;
+      const std::string comm = run.world_size() > 1 ? " | comm " + human_bytes(comm_per_step) + "/step" : "";
       std::printf("step %6lld/%lld | loss %.4f | lr %.3e | grad norm %7.4f | scale %g | %8.0f tok/s | MFU %5.1f%% | "
-                  "mem %s%s\n",
+                  "mem %s%s%s\n",
                   static_cast<long long>(step), static_cast<long long>(total_steps), loss, lr, grad_norm, scale, tps,
-                  100.0 * mfu, human_bytes(static_cast<double>(mem.rss_bytes)).c_str(),
+                  100.0 * mfu, human_bytes(static_cast<double>(mem.rss_bytes)).c_str(), comm.c_str(),
                   skip ? " | overflow: step skipped" : "");
       std::fflush(stdout);
       metrics.write({{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", std::isnan(grad_norm) ? json(nullptr) : json(grad_norm)},
                      {"loss_scale", scale}, {"tokens_per_s", tps}, {"mfu", mfu}, {"rss_bytes", mem.rss_bytes},
-                     {"skipped", skip}});
+                     {"comm_bytes_per_step", comm_per_step}, {"skipped", skip}});
     }
     if (!skip && ((c.eval_interval > 0 && step % c.eval_interval == 0) || last)) {
       const double vl = validation_loss(run, c.eval_batches);
