@@ -317,12 +317,14 @@ std::vector<std::string> hf_weight_files(const std::string& path) {
   return files;
 }
 
-HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConfig& config, const std::string& path) {
+HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConfig& config, const std::string& path,
+                             const model::Unit* only) {
   HfLoadReport report;
   std::vector<std::unique_ptr<SafetensorsReader>> readers;
-  // Every byte will be read: map the pages up front.
+  // Every byte will be read: map the pages up front (one unit: only its pages are touched).
   for (const auto& f : hf_weight_files(path))
-    readers.push_back(std::make_unique<SafetensorsReader>(f, io::Prefault::Yes));
+    readers.push_back(std::make_unique<SafetensorsReader>(f, only ? io::Prefault::No : io::Prefault::Yes));
+  const auto selected = [only](const model::Unit& u) { return !only || &u == only; };
 
   // registry name -> (reader, file tensor name)
   std::map<std::string, std::pair<const SafetensorsReader*, std::string>> found;
@@ -345,13 +347,13 @@ HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConf
   }
 
   std::vector<std::string> missing;
-  registry.for_each([&](model::Unit&, model::ParamEntry& e) {
-    if (!found.count(e.name())) missing.push_back(e.name());
+  registry.for_each([&](model::Unit& unit, model::ParamEntry& e) {
+    if (selected(unit) && !found.count(e.name())) missing.push_back(e.name());
   });
   if (!missing.empty())
     ZT_THROW_INPUT(path, ": ", missing.size(), " tensor", missing.size() == 1 ? " is" : "s are",
                    " missing from the weights: ", join_limited(missing, 20));
-  if (!report.unused.empty())
+  if (!report.unused.empty() && (!only || only == registry.units().front().get()))
     ZT_WARN(path, ": ignoring ", report.unused.size(), " tensor(s) the model does not use: ",
             join_limited(report.unused, 10));
 
@@ -367,6 +369,7 @@ HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConf
   };
   std::vector<Job> jobs;
   registry.for_each([&](model::Unit& unit, model::ParamEntry& e) {
+    if (!selected(unit)) return;
     if (!unit.has_params())
       ZT_THROW_INPUT(path, ": cannot load '", e.name(), "': the model's parameters are not allocated");
     if (!e.value.device().is_cpu())

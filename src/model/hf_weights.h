@@ -50,10 +50,11 @@ struct HfLoadReport {
 };
 
 // Fills every registry parameter (host, allocated) from the files at `path`, converting
-// dtypes. Missing tensors, wrong shapes and non-floating dtypes are BadInput errors that
-// name the file and the tensors.
+// dtypes; with `only`, just that unit's (the ZeRO-3 engine loads one unit at a time, so
+// the whole model is never in memory). Missing tensors, wrong shapes and non-floating
+// dtypes are BadInput errors that name the file and the tensors.
 HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const model::ModelConfig& config,
-                             const std::string& path);
+                             const std::string& path, const model::Unit* only = nullptr);
 
 // Writes the registry's parameters as one HF safetensors file (HF names and layouts, in
 // `dtype`, metadata {"format": "pt"}), atomically. `path` is the file, or a directory

@@ -8,6 +8,7 @@
 #include "io/byte_tokenizer.h"
 #include "io/safetensors.h"
 #include "model/hf_dir.h"
+#include "model/hf_weights.h"
 
 namespace zt::train {
 namespace fs = std::filesystem;
@@ -51,8 +52,19 @@ ModelSetup setup_model(const TrainConfig& c, const fs::path& out) {
   mo.checkpointing = c.model.activation_checkpointing ? model::Checkpointing::EveryBlock : model::Checkpointing::None;
 
   if (!c.model.path.empty()) {
-    model::Pretrained p = model::load_pretrained(c.model.path, mo);
-    s.model = std::move(p.model);
+    if (c.zero.stage >= 3) {
+      // Unit by unit: the engine loads each unit's tensors, keeps this rank's slice and
+      // frees the rest before the next unit.
+      const model::ModelConfig config = model::load_hf_config(c.model.path);
+      mo.allocate_params = false;
+      s.model = std::make_unique<model::Transformer>(config, mo);
+      model::Transformer* m = s.model.get();
+      const std::string path = c.model.path;
+      s.fill_unit = [m, path](model::Unit& u) { model::load_hf_weights(m->registry(), m->config(), path, &u); };
+    } else {
+      model::Pretrained p = model::load_pretrained(c.model.path, mo);
+      s.model = std::move(p.model);
+    }
     const std::string tok = c.model.tokenizer.empty() ? c.model.path : c.model.tokenizer;
     s.tokenizer = io::load_tokenizer(tok);
     s.tokenizer_path = tok;
@@ -61,10 +73,15 @@ ModelSetup setup_model(const TrainConfig& c, const fs::path& out) {
   if (c.model.preset.empty())
     ZT_THROW_INPUT(c.source, ": model: give a built-in preset (model.preset) or an HF directory (model.path)");
   const model::ModelConfig config = model::preset_config(c.model.preset);
-  s.deferred_init = c.zero.stage >= 3;
-  mo.allocate_params = !s.deferred_init;
+  mo.allocate_params = c.zero.stage < 3;
   s.model = std::make_unique<model::Transformer>(config, mo);
-  if (!s.deferred_init) s.model->init_weights(c.seed);
+  if (c.zero.stage < 3) {
+    s.model->init_weights(c.seed);
+  } else {
+    model::Transformer* m = s.model.get();
+    const uint64_t seed = c.seed;
+    s.fill_unit = [m, seed](model::Unit& u) { m->init_unit_weights(u, seed); };
+  }
   if (!c.model.tokenizer.empty()) {
     s.tokenizer = io::load_tokenizer(c.model.tokenizer);
     s.tokenizer_path = c.model.tokenizer;

@@ -4,6 +4,7 @@
 // training text (the built-in run does this).
 #pragma once
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -17,9 +18,10 @@ struct ModelSetup {
   std::unique_ptr<model::Transformer> model;
   std::unique_ptr<io::Tokenizer> tokenizer;
   std::string tokenizer_path;  // file copied next to the final model ("" for none)
-  // ZeRO-3 with a preset: the model was built without parameter storage; the engine
-  // initialises it unit by unit (Transformer::init_unit_weights) as it shards it.
-  bool deferred_init = false;
+  // ZeRO-3: the model was built without parameter storage; the engine fills it unit by
+  // unit with this (random init of a preset, or the unit's tensors of an HF directory)
+  // as it shards it. Empty: the model is complete.
+  std::function<void(model::Unit&)> fill_unit;
 };
 
 // The dtype parameters (and the final model files) are stored in for a precision.
