@@ -9,6 +9,8 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "dist/abort.h"
+#include "dist/env.h"
 
 namespace zt::cli {
 
@@ -27,6 +29,18 @@ const std::vector<Command>& commands() { return registry(); }
 namespace {
 
 constexpr const char* kVersion = "0.1.0";
+
+// One rank of a multi-rank job that fails must end the whole job: the other ranks wait in
+// collectives this one will never join, and would hang until their timeouts.
+void end_job_if_one_of_many_ranks(const std::string& message) {
+  int world_size = 1;
+  try {
+    world_size = zt::dist::read_launch_env().world_size;
+  } catch (...) {
+    // Malformed launcher variables: not a job we can tell the size of; report as one process.
+  }
+  if (world_size > 1) zt::dist::abort_job(message);
+}
 
 void print_usage() {
   std::printf("zerotrain %s — train and fine-tune LLMs with ZeRO sharding\n\n", kVersion);
@@ -70,9 +84,11 @@ int main(int argc, char** argv) {
     ZT_THROW_INPUT("unknown command '", name, "'", best.empty() ? std::string() : " (did you mean " + best + "?)",
                    ": see 'zerotrain help'");
   } catch (const zt::Error& e) {
+    end_job_if_one_of_many_ranks(std::string("error: ") + e.what());
     std::fprintf(stderr, "zerotrain: error: %s\n", e.what());
     return e.exit_code();
   } catch (const std::exception& e) {
+    end_job_if_one_of_many_ranks(std::string("internal error: ") + e.what());
     std::fprintf(stderr, "zerotrain: internal error: %s\n", e.what());
     return 1;
   }
