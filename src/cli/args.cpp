@@ -90,7 +90,9 @@ std::string closest(const std::string& word, const std::vector<std::string>& can
 }
 
 bool wants_help(const Args& args) {
-  return std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; });
+  // Arguments after "--" belong to another command (zerotrain launch -- zerotrain train --help).
+  const auto end = std::find(args.begin(), args.end(), "--");
+  return std::any_of(args.begin(), end, [](const std::string& a) { return a == "--help" || a == "-h"; });
 }
 
 }  // namespace zt::cli

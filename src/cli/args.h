@@ -33,6 +33,7 @@ double parse_double(const std::string& flag, const std::string& text);
 size_t edit_distance(const std::string& a, const std::string& b);
 // The closest candidate within distance 3, or "".
 std::string closest(const std::string& word, const std::vector<std::string>& candidates);
+// --help or -h before any "--" (what follows "--" is another command's).
 bool wants_help(const Args& args);
 
 }  // namespace zt::cli
