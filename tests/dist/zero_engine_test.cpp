@@ -303,3 +303,43 @@ TEST(ZeroEngine, BytesCommunicatedPerStepMatchTheory) {
 }
 
 }  // namespace
+
+namespace {
+
+// An overflow on one rank's gradient slice is seen by every rank (so all skip the step),
+// and the global norm is the same on every rank.
+TEST(ZeroEngine, OverflowOnOneRankIsAgreedByAllAndTheNormIsGlobal) {
+  dist::Communicator& comm = world();
+  for (int stage = 0; stage <= 3; ++stage) {
+    model::ModelOptions mo;
+    mo.param_dtype = mo.grad_dtype = DType::F16;
+    mo.shard_count = comm.size();
+    mo.allocate_grads = stage < 2;
+    model::Transformer model(gpt2_config(), mo);
+    model.init_weights(3);
+    zero::ZeroOptions zo;
+    zo.stage = stage;
+    zero::ZeroEngine engine(model.registry(), comm, zo);
+    engine.shard_model();
+    model.set_hooks(&engine);
+    OwnedTensor tok({kMicroBatch, kSeqLen}, DType::I32), tgt({kMicroBatch, kSeqLen}, DType::I32);
+    for (int64_t i = 0; i < tok->numel(); ++i) {
+      tok.data<int32_t>()[i] = token(comm.rank(), i / kSeqLen, i % kSeqLen, 70);
+      tgt.data<int32_t>()[i] = token(comm.rank(), i / kSeqLen, i % kSeqLen + 1, 70);
+    }
+    engine.zero_grads();
+    engine.begin_micro_batch(true);
+    model.forward_backward(tok, tgt, 1.0f);
+    engine.end_micro_batch();
+    EXPECT_TRUE(engine.grads_finite()) << "stage " << stage;
+    // Every rank holds the same norm (one all-reduce of the partial sums).
+    OwnedTensor norm({1}, DType::F32), max_norm({1}, DType::F32);
+    norm.data<float>()[0] = max_norm.data<float>()[0] = static_cast<float>(engine.grad_norm());
+    comm.all_reduce(max_norm, dist::ReduceOp::Max);
+    EXPECT_EQ(norm.data<float>()[0], max_norm.data<float>()[0]) << "stage " << stage;
+    if (comm.rank() == comm.size() - 1) engine.partition(1).grads.set_f32(0, INFINITY);
+    EXPECT_FALSE(engine.grads_finite()) << "stage " << stage << ", rank " << comm.rank();
+  }
+}
+
+}  // namespace
