@@ -456,3 +456,58 @@ void save_hf_weights(const model::ParameterRegistry& registry, const ModelConfig
 }
 
 }  // namespace zt::model
+
+namespace zt::model {
+
+void load_hf_unit_slice(const ModelConfig& config, const std::string& path, const Unit& unit, int64_t begin,
+                        const Tensor& out) {
+  ZT_CHECK(out.dim() == 1 && out.is_contiguous() && out.device().is_cpu(), "load_hf_unit_slice: out must be a host "
+           "1-D tensor");
+  out.zero();  // alignment gaps and vocab padding rows
+  const int64_t end = begin + out.numel();
+  std::vector<std::unique_ptr<SafetensorsReader>> readers;
+  for (const auto& f : hf_weight_files(path)) readers.push_back(std::make_unique<SafetensorsReader>(f));
+  for (const ParamEntry& p : unit.params()) {
+    const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel());
+    if (hi <= lo) continue;
+    const HfTensorLayout l = hf_layout(config, p.spec);
+    // The tensor under its HF name (or the original gpt2 hub name without "transformer.").
+    const SafetensorsReader* reader = nullptr;
+    std::string fname;
+    for (const auto& r : readers) {
+      for (const std::string& candidate : {l.name, l.name.rfind("transformer.", 0) == 0 ? l.name.substr(12) : l.name})
+        if (r->contains(candidate)) {
+          reader = r.get();
+          fname = candidate;
+          break;
+        }
+      if (reader) break;
+    }
+    if (!reader) ZT_THROW_INPUT(path, ": tensor '", l.name, "' is missing from the weights");
+    const TensorInfo& info = reader->info(fname);
+    if (info.shape != l.shape)
+      ZT_THROW_INPUT(reader->path(), ": tensor '", fname, "' has shape ", shape_str(info.shape), ", expected ",
+                     shape_str(l.shape), " for this config");
+    if (info.supported && !is_floating(info.dtype))
+      ZT_THROW_INPUT(reader->path(), ": tensor '", fname, "' has dtype ", info.dtype_name,
+                     "; a floating dtype (F32, BF16, F16) is needed");
+    const Tensor src = reader->tensor(fname);
+    const Tensor dst = out.narrow(0, lo - begin, hi - lo);
+    const int64_t first = lo - p.offset;  // element of the parameter (row-major, our layout)
+    const bool aligned = reinterpret_cast<uintptr_t>(src.data()) % dtype_size(src.dtype()) == 0;
+    if (!l.transposed && aligned) {
+      // Our layout is the file's, with padding rows after the file's rows: element i of
+      // the parameter is element i of the file tensor while i < its size, else zero.
+      const int64_t file_n = src.numel();
+      const int64_t n = std::max<int64_t>(0, std::min(hi - p.offset, file_n) - first);
+      if (n > 0) dst.narrow(0, 0, n).copy_from(src.reshape({file_n}).narrow(0, first, n));
+    } else {
+      // Transposed or unaligned in the file: convert the whole parameter, keep the range.
+      OwnedTensor full(p.spec.shape, out.dtype());
+      from_hf_layout(config, p.spec, src, full);
+      dst.copy_from(full->reshape({p.numel()}).narrow(0, first, hi - lo));
+    }
+  }
+}
+
+}  // namespace zt::model

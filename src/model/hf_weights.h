@@ -56,6 +56,12 @@ struct HfLoadReport {
 HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const model::ModelConfig& config,
                              const std::string& path, const model::Unit* only = nullptr);
 
+// Elements [begin, begin + out.numel()) of `unit`'s flat parameter buffer, read from the
+// files at `path` (only the bytes of that range are touched): a ZeRO-3 rank loads just its
+// slice. Alignment gaps and vocab padding rows are zero. BadInput as load_hf_weights.
+void load_hf_unit_slice(const model::ModelConfig& config, const std::string& path, const model::Unit& unit,
+                        int64_t begin, const Tensor& out);
+
 // Writes the registry's parameters as one HF safetensors file (HF names and layouts, in
 // `dtype`, metadata {"format": "pt"}), atomically. `path` is the file, or a directory
 // (then the file is path/model.safetensors).

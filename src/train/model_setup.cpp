@@ -53,14 +53,15 @@ ModelSetup setup_model(const TrainConfig& c, const fs::path& out) {
 
   if (!c.model.path.empty()) {
     if (c.zero.stage >= 3) {
-      // Unit by unit: the engine loads each unit's tensors, keeps this rank's slice and
-      // frees the rest before the next unit.
+      // Each rank reads only its slice of each unit from the files.
       const model::ModelConfig config = model::load_hf_config(c.model.path);
       mo.allocate_params = false;
       s.model = std::make_unique<model::Transformer>(config, mo);
       model::Transformer* m = s.model.get();
       const std::string path = c.model.path;
-      s.fill_unit = [m, path](model::Unit& u) { model::load_hf_weights(m->registry(), m->config(), path, &u); };
+      s.fill_slice = [m, path](model::Unit& u, int64_t begin, const Tensor& out) {
+        model::load_hf_unit_slice(m->config(), path, u, begin, out);
+      };
     } else {
       model::Pretrained p = model::load_pretrained(c.model.path, mo);
       s.model = std::move(p.model);

@@ -22,6 +22,9 @@ struct ModelSetup {
   // unit with this (random init of a preset, or the unit's tensors of an HF directory)
   // as it shards it. Empty: the model is complete.
   std::function<void(model::Unit&)> fill_unit;
+  // ZeRO-3 from an HF directory: writes elements [begin, begin + out.numel()) of a unit's
+  // parameters, reading only those bytes of the files (each rank reads its slices).
+  std::function<void(model::Unit&, int64_t, const Tensor&)> fill_slice;
 };
 
 // The dtype parameters (and the final model files) are stored in for a precision.

@@ -95,7 +95,9 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   // The ZeRO engine shards the model (stage 3: unit by unit from a model built without
   // parameters), then the optimizer is built over this rank's partitions.
   run->engine = std::make_unique<zero::ZeroEngine>(model.registry(), *run->comm, zero_options(c.zero));
-  if (run->setup.fill_unit) {
+  if (run->setup.fill_slice) {
+    run->engine->shard_model_from_slices(run->setup.fill_slice);
+  } else if (run->setup.fill_unit) {
     run->engine->shard_model_unit_by_unit(run->setup.fill_unit);
   } else {
     run->engine->shard_model();

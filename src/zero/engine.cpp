@@ -92,6 +92,24 @@ void ZeroEngine::shard_model_unit_by_unit(const std::function<void(model::Unit&)
   }
 }
 
+void ZeroEngine::shard_model_from_slices(
+    const std::function<void(model::Unit&, int64_t, const Tensor&)>& fill_slice) {
+  ZT_CHECK(options_.stage >= 3, "shard_model_from_slices is for stage 3");
+  ZT_CHECK(!sharded_, "the model is already sharded");
+  sharded_ = true;
+  for (size_t i = 0; i < units_.size(); ++i) {
+    model::Unit& u = registry_.unit(i);
+    UnitState& s = units_[i];
+    if (u.has_params()) u.release_params();
+    s.param_part = OwnedTensor({s.slice}, u.param_dtype(), u.device());
+    fill_slice(u, rank_ * s.slice, s.param_part);
+    s.gathered = Gathered::No;
+    if (s.persistent) ensure_gathered(i);  // collective: every rank reaches it in unit order
+    s.grad_part = OwnedTensor::zeros({s.slice}, DType::F32, u.device());
+    u.release_grads();
+  }
+}
+
 UnitPartition ZeroEngine::partition(size_t unit) {
   model::Unit& u = registry_.unit(unit);
   UnitState& s = units_[unit];

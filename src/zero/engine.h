@@ -29,6 +29,7 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -99,6 +100,10 @@ class ZeroEngine final : public model::UnitHooks {
   // its full parameters (allocated and zeroed when the unit had none), then the engine
   // keeps its slice (stage 3) and frees the rest before the next unit.
   void shard_model_unit_by_unit(const std::function<void(model::Unit&)>& fill);
+  // Stage 3, reading only this rank's slices: `fill_slice(unit, begin, out)` writes
+  // elements [begin, begin + out.numel()) of the unit's parameters (persistent units are
+  // then gathered from every rank's slice).
+  void shard_model_from_slices(const std::function<void(model::Unit&, int64_t, const Tensor&)>& fill_slice);
 
   // The slice each rank's optimizer updates (stage 0: the whole unit).
   UnitPartition partition(size_t unit);

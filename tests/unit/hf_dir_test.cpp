@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "model/config.h"
 #include "model/hf_dir.h"
+#include "model/hf_weights.h"
 #include "model/transformer.h"
 
 namespace fs = std::filesystem;
@@ -339,4 +340,40 @@ TEST(HfDir, ParseByteSize) {
   expect_error([] { parse_byte_size("5XB", "--max-shard-size"); }, ErrorKind::BadInput, {"--max-shard-size", "XB"});
   expect_error([] { parse_byte_size("GB", "--max-shard-size"); }, ErrorKind::BadInput, {"not a size"});
   expect_error([] { parse_byte_size("0", "--max-shard-size"); }, ErrorKind::BadInput, {"at least 1 byte"});
+}
+
+// A ZeRO-3 rank reads only its slice of each unit: every slice of every unit, at three
+// world sizes, equals that range of the fully loaded model (Llama: packed q/k/v, untied
+// padded head, bf16 file into f32; GPT-2: tied, Conv1D layout).
+TEST(HfDir, UnitSlicesEqualTheFullLoad) {
+  for (const char* preset : {"tiny-llama", "tiny-gpt2"}) {
+    TempDir dir;
+    ModelConfig c = preset_config(preset);
+    if (c.family == Family::Llama) {
+      c.tie_word_embeddings = false;
+      c.vocab_size = 300;  // padded to 384
+    }
+    auto model = make_model(c, DType::F32, 5);
+    save_pretrained(*model, dir.path().string(), DType::BF16);
+    auto full = load_pretrained(dir.path().string()).model;
+    for (int world : {1, 3, 4}) {
+      ModelOptions o;
+      o.shard_count = world;
+      o.allocate_grads = false;
+      o.allocate_params = false;
+      Transformer sharded(c, o);
+      for (size_t u = 0; u < full->registry().size(); ++u) {
+        const Unit& unit = sharded.registry().unit(u);
+        const Tensor whole = full->registry().unit(u).flat_params();
+        const int64_t part = unit.padded_numel() / world;
+        for (int r = 0; r < world; ++r) {
+          OwnedTensor out({part}, DType::F32);
+          load_hf_unit_slice(c, dir.path().string(), unit, r * part, out);
+          const int64_t n = std::max<int64_t>(0, std::min(part, unit.numel() - r * part));
+          EXPECT_EQ(std::memcmp(out->data(), whole.narrow(0, r * part, n).data(), static_cast<size_t>(n) * 4), 0)
+              << preset << " unit " << unit.name() << " rank " << r << " of " << world;
+        }
+      }
+    }
+  }
 }
