@@ -64,4 +64,22 @@ void check_peer(const char* op, int peer, int size) {
   }
 }
 
+bool any_rank(Communicator& comm, bool flag) {
+  if (comm.size() == 1) return flag;
+  OwnedTensor f({1}, DType::I32);
+  f.data<int32_t>()[0] = flag ? 1 : 0;
+  comm.all_reduce(f, ReduceOp::Max);
+  return f.data<int32_t>()[0] != 0;
+}
+
+double sum_over_ranks(Communicator& comm, double value) {
+  if (comm.size() == 1) return value;
+  OwnedTensor parts({2}, DType::F32);
+  const float hi = static_cast<float>(value);
+  parts.data<float>()[0] = hi;
+  parts.data<float>()[1] = static_cast<float>(value - static_cast<double>(hi));
+  comm.all_reduce(parts, ReduceOp::Sum);
+  return static_cast<double>(parts.data<float>()[0]) + static_cast<double>(parts.data<float>()[1]);
+}
+
 }  // namespace zt::dist

@@ -87,6 +87,12 @@ class Communicator {
   void barrier() { barrier_async()->wait(); }
 };
 
+// Scalar agreements among the ranks (blocking; no communication with one rank):
+// whether `flag` is true on any rank, and the sum of a double over the ranks (sent as f32
+// high and low parts, which keep ~48 bits, so every rank gets the same value).
+bool any_rank(Communicator& comm, bool flag);
+double sum_over_ranks(Communicator& comm, double value);
+
 // Argument checks shared by the implementations: each throws zt::Error naming the
 // operation and what to change.
 void check_buffer(const char* op, const Tensor& t);  // host, contiguous, supported dtype

@@ -196,6 +196,14 @@ void Transformer::init_weights(uint64_t seed) {
   for (auto& u : registry_.units()) init_unit_weights(*u, seed);
 }
 
+void Transformer::init_unit_slice(Unit& unit, uint64_t seed, int64_t begin, const Tensor& out) {
+  if (!unit.has_params()) {
+    unit.allocate_params(unit.param_dtype(), unit.device());
+    init_unit_weights(unit, seed);
+  }
+  out.copy_from(unit.flat_params().narrow(0, begin, out.numel()));
+}
+
 void Transformer::init_unit_weights(Unit& unit, uint64_t seed) {
   for (ParamEntry& p : unit.params()) {
     const Tensor rows = p.value.narrow(0, 0, p.spec.hf_shape[0]);

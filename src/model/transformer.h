@@ -69,6 +69,10 @@ class Transformer {
   void init_weights(uint64_t seed);
   // The same for one unit (allocated): the values init_weights gives its parameters.
   void init_unit_weights(Unit& unit, uint64_t seed);
+  // Elements [begin, begin + out.numel()) of the unit's initialised flat buffer (the ZeRO-3
+  // engine's slice); allocates and initialises the unit when it has no storage, and leaves
+  // it allocated.
+  void init_unit_slice(Unit& unit, uint64_t seed, int64_t begin, const Tensor& out);
   void zero_grads();
 
   void set_mode(Mode mode) { mode_ = mode; }

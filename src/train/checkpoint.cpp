@@ -82,13 +82,7 @@ const model::Unit& unit_of(const model::ParameterRegistry& registry, const std::
 
 // Every rank learns whether all ranks succeeded (a failed rank must not leave the others
 // renaming an incomplete checkpoint, nor waiting forever).
-bool all_ranks_ok(dist::Communicator* comm, bool ok) {
-  if (!comm || comm->size() == 1) return ok;
-  OwnedTensor flag({1}, DType::I32);
-  flag.data<int32_t>()[0] = ok ? 0 : 1;
-  comm->all_reduce(flag, dist::ReduceOp::Max);
-  return flag.data<int32_t>()[0] == 0;
-}
+bool all_ranks_ok(dist::Communicator* comm, bool ok) { return comm ? !dist::any_rank(*comm, !ok) : ok; }
 
 }  // namespace
 

@@ -81,7 +81,9 @@ ModelSetup setup_model(const TrainConfig& c, const fs::path& out) {
   } else {
     model::Transformer* m = s.model.get();
     const uint64_t seed = c.seed;
-    s.fill_unit = [m, seed](model::Unit& u) { m->init_unit_weights(u, seed); };
+    s.fill_slice = [m, seed](model::Unit& u, int64_t begin, const Tensor& out) {
+      m->init_unit_slice(u, seed, begin, out);
+    };
   }
   if (!c.model.tokenizer.empty()) {
     s.tokenizer = io::load_tokenizer(c.model.tokenizer);

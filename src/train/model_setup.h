@@ -18,12 +18,9 @@ struct ModelSetup {
   std::unique_ptr<model::Transformer> model;
   std::unique_ptr<io::Tokenizer> tokenizer;
   std::string tokenizer_path;  // file copied next to the final model ("" for none)
-  // ZeRO-3: the model was built without parameter storage; the engine fills it unit by
-  // unit with this (random init of a preset, or the unit's tensors of an HF directory)
-  // as it shards it. Empty: the model is complete.
-  std::function<void(model::Unit&)> fill_unit;
-  // ZeRO-3 from an HF directory: writes elements [begin, begin + out.numel()) of a unit's
-  // parameters, reading only those bytes of the files (each rank reads its slices).
+  // ZeRO-3: the model was built without parameter storage; the engine gets each rank's
+  // slice of each unit from this (reading only those bytes of an HF directory's files, or
+  // initialising a preset's unit and cutting the slice). Empty: the model is complete.
   std::function<void(model::Unit&, int64_t, const Tensor&)> fill_slice;
 };
 

@@ -39,14 +39,6 @@ void maybe_kill_for_test(const TrainingRun& run) {
   }
 }
 
-bool any_rank(TrainingRun& run, bool flag) {
-  if (run.world_size() == 1) return flag;
-  OwnedTensor f({1}, DType::I32);
-  f.data<int32_t>()[0] = flag ? 1 : 0;
-  run.comm->all_reduce(f, dist::ReduceOp::Max);
-  return f.data<int32_t>()[0] != 0;
-}
-
 // The model-state bytes per rank, next to what the ZeRO paper's formula predicts.
 void log_memory_plan(TrainingRun& run) {
   const zero::ZeroEngine& e = *run.engine;
@@ -157,7 +149,7 @@ TrainResult run_training(const TrainConfig& config) {
     }
     maybe_kill_for_test(run);
     // Every rank stops at the same step (a signal may reach only some of them).
-    const bool stop = any_rank(run, signals.requested());
+    const bool stop = dist::any_rank(*run.comm, signals.requested());
     if (!skip && ((c.save_interval > 0 && step % c.save_interval == 0) || last || stop)) save();
     if (stop) {
       std::printf("received signal %d: saved %s at step %lld; resume with --resume latest\n", signals.signal(),
@@ -173,10 +165,10 @@ TrainResult run_training(const TrainConfig& config) {
   // DeepSpeed does; the checkpoint then is the result (zerotrain consolidate).
   const bool write_final = run.engine->stage() < 3 || run.world_size() == 1 ||
                            c.zero.stage3_gather_16bit_weights_on_model_save;
-  if (!result.stopped_by_signal && !write_final)
+  if (!result.stopped_by_signal && !write_final) {
     ZT_INFO("ZeRO-3: no final model directory (stage3_gather_16bit_weights_on_model_save is false); write one with "
             "`zerotrain consolidate ", result.last_checkpoint, " ", (run.output_dir / "final").string(), "`");
-  if (!result.stopped_by_signal && write_final) {
+  } else if (!result.stopped_by_signal) {
     run.engine->gather_full_model();
     result.final_model_dir = (run.output_dir / "final").string();
     if (main_rank) {
@@ -184,24 +176,24 @@ TrainResult run_training(const TrainConfig& config) {
       ZT_INFO("wrote the final model to ", result.final_model_dir, " (HF format)");
     }
     run.comm->barrier();  // the directory is complete for every rank
-  }
-  if (!result.stopped_by_signal && write_final && main_rank) {
-    for (const std::string& prompt : c.sample_prompts) {
-      if (c.sample_tokens <= 0) break;
-      SampleOptions so;
-      so.max_new_tokens = c.sample_tokens;
-      so.temperature = c.sample_temperature;
-      so.top_k = c.sample_top_k;
-      so.seed = c.seed;
-      so.stop_token = run.setup.tokenizer->eos_id();
-      const std::vector<int32_t> ids = sample(model, run.setup.tokenizer->encode(prompt), so);
-      const std::string text = run.setup.tokenizer->decode(ids, true);
-      std::printf("---- sample (temperature %.2f, top-k %d) ----\n%s\n----\n", c.sample_temperature, c.sample_top_k,
-                  text.c_str());
-      result.samples.push_back(text);
+    if (main_rank) {
+      for (const std::string& prompt : c.sample_prompts) {
+        if (c.sample_tokens <= 0) break;
+        SampleOptions so;
+        so.max_new_tokens = c.sample_tokens;
+        so.temperature = c.sample_temperature;
+        so.top_k = c.sample_top_k;
+        so.seed = c.seed;
+        so.stop_token = run.setup.tokenizer->eos_id();
+        const std::vector<int32_t> ids = sample(model, run.setup.tokenizer->encode(prompt), so);
+        const std::string text = run.setup.tokenizer->decode(ids, true);
+        std::printf("---- sample (temperature %.2f, top-k %d) ----\n%s\n----\n", c.sample_temperature, c.sample_top_k,
+                    text.c_str());
+        result.samples.push_back(text);
+      }
     }
+    run.engine->release_full_model();
   }
-  run.engine->release_full_model();
   return result;
 }
 

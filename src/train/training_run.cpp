@@ -92,13 +92,11 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
     set_total_steps(c, run->total_steps);
   }
 
-  // The ZeRO engine shards the model (stage 3: unit by unit from a model built without
+  // The ZeRO engine shards the model (stage 3: slice by slice into a model built without
   // parameters), then the optimizer is built over this rank's partitions.
   run->engine = std::make_unique<zero::ZeroEngine>(model.registry(), *run->comm, zero_options(c.zero));
   if (run->setup.fill_slice) {
     run->engine->shard_model_from_slices(run->setup.fill_slice);
-  } else if (run->setup.fill_unit) {
-    run->engine->shard_model_unit_by_unit(run->setup.fill_unit);
   } else {
     run->engine->shard_model();
   }
@@ -212,14 +210,7 @@ double forward_backward_micro(TrainingRun& run, const Tensor& tokens, const Tens
 void zero_grads(TrainingRun& run) { run.engine->zero_grads(); }
 
 double mean_over_ranks(TrainingRun& run, double value) {
-  if (run.world_size() == 1) return value;
-  OwnedTensor parts({2}, DType::F32);
-  const float hi = static_cast<float>(value);
-  parts.data<float>()[0] = hi;
-  parts.data<float>()[1] = static_cast<float>(value - static_cast<double>(hi));
-  run.comm->all_reduce(parts, dist::ReduceOp::Sum);
-  return (static_cast<double>(parts.data<float>()[0]) + static_cast<double>(parts.data<float>()[1])) /
-         static_cast<double>(run.world_size());
+  return dist::sum_over_ranks(*run.comm, value) / static_cast<double>(run.world_size());
 }
 
 bool skip_step(TrainingRun& run) {

@@ -66,30 +66,23 @@ void ZeroEngine::add_transient(int64_t bytes) {
 // ---- set-up -------------------------------------------------------------------------
 
 void ZeroEngine::shard_model() {
-  shard_model_unit_by_unit([](model::Unit&) {});
-}
-
-void ZeroEngine::shard_model_unit_by_unit(const std::function<void(model::Unit&)>& fill) {
+  if (options_.stage >= 3) {
+    // The slices come from the full parameters every rank holds.
+    shard_model_from_slices([](model::Unit& u, int64_t begin, const Tensor& out) {
+      out.copy_from(u.flat_params().narrow(0, begin, out.numel()));
+    });
+    return;
+  }
   ZT_CHECK(!sharded_, "the model is already sharded");
   sharded_ = true;
-  for (size_t i = 0; i < units_.size(); ++i) {
-    model::Unit& u = registry_.unit(i);
-    UnitState& s = units_[i];
-    if (!u.has_params()) u.allocate_params(u.param_dtype(), u.device());
-    fill(u);
-    if (options_.stage >= 3) {
-      s.param_part = OwnedTensor({s.slice}, u.param_dtype(), u.device());
-      s.param_part->copy_from(u.flat_params().narrow(0, rank_ * s.slice, s.slice));
-      if (!s.persistent) {
-        u.release_params();
-        s.gathered = Gathered::No;
-      }
-    }
-    if (options_.stage >= 2) {
-      s.grad_part = OwnedTensor::zeros({s.slice}, DType::F32, u.device());
-      u.release_grads();
-    }
-  }
+  if (options_.stage >= 2)
+    for (size_t i = 0; i < units_.size(); ++i) partition_gradients(i);
+}
+
+void ZeroEngine::partition_gradients(size_t unit) {
+  model::Unit& u = registry_.unit(unit);
+  units_[unit].grad_part = OwnedTensor::zeros({units_[unit].slice}, DType::F32, u.device());
+  u.release_grads();
 }
 
 void ZeroEngine::shard_model_from_slices(
@@ -100,13 +93,15 @@ void ZeroEngine::shard_model_from_slices(
   for (size_t i = 0; i < units_.size(); ++i) {
     model::Unit& u = registry_.unit(i);
     UnitState& s = units_[i];
-    if (u.has_params()) u.release_params();
     s.param_part = OwnedTensor({s.slice}, u.param_dtype(), u.device());
     fill_slice(u, rank_ * s.slice, s.param_part);
-    s.gathered = Gathered::No;
-    if (s.persistent) ensure_gathered(i);  // collective: every rank reaches it in unit order
-    s.grad_part = OwnedTensor::zeros({s.slice}, DType::F32, u.device());
-    u.release_grads();
+    // fill_slice may have left the full unit in place (it had it, or built it to cut the
+    // slice): persistent units keep it, the others free it; a persistent unit without it
+    // is gathered from every rank's slice (collective: all ranks reach it in unit order).
+    if (u.has_params() && !s.persistent) u.release_params();
+    s.gathered = u.has_params() ? Gathered::Yes : Gathered::No;
+    if (s.persistent) ensure_gathered(i);
+    partition_gradients(i);
   }
 }
 
@@ -266,7 +261,7 @@ void ZeroEngine::start_gather(size_t unit) {
   model::Unit& u = registry_.unit(unit);
   UnitState& s = units_[unit];
   u.allocate_params_uninitialized(u.param_dtype(), u.device());
-  add_transient(static_cast<int64_t>(u.flat_params().nbytes()));
+  if (!s.persistent) add_transient(static_cast<int64_t>(u.flat_params().nbytes()));
   s.gather_work = comm_.all_gather_async(s.param_part, u.flat_params());
   count(static_cast<double>(u.flat_params().nbytes()) * (world_ - 1) / world_, &volume_.all_gather);
   s.gathered = Gathered::InFlight;
@@ -358,7 +353,7 @@ void ZeroEngine::before_backward(model::Unit& unit) {
 
 void ZeroEngine::after_backward(model::Unit& unit) {
   const size_t i = index_of(unit);
-  if (reduce_this_micro_batch_ && world_ >= 1) start_reduction(i);
+  if (reduce_this_micro_batch_) start_reduction(i);
   if (options_.stage >= 3) units_[i].release_pending = true;
   poll();
 }
@@ -372,11 +367,7 @@ bool ZeroEngine::grads_finite() {
     const UnitPartition p = partition(i);
     if (p.grads.data()) finite = ops::all_finite(p.grads);
   }
-  if (world_ == 1) return finite;
-  OwnedTensor flag({1}, DType::I32);
-  flag.data<int32_t>()[0] = finite ? 0 : 1;
-  comm_.all_reduce(flag, dist::ReduceOp::Max);
-  return flag.data<int32_t>()[0] == 0;
+  return !dist::any_rank(comm_, !finite);
 }
 
 double ZeroEngine::grad_norm() {
@@ -386,16 +377,8 @@ double ZeroEngine::grad_norm() {
     const UnitPartition p = partition(i);
     if (p.grads.data()) sum += ops::sum_of_squares(p.grads);
   }
-  if (options_.stage >= 1 && world_ > 1) {
-    // The communicator has no f64: the sum travels as f32 high and low parts, which
-    // together keep ~48 bits (the norm then agrees with one process to ~1e-12).
-    OwnedTensor parts({2}, DType::F32);
-    const float hi = static_cast<float>(sum);
-    parts.data<float>()[0] = hi;
-    parts.data<float>()[1] = static_cast<float>(sum - static_cast<double>(hi));
-    comm_.all_reduce(parts, dist::ReduceOp::Sum);
-    sum = static_cast<double>(parts.data<float>()[0]) + static_cast<double>(parts.data<float>()[1]);
-  }
+  // Stage 0: every rank holds the whole reduced gradient; else each holds its slices.
+  if (options_.stage >= 1) sum = dist::sum_over_ranks(comm_, sum);
   return std::sqrt(sum);
 }
 

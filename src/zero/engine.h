@@ -96,13 +96,10 @@ class ZeroEngine final : public model::UnitHooks {
   // and frees the full buffers (persistent units stay); stages 2-3 free the full gradient
   // buffers (they exist only while a unit's backward runs).
   void shard_model();
-  // The same without ever holding the whole model: for each unit in turn, `fill` writes
-  // its full parameters (allocated and zeroed when the unit had none), then the engine
-  // keeps its slice (stage 3) and frees the rest before the next unit.
-  void shard_model_unit_by_unit(const std::function<void(model::Unit&)>& fill);
-  // Stage 3, reading only this rank's slices: `fill_slice(unit, begin, out)` writes
-  // elements [begin, begin + out.numel()) of the unit's parameters (persistent units are
-  // then gathered from every rank's slice).
+  // Stage 3 without ever holding the whole model: for each unit in turn,
+  // `fill_slice(unit, begin, out)` writes elements [begin, begin + out.numel()) of its
+  // parameters (reading them from files, or building the unit to cut them:
+  // Transformer::init_unit_slice); a full unit left in place is freed unless persistent.
   void shard_model_from_slices(const std::function<void(model::Unit&, int64_t, const Tensor&)>& fill_slice);
 
   // The slice each rank's optimizer updates (stage 0: the whole unit).
@@ -170,6 +167,8 @@ class ZeroEngine final : public model::UnitHooks {
   };
 
   size_t index_of(const model::Unit& unit) const;
+  // Stages 2-3: the unit's f32 gradient slice replaces its full gradient buffer.
+  void partition_gradients(size_t unit);
   void poll();
   void start_reduction(size_t unit);
   void finish_reduction(Reduction& r);

@@ -108,7 +108,8 @@ RunResult train(dist::Communicator& comm, const RunSpec& spec, int64_t micro_bat
   zo.stage3_prefetch_bucket_size = 5000;
   zero::ZeroEngine engine(model.registry(), comm, zo);
   if (spec.stage >= 3) {
-    engine.shard_model_unit_by_unit([&](model::Unit& u) { model.init_unit_weights(u, 11); });
+    engine.shard_model_from_slices(
+        [&](model::Unit& u, int64_t begin, const Tensor& out) { model.init_unit_slice(u, 11, begin, out); });
   } else {
     model.init_weights(11);
     engine.shard_model();

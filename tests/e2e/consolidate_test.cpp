@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/small_run.h"
+#include "common/shell.h"
 #include "common/temp_dir.h"
 #include "io/safetensors.h"
 #include "model/hf_dir.h"
@@ -29,21 +30,8 @@ using nlohmann::json;
 
 namespace {
 
-struct Result {
-  int rc;
-  std::string out;
-};
-
-Result sh(const std::string& cmd) {
-  Result r{-1, ""};
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) r.out.append(buf, n);
-  const int status = ::pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using Result = zt::testing::ShellResult;
+using zt::testing::sh;
 
 std::string binary() { return std::string(ZT_BINARY_DIR) + "/zerotrain"; }
 

@@ -10,36 +10,21 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/shell.h"
 #include "common/temp_dir.h"
 
 namespace {
 
 #define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
 
-struct Result {
-  int rc;
-  std::string out;
-};
+using Result = zt::testing::ShellResult;
+using zt::testing::sh;
 
-Result sh(const std::string& cmd) {
-  Result r{-1, ""};
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) r.out.append(buf, n);
-  const int status = ::pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-// OpenMPI in one container with no network, as root, on a small machine (as tests/dist).
-const std::string kMpiEnv =
-    "env OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none "
-    "OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ";
+const std::string& kMpiEnv = zt::testing::kMpirunEnv;
 
 std::string zerotrain() { return std::string(ZT_BINARY_DIR) + "/zerotrain"; }
 
-bool have_mpirun() { return sh("command -v mpirun").rc == 0; }
+using zt::testing::have_mpirun;
 
 // This file's per-test scratch directory: build/test_tmp/launch_e2e_<pid>_<test name>.
 struct TempDir : zt::testing::TempDir {

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/shell.h"
 #include "common/temp_dir.h"
 #include "io/token_dataset.h"
 
@@ -20,21 +21,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int rc;
-  std::string out;
-};
-
-Result sh(const std::string& cmd) {
-  Result r{-1, ""};
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) r.out.append(buf, n);
-  const int status = ::pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using Result = zt::testing::ShellResult;
+using zt::testing::sh;
 
 // This file's per-test scratch directory: build/test_tmp/prepare_e2e_<pid>_<test name>.
 struct TempDir : zt::testing::TempDir {

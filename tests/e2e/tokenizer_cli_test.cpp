@@ -10,24 +10,12 @@
 #include <string>
 
 #include "io/tokenizer.h"
+#include "common/shell.h"
 
 namespace {
 
-struct Result {
-  int rc;
-  std::string out;
-};
-
-Result sh(const std::string& cmd) {
-  Result r{-1, ""};
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) r.out.append(buf, n);
-  const int status = ::pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using Result = zt::testing::ShellResult;
+using zt::testing::sh;
 
 TEST(TokenizerCli, TrainEncodeDecodeRoundTrip) {
   const std::string bin = std::string(ZT_BINARY_DIR) + "/zerotrain";

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <string>
 
+#include "common/shell.h"
 #include "common/temp_dir.h"
 #include "io/safetensors.h"
 
@@ -22,31 +23,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int rc;
-  std::string out;
-};
+using Result = zt::testing::ShellResult;
+using zt::testing::sh;
 
-Result sh(const std::string& cmd) {
-  Result r{-1, ""};
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) r.out.append(buf, n);
-  const int status = ::pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+// Collectives time out fast and each rank runs one thread (ranks share the cores).
+const std::string kMpiEnv = zt::testing::kMpirunEnv + "ZT_COLLECTIVE_TIMEOUT_S=60 OMP_NUM_THREADS=1 ";
 
-// OpenMPI in one container without network, as root on CI.
-const char* kMpiEnv =
-    "OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none "
-    "OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none OMPI_ALLOW_RUN_AS_ROOT=1 "
-    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_COLLECTIVE_TIMEOUT_S=60 OMP_NUM_THREADS=1 ";
+using zt::testing::have_mpirun;
 
-bool have_mpirun() { return sh("command -v mpirun").rc == 0; }
-
-std::string bin() { return std::string(ZT_BINARY_DIR) + "/zerotrain"; }
+std::string bin() { return zt::testing::zerotrain_binary(); }
 
 // Global batch 8 = micro x accumulation 2 x ranks; 6 steps, a checkpoint every 3.
 std::string write_run(const fs::path& dir) {
@@ -62,7 +47,7 @@ std::string write_run(const fs::path& dir) {
 }
 
 std::string mpirun(int np, const std::string& args) {
-  return std::string(kMpiEnv) + "mpirun -np " + std::to_string(np) + " " + bin() + " train " + args;
+  return kMpiEnv + "mpirun -np " + std::to_string(np) + " " + bin() + " train " + args;
 }
 
 // max |a - b| / max |b| over every tensor of two model.safetensors files.
@@ -96,7 +81,7 @@ TEST(ZeroMultiRank, CheckpointOfFourRanksStage2ResumesAtTwoRanksStage3AndOneRank
                        b.string() + " --resume " + step3.string()));
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("saved by 4 ranks"), std::string::npos) << r.out;
-  r = sh(std::string(kMpiEnv) + bin() + " train " + run + " --per_device_train_batch_size 4 --output_dir " +
+  r = sh(kMpiEnv + bin() + " train " + run + " --per_device_train_batch_size 4 --output_dir " +
          c.string() + " --resume " + step3.string());
   ASSERT_EQ(r.rc, 0) << r.out;
 
@@ -117,7 +102,7 @@ TEST(ZeroMultiRank, AKilledRankEndsTheJobAndMaxRestartsResumesIt) {
 
   // Rank 1 dies after step 4 (a checkpoint exists from step 3).
   const auto t0 = std::chrono::steady_clock::now();
-  Result r = sh(std::string(kMpiEnv) + "ZT_TEST_KILL_RANK_AT_STEP=1:4 " + mpirun(2, common + (dir.path() / "x").string()));
+  Result r = sh(kMpiEnv + "ZT_TEST_KILL_RANK_AT_STEP=1:4 " + mpirun(2, common + (dir.path() / "x").string()));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(r.rc, 0) << r.out;
   EXPECT_LT(secs, 30.0) << r.out;
@@ -125,7 +110,7 @@ TEST(ZeroMultiRank, AKilledRankEndsTheJobAndMaxRestartsResumesIt) {
   EXPECT_FALSE(fs::exists(dir.path() / "x" / "final")) << r.out;
 
   // Under the launcher with one restart: the second attempt resumes from step 3 and finishes.
-  r = sh(std::string(kMpiEnv) + "ZT_TEST_KILL_RANK_AT_STEP=1:4 " + bin() +
+  r = sh(kMpiEnv + "ZT_TEST_KILL_RANK_AT_STEP=1:4 " + bin() +
          " launch --nproc-per-node 2 --max-restarts 1 -- " + bin() + " train " + common +
          (dir.path() / "y").string());
   ASSERT_EQ(r.rc, 0) << r.out;
@@ -139,7 +124,7 @@ TEST(ZeroMultiRank, Stage3RanksReadTheirSlicesOfAnHfModelAndSaveItBack) {
   zt::testing::TempDir dir(zt::testing::build_temp_path("zero_hf3_"));
   const std::string run = write_run(dir.path());
   const fs::path base = dir.path() / "base", tuned = dir.path() / "tuned";
-  Result r = sh(std::string(kMpiEnv) + bin() + " train " + run +
+  Result r = sh(kMpiEnv + bin() + " train " + run +
                 " --per_device_train_batch_size 4 --max_steps 2 --output_dir " + base.string());
   ASSERT_EQ(r.rc, 0) << r.out;
 
