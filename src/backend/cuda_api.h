@@ -70,6 +70,11 @@ void empty_cache();
 void copy_to_device(void* device_dst, const void* host_src, size_t bytes);
 void copy_to_host(void* host_dst, const void* device_src, size_t bytes);
 
+// Device-to-device copy and dtype conversion (f32 <-> bf16, f32 <-> f16, bf16 <-> f16 through
+// f32, or a plain copy for equal dtypes), queued on the compute stream (no host wait).
+void copy_on_device(void* device_dst, const void* device_src, size_t bytes);
+void convert_on_device(const void* device_src, DType src_dtype, void* device_dst, DType dst_dtype, size_t n);
+
 // Page-locked host memory (cudaHostAlloc) for fast, asynchronous host<->device copies.
 // Its device() is Device::cpu(). Throws Unsupported in a CPU-only build.
 Allocator& pinned_host_allocator();

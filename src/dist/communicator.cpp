@@ -22,14 +22,27 @@ void check_buffer(const char* op, const Tensor& t) {
                          "; this communicator moves host buffers only (device buffers need "
                          "the NCCL communicator, or copy to the host first)");
   }
+  check_buffer_any_device(op, t);
+}
+
+void check_buffer_any_device(const char* op, const Tensor& t) {
   ZT_CHECK(t.defined(), op, ": tensor '", t.name(), "' has no data");
   ZT_CHECK(t.is_contiguous(), op, ": tensor '", t.name(), "' of shape ", shape_str(t.shape()),
            " is not contiguous; pass a contiguous view (flat unit slices are)");
 }
 
-void check_reduce_scatter(const Tensor& input, const Tensor& output, int size) {
-  check_buffer("reduce_scatter", input);
-  check_buffer("reduce_scatter", output);
+namespace {
+void check_pair(const char* op, const Tensor& input, const Tensor& output, BufferPlace place) {
+  const auto check = place == BufferPlace::Host ? check_buffer : check_buffer_any_device;
+  check(op, input);
+  check(op, output);
+  ZT_CHECK(input.device() == output.device(), op, ": input on ", input.device().name(), ", output on ",
+           output.device().name());
+}
+}  // namespace
+
+void check_reduce_scatter(const Tensor& input, const Tensor& output, int size, BufferPlace place) {
+  check_pair("reduce_scatter", input, output, place);
   ZT_CHECK(input.dtype() == output.dtype(), "reduce_scatter: input is ",
            dtype_name(input.dtype()), " but output is ", dtype_name(output.dtype()),
            "; both must have one dtype");
@@ -42,9 +55,8 @@ void check_reduce_scatter(const Tensor& input, const Tensor& output, int size) {
            "reduce_scatter: output overlaps input; use a separate output buffer");
 }
 
-void check_all_gather(const Tensor& input, const Tensor& output, int size) {
-  check_buffer("all_gather", input);
-  check_buffer("all_gather", output);
+void check_all_gather(const Tensor& input, const Tensor& output, int size, BufferPlace place) {
+  check_pair("all_gather", input, output, place);
   ZT_CHECK(input.dtype() == output.dtype(), "all_gather: input is ", dtype_name(input.dtype()),
            " but output is ", dtype_name(output.dtype()), "; both must have one dtype");
   ZT_CHECK(output.numel() == input.numel() * size, "all_gather: output has ", output.numel(),

@@ -96,8 +96,12 @@ double sum_over_ranks(Communicator& comm, double value);
 // Argument checks shared by the implementations: each throws zt::Error naming the
 // operation and what to change.
 void check_buffer(const char* op, const Tensor& t);  // host, contiguous, supported dtype
-void check_reduce_scatter(const Tensor& input, const Tensor& output, int size);
-void check_all_gather(const Tensor& input, const Tensor& output, int size);
+void check_buffer_any_device(const char* op, const Tensor& t);  // the same on any device
+// Host: the buffers must be host memory (MPI); Any: any one device (the single-process
+// communicator copies device buffers too).
+enum class BufferPlace { Host, Any };
+void check_reduce_scatter(const Tensor& input, const Tensor& output, int size, BufferPlace place = BufferPlace::Host);
+void check_all_gather(const Tensor& input, const Tensor& output, int size, BufferPlace place = BufferPlace::Host);
 void check_peer(const char* op, int peer, int size);
 
 // Whether input is exactly output's slice for `rank` (an in-place all_gather).

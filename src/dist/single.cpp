@@ -3,38 +3,38 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "ops/copy.h"
 
 namespace zt::dist {
 
 namespace {
 WorkPtr done() { return std::make_unique<CompletedWork>(); }
 
+// Host or device buffers (a single GPU process runs the engine through this communicator).
 void copy_bytes(const Tensor& from, const Tensor& to) {
-  if (from.data() != to.data() && from.nbytes() > 0) {
-    std::memcpy(to.data(), from.data(), from.nbytes());
-  }
+  if (from.data() != to.data() && from.nbytes() > 0) ops::copy(to, from);
 }
 }  // namespace
 
 WorkPtr SingleCommunicator::all_reduce_async(const Tensor& buffer, ReduceOp) {
-  check_buffer("all_reduce", buffer);
+  check_buffer_any_device("all_reduce", buffer);
   return done();
 }
 
 WorkPtr SingleCommunicator::reduce_scatter_async(const Tensor& input, const Tensor& output) {
-  check_reduce_scatter(input, output, 1);
+  check_reduce_scatter(input, output, 1, BufferPlace::Any);
   copy_bytes(input, output);
   return done();
 }
 
 WorkPtr SingleCommunicator::all_gather_async(const Tensor& input, const Tensor& output) {
-  check_all_gather(input, output, 1);
+  check_all_gather(input, output, 1, BufferPlace::Any);
   copy_bytes(input, output);
   return done();
 }
 
 WorkPtr SingleCommunicator::broadcast_async(const Tensor& buffer, int root) {
-  check_buffer("broadcast", buffer);
+  check_buffer_any_device("broadcast", buffer);
   check_peer("broadcast (root)", root, 1);
   return done();
 }

@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "io/safetensors.h"
+#include "ops/copy.h"
 
 namespace zt::model {
 namespace {
@@ -443,13 +444,19 @@ void save_hf_weights(const model::ParameterRegistry& registry, const ModelConfig
   std::vector<TensorSource> sources;
   registry.for_each([&](const model::Unit& unit, const model::ParamEntry& e) {
     ZT_CHECK(unit.has_params(), "save_hf_weights: parameters of unit ", unit.name(), " are not allocated");
-    ZT_CHECK(e.value.device().is_cpu(), "save_hf_weights: '", e.name(), "' is not on the host");
     const HfTensorLayout l = hf_layout(config, e.spec);
     const ParamSpec* spec = &e.spec;
     const Tensor value = e.value;
     const Shape shape = l.shape;
     sources.push_back({l.name, dtype, l.shape, [&config, spec, value, shape, dtype](void* dst) {
-                         to_hf_layout(config, *spec, value, Tensor(dst, shape, dtype));
+                         // A GPU model's tensor comes to the host one at a time.
+                         OwnedTensor staged;
+                         if (!value.device().is_cpu()) {
+                           staged = OwnedTensor(value.shape(), value.dtype());
+                           ops::copy(staged, value);
+                         }
+                         to_hf_layout(config, *spec, staged.view().data() ? staged.view() : value,
+                                      Tensor(dst, shape, dtype));
                        }});
   });
   write_safetensors(file, sources, {{"format", "pt"}});
@@ -500,12 +507,12 @@ void load_hf_unit_slice(const ModelConfig& config, const std::string& path, cons
       // the parameter is element i of the file tensor while i < its size, else zero.
       const int64_t file_n = src.numel();
       const int64_t n = std::max<int64_t>(0, std::min(hi - p.offset, file_n) - first);
-      if (n > 0) dst.narrow(0, 0, n).copy_from(src.reshape({file_n}).narrow(0, first, n));
+      if (n > 0) ops::copy(dst.narrow(0, 0, n), src.reshape({file_n}).narrow(0, first, n));
     } else {
       // Transposed or unaligned in the file: convert the whole parameter, keep the range.
       OwnedTensor full(p.spec.shape, out.dtype());
       from_hf_layout(config, p.spec, src, full);
-      dst.copy_from(full->reshape({p.numel()}).narrow(0, first, hi - lo));
+      ops::copy(dst, full->reshape({p.numel()}).narrow(0, first, hi - lo));
     }
   }
 }

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "ops/activation.h"
+#include "ops/copy.h"
 #include "ops/attention.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
@@ -106,7 +107,17 @@ struct Transformer::Activations {
   // Backward scratch.
   OwnedTensor dx, d_part, d_ln, d_ln2, d_branch, d_qkv, d_att, d_fc, d_up, d_act, proj;
   ops::RopeTable rope;
+  // A model on the GPU reads host token ids from device copies.
+  OwnedTensor tokens, targets;
 };
+
+// ids on the model's device: as given when already there, else copied into `slot`.
+static Tensor ids_on(Device dev, const Tensor& ids, OwnedTensor& slot) {
+  if (ids.device() == dev) return ids;
+  if (slot->shape() != ids.shape()) slot = OwnedTensor(ids.shape(), ids.dtype(), dev);
+  ops::copy(slot, ids);
+  return slot.view();
+}
 
 Transformer::Transformer(ModelConfig config, ModelOptions options)
     : config_(std::move(config)), options_(options) {
@@ -201,20 +212,25 @@ void Transformer::init_unit_slice(Unit& unit, uint64_t seed, int64_t begin, cons
     unit.allocate_params(unit.param_dtype(), unit.device());
     init_unit_weights(unit, seed);
   }
-  out.copy_from(unit.flat_params().narrow(0, begin, out.numel()));
+  ops::copy(out, unit.flat_params().narrow(0, begin, out.numel()));
 }
 
 void Transformer::init_unit_weights(Unit& unit, uint64_t seed) {
   for (ParamEntry& p : unit.params()) {
-    const Tensor rows = p.value.narrow(0, 0, p.spec.hf_shape[0]);
+    // Drawn on the host (the same values on every device), then copied to a GPU model.
+    const bool on_host = p.value.device().is_cpu();
+    OwnedTensor staged = on_host ? OwnedTensor() : OwnedTensor(p.spec.shape, p.value.dtype());
+    const Tensor value = on_host ? p.value : staged.view();
+    const Tensor rows = value.narrow(0, 0, p.spec.hf_shape[0]);
     switch (p.spec.init) {
-      case Init::Zeros: p.value.zero(); break;
-      case Init::Ones: p.value.fill_f32(1.0f); break;
+      case Init::Zeros: value.zero(); break;
+      case Init::Ones: value.fill_f32(1.0f); break;
       case Init::Normal:
-        p.value.zero();  // vocab padding rows stay zero
+        value.zero();  // vocab padding rows stay zero
         fill_normal(rows, Philox(seed, hash_name(p.name().c_str())), 0.0f, p.spec.init_std);
         break;
     }
+    if (!on_host) ops::copy(p.value, value);
   }
 }
 
@@ -443,11 +459,12 @@ void Transformer::block_backward(int layer, const Tensor& dx) {
   ops::add_inplace(dx, s.d_part);  // gradient of the block input
 }
 
-void Transformer::forward_trunk(const Tensor& tokens, bool keep) {
-  ZT_CHECK(tokens.dim() == 2 && tokens.dtype() == DType::I32, "tokens must be i32 [B, T]");
+void Transformer::forward_trunk(const Tensor& host_tokens, bool keep) {
+  ZT_CHECK(host_tokens.dim() == 2 && host_tokens.dtype() == DType::I32, "tokens must be i32 [B, T]");
   const ModelConfig& c = config_;
-  const int64_t B = tokens.size(0), T = tokens.size(1);
+  const int64_t B = host_tokens.size(0), T = host_tokens.size(1);
   ensure_activations(B, T);
+  const Tensor tokens = ids_on(options_.device, host_tokens, acts_->tokens);
   UnitHooks& hooks = hooks_ ? *hooks_ : no_hooks_;
   Activations& s = *acts_;
 
@@ -477,8 +494,9 @@ void Transformer::forward_trunk(const Tensor& tokens, bool keep) {
   }
 }
 
-ops::CrossEntropyResult Transformer::forward(const Tensor& tokens, const Tensor& targets) {
+ops::CrossEntropyResult Transformer::forward(const Tensor& tokens, const Tensor& host_targets) {
   forward_trunk(tokens, false);
+  const Tensor targets = ids_on(options_.device, host_targets, acts_->targets);
   ops::CrossEntropyResult r = ops::lm_head_cross_entropy_forward(
       acts_->lnf, head_weight(), targets.reshape({targets.numel()}), config_.vocab_size, kIgnoreIndex, Tensor());
   UnitHooks& hooks = hooks_ ? *hooks_ : no_hooks_;
@@ -497,11 +515,15 @@ void Transformer::forward_logits(const Tensor& tokens, const Tensor& logits) {
   if (config_.tie_word_embeddings) hooks.after_forward(registry_.unit(0));
 }
 
-ops::CrossEntropyResult Transformer::forward_backward(const Tensor& tokens, const Tensor& targets, float grad_scale) {
+ops::CrossEntropyResult Transformer::forward_backward(const Tensor& host_tokens, const Tensor& host_targets,
+                                                      float grad_scale) {
   const ModelConfig& c = config_;
   const bool recompute = options_.checkpointing == Checkpointing::EveryBlock;
-  forward_trunk(tokens, true);
+  forward_trunk(host_tokens, true);
   Activations& s = *acts_;
+  // forward_trunk already brought the token ids to the model's device.
+  const Tensor tokens = host_tokens.device() == options_.device ? host_tokens : s.tokens.view();
+  const Tensor targets = ids_on(options_.device, host_targets, s.targets);
   UnitHooks& hooks = hooks_ ? *hooks_ : no_hooks_;
   const int64_t B = s.B, T = s.T, N = B * T;
 

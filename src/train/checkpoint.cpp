@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "io/safetensors.h"
+#include "ops/copy.h"
 
 namespace zt::train {
 namespace fs = std::filesystem;
@@ -119,7 +120,7 @@ std::string save_checkpoint(const std::string& root_str, const model::ParameterR
                ", ", want + part, ")");
       const Tensor slice = flat_slice(s.data, want - s.begin, part);
       sources.push_back({s.name, slice.dtype(), slice.shape(),
-                         [slice](void* dst) { std::memcpy(dst, slice.data(), slice.nbytes()); }});
+                         [slice](void* dst) { ops::copy(Tensor(dst, slice.shape(), slice.dtype()), slice); }});
     }
     io::write_safetensors((tmp_dir / shard_name(r)).string(), sources,
                           {{"format", kFormat}, {"rank", std::to_string(r)}});
@@ -261,7 +262,7 @@ CheckpointState load_checkpoint(const std::string& dir, const model::ParameterRe
       if (src.numel() != part)
         ZT_THROW_INPUT("checkpoint '", dir, "': tensor '", t.name, "' in ", shard_name(r), " has ", src.numel(),
                        " elements, the manifest implies ", part);
-      flat_slice(t.data, s_lo - t.begin, s_hi - s_lo).copy_from(flat_slice(src, s_lo - r * part, s_hi - s_lo));
+      ops::copy(flat_slice(t.data, s_lo - t.begin, s_hi - s_lo), flat_slice(src, s_lo - r * part, s_hi - s_lo));
     }
   }
 

@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "backend/cuda_api.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "io/bpe_trainer.h"
@@ -9,6 +10,7 @@
 #include "io/safetensors.h"
 #include "model/hf_dir.h"
 #include "model/hf_weights.h"
+#include "ops/copy.h"
 
 namespace zt::train {
 namespace fs = std::filesystem;
@@ -50,6 +52,7 @@ ModelSetup setup_model(const TrainConfig& c, const fs::path& out) {
   // only while its backward runs.
   mo.allocate_grads = c.zero.stage < 2;
   mo.checkpointing = c.model.activation_checkpointing ? model::Checkpointing::EveryBlock : model::Checkpointing::None;
+  mo.device = c.device == "cuda" ? Device::cuda(cuda::current_device()) : Device::cpu();
 
   if (!c.model.path.empty()) {
     if (c.zero.stage >= 3) {
@@ -62,9 +65,18 @@ ModelSetup setup_model(const TrainConfig& c, const fs::path& out) {
       s.fill_slice = [m, path](model::Unit& u, int64_t begin, const Tensor& out) {
         model::load_hf_unit_slice(m->config(), path, u, begin, out);
       };
-    } else {
+    } else if (mo.device.is_cpu()) {
       model::Pretrained p = model::load_pretrained(c.model.path, mo);
       s.model = std::move(p.model);
+    } else {
+      // The files are read into a host model, which is then copied to the GPU unit by unit.
+      model::ModelOptions host = mo;
+      host.device = Device::cpu();
+      host.allocate_grads = false;
+      const model::Pretrained p = model::load_pretrained(c.model.path, host);
+      s.model = std::make_unique<model::Transformer>(p.config, mo);
+      for (size_t i = 0; i < p.model->registry().size(); ++i)
+        ops::copy(s.model->registry().unit(i).flat_params(), p.model->registry().unit(i).flat_params());
     }
     const std::string tok = c.model.tokenizer.empty() ? c.model.path : c.model.tokenizer;
     s.tokenizer = io::load_tokenizer(tok);

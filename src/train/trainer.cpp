@@ -1,15 +1,17 @@
 #include "train/trainer.h"
 
 #include <chrono>
-#include <csignal>
-#include <cstdlib>
-#include <string>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <string>
 
+#include "backend/cuda_api.h"
 #include "core/log.h"
 #include "core/parallel.h"
+#include "model/hf_dir.h"
 #include "train/config_dump.h"
 #include "train/generate.h"
 #include "train/metrics.h"
@@ -127,10 +129,12 @@ TrainResult run_training(const TrainConfig& config) {
       run.engine->reset_comm_volume();
       steps_since_log = 0;
       const std::string comm = run.world_size() > 1 ? " | comm " + human_bytes(comm_per_step) + "/step" : "";
+      const std::string gpu =
+          cuda::initialized() ? " | gpu peak " + human_bytes(static_cast<double>(cuda::peak_bytes())) : "";
       std::printf("step %6lld/%lld | loss %.4f | lr %.3e | grad norm %7.4f | scale %g | %8.0f tok/s | MFU %5.1f%% | "
-                  "mem %s%s%s\n",
+                  "mem %s%s%s%s\n",
                   static_cast<long long>(step), static_cast<long long>(total_steps), loss, lr, grad_norm, scale, tps,
-                  100.0 * mfu, human_bytes(static_cast<double>(mem.rss_bytes)).c_str(), comm.c_str(),
+                  100.0 * mfu, human_bytes(static_cast<double>(mem.rss_bytes)).c_str(), gpu.c_str(), comm.c_str(),
                   skip ? " | overflow: step skipped" : "");
       std::fflush(stdout);
       metrics.write({{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", std::isnan(grad_norm) ? json(nullptr) : json(grad_norm)},
@@ -176,16 +180,19 @@ TrainResult run_training(const TrainConfig& config) {
       ZT_INFO("wrote the final model to ", result.final_model_dir, " (HF format)");
     }
     run.comm->barrier();  // the directory is complete for every rank
-    if (main_rank) {
+    if (main_rank && c.sample_tokens > 0 && !c.sample_prompts.empty()) {
+      // Generation (KV cache) runs on the host: a GPU run samples from the saved model.
+      std::unique_ptr<model::Transformer> host_copy;
+      if (!model.options().device.is_cpu()) host_copy = model::load_pretrained(result.final_model_dir).model;
+      model::Transformer& sampler = host_copy ? *host_copy : model;
       for (const std::string& prompt : c.sample_prompts) {
-        if (c.sample_tokens <= 0) break;
         SampleOptions so;
         so.max_new_tokens = c.sample_tokens;
         so.temperature = c.sample_temperature;
         so.top_k = c.sample_top_k;
         so.seed = c.seed;
         so.stop_token = run.setup.tokenizer->eos_id();
-        const std::vector<int32_t> ids = sample(model, run.setup.tokenizer->encode(prompt), so);
+        const std::vector<int32_t> ids = sample(sampler, run.setup.tokenizer->encode(prompt), so);
         const std::string text = run.setup.tokenizer->decode(ids, true);
         std::printf("---- sample (temperature %.2f, top-k %d) ----\n%s\n----\n", c.sample_temperature, c.sample_top_k,
                     text.c_str());

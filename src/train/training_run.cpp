@@ -5,8 +5,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/cuda_api.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "dist/env.h"
 #include "dist/world.h"
 #include "model/config.h"
 #include "train/checkpoint.h"
@@ -42,6 +44,13 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   TrainConfig& c = run->config;
   c = config;
   run->comm = dist::make_world_communicator();
+  if (c.device == "cuda") {
+    // One GPU per process: the launcher's local rank picks it.
+    if (!cuda::available())
+      ZT_THROW_INPUT(c.source, ": device cuda, but no GPU is visible to this process, or this build has no CUDA "
+                     "backend (`zerotrain report` says which): use --device cpu");
+    cuda::init(dist::read_launch_env().local_rank % cuda::device_count());
+  }
   if (run->comm->size() != c.world_size)
     ZT_THROW_INPUT(c.source, ": the config is resolved for world_size ", c.world_size, " but this job has ",
                    run->comm->size(), " process(es): start it with `zerotrain launch --num_processes ", c.world_size,

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "ops/copy.h"
 #include "ops/elementwise.h"
 
 namespace zt::zero {
@@ -69,7 +70,7 @@ void ZeroEngine::shard_model() {
   if (options_.stage >= 3) {
     // The slices come from the full parameters every rank holds.
     shard_model_from_slices([](model::Unit& u, int64_t begin, const Tensor& out) {
-      out.copy_from(u.flat_params().narrow(0, begin, out.numel()));
+      ops::copy(out, u.flat_params().narrow(0, begin, out.numel()));
     });
     return;
   }
@@ -217,7 +218,7 @@ void ZeroEngine::start_reduction(size_t unit) {
       for (int64_t b = 0; b < P; b += width) {
         const int64_t w = std::min(width, P - b);
         OwnedTensor packed({w * world_}, flat.dtype(), flat.device());
-        for (int q = 0; q < world_; ++q) packed->narrow(0, q * w, w).copy_from(flat.narrow(0, q * P + b, w));
+        for (int q = 0; q < world_; ++q) ops::copy(packed->narrow(0, q * w, w), flat.narrow(0, q * P + b, w));
         add_transient(static_cast<int64_t>(packed->nbytes()));
         r.works.push_back(comm_.reduce_scatter_async(packed, r.output->narrow(0, b, w)));
         r.packed.push_back(std::move(packed));
@@ -235,7 +236,7 @@ void ZeroEngine::finish_reduction(Reduction& r) {
   UnitState& s = units_[r.unit];
   if (options_.stage == 1) {
     // The owned slice of the full gradient buffer holds the reduced sum.
-    u.flat_grads().narrow(0, rank_ * s.slice, s.slice).copy_from(r.output);
+    ops::copy(u.flat_grads().narrow(0, rank_ * s.slice, s.slice), r.output);
   } else if (options_.stage >= 2) {
     ops::add_inplace(s.grad_part, r.output);
     add_transient(-static_cast<int64_t>(u.flat_grads().nbytes()));

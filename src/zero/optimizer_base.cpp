@@ -1,6 +1,7 @@
 #include "zero/optimizer_base.h"
 
 #include "core/error.h"
+#include "ops/copy.h"
 
 namespace zt::zero {
 
@@ -29,7 +30,7 @@ UnitPartition FlatOptimizer::partition(size_t unit) {
 
 void FlatOptimizer::copy_params_to_master() {
   for (size_t ui = 0; ui < units_.size(); ++ui)
-    if (units_[ui].master.view().data()) units_[ui].master->copy_from(partition(ui).params);
+    if (units_[ui].master.view().data()) ops::copy(units_[ui].master, partition(ui).params);
 }
 
 void FlatOptimizer::step(float lr, float grad_scale) {

@@ -1,7 +1,6 @@
 // convert_on_device_for_test (backend/cuda_api.h): runs the conversion kernels on host data.
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
-#include "backend/cuda/convert.h"
 #include "backend/cuda_api.h"
 #include "core/error.h"
 
@@ -18,20 +17,7 @@ void convert_on_device_for_test(const void* src, DType src_dtype, void* dst, DTy
   char* d_out = static_cast<char*>(out.data()) + misalign * out_size;
   if (n == 0) return;
   ZT_CUDA_CHECK(cudaMemcpyAsync(d_in, src, n * in_size, cudaMemcpyHostToDevice, stream));
-  if (src_dtype == dst_dtype) {
-    ZT_CUDA_CHECK(cudaMemcpyAsync(d_out, d_in, n * in_size, cudaMemcpyDeviceToDevice, stream));
-  } else if (src_dtype == DType::F32 && dst_dtype == DType::BF16) {
-    convert_f32_to_bf16(reinterpret_cast<const float*>(d_in), reinterpret_cast<bf16*>(d_out), n, stream);
-  } else if (src_dtype == DType::BF16 && dst_dtype == DType::F32) {
-    convert_bf16_to_f32(reinterpret_cast<const bf16*>(d_in), reinterpret_cast<float*>(d_out), n, stream);
-  } else if (src_dtype == DType::F32 && dst_dtype == DType::F16) {
-    convert_f32_to_f16(reinterpret_cast<const float*>(d_in), reinterpret_cast<f16*>(d_out), n, stream);
-  } else if (src_dtype == DType::F16 && dst_dtype == DType::F32) {
-    convert_f16_to_f32(reinterpret_cast<const f16*>(d_in), reinterpret_cast<float*>(d_out), n, stream);
-  } else {
-    ZT_THROW_UNSUPPORTED("no device conversion from ", dtype_name(src_dtype), " to ",
-                         dtype_name(dst_dtype));
-  }
+  convert_on_device(d_in, src_dtype, d_out, dst_dtype, n);
   ZT_CUDA_CHECK(cudaMemcpyAsync(dst, d_out, n * out_size, cudaMemcpyDeviceToHost, stream));
   ZT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }

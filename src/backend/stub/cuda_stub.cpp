@@ -35,6 +35,8 @@ void empty_cache() {}
 
 void copy_to_device(void*, const void*, size_t) { no_cuda("cuda::copy_to_device"); }
 void copy_to_host(void*, const void*, size_t) { no_cuda("cuda::copy_to_host"); }
+void copy_on_device(void*, const void*, size_t) { no_cuda("cuda::copy_on_device"); }
+void convert_on_device(const void*, DType, void*, DType, size_t) { no_cuda("cuda::convert_on_device"); }
 
 Allocator& pinned_host_allocator() { no_cuda("pinned host memory"); }
 
