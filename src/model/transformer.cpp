@@ -122,6 +122,9 @@ static Tensor ids_on(Device dev, const Tensor& ids, OwnedTensor& slot) {
 Transformer::Transformer(ModelConfig config, ModelOptions options)
     : config_(std::move(config)), options_(options) {
   config_.validate("model config");
+  if (options_.activation_dtype != DType::F32 && !options_.device.is_cuda())
+    ZT_THROW_UNSUPPORTED("activations in ", dtype_name(options_.activation_dtype),
+                         " need the GPU backend; on the CPU they are f32");
   const ModelConfig& c = config_;
   const int64_t C = c.hidden_size, F = c.intermediate_size, D = c.head_dim;
   const int64_t Hq = c.num_heads, Hkv = c.num_kv_heads;
@@ -323,40 +326,43 @@ void Transformer::ensure_activations(int64_t B, int64_t T) {
   auto act = std::make_unique<Activations>();
   act->B = B;
   act->T = T;
+  // Activations in the model's activation dtype (bf16 on the GPU for speed); the saved
+  // normalisation statistics and log-sum-exps stay f32.
+  auto act_t = [&](Shape s) { return OwnedTensor(std::move(s), options_.activation_dtype, dev); };
   auto f32 = [&](Shape s) { return OwnedTensor(std::move(s), DType::F32, dev); };
-  for (int64_t i = 0; i <= c.num_layers; ++i) act->x.push_back(f32({N, C}));
+  for (int64_t i = 0; i <= c.num_layers; ++i) act->x.push_back(act_t({N, C}));
   const int64_t n_layer_acts = options_.checkpointing == Checkpointing::EveryBlock ? 1 : c.num_layers;
   for (int64_t i = 0; i < n_layer_acts; ++i) {
     LayerActs a;
-    a.x_mid = f32({N, C});
-    a.ln1 = f32({N, C});
+    a.x_mid = act_t({N, C});
+    a.ln1 = act_t({N, C});
     a.ln1_mean = f32({N});
     a.ln1_rstd = f32({N});
-    a.qkv = f32({N, c.qkv_width()});
-    a.att = f32({N, HD});
+    a.qkv = act_t({N, c.qkv_width()});
+    a.att = act_t({N, HD});
     a.lse = f32({B, c.num_heads, T});
-    a.ln2 = f32({N, C});
+    a.ln2 = act_t({N, C});
     a.ln2_mean = f32({N});
     a.ln2_rstd = f32({N});
-    a.fc = f32({N, F});
-    if (llama) a.up = f32({N, F});
-    a.act = f32({N, F});
+    a.fc = act_t({N, F});
+    if (llama) a.up = act_t({N, F});
+    a.act = act_t({N, F});
     act->layers.push_back(std::move(a));
   }
-  act->lnf = f32({N, C});
+  act->lnf = act_t({N, C});
   act->lnf_mean = f32({N});
   act->lnf_rstd = f32({N});
-  act->dx = f32({N, C});
-  act->d_part = f32({N, C});
-  act->d_ln = f32({N, C});
-  act->d_ln2 = f32({N, C});
-  act->d_branch = f32({N, C});
-  act->proj = f32({N, C});
-  act->d_qkv = f32({N, c.qkv_width()});
-  act->d_att = f32({N, HD});
-  act->d_fc = f32({N, F});
-  if (llama) act->d_up = f32({N, F});
-  act->d_act = f32({N, F});
+  act->dx = act_t({N, C});
+  act->d_part = act_t({N, C});
+  act->d_ln = act_t({N, C});
+  act->d_ln2 = act_t({N, C});
+  act->d_branch = act_t({N, C});
+  act->proj = act_t({N, C});
+  act->d_qkv = act_t({N, c.qkv_width()});
+  act->d_att = act_t({N, HD});
+  act->d_fc = act_t({N, F});
+  if (llama) act->d_up = act_t({N, F});
+  act->d_act = act_t({N, F});
   if (llama) act->rope = ops::make_rope_table(c.rope, static_cast<int>(T), dev);
   acts_ = std::move(act);
 }

@@ -29,6 +29,8 @@ enum class Mode { Train, Eval };               // Train applies dropout
 struct ModelOptions {
   DType param_dtype = DType::F32;
   DType grad_dtype = DType::F32;
+  // Activations and their gradients: f32, or bf16 on the GPU (half the memory traffic).
+  DType activation_dtype = DType::F32;
   Device device = Device::cpu();
   int shard_count = 1;  // units are padded to a multiple of this
   Checkpointing checkpointing = Checkpointing::None;

@@ -53,6 +53,8 @@ ModelSetup setup_model(const TrainConfig& c, const fs::path& out) {
   mo.allocate_grads = c.zero.stage < 2;
   mo.checkpointing = c.model.activation_checkpointing ? model::Checkpointing::EveryBlock : model::Checkpointing::None;
   mo.device = c.device == "cuda" ? Device::cuda(cuda::current_device()) : Device::cpu();
+  // bf16 runs on the GPU keep activations in bf16 as well (as PyTorch autocast does).
+  if (mo.device.is_cuda() && c.precision == Precision::BF16) mo.activation_dtype = DType::BF16;
 
   if (!c.model.path.empty()) {
     if (c.zero.stage >= 3) {
