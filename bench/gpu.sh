@@ -6,6 +6,7 @@
 #   ZT_BUILD_DIR   build folder (default build/gpu)
 #   ZT_GPU_LABELS  CTest label regex to run (default cuda; '.' runs everything)
 #   CUDACXX        nvcc to use (default /usr/local/cuda/bin/nvcc, else the one on PATH)
+#   ZT_GPU_BENCH   training-step benchmarks vs PyTorch after the tests, "preset:batch ..."
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -51,5 +52,11 @@ sed -nE 's/^ *[0-9]+\/[0-9]+ +Test +#[0-9]+: +([^ ]+) +\.* *\**([A-Za-z][A-Za-z:
       for (s in count) printf " %s %d", s, count[s]
       printf "\n"
     }'
-# Benchmarks (kernels, collectives, end-to-end steps) will be added here.
+# End-to-end training step against PyTorch, for each model shape in ZT_GPU_BENCH
+# (e.g. "gpt2:16 gpt2-xl:16 llama-3.2-1b:8" = preset:micro-batch; empty: none).
+for spec in ${ZT_GPU_BENCH:-}; do
+  echo
+  echo "== training step ${spec%%:*}, micro-batch ${spec##*:}, T=1024 (bench/gpu_train_bench.sh)"
+  "$root/bench/gpu_train_bench.sh" "$build" "${spec%%:*}" "${spec##*:}" 1024 20 || rc=1
+done
 exit "$rc"
