@@ -2,9 +2,12 @@
 //
 // Accumulation rule: attention_forward overwrites out and lse (=); attention_backward
 // overwrites the activation gradient dqkv (=). No parameters.
+// qkv, out, dout, dqkv: contiguous f32; on CUDA they may also be bf16 (one activation dtype
+// per call; the kernels compute in f32). lse: contiguous f32.
 #include "ops/attention.h"
 
 #include "backend/cpu/attention.h"
+#include "backend/cuda/attention_ops.h"
 #include "core/error.h"
 #include "ops/dispatch.h"
 
@@ -15,12 +18,17 @@ struct AttnShape {
   int64_t B, T, D;
 };
 
+// Activations are f32; the CUDA kernels also take bf16.
+bool activation_dtype_ok(const Tensor& t) {
+  return t.dtype() == DType::F32 || (t.dtype() == DType::BF16 && t.device().is_cuda());
+}
+
 AttnShape check_qkv(const char* op, const Tensor& qkv, int n_q_heads, int n_kv_heads) {
   ZT_CHECK(n_q_heads > 0 && n_kv_heads > 0 && n_q_heads % n_kv_heads == 0, op,
            ": need Hq % Hkv == 0 with both positive, got Hq=", n_q_heads, " Hkv=", n_kv_heads);
   ZT_CHECK(qkv.defined() && qkv.dim() == 3, op, ": qkv must be [B, T, (Hq + 2 Hkv) * D], got ",
            shape_str(qkv.shape()));
-  ZT_CHECK(qkv.dtype() == DType::F32, op, ": qkv must be f32, got ", dtype_name(qkv.dtype()));
+  ZT_CHECK(activation_dtype_ok(qkv), op, ": qkv must be f32 (or, on CUDA, bf16), got ", dtype_name(qkv.dtype()));
   ZT_CHECK(qkv.is_contiguous(), op, ": qkv must be contiguous");
   const int64_t heads = n_q_heads + 2 * static_cast<int64_t>(n_kv_heads);
   ZT_CHECK(qkv.size(2) % heads == 0 && qkv.size(2) > 0, op, ": qkv last dim ", qkv.size(2),
@@ -28,10 +36,12 @@ AttnShape check_qkv(const char* op, const Tensor& qkv, int n_q_heads, int n_kv_h
   return {qkv.size(0), qkv.size(1), qkv.size(2) / heads};
 }
 
-void check_act(const char* op, const char* what, const Tensor& t, const Shape& shape) {
+// An activation (or, with dtype F32, lse) of the given shape and dtype.
+void check_act(const char* op, const char* what, const Tensor& t, const Shape& shape, DType dtype) {
   ZT_CHECK(t.defined() && t.shape() == shape, op, ": ", what, " must be ", shape_str(shape), ", got ",
            shape_str(t.shape()));
-  ZT_CHECK(t.dtype() == DType::F32, op, ": ", what, " must be f32, got ", dtype_name(t.dtype()));
+  ZT_CHECK(t.dtype() == dtype, op, ": ", what, " must be ", dtype_name(dtype), " (as qkv), got ",
+           dtype_name(t.dtype()));
   ZT_CHECK(t.is_contiguous(), op, ": ", what, " must be contiguous");
 }
 
@@ -41,11 +51,15 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, 
                        float scale) {
   const char* op = "attention_forward";
   const AttnShape s = check_qkv(op, qkv, n_q_heads, n_kv_heads);
-  check_act(op, "out", out, {s.B, s.T, n_q_heads * s.D});
-  check_act(op, "lse", lse, {s.B, n_q_heads, s.T});
+  check_act(op, "out", out, {s.B, s.T, n_q_heads * s.D}, qkv.dtype());
+  check_act(op, "lse", lse, {s.B, n_q_heads, s.T}, DType::F32);
   const Device dev = common_device(op, {&out, &lse, &qkv});
-  if (!dev.is_cpu()) no_kernel(op, dev);
   if (qkv.numel() == 0) return;
+  if (dev.is_cuda()) {
+    cuda::attention_forward(out, lse, qkv, n_q_heads, n_kv_heads, scale);
+    return;
+  }
+  if (!dev.is_cpu()) no_kernel(op, dev);
   cpu::attention_forward(out.data_as<float>(), lse.data_as<float>(), qkv.data_as<float>(), s.B, s.T, n_q_heads,
                          n_kv_heads, s.D, scale);
 }
@@ -54,13 +68,17 @@ void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qk
                         const Tensor& lse, int n_q_heads, int n_kv_heads, float scale) {
   const char* op = "attention_backward";
   const AttnShape s = check_qkv(op, qkv, n_q_heads, n_kv_heads);
-  check_act(op, "dqkv", dqkv, qkv.shape());
-  check_act(op, "dout", dout, {s.B, s.T, n_q_heads * s.D});
-  check_act(op, "out", out, {s.B, s.T, n_q_heads * s.D});
-  check_act(op, "lse", lse, {s.B, n_q_heads, s.T});
+  check_act(op, "dqkv", dqkv, qkv.shape(), qkv.dtype());
+  check_act(op, "dout", dout, {s.B, s.T, n_q_heads * s.D}, qkv.dtype());
+  check_act(op, "out", out, {s.B, s.T, n_q_heads * s.D}, qkv.dtype());
+  check_act(op, "lse", lse, {s.B, n_q_heads, s.T}, DType::F32);
   const Device dev = common_device(op, {&dqkv, &dout, &qkv, &out, &lse});
-  if (!dev.is_cpu()) no_kernel(op, dev);
   if (qkv.numel() == 0) return;
+  if (dev.is_cuda()) {
+    cuda::attention_backward(dqkv, dout, qkv, out, lse, n_q_heads, n_kv_heads, scale);
+    return;
+  }
+  if (!dev.is_cpu()) no_kernel(op, dev);
   cpu::attention_backward(dqkv.data_as<float>(), dout.data_as<float>(), qkv.data_as<float>(), out.data_as<float>(),
                           lse.data_as<float>(), s.B, s.T, n_q_heads, n_kv_heads, s.D, scale);
 }

@@ -8,7 +8,9 @@ namespace zt::ops {
 
 // qkv: [B, T, (Hq + 2 Hkv) * D] packed (q heads, k heads, v heads), after RoPE.
 // out: [B, T, Hq * D].  lse: [B, Hq, T] f32, saved for backward.
-// scale is usually 1/sqrt(D).
+// scale is usually 1/sqrt(D). qkv and out are f32, or on CUDA also bf16 (same dtype for
+// every activation of a call: qkv, out, dout, dqkv); lse is always f32. The CUDA kernels
+// support head dims D <= 128.
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads, int n_kv_heads,
                        float scale);
 

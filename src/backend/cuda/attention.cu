@@ -1,0 +1,160 @@
+// CUDA causal GQA self-attention: launches of the kernels in attention_kernels.cuh (which
+// describes the algorithm); contract in attention_ops.h.
+//
+// Accumulation rule: forward overwrites out and lse (=); backward overwrites dqkv (=).
+//
+// Kernels are instantiated for head-dim buckets kD in {32, 64, 128} (D <= kD, the rest is
+// zero padding) and for f32 and bf16 activations. The backward runs three kernels on the
+// compute stream: delta = rowsum(dO * O) into an f32 [B, Hq, T] scratch from the caching
+// allocator, then dK/dV (one block per key tile) and dQ (one block per query tile); each
+// writes its own part of dqkv, so the result is deterministic and needs no zero fill.
+#include <cuda_bf16.h>
+
+#include <climits>
+#include <cstdint>
+#include <type_traits>
+
+#include "backend/cuda/attention_kernels.cuh"
+#include "backend/cuda/attention_ops.h"
+#include "backend/cuda/check.h"
+#include "backend/cuda/context.h"
+#include "core/error.h"
+
+namespace zt::cuda {
+namespace {
+
+using attn::Dims;
+using attn::kThreads;
+using attn::Tiles;
+
+template <class T>
+struct Tag {
+  using type = T;
+};
+
+// Calls fn(Tag<A>) with A the device type of the activation dtype (f32 or bf16).
+template <class Fn>
+void dispatch_dtype(const char* op, DType dt, Fn&& fn) {
+  switch (dt) {
+    case DType::F32: return fn(Tag<float>{});
+    case DType::BF16: return fn(Tag<__nv_bfloat16>{});
+    default: break;
+  }
+  ZT_THROW_UNSUPPORTED(op, ": CUDA attention takes f32 or bf16 activations, got ", dtype_name(dt));
+}
+
+// Calls fn(std::integral_constant<int, kD>) with kD the head-dim bucket of D.
+template <class Fn>
+void dispatch_head_dim(const char* op, int D, Fn&& fn) {
+  if (D <= 32) return fn(std::integral_constant<int, 32>{});
+  if (D <= 64) return fn(std::integral_constant<int, 64>{});
+  if (D <= kAttentionMaxHeadDim) return fn(std::integral_constant<int, 128>{});
+  ZT_THROW_UNSUPPORTED(op, ": head dim ", D, " is not supported by the CUDA attention kernels (at most ",
+                       kAttentionMaxHeadDim, "); use a model with head_dim <= ", kAttentionMaxHeadDim,
+                       " or --device cpu");
+}
+
+// Kernels that use more than 48 KiB of dynamic shared memory must say so, once per kernel.
+template <class Kernel>
+bool allow_shared_memory(Kernel* kernel, size_t bytes) {
+  ZT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  return true;
+}
+
+int tiles(int n, int tile) { return (n + tile - 1) / tile; }
+
+// Sizes shared by forward and backward; checks what the grid can hold.
+Dims dims_of(const char* op, const Tensor& qkv, int n_q_heads, int n_kv_heads) {
+  const int64_t B = qkv.size(0), T = qkv.size(1);
+  const int64_t D = qkv.size(2) / (n_q_heads + 2 * static_cast<int64_t>(n_kv_heads));
+  ZT_CHECK(T <= INT_MAX / 2, op, ": sequence length ", T, " too long");
+  if (B > 65535 || n_q_heads > 65535)
+    ZT_THROW_UNSUPPORTED(op, ": CUDA attention supports at most 65535 sequences and heads per call, got B=", B,
+                         " Hq=", n_q_heads);
+  return Dims{static_cast<int>(T), n_q_heads, n_kv_heads, static_cast<int>(D)};
+}
+
+template <class T>
+T* ptr(const Tensor& t) {
+  return static_cast<T*>(t.data());
+}
+
+template <int kD, class T>
+void launch_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, Dims dm, int B, float scale) {
+  constexpr size_t smem = Tiles<kD>::kForwardSmem;
+  static const bool ready = allow_shared_memory(attn::attention_forward_kernel<kD, T>, smem);
+  (void)ready;
+  const dim3 grid(tiles(dm.T, Tiles<kD>::kQ), dm.Hq, B);
+  attn::attention_forward_kernel<kD, T><<<grid, kThreads, smem, compute_stream()>>>(
+      ptr<T>(out), ptr<float>(lse), ptr<const T>(qkv), dm, scale * attn::kLog2e);
+  ZT_CUDA_CHECK_LAST();
+}
+
+template <int kD, class T>
+void launch_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                     const Tensor& lse, Dims dm, int B, float scale) {
+  cudaStream_t stream = compute_stream();
+
+  // delta = rowsum(dO * O): one warp per (b, t, h), 8 warps per block.
+  OwnedTensor delta({B, dm.Hq, dm.T}, DType::F32, Device::cuda());
+  const int64_t rows = static_cast<int64_t>(B) * dm.T * dm.Hq;
+  constexpr int kDeltaWarps = 8;
+  const int64_t delta_blocks = (rows + kDeltaWarps - 1) / kDeltaWarps;
+  attn::attention_delta_kernel<T><<<static_cast<unsigned>(delta_blocks), kDeltaWarps * 32, 0, stream>>>(
+      delta.data<float>(), ptr<const T>(dout), ptr<const T>(out), dm, rows);
+  ZT_CUDA_CHECK_LAST();
+
+  const float scale_log2 = scale * attn::kLog2e;
+  {
+    constexpr size_t smem = Tiles<kD>::kDkDvSmem;
+    static const bool ready = allow_shared_memory(attn::attention_backward_dkdv_kernel<kD, T>, smem);
+    (void)ready;
+    const dim3 grid(tiles(dm.T, Tiles<kD>::kK), dm.Hkv, B);
+    attn::attention_backward_dkdv_kernel<kD, T><<<grid, kThreads, smem, stream>>>(
+        ptr<T>(dqkv), ptr<const T>(dout), ptr<const T>(qkv), ptr<const float>(lse), delta.data<float>(), dm, scale,
+        scale_log2);
+    ZT_CUDA_CHECK_LAST();
+  }
+  {
+    constexpr size_t smem = Tiles<kD>::kDqSmem;
+    static const bool ready = allow_shared_memory(attn::attention_backward_dq_kernel<kD, T>, smem);
+    (void)ready;
+    const dim3 grid(tiles(dm.T, Tiles<kD>::kQ), dm.Hq, B);
+    attn::attention_backward_dq_kernel<kD, T><<<grid, kThreads, smem, stream>>>(
+        ptr<T>(dqkv), ptr<const T>(dout), ptr<const T>(qkv), ptr<const float>(lse), delta.data<float>(), dm, scale,
+        scale_log2);
+    ZT_CUDA_CHECK_LAST();
+  }
+  // `delta` goes back to the cache here; the stream-ordered allocator hands it out again only
+  // to work queued after these kernels.
+}
+
+}  // namespace
+
+void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads, int n_kv_heads,
+                       float scale) {
+  const char* op = "cuda attention_forward";
+  const Dims dm = dims_of(op, qkv, n_q_heads, n_kv_heads);
+  const int B = static_cast<int>(qkv.size(0));
+  if (B == 0 || dm.T == 0) return;
+  dispatch_dtype(op, qkv.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    dispatch_head_dim(op, dm.D, [&](auto kd) { launch_forward<decltype(kd)::value, T>(out, lse, qkv, dm, B, scale); });
+  });
+}
+
+void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                        const Tensor& lse, int n_q_heads, int n_kv_heads, float scale) {
+  const char* op = "cuda attention_backward";
+  const Dims dm = dims_of(op, qkv, n_q_heads, n_kv_heads);
+  const int B = static_cast<int>(qkv.size(0));
+  if (B == 0 || dm.T == 0) return;
+  dispatch_dtype(op, qkv.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    dispatch_head_dim(op, dm.D, [&](auto kd) {
+      launch_backward<decltype(kd)::value, T>(dqkv, dout, qkv, out, lse, dm, B, scale);
+    });
+  });
+}
+
+}  // namespace zt::cuda

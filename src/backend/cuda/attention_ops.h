@@ -1,0 +1,30 @@
+// CUDA causal GQA self-attention (flash-attention style), the GPU side of ops/attention.h.
+// CUDA-free header: core types only. Defined in attention.cu (CUDA builds) and in
+// backend/stub/attention_stub.cpp (CPU-only builds, where every function throws
+// Unsupported).
+//
+// Same meaning, shapes and accumulation rule as ops/attention.h, whose wrapper has already
+// checked shapes, dtypes and devices:
+//   qkv  [B, T, (Hq + 2 Hkv) * D]  packed q heads, k heads, v heads (after RoPE)
+//   out  [B, T, Hq * D]            (=)
+//   lse  [B, Hq, T] f32            (=) row log-sum-exp of the scaled scores, saved for backward
+//   dqkv [B, T, (Hq + 2 Hkv) * D]  (=) activation gradient, every element written
+// Causal; query head h reads kv head h / (Hq / Hkv). qkv, out, dout and dqkv share one dtype,
+// f32 or bf16 (arithmetic in f32 either way); lse is always f32. Head dim D <= 128; a larger
+// D throws Unsupported. Asynchronous on the compute stream; no host synchronisation; memory
+// is O(B Hq T) scratch (no T x T buffer). Deterministic: same inputs, same bits.
+#pragma once
+#include "core/tensor.h"
+
+namespace zt::cuda {
+
+// Largest head dim the kernels support.
+constexpr int kAttentionMaxHeadDim = 128;
+
+void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads, int n_kv_heads,
+                       float scale);
+
+void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                        const Tensor& lse, int n_q_heads, int n_kv_heads, float scale);
+
+}  // namespace zt::cuda
