@@ -2,10 +2,13 @@
 //
 // Accumulation rule: out (=); dwte (+=), dwpe (+=).
 // tokens: contiguous i32 [B, T]; wte [V, C] and wpe [P >= T, C] share one floating dtype;
-// dwte/dwpe share one floating dtype (normally the weights'). out/dout: f32 [B, T, C].
+// dwte/dwpe share one floating dtype (normally the weights'). out/dout: f32 [B, T, C]
+// (on CUDA also bf16). Token ids are checked where they live: on the host here, on the
+// device by the CUDA kernels (which report the first bad one back).
 #include "ops/embedding.h"
 
 #include "backend/cpu/embedding.h"
+#include "backend/cuda/embedding_ops.h"
 #include "ops/dispatch.h"
 
 namespace zt::ops {
@@ -16,12 +19,24 @@ void check_tokens(const char* op, const Tensor& tokens) {
            ": tokens must be a contiguous i32 [B, T] tensor, got ", dtype_name(tokens.dtype()), " ",
            shape_str(tokens.shape()));
 }
+// Activations are f32; CUDA kernels also take bf16.
+bool activation_dtype_ok(const Tensor& t) {
+  return t.dtype() == DType::F32 || (t.dtype() == DType::BF16 && t.device().is_cuda());
+}
 void check_act(const char* op, const Tensor& t, int64_t B, int64_t T, int64_t C) {
-  ZT_CHECK(t.dtype() == DType::F32 && t.is_contiguous() && t.numel() == B * T * C && t.dim() >= 1 && t.size(-1) == C,
-           op, ": '", t.name(), "' must be a contiguous f32 [", B, ", ", T, ", ", C, "] tensor, got ",
-           dtype_name(t.dtype()), " ", shape_str(t.shape()));
+  ZT_CHECK(activation_dtype_ok(t) && t.is_contiguous() && t.numel() == B * T * C && t.dim() >= 1 && t.size(-1) == C,
+           op, ": '", t.name(), "' must be a contiguous f32 (or, on CUDA, bf16) [", B, ", ", T, ", ", C,
+           "] tensor, got ", dtype_name(t.dtype()), " ", shape_str(t.shape()));
 }
 bool present(const Tensor& t) { return t.defined() && t.data() != nullptr; }
+
+// The BadInput error for token id `id` at flat position `pos` (the same from both backends).
+[[noreturn]] void throw_bad_token(int32_t id, int64_t pos, int64_t V, const Tensor& table, const char* default_name,
+                                  const char* hint) {
+  ZT_THROW_INPUT("token id ", id, " at position ", pos, " is outside the vocabulary of size ", V, " (rows of ",
+                 table.name().empty() ? std::string(default_name) : table.name(), ")", hint);
+}
+constexpr const char* kTokenizerHint = ": check that the tokenizer matches the model";
 }  // namespace
 
 void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) {
@@ -38,14 +53,15 @@ void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wt
              dtype_name(wpe.dtype()), " ", shape_str(wpe.shape()));
   }
   const Device dev = common_device("embedding_forward", {&out, &tokens, &wte, &wpe});
+  if (dev.is_cuda()) {
+    const cuda::TokenCheck bad = cuda::embedding_forward(out, tokens, wte, wpe);
+    if (bad.position >= 0) throw_bad_token(bad.id, bad.position, V, wte, "wte", kTokenizerHint);
+    return;
+  }
   if (!dev.is_cpu()) no_kernel("embedding_forward", dev);
   const int32_t* tok = static_cast<const int32_t*>(tokens.data());
   const int64_t bad = cpu::find_bad_token(tok, B * T, V);
-  if (bad >= 0) {
-    ZT_THROW_INPUT("token id ", tok[bad], " at position ", bad, " is outside the vocabulary of size ", V,
-                   " (rows of ", wte.name().empty() ? std::string("wte") : wte.name(),
-                   "): check that the tokenizer matches the model");
-  }
+  if (bad >= 0) throw_bad_token(tok[bad], bad, V, wte, "wte", kTokenizerHint);
   dispatch_float(wte.dtype(), [&](auto tag) {
     using W = decltype(tag);
     cpu::embedding_forward(static_cast<float*>(out.data()), tok, static_cast<const W*>(wte.data()),
@@ -73,14 +89,16 @@ void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& do
              dtype_name(dwpe.dtype()), " ", shape_str(dwpe.shape()));
   }
   const Device dev = common_device("embedding_backward", {&dwte, &dwpe, &dout, &tokens});
+  if (dev.is_cuda()) {
+    const cuda::TokenCheck bad = cuda::embedding_backward(dwte, dwpe, dout, tokens);
+    if (bad.position >= 0) throw_bad_token(bad.id, bad.position, dwte.size(0), dwte, "dwte", "");
+    return;
+  }
   if (!dev.is_cpu()) no_kernel("embedding_backward", dev);
   const int32_t* tok = static_cast<const int32_t*>(tokens.data());
   if (has_wte) {
     const int64_t bad = cpu::find_bad_token(tok, B * T, dwte.size(0));
-    if (bad >= 0) {
-      ZT_THROW_INPUT("token id ", tok[bad], " at position ", bad, " is outside the vocabulary of size ",
-                     dwte.size(0), " (rows of ", dwte.name().empty() ? std::string("dwte") : dwte.name(), ")");
-    }
+    if (bad >= 0) throw_bad_token(tok[bad], bad, dwte.size(0), dwte, "dwte", "");
   }
   dispatch_float(ref.dtype(), [&](auto tag) {
     using G = decltype(tag);

@@ -1,12 +1,14 @@
 // Tensor-level LayerNorm and RMSNorm (see ops/norm.h).
 //
 // Accumulation rule: out, mean, rstd (=); dinp (=); dweight, dbias (+=).
-// inp/out/dout/dinp: contiguous f32 with last dimension C (rows N = numel / C).
+// inp/out/dout/dinp: contiguous f32 with last dimension C (rows N = numel / C); on CUDA
+// they may also be bf16 (one activation dtype per call; the kernels compute in f32).
 // weight/bias: contiguous [C], one floating dtype. dweight/dbias: contiguous [C], one
 // floating dtype (normally the weight's). mean/rstd: contiguous f32 [N].
 #include "ops/norm.h"
 
 #include "backend/cpu/norm.h"
+#include "backend/cuda/norm_ops.h"
 #include "ops/dispatch.h"
 
 namespace zt::ops {
@@ -14,10 +16,15 @@ namespace zt::ops {
 namespace {
 bool present(const Tensor& t) { return t.defined() && t.data() != nullptr; }
 
+// Activations are f32; CUDA kernels also take bf16.
+bool activation_dtype_ok(const Tensor& t) {
+  return t.dtype() == DType::F32 || (t.dtype() == DType::BF16 && t.device().is_cuda());
+}
+
 int64_t rows_of(const char* op, const Tensor& t, int64_t C) {
-  ZT_CHECK(t.dtype() == DType::F32 && t.is_contiguous() && t.dim() >= 1 && t.size(-1) == C, op, ": '", t.name(),
-           "' must be a contiguous f32 tensor with last dimension ", C, ", got ", dtype_name(t.dtype()), " ",
-           shape_str(t.shape()));
+  ZT_CHECK(activation_dtype_ok(t) && t.is_contiguous() && t.dim() >= 1 && t.size(-1) == C, op, ": '", t.name(),
+           "' must be a contiguous f32 (or, on CUDA, bf16) tensor with last dimension ", C, ", got ",
+           dtype_name(t.dtype()), " ", shape_str(t.shape()));
   return C ? t.numel() / C : 0;
 }
 void check_param(const char* op, const Tensor& p, int64_t C) {
@@ -41,6 +48,7 @@ void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd
   check_param("layernorm_forward", weight, C);
   const int64_t N = rows_of("layernorm_forward", inp, C);
   ZT_CHECK(rows_of("layernorm_forward", out, C) == N, "layernorm_forward: out and inp differ in rows");
+  ZT_CHECK(out.dtype() == inp.dtype(), "layernorm_forward: out and inp dtypes differ");
   if (present(bias)) {
     check_param("layernorm_forward", bias, C);
     ZT_CHECK(bias.dtype() == weight.dtype(), "layernorm_forward: bias and weight dtypes differ");
@@ -48,6 +56,10 @@ void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd
   if (present(mean)) check_stat("layernorm_forward", mean, N);
   if (present(rstd)) check_stat("layernorm_forward", rstd, N);
   const Device dev = common_device("layernorm_forward", {&out, &mean, &rstd, &inp, &weight, &bias});
+  if (dev.is_cuda()) {
+    cuda::layernorm_forward(out, mean, rstd, inp, weight, bias, eps);
+    return;
+  }
   if (!dev.is_cpu()) no_kernel("layernorm_forward", dev);
   dispatch_float(weight.dtype(), [&](auto tag) {
     using W = decltype(tag);
@@ -63,6 +75,8 @@ void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor&
   const int64_t N = rows_of("layernorm_backward", dout, C);
   ZT_CHECK(rows_of("layernorm_backward", inp, C) == N, "layernorm_backward: inp and dout differ in rows");
   if (present(dinp)) ZT_CHECK(rows_of("layernorm_backward", dinp, C) == N, "layernorm_backward: dinp rows");
+  ZT_CHECK(inp.dtype() == dout.dtype() && (!present(dinp) || dinp.dtype() == dout.dtype()),
+           "layernorm_backward: dout, inp and dinp dtypes differ");
   check_stat("layernorm_backward", mean, N);
   check_stat("layernorm_backward", rstd, N);
   if (present(dweight)) check_param("layernorm_backward", dweight, C);
@@ -71,6 +85,10 @@ void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor&
     ZT_CHECK(dweight.dtype() == dbias.dtype(), "layernorm_backward: dweight and dbias dtypes differ");
   }
   const Device dev = common_device("layernorm_backward", {&dinp, &dweight, &dbias, &dout, &inp, &weight, &mean, &rstd});
+  if (dev.is_cuda()) {
+    cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd);
+    return;
+  }
   if (!dev.is_cpu()) no_kernel("layernorm_backward", dev);
   const DType gdt = present(dweight) ? dweight.dtype() : present(dbias) ? dbias.dtype() : weight.dtype();
   dispatch_float(weight.dtype(), [&](auto wtag) {
@@ -89,8 +107,13 @@ void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& inp, c
   check_param("rmsnorm_forward", weight, C);
   const int64_t N = rows_of("rmsnorm_forward", inp, C);
   ZT_CHECK(rows_of("rmsnorm_forward", out, C) == N, "rmsnorm_forward: out and inp differ in rows");
+  ZT_CHECK(out.dtype() == inp.dtype(), "rmsnorm_forward: out and inp dtypes differ");
   if (present(rstd)) check_stat("rmsnorm_forward", rstd, N);
   const Device dev = common_device("rmsnorm_forward", {&out, &rstd, &inp, &weight});
+  if (dev.is_cuda()) {
+    cuda::rmsnorm_forward(out, rstd, inp, weight, eps);
+    return;
+  }
   if (!dev.is_cpu()) no_kernel("rmsnorm_forward", dev);
   dispatch_float(weight.dtype(), [&](auto tag) {
     using W = decltype(tag);
@@ -105,9 +128,15 @@ void rmsnorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& d
   const int64_t N = rows_of("rmsnorm_backward", dout, C);
   ZT_CHECK(rows_of("rmsnorm_backward", inp, C) == N, "rmsnorm_backward: inp and dout differ in rows");
   if (present(dinp)) ZT_CHECK(rows_of("rmsnorm_backward", dinp, C) == N, "rmsnorm_backward: dinp rows");
+  ZT_CHECK(inp.dtype() == dout.dtype() && (!present(dinp) || dinp.dtype() == dout.dtype()),
+           "rmsnorm_backward: dout, inp and dinp dtypes differ");
   check_stat("rmsnorm_backward", rstd, N);
   if (present(dweight)) check_param("rmsnorm_backward", dweight, C);
   const Device dev = common_device("rmsnorm_backward", {&dinp, &dweight, &dout, &inp, &weight, &rstd});
+  if (dev.is_cuda()) {
+    cuda::rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd);
+    return;
+  }
   if (!dev.is_cpu()) no_kernel("rmsnorm_backward", dev);
   const DType gdt = present(dweight) ? dweight.dtype() : weight.dtype();
   dispatch_float(weight.dtype(), [&](auto wtag) {

@@ -3,12 +3,16 @@
 //
 // Accumulation rule: rope_forward_inplace rotates activations in place;
 // rope_backward_inplace overwrites the activation gradient (=) with the inverse rotation.
-// RoPE has no parameters.
+// RoPE has no parameters. qkv is f32 (on CUDA also bf16). Tables are always computed on
+// the host; a CUDA table is that host table copied to the device, so both backends rotate
+// by the same cos/sin bits.
 #include "ops/rope.h"
 
 #include <cmath>
 
 #include "backend/cpu/rope.h"
+#include "backend/cuda/rope_ops.h"
+#include "backend/cuda_api.h"
 #include "core/error.h"
 #include "ops/dispatch.h"
 
@@ -90,12 +94,12 @@ std::vector<float> rope_inv_freq(const RopeConfig& config) {
 
 RopeTable make_rope_table(const RopeConfig& config, int max_positions, Device device) {
   ZT_CHECK(max_positions > 0, "make_rope_table: max_positions must be positive, got ", max_positions);
-  if (!device.is_cpu()) no_kernel("make_rope_table", device);
+  if (!device.is_cpu() && !device.is_cuda()) no_kernel("make_rope_table", device);
   const std::vector<float> inv = rope_inv_freq(config);
   const int64_t half = config.head_dim / 2;
   RopeTable table;
-  table.cos = OwnedTensor({max_positions, half}, DType::F32, device, "rope_cos");
-  table.sin = OwnedTensor({max_positions, half}, DType::F32, device, "rope_sin");
+  table.cos = OwnedTensor({max_positions, half}, DType::F32, Device::cpu(), "rope_cos");
+  table.sin = OwnedTensor({max_positions, half}, DType::F32, Device::cpu(), "rope_sin");
   table.max_positions = max_positions;
   table.head_dim = config.head_dim;
   float* c = table.cos.data<float>();
@@ -108,7 +112,17 @@ RopeTable make_rope_table(const RopeConfig& config, int max_positions, Device de
       s[p * half + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
     }
   }
-  return table;
+  if (device.is_cpu()) return table;
+  // A device table: the host values, copied once (a synchronous copy; tables are made once
+  // per model or run).
+  RopeTable on_device;
+  on_device.cos = OwnedTensor({max_positions, half}, DType::F32, device, "rope_cos");
+  on_device.sin = OwnedTensor({max_positions, half}, DType::F32, device, "rope_sin");
+  on_device.max_positions = table.max_positions;
+  on_device.head_dim = table.head_dim;
+  cuda::copy_to_device(on_device.cos->data(), table.cos->data(), table.cos->nbytes());
+  cuda::copy_to_device(on_device.sin->data(), table.sin->data(), table.sin->nbytes());
+  return on_device;
 }
 
 namespace {
@@ -116,7 +130,8 @@ namespace {
 void check_rope_args(const char* op, const Tensor& qkv, int n_q_heads, int n_kv_heads, const RopeTable& table) {
   ZT_CHECK(qkv.defined() && qkv.dim() == 3, op, ": qkv must be [B, T, (Hq + 2 Hkv) * D], got ",
            shape_str(qkv.shape()));
-  ZT_CHECK(qkv.dtype() == DType::F32, op, ": qkv must be f32, got ", dtype_name(qkv.dtype()));
+  ZT_CHECK(qkv.dtype() == DType::F32 || (qkv.dtype() == DType::BF16 && qkv.device().is_cuda()), op,
+           ": qkv must be f32 (or, on CUDA, bf16), got ", dtype_name(qkv.dtype()));
   ZT_CHECK(qkv.is_contiguous(), op, ": qkv must be contiguous");
   ZT_CHECK(n_q_heads > 0 && n_kv_heads > 0, op, ": head counts must be positive");
   ZT_CHECK(table.head_dim > 0 && table.head_dim % 2 == 0, op, ": bad rope table head_dim ", table.head_dim);
@@ -133,6 +148,10 @@ void check_rope_args(const char* op, const Tensor& qkv, int n_q_heads, int n_kv_
 void rope_forward_inplace(const Tensor& qkv, int n_q_heads, int n_kv_heads, const RopeTable& table) {
   check_rope_args("rope_forward_inplace", qkv, n_q_heads, n_kv_heads, table);
   const Device dev = common_device("rope_forward_inplace", {&qkv, &table.cos.view(), &table.sin.view()});
+  if (dev.is_cuda()) {
+    cuda::rope_forward_inplace(qkv, n_q_heads, n_kv_heads, table.cos, table.sin);
+    return;
+  }
   if (!dev.is_cpu()) no_kernel("rope_forward_inplace", dev);
   if (qkv.numel() == 0) return;
   cpu::rope_forward_inplace(qkv.data_as<float>(), qkv.size(0), qkv.size(1), n_q_heads, n_kv_heads, table.head_dim,
@@ -142,6 +161,10 @@ void rope_forward_inplace(const Tensor& qkv, int n_q_heads, int n_kv_heads, cons
 void rope_backward_inplace(const Tensor& dqkv, int n_q_heads, int n_kv_heads, const RopeTable& table) {
   check_rope_args("rope_backward_inplace", dqkv, n_q_heads, n_kv_heads, table);
   const Device dev = common_device("rope_backward_inplace", {&dqkv, &table.cos.view(), &table.sin.view()});
+  if (dev.is_cuda()) {
+    cuda::rope_backward_inplace(dqkv, n_q_heads, n_kv_heads, table.cos, table.sin);
+    return;
+  }
   if (!dev.is_cpu()) no_kernel("rope_backward_inplace", dev);
   if (dqkv.numel() == 0) return;
   cpu::rope_backward_inplace(dqkv.data_as<float>(), dqkv.size(0), dqkv.size(1), n_q_heads, n_kv_heads,

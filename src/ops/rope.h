@@ -25,7 +25,9 @@ struct RopeConfig {
 // transformers computes them.
 std::vector<float> rope_inv_freq(const RopeConfig& config);
 
-// cos/sin tables [max_positions, D/2] (f32, host or device as `device`).
+// cos/sin tables [max_positions, D/2] (f32, host or device as `device`). A CUDA table holds
+// the host table's values (computed on the host, copied once), so both backends rotate by
+// the same cos/sin bits.
 struct RopeTable {
   OwnedTensor cos;
   OwnedTensor sin;

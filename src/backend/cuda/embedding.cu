@@ -1,0 +1,431 @@
+// CUDA token + position embedding (see embedding_ops.h).
+//
+// Accumulation rule: out (=); dwte (+=), dwpe (+=).
+//
+// Forward: one thread per 8 channels of one output row (16-byte loads/stores when C % 8 == 0
+// and the pointers are aligned; one channel per thread otherwise), grid-stride. The same
+// kernel checks the row's token id and records the first bad position with atomicMin.
+//
+// Backward, dwte (deterministic, the same bits on every run and the same order of sums as
+// the CPU backend): the rows are grouped by token with a stable radix sort of
+// (token, row index) pairs (CUB, on the compute stream, scratch from the caching
+// allocator); then one block per sorted position that starts a group sums the group's
+// dout rows in ascending row order in f32 and adds the sum to dwte's row once (one
+// rounding for bf16/f16 gradients). Blocks at other positions return at once. No atomics
+// on the gradient. Cost: a token that occurs k times is summed serially by one block
+// (k row reads per channel); with normal text k is small, but a batch that is mostly one
+// token (padding) makes that block the long pole. A two-level split of long groups would
+// fix that if it ever matters.
+// Backward, dwpe: one thread per (position, 8 channels) sums the B rows in batch order.
+// When an id is bad (checked before anything is written), neither gradient is touched:
+// the gradient kernels read the device flag and return.
+#include <cub/device/device_radix_sort.cuh>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/context.h"
+#include "backend/cuda/embedding_ops.h"
+#include "core/allocator.h"
+#include "core/error.h"
+
+namespace zt::cuda {
+namespace {
+
+constexpr int kThreads = 256;      // grid-stride kernels
+constexpr int kGroupThreads = 128;  // threads per block of the dwte group kernel
+constexpr int kVec = 8;            // channels per thread on the vector path
+constexpr unsigned long long kNoBadToken = ~0ull;
+
+// ---- element types ------------------------------------------------------------------
+
+template <class T>
+struct Tag {
+  using type = T;
+};
+template <class T>
+struct DeviceType {
+  using type = T;
+};
+template <>
+struct DeviceType<bf16> {
+  using type = __nv_bfloat16;
+};
+template <>
+struct DeviceType<f16> {
+  using type = __half;
+};
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+
+template <class T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) {
+  return __float2half_rn(v);
+}
+
+// Bit-level conversions between f32 and a storage type's bits (in the low bits of a word):
+// well-defined (no type punning), the same roundings as core/dtype.h for finite values.
+template <class T>
+struct Bits;
+template <>
+struct Bits<float> {
+  static __device__ __forceinline__ float load(uint32_t b) { return __uint_as_float(b); }
+  static __device__ __forceinline__ uint32_t store(float v) { return __float_as_uint(v); }
+};
+template <>
+struct Bits<__nv_bfloat16> {
+  static __device__ __forceinline__ float load(uint32_t b) {
+    return __bfloat162float(__ushort_as_bfloat16(static_cast<unsigned short>(b)));
+  }
+  static __device__ __forceinline__ uint32_t store(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
+};
+template <>
+struct Bits<__half> {
+  static __device__ __forceinline__ float load(uint32_t b) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(b)));
+  }
+  static __device__ __forceinline__ uint32_t store(float v) { return __half_as_ushort(__float2half_rn(v)); }
+};
+
+// V consecutive elements at p as f32. V == 1: one scalar load; otherwise 16-byte loads, p
+// must be 16-byte aligned and V * sizeof(T) a multiple of 16. Elements sit little-endian
+// in the 32-bit words (two 16-bit elements per word, element 0 in the low half).
+template <int V, class T>
+__device__ __forceinline__ void load_vec(const T* p, float (&v)[V]) {
+  if constexpr (V == 1) {
+    v[0] = to_float(*p);
+  } else {
+    static_assert(V * sizeof(T) % 16 == 0, "vector loads move whole 16-byte words");
+    constexpr int kPer = 16 / sizeof(T);  // elements per 16-byte word
+#pragma unroll
+    for (int w = 0; w < V / kPer; ++w) {
+      const uint4 raw = reinterpret_cast<const uint4*>(p)[w];
+      const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        if constexpr (sizeof(T) == 4) {
+          v[w * kPer + k] = Bits<T>::load(u[k]);
+        } else {
+          v[w * kPer + k] = Bits<T>::load((u[k / 2] >> (16 * (k % 2))) & 0xffffu);
+        }
+      }
+    }
+  }
+}
+
+// Stores V f32 values at p rounded to T (same alignment rules as load_vec).
+template <int V, class T>
+__device__ __forceinline__ void store_vec(T* p, const float (&v)[V]) {
+  if constexpr (V == 1) {
+    *p = from_float<T>(v[0]);
+  } else {
+    constexpr int kPer = 16 / sizeof(T);
+#pragma unroll
+    for (int w = 0; w < V / kPer; ++w) {
+      uint32_t u[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        const uint32_t bits = Bits<T>::store(v[w * kPer + k]);
+        if constexpr (sizeof(T) == 4) {
+          u[k] = bits;
+        } else {
+          u[k / 2] |= bits << (16 * (k % 2));
+        }
+      }
+      reinterpret_cast<uint4*>(p)[w] = make_uint4(u[0], u[1], u[2], u[3]);
+    }
+  }
+}
+
+__device__ __forceinline__ int64_t thread_index() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+// ---- kernels ------------------------------------------------------------------------
+
+// out[i, c..c+V) = wte[tokens[i], ...] (+ wpe[i % T, ...]); a bad id records i in first_bad
+// (the smallest such i wins) and leaves the row unwritten.
+template <int V, class A, class W>
+__global__ void embedding_forward_kernel(A* __restrict__ out, const int32_t* __restrict__ tokens,
+                                         const W* __restrict__ wte, const W* __restrict__ wpe, int64_t N, int64_t T,
+                                         int C, int64_t vocab, unsigned long long* __restrict__ first_bad) {
+  const int chunks = C / V;
+  const int64_t total = N * chunks;
+  for (int64_t e = thread_index(); e < total; e += grid_stride()) {
+    const int64_t i = e / chunks;
+    const int c = static_cast<int>(e - i * chunks) * V;
+    const int32_t tok = tokens[i];
+    if (tok < 0 || tok >= vocab) {
+      if (c == 0) atomicMin(first_bad, static_cast<unsigned long long>(i));
+      continue;
+    }
+    float v[V];
+    load_vec<V>(wte + static_cast<int64_t>(tok) * C + c, v);
+    if (wpe) {
+      float p[V];
+      load_vec<V>(wpe + (i % T) * C + c, p);
+#pragma unroll
+      for (int k = 0; k < V; ++k) v[k] += p[k];
+    }
+    store_vec<V>(out + i * C + c, v);
+  }
+}
+
+// rows[i] = i (the sort's values), and the first bad id's position into first_bad.
+__global__ void check_and_index_kernel(const int32_t* __restrict__ tokens, int64_t N, int64_t vocab,
+                                       int32_t* __restrict__ rows, unsigned long long* __restrict__ first_bad) {
+  for (int64_t i = thread_index(); i < N; i += grid_stride()) {
+    rows[i] = static_cast<int32_t>(i);
+    const int32_t tok = tokens[i];
+    if (tok < 0 || tok >= vocab) atomicMin(first_bad, static_cast<unsigned long long>(i));
+  }
+}
+
+// Block (k, channel block): when sorted position k starts a group of equal tokens, sums the
+// group's dout rows (ascending row order: the sort is stable) and adds the sum to dwte.
+template <int V, class A, class G>
+__global__ void embedding_wte_grad_kernel(G* __restrict__ dwte, const A* __restrict__ dout,
+                                          const uint32_t* __restrict__ keys, const int32_t* __restrict__ rows,
+                                          int N, int C, const unsigned long long* __restrict__ first_bad) {
+  if (*first_bad != kNoBadToken) return;
+  const int k = blockIdx.x;
+  const uint32_t tok = keys[k];
+  if (k > 0 && keys[k - 1] == tok) return;  // not the first of its group
+  const int c = (blockIdx.y * kGroupThreads + threadIdx.x) * V;
+  if (c >= C) return;
+  float acc[V];
+  load_vec<V>(dout + static_cast<int64_t>(rows[k]) * C + c, acc);
+  for (int j = k + 1; j < N && keys[j] == tok; ++j) {
+    float v[V];
+    load_vec<V>(dout + static_cast<int64_t>(rows[j]) * C + c, v);
+#pragma unroll
+    for (int q = 0; q < V; ++q) acc[q] += v[q];
+  }
+  G* dst = dwte + static_cast<int64_t>(tok) * C + c;
+  float g[V];
+  load_vec<V>(dst, g);
+#pragma unroll
+  for (int q = 0; q < V; ++q) g[q] += acc[q];
+  store_vec<V>(dst, g);
+}
+
+// dwpe[t, c..c+V) += sum over b (in order) of dout[b, t, ...]. first_bad may be null.
+template <int V, class A, class G>
+__global__ void embedding_wpe_grad_kernel(G* __restrict__ dwpe, const A* __restrict__ dout, int64_t B, int64_t T,
+                                          int C, const unsigned long long* __restrict__ first_bad) {
+  if (first_bad && *first_bad != kNoBadToken) return;
+  const int chunks = C / V;
+  const int64_t total = T * chunks;
+  for (int64_t e = thread_index(); e < total; e += grid_stride()) {
+    const int64_t t = e / chunks;
+    const int c = static_cast<int>(e - t * chunks) * V;
+    float acc[V];
+    load_vec<V>(dout + t * C + c, acc);
+    for (int64_t b = 1; b < B; ++b) {
+      float v[V];
+      load_vec<V>(dout + (b * T + t) * C + c, v);
+#pragma unroll
+      for (int q = 0; q < V; ++q) acc[q] += v[q];
+    }
+    G* dst = dwpe + t * C + c;
+    float g[V];
+    load_vec<V>(dst, g);
+#pragma unroll
+    for (int q = 0; q < V; ++q) g[q] += acc[q];
+    store_vec<V>(dst, g);
+  }
+}
+
+// ---- host side ----------------------------------------------------------------------
+
+bool present(const Tensor& t) { return t.defined() && t.data() != nullptr; }
+
+template <class T>
+T* ptr(const Tensor& t) {
+  return present(t) ? static_cast<T*>(t.data()) : nullptr;
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+unsigned blocks_for(int64_t work, int threads) {
+  // Grid-stride loops: enough blocks to fill the GPU, never more than needed.
+  const int64_t blocks = (work + threads - 1) / threads;
+  return static_cast<unsigned>(std::min<int64_t>(blocks, 65536));
+}
+
+template <class Fn>
+void dispatch_activation(DType dt, Fn&& fn) {
+  switch (dt) {
+    case DType::F32: return fn(Tag<float>{});
+    case DType::BF16: return fn(Tag<__nv_bfloat16>{});
+    default: break;
+  }
+  ZT_THROW_UNSUPPORTED("cuda embedding: activations must be f32 or bf16, got ", dtype_name(dt));
+}
+
+template <class Fn>
+void dispatch_param(DType dt, Fn&& fn) {
+  dispatch_float(dt, [&](auto tag) { fn(Tag<typename DeviceType<decltype(tag)>::type>{}); });
+}
+
+// A device flag for the first bad token position, set to "none".
+Buffer make_flag(cudaStream_t stream) {
+  Buffer flag(sizeof(unsigned long long), Device::cuda());
+  ZT_CUDA_CHECK(cudaMemsetAsync(flag.data(), 0xff, sizeof(unsigned long long), stream));  // kNoBadToken
+  return flag;
+}
+
+// Reads the flag back (waits for the stream: the one host sync of the op) and, when an id
+// was bad, the id itself.
+TokenCheck read_flag(const Buffer& flag, const int32_t* tokens, cudaStream_t stream) {
+  unsigned long long first = kNoBadToken;
+  ZT_CUDA_CHECK(cudaMemcpyAsync(&first, flag.data(), sizeof first, cudaMemcpyDeviceToHost, stream));
+  ZT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  TokenCheck check;
+  if (first == kNoBadToken) return check;
+  check.position = static_cast<int64_t>(first);
+  ZT_CUDA_CHECK(cudaMemcpyAsync(&check.id, tokens + first, sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
+  ZT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return check;
+}
+
+int checked_channels(const char* op, int64_t C) {
+  ZT_CHECK(C <= INT_MAX, op, ": C = ", C, " is too large for the CUDA kernels");
+  return static_cast<int>(C);
+}
+
+// Bits of the sort key: enough for ids in [0, vocab).
+int key_bits(int64_t vocab) {
+  int bits = 1;
+  while (bits < 32 && (int64_t{1} << bits) < vocab) ++bits;
+  return bits;
+}
+
+template <class A, class G>
+void wte_grad(G* dwte, const A* dout, const int32_t* tokens, int64_t vocab, int N, int C,
+              unsigned long long* first_bad, cudaStream_t stream) {
+  // Sort (token, row) pairs by token. The ids are read as unsigned keys: valid ids are
+  // non-negative; with a bad id the order is meaningless, but then nothing is written.
+  Buffer rows_in(static_cast<size_t>(N) * sizeof(int32_t), Device::cuda());
+  Buffer rows_out(static_cast<size_t>(N) * sizeof(int32_t), Device::cuda());
+  Buffer keys_out(static_cast<size_t>(N) * sizeof(uint32_t), Device::cuda());
+  int32_t* rin = static_cast<int32_t*>(rows_in.data());
+  int32_t* rout = static_cast<int32_t*>(rows_out.data());
+  uint32_t* kout = static_cast<uint32_t*>(keys_out.data());
+  const uint32_t* kin = reinterpret_cast<const uint32_t*>(tokens);
+
+  check_and_index_kernel<<<blocks_for(N, kThreads), kThreads, 0, stream>>>(tokens, N, vocab, rin, first_bad);
+  ZT_CUDA_CHECK_LAST();
+
+  const int end_bit = key_bits(vocab);
+  size_t temp_bytes = 0;
+  ZT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, kin, kout, rin, rout, N, 0, end_bit, stream));
+  // Never a null pointer: CUB would take that for another size query.
+  Buffer temp(std::max<size_t>(temp_bytes, 16), Device::cuda());
+  ZT_CUDA_CHECK(
+      cub::DeviceRadixSort::SortPairs(temp.data(), temp_bytes, kin, kout, rin, rout, N, 0, end_bit, stream));
+
+  const bool vec = C % kVec == 0 && aligned16(dwte) && aligned16(dout);
+  const int per_thread = vec ? kVec : 1;
+  const unsigned channel_blocks =
+      static_cast<unsigned>((C + kGroupThreads * per_thread - 1) / (kGroupThreads * per_thread));
+  const dim3 grid(static_cast<unsigned>(N), channel_blocks);
+  if (vec) {
+    embedding_wte_grad_kernel<kVec><<<grid, kGroupThreads, 0, stream>>>(dwte, dout, kout, rout, N, C, first_bad);
+  } else {
+    embedding_wte_grad_kernel<1><<<grid, kGroupThreads, 0, stream>>>(dwte, dout, kout, rout, N, C, first_bad);
+  }
+  ZT_CUDA_CHECK_LAST();
+  // The scratch buffers go back to the stream-ordered cache: safe without a sync.
+}
+
+template <class A, class G>
+void wpe_grad(G* dwpe, const A* dout, int64_t B, int64_t T, int C, const unsigned long long* first_bad,
+              cudaStream_t stream) {
+  const bool vec = C % kVec == 0 && aligned16(dwpe) && aligned16(dout);
+  if (vec) {
+    embedding_wpe_grad_kernel<kVec><<<blocks_for(T * (C / kVec), kThreads), kThreads, 0, stream>>>(
+        dwpe, dout, B, T, C, first_bad);
+  } else {
+    embedding_wpe_grad_kernel<1><<<blocks_for(T * C, kThreads), kThreads, 0, stream>>>(dwpe, dout, B, T, C,
+                                                                                         first_bad);
+  }
+  ZT_CUDA_CHECK_LAST();
+}
+
+}  // namespace
+
+TokenCheck embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) {
+  const int64_t B = tokens.size(0), T = tokens.size(1), N = B * T, vocab = wte.size(0);
+  const int C = checked_channels("cuda::embedding_forward", wte.size(1));
+  if (N == 0 || C == 0) return {};
+  cudaStream_t stream = compute_stream();
+  const int32_t* tok = ptr<const int32_t>(tokens);
+  Buffer flag = make_flag(stream);
+  unsigned long long* first_bad = static_cast<unsigned long long*>(flag.data());
+  dispatch_activation(out.dtype(), [&](auto at) {
+    dispatch_param(wte.dtype(), [&](auto wt) {
+      using A = typename decltype(at)::type;
+      using W = typename decltype(wt)::type;
+      A* y = ptr<A>(out);
+      const W* te = ptr<const W>(wte);
+      const W* pe = ptr<const W>(wpe);
+      const bool vec = C % kVec == 0 && aligned16(y) && aligned16(te) && aligned16(pe);
+      if (vec) {
+        embedding_forward_kernel<kVec><<<blocks_for(N * (C / kVec), kThreads), kThreads, 0, stream>>>(
+            y, tok, te, pe, N, T, C, vocab, first_bad);
+      } else {
+        embedding_forward_kernel<1><<<blocks_for(N * C, kThreads), kThreads, 0, stream>>>(y, tok, te, pe, N, T, C,
+                                                                                         vocab, first_bad);
+      }
+      ZT_CUDA_CHECK_LAST();
+    });
+  });
+  return read_flag(flag, tok, stream);
+}
+
+TokenCheck embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
+  const bool has_wte = present(dwte), has_wpe = present(dwpe);
+  if (!has_wte && !has_wpe) return {};
+  const Tensor& ref = has_wte ? dwte : dwpe;
+  const int64_t B = tokens.size(0), T = tokens.size(1), N = B * T;
+  const int C = checked_channels("cuda::embedding_backward", ref.size(1));
+  if (N == 0 || C == 0) return {};
+  ZT_CHECK(N <= INT_MAX, "cuda::embedding_backward: ", N, " tokens is too many for one call (at most ", INT_MAX,
+           ")");
+  cudaStream_t stream = compute_stream();
+  const int32_t* tok = ptr<const int32_t>(tokens);
+  // The flag exists only when dwte is updated: like the CPU path, ids are checked against
+  // dwte's rows and not at all for dwpe alone.
+  Buffer flag = has_wte ? make_flag(stream) : Buffer();
+  unsigned long long* first_bad = static_cast<unsigned long long*>(flag.data());
+  dispatch_activation(dout.dtype(), [&](auto at) {
+    dispatch_param(ref.dtype(), [&](auto gt) {
+      using A = typename decltype(at)::type;
+      using G = typename decltype(gt)::type;
+      const A* d = ptr<const A>(dout);
+      if (has_wte) wte_grad(ptr<G>(dwte), d, tok, dwte.size(0), static_cast<int>(N), C, first_bad, stream);
+      if (has_wpe) wpe_grad(ptr<G>(dwpe), d, B, T, C, first_bad, stream);
+    });
+  });
+  return has_wte ? read_flag(flag, tok, stream) : TokenCheck{};
+}
+
+}  // namespace zt::cuda

@@ -1,0 +1,36 @@
+// CUDA token + position embedding (embedding.cu): the kernels behind ops/embedding.h for
+// device tensors. No CUDA types here, so the ops/ wrappers can call these in every build
+// (the CPU-only build links backend/stub/embedding_stub.cpp, which throws Unsupported).
+//
+// Same meaning, shapes and accumulation rule as the ops:: functions of the same name:
+// out (=); dwte (+=), dwpe (+=). The wrapper has checked shapes and devices. tokens: i32
+// [B, T] on the device; wte/wpe and dwte/dwpe: f32, bf16 or f16; out/dout: f32 or bf16
+// (sums in f32, one rounding per output element).
+//
+// Token ids live on the device, so they are checked there: a kernel records the first
+// position whose id is outside [0, V) and the call reads that one value back (a stream
+// synchronisation: one tiny host wait per call, the price of BadInput naming the id; the
+// wrapper turns a bad result into the same error as the CPU path). Nothing is written to
+// dwte/dwpe when an id is bad; out's rows for bad ids are left unwritten.
+#pragma once
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace zt::cuda {
+
+// The first out-of-range token id found, if any.
+struct TokenCheck {
+  int64_t position = -1;  // flat index into tokens; -1: every id is in range (or none was checked)
+  int32_t id = 0;         // tokens[position]
+};
+
+// out[b, t] = wte[tokens[b, t]] (+ wpe[t]); wpe may be undefined.
+TokenCheck embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe);
+
+// dwte[tokens[i]] += dout[i] (ids checked against dwte's rows); dwpe[t] += sum_b dout[b, t].
+// Either gradient may be undefined. Deterministic: the same bits on every run (see
+// embedding.cu).
+TokenCheck embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens);
+
+}  // namespace zt::cuda

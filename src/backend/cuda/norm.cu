@@ -1,0 +1,474 @@
+// CUDA LayerNorm and RMSNorm (see norm_ops.h).
+//
+// Accumulation rule: out, mean, rstd (=); dinp (=); dweight, dbias (+=).
+//
+// Forward and dinp: one warp per row (8 rows per 256-thread block). The warp reads its row
+// two or three times (statistics, then output); the row is small (C * 4 bytes) and the
+// re-reads hit L1/L2. Lanes step through the row 8 elements at a time with 16-byte loads
+// when C % 8 == 0 and every pointer is 16-byte aligned; otherwise element by element.
+// Sums are reduced across the warp with a fixed butterfly, so results are deterministic.
+// The math is the CPU backend's (backend/cpu/norm.cpp), in f32, step for step.
+//
+// dweight/dbias (deterministic, no atomics): the rows are cut into at most kMaxChunks
+// fixed chunks (the cut depends only on N); kernel 1 has one thread per (column, chunk)
+// that sums its chunk's rows in row order into an f32 scratch [K][chunks][C] (a warp reads
+// 32 consecutive columns of one row: coalesced); kernel 2 has one thread per column that
+// sums the chunks in chunk order and adds the total to the gradient with one rounding.
+// This pass runs before the dinp kernel, so dinp may alias dout.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/context.h"
+#include "backend/cuda/norm_ops.h"
+#include "core/allocator.h"
+#include "core/error.h"
+
+namespace zt::cuda {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kRowsPerBlock = 8;  // warps (rows) per block of the row kernels
+constexpr int kVec = 8;           // elements per vector step: one 16-byte load of 16-bit values, two of f32
+constexpr int kColThreads = 128;  // columns per block of the column-sum kernels
+constexpr int64_t kMaxChunks = 256;
+constexpr int64_t kMinChunkRows = 16;
+
+// ---- element types ------------------------------------------------------------------
+
+template <class T>
+struct Tag {
+  using type = T;
+};
+// The device type of a core storage type (bit-compatible).
+template <class T>
+struct DeviceType {
+  using type = T;
+};
+template <>
+struct DeviceType<bf16> {
+  using type = __nv_bfloat16;
+};
+template <>
+struct DeviceType<f16> {
+  using type = __half;
+};
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+
+template <class T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) {
+  return __float2half_rn(v);
+}
+
+// Bit-level conversions between f32 and a storage type's bits (in the low bits of a word):
+// well-defined (no type punning), the same roundings as core/dtype.h for finite values.
+template <class T>
+struct Bits;
+template <>
+struct Bits<float> {
+  static __device__ __forceinline__ float load(uint32_t b) { return __uint_as_float(b); }
+  static __device__ __forceinline__ uint32_t store(float v) { return __float_as_uint(v); }
+};
+template <>
+struct Bits<__nv_bfloat16> {
+  static __device__ __forceinline__ float load(uint32_t b) {
+    return __bfloat162float(__ushort_as_bfloat16(static_cast<unsigned short>(b)));
+  }
+  static __device__ __forceinline__ uint32_t store(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
+};
+template <>
+struct Bits<__half> {
+  static __device__ __forceinline__ float load(uint32_t b) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(b)));
+  }
+  static __device__ __forceinline__ uint32_t store(float v) { return __half_as_ushort(__float2half_rn(v)); }
+};
+
+// V consecutive elements at p as f32. V == 1: one scalar load; otherwise 16-byte loads, p
+// must be 16-byte aligned and V * sizeof(T) a multiple of 16. Elements sit little-endian
+// in the 32-bit words (two 16-bit elements per word, element 0 in the low half).
+template <int V, class T>
+__device__ __forceinline__ void load_vec(const T* p, float (&v)[V]) {
+  if constexpr (V == 1) {
+    v[0] = to_float(*p);
+  } else {
+    static_assert(V * sizeof(T) % 16 == 0, "vector loads move whole 16-byte words");
+    constexpr int kPer = 16 / sizeof(T);  // elements per 16-byte word
+#pragma unroll
+    for (int w = 0; w < V / kPer; ++w) {
+      const uint4 raw = reinterpret_cast<const uint4*>(p)[w];
+      const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        if constexpr (sizeof(T) == 4) {
+          v[w * kPer + k] = Bits<T>::load(u[k]);
+        } else {
+          v[w * kPer + k] = Bits<T>::load((u[k / 2] >> (16 * (k % 2))) & 0xffffu);
+        }
+      }
+    }
+  }
+}
+
+// Stores V f32 values at p rounded to T (same alignment rules as load_vec).
+template <int V, class T>
+__device__ __forceinline__ void store_vec(T* p, const float (&v)[V]) {
+  if constexpr (V == 1) {
+    *p = from_float<T>(v[0]);
+  } else {
+    constexpr int kPer = 16 / sizeof(T);
+#pragma unroll
+    for (int w = 0; w < V / kPer; ++w) {
+      uint32_t u[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        const uint32_t bits = Bits<T>::store(v[w * kPer + k]);
+        if constexpr (sizeof(T) == 4) {
+          u[k] = bits;
+        } else {
+          u[k / 2] |= bits << (16 * (k % 2));
+        }
+      }
+      reinterpret_cast<uint4*>(p)[w] = make_uint4(u[0], u[1], u[2], u[3]);
+    }
+  }
+}
+
+// Sum over the warp, the same value in every lane (a fixed butterfly: deterministic).
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// ---- kernels ------------------------------------------------------------------------
+
+// One warp per row. LayerNorm: m = mean(x), r = 1/sqrt(mean((x-m)^2) + eps),
+// y = (x-m) r w + b. RMSNorm: r = 1/sqrt(mean(x^2) + eps), y = (x r) w. No __restrict__
+// on inp/out: the op also works in place (each element is read before it is written).
+template <int V, bool kLayerNorm, class A, class W>
+__global__ void norm_forward_kernel(A* out, float* mean, float* rstd, const A* inp, const W* weight,
+                                    const W* bias, int64_t N, int C, float eps) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+  if (row >= N) return;  // whole warps leave together: the shuffles below see full warps
+  const int lane = threadIdx.x % kWarp;
+  const A* x = inp + row * C;
+  A* y = out + row * C;
+  const float inv_c = 1.0f / static_cast<float>(C);
+
+  float m = 0.0f;
+  if constexpr (kLayerNorm) {
+    float s = 0.0f;
+    for (int c = lane * V; c < C; c += kWarp * V) {
+      float xv[V];
+      load_vec<V>(x + c, xv);
+#pragma unroll
+      for (int k = 0; k < V; ++k) s += xv[k];
+    }
+    m = warp_sum(s) * inv_c;
+  }
+  float ss = 0.0f;
+  for (int c = lane * V; c < C; c += kWarp * V) {
+    float xv[V];
+    load_vec<V>(x + c, xv);
+#pragma unroll
+    for (int k = 0; k < V; ++k) ss += (xv[k] - m) * (xv[k] - m);
+  }
+  const float r = 1.0f / sqrtf(warp_sum(ss) * inv_c + eps);
+
+  for (int c = lane * V; c < C; c += kWarp * V) {
+    float xv[V], wv[V], yv[V];
+    load_vec<V>(x + c, xv);
+    load_vec<V>(weight + c, wv);
+    if constexpr (kLayerNorm) {
+      float bv[V];
+      if (bias) {
+        load_vec<V>(bias + c, bv);
+      } else {
+#pragma unroll
+        for (int k = 0; k < V; ++k) bv[k] = 0.0f;
+      }
+#pragma unroll
+      for (int k = 0; k < V; ++k) yv[k] = (xv[k] - m) * r * wv[k] + bv[k];
+    } else {
+#pragma unroll
+      for (int k = 0; k < V; ++k) yv[k] = (xv[k] * r) * wv[k];
+    }
+    store_vec<V>(y + c, yv);
+  }
+  if (lane == 0) {
+    if (kLayerNorm && mean) mean[row] = m;
+    if (rstd) rstd[row] = r;
+  }
+}
+
+// Partial column sums for the parameter gradients: thread (c, chunk) sums over the rows of
+// its chunk in row order. partial: [K][chunks][C], K = 2 (dweight, dbias) for LayerNorm,
+// 1 (dweight) for RMSNorm.
+template <bool kLayerNorm, class A>
+__global__ void norm_param_partials_kernel(float* __restrict__ partial, const A* __restrict__ dout,
+                                           const A* __restrict__ inp, const float* __restrict__ mean,
+                                           const float* __restrict__ rstd, int64_t N, int C,
+                                           int64_t rows_per_chunk) {
+  const int c = blockIdx.x * kColThreads + threadIdx.x;
+  if (c >= C) return;
+  const int64_t chunk = blockIdx.y, chunks = gridDim.y;
+  const int64_t r0 = chunk * rows_per_chunk;
+  const int64_t r1 = r0 + rows_per_chunk < N ? r0 + rows_per_chunk : N;
+  float aw = 0.0f, ab = 0.0f;
+  for (int64_t n = r0; n < r1; ++n) {
+    const float d = to_float(dout[n * C + c]);
+    const float x = to_float(inp[n * C + c]);
+    if constexpr (kLayerNorm) {
+      aw += d * ((x - mean[n]) * rstd[n]);
+      ab += d;
+    } else {
+      aw += d * (x * rstd[n]);
+    }
+  }
+  partial[chunk * C + c] = aw;
+  if constexpr (kLayerNorm) partial[(chunks + chunk) * C + c] = ab;
+}
+
+// grad[c] += sum over chunks of partial[chunk][c], summed in chunk order in f32, one rounding.
+template <class G>
+__global__ void add_column_sums_kernel(G* __restrict__ grad, const float* __restrict__ partial, int64_t chunks,
+                                       int C) {
+  const int c = blockIdx.x * kColThreads + threadIdx.x;
+  if (c >= C) return;
+  float acc = partial[c];
+  for (int64_t k = 1; k < chunks; ++k) acc += partial[k * C + c];
+  grad[c] = from_float<G>(to_float(grad[c]) + acc);
+}
+
+// dinp, one warp per row. With xn = (x - m) r (LayerNorm) or x r (RMSNorm), dn = w d:
+// dx = (dn - mean(dn) - xn mean(dn xn)) r   (RMSNorm: no mean(dn) term).
+// No __restrict__ on dout/dinp: dinp may alias dout (each element is read before written).
+template <int V, bool kLayerNorm, class A, class W>
+__global__ void norm_dinp_kernel(A* dinp, const A* dout, const A* inp, const W* weight, const float* mean,
+                                 const float* rstd, int64_t N, int C) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+  if (row >= N) return;
+  const int lane = threadIdx.x % kWarp;
+  const A* x = inp + row * C;
+  const A* d = dout + row * C;
+  A* dx = dinp + row * C;
+  const float inv_c = 1.0f / static_cast<float>(C);
+  const float m = kLayerNorm ? mean[row] : 0.0f;
+  const float r = rstd[row];
+
+  float s1 = 0.0f, s2 = 0.0f;
+  for (int c = lane * V; c < C; c += kWarp * V) {
+    float xv[V], dv[V], wv[V];
+    load_vec<V>(x + c, xv);
+    load_vec<V>(d + c, dv);
+    load_vec<V>(weight + c, wv);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const float dn = wv[k] * dv[k];
+      s1 += dn;
+      s2 += dn * ((xv[k] - m) * r);
+    }
+  }
+  float mean_dn = 0.0f;
+  if constexpr (kLayerNorm) mean_dn = warp_sum(s1) * inv_c;
+  const float mean_dn_n = warp_sum(s2) * inv_c;
+
+  for (int c = lane * V; c < C; c += kWarp * V) {
+    float xv[V], dv[V], wv[V], gv[V];
+    load_vec<V>(x + c, xv);
+    load_vec<V>(d + c, dv);
+    load_vec<V>(weight + c, wv);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const float xn = (xv[k] - m) * r;
+      gv[k] = (wv[k] * dv[k] - mean_dn - xn * mean_dn_n) * r;
+    }
+    store_vec<V>(dx + c, gv);
+  }
+}
+
+// ---- host side ----------------------------------------------------------------------
+
+bool present(const Tensor& t) { return t.defined() && t.data() != nullptr; }
+
+template <class T>
+T* ptr(const Tensor& t) {
+  return present(t) ? static_cast<T*>(t.data()) : nullptr;
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// Calls fn(Tag<A>) with A the device type of an activation dtype (f32 or bf16).
+template <class Fn>
+void dispatch_activation(DType dt, Fn&& fn) {
+  switch (dt) {
+    case DType::F32: return fn(Tag<float>{});
+    case DType::BF16: return fn(Tag<__nv_bfloat16>{});
+    default: break;
+  }
+  ZT_THROW_UNSUPPORTED("cuda norm: activations must be f32 or bf16, got ", dtype_name(dt));
+}
+
+// Calls fn(Tag<W>) with W the device type of a parameter dtype (f32, bf16 or f16).
+template <class Fn>
+void dispatch_param(DType dt, Fn&& fn) {
+  dispatch_float(dt, [&](auto tag) { fn(Tag<typename DeviceType<decltype(tag)>::type>{}); });
+}
+
+struct Rows {
+  int64_t N = 0;
+  int C = 0;
+};
+
+Rows rows_of(const char* op, const Tensor& act, const Tensor& weight) {
+  const int64_t C = weight.numel();
+  ZT_CHECK(C <= INT_MAX, op, ": C = ", C, " is too large for the CUDA kernels");
+  Rows r;
+  r.C = static_cast<int>(C);
+  r.N = C ? act.numel() / C : 0;
+  ZT_CHECK((r.N + kRowsPerBlock - 1) / kRowsPerBlock <= INT_MAX, op, ": too many rows (", r.N, ")");
+  return r;
+}
+
+unsigned row_blocks(int64_t N) { return static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock); }
+
+template <bool kLayerNorm>
+void norm_forward(const char* op, const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp,
+                  const Tensor& weight, const Tensor& bias, float eps) {
+  const Rows rows = rows_of(op, inp, weight);
+  if (rows.N == 0 || rows.C == 0) return;
+  ZT_CHECK(out.dtype() == inp.dtype(), op, ": out and inp must have one dtype, got ", dtype_name(out.dtype()),
+           " and ", dtype_name(inp.dtype()));
+  cudaStream_t stream = compute_stream();
+  dispatch_activation(inp.dtype(), [&](auto at) {
+    dispatch_param(weight.dtype(), [&](auto wt) {
+      using A = typename decltype(at)::type;
+      using W = typename decltype(wt)::type;
+      A* y = ptr<A>(out);
+      const A* x = ptr<const A>(inp);
+      const W* w = ptr<const W>(weight);
+      const W* b = kLayerNorm ? ptr<const W>(bias) : nullptr;
+      const bool vec = rows.C % kVec == 0 && aligned16(y) && aligned16(x) && aligned16(w) && aligned16(b);
+      if (vec) {
+        norm_forward_kernel<kVec, kLayerNorm><<<row_blocks(rows.N), kRowsPerBlock * kWarp, 0, stream>>>(
+            y, ptr<float>(mean), ptr<float>(rstd), x, w, b, rows.N, rows.C, eps);
+      } else {
+        norm_forward_kernel<1, kLayerNorm><<<row_blocks(rows.N), kRowsPerBlock * kWarp, 0, stream>>>(
+            y, ptr<float>(mean), ptr<float>(rstd), x, w, b, rows.N, rows.C, eps);
+      }
+      ZT_CUDA_CHECK_LAST();
+    });
+  });
+}
+
+// dweight (+=) and, for LayerNorm, dbias (+=): the two-kernel deterministic column sum.
+template <bool kLayerNorm>
+void norm_param_grads(const Tensor& dweight, const Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                      const Tensor& mean, const Tensor& rstd, Rows rows, cudaStream_t stream) {
+  const int64_t rows_per_chunk =
+      std::max(kMinChunkRows, (rows.N + kMaxChunks - 1) / kMaxChunks);  // depends only on N
+  const int64_t chunks = (rows.N + rows_per_chunk - 1) / rows_per_chunk;
+  constexpr int K = kLayerNorm ? 2 : 1;
+  Buffer partial(static_cast<size_t>(K * chunks * rows.C) * sizeof(float), Device::cuda());
+  float* part = static_cast<float*>(partial.data());
+  const unsigned col_blocks = static_cast<unsigned>((rows.C + kColThreads - 1) / kColThreads);
+  dispatch_activation(dout.dtype(), [&](auto at) {
+    using A = typename decltype(at)::type;
+    norm_param_partials_kernel<kLayerNorm><<<dim3(col_blocks, static_cast<unsigned>(chunks)), kColThreads, 0,
+                                             stream>>>(part, ptr<const A>(dout), ptr<const A>(inp),
+                                                       ptr<const float>(mean), ptr<const float>(rstd), rows.N,
+                                                       rows.C, rows_per_chunk);
+    ZT_CUDA_CHECK_LAST();
+  });
+  const Tensor* grads[2] = {&dweight, &dbias};
+  for (int k = 0; k < K; ++k) {
+    const Tensor& g = *grads[k];
+    if (!present(g)) continue;
+    dispatch_param(g.dtype(), [&](auto gt) {
+      using G = typename decltype(gt)::type;
+      add_column_sums_kernel<<<col_blocks, kColThreads, 0, stream>>>(ptr<G>(g), part + k * chunks * rows.C, chunks,
+                                                                      rows.C);
+      ZT_CUDA_CHECK_LAST();
+    });
+  }
+  // `partial` goes back to the stream-ordered cache here: later work on the stream runs
+  // after these kernels, so reuse is safe without a sync.
+}
+
+template <bool kLayerNorm>
+void norm_backward(const char* op, const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
+                   const Tensor& dout, const Tensor& inp, const Tensor& weight, const Tensor& mean,
+                   const Tensor& rstd) {
+  const Rows rows = rows_of(op, dout, weight);
+  if (rows.N == 0 || rows.C == 0) return;
+  ZT_CHECK(inp.dtype() == dout.dtype() && (!present(dinp) || dinp.dtype() == dout.dtype()), op,
+           ": dout, inp and dinp must have one dtype, got ", dtype_name(dout.dtype()), ", ", dtype_name(inp.dtype()),
+           ", ", dtype_name(dinp.dtype()));
+  cudaStream_t stream = compute_stream();
+  if (present(dweight) || (kLayerNorm && present(dbias))) {
+    norm_param_grads<kLayerNorm>(dweight, dbias, dout, inp, mean, rstd, rows, stream);
+  }
+  if (!present(dinp)) return;
+  dispatch_activation(dout.dtype(), [&](auto at) {
+    dispatch_param(weight.dtype(), [&](auto wt) {
+      using A = typename decltype(at)::type;
+      using W = typename decltype(wt)::type;
+      A* dx = ptr<A>(dinp);
+      const A* d = ptr<const A>(dout);
+      const A* x = ptr<const A>(inp);
+      const W* w = ptr<const W>(weight);
+      const float* m = kLayerNorm ? ptr<const float>(mean) : nullptr;
+      const float* r = ptr<const float>(rstd);
+      const bool vec = rows.C % kVec == 0 && aligned16(dx) && aligned16(d) && aligned16(x) && aligned16(w);
+      if (vec) {
+        norm_dinp_kernel<kVec, kLayerNorm><<<row_blocks(rows.N), kRowsPerBlock * kWarp, 0, stream>>>(
+            dx, d, x, w, m, r, rows.N, rows.C);
+      } else {
+        norm_dinp_kernel<1, kLayerNorm><<<row_blocks(rows.N), kRowsPerBlock * kWarp, 0, stream>>>(
+            dx, d, x, w, m, r, rows.N, rows.C);
+      }
+      ZT_CUDA_CHECK_LAST();
+    });
+  });
+}
+
+}  // namespace
+
+void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp,
+                       const Tensor& weight, const Tensor& bias, float eps) {
+  norm_forward<true>("cuda::layernorm_forward", out, mean, rstd, inp, weight, bias, eps);
+}
+
+void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                        const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd) {
+  norm_backward<true>("cuda::layernorm_backward", dinp, dweight, dbias, dout, inp, weight, mean, rstd);
+}
+
+void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& inp, const Tensor& weight, float eps) {
+  norm_forward<false>("cuda::rmsnorm_forward", out, Tensor{}, rstd, inp, weight, Tensor{}, eps);
+}
+
+void rmsnorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dout, const Tensor& inp,
+                      const Tensor& weight, const Tensor& rstd) {
+  norm_backward<false>("cuda::rmsnorm_backward", dinp, dweight, Tensor{}, dout, inp, weight, Tensor{}, rstd);
+}
+
+}  // namespace zt::cuda

@@ -1,0 +1,274 @@
+// CUDA token + position embedding against the CPU backend: forward (wte gather + wpe) for
+// f32/bf16 outputs and f32/bf16/f16 tables; backward into pre-filled dwte/dwpe (the
+// accumulation rule) with many repeated tokens, one token everywhere, a 50257-row vocabulary
+// (16-bit sort keys), odd widths and N = 1; out-of-range ids are BadInput naming the first
+// bad id and leave the gradients untouched; run-to-run determinism.
+//
+// Tolerances, as max|gpu - cpu| / max|cpu|: the GPU sums in the CPU's order (rows of one
+// token in ascending position, then one add into the gradient), so f32 results should be
+// identical; 1e-6 is allowed. bf16/f16 outputs or gradients: 1e-2 (one rounding of the
+// result). The CPU always gets the same rounded inputs as the GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/cuda_tensor.h"
+#include "common/make_tensor.h"
+#include "common/random.h"
+#include "core/error.h"
+#include "core/tensor.h"
+#include "ops/embedding.h"
+
+namespace {
+
+using zt::Device;
+using zt::DType;
+using zt::OwnedTensor;
+using zt::Shape;
+using zt::Tensor;
+using zt::testing::make;
+using zt::testing::randn;
+using zt::testing::to_device;
+using zt::testing::to_host;
+
+constexpr double kF32Tol = 1e-6;
+constexpr double kLowPrecisionTol = 1e-2;
+
+struct Input {
+  OwnedTensor cpu;
+  OwnedTensor gpu;
+};
+// The values rounded to gpu_dtype, as a CPU tensor of cpu_dtype and a device tensor of gpu_dtype.
+Input input(const std::vector<float>& v, const Shape& shape, DType gpu_dtype, DType cpu_dtype) {
+  const OwnedTensor rounded = make(v, shape, gpu_dtype);
+  return {make(rounded->to_f32_vector(), shape, cpu_dtype), to_device(rounded)};
+}
+
+OwnedTensor host_tokens(const std::vector<int32_t>& ids, int64_t B, int64_t T) {
+  OwnedTensor t({B, T}, DType::I32);
+  EXPECT_EQ(ids.size(), static_cast<size_t>(B * T));
+  if (!ids.empty()) std::memcpy(t->data(), ids.data(), ids.size() * sizeof(int32_t));
+  return t;
+}
+
+OwnedTensor nan_output(const Shape& shape, DType dtype) {
+  const std::vector<float> nan(static_cast<size_t>(zt::shape_numel(shape)), std::numeric_limits<float>::quiet_NaN());
+  return to_device(make(nan, shape, dtype));
+}
+
+void expect_close(const Tensor& gpu, const Tensor& cpu, double tol, const std::string& what) {
+  const std::vector<float> got = to_host(gpu)->to_f32_vector();
+  const std::vector<float> want = cpu.to_f32_vector();
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double max_diff = 0, max_ref = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(got[i])) << what << ": GPU value " << got[i] << " at " << i;
+    ASSERT_TRUE(std::isfinite(want[i])) << what << ": CPU value " << want[i] << " at " << i;
+    max_diff = std::max(max_diff, std::fabs(static_cast<double>(got[i]) - want[i]));
+    max_ref = std::max(max_ref, std::fabs(static_cast<double>(want[i])));
+  }
+  const double rel = max_ref > 0 ? max_diff / max_ref : max_diff;
+  EXPECT_LE(rel, tol) << what << ": max|diff| " << max_diff << ", max|ref| " << max_ref;
+}
+
+std::vector<uint8_t> bytes_of(const Tensor& device) {
+  const OwnedTensor h = to_host(device);
+  const uint8_t* p = static_cast<const uint8_t*>(h->data());
+  return std::vector<uint8_t>(p, p + h->nbytes());
+}
+
+enum class Tokens { Random, FewDistinct, AllSame };
+
+struct EmbCase {
+  int64_t B, T, V, C;
+  DType act;    // out / dout on the GPU
+  DType param;  // wte / wpe and their gradients
+  bool wpe;
+  Tokens tokens;
+};
+
+std::string case_name(const ::testing::TestParamInfo<EmbCase>& info) {
+  const EmbCase& c = info.param;
+  const char* tok = c.tokens == Tokens::Random ? "random" : c.tokens == Tokens::FewDistinct ? "few" : "same";
+  return "B" + std::to_string(c.B) + "_T" + std::to_string(c.T) + "_V" + std::to_string(c.V) + "_C" +
+         std::to_string(c.C) + "_" + zt::dtype_name(c.act) + "_w" + zt::dtype_name(c.param) + (c.wpe ? "_wpe" : "") +
+         "_" + tok;
+}
+
+std::vector<int32_t> make_ids(const EmbCase& k, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::vector<int32_t> ids(static_cast<size_t>(k.B * k.T));
+  for (auto& id : ids) {
+    switch (k.tokens) {
+      case Tokens::Random: id = static_cast<int32_t>(gen() % static_cast<uint32_t>(k.V)); break;
+      case Tokens::FewDistinct: id = static_cast<int32_t>(gen() % std::min<uint32_t>(5, static_cast<uint32_t>(k.V))); break;
+      case Tokens::AllSame: id = static_cast<int32_t>(k.V - 1); break;
+    }
+  }
+  if (k.tokens == Tokens::Random && !ids.empty()) ids.back() = static_cast<int32_t>(k.V - 1);  // the last row
+  return ids;
+}
+
+const EmbCase kCases[] = {
+    {1, 1, 1, 768, DType::F32, DType::F32, true, Tokens::Random},
+    {2, 5, 7, 13, DType::F32, DType::F32, true, Tokens::Random},
+    {3, 4, 6, 9, DType::BF16, DType::F16, true, Tokens::Random},
+    {4, 64, 50, 768, DType::F32, DType::F32, true, Tokens::FewDistinct},
+    {4, 64, 50, 768, DType::BF16, DType::BF16, true, Tokens::FewDistinct},
+    {2, 100, 1000, 1600, DType::F32, DType::BF16, false, Tokens::Random},
+    {4, 256, 1000, 2048, DType::F32, DType::F32, false, Tokens::Random},
+    {2, 128, 50257, 64, DType::F32, DType::F32, true, Tokens::Random},
+    {8, 128, 10, 100, DType::F32, DType::F32, true, Tokens::AllSame},
+    {2, 33, 300, 40, DType::BF16, DType::F32, true, Tokens::Random},
+};
+
+class CudaEmbedding : public ::testing::TestWithParam<EmbCase> {};
+
+TEST_P(CudaEmbedding, ForwardMatchesCpu) {
+  ZT_REQUIRE_GPU();
+  const EmbCase k = GetParam();
+  const OwnedTensor tok_h = host_tokens(make_ids(k, 1), k.B, k.T);
+  const OwnedTensor tok_d = to_device(tok_h);
+  const Input wte = input(randn(static_cast<size_t>(k.V * k.C), 2), {k.V, k.C}, k.param, k.param);
+  const int64_t P = k.T + 3;  // wpe may have more rows than T
+  const Input wpe = input(randn(static_cast<size_t>(P * k.C), 3), {P, k.C}, k.param, k.param);
+  const Shape act{k.B, k.T, k.C};
+  OwnedTensor out_c(act, DType::F32);
+  zt::ops::embedding_forward(out_c, tok_h, wte.cpu, k.wpe ? Tensor(wpe.cpu) : Tensor{});
+  OwnedTensor out_g = nan_output(act, k.act);
+  zt::ops::embedding_forward(out_g, tok_d, wte.gpu, k.wpe ? Tensor(wpe.gpu) : Tensor{});
+  expect_close(out_g, out_c, k.act == DType::F32 ? kF32Tol : kLowPrecisionTol, "out");
+}
+
+TEST_P(CudaEmbedding, BackwardAccumulatesLikeCpu) {
+  ZT_REQUIRE_GPU();
+  const EmbCase k = GetParam();
+  const OwnedTensor tok_h = host_tokens(make_ids(k, 4), k.B, k.T);
+  const OwnedTensor tok_d = to_device(tok_h);
+  const Shape act{k.B, k.T, k.C};
+  const Input dout = input(randn(static_cast<size_t>(k.B * k.T * k.C), 5), act, k.act, DType::F32);
+  // Pre-filled gradients: the result must be old + new.
+  const Input dwte = input(randn(static_cast<size_t>(k.V * k.C), 6), {k.V, k.C}, k.param, k.param);
+  const int64_t P = k.T + 2;
+  const Input dwpe = input(randn(static_cast<size_t>(P * k.C), 7), {P, k.C}, k.param, k.param);
+  zt::ops::embedding_backward(dwte.cpu, k.wpe ? Tensor(dwpe.cpu) : Tensor{}, dout.cpu, tok_h);
+  zt::ops::embedding_backward(dwte.gpu, k.wpe ? Tensor(dwpe.gpu) : Tensor{}, dout.gpu, tok_d);
+  const double tol = k.param == DType::F32 ? kF32Tol : kLowPrecisionTol;
+  expect_close(dwte.gpu, dwte.cpu, tol, "dwte");
+  expect_close(dwpe.gpu, dwpe.cpu, tol, "dwpe");  // untouched rows included
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, CudaEmbedding, ::testing::ValuesIn(kCases), case_name);
+
+// dwpe alone (dwte undefined): no token check, position sums only.
+TEST(CudaEmbeddingOptional, PositionGradientAlone) {
+  ZT_REQUIRE_GPU();
+  const int64_t B = 3, T = 17, C = 24;
+  const OwnedTensor tok_h = host_tokens(std::vector<int32_t>(static_cast<size_t>(B * T), 2), B, T);
+  const Input dout = input(randn(B * T * C, 8), {B, T, C}, DType::F32, DType::F32);
+  const Input dwpe = input(randn(T * C, 9), {T, C}, DType::F32, DType::F32);
+  zt::ops::embedding_backward(Tensor{}, dwpe.cpu, dout.cpu, tok_h);
+  zt::ops::embedding_backward(Tensor{}, dwpe.gpu, dout.gpu, to_device(tok_h));
+  expect_close(dwpe.gpu, dwpe.cpu, kF32Tol, "dwpe alone");
+}
+
+// An out-of-range id is BadInput naming the first bad id and its position (device-side
+// check); the backward leaves dwte and dwpe as they were.
+TEST(CudaEmbeddingErrors, BadTokenIdIsBadInput) {
+  ZT_REQUIRE_GPU();
+  const int64_t B = 2, T = 8, V = 11, C = 16;
+  const Input wte = input(randn(V * C, 10), {V, C}, DType::F32, DType::F32);
+  const Input dout = input(randn(B * T * C, 11), {B, T, C}, DType::F32, DType::F32);
+  const Input dwte = input(randn(V * C, 12), {V, C}, DType::F32, DType::F32);
+  const Input dwpe = input(randn(T * C, 13), {T, C}, DType::F32, DType::F32);
+  OwnedTensor out({B, T, C}, DType::F32, Device::cuda());
+  for (int32_t bad : {11, -1, 50257}) {
+    std::vector<int32_t> ids(static_cast<size_t>(B * T), 3);
+    ids[5] = bad;
+    ids[9] = 12;  // a later bad id must not be the one reported
+    const OwnedTensor tok_d = to_device(host_tokens(ids, B, T));
+    try {
+      zt::ops::embedding_forward(out, tok_d, wte.gpu, Tensor{});
+      ADD_FAILURE() << "no error for token " << bad;
+    } catch (const zt::Error& e) {
+      EXPECT_EQ(e.kind(), zt::ErrorKind::BadInput);
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("token id " + std::to_string(bad) + " at position 5"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("size 11"), std::string::npos) << msg;
+    }
+    const std::vector<uint8_t> before_e = bytes_of(dwte.gpu), before_p = bytes_of(dwpe.gpu);
+    try {
+      zt::ops::embedding_backward(dwte.gpu, dwpe.gpu, dout.gpu, tok_d);
+      ADD_FAILURE() << "no error for token " << bad << " in the backward";
+    } catch (const zt::Error& e) {
+      EXPECT_EQ(e.kind(), zt::ErrorKind::BadInput);
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("token id " + std::to_string(bad) + " at position 5"), std::string::npos) << msg;
+    }
+    EXPECT_EQ(bytes_of(dwte.gpu), before_e) << "dwte changed despite a bad id";
+    EXPECT_EQ(bytes_of(dwpe.gpu), before_p) << "dwpe changed despite a bad id";
+  }
+  // After the errors the op works again (the flag is per call).
+  const OwnedTensor good = to_device(host_tokens(std::vector<int32_t>(static_cast<size_t>(B * T), 10), B, T));
+  EXPECT_NO_THROW(zt::ops::embedding_forward(out, good, wte.gpu, Tensor{}));
+}
+
+// Same inputs, same bits; from zero, two calls give exactly twice one call.
+TEST(CudaEmbeddingDeterminism, BackwardIsDeterministicAndAccumulates) {
+  ZT_REQUIRE_GPU();
+  const int64_t B = 8, T = 512, V = 300, C = 768;
+  std::mt19937 gen(21);
+  std::vector<int32_t> ids(static_cast<size_t>(B * T));
+  for (auto& id : ids) id = static_cast<int32_t>(gen() % 40);  // heavy repeats
+  const OwnedTensor tok_d = to_device(host_tokens(ids, B, T));
+  const Input dout = input(randn(B * T * C, 22), {B, T, C}, DType::F32, DType::F32);
+  auto run = [&](int calls) {
+    OwnedTensor dwte = OwnedTensor::zeros({V, C}, DType::F32, Device::cuda());
+    OwnedTensor dwpe = OwnedTensor::zeros({T, C}, DType::F32, Device::cuda());
+    for (int i = 0; i < calls; ++i) zt::ops::embedding_backward(dwte, dwpe, dout.gpu, tok_d);
+    return std::make_pair(to_host(dwte)->to_f32_vector(), to_host(dwpe)->to_f32_vector());
+  };
+  const auto a = run(1), b = run(1), twice = run(2);
+  EXPECT_EQ(a.first, b.first) << "dwte differs run to run";
+  EXPECT_EQ(a.second, b.second) << "dwpe differs run to run";
+  for (size_t i = 0; i < a.first.size(); ++i) ASSERT_EQ(twice.first[i], 2.0f * a.first[i]) << "dwte at " << i;
+  for (size_t i = 0; i < a.second.size(); ++i) ASSERT_EQ(twice.second[i], 2.0f * a.second[i]) << "dwpe at " << i;
+}
+
+// Unaligned device views (C a multiple of 8, pointers off 16 bytes): the scalar path.
+TEST(CudaEmbeddingAlignment, UnalignedViewsMatchCpu) {
+  ZT_REQUIRE_GPU();
+  const int64_t B = 2, T = 9, V = 20, C = 64;
+  std::vector<int32_t> ids(static_cast<size_t>(B * T));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7) % V);
+  const OwnedTensor tok_h = host_tokens(ids, B, T);
+  const std::vector<float> wv = randn(V * C, 31), dv = randn(B * T * C, 32), gv = randn(V * C, 33);
+  auto shifted = [](const std::vector<float>& v) {
+    std::vector<float> padded(v.size() + 1, 0.0f);
+    std::copy(v.begin(), v.end(), padded.begin() + 1);
+    return to_device(make(padded, {static_cast<int64_t>(padded.size())}));
+  };
+  auto view = [](const OwnedTensor& buf, Shape shape) {
+    return Tensor(static_cast<float*>(buf->data()) + 1, std::move(shape), DType::F32, Device::cuda());
+  };
+  const OwnedTensor wbuf = shifted(wv), dbuf = shifted(dv), gbuf = shifted(gv),
+                    obuf = shifted(std::vector<float>(static_cast<size_t>(B * T * C), NAN));
+  const OwnedTensor wte_c = make(wv, {V, C}), dout_c = make(dv, {B, T, C}), dwte_c = make(gv, {V, C});
+  OwnedTensor out_c({B, T, C}, DType::F32);
+  zt::ops::embedding_forward(out_c, tok_h, wte_c, Tensor{});
+  const Tensor out_g = view(obuf, {B, T, C});
+  zt::ops::embedding_forward(out_g, to_device(tok_h), view(wbuf, {V, C}), Tensor{});
+  expect_close(out_g, out_c, kF32Tol, "unaligned out");
+  zt::ops::embedding_backward(dwte_c, Tensor{}, dout_c, tok_h);
+  const Tensor dwte_g = view(gbuf, {V, C});
+  zt::ops::embedding_backward(dwte_g, Tensor{}, view(dbuf, {B, T, C}), to_device(tok_h));
+  expect_close(dwte_g, dwte_c, kF32Tol, "unaligned dwte");
+}
+
+}  // namespace
