@@ -3,9 +3,12 @@
 // Accumulation rule: dinp (activation gradient) is overwritten (=); dweight (parameter
 // gradient, the weight's dtype) is accumulated (+=); padding rows (>= vocab_size) of
 // dweight are left as they are. losses (optional) is overwritten.
+// inp and dinp are f32, or on CUDA f32 or bf16. Tensors on a CUDA device go to
+// backend/cuda/cross_entropy_ops.h, others to backend/cpu.
 #include "ops/cross_entropy.h"
 
 #include "backend/cpu/cross_entropy.h"
+#include "backend/cuda/cross_entropy_ops.h"
 #include "core/error.h"
 #include "ops/dispatch.h"
 
@@ -15,7 +18,8 @@ namespace {
 void check_common(const char* op, const Tensor& inp, const Tensor& weight, const Tensor& targets,
                   int64_t vocab_size) {
   ZT_CHECK(inp.defined() && inp.dim() == 2, op, ": inp must be [N, C], got ", shape_str(inp.shape()));
-  ZT_CHECK(inp.dtype() == DType::F32, op, ": inp must be f32, got ", dtype_name(inp.dtype()));
+  ZT_CHECK(inp.dtype() == DType::F32 || (inp.dtype() == DType::BF16 && inp.device().is_cuda()), op,
+           ": inp must be f32 (or bf16 on CUDA), got ", dtype_name(inp.dtype()), " on ", inp.device().name());
   ZT_CHECK(inp.is_contiguous(), op, ": inp must be contiguous");
   ZT_CHECK(weight.defined() && weight.dim() == 2 && weight.size(1) == inp.size(1), op, ": weight must be [Vp, ",
            inp.size(1), "], got ", shape_str(weight.shape()));
@@ -43,8 +47,12 @@ CrossEntropyResult lm_head_cross_entropy_forward(const Tensor& inp, const Tensor
              shape_str(losses.shape()));
   }
   const Device dev = common_device(op, {&inp, &weight, &targets, &losses});
-  if (!dev.is_cpu()) no_kernel(op, dev);
   if (inp.size(0) == 0) return {};
+  if (dev.is_cuda()) {
+    const cuda::CrossEntropySums s = cuda::lm_head_cross_entropy_forward(inp, weight, targets, vocab_size, ignore_index,
+                                                                         has_losses ? losses : Tensor{});
+    return {s.loss_sum, s.count};
+  }
   const cpu::CrossEntropySums s = cpu::lm_head_cross_entropy(
       inp.data_as<float>(), weight.data(), weight.dtype(), targets.data_as<int32_t>(), inp.size(0), inp.size(1),
       vocab_size, weight.size(0), ignore_index, has_losses ? losses.data_as<float>() : nullptr, nullptr, nullptr,
@@ -58,15 +66,22 @@ CrossEntropyResult lm_head_cross_entropy_forward_backward(const Tensor& dinp, co
                                                           int ignore_index, float grad_scale) {
   const char* op = "lm_head_cross_entropy_forward_backward";
   check_common(op, inp, weight, targets, vocab_size);
-  ZT_CHECK(dinp.defined() && dinp.shape() == inp.shape() && dinp.dtype() == DType::F32 && dinp.is_contiguous(), op,
-           ": dinp must be contiguous f32 ", shape_str(inp.shape()));
+  ZT_CHECK(dinp.defined() && dinp.shape() == inp.shape() &&
+               (dinp.dtype() == DType::F32 || (dinp.dtype() == DType::BF16 && dinp.device().is_cuda())) &&
+               dinp.is_contiguous(),
+           op, ": dinp must be contiguous f32 (or bf16 on CUDA) ", shape_str(inp.shape()), ", got ",
+           dtype_name(dinp.dtype()), " ", shape_str(dinp.shape()));
   ZT_CHECK(dweight.defined() && dweight.shape() == weight.shape() && dweight.dtype() == weight.dtype() &&
                dweight.is_contiguous(),
            op, ": dweight must be contiguous ", dtype_name(weight.dtype()), " ", shape_str(weight.shape()), ", got ",
            dtype_name(dweight.dtype()), " ", shape_str(dweight.shape()));
   const Device dev = common_device(op, {&dinp, &dweight, &inp, &weight, &targets});
-  if (!dev.is_cpu()) no_kernel(op, dev);
   if (inp.size(0) == 0) return {};
+  if (dev.is_cuda()) {
+    const cuda::CrossEntropySums s = cuda::lm_head_cross_entropy_forward_backward(
+        dinp, dweight, inp, weight, targets, vocab_size, ignore_index, grad_scale);
+    return {s.loss_sum, s.count};
+  }
   const cpu::CrossEntropySums s = cpu::lm_head_cross_entropy(
       inp.data_as<float>(), weight.data(), weight.dtype(), targets.data_as<int32_t>(), inp.size(0), inp.size(1),
       vocab_size, weight.size(0), ignore_index, nullptr, dinp.data_as<float>(), dweight.data(), grad_scale);

@@ -1,21 +1,24 @@
 // Tensor-level linear layer (see ops/linear.h).
 //
 // Accumulation rule: out (=), dinp (=), dweight (+=), dbias (+=).
-// Activations (inp, out, dout, dinp) are f32 and contiguous with any leading shape: they
-// are read as [N, features] with N the product of the leading dimensions. weight and bias
-// share one dtype (f32, bf16 or f16); dweight and dbias share one floating dtype (normally
-// the weight's).
+// Activations (inp, out, dout, dinp) are contiguous with any leading shape: they are read
+// as [N, features] with N the product of the leading dimensions; f32, or on CUDA f32 or
+// bf16 (each activation independently). weight and bias share one dtype (f32, bf16 or
+// f16); dweight and dbias share one floating dtype (normally the weight's).
+// Tensors on a CUDA device go to backend/cuda/linear_ops.h (cuBLASLt), others to backend/cpu.
 #include "ops/linear.h"
 
 #include "backend/cpu/linear.h"
+#include "backend/cuda/linear_ops.h"
 #include "ops/dispatch.h"
 
 namespace zt::ops {
 
 namespace {
-// Rows of a contiguous f32 activation whose last dimension must be `features`.
+// Rows of a contiguous activation (f32, or bf16 on CUDA) whose last dimension must be `features`.
 int64_t rows_of(const char* op, const Tensor& t, int64_t features) {
-  ZT_CHECK(t.dtype() == DType::F32, op, ": activation '", t.name(), "' must be f32, got ", dtype_name(t.dtype()));
+  ZT_CHECK(t.dtype() == DType::F32 || (t.dtype() == DType::BF16 && t.device().is_cuda()), op, ": activation '",
+           t.name(), "' must be f32 (or bf16 on CUDA), got ", dtype_name(t.dtype()), " on ", t.device().name());
   ZT_CHECK(t.is_contiguous(), op, ": activation '", t.name(), "' must be contiguous");
   ZT_CHECK(t.dim() >= 1 && t.size(-1) == features, op, ": activation '", t.name(), "' has shape ",
            shape_str(t.shape()), ", expected last dimension ", features);
@@ -39,7 +42,10 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
              shape_str(bias.shape()), " ", dtype_name(bias.dtype()));
   }
   const Device dev = common_device("linear_forward", {&out, &inp, &weight, &bias});
-  if (!dev.is_cpu()) no_kernel("linear_forward", dev);
+  if (dev.is_cuda()) {
+    cuda::linear_forward(out, inp, weight, has_bias ? bias : Tensor{}, layout);
+    return;
+  }
   dispatch_float(weight.dtype(), [&](auto tag) {
     using W = decltype(tag);
     cpu::linear_forward(static_cast<float*>(out.data()), static_cast<const float*>(inp.data()),
@@ -80,7 +86,11 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
   }
   if (!has_dinp && !has_dw && !has_db) return;
   const Device dev = common_device("linear_backward", {&dinp, &dweight, &dbias, &dout, &inp, &weight});
-  if (!dev.is_cpu()) no_kernel("linear_backward", dev);
+  if (dev.is_cuda()) {
+    cuda::linear_backward(has_dinp ? dinp : Tensor{}, has_dw ? dweight : Tensor{}, has_db ? dbias : Tensor{}, dout,
+                          inp, weight, layout);
+    return;
+  }
   const DType gdt = has_dw ? dweight.dtype() : (has_db ? dbias.dtype() : weight.dtype());
   dispatch_float(weight.dtype(), [&](auto wtag) {
     dispatch_float(gdt, [&](auto gtag) {

@@ -1,0 +1,29 @@
+// CUDA linear layer (linear.cu, cuBLASLt through backend/cuda/matmul.h). Same meaning,
+// shapes and accumulation rule as ops/linear.h, whose wrappers have validated the tensors:
+// out (=), dinp (=), dweight (+=), dbias (+=); undefined tensors are skipped.
+//
+// Dtypes: activations (inp, out, dout, dinp) are f32 or bf16, each independently; weight
+// and bias f32, bf16 or f16; dweight and dbias any one floating dtype. The arithmetic is
+// f32 (CUBLAS_COMPUTE_32F, never TF32). An activation x weight product runs in the weight's
+// dtype when the activation is f32 and the weight 16-bit (the activation is rounded to
+// bf16/f16 in scratch first: mixed precision), in the common dtype when they agree, else in
+// f32 (exact widening). dweight = dout^T inp runs in the activations' dtype (f32 if they
+// differ) and is accumulated with one rounding: in place (beta = 1) when cuBLASLt writes
+// dweight's dtype, else through f32 scratch. dbias is a deterministic column-sum kernel.
+#pragma once
+#include "backend/weight_layout.h"
+#include "core/tensor.h"
+
+namespace zt::cuda {
+
+// out[N, O] = inp[N, I] @ weight[O, I]^T (+ bias[O], fused as a cuBLASLt epilogue);
+// InOut: weight [I, O], out = inp @ weight.
+void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                    WeightLayout layout);
+
+// dinp[N, I] = dout @ weight (=); dweight[O, I] += dout^T @ inp (InOut: dweight[I, O] +=
+// inp^T @ dout); dbias[O] += column sums of dout.
+void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                     const Tensor& inp, const Tensor& weight, WeightLayout layout);
+
+}  // namespace zt::cuda
