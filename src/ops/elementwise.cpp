@@ -4,9 +4,11 @@
 // dtype), scale_inplace (in place). add_inplace, scale_inplace, sum_of_squares and
 // all_finite take f32, bf16 or f16 (they run on parameter-gradient buffers); add_inplace
 // allows acc and x of different floating dtypes. add needs one dtype for all three.
+// On CUDA, sum_of_squares and all_finite synchronise the compute stream (host results).
 #include "ops/elementwise.h"
 
 #include "backend/cpu/elementwise.h"
+#include "backend/cuda/elementwise_ops.h"
 #include "ops/dispatch.h"
 
 namespace zt::ops {
@@ -27,6 +29,10 @@ void add(const Tensor& out, const Tensor& a, const Tensor& b) {
            shape_str(a.shape()), ", ", shape_str(b.shape()));
   ZT_CHECK(a.dtype() == out.dtype() && b.dtype() == out.dtype(), "add: dtypes differ");
   const Device dev = common_device("add", {&out, &a, &b});
+  if (dev.is_cuda()) {
+    cuda::add(out, a, b);
+    return;
+  }
   if (!dev.is_cpu()) no_kernel("add", dev);
   dispatch_float(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -40,6 +46,10 @@ void add_inplace(const Tensor& acc, const Tensor& x) {
   check_float_contiguous("add_inplace", x);
   ZT_CHECK(acc.numel() == x.numel(), "add_inplace: sizes ", shape_str(acc.shape()), " and ", shape_str(x.shape()));
   const Device dev = common_device("add_inplace", {&acc, &x});
+  if (dev.is_cuda()) {
+    cuda::add_inplace(acc, x);
+    return;
+  }
   if (!dev.is_cpu()) no_kernel("add_inplace", dev);
   dispatch_float(acc.dtype(), [&](auto atag) {
     dispatch_float(x.dtype(), [&](auto xtag) {
@@ -53,6 +63,10 @@ void add_inplace(const Tensor& acc, const Tensor& x) {
 void scale_inplace(const Tensor& x, float alpha) {
   check_float_contiguous("scale_inplace", x);
   const Device dev = common_device("scale_inplace", {&x});
+  if (dev.is_cuda()) {
+    cuda::scale_inplace(x, alpha);
+    return;
+  }
   if (!dev.is_cpu()) no_kernel("scale_inplace", dev);
   dispatch_float(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -63,6 +77,7 @@ void scale_inplace(const Tensor& x, float alpha) {
 double sum_of_squares(const Tensor& x) {
   check_float_contiguous("sum_of_squares", x);
   const Device dev = common_device("sum_of_squares", {&x});
+  if (dev.is_cuda()) return cuda::sum_of_squares(x);
   if (!dev.is_cpu()) no_kernel("sum_of_squares", dev);
   return dispatch_float(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -73,6 +88,7 @@ double sum_of_squares(const Tensor& x) {
 bool all_finite(const Tensor& x) {
   check_float_contiguous("all_finite", x);
   const Device dev = common_device("all_finite", {&x});
+  if (dev.is_cuda()) return cuda::all_finite(x);
   if (!dev.is_cpu()) no_kernel("all_finite", dev);
   return dispatch_float(x.dtype(), [&](auto tag) {
     using T = decltype(tag);

@@ -1,6 +1,7 @@
 #include "ops/optimizer.h"
 
 #include "backend/cpu/optimizer.h"
+#include "backend/cuda/optimizer_ops.h"
 #include "core/error.h"
 #include "core/dtype_dispatch.h"
 #include "ops/dispatch.h"
@@ -11,7 +12,7 @@ namespace {
 bool defined_data(const Tensor& t) { return t.data() != nullptr; }
 
 // Checks shared by every update: equal sizes, contiguous ranges, f32 state, and a master
-// copy exactly when the parameter is stored in 16 bits. Returns the device.
+// copy exactly when the parameter is stored in 16 bits. Returns the device (CPU or CUDA).
 Device check_common(const char* op, const Tensor& param, const Tensor& master, const Tensor& grad,
                     std::initializer_list<const Tensor*> state) {
   const int64_t n = param.numel();
@@ -32,7 +33,7 @@ Device check_common(const char* op, const Tensor& param, const Tensor& master, c
   for (const Tensor* s : state)
     if (defined_data(*s)) ZT_CHECK(s->device() == dev, op, ": state on ", s->device().name(), ", parameter on ",
                                    dev.name());
-  if (!dev.is_cpu()) no_kernel(op, dev);
+  if (!dev.is_cpu() && !dev.is_cuda()) no_kernel(op, dev);
   return dev;
 }
 
@@ -54,8 +55,12 @@ void dispatch_param_grad(const Tensor& param, const Tensor& grad, Fn&& fn) {
 
 void adamw_step(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v,
                 const AdamWHyper& h) {
-  check_common("adamw_step", param, master, grad, {&m, &v});
+  const Device dev = check_common("adamw_step", param, master, grad, {&m, &v});
   ZT_CHECK(h.step >= 1, "adamw_step: step is 1-based, got ", h.step);
+  if (dev.is_cuda()) {
+    cuda::adamw_step(param, master, grad, m, v, h);
+    return;
+  }
   dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
     cpu::adamw_step(p, f32_or_null(master), g, static_cast<float*>(m.data()), static_cast<float*>(v.data()),
                     param.numel(), h);
@@ -66,15 +71,23 @@ void sgd_step(const Tensor& param, const Tensor& master, const Tensor& grad, con
               const SgdHyper& h) {
   const bool has_buf = defined_data(momentum_buf);
   ZT_CHECK(has_buf == (h.momentum != 0.0f), "sgd_step: a momentum buffer is needed exactly when momentum != 0");
-  if (has_buf) check_common("sgd_step", param, master, grad, {&momentum_buf});
-  else check_common("sgd_step", param, master, grad, {});
+  const Device dev = has_buf ? check_common("sgd_step", param, master, grad, {&momentum_buf})
+                             : check_common("sgd_step", param, master, grad, {});
+  if (dev.is_cuda()) {
+    cuda::sgd_step(param, master, grad, momentum_buf, h);
+    return;
+  }
   dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
     cpu::sgd_step(p, f32_or_null(master), g, f32_or_null(momentum_buf), param.numel(), h);
   });
 }
 
 void lion_step(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const LionHyper& h) {
-  check_common("lion_step", param, master, grad, {&m});
+  const Device dev = check_common("lion_step", param, master, grad, {&m});
+  if (dev.is_cuda()) {
+    cuda::lion_step(param, master, grad, m, h);
+    return;
+  }
   dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
     cpu::lion_step(p, f32_or_null(master), g, static_cast<float*>(m.data()), param.numel(), h);
   });

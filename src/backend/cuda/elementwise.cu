@@ -1,0 +1,324 @@
+// Pointwise helpers on the GPU; see elementwise_ops.h.
+//
+// Accumulation rule: add (=), add_inplace (+=, in f32, one rounding to acc's dtype),
+// scale_inplace (in place). Each is a single f32 operation per element followed by the
+// rounding of core/dtype.h, so the results are bitwise the CPU backend's.
+//
+// Shape of the work: a thread handles chunks of 8 consecutive elements (one 16-byte
+// vector of 16-bit values, two of f32) in a grid-stride loop of 256-thread blocks. When
+// every pointer of a call is 16-byte aligned, full chunks move as 16-byte vectors;
+// otherwise (misaligned views) and for the last partial chunk, elements move one by one.
+// Outputs may alias inputs element for element: a thread reads its chunk before writing it.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/context.h"
+#include "backend/cuda/elementwise_ops.h"
+#include "backend/cuda_api.h"
+#include "core/dtype_dispatch.h"
+
+namespace zt::cuda {
+namespace {
+
+// ---- chunked element access -----------------------------------------------------------------
+// The same block opens elementwise.cu, activation.cu, dropout.cu and optimizer.cu (each .cu
+// is compiled alone); a shared header under backend/cuda/device/ is where it would go.
+
+constexpr int kThreads = 256;
+constexpr int kChunk = 8;              // elements per thread step: 16 bytes of 16-bit values
+constexpr int64_t kMaxBlocks = 8192;   // more work than this grid covers is grid-strided
+
+// f32 value of a stored element, and the stored element for an f32 value: bf16 rounds as
+// core/dtype.h's to_bf16 bit for bit (nearest even, NaN stays a quiet NaN), f16 as
+// __float2half_rn (nearest even, as the CPU's F16C conversion).
+template <class T>
+__device__ __forceinline__ float to_float(T v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else if constexpr (std::is_same_v<T, bf16>) {
+    return __uint_as_float(static_cast<uint32_t>(v.bits) << 16);
+  } else {
+    static_assert(std::is_same_v<T, f16>);
+    return __half2float(__ushort_as_half(v.bits));
+  }
+}
+template <class T>
+__device__ __forceinline__ T from_float(float f) {
+  if constexpr (std::is_same_v<T, float>) {
+    return f;
+  } else if constexpr (std::is_same_v<T, bf16>) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return bf16{static_cast<uint16_t>((u >> 16) | 0x0040u)};
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return bf16{static_cast<uint16_t>(u >> 16)};
+  } else {
+    static_assert(std::is_same_v<T, f16>);
+    return f16{__half_as_ushort(__float2half_rn(f))};
+  }
+}
+
+__device__ __forceinline__ void load_vec(const float* p, float (&f)[kChunk]) {
+  const float4* q = reinterpret_cast<const float4*>(p);
+  const float4 a = q[0], b = q[1];
+  f[0] = a.x;
+  f[1] = a.y;
+  f[2] = a.z;
+  f[3] = a.w;
+  f[4] = b.x;
+  f[5] = b.y;
+  f[6] = b.z;
+  f[7] = b.w;
+}
+template <class H>  // bf16 or f16: eight 16-bit values in one 16-byte load, element 0 in the low half
+__device__ __forceinline__ void load_vec(const H* p, float (&f)[kChunk]) {
+  const uint4 v = *reinterpret_cast<const uint4*>(p);
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    f[2 * k] = to_float(H{static_cast<uint16_t>(w[k])});
+    f[2 * k + 1] = to_float(H{static_cast<uint16_t>(w[k] >> 16)});
+  }
+}
+__device__ __forceinline__ void store_vec(float* p, const float (&f)[kChunk]) {
+  float4* q = reinterpret_cast<float4*>(p);
+  q[0] = make_float4(f[0], f[1], f[2], f[3]);
+  q[1] = make_float4(f[4], f[5], f[6], f[7]);
+}
+template <class H>
+__device__ __forceinline__ void store_vec(H* p, const float (&f)[kChunk]) {
+  uint32_t w[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    w[k] = from_float<H>(f[2 * k]).bits | (static_cast<uint32_t>(from_float<H>(f[2 * k + 1]).bits) << 16);
+  *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// Elements [i, i + count) of p as f32; lanes from count on read as 0 (and are never stored).
+// vec: the chunk is full and p is 16-byte aligned.
+template <class T>
+__device__ __forceinline__ void load_chunk(const T* p, int64_t i, int count, bool vec, float (&f)[kChunk]) {
+  if (vec) {
+    load_vec(p + i, f);
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < kChunk; ++k) f[k] = k < count ? to_float(p[i + k]) : 0.0f;
+}
+template <class T>
+__device__ __forceinline__ void store_chunk(T* p, int64_t i, int count, bool vec, const float (&f)[kChunk]) {
+  if (vec) {
+    store_vec(p + i, f);
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < kChunk; ++k)
+    if (k < count) p[i + k] = from_float<T>(f[k]);
+}
+
+__host__ __device__ __forceinline__ int64_t chunks_of(int64_t n) { return (n + kChunk - 1) / kChunk; }
+
+// op(i, count, vec) for every chunk [i, i + count) of [0, n), grid-stride.
+template <class Op>
+__global__ void chunked_kernel(Op op, int64_t n, bool aligned) {
+  const int64_t chunks = chunks_of(n);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks; c += stride) {
+    const int64_t i = c * kChunk;
+    const int count = static_cast<int>(n - i < kChunk ? n - i : kChunk);
+    op(i, count, aligned && count == kChunk);
+  }
+}
+
+// Blocks for `chunks` thread steps: one step per thread, at most max_blocks (then grid-stride).
+unsigned grid_for(int64_t chunks, int64_t max_blocks = kMaxBlocks) {
+  return static_cast<unsigned>(std::min<int64_t>((chunks + kThreads - 1) / kThreads, max_blocks));
+}
+
+template <class Op>
+void launch_chunked(const Op& op, int64_t n, bool aligned) {
+  if (n <= 0) return;
+  chunked_kernel<<<grid_for(chunks_of(n)), kThreads, 0, compute_stream()>>>(op, n, aligned);
+  ZT_CUDA_CHECK_LAST();
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// ---- the ops ------------------------------------------------------------------------------
+
+template <class T>
+struct AddOp {
+  T* out;
+  const T* a;
+  const T* b;
+  __device__ void operator()(int64_t i, int count, bool vec) const {
+    float x[kChunk], y[kChunk];
+    load_chunk(a, i, count, vec, x);
+    load_chunk(b, i, count, vec, y);
+#pragma unroll
+    for (int k = 0; k < kChunk; ++k) x[k] += y[k];
+    store_chunk(out, i, count, vec, x);
+  }
+};
+
+template <class A, class X>
+struct AddInplaceOp {
+  A* acc;
+  const X* x;
+  __device__ void operator()(int64_t i, int count, bool vec) const {
+    float s[kChunk], d[kChunk];
+    load_chunk(acc, i, count, vec, s);
+    load_chunk(x, i, count, vec, d);
+#pragma unroll
+    for (int k = 0; k < kChunk; ++k) s[k] += d[k];
+    store_chunk(acc, i, count, vec, s);
+  }
+};
+
+template <class T>
+struct ScaleOp {
+  T* x;
+  float alpha;
+  __device__ void operator()(int64_t i, int count, bool vec) const {
+    float f[kChunk];
+    load_chunk(x, i, count, vec, f);
+#pragma unroll
+    for (int k = 0; k < kChunk; ++k) f[k] *= alpha;
+    store_chunk(x, i, count, vec, f);
+  }
+};
+
+// Flags (*bad = 1) any inf or nan. Widening to f32 keeps inf and nan of every dtype.
+template <class T>
+struct NonFiniteOp {
+  const T* x;
+  int* bad;
+  __device__ void operator()(int64_t i, int count, bool vec) const {
+    float f[kChunk];
+    load_chunk(x, i, count, vec, f);
+    bool finite = true;
+#pragma unroll
+    for (int k = 0; k < kChunk; ++k) finite &= (__float_as_uint(f[k]) & 0x7f800000u) != 0x7f800000u;
+    if (!finite) *bad = 1;  // every writer stores the same value
+  }
+};
+
+// Sum of v over the block (blockDim.x == kThreads); the total is valid in thread 0. The
+// order of additions is fixed by the thread layout, so the result is reproducible.
+__device__ double block_sum(double v) {
+  __shared__ double warp_sums[kThreads / 32];
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) warp_sums[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < kThreads / 32 ? warp_sums[lane] : 0.0;
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+  }
+  return v;
+}
+
+// partial[block] = sum over the block's chunks of x^2, each element widened to double first.
+template <class T>
+__global__ void sum_of_squares_partial_kernel(const T* x, int64_t n, bool aligned, double* partial) {
+  const int64_t chunks = chunks_of(n);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  double acc = 0.0;
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks; c += stride) {
+    const int64_t i = c * kChunk;
+    const int count = static_cast<int>(n - i < kChunk ? n - i : kChunk);
+    float f[kChunk];
+    load_chunk(x, i, count, aligned && count == kChunk, f);
+#pragma unroll
+    for (int k = 0; k < kChunk; ++k) acc += static_cast<double>(f[k]) * static_cast<double>(f[k]);
+  }
+  acc = block_sum(acc);
+  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+// *total = sum of partial[0, count), by one block.
+__global__ void sum_partials_kernel(const double* partial, int count, double* total) {
+  double acc = 0.0;
+  for (int i = threadIdx.x; i < count; i += blockDim.x) acc += partial[i];
+  acc = block_sum(acc);
+  if (threadIdx.x == 0) *total = acc;
+}
+
+// Partial sums per block; a fixed cap keeps the grid (and so the summation order) a function
+// of n alone, and 1024 blocks of 256 threads already cover an H200 several times.
+constexpr int64_t kReduceBlocks = 1024;
+
+}  // namespace
+
+void add(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const bool aligned = aligned16(out.data()) && aligned16(a.data()) && aligned16(b.data());
+  dispatch_float(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    launch_chunked(AddOp<T>{static_cast<T*>(out.data()), static_cast<const T*>(a.data()),
+                            static_cast<const T*>(b.data())},
+                   out.numel(), aligned);
+  });
+}
+
+void add_inplace(const Tensor& acc, const Tensor& x) {
+  const bool aligned = aligned16(acc.data()) && aligned16(x.data());
+  dispatch_float(acc.dtype(), [&](auto atag) {
+    dispatch_float(x.dtype(), [&](auto xtag) {
+      using A = decltype(atag);
+      using X = decltype(xtag);
+      launch_chunked(AddInplaceOp<A, X>{static_cast<A*>(acc.data()), static_cast<const X*>(x.data())}, acc.numel(),
+                     aligned);
+    });
+  });
+}
+
+void scale_inplace(const Tensor& x, float alpha) {
+  dispatch_float(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    launch_chunked(ScaleOp<T>{static_cast<T*>(x.data()), alpha}, x.numel(), aligned16(x.data()));
+  });
+}
+
+double sum_of_squares(const Tensor& x) {
+  const int64_t n = x.numel();
+  if (n == 0) return 0.0;
+  const unsigned blocks = grid_for(chunks_of(n), kReduceBlocks);
+  Buffer scratch((blocks + 1) * sizeof(double), x.device());
+  double* partial = static_cast<double*>(scratch.data());
+  double* total = partial + blocks;
+  const cudaStream_t stream = compute_stream();
+  dispatch_float(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    sum_of_squares_partial_kernel<T>
+        <<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x.data()), n, aligned16(x.data()), partial);
+    ZT_CUDA_CHECK_LAST();
+  });
+  sum_partials_kernel<<<1, kThreads, 0, stream>>>(partial, static_cast<int>(blocks), total);
+  ZT_CUDA_CHECK_LAST();
+  double result = 0.0;
+  copy_to_host(&result, total, sizeof(double));  // waits for the kernels above
+  return result;
+}
+
+bool all_finite(const Tensor& x) {
+  const int64_t n = x.numel();
+  if (n == 0) return true;
+  Buffer flag(sizeof(int), x.device());
+  flag.zero();  // cudaMemsetAsync on the compute stream, before the kernel
+  int* bad = static_cast<int*>(flag.data());
+  dispatch_float(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    launch_chunked(NonFiniteOp<T>{static_cast<const T*>(x.data()), bad}, n, aligned16(x.data()));
+  });
+  int host_bad = 0;
+  copy_to_host(&host_bad, bad, sizeof(int));
+  return host_bad == 0;
+}
+
+}  // namespace zt::cuda

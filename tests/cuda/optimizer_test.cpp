@@ -1,0 +1,289 @@
+// CUDA optimizer updates (ops/optimizer.h on device tensors) against the CPU backend, over
+// several steps: AdamW (decoupled and L2 decay, bias correction on and off, a resumed late
+// step), SGD (plain, L2, momentum with dampening, Nesterov; the buffer is NaN before its
+// first step, so reading it then would show), Lion (with and without decay). Every pair of
+// parameter and gradient dtypes (f32/bf16/f16; 16-bit parameters with an f32 master, and an
+// f32 parameter with a master too), sizes around the 8-element chunk, views shifted by one
+// element (the unaligned path), and one range past a full grid of the kernel.
+// Bounds (max|gpu - cpu| / scale per tensor, scale = max|cpu| or, when larger, the size of
+// what the tensor held or took in during the run: a value that cancels to near 0 keeps the
+// rounding error of its terms): f32 master/parameter/state 1e-6 (the two compilers may fuse
+// different multiply-adds: a few ulp); a 16-bit parameter must be its GPU master rounded to
+// its dtype, bit for bit, and within 1e-2 of the CPU's parameter.
+// Lion's sign(c) is discontinuous: an element whose c is within rounding of 0 in some step
+// may take the other sign on the other device, so its parameter is exempt (m is not).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/cuda_tensor.h"
+#include "common/make_tensor.h"
+#include "core/dtype.h"
+#include "core/tensor.h"
+#include "ops/optimizer.h"
+
+namespace {
+
+using namespace zt;
+using zt::testing::make;
+using zt::testing::to_host;
+
+// A device copy of a contiguous host tensor, `offset` elements past the start of its own
+// (256-byte aligned) allocation: offset 1 misaligns every 16-byte vector. An undefined host
+// tensor gives an undefined device tensor.
+struct DeviceCopy {
+  OwnedTensor storage;
+  Tensor view;
+  operator const Tensor&() const { return view; }
+};
+DeviceCopy on_device(const Tensor& host, int64_t offset = 0) {
+  DeviceCopy d;
+  if (host.data() == nullptr) return d;
+  d.storage = OwnedTensor({host.numel() + offset}, host.dtype(), Device::cuda());
+  char* base = static_cast<char*>(d.storage->data()) + offset * static_cast<int64_t>(dtype_size(host.dtype()));
+  cuda::copy_to_device(base, host.data(), host.nbytes());
+  d.view = Tensor(base, host.shape(), host.dtype(), Device::cuda(), host.name());
+  return d;
+}
+std::vector<float> values(const Tensor& t) {
+  return t.device().is_cuda() ? to_host(t)->to_f32_vector() : t.to_f32_vector();
+}
+
+// Uniform noise in [-scale, scale) from xorshift64: cheap enough for ranges of millions.
+std::vector<float> noise(int64_t n, uint64_t seed, float scale) {
+  std::vector<float> v(static_cast<size_t>(n));
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+  for (float& x : v) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    x = scale * (static_cast<float>(s >> 40) * (2.0f / 16777216.0f) - 1.0f);
+  }
+  return v;
+}
+
+double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, std::fabs(static_cast<double>(x)));
+  return m;
+}
+
+// max|got - want| / max(max|want|, scale) over the elements not exempt; fails on NaN/Inf in got.
+double max_rel_err(const std::vector<float>& got, const std::vector<float>& want, const std::vector<char>& exempt,
+                   double scale) {
+  EXPECT_EQ(got.size(), want.size());
+  const auto bad = std::find_if(got.begin(), got.end(), [](float f) { return !std::isfinite(f); });
+  EXPECT_TRUE(bad == got.end()) << "non-finite value at element " << (bad - got.begin());
+  double num = 0, den = scale;
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    if (!exempt.empty() && exempt[i]) continue;
+    num = std::max(num, std::fabs(static_cast<double>(got[i]) - want[i]));
+    den = std::max(den, std::fabs(static_cast<double>(want[i])));
+  }
+  return den > 0 ? num / den : num;
+}
+
+enum class Kind { AdamW, Sgd, Lion };
+
+struct OptCase {
+  std::string name;
+  Kind kind;
+  AdamWHyper adam{};
+  SgdHyper sgd{};
+  LionHyper lion{};
+  int64_t first_step = 1;  // AdamW: the step count of the first update (a resumed run starts late)
+};
+
+bool uses_first_state(const OptCase& c) { return c.kind != Kind::Sgd || c.sgd.momentum != 0.0f; }
+
+// One update of the case at `step` (1-based within the run).
+void update(const OptCase& c, int64_t step, const Tensor& param, const Tensor& master, const Tensor& grad,
+            const Tensor& s1, const Tensor& s2) {
+  switch (c.kind) {
+    case Kind::AdamW: {
+      AdamWHyper h = c.adam;
+      h.step = c.first_step + step - 1;
+      ops::adamw_step(param, master, grad, s1, s2, h);
+      return;
+    }
+    case Kind::Sgd: {
+      SgdHyper h = c.sgd;
+      h.buffer = step == 1 ? MomentumBuffer::Empty : MomentumBuffer::Filled;
+      ops::sgd_step(param, master, grad, uses_first_state(c) ? s1 : Tensor(), h);
+      return;
+    }
+    case Kind::Lion: ops::lion_step(param, master, grad, s1, c.lion); return;
+  }
+}
+
+// Marks the elements whose Lion direction c = b1 m + (1-b1) g is within rounding of zero.
+void mark_ambiguous_signs(const LionHyper& h, const std::vector<float>& m, const std::vector<float>& g,
+                          std::vector<char>& exempt) {
+  for (size_t i = 0; i < m.size(); ++i) {
+    const double a = static_cast<double>(h.beta1) * m[i];
+    const double b = (1.0 - static_cast<double>(h.beta1)) * static_cast<double>(g[i]) * h.grad_scale;
+    if (std::fabs(a + b) <= 1e-5 * (std::fabs(a) + std::fabs(b))) exempt[i] = 1;
+  }
+}
+
+void check_case(const OptCase& c, DType pdt, DType gdt, int64_t n, int64_t offset, bool f32_master, int steps,
+                uint64_t seed) {
+  SCOPED_TRACE(str(c.name, ": param ", dtype_name(pdt), " grad ", dtype_name(gdt), " n=", n, " offset=", offset,
+                   f32_master ? " (f32 param with master)" : ""));
+  const bool has_master = pdt != DType::F32 || f32_master;
+  const std::vector<float> p0 = noise(n, seed, 1.0f);
+  const OwnedTensor param = make(p0, {n}, pdt);
+  const OwnedTensor master = has_master ? make(p0, {n}) : OwnedTensor();
+  OwnedTensor s1, s2;
+  if (uses_first_state(c)) {
+    // SGD's buffer holds garbage before its first step: NaN, so that reading it would show.
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    s1 = c.kind == Kind::Sgd ? make(std::vector<float>(static_cast<size_t>(n), nan), {n})
+                             : make(noise(n, seed + 1, 0.01f), {n});
+  }
+  if (c.kind == Kind::AdamW) {
+    std::vector<float> v = noise(n, seed + 2, 1e-2f);
+    for (float& x : v) x = x * x;
+    s2 = make(v, {n});
+  }
+  const DeviceCopy g_param = on_device(param, offset), g_master = on_device(master, offset),
+                   g_s1 = on_device(s1, offset), g_s2 = on_device(s2, offset);
+
+  // Magnitudes of the run, for the error scales: initial values and scaled gradients.
+  const double p_scale = max_abs(p0);
+  const double s1_scale = c.kind == Kind::Sgd ? 0.0 : max_abs(values(s1));
+  const double s2_scale = c.kind == Kind::AdamW ? max_abs(values(s2)) : 0.0;
+  double g_scale = 0;
+
+  std::vector<char> exempt(static_cast<size_t>(n), 0);
+  for (int step = 1; step <= steps; ++step) {
+    const OwnedTensor grad = make(noise(n, seed + 10 + static_cast<uint64_t>(step), 1.0f), {n}, gdt);
+    const DeviceCopy g_grad = on_device(grad, offset);
+    const float grad_scale = c.kind == Kind::AdamW ? c.adam.grad_scale
+                             : c.kind == Kind::Sgd ? c.sgd.grad_scale
+                                                   : c.lion.grad_scale;
+    g_scale = std::max(g_scale, max_abs(values(grad)) * grad_scale);
+    if (c.kind == Kind::Lion) mark_ambiguous_signs(c.lion, values(s1), values(grad), exempt);
+    update(c, step, param, master, grad, s1, s2);
+    update(c, step, g_param, g_master, g_grad, g_s1, g_s2);
+  }
+  const std::vector<char> none;
+  const int64_t n_exempt = std::count(exempt.begin(), exempt.end(), 1);
+  EXPECT_LE(n_exempt, n / 1000 + 1) << "too many ambiguous Lion signs: the exemption hides real errors";
+
+  // What each step adds: m gets (1 - beta) g (Adam: beta1, Lion: beta2), SGD's buffer all of
+  // d = g + wd p, v gets (1 - beta2) g^2.
+  const double s1_in = c.kind == Kind::Sgd     ? g_scale + c.sgd.weight_decay * p_scale
+                       : c.kind == Kind::AdamW ? (1.0 - c.adam.beta1) * g_scale
+                                               : (1.0 - c.lion.beta2) * g_scale;
+  const double v_in = (1.0 - c.adam.beta2) * g_scale * g_scale;
+  if (has_master) {
+    EXPECT_LE(max_rel_err(values(g_master), values(master), exempt, p_scale), 1e-6) << "master";
+  }
+  if (pdt == DType::F32) {
+    EXPECT_LE(max_rel_err(values(g_param), values(param), exempt, p_scale), 1e-6) << "param";
+  } else {
+    // The parameter is the master rounded once; then it is close to the CPU's parameter.
+    const std::vector<float> got = values(g_param);
+    EXPECT_EQ(got, make(values(g_master), {n}, pdt)->to_f32_vector()) << "param is not its master rounded";
+    EXPECT_LE(max_rel_err(got, values(param), exempt, p_scale), 1e-2) << "param";
+  }
+  if (uses_first_state(c)) {
+    EXPECT_LE(max_rel_err(values(g_s1), values(s1), none, std::max(s1_scale, s1_in)), 1e-6)
+        << "first state (m / buffer)";
+  }
+  if (c.kind == Kind::AdamW) {
+    EXPECT_LE(max_rel_err(values(g_s2), values(s2), none, std::max(s2_scale, v_in)), 1e-6) << "v";
+  }
+}
+
+const std::vector<DType> kFloatTypes = {DType::F32, DType::BF16, DType::F16};
+const std::vector<int64_t> kSizes = {1, 7, 8, 9, 1000, 4099};
+
+void check_all(const std::vector<OptCase>& cases) {
+  uint64_t seed = 1;
+  for (const OptCase& c : cases)
+    for (DType pdt : kFloatTypes)
+      for (DType gdt : kFloatTypes)
+        for (int64_t n : kSizes)
+          for (int64_t offset : {0, 1}) check_case(c, pdt, gdt, n, offset, false, 4, seed += 20);
+  // An f32 parameter that also has an f32 master copy.
+  for (const OptCase& c : cases) check_case(c, DType::F32, DType::BF16, 1003, 0, true, 3, seed += 20);
+}
+
+TEST(CudaOptimizer, AdamWMatchesCpu) {
+  ZT_REQUIRE_GPU();
+  std::vector<OptCase> cases(4);
+  cases[0].name = "AdamW decoupled decay, grad_scale 0.5";
+  cases[0].adam.weight_decay = 0.1f;
+  cases[0].adam.grad_scale = 0.5f;
+  cases[1].name = "Adam L2 decay";
+  cases[1].adam.decay = AdamDecay::L2;
+  cases[1].adam.weight_decay = 0.05f;
+  cases[1].adam.lr = 3e-3f;
+  cases[2].name = "AdamW no bias correction, loss-scaled gradients";
+  cases[2].adam.bias_correction = BiasCorrection::Off;
+  cases[2].adam.lr = 1e-2f;
+  cases[2].adam.grad_scale = 1.0f / 1024.0f;
+  cases[2].adam.beta2 = 0.95f;
+  cases[3].name = "AdamW resumed at step 1000";
+  cases[3].adam.weight_decay = 0.01f;
+  cases[3].adam.eps = 1e-6f;
+  cases[3].first_step = 1000;
+  for (OptCase& c : cases) c.kind = Kind::AdamW;
+  check_all(cases);
+}
+
+TEST(CudaOptimizer, SgdMatchesCpu) {
+  ZT_REQUIRE_GPU();
+  std::vector<OptCase> cases(4);
+  cases[0].name = "SGD";
+  cases[0].sgd.lr = 0.05f;
+  cases[1].name = "SGD with L2 decay";
+  cases[1].sgd.lr = 0.05f;
+  cases[1].sgd.weight_decay = 0.1f;
+  cases[2].name = "SGD Nesterov momentum";
+  cases[2].sgd.lr = 0.02f;
+  cases[2].sgd.momentum = 0.9f;
+  cases[2].sgd.weight_decay = 0.01f;
+  cases[2].sgd.nesterov = Nesterov::On;
+  cases[3].name = "SGD momentum with dampening";
+  cases[3].sgd.lr = 0.03f;
+  cases[3].sgd.momentum = 0.8f;
+  cases[3].sgd.dampening = 0.3f;
+  cases[3].sgd.grad_scale = 0.25f;
+  for (OptCase& c : cases) c.kind = Kind::Sgd;
+  check_all(cases);
+}
+
+TEST(CudaOptimizer, LionMatchesCpu) {
+  ZT_REQUIRE_GPU();
+  std::vector<OptCase> cases(2);
+  cases[0].name = "Lion";
+  cases[1].name = "Lion with decay";
+  cases[1].lion.lr = 3e-4f;
+  cases[1].lion.weight_decay = 0.1f;
+  cases[1].lion.beta1 = 0.95f;
+  cases[1].lion.beta2 = 0.98f;
+  cases[1].lion.grad_scale = 0.5f;
+  for (OptCase& c : cases) c.kind = Kind::Lion;
+  check_all(cases);
+}
+
+// A range larger than one grid of the kernel (8192 blocks x 256 threads x 8 elements) and
+// than a GPT-2 small block (7.1M parameters): bf16 parameters, f32 master, bf16 gradients.
+TEST(CudaOptimizer, LargeRangeTakesTheGridStrideLoop) {
+  ZT_REQUIRE_GPU();
+  OptCase c;
+  c.name = "AdamW large range";
+  c.kind = Kind::AdamW;
+  c.adam.weight_decay = 0.1f;
+  check_case(c, DType::BF16, DType::BF16, int64_t{8192} * 256 * 8 + 3, 0, false, 2, 777);
+}
+
+}  // namespace
