@@ -156,9 +156,6 @@ void save_pretrained(const Transformer& model, const std::string& dir, const Sav
   int64_t total_params = 0;
   model.registry().for_each([&](const Unit& unit, const ParamEntry& e) {
     ZT_CHECK(unit.has_params(), "save_pretrained: parameters of unit ", unit.name(), " are not allocated");
-    if (!e.value.device().is_cpu())
-      ZT_THROW_UNSUPPORTED(dir, ": save_pretrained writes host parameters ('", e.name(), "' is on ",
-                           e.value.device().name(), "); gather them to the host first");
     HfTensorLayout l = hf_layout(config, e.spec);
     const uint64_t bytes = static_cast<uint64_t>(shape_numel(l.shape)) * dtype_size(o.dtype);
     total_size += bytes;

@@ -219,6 +219,12 @@ HfTensorLayout hf_layout(const ModelConfig& config, const ParamSpec& spec) {
 }
 
 void to_hf_layout(const ModelConfig& config, const ParamSpec& spec, const Tensor& src, const Tensor& dst) {
+  if (!src.device().is_cpu()) {
+    // A GPU model's tensor comes to the host one at a time.
+    OwnedTensor staged(src.shape(), src.dtype());
+    ops::copy(staged, src);
+    return to_hf_layout(config, spec, staged, dst);
+  }
   check_host_contiguous(src, "source");
   check_host_contiguous(dst, "destination");
   const HfTensorLayout l = hf_layout(config, spec);
@@ -449,14 +455,7 @@ void save_hf_weights(const model::ParameterRegistry& registry, const ModelConfig
     const Tensor value = e.value;
     const Shape shape = l.shape;
     sources.push_back({l.name, dtype, l.shape, [&config, spec, value, shape, dtype](void* dst) {
-                         // A GPU model's tensor comes to the host one at a time.
-                         OwnedTensor staged;
-                         if (!value.device().is_cpu()) {
-                           staged = OwnedTensor(value.shape(), value.dtype());
-                           ops::copy(staged, value);
-                         }
-                         to_hf_layout(config, *spec, staged.view().data() ? staged.view() : value,
-                                      Tensor(dst, shape, dtype));
+                         to_hf_layout(config, *spec, value, Tensor(dst, shape, dtype));
                        }});
   });
   write_safetensors(file, sources, {{"format", "pt"}});

@@ -29,9 +29,10 @@ struct HfTensorLayout {
 HfTensorLayout hf_layout(const model::ModelConfig& config, const model::ParamSpec& spec);
 bool is_gpt2_conv1d(const model::ModelConfig& config, const std::string& name);
 
-// Copies a registry-layout tensor of `spec` (its value or its gradient: host, contiguous,
-// shape spec.shape) into `dst` (host, contiguous, shape hf_layout().shape, any floating
-// dtype): drops padding rows, transposes Conv1D weights, converts the dtype.
+// Copies a registry-layout tensor of `spec` (its value or its gradient: contiguous, shape
+// spec.shape; a GPU tensor is brought to the host first) into `dst` (host, contiguous,
+// shape hf_layout().shape, any floating dtype): drops padding rows, transposes Conv1D
+// weights, converts the dtype.
 void to_hf_layout(const model::ModelConfig& config, const model::ParamSpec& spec, const Tensor& src,
                   const Tensor& dst);
 // The inverse: `src` in file layout (host, contiguous; may be unaligned) into the
