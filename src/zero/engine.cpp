@@ -384,7 +384,9 @@ double ZeroEngine::grad_norm() {
 }
 
 void ZeroEngine::after_optimizer_step() {
-  if (options_.stage == 0 || world_ == 1) return;
+  // Stages 1-2 on one rank updated the full buffer in place; stage 3 updated its separate
+  // slice buffer, which gathered (persistent) units must copy even on one rank.
+  if (options_.stage == 0 || (world_ == 1 && options_.stage < 3)) return;
   std::vector<dist::WorkPtr> works;
   for (size_t i = 0; i < units_.size(); ++i) {
     model::Unit& u = registry_.unit(i);

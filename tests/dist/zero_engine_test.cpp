@@ -156,7 +156,9 @@ RunResult train(dist::Communicator& comm, const RunSpec& spec, int64_t micro_bat
   return out;
 }
 
-RunResult reference(const RunSpec& spec) {
+// One process at stage 0 (nothing sharded) taking the whole global batch.
+RunResult reference(RunSpec spec) {
+  spec.stage = 0;
   dist::SingleCommunicator one;
   return train(one, spec, kMicroBatch * world().size());
 }
@@ -238,6 +240,18 @@ INSTANTIATE_TEST_SUITE_P(StagesAndAccumulation, ZeroEquivalence,
                          });
 
 TEST(ZeroEngine, UntiedLlamaWithPersistentUnitsMatchesOneProcess) {
+  // Stage 3 with every unit persistent (never released): the updated slices must still
+  // reach the gathered copies after each step, on any number of ranks.
+  {
+    RunSpec spec;
+    spec.config = llama_config();
+    spec.stage = 3;
+    spec.optimizer = zero::OptimizerType::SGD;
+    spec.persistence_threshold = int64_t{1} << 40;
+    const RunResult want = reference(spec);
+    const RunResult got = train(world(), spec, kMicroBatch);
+    expect_same_parameters(got, want, 1e-6, "llama f32 stage 3 all persistent");
+  }
   for (int stage : {2, 3}) {
     RunSpec spec;
     spec.config = llama_config();
