@@ -50,6 +50,7 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
       ZT_THROW_INPUT(c.source, ": device cuda, but no GPU is visible to this process, or this build has no CUDA "
                      "backend (`zerotrain report` says which): use --device cpu");
     cuda::init(dist::read_launch_env().local_rank % cuda::device_count());
+    if (run->comm->size() > 1) run->device_comm = dist::make_nccl_world_communicator(*run->comm);
   }
   if (run->comm->size() != c.world_size)
     ZT_THROW_INPUT(c.source, ": the config is resolved for world_size ", c.world_size, " but this job has ",
@@ -103,7 +104,8 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
 
   // The ZeRO engine shards the model (stage 3: slice by slice into a model built without
   // parameters), then the optimizer is built over this rank's partitions.
-  run->engine = std::make_unique<zero::ZeroEngine>(model.registry(), *run->comm, zero_options(c.zero));
+  run->engine = std::make_unique<zero::ZeroEngine>(
+      model.registry(), run->device_comm ? *run->device_comm : *run->comm, zero_options(c.zero), run->comm.get());
   if (run->setup.fill_slice) {
     run->engine->shard_model_from_slices(run->setup.fill_slice);
   } else {

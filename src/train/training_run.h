@@ -28,6 +28,9 @@ struct TrainingRun {
   // The data-parallel ranks (a single-process communicator without a launcher) and the
   // ZeRO engine over them: declared first so that they outlive what uses them.
   std::unique_ptr<dist::Communicator> comm;
+  // GPU runs of several ranks: NCCL for the model's device buffers (comm keeps the host
+  // scalars, barriers and checkpoint agreement).
+  std::unique_ptr<dist::Communicator> device_comm;
   std::unique_ptr<zero::ZeroEngine> engine;
   std::filesystem::path output_dir;
   ModelSetup setup;  // model and tokenizer

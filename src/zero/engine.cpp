@@ -18,8 +18,16 @@ int64_t zero_formula_bytes(int stage, int64_t numel, int world_size, int param_b
   return params + grads + optimizer;
 }
 
-ZeroEngine::ZeroEngine(model::ParameterRegistry& registry, dist::Communicator& comm, ZeroOptions options)
-    : registry_(registry), comm_(comm), options_(options), rank_(comm.rank()), world_(comm.size()) {
+ZeroEngine::ZeroEngine(model::ParameterRegistry& registry, dist::Communicator& comm, ZeroOptions options,
+                       dist::Communicator* scalar_comm)
+    : registry_(registry),
+      comm_(comm),
+      scalar_comm_(scalar_comm ? *scalar_comm : comm),
+      options_(options),
+      rank_(comm.rank()),
+      world_(comm.size()) {
+  ZT_CHECK(scalar_comm_.rank() == rank_ && scalar_comm_.size() == world_,
+           "the scalar communicator must have the same ranks as the buffer communicator");
   if (options_.stage < 0 || options_.stage > 3)
     ZT_THROW_INPUT("zero_optimization.stage = ", options_.stage, " is not a ZeRO stage: use 0, 1, 2 or 3");
   if (options_.reduce_bucket_size <= 0)
@@ -368,7 +376,7 @@ bool ZeroEngine::grads_finite() {
     const UnitPartition p = partition(i);
     if (p.grads.data()) finite = ops::all_finite(p.grads);
   }
-  return !dist::any_rank(comm_, !finite);
+  return !dist::any_rank(scalar_comm_, !finite);
 }
 
 double ZeroEngine::grad_norm() {
@@ -379,7 +387,7 @@ double ZeroEngine::grad_norm() {
     if (p.grads.data()) sum += ops::sum_of_squares(p.grads);
   }
   // Stage 0: every rank holds the whole reduced gradient; else each holds its slices.
-  if (options_.stage >= 1) sum = dist::sum_over_ranks(comm_, sum);
+  if (options_.stage >= 1) sum = dist::sum_over_ranks(scalar_comm_, sum);
   return std::sqrt(sum);
 }
 

@@ -80,7 +80,11 @@ int64_t zero_formula_bytes(int stage, int64_t numel, int world_size, int param_b
 
 class ZeroEngine final : public model::UnitHooks {
  public:
-  ZeroEngine(model::ParameterRegistry& registry, dist::Communicator& comm, ZeroOptions options);
+  // comm moves the model's buffers (MPI for host memory, NCCL for GPU memory); scalar_comm
+  // (default: comm) agrees on host scalars — overflow flags, norms — which the NCCL
+  // communicator cannot take.
+  ZeroEngine(model::ParameterRegistry& registry, dist::Communicator& comm, ZeroOptions options,
+             dist::Communicator* scalar_comm = nullptr);
   ~ZeroEngine() override;
   ZeroEngine(const ZeroEngine&) = delete;
   ZeroEngine& operator=(const ZeroEngine&) = delete;
@@ -184,6 +188,7 @@ class ZeroEngine final : public model::UnitHooks {
 
   model::ParameterRegistry& registry_;
   dist::Communicator& comm_;
+  dist::Communicator& scalar_comm_;
   ZeroOptions options_;
   int rank_ = 0, world_ = 1;
   std::vector<UnitState> units_;
