@@ -16,9 +16,7 @@ namespace zt::ops {
 
 namespace {
 // f32 anywhere; bf16 too on CUDA. `dtype` is the call's (its input's) dtype.
-bool activation_dtype_ok(const Tensor& t, DType dtype) {
-  return t.dtype() == dtype && (dtype == DType::F32 || (dtype == DType::BF16 && t.device().is_cuda()));
-}
+bool activation_dtype_ok(const Tensor& t, DType dtype) { return t.dtype() == dtype && is_activation_dtype(t); }
 void check_activation(const char* op, const Tensor& t, int64_t n, DType dtype) {
   ZT_CHECK(activation_dtype_ok(t, dtype) && t.is_contiguous(), op, ": '", t.name(),
            "' must be a contiguous f32 tensor (or bf16 on CUDA) of the input's dtype, got ", dtype_name(t.dtype()), " ",

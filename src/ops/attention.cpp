@@ -19,16 +19,12 @@ struct AttnShape {
 };
 
 // Activations are f32; the CUDA kernels also take bf16.
-bool activation_dtype_ok(const Tensor& t) {
-  return t.dtype() == DType::F32 || (t.dtype() == DType::BF16 && t.device().is_cuda());
-}
-
 AttnShape check_qkv(const char* op, const Tensor& qkv, int n_q_heads, int n_kv_heads) {
   ZT_CHECK(n_q_heads > 0 && n_kv_heads > 0 && n_q_heads % n_kv_heads == 0, op,
            ": need Hq % Hkv == 0 with both positive, got Hq=", n_q_heads, " Hkv=", n_kv_heads);
   ZT_CHECK(qkv.defined() && qkv.dim() == 3, op, ": qkv must be [B, T, (Hq + 2 Hkv) * D], got ",
            shape_str(qkv.shape()));
-  ZT_CHECK(activation_dtype_ok(qkv), op, ": qkv must be f32 (or, on CUDA, bf16), got ", dtype_name(qkv.dtype()));
+  ZT_CHECK(is_activation_dtype(qkv), op, ": qkv must be f32 (or, on CUDA, bf16), got ", dtype_name(qkv.dtype()));
   ZT_CHECK(qkv.is_contiguous(), op, ": qkv must be contiguous");
   const int64_t heads = n_q_heads + 2 * static_cast<int64_t>(n_kv_heads);
   ZT_CHECK(qkv.size(2) % heads == 0 && qkv.size(2) > 0, op, ": qkv last dim ", qkv.size(2),

@@ -18,7 +18,7 @@ namespace {
 void check_common(const char* op, const Tensor& inp, const Tensor& weight, const Tensor& targets,
                   int64_t vocab_size) {
   ZT_CHECK(inp.defined() && inp.dim() == 2, op, ": inp must be [N, C], got ", shape_str(inp.shape()));
-  ZT_CHECK(inp.dtype() == DType::F32 || (inp.dtype() == DType::BF16 && inp.device().is_cuda()), op,
+  ZT_CHECK(is_activation_dtype(inp), op,
            ": inp must be f32 (or bf16 on CUDA), got ", dtype_name(inp.dtype()), " on ", inp.device().name());
   ZT_CHECK(inp.is_contiguous(), op, ": inp must be contiguous");
   ZT_CHECK(weight.defined() && weight.dim() == 2 && weight.size(1) == inp.size(1), op, ": weight must be [Vp, ",
@@ -67,7 +67,7 @@ CrossEntropyResult lm_head_cross_entropy_forward_backward(const Tensor& dinp, co
   const char* op = "lm_head_cross_entropy_forward_backward";
   check_common(op, inp, weight, targets, vocab_size);
   ZT_CHECK(dinp.defined() && dinp.shape() == inp.shape() &&
-               (dinp.dtype() == DType::F32 || (dinp.dtype() == DType::BF16 && dinp.device().is_cuda())) &&
+               is_activation_dtype(dinp) &&
                dinp.is_contiguous(),
            op, ": dinp must be contiguous f32 (or bf16 on CUDA) ", shape_str(inp.shape()), ", got ",
            dtype_name(dinp.dtype()), " ", shape_str(dinp.shape()));

@@ -23,6 +23,11 @@ inline Device common_device(const char* op, std::initializer_list<const Tensor*>
   return dev;
 }
 
+// The activation dtypes the backends take: f32 everywhere, bf16 on CUDA (src/ops/README.md).
+inline bool is_activation_dtype(const Tensor& t) {
+  return t.dtype() == DType::F32 || (t.dtype() == DType::BF16 && t.device().is_cuda());
+}
+
 [[noreturn]] inline void no_kernel(const char* op, Device dev) {
   ZT_THROW_UNSUPPORTED(op, " has no kernel for device ", dev.name(), " in this build");
 }

@@ -15,7 +15,7 @@ namespace {
 void check(const char* op, const Tensor& y, const Tensor& x, float p) {
   ZT_CHECK(p >= 0.0f && p < 1.0f, op, ": p must be in [0, 1), got ", p);
   for (const Tensor* t : {&y, &x}) {
-    const bool dtype_ok = t->dtype() == DType::F32 || (t->dtype() == DType::BF16 && t->device().is_cuda());
+    const bool dtype_ok = is_activation_dtype(*t);
     ZT_CHECK(dtype_ok && t->dtype() == x.dtype() && t->is_contiguous(), op, ": '", t->name(),
              "' must be a contiguous f32 tensor (or bf16 on CUDA) of the input's dtype, got ", dtype_name(t->dtype()),
              " ", shape_str(t->shape()));

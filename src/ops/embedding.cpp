@@ -20,11 +20,8 @@ void check_tokens(const char* op, const Tensor& tokens) {
            shape_str(tokens.shape()));
 }
 // Activations are f32; CUDA kernels also take bf16.
-bool activation_dtype_ok(const Tensor& t) {
-  return t.dtype() == DType::F32 || (t.dtype() == DType::BF16 && t.device().is_cuda());
-}
 void check_act(const char* op, const Tensor& t, int64_t B, int64_t T, int64_t C) {
-  ZT_CHECK(activation_dtype_ok(t) && t.is_contiguous() && t.numel() == B * T * C && t.dim() >= 1 && t.size(-1) == C,
+  ZT_CHECK(is_activation_dtype(t) && t.is_contiguous() && t.numel() == B * T * C && t.dim() >= 1 && t.size(-1) == C,
            op, ": '", t.name(), "' must be a contiguous f32 (or, on CUDA, bf16) [", B, ", ", T, ", ", C,
            "] tensor, got ", dtype_name(t.dtype()), " ", shape_str(t.shape()));
 }
