@@ -17,6 +17,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/small_models.h"
 #include "dist/mpi_communicator.h"
 #include "dist/single.h"
 #include "model/transformer.h"
@@ -46,15 +47,7 @@ model::ModelConfig gpt2_config() {
 }
 
 model::ModelConfig llama_config() {
-  model::ModelConfig c = model::preset_config("tiny-llama");
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 8;
-  c.rope.head_dim = 8;
-  c.intermediate_size = 40;
-  c.vocab_size = 70;
+  model::ModelConfig c = zt::testing::small_llama_config();
   c.tie_word_embeddings = false;
   c.max_position_embeddings = 16;
   return c;

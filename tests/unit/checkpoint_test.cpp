@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/small_models.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "model/transformer.h"
@@ -17,18 +18,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-model::ModelConfig small() {
-  model::ModelConfig c = model::preset_config("tiny-llama");
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 8;
-  c.rope.head_dim = 8;
-  c.intermediate_size = 40;
-  c.vocab_size = 70;
-  return c;
-}
+model::ModelConfig small() { return zt::testing::small_llama_config(); }
 
 struct TempDir {
   fs::path path;
