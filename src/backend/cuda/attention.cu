@@ -16,6 +16,7 @@
 
 #include "backend/cuda/attention_kernels.cuh"
 #include "backend/cuda/attention_ops.h"
+#include "backend/cuda/attention_tc.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
 #include "core/error.h"
@@ -137,6 +138,11 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, 
   const Dims dm = dims_of(op, qkv, n_q_heads, n_kv_heads);
   const int B = static_cast<int>(qkv.size(0));
   if (B == 0 || dm.T == 0) return;
+  // Opt-in tensor-core forward (attention_tc.h): bf16, head dim 64 or 128, ZT_ATTENTION_TC=1.
+  if (attention_tensor_core_enabled() && attention_forward_tensor_core_supports(out, qkv, n_q_heads, n_kv_heads)) {
+    attention_forward_tensor_core(out, lse, qkv, n_q_heads, n_kv_heads, scale);
+    return;
+  }
   dispatch_dtype(op, qkv.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_head_dim(op, dm.D, [&](auto kd) { launch_forward<decltype(kd)::value, T>(out, lse, qkv, dm, B, scale); });

@@ -1,0 +1,75 @@
+// Launch of the tensor-core attention forward (attention_tc_kernels.cuh describes the
+// kernel; contract in attention_tc.h).
+#include <cuda_bf16.h>
+
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cuda/attention_tc.h"
+#include "backend/cuda/attention_tc_kernels.cuh"
+#include "backend/cuda/check.h"
+#include "backend/cuda/context.h"
+#include "core/error.h"
+
+namespace zt::cuda {
+namespace {
+
+// Head dim D (0 when the packed row is not a whole number of heads).
+int64_t head_dim(const Tensor& qkv, int n_q_heads, int n_kv_heads) {
+  const int64_t heads = n_q_heads + 2 * static_cast<int64_t>(n_kv_heads);
+  if (heads <= 0 || qkv.dim() != 3 || qkv.size(2) % heads != 0) return 0;
+  return qkv.size(2) / heads;
+}
+
+bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+template <int kD>
+void launch(const Tensor& out, const Tensor& lse, const Tensor& qkv, attn_tc::TcDims dm, int B, float scale) {
+  constexpr size_t smem = attn_tc::TcTiles<kD>::kSmem;
+  static const bool ready = [] {
+    ZT_CUDA_CHECK(cudaFuncSetAttribute(attn_tc::attention_forward_tc_kernel<kD>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    return true;
+  }();
+  (void)ready;
+  const dim3 grid((dm.T + attn_tc::kRowsQ - 1) / attn_tc::kRowsQ, dm.Hq, B);
+  attn_tc::attention_forward_tc_kernel<kD><<<grid, attn_tc::kThreads, smem, compute_stream()>>>(
+      static_cast<__nv_bfloat16*>(out.data()), static_cast<float*>(lse.data()),
+      static_cast<const __nv_bfloat16*>(qkv.data()), dm, scale * attn_tc::kLog2e);
+  ZT_CUDA_CHECK_LAST();
+}
+
+}  // namespace
+
+bool attention_tensor_core_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("ZT_ATTENTION_TC");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return enabled;
+}
+
+bool attention_forward_tensor_core_supports(const Tensor& out, const Tensor& qkv, int n_q_heads, int n_kv_heads) {
+  const int64_t D = head_dim(qkv, n_q_heads, n_kv_heads);
+  return qkv.dtype() == DType::BF16 && out.dtype() == DType::BF16 && (D == 64 || D == 128) &&
+         n_kv_heads > 0 && n_q_heads % n_kv_heads == 0 && qkv.size(0) <= 65535 && n_q_heads <= 65535 &&
+         qkv.size(1) <= INT_MAX / 2 && aligned(qkv.data(), 16) && aligned(out.data(), 4);
+}
+
+void attention_forward_tensor_core(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads,
+                                   int n_kv_heads, float scale) {
+  const char* op = "cuda attention_forward_tensor_core";
+  if (!attention_forward_tensor_core_supports(out, qkv, n_q_heads, n_kv_heads))
+    ZT_THROW_UNSUPPORTED(op, ": needs bf16 activations, head dim 64 or 128, 16-byte aligned qkv, B and Hq <= 65535");
+  const int B = static_cast<int>(qkv.size(0));
+  const attn_tc::TcDims dm{static_cast<int>(qkv.size(1)), n_q_heads, n_kv_heads};
+  if (B == 0 || dm.T == 0) return;
+  if (head_dim(qkv, n_q_heads, n_kv_heads) == 64)
+    launch<64>(out, lse, qkv, dm, B, scale);
+  else
+    launch<128>(out, lse, qkv, dm, B, scale);
+}
+
+}  // namespace zt::cuda

@@ -1,0 +1,30 @@
+// Tensor-core (mma.sync m16n8k16 bf16) forward of the CUDA causal GQA attention, for bf16
+// activations with head dim 64 or 128. CUDA-free header (core types only); defined in
+// attention_tc.cu, which exists only in CUDA builds (ZT_WITH_CUDA): there is no CPU stub.
+//
+// Same contract as zt::cuda::attention_forward (attention_ops.h): qkv [B, T, (Hq + 2 Hkv) D],
+// out [B, T, Hq D] (=), lse [B, Hq, T] f32 (=), causal, query head h reads kv head
+// h / (Hq / Hkv), lse = natural-log log-sum-exp of the scaled scores, so
+// attention_backward takes its out and lse unchanged. Asynchronous on the compute stream.
+//
+// attention.cu's forward uses it when ZT_ATTENTION_TC=1 is set in the environment (read
+// once) and attention_forward_tensor_core_supports() holds; otherwise the f32-FMA kernel runs.
+#pragma once
+#include "core/tensor.h"
+
+namespace zt::cuda {
+
+// True when the tensor-core forward takes these tensors: bf16 qkv and out, head dim 64 or
+// 128, 16-byte aligned qkv and 4-byte aligned out, B and Hq at most 65535. Shapes, dtypes
+// and devices otherwise as checked by ops::attention_forward.
+bool attention_forward_tensor_core_supports(const Tensor& out, const Tensor& qkv, int n_q_heads, int n_kv_heads);
+
+// The tensor-core forward; throws Unsupported when attention_forward_tensor_core_supports()
+// does not hold. Expects the shape checks of ops::attention_forward already done.
+void attention_forward_tensor_core(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads,
+                                   int n_kv_heads, float scale);
+
+// Whether ZT_ATTENTION_TC=1 was set when first asked (read once per process).
+bool attention_tensor_core_enabled();
+
+}  // namespace zt::cuda

@@ -1,0 +1,308 @@
+// Device code of the tensor-core causal GQA attention forward (attention_tc.cu launches it;
+// contract in attention_tc.h). Include only from attention_tc.cu.
+//
+// FlashAttention-2 forward with warp-level mma.sync.aligned.m16n8k16 (bf16 x bf16 -> f32),
+// bf16 activations, head dim kD in {64, 128} exactly (no padding in D):
+//
+//   grid (query tiles of 64 rows, Hq, B), 128 threads = 4 warps; warp w owns query rows
+//   q0 + 16 w .. q0 + 16 w + 15. Blocks with the most keys (last query tiles) start first.
+//   1. The Q tile [64 x kD] is copied to shared memory, then each warp keeps its 16 rows as
+//      mma A fragments in registers for the whole kernel (q[kD / 16][4]).
+//   2. For each key tile k0 = 0, 64, .., q0 (tiles above the diagonal are skipped: the last
+//      one, k0 == q0, is the diagonal tile): K and V tiles [64 x kD] in shared memory (rows
+//      past T are zero; double-buffered: the cp.async copy of the next tile runs while this
+//      one is computed), S = Q K^T [16 x 64] per warp in f32 accumulators (8 n-tiles of 8
+//      keys), scaled by scale * log2(e); on the diagonal tile key > query is -inf. Online
+//      softmax per row (base-2): m_new = max(m, rowmax S), corr = 2^(m - m_new),
+//      P = 2^(S - m_new), l = l * corr + rowsum P, O = O * corr + P V, where P is rounded to
+//      bf16 and used straight from registers as the A operand of the P V mma.
+//   3. out = O / l as bf16; lse = (m + log2 l) * ln 2, the natural-log log-sum-exp of the
+//      scaled scores (the same definition as attention_kernels.cuh's forward, which the
+//      backward reads).
+//
+// Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16" with .bf16), with
+// g = lane / 4 (groupID) and t = lane % 4 (thread in group); each .b32 register holds two
+// bf16, the lower column/row index in the low 16 bits:
+//   A (16 x 16, row major) a0: (row g,     cols 2t, 2t+1)    a1: (row g + 8, cols 2t, 2t+1)
+//                          a2: (row g,     cols 2t+8, 2t+9)  a3: (row g + 8, cols 2t+8, 2t+9)
+//   B (16 x 8, "col")      b0: (rows 2t, 2t+1,   col g)      b1: (rows 2t+8, 2t+9, col g)
+//   C/D (16 x 8, f32)      c0, c1: (row g, cols 2t, 2t+1)    c2, c3: (row g + 8, cols 2t, 2t+1)
+// So a thread holds two query rows, g and g + 8 of its warp's 16; a row's 64 scores of a key
+// tile are spread over the 4 lanes of a quad (lanes 4g .. 4g + 3), and row max / sum are
+// reduced with shfl_xor 1 and 2.
+//   P as A operand: the C fragment of score n-tiles 2kk and 2kk+1 (keys 16kk .. 16kk + 15) is
+//   the A fragment of key chunk kk: a0 = (s[2kk][0], s[2kk][1]), a1 = (s[2kk][2], s[2kk][3]),
+//   a2 = (s[2kk+1][0], s[2kk+1][1]), a3 = (s[2kk+1][2], s[2kk+1][3]).
+//
+// ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16: lanes 8i .. 8i + 7 give the addresses of
+// the 8 rows (16 bytes each) of matrix i, and register ri receives matrix i: without .trans
+// lane l gets (row l / 4, cols 2 (l % 4), 2 (l % 4) + 1); with .trans lane l gets
+// (rows 2 (l % 4), 2 (l % 4) + 1, col l / 4).
+//   Q (A operand, rows r0.., dims c0..):  lane address row r0 + l % 16, dim c0 + 8 (l / 16)
+//     -> matrices (rows 0-7, dims 0-7) (rows 8-15, dims 0-7) (rows 0-7, dims 8-15)
+//        (rows 8-15, dims 8-15) = a0 a1 a2 a3.
+//   K (B operand of Q K^T, B[d][key] = K[key][d]; keys n0 .. n0 + 15, dims c0 .. c0 + 15):
+//     lane address key n0 + l % 8 + 8 (l / 16), dim c0 + 8 ((l / 8) % 2), no .trans
+//     -> r0, r1 = b0, b1 of key n-tile n0; r2, r3 = b0, b1 of key n-tile n0 + 8.
+//   V (B operand of P V, B[key][d] = V[key][d]; keys k0 .. k0 + 15, dims n0 .. n0 + 15):
+//     lane address key k0 + l % 8 + 8 ((l / 8) % 2), dim n0 + 8 (l / 16), with .trans
+//     -> r0, r1 = b0, b1 of dim n-tile n0; r2, r3 = b0, b1 of dim n-tile n0 + 8.
+//
+// Shared tiles are bf16 with row stride kD + 8 elements (kD * 2 + 16 bytes): the 8 row
+// addresses of one ldmatrix matrix fall in 8 different 16-byte bank groups (conflict-free).
+// Global -> shared copies are 16-byte cp.async.cg (the launcher checks the alignment), rows
+// past T zero-filled (src-size 0). Shared memory: Q + 2 x (K, V) = 5 tiles, 45 KiB for
+// kD = 64, 85 KiB for kD = 128.
+//
+// Pipeline (one cp.async group per key tile; Q goes with tile 0):
+//   issue Q, K0, V0 -> buffer 0; commit; wait_group 0; __syncthreads(); Q fragments
+//   for tile i: wait_group 0; __syncthreads()   (tile i landed for every thread; every
+//                 warp is done with tile i - 1, i.e. with buffer (i + 1) % 2)
+//               issue K/V tile i + 1 -> buffer (i + 1) % 2; commit   (if any)
+//               compute tile i from buffer i % 2
+#pragma once
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace zt::cuda::attn_tc {
+
+constexpr int kThreads = 128;  // 4 warps
+constexpr int kRowsQ = 64;     // query rows per block (16 per warp)
+constexpr int kRowsK = 64;     // key rows per tile
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+template <int kD>
+struct TcTiles {
+  static_assert(kD == 64 || kD == 128, "tensor-core attention: head dim 64 or 128");
+  static constexpr int kLds = kD + 8;  // shared row stride in bf16 elements
+  static constexpr size_t kSmem = sizeof(__nv_bfloat16) * (kRowsQ + 4 * kRowsK) * kLds;  // Q, 2 x (K, V)
+};
+
+// Problem sizes (D == kD).
+struct TcDims {
+  int T, Hq, Hkv;
+};
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __nv_bfloat16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p))
+               : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const __nv_bfloat16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p))
+               : "memory");
+}
+
+// c += A B for one m16n8k16 tile (A: 4 regs, B: 2 regs, C: 4 f32; layouts above).
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats as one bf16x2 register: lo in the low 16 bits (the lower column index).
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  uint32_t r;
+  memcpy(&r, &v, sizeof(r));
+  return r;
+}
+
+// 16-byte asynchronous copy global -> shared; zero-fills the 16 bytes (reads nothing) when
+// !valid. Both addresses 16-byte aligned.
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+// Issues dst[r][*] (row stride kLds) = src[r * ld + 0 .. kD) for r < n_rows, else 0, r < 64
+// (cp.async; complete after commit + wait + barrier). Consecutive threads copy consecutive
+// 16-byte vectors of a row.
+template <int kD>
+__device__ __forceinline__ void load_tile(__nv_bfloat16* dst, const __nv_bfloat16* src, int64_t ld, int n_rows) {
+  constexpr int kVecs = kD / 8;  // 16-byte vectors per row
+  constexpr int kLds = TcTiles<kD>::kLds;
+  static_assert(kRowsQ == kRowsK && (kRowsQ * kVecs) % kThreads == 0, "tile shape");
+#pragma unroll
+  for (int i = 0; i < kRowsQ * kVecs / kThreads; ++i) {
+    const int e = threadIdx.x + i * kThreads;
+    const int r = e / kVecs;
+    const int c = (e % kVecs) * 8;
+    const bool valid = r < n_rows;
+    cp_async_16(dst + r * kLds + c, valid ? src + r * ld + c : src, valid);  // src: row 0, always < T
+  }
+}
+
+// Grid (ceil(T / 64), Hq, B), kThreads threads, TcTiles<kD>::kSmem bytes of dynamic shared
+// memory. qkv [B, T, (Hq + 2 Hkv) kD], out [B, T, Hq kD] bf16, lse [B, Hq, T] f32.
+// scale_log2 = scale * log2(e).
+template <int kD>
+__global__ void __launch_bounds__(kThreads)
+    attention_forward_tc_kernel(__nv_bfloat16* __restrict__ out, float* __restrict__ lse,
+                                const __nv_bfloat16* __restrict__ qkv, TcDims dm, float scale_log2) {
+  constexpr int kLds = TcTiles<kD>::kLds;
+  constexpr int kNT = kRowsK / 8;   // score n-tiles (8 keys) per key tile
+  constexpr int kNO = kD / 8;       // output n-tiles (8 dims)
+  constexpr int kKD = kD / 16;      // k chunks (16 dims) of Q K^T
+  extern __shared__ uint4 attention_tc_smem[];
+  __nv_bfloat16* Qs = reinterpret_cast<__nv_bfloat16*>(attention_tc_smem);  // [64][kLds]
+  __nv_bfloat16* KV = Qs + kRowsQ * kLds;  // buffer i: K at KV + 2 i kTile, V at KV + (2 i + 1) kTile
+  constexpr int kTile = kRowsK * kLds;
+
+  const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsQ;  // last tiles (most keys) first
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int g_kv = h / (dm.Hq / dm.Hkv);
+  const int64_t ld = static_cast<int64_t>(dm.Hq + 2 * dm.Hkv) * kD;
+  const __nv_bfloat16* seq = qkv + static_cast<int64_t>(b) * dm.T * ld;  // row t: seq + t * ld
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+
+  const __nv_bfloat16* k_src = seq + static_cast<int64_t>(dm.Hq + g_kv) * kD;
+  const __nv_bfloat16* v_src = seq + static_cast<int64_t>(dm.Hq + dm.Hkv + g_kv) * kD;
+
+  // 1. Q tile and K/V tile 0 -> shared (one cp.async group); this warp's Q rows -> A fragments.
+  load_tile<kD>(Qs, seq + q0 * ld + h * kD, ld, dm.T - q0);
+  load_tile<kD>(KV, k_src, ld, dm.T);
+  load_tile<kD>(KV + kTile, v_src, ld, dm.T);
+  cp_async_commit();
+  cp_async_wait_all();
+  __syncthreads();
+  uint32_t q[kKD][4];
+#pragma unroll
+  for (int c = 0; c < kKD; ++c) ldmatrix_x4(q[c], Qs + (warp * 16 + lane % 16) * kLds + c * 16 + (lane / 16) * 8);
+
+  float o[kNO][4];
+#pragma unroll
+  for (int n = 0; n < kNO; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  // Rows g and g + 8 of the warp: running max (base-2 scaled scores) and this thread's part
+  // of the running sum (its 2 columns of each n-tile; the quad's sum is taken at the end).
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.0f, 0.0f};
+  const int row0 = q0 + warp * 16 + g;  // row of c0, c1; row0 + 8: row of c2, c3
+
+  for (int k0 = 0, buf = 0; k0 <= q0; k0 += kRowsK, buf ^= 1) {  // causal: k0 == q0 is the diagonal tile
+    cp_async_wait_all();  // this thread's copies of tile k0 landed (no-op for tile 0)
+    __syncthreads();      // everyone's did; every warp is done with the other buffer (tile k0 - 64)
+    if (k0 + kRowsK <= q0) {  // prefetch the next key tile into the other buffer
+      const int k1 = k0 + kRowsK;
+      load_tile<kD>(KV + 2 * (buf ^ 1) * kTile, k_src + k1 * ld, ld, dm.T - k1);
+      load_tile<kD>(KV + (2 * (buf ^ 1) + 1) * kTile, v_src + k1 * ld, ld, dm.T - k1);
+      cp_async_commit();
+    }
+    const __nv_bfloat16* Ks = KV + 2 * buf * kTile;
+    const __nv_bfloat16* Vs = Ks + kTile;
+
+    // 2a. S = Q K^T: 16 x 64 per warp.
+    float s[kNT][4];
+#pragma unroll
+    for (int j = 0; j < kNT; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+    for (int jp = 0; jp < kNT / 2; ++jp) {
+#pragma unroll
+      for (int c = 0; c < kKD; ++c) {
+        uint32_t kb[4];
+        ldmatrix_x4(kb, Ks + (jp * 16 + lane % 8 + (lane / 16) * 8) * kLds + c * 16 + ((lane / 8) % 2) * 8);
+        mma_bf16(s[2 * jp], q[c], kb[0], kb[1]);
+        mma_bf16(s[2 * jp + 1], q[c], kb[2], kb[3]);
+      }
+    }
+
+    // 2b. Scale, causal mask (diagonal tile only: key > query; this also masks keys >= T
+    // for rows < T), online softmax. Key 0 is in the first tile and visible to every row
+    // (padding rows too), so m is finite after the first tile and corr = 0 there.
+    const bool diagonal = k0 == q0;
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < kNT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = row0 + (e / 2) * 8;
+        const int col = k0 + 8 * j + 2 * t + (e % 2);
+        float v = s[j][e] * scale_log2;
+        if (diagonal && col > row) v = -INFINITY;
+        s[j][e] = v;
+        mx[e / 2] = fmaxf(mx[e / 2], v);
+      }
+    float corr[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      const float m_new = fmaxf(m[r], mx[r]);
+      corr[r] = exp2f(m[r] - m_new);  // 0 on the first tile (m = -inf)
+      m[r] = m_new;
+    }
+    float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int j = 0; j < kNT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[j][e] = exp2f(s[j][e] - m[e / 2]);  // masked: exp2(-inf) = 0
+        sum[e / 2] += s[j][e];
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) l[r] = l[r] * corr[r] + sum[r];
+#pragma unroll
+    for (int n = 0; n < kNO; ++n) {
+      o[n][0] *= corr[0];
+      o[n][1] *= corr[0];
+      o[n][2] *= corr[1];
+      o[n][3] *= corr[1];
+    }
+
+    // 2c. O += P V with P (bf16) from the S accumulators as A fragments.
+#pragma unroll
+    for (int kk = 0; kk < kNT / 2; ++kk) {
+      const uint32_t p[4] = {pack_bf16x2(s[2 * kk][0], s[2 * kk][1]), pack_bf16x2(s[2 * kk][2], s[2 * kk][3]),
+                             pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                             pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int dp = 0; dp < kNO / 2; ++dp) {
+        uint32_t vb[4];
+        ldmatrix_x4_trans(vb, Vs + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * kLds + dp * 16 + (lane / 16) * 8);
+        mma_bf16(o[2 * dp], p, vb[0], vb[1]);
+        mma_bf16(o[2 * dp + 1], p, vb[2], vb[3]);
+      }
+    }
+  }
+
+  // 3. out = O / l (bf16), lse = (m + log2 l) * ln 2. The quad's lanes share m.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+  }
+  const int64_t out_ld = static_cast<int64_t>(dm.Hq) * kD;
+  __nv_bfloat16* out_seq = out + static_cast<int64_t>(b) * dm.T * out_ld + h * kD;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row0 + 8 * r;
+    if (row >= dm.T) continue;
+    const float inv = 1.0f / l[r];
+    __nv_bfloat16* dst = out_seq + row * out_ld + 2 * t;
+#pragma unroll
+    for (int n = 0; n < kNO; ++n)
+      *reinterpret_cast<__nv_bfloat162*>(dst + 8 * n) =
+          __floats2bfloat162_rn(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+    if (t == 0) lse[(static_cast<int64_t>(b) * dm.Hq + h) * dm.T + row] = (m[r] + log2f(l[r])) * kLn2;
+  }
+}
+
+}  // namespace zt::cuda::attn_tc
