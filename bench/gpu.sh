@@ -28,7 +28,11 @@ if [[ ! -f $build/CMakeCache.txt ]] && command -v ninja >/dev/null; then gen=(-G
 start=$SECONDS
 cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DZT_WITH_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER="$nvcc"
-cmake --build "$build" -j "$jobs"
+# The cuda label needs only the GPU tests, the CLI and the step benchmark: build just those
+# (device time is scarce); any other label builds everything.
+targets=()
+[[ $labels == cuda ]] && targets=(--target zt_cuda_tests zerotrain gpu_train_step)
+cmake --build "$build" -j "$jobs" "${targets[@]}"
 echo "built in $((SECONDS - start)) s"
 
 echo "== ctest -L '$labels'"
