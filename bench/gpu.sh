@@ -31,7 +31,7 @@ cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DZT_WITH_CU
 # The cuda label needs only the GPU tests, the CLI and the step benchmark: build just those
 # (device time is scarce); any other label builds everything.
 targets=()
-[[ $labels == cuda ]] && targets=(--target zt_cuda_tests zerotrain gpu_train_step)
+[[ $labels == cuda ]] && targets=(--target zt_cuda_tests zerotrain gpu_train_step gpu_op_bench)
 cmake --build "$build" -j "$jobs" "${targets[@]}"
 echo "built in $((SECONDS - start)) s"
 
@@ -56,10 +56,13 @@ sed -nE 's/^ *[0-9]+\/[0-9]+ +Test +#[0-9]+: +([^ ]+) +\.* *\**([A-Za-z][A-Za-z:
       for (s in count) printf " %s %d", s, count[s]
       printf "\n"
     }'
-# End-to-end training step against PyTorch, for each model shape in ZT_GPU_BENCH
+# Per-op times of a step (where the time goes), then the end-to-end training step
+# against PyTorch, for each model shape in ZT_GPU_BENCH
 # (e.g. "gpt2:16 gpt2-xl:16 llama-3.2-1b:8" = preset:micro-batch; empty: none).
 for spec in ${ZT_GPU_BENCH:-}; do
   echo
+  echo "== ops of a step ${spec%%:*}, micro-batch ${spec##*:}, T=1024 (bench/gpu_op_bench.cpp)"
+  "$build/bench/gpu_op_bench" --preset "${spec%%:*}" --batch "${spec##*:}" --seq 1024 || rc=1
   echo "== training step ${spec%%:*}, micro-batch ${spec##*:}, T=1024 (bench/gpu_train_bench.sh)"
   "$root/bench/gpu_train_bench.sh" "$build" "${spec%%:*}" "${spec##*:}" 1024 20 || rc=1
 done
