@@ -1,19 +1,20 @@
-// Tensor-core attention forward (backend/cuda/attention_tc.cu, opt-in with ZT_ATTENTION_TC=1)
-// against the existing CUDA kernel (ops::attention_forward, f32 FMA) on the same bf16 inputs:
-// out within 2e-2 (max |a - b| / max |b|: both are bf16, and the tensor-core path also rounds
-// P to bf16 before P V), lse within 1e-3 absolute (both f32 softmax statistics of the same
-// bf16 inputs, different summation orders). The backward run on the tensor-core forward's
-// out/lse must match the backward on the reference forward's out/lse within 2e-2.
-// B in {1, 2}, T in {1, 17, 64, 65, 1024} (partial, exact and many query tiles), D in
-// {64, 128}, MHA (Hq = Hkv = 4) and GQA (Hq = 8, Hkv = 2).
-//
-// Run these without ZT_ATTENTION_TC=1 in the environment: with it, ops::attention_forward
-// itself takes the tensor-core kernel and the comparison would be vacuous (the tests skip).
+// Tensor-core attention (backend/cuda/attention_tc.cu) against the f32-FMA CUDA kernels
+// (cuda::attention_forward_fma / attention_backward_fma) on the same bf16 inputs:
+//   forward:  out within 2e-2 (max |a - b| / max |b|: both are bf16, and the tensor-core
+//             path also rounds P to bf16 before P V), lse within 1e-3 absolute (f32 softmax
+//             statistics of the same inputs, different summation orders);
+//   backward: on the same out/lse (the reference forward's), dq, dk and dv each within 2e-2
+//             (the tensor-core path rounds P and dS to bf16 as mma operands);
+//   both:     the tensor-core backward on the tensor-core forward's out/lse within 2e-2.
+// B in {1, 2}, T in {1, 17, 64, 65, 1024} (partial, exact and many tiles), D in {64, 128},
+// MHA (Hq = Hkv = 4) and GQA (Hq = 8, Hkv = 2). Every output starts as NaN, so an element
+// a kernel forgets to write fails the test.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -22,11 +23,11 @@
 #include "core/tensor.h"
 
 #if defined(ZT_WITH_CUDA)
+#include "backend/cuda/attention_ops.h"
 #include "backend/cuda/attention_tc.h"
 #include "common/make_tensor.h"
 #include "common/random.h"
 #include "core/dtype.h"
-#include "ops/attention.h"
 #endif
 
 namespace zt {
@@ -86,10 +87,25 @@ OwnedTensor device_filled(const Shape& shape, DType dt, float value) {
 
 class CudaAttentionTensorCore : public ::testing::TestWithParam<TcCase> {};
 
+// max |a - b| / max |b| over the q, k or v slots (part 0, 1, 2) of a [B, T, (Hq + 2 Hkv) D]
+// gradient.
+double slot_error(const Tensor& got, const Tensor& ref, const TcCase& c, int part) {
+  const std::vector<float> a = got.to_f32_vector(), b = ref.to_f32_vector();
+  const int64_t row = (c.Hq + 2 * c.Hkv) * c.D;
+  const int64_t begin = part == 0 ? 0 : (part == 1 ? c.Hq * c.D : (c.Hq + c.Hkv) * c.D);
+  const int64_t width = part == 0 ? c.Hq * c.D : c.Hkv * c.D;
+  double worst = 0, scale = 0;
+  for (int64_t r = 0; r < c.B * c.T; ++r)
+    for (int64_t i = r * row + begin; i < r * row + begin + width; ++i) {
+      if (!std::isfinite(a[i])) return std::numeric_limits<double>::infinity();
+      worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
+      scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+    }
+  return worst / std::max(scale, 1e-30);
+}
+
 TEST_P(CudaAttentionTensorCore, MatchesReferenceKernel) {
   ZT_REQUIRE_GPU();
-  if (cuda::attention_tensor_core_enabled())
-    GTEST_SKIP() << "ZT_ATTENTION_TC=1: the reference would be the tensor-core kernel too";
   const TcCase c = GetParam();
   const int hq = static_cast<int>(c.Hq), hkv = static_cast<int>(c.Hkv);
   const DType dt = DType::BF16;
@@ -103,21 +119,48 @@ TEST_P(CudaAttentionTensorCore, MatchesReferenceKernel) {
   OwnedTensor out_tc = device_filled(c.out_shape(), dt, kNaN);
   OwnedTensor lse_tc = device_filled(c.lse_shape(), DType::F32, kNaN);
   ASSERT_TRUE(cuda::attention_forward_tensor_core_supports(out_tc, qkv, hq, hkv));
-  ops::attention_forward(out_ref, lse_ref, qkv, hq, hkv, c.scale());
+  cuda::attention_forward_fma(out_ref, lse_ref, qkv, hq, hkv, c.scale());
   cuda::attention_forward_tensor_core(out_tc, lse_tc, qkv, hq, hkv, c.scale());
 
   OwnedTensor dqkv_ref = device_filled(c.qkv_shape(), dt, kNaN);
   OwnedTensor dqkv_tc = device_filled(c.qkv_shape(), dt, kNaN);
-  ops::attention_backward(dqkv_ref, dout, qkv, out_ref, lse_ref, hq, hkv, c.scale());
-  ops::attention_backward(dqkv_tc, dout, qkv, out_tc, lse_tc, hq, hkv, c.scale());
+  OwnedTensor dqkv_both = device_filled(c.qkv_shape(), dt, kNaN);
+  ASSERT_TRUE(cuda::attention_backward_tensor_core_supports(dqkv_tc, dout, qkv, out_ref, hq, hkv));
+  cuda::attention_backward_fma(dqkv_ref, dout, qkv, out_ref, lse_ref, hq, hkv, c.scale());
+  cuda::attention_backward_tensor_core(dqkv_tc, dout, qkv, out_ref, lse_ref, hq, hkv, c.scale());
+  cuda::attention_backward_tensor_core(dqkv_both, dout, qkv, out_tc, lse_tc, hq, hkv, c.scale());
 
   const double e_out = scaled_error(to_host(out_tc), to_host(out_ref));
   const double e_lse = abs_error(to_host(lse_tc), to_host(lse_ref));
-  const double e_dqkv = scaled_error(to_host(dqkv_tc), to_host(dqkv_ref));
-  std::printf("tensor-core attention %s: out %.2e lse %.2e dqkv %.2e\n", c.str().c_str(), e_out, e_lse, e_dqkv);
+  const OwnedTensor got = to_host(dqkv_tc), ref = to_host(dqkv_ref);
+  const double e_dq = slot_error(got, ref, c, 0), e_dk = slot_error(got, ref, c, 1), e_dv = slot_error(got, ref, c, 2);
+  const double e_both = scaled_error(to_host(dqkv_both), ref);
+  std::printf("tensor-core attention %s: out %.2e lse %.2e | dq %.2e dk %.2e dv %.2e | fwd+bwd %.2e\n",
+              c.str().c_str(), e_out, e_lse, e_dq, e_dk, e_dv, e_both);
   EXPECT_LE(e_out, 2e-2) << "out";
   EXPECT_LE(e_lse, 1e-3) << "lse";
-  EXPECT_LE(e_dqkv, 2e-2) << "dqkv";
+  EXPECT_LE(e_dq, 2e-2) << "dq";
+  EXPECT_LE(e_dk, 2e-2) << "dk";
+  EXPECT_LE(e_dv, 2e-2) << "dv";
+  EXPECT_LE(e_both, 2e-2) << "forward + backward";
+}
+
+// Same inputs, same bits: the backward has one writer per element (no atomics).
+TEST(CudaAttentionTensorCoreBackward, IsDeterministic) {
+  ZT_REQUIRE_GPU();
+  const TcCase c{2, 300, 8, 2, 64};
+  const DType dt = DType::BF16;
+  OwnedTensor qkv = to_device(make(randn(static_cast<size_t>(shape_numel(c.qkv_shape())), 11), c.qkv_shape(), dt));
+  OwnedTensor dout = to_device(make(randn(static_cast<size_t>(shape_numel(c.out_shape())), 12), c.out_shape(), dt));
+  OwnedTensor out = device_filled(c.out_shape(), dt, kNaN);
+  OwnedTensor lse = device_filled(c.lse_shape(), DType::F32, kNaN);
+  cuda::attention_forward_tensor_core(out, lse, qkv, 8, 2, c.scale());
+  OwnedTensor d1 = device_filled(c.qkv_shape(), dt, kNaN), d2 = device_filled(c.qkv_shape(), dt, kNaN);
+  cuda::attention_backward_tensor_core(d1, dout, qkv, out, lse, 8, 2, c.scale());
+  cuda::attention_backward_tensor_core(d2, dout, qkv, out, lse, 8, 2, c.scale());
+  const std::vector<float> a = to_host(d1)->to_f32_vector(), b = to_host(d2)->to_f32_vector();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0) << "element " << i;
 }
 
 std::vector<TcCase> tc_cases() {

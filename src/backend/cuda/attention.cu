@@ -132,25 +132,20 @@ void launch_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, 
 
 }  // namespace
 
-void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads, int n_kv_heads,
-                       float scale) {
+void attention_forward_fma(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads, int n_kv_heads,
+                           float scale) {
   const char* op = "cuda attention_forward";
   const Dims dm = dims_of(op, qkv, n_q_heads, n_kv_heads);
   const int B = static_cast<int>(qkv.size(0));
   if (B == 0 || dm.T == 0) return;
-  // Opt-in tensor-core forward (attention_tc.h): bf16, head dim 64 or 128, ZT_ATTENTION_TC=1.
-  if (attention_tensor_core_enabled() && attention_forward_tensor_core_supports(out, qkv, n_q_heads, n_kv_heads)) {
-    attention_forward_tensor_core(out, lse, qkv, n_q_heads, n_kv_heads, scale);
-    return;
-  }
   dispatch_dtype(op, qkv.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_head_dim(op, dm.D, [&](auto kd) { launch_forward<decltype(kd)::value, T>(out, lse, qkv, dm, B, scale); });
   });
 }
 
-void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                        const Tensor& lse, int n_q_heads, int n_kv_heads, float scale) {
+void attention_backward_fma(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                            const Tensor& lse, int n_q_heads, int n_kv_heads, float scale) {
   const char* op = "cuda attention_backward";
   const Dims dm = dims_of(op, qkv, n_q_heads, n_kv_heads);
   const int B = static_cast<int>(qkv.size(0));
@@ -161,6 +156,25 @@ void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qk
       launch_backward<decltype(kd)::value, T>(dqkv, dout, qkv, out, lse, dm, B, scale);
     });
   });
+}
+
+// Tensor cores (attention_tc.h) for bf16 with head dim 64 or 128 unless ZT_ATTENTION_TC=0;
+// the f32-FMA kernels otherwise.
+void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads, int n_kv_heads,
+                       float scale) {
+  dims_of("cuda attention_forward", qkv, n_q_heads, n_kv_heads);  // the grid limits, checked once
+  if (attention_tensor_core_enabled() && attention_forward_tensor_core_supports(out, qkv, n_q_heads, n_kv_heads))
+    return attention_forward_tensor_core(out, lse, qkv, n_q_heads, n_kv_heads, scale);
+  attention_forward_fma(out, lse, qkv, n_q_heads, n_kv_heads, scale);
+}
+
+void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                        const Tensor& lse, int n_q_heads, int n_kv_heads, float scale) {
+  dims_of("cuda attention_backward", qkv, n_q_heads, n_kv_heads);
+  if (attention_tensor_core_enabled() &&
+      attention_backward_tensor_core_supports(dqkv, dout, qkv, out, n_q_heads, n_kv_heads))
+    return attention_backward_tensor_core(dqkv, dout, qkv, out, lse, n_q_heads, n_kv_heads, scale);
+  attention_backward_fma(dqkv, dout, qkv, out, lse, n_q_heads, n_kv_heads, scale);
 }
 
 }  // namespace zt::cuda

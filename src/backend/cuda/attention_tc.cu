@@ -9,6 +9,8 @@
 
 #include "backend/cuda/attention_tc.h"
 #include "backend/cuda/attention_tc_kernels.cuh"
+// After attention_tc_kernels.cuh, whose helpers it uses.
+#include "backend/cuda/attention_tc_backward_kernels.cuh"
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
 #include "core/error.h"
@@ -41,12 +43,50 @@ void launch(const Tensor& out, const Tensor& lse, const Tensor& qkv, attn_tc::Tc
   ZT_CUDA_CHECK_LAST();
 }
 
+template <int kD>
+void launch_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                     const Tensor& lse, attn_tc::TcDims dm, int B, float scale) {
+  using Tiles = attn_tc::BwdTiles<kD>;
+  static const bool ready = [] {
+    ZT_CUDA_CHECK(cudaFuncSetAttribute(attn_tc::attention_backward_dkdv_tc_kernel<kD>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(Tiles::kDkDvSmem)));
+    ZT_CUDA_CHECK(cudaFuncSetAttribute(attn_tc::attention_backward_dq_tc_kernel<kD>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Tiles::kDqSmem)));
+    return true;
+  }();
+  (void)ready;
+  const cudaStream_t stream = compute_stream();
+  auto bf = [](const Tensor& t) { return static_cast<__nv_bfloat16*>(t.data()); };
+
+  // delta = rowsum(dO * O) [B, Hq, T] f32, from the caching allocator (back to it on return:
+  // stream-ordered, so only work queued after these kernels can reuse it).
+  OwnedTensor delta({B, dm.Hq, dm.T}, DType::F32, Device::cuda());
+  const int64_t rows = static_cast<int64_t>(B) * dm.T * dm.Hq;
+  constexpr int kRowsPerBlock = attn_tc::kThreads / (kD / 8);
+  attn_tc::attention_delta_tc_kernel<kD>
+      <<<static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock), attn_tc::kThreads, 0, stream>>>(
+          delta.data<float>(), bf(dout), bf(out), dm, rows);
+  ZT_CUDA_CHECK_LAST();
+
+  const float scale_log2 = scale * attn_tc::kLog2e;
+  const unsigned tiles = static_cast<unsigned>((dm.T + 63) / 64);
+  attn_tc::attention_backward_dkdv_tc_kernel<kD>
+      <<<dim3(tiles, dm.Hkv, B), attn_tc::kThreads, Tiles::kDkDvSmem, stream>>>(
+          bf(dqkv), bf(dout), bf(qkv), static_cast<const float*>(lse.data()), delta.data<float>(), dm, scale,
+          scale_log2);
+  ZT_CUDA_CHECK_LAST();
+  attn_tc::attention_backward_dq_tc_kernel<kD><<<dim3(tiles, dm.Hq, B), attn_tc::kThreads, Tiles::kDqSmem, stream>>>(
+      bf(dqkv), bf(dout), bf(qkv), static_cast<const float*>(lse.data()), delta.data<float>(), dm, scale, scale_log2);
+  ZT_CUDA_CHECK_LAST();
+}
+
 }  // namespace
 
 bool attention_tensor_core_enabled() {
   static const bool enabled = [] {
     const char* v = std::getenv("ZT_ATTENTION_TC");
-    return v != nullptr && std::strcmp(v, "1") == 0;
+    return v == nullptr || std::strcmp(v, "0") != 0;
   }();
   return enabled;
 }
@@ -56,6 +96,28 @@ bool attention_forward_tensor_core_supports(const Tensor& out, const Tensor& qkv
   return qkv.dtype() == DType::BF16 && out.dtype() == DType::BF16 && (D == 64 || D == 128) &&
          n_kv_heads > 0 && n_q_heads % n_kv_heads == 0 && qkv.size(0) <= 65535 && n_q_heads <= 65535 &&
          qkv.size(1) <= INT_MAX / 2 && aligned(qkv.data(), 16) && aligned(out.data(), 4);
+}
+
+bool attention_backward_tensor_core_supports(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                                             const Tensor& out, int n_q_heads, int n_kv_heads) {
+  return attention_forward_tensor_core_supports(out, qkv, n_q_heads, n_kv_heads) && dqkv.dtype() == DType::BF16 &&
+         dout.dtype() == DType::BF16 && aligned(dqkv.data(), 4) && aligned(dout.data(), 16) &&
+         aligned(out.data(), 16);
+}
+
+void attention_backward_tensor_core(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                                    const Tensor& lse, int n_q_heads, int n_kv_heads, float scale) {
+  const char* op = "cuda attention_backward_tensor_core";
+  if (!attention_backward_tensor_core_supports(dqkv, dout, qkv, out, n_q_heads, n_kv_heads))
+    ZT_THROW_UNSUPPORTED(op, ": needs bf16 tensors, head dim 64 or 128, 16-byte aligned qkv/dout/out, "
+                             "B and Hq <= 65535");
+  const int B = static_cast<int>(qkv.size(0));
+  const attn_tc::TcDims dm{static_cast<int>(qkv.size(1)), n_q_heads, n_kv_heads};
+  if (B == 0 || dm.T == 0) return;
+  if (head_dim(qkv, n_q_heads, n_kv_heads) == 64)
+    launch_backward<64>(dqkv, dout, qkv, out, lse, dm, B, scale);
+  else
+    launch_backward<128>(dqkv, dout, qkv, out, lse, dm, B, scale);
 }
 
 void attention_forward_tensor_core(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads,

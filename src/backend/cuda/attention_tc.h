@@ -1,5 +1,5 @@
-// Tensor-core (mma.sync m16n8k16 bf16) forward of the CUDA causal GQA attention, for bf16
-// activations with head dim 64 or 128. CUDA-free header (core types only); defined in
+// Tensor-core (mma.sync m16n8k16 bf16) forward and backward of the CUDA causal GQA
+// attention, for bf16 activations with head dim 64 or 128. CUDA-free header (core types only); defined in
 // attention_tc.cu, which exists only in CUDA builds (ZT_WITH_CUDA): there is no CPU stub.
 //
 // Same contract as zt::cuda::attention_forward (attention_ops.h): qkv [B, T, (Hq + 2 Hkv) D],
@@ -7,8 +7,9 @@
 // h / (Hq / Hkv), lse = natural-log log-sum-exp of the scaled scores, so
 // attention_backward takes its out and lse unchanged. Asynchronous on the compute stream.
 //
-// attention.cu's forward uses it when ZT_ATTENTION_TC=1 is set in the environment (read
-// once) and attention_forward_tensor_core_supports() holds; otherwise the f32-FMA kernel runs.
+// attention.cu's forward and backward use them whenever the *_supports() check holds, unless
+// ZT_ATTENTION_TC=0 is set in the environment (read once); otherwise the f32-FMA kernels of
+// attention_kernels.cuh run (f32 activations, other head dims, and the tests' reference).
 #pragma once
 #include "core/tensor.h"
 
@@ -24,7 +25,14 @@ bool attention_forward_tensor_core_supports(const Tensor& out, const Tensor& qkv
 void attention_forward_tensor_core(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads,
                                    int n_kv_heads, float scale);
 
-// Whether ZT_ATTENTION_TC=1 was set when first asked (read once per process).
+// The tensor-core backward, same contract as zt::cuda::attention_backward: dqkv (=) every
+// element. Needs what the forward needs plus bf16 dqkv/dout, dout and out 16-byte aligned.
+bool attention_backward_tensor_core_supports(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                                             const Tensor& out, int n_q_heads, int n_kv_heads);
+void attention_backward_tensor_core(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                                    const Tensor& lse, int n_q_heads, int n_kv_heads, float scale);
+
+// False when ZT_ATTENTION_TC=0 was set when first asked (read once per process).
 bool attention_tensor_core_enabled();
 
 }  // namespace zt::cuda

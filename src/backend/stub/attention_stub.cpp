@@ -23,4 +23,12 @@ void attention_backward(const Tensor&, const Tensor&, const Tensor&, const Tenso
   no_cuda("cuda::attention_backward");
 }
 
+void attention_forward_fma(const Tensor&, const Tensor&, const Tensor&, int, int, float) {
+  no_cuda("cuda::attention_forward_fma");
+}
+void attention_backward_fma(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int, int,
+                            float) {
+  no_cuda("cuda::attention_backward_fma");
+}
+
 }  // namespace zt::cuda
