@@ -1,8 +1,9 @@
 // CUDA LM head + cross-entropy (backend/cuda/cross_entropy.cu) against the CPU backend on
 // the same inputs: loss sum, count, per-row losses, dinp (=), dweight (+=, padding rows
 // untouched), ignored rows, chunking (one chunk, several chunks with a partial last one),
-// f32/bf16 activations with f32/bf16/f16 weights, odd sizes and GPT-2's vocabulary
-// (50257 padded to 50304) x 768.
+// f32/bf16 activations with f32/bf16/f16 weights, odd sizes (V not a multiple of 4 or 64;
+// rows longer than one tile of the in-place dlogits pass) and GPT-2's vocabulary (50257
+// padded to 50304) x 768; NaN logits give NaN losses, forward and forward_backward.
 //
 // Metric: max|cuda - cpu| / max|cpu| per output (|a - b| / |b| for the loss sum).
 // f32 everywhere: <= 1e-5 (f32 logits from exact-f32 cuBLASLt; only summation orders and
@@ -184,6 +185,11 @@ std::vector<CeCase> odd_cases() {
   cases.push_back({1, 1, 1, 1, F32, F32, 0});      // a single class: loss 0
   cases.push_back({5, 3, 2, 64, BF16, BF16, 1});   // one row per chunk
   cases.push_back({70, 64, 1000, 1024, BF16, BF16, 0});
+  cases.push_back({70, 64, 1000, 1024, F32, F32, 32});  // 3 chunks, the last of 6 rows
+  // V = 10007 (prime, V % 4 == 3): rows of several tiles of the in-place dlogits pass (f32 in
+  // place; bf16/f16 as 16-bit over the f32 row), 3 chunks with the last of 5 rows.
+  for (const auto& t : combos) cases.push_back({37, 19, 10007, 10048, t[0], t[1], 16});
+  cases.push_back({37, 19, 10007, 10007, BF16, BF16, 0});
   return cases;
 }
 INSTANTIATE_TEST_SUITE_P(Odd, CudaCrossEntropy, ::testing::ValuesIn(odd_cases()), case_name);
@@ -251,6 +257,54 @@ TEST(CudaCrossEntropyRows, NanPropagatesToTheLoss) {
   const auto r = zt::ops::lm_head_cross_entropy_forward(x_d, w_d, tg_d, V, kIgnore, Tensor{});
   EXPECT_EQ(r.count, N);
   EXPECT_TRUE(std::isnan(r.loss_sum));
+}
+
+// One NaN logit makes its row's loss NaN, whatever the compute dtype and chunking, forward
+// and forward_backward: a NaN input element (the whole row's logits NaN) or a NaN weight
+// element (one NaN logit in every row: at the start, in the middle or at the ragged end of
+// the row). Ignored rows keep loss 0; rows without a NaN logit stay finite.
+TEST(CudaCrossEntropyRows, NanLogitPropagatesToItsRow) {
+  ZT_REQUIRE_GPU();
+  const int64_t N = 7, C = 8, V = 3001, Vp = 3008;
+  const std::vector<int32_t> targets = {0, 1, kIgnore, 3, static_cast<int32_t>(V - 1), kIgnore, 1234};
+  const OwnedTensor tg_d = to_device(make_targets(targets));
+  for (DType wt : {F32, BF16}) {
+    for (int64_t chunk_rows : {int64_t{0}, int64_t{3}}) {
+      for (int64_t col : {int64_t{-1}, int64_t{0}, int64_t{1234}, V - 1}) {
+        SCOPED_TRACE("weight " + std::string(zt::dtype_name(wt)) + ", chunk_rows " + std::to_string(chunk_rows) +
+                     (col < 0 ? std::string(", NaN input row 3") : ", NaN logit column " + std::to_string(col)));
+        std::vector<float> x = randn(static_cast<size_t>(N * C), 1);
+        std::vector<float> w = randn(static_cast<size_t>(Vp * C), 2, 0.5f);
+        if (col < 0) {
+          x[static_cast<size_t>(3 * C + 5)] = kNaN;
+        } else {
+          w[static_cast<size_t>(col * C + 2)] = kNaN;
+        }
+        const OwnedTensor x_d = to_device(make(x, {N, C})), w_d = to_device(make(w, {Vp, C}, wt));
+        const OwnedTensor losses_d = to_device(make(std::vector<float>(static_cast<size_t>(N), 123.0f), {N}));
+        const auto f = zt::cuda::lm_head_cross_entropy_forward(x_d, w_d, tg_d, V, kIgnore, losses_d, chunk_rows);
+        EXPECT_EQ(f.count, 5);
+        EXPECT_TRUE(std::isnan(f.loss_sum)) << f.loss_sum;
+        const auto losses = host_values(losses_d);
+        for (int64_t i = 0; i < N; ++i) {
+          const float l = losses[static_cast<size_t>(i)];
+          if (targets[static_cast<size_t>(i)] == kIgnore) {
+            EXPECT_EQ(l, 0.0f) << "row " << i;
+          } else if (col >= 0 || i == 3) {
+            EXPECT_TRUE(std::isnan(l)) << "row " << i << ": " << l;
+          } else {
+            EXPECT_TRUE(std::isfinite(l)) << "row " << i << ": " << l;
+          }
+        }
+        const OwnedTensor dinp_d = to_device(OwnedTensor({N, C}, F32));
+        const OwnedTensor dw_d = to_device(OwnedTensor::zeros({Vp, C}, wt));
+        const auto fb = zt::cuda::lm_head_cross_entropy_forward_backward(dinp_d, dw_d, x_d, w_d, tg_d, V, kIgnore,
+                                                                         0.2f, chunk_rows);
+        EXPECT_EQ(fb.count, 5);
+        EXPECT_TRUE(std::isnan(fb.loss_sum)) << fb.loss_sum;
+      }
+    }
+  }
 }
 
 // N = 0 returns nothing and touches nothing.

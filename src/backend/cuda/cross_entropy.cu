@@ -2,24 +2,40 @@
 //
 // Accumulation rule: dinp (=), dweight (+=, rows < V only), losses (=).
 //
-// Per chunk of R rows (R from a 256 MiB budget for the chunk's scratch, a multiple of 64):
+// Chunks: the f32 logits of a chunk of R rows, [R, ld] with ld = V rounded up to 64, get a
+// 1 GiB budget (there is no other [R, V] buffer: dlogits go in place, below). From the
+// largest R that fits (a multiple of 64), chunks = ceil(N / R_max) and the rows are spread
+// evenly: R = ceil(N / chunks) rounded up to 64 (at most N). GPT-2 (N = 16384, V = 50257):
+// 4 chunks of 4096 rows; Llama 3.2 1B (N = 8192, V = 128256): 4 chunks of 2048.
+//
+// Per chunk:
 //   1. x_c = the chunk's rows of inp, in the compute dtype (act_weight_compute_dtype: the
 //      weight's dtype for f32 activations, f32 when a bf16 activation meets an f32/f16
 //      weight); W = weight rows [0, V) in that dtype (the weight itself but for that case).
-//   2. Z [R, V] f32 (row stride ld = V rounded up to 64) = x_c W^T: one cuBLASLt matmul,
-//      CUBLAS_COMPUTE_32F, f32 output for every input dtype. Padding rows of the weight
-//      (>= V) are never read.
-//   3. One block per row: max, sum of exp (f32, fixed-order block reductions), loss =
-//      logsumexp - z[target] into losses[row] (0 for ignored rows); for the backward,
-//      dlogits = grad_scale (softmax - onehot) (0 for ignored rows), written in place into
-//      Z for f32 compute, else into a [R, ld] scratch of the compute dtype (the matmul
-//      inputs must share a dtype).
-//   4. dinp rows (=) = dlogits W (beta = 0); dW[0:V] (+=) dlogits^T x_c with beta = 1:
-//      straight into dweight when it is f32 or there is one chunk, else into an f32 [V, C]
-//      accumulator (zeroed once) that is added to dweight after the last chunk with one
-//      rounding (as the CPU backend does).
-// At the end one block sums the per-row losses in double in a fixed order (deterministic),
-// counts the rows and finds the first invalid target; one small copy brings that to the host.
+//      W_k = W padded with zero rows to ld (made once per call, only when V % 64 != 0): the
+//      logits and dinp products run over ld vocabulary columns, because for a V that is not
+//      a multiple of 8 (GPT-2's 50257) cuBLASLt falls back to align-1 kernels, ~6x slower.
+//      Padding rows of the weight (>= V) are never read.
+//   2. Z [R, ld] f32 (row stride ld) = x_c W_k^T: one cuBLASLt matmul, CUBLAS_COMPUTE_32F,
+//      f32 output for every input dtype. The loss never reads columns >= V.
+//   3. softmax_xent_kernel, one block per row:
+//      pass 1: one read of the row (16-byte loads, several in flight per thread) with an
+//        online max/sum: each thread keeps a running max m and sum s of exp(z - m), rescaling
+//        s when m grows; then the (m, s) pairs are merged in a fixed order (deterministic).
+//        loss = lse - z[target] into losses[row] (0 for ignored rows).
+//      pass 2 (backward only): dlogits [R, ld] = grad_scale (softmax - onehot) (0 for ignored
+//        rows and in the padding columns [V, ld)), written IN PLACE over the row's f32
+//        logits: as f32 at the same index for f32 compute, else as 16-bit values from the
+//        start of the row's f32 storage, i.e. a 16-bit matrix with row stride 2 ld (the
+//        matmul inputs must share a dtype). The order that makes this safe is described at
+//        the kernel.
+//   4. dinp rows (=) = dlogits W_k (beta = 0; the padding adds zeros); dW[0:V] (+=)
+//      dlogits^T x_c with beta = 1: straight into dweight (rows < V) when it is f32 or there
+//      is one chunk, else into an f32 [ld, C] accumulator (zeroed once) whose rows < V are
+//      added to dweight after the last chunk with one rounding (as the CPU backend does).
+// The forward alone runs pass 1 only. At the end one block sums the per-row losses in double
+// in a fixed order (deterministic), counts the rows and finds the first invalid target; one
+// small copy brings that to the host (the only synchronisation).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -27,6 +43,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
@@ -38,17 +55,15 @@
 namespace zt::cuda {
 namespace {
 
-constexpr int kRowThreads = 512;        // one block per row of a chunk
+constexpr int kRowThreads = 512;        // one block per row of a chunk; 4 blocks per SM (<= 32 registers)
+constexpr int kPass1Vecs = 4;           // pass 1: float4 loads per thread per iteration (in flight together)
+constexpr int kTileVecs = 2;            // pass 2: float4s per thread per tile
 constexpr int kFinishThreads = 1024;    // the final reduction: one block (a power of two)
-constexpr int64_t kLdAlign = 64;        // row stride of the chunk's logits, in elements
-constexpr int64_t kChunkBudgetBytes = int64_t{256} << 20;
+constexpr int64_t kLdAlign = 64;        // row stride of the chunk's logits, in elements (a multiple of 4)
+constexpr int64_t kChunkBudgetBytes = int64_t{1} << 30;  // the chunk's f32 logits
 
 template <class T>
 __device__ __forceinline__ T from_float(float f);
-template <>
-__device__ __forceinline__ float from_float<float>(float f) {
-  return f;
-}
 // core/dtype.h's to_bf16 bit for bit: round to nearest even, NaN stays a quiet NaN.
 template <>
 __device__ __forceinline__ bf16 from_float<bf16>(float f) {
@@ -62,68 +77,207 @@ __device__ __forceinline__ f16 from_float<f16>(float f) {
   return f16{__half_as_ushort(__float2half_rn(f))};
 }
 
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-// Block-wide reductions (blockDim.x a multiple of 32); every thread gets the result. The
-// order of the additions is fixed, so results do not vary from run to run.
-__device__ float block_max(float v) {
-  __shared__ float part[32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  v = warp_max(v);
-  __syncthreads();
-  if (lane == 0) part[warp] = v;
-  __syncthreads();
-  return warp_max(lane < warps ? part[lane] : -INFINITY);
-}
-__device__ float block_sum(float v) {
-  __shared__ float part[32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  v = warp_sum(v);
-  __syncthreads();
-  if (lane == 0) part[warp] = v;
-  __syncthreads();
-  return warp_sum(lane < warps ? part[lane] : 0.0f);
-}
-
-// One block per chunk row. z: logits [rows, ldz] f32; g: dlogits [rows, ldg] (may be z
-// itself for G = float: each element is read before the same thread overwrites it, and every
-// read of the max/sum passes ends at the block reductions' barriers), or null (forward only).
+// Stores elements j .. j+3 of a dlogits row gr (j a multiple of 4, so the address is 16-byte
+// aligned for f32 and 8-byte aligned for 16-bit types), only the first `valid` of them (fewer
+// than 4 at the row's end: the rest are not written).
 template <class G>
-__global__ void __launch_bounds__(kRowThreads)
-    softmax_xent_kernel(const float* z, int64_t ldz, const int32_t* __restrict__ targets, int64_t V,
+__device__ __forceinline__ void store4(G* gr, int j, float4 v, int valid) {
+  if constexpr (std::is_same_v<G, float>) {
+    if (valid >= 4) {
+      *reinterpret_cast<float4*>(gr + j) = v;
+      return;
+    }
+    gr[j] = v.x;
+    if (valid > 1) gr[j + 1] = v.y;
+    if (valid > 2) gr[j + 2] = v.z;
+  } else {
+    const G a = from_float<G>(v.x), b = from_float<G>(v.y), c = from_float<G>(v.z), d = from_float<G>(v.w);
+    if (valid >= 4) {  // little-endian: element j in the low half
+      const uint32_t lo = static_cast<uint32_t>(a.bits) | (static_cast<uint32_t>(b.bits) << 16);
+      const uint32_t hi = static_cast<uint32_t>(c.bits) | (static_cast<uint32_t>(d.bits) << 16);
+      *reinterpret_cast<uint2*>(gr + j) = make_uint2(lo, hi);
+      return;
+    }
+    gr[j] = a;
+    if (valid > 1) gr[j + 1] = b;
+    if (valid > 2) gr[j + 2] = c;
+  }
+}
+
+// ---- online max / sum of exp ----
+//
+// State (m, s): s = sum of exp(x - m) over the values seen, m their running max (-inf: none
+// yet). The exponent's reference is m, except -inf -> 0, so that exp(-inf - ref) is 0 and
+// never exp(-inf + inf) = NaN: an -inf logit (or the masked padding) adds 0, exactly as in a
+// two-pass max-then-sum. Special values, as the two-pass version (max with fmaxf, then sum of
+// exp(x - max)) gives them:
+//  - a NaN logit: fmaxf ignores it in the max, but exp(NaN - ref) = NaN enters s, and NaN
+//    stays NaN through every later rescale (NaN * 0 = NaN) and merge: NaN loss.
+//  - a +inf logit: m becomes +inf and that logit adds exp(inf - inf) = NaN: NaN loss (the
+//    two-pass version: the max is inf, exp(inf - inf) = NaN). Hence m = +inf implies s = NaN,
+//    which keeps merges with m = +inf NaN as well.
+//  - a row of -inf only: m = -inf, s = 0, lse = -inf + log(0) = -inf, loss = -inf - (-inf) =
+//    NaN (the two-pass version: exp(-inf - (-inf)) = NaN in the sum: NaN).
+__device__ __forceinline__ float exp_ref(float m) { return m == -INFINITY ? 0.0f : m; }
+
+// Adds K float4s of values to (m, s).
+template <int K>
+__device__ __forceinline__ void online_add(float& m, float& s, const float4* v) {
+  float bm = m;
+#pragma unroll
+  for (int k = 0; k < K; ++k) bm = fmaxf(bm, fmaxf(fmaxf(v[k].x, v[k].y), fmaxf(v[k].z, v[k].w)));
+  if (bm > m) {  // the max grows: rescale (m = -inf: s *= exp(-inf) = 0, keeping a NaN)
+    s *= expf(m - bm);
+    m = bm;
+  }
+  const float r = exp_ref(m);
+  float b = 0.0f;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+    b += (expf(v[k].x - r) + expf(v[k].y - r)) + (expf(v[k].z - r) + expf(v[k].w - r));
+  s += b;
+}
+
+// (m, s) <- the merge of (m, s) and (m2, s2).
+__device__ __forceinline__ void merge(float& m, float& s, float m2, float s2) {
+  const float mm = fmaxf(m, m2);
+  const float r = exp_ref(mm);
+  s = s * expf(m - r) + s2 * expf(m2 - r);
+  m = mm;
+}
+
+// Lane 0 gets the merge of the warp's 32 pairs (a fixed tree).
+__device__ __forceinline__ void warp_merge(float& m, float& s) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float m2 = __shfl_down_sync(0xffffffffu, m, o), s2 = __shfl_down_sync(0xffffffffu, s, o);
+    merge(m, s, m2, s2);
+  }
+}
+
+// Every thread gets the merge of the block's pairs (blockDim.x a multiple of 32), computed in
+// a fixed order, so it does not vary from run to run. Called once per block.
+__device__ void block_merge(float& m, float& s) {
+  __shared__ float part_m[32], part_s[32];
+  __shared__ float res_m, res_s;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  warp_merge(m, s);
+  if (lane == 0) {
+    part_m[warp] = m;
+    part_s[warp] = s;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    m = lane < warps ? part_m[lane] : -INFINITY;
+    s = lane < warps ? part_s[lane] : 0.0f;
+    warp_merge(m, s);
+    if (lane == 0) {
+      res_m = m;
+      res_s = s;
+    }
+  }
+  __syncthreads();
+  m = res_m;
+  s = res_s;
+}
+
+// dlogit of logit x at column j of a row with target t (0 in the padding columns j >= V).
+__device__ __forceinline__ float dlogit(float x, int j, int t, int V, float lse, float grad_scale) {
+  if (j >= V) return 0.0f;
+  const float p = expf(x - lse);
+  return grad_scale * (j == t ? p - 1.0f : p);
+}
+
+// One block per chunk row. z: logits [rows, ld] f32 (ld a multiple of 4, rows 16-byte
+// aligned); the loss reads columns [0, V). g: null (forward only), or the dlogits [rows, Vg]
+// (V <= Vg <= ld, Vg % 4 == 0; columns [V, Vg) are written as 0) in place over z: g == z
+// with ldg = ld for G = float; g == z reinterpreted as 16-bit with ldg = 2 ld for bf16/f16
+// (row r's dlogits start at the byte address of row r's logits).
+//
+// Pass 1 reads the row once (online max/sum). Every pass-1 read, and the read of z[target],
+// precedes block_merge's barriers, and every write comes after them.
+//
+// Pass 2 (in place) goes over columns [0, Vg) in tiles of T = blockDim.x * 4 * kTileVecs
+// elements, in increasing order; per tile every thread loads its kTileVecs float4s (element
+// j = tile start + 4 (u blockDim.x + threadIdx.x)), then (16-bit G) __syncthreads(), then
+// writes the 16-bit dlogits of the same elements at 16-bit index j. Why this is safe for
+// 16-bit G: the 16-bit element j lives in the bytes of f32 element floor(j / 2), so tile k's
+// writes (j in [kT, (k+1)T)) land in f32 elements [kT/2, (k+1)T/2), i.e. in tile
+// floor(k/2) <= k. Every thread loaded its part of tiles 0..k before tile k's barrier, so
+// those elements have been read by all threads before any of them is overwritten; and later
+// tiles' loads (f32 elements >= (k+1)T) never touch bytes written so far (16-bit writes up
+// to tile k end at f32 element (k+1)T/2). Bytes of a row past 2 Vg (its 16-bit dlogits) are
+// left as they were: the matmuls read the 16-bit matrix [rows, Vg] with row stride 2 ld. The
+// argument holds for any tile width (kTileVecs = 1 gives tiles of blockDim.x * 4); the loop
+// trip count is the same in all threads, so the barrier is uniform. For G = float each
+// thread overwrites exactly the elements it loaded itself: no hazard, no barrier.
+//
+// z and g alias: neither may be __restrict__ (nor read through the non-coherent cache).
+template <class G>
+__global__ void __launch_bounds__(kRowThreads, 2048 / kRowThreads)
+    softmax_xent_kernel(const float* z, int64_t ld, const int32_t* __restrict__ targets, int V, int Vg,
                         int ignore_index, float* __restrict__ losses, G* g, int64_t ldg, float grad_scale) {
   const int64_t row = blockIdx.x;
-  const float* zr = z + row * ldz;
+  const float* zr = z + row * ld;
   G* gr = g ? g + row * ldg : nullptr;
   const int32_t t = targets[row];
   if (t == ignore_index || t < 0 || t >= V) {  // ignored (or invalid: reported by finish_kernel)
     if (threadIdx.x == 0) losses[row] = 0.0f;
     if (gr)
-      for (int64_t j = threadIdx.x; j < V; j += blockDim.x) gr[j] = from_float<G>(0.0f);
+      for (int j = 4 * static_cast<int>(threadIdx.x); j < Vg; j += 4 * static_cast<int>(blockDim.x))
+        store4(gr, j, make_float4(0.0f, 0.0f, 0.0f, 0.0f), Vg - j);
     return;
   }
-  const float zt = zr[t];
-  float mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) mx = fmaxf(mx, zr[j]);
-  mx = block_max(mx);
-  float sum = 0.0f;
-  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) sum += expf(zr[j] - mx);
-  sum = block_sum(sum);
-  const float lse = mx + logf(sum);  // a NaN logit makes sum, lse and the loss NaN
+  const float zt = threadIdx.x == 0 ? zr[t] : 0.0f;  // before block_merge's barriers
+
+  // Pass 1: online max / sum over float4s; kPass1Vecs loads in flight per thread.
+  const float4* z4 = reinterpret_cast<const float4*>(zr);
+  const int full = V / 4;        // float4s wholly inside [0, V)
+  const int nvec = (V + 3) / 4;  // the last may reach into the row's padding (ld % 4 == 0)
+  const int step = blockDim.x;
+  float m = -INFINITY, s = 0.0f;
+  int i = threadIdx.x;
+  for (; i + (kPass1Vecs - 1) * step < full; i += kPass1Vecs * step) {
+    float4 v[kPass1Vecs];
+#pragma unroll
+    for (int u = 0; u < kPass1Vecs; ++u) v[u] = z4[i + u * step];
+    online_add<kPass1Vecs>(m, s, v);
+  }
+  for (; i < nvec; i += step) {
+    float4 v = z4[i];
+    const int valid = V - 4 * i;  // padding elements count as -inf: they add 0
+    if (valid < 4) v.w = -INFINITY;
+    if (valid < 3) v.z = -INFINITY;
+    if (valid < 2) v.y = -INFINITY;
+    online_add<1>(m, s, &v);
+  }
+  block_merge(m, s);
+  const float lse = m + logf(s);  // a NaN logit makes s, lse and the loss NaN
   if (threadIdx.x == 0) losses[row] = lse - zt;
-  if (gr) {
-    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
-      const float p = expf(zr[j] - lse);
-      gr[j] = from_float<G>(grad_scale * (j == t ? p - 1.0f : p));
+  if (gr == nullptr) return;
+
+  // Pass 2: dlogits = grad_scale (exp(z - lse) - onehot) for j < V, 0 for V <= j < Vg, in
+  // place (see above).
+  const int tile = static_cast<int>(blockDim.x) * 4 * kTileVecs;
+  for (int base = 0; base < Vg; base += tile) {
+    float4 v[kTileVecs];
+#pragma unroll
+    for (int u = 0; u < kTileVecs; ++u) {
+      const int j = base + 4 * (u * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x));
+      v[u] = j < Vg ? *reinterpret_cast<const float4*>(zr + j) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    if constexpr (!std::is_same_v<G, float>) __syncthreads();  // tile k read by all before it is overwritten
+#pragma unroll
+    for (int u = 0; u < kTileVecs; ++u) {
+      const int j = base + 4 * (u * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x));
+      if (j < Vg) {
+        float4 d;
+        d.x = dlogit(v[u].x, j, t, V, lse, grad_scale);
+        d.y = dlogit(v[u].y, j + 1, t, V, lse, grad_scale);
+        d.z = dlogit(v[u].z, j + 2, t, V, lse, grad_scale);
+        d.w = dlogit(v[u].w, j + 3, t, V, lse, grad_scale);
+        store4(gr, j, d, Vg - j);
+      }
     }
   }
 }
@@ -185,27 +339,50 @@ CrossEntropySums run(const Tensor* dinp, const Tensor* dweight, const Tensor& in
   const bool backward = dinp != nullptr;
 
   const DType ct = act_weight_compute_dtype(inp.dtype(), weight.dtype());
-  const size_t cs = dtype_size(ct);
   Buffer w_holder;
   const void* w = device_as_dtype(weight.data(), weight.dtype(), ct, static_cast<size_t>(V * C), w_holder);
 
-  // Chunk rows: the chunk's logits (f32), dlogits (when not in place) and converted inputs
-  // within the budget.
+  // Chunk rows: the chunk's f32 logits [R, ld] within the budget (dlogits go in place), the
+  // rows spread evenly over the fewest chunks, R a multiple of 64 (see the top of the file).
   const int64_t ld = (V + kLdAlign - 1) / kLdAlign * kLdAlign;
-  const bool separate_g = backward && ct != DType::F32;
-  const int64_t per_row = ld * 4 + (separate_g ? ld * static_cast<int64_t>(cs) : 0) +
-                          (inp.dtype() != ct ? C * static_cast<int64_t>(cs) : 0);
-  int64_t R = chunk_rows > 0 ? chunk_rows : std::max<int64_t>(1, kChunkBudgetBytes / per_row);
-  if (chunk_rows <= 0 && R >= 64) R = R / 64 * 64;
-  R = std::min(R, N);
+  int64_t R = 0;
+  if (chunk_rows > 0) {
+    R = std::min(chunk_rows, N);
+  } else {
+    int64_t r_max = std::max<int64_t>(1, kChunkBudgetBytes / (ld * static_cast<int64_t>(sizeof(float))));
+    if (r_max >= 64) r_max = r_max / 64 * 64;
+    const int64_t n_chunks = (N + r_max - 1) / r_max;
+    R = (N + n_chunks - 1) / n_chunks;
+    if (r_max >= 64) R = (R + 63) / 64 * 64;  // still <= r_max (a multiple of 64)
+    R = std::min(R, N);
+  }
   ZT_CHECK(R <= INT_MAX, "lm_head_cross_entropy: chunk of ", R, " rows is too large");
+  ZT_CHECK(V <= INT_MAX / 2, "lm_head_cross_entropy: vocabulary of ", V, " is too large");  // in-row int indices
   const int64_t chunks = (N + R - 1) / R;
 
+  // W_k = W with rows [V, ld) zero, [ld, C]: the logits and dinp products run over ld
+  // vocabulary columns, so that every dimension cuBLASLt sees is a multiple of 64 (for an odd
+  // V such as GPT-2's 50257 it otherwise picks align-1 kernels, about 6x slower). The padding
+  // adds exact zeros: its logits are never read and its dlogits are written as 0. A copy only
+  // when V % 64 != 0; the weight's own padding rows are never read.
+  Buffer wk_holder;
+  const void* wk = w;
+  if (ld != V) {
+    const size_t cs = dtype_size(ct), live = static_cast<size_t>(V * C) * cs;
+    wk_holder = Buffer(static_cast<size_t>(ld * C) * cs, dev);
+    if (wk_holder.bytes()) {
+      if (live) ZT_CUDA_CHECK(cudaMemcpyAsync(wk_holder.data(), w, live, cudaMemcpyDeviceToDevice, stream));
+      ZT_CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(wk_holder.data()) + live, 0, wk_holder.bytes() - live, stream));
+    }
+    wk = wk_holder.data();
+  }
+
+  // Logits, then (backward) dlogits in place: f32 at the same place for f32 compute, else a
+  // 16-bit matrix over the same bytes with row stride 2 ld (softmax_xent_kernel).
   Buffer z_buf(static_cast<size_t>(R * ld) * sizeof(float), dev);
   float* z = static_cast<float*>(z_buf.data());
-  Buffer g_buf;
-  if (separate_g) g_buf = Buffer(static_cast<size_t>(R * ld) * cs, dev);
-  void* g = backward ? (separate_g ? g_buf.data() : static_cast<void*>(z)) : nullptr;
+  ZT_CHECK(reinterpret_cast<uintptr_t>(z) % 16 == 0, "lm_head_cross_entropy: unaligned logits scratch");
+  const int64_t ldg = ct == DType::F32 ? ld : 2 * ld;  // in elements of the compute dtype
 
   Buffer loss_buf;
   float* loss_d = nullptr;
@@ -216,11 +393,12 @@ CrossEntropySums run(const Tensor* dinp, const Tensor* dweight, const Tensor& in
     loss_d = static_cast<float*>(loss_buf.data());
   }
 
-  // dweight: straight (beta = 1) when f32 or a single chunk, else an f32 accumulator.
+  // dweight: straight (beta = 1) when f32 or a single chunk, else an f32 accumulator [ld, C]
+  // (its rows [V, ld) take the padding's zeros and are not added to dweight).
   const bool dw_direct = backward && (dweight->dtype() == DType::F32 || chunks == 1);
   Buffer dw_acc;
   if (backward && !dw_direct) {
-    dw_acc = Buffer(static_cast<size_t>(V * C) * sizeof(float), dev);
+    dw_acc = Buffer(static_cast<size_t>(ld * C) * sizeof(float), dev);
     if (dw_acc.bytes()) ZT_CUDA_CHECK(cudaMemsetAsync(dw_acc.data(), 0, dw_acc.bytes(), stream));
   }
 
@@ -233,33 +411,35 @@ CrossEntropySums run(const Tensor* dinp, const Tensor* dweight, const Tensor& in
     const void* x = device_as_dtype(x_bytes + static_cast<size_t>(r0 * C) * x_es, inp.dtype(), ct,
                                     static_cast<size_t>(m * C), x_holder);
     const MatrixRef xc{x, ct, m, C};
-    // Z [m, V] = x_c W^T (W stored [V, C]: transposed).
-    matmul(xc, MatrixRef{w, ct, V, C, 0, true}, z, DType::F32, ld, 1.0f, 0.0f);
+    // Z [m, ld] = x_c W_k^T (W_k stored [ld, C]: transposed).
+    matmul(xc, MatrixRef{wk, ct, ld, C, 0, true}, z, DType::F32, ld, 1.0f, 0.0f);
 
     const unsigned blocks = static_cast<unsigned>(m);
-    if (!backward) {
-      softmax_xent_kernel<float><<<blocks, kRowThreads, 0, stream>>>(z, ld, tg + r0, V, ignore_index, loss_d + r0,
-                                                                     nullptr, ld, 0.0f);
+    const int v_int = static_cast<int>(V), ld_int = static_cast<int>(ld);
+    if (!backward) {  // pass 1 only
+      softmax_xent_kernel<float><<<blocks, kRowThreads, 0, stream>>>(z, ld, tg + r0, v_int, ld_int, ignore_index,
+                                                                     loss_d + r0, nullptr, ld, 0.0f);
       ZT_CUDA_CHECK_LAST();
       continue;
     }
     dispatch_float(ct, [&](auto tag) {
       using G = decltype(tag);
-      softmax_xent_kernel<G><<<blocks, kRowThreads, 0, stream>>>(z, ld, tg + r0, V, ignore_index, loss_d + r0,
-                                                                 static_cast<G*>(g), ld, grad_scale);
+      softmax_xent_kernel<G><<<blocks, kRowThreads, 0, stream>>>(z, ld, tg + r0, v_int, ld_int, ignore_index,
+                                                                 loss_d + r0, reinterpret_cast<G*>(z), ldg,
+                                                                 grad_scale);
       ZT_CUDA_CHECK_LAST();
     });
 
-    // dinp rows (=) = dlogits [m, V] W [V, C].
+    // dinp rows (=) = dlogits [m, ld] W_k [ld, C] (the padding adds zeros).
     char* dinp_rows = static_cast<char*>(dinp->data()) + static_cast<size_t>(r0 * C) * dtype_size(dinp->dtype());
-    matmul_into(MatrixRef{g, ct, m, V, ld}, MatrixRef{w, ct, V, C}, dinp_rows, dinp->dtype(), 0,
+    matmul_into(MatrixRef{z, ct, m, ld, ldg}, MatrixRef{wk, ct, ld, C}, dinp_rows, dinp->dtype(), 0,
                 /*accumulate=*/false);
-    // dW[0:V] (+=) dlogits^T [V, m] x_c [m, C].
-    const MatrixRef g_t{g, ct, m, V, ld, true};
+    // dW[0:V] (+=) dlogits^T [V, m] x_c [m, C] (the accumulator takes all ld rows).
     if (dw_direct) {
-      matmul_into(g_t, xc, dweight->data(), dweight->dtype(), 0, /*accumulate=*/true);
+      matmul_into(MatrixRef{z, ct, m, V, ldg, true}, xc, dweight->data(), dweight->dtype(), 0,
+                  /*accumulate=*/true);
     } else {
-      matmul(g_t, xc, dw_acc.data(), DType::F32, C, 1.0f, 1.0f);
+      matmul(MatrixRef{z, ct, m, ld, ldg, true}, xc, dw_acc.data(), DType::F32, C, 1.0f, 1.0f);
     }
   }
   if (backward && !dw_direct)

@@ -6,11 +6,12 @@
 // Dtypes: inp and dinp f32 or bf16 (each independently); weight and dweight f32, bf16 or
 // f16 (one dtype); targets i32; losses f32. All on the GPU.
 //
-// The rows are processed in chunks (logits of a chunk in f32 scratch, about 256 MiB at
-// most), so [N, V] logits never exist whole. The only host synchronisation is the copy of
-// the loss sum and count at the end. A target outside [0, vocab_size) that is not
-// ignore_index throws BadInput (as on the CPU) but is only found at the end: by then dinp,
-// dweight and losses have been written (the row counted as ignored).
+// The rows are processed in chunks (logits of a chunk in f32 scratch, about 1 GiB at most,
+// the dlogits written in place over them), so [N, V] logits never exist whole. The only
+// host synchronisation is the copy of the loss sum and count at the end. A target outside
+// [0, vocab_size) that is not ignore_index throws BadInput (as on the CPU) but is only found
+// at the end: by then dinp, dweight and losses have been written (the row counted as
+// ignored).
 //
 // chunk_rows > 0 sets the rows per chunk (tests); 0 picks it from the memory budget.
 #pragma once
