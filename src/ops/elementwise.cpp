@@ -4,11 +4,13 @@
 // dtype), scale_inplace (in place). add_inplace, scale_inplace, sum_of_squares and
 // all_finite take f32, bf16 or f16 (they run on parameter-gradient buffers); add_inplace
 // allows acc and x of different floating dtypes. add needs one dtype for all three.
-// On CUDA, sum_of_squares and all_finite synchronise the compute stream (host results).
+// On CUDA, sum_of_squares and all_finite synchronise the compute stream (host results);
+// SumOfSquares accumulates on the device and synchronises once, in value().
 #include "ops/elementwise.h"
 
 #include "backend/cpu/elementwise.h"
 #include "backend/cuda/elementwise_ops.h"
+#include "backend/cuda_api.h"
 #include "ops/dispatch.h"
 
 namespace zt::ops {
@@ -94,6 +96,36 @@ bool all_finite(const Tensor& x) {
     using T = decltype(tag);
     return cpu::all_finite(static_cast<const T*>(x.data()), x.numel());
   });
+}
+
+SumOfSquares::SumOfSquares(Device device) : device_(device) {
+  if (device_.is_cuda()) {
+    device_sum_ = Buffer(sizeof(double), device_);
+    device_sum_.zero();  // queued on the compute stream, before any add()
+  } else if (!device_.is_cpu()) {
+    no_kernel("SumOfSquares", device_);
+  }
+}
+
+void SumOfSquares::add(const Tensor& x) {
+  check_float_contiguous("SumOfSquares::add", x);
+  ZT_CHECK(x.device() == device_, "SumOfSquares::add: tensor '", x.name(), "' is on ", x.device().name(),
+           ", the sum on ", device_.name());
+  if (device_.is_cuda()) {
+    cuda::sum_of_squares_accumulate(x, static_cast<double*>(device_sum_.data()));
+    return;
+  }
+  host_sum_ += dispatch_float(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    return cpu::sum_of_squares(static_cast<const T*>(x.data()), x.numel());
+  });
+}
+
+double SumOfSquares::value() const {
+  if (!device_.is_cuda()) return host_sum_;
+  double result = 0.0;
+  cuda::copy_to_host(&result, device_sum_.data(), sizeof(double));  // waits for the queued adds
+  return result;
 }
 
 }  // namespace zt::ops

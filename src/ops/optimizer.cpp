@@ -51,6 +51,19 @@ void dispatch_param_grad(const Tensor& param, const Tensor& grad, Fn&& fn) {
   });
 }
 
+// Segments sorted by offset, non-overlapping and inside [0, n) (empty ones allowed).
+void check_segments(const char* op, const Tensor& param, const OptimizerSegments& segments) {
+  const int64_t n = param.numel();
+  int64_t end = 0;
+  for (const OptimizerSegment& s : segments) {
+    ZT_CHECK(s.offset >= 0 && s.length >= 0 && s.offset <= n && s.length <= n - s.offset, op, ": segment [",
+             s.offset, ", +", s.length, ") is outside the range of ", n, " elements (", param.name(), ")");
+    ZT_CHECK(s.offset >= end, op, ": segment at ", s.offset, " overlaps or precedes the previous one, which ends at ",
+             end, " (", param.name(), ")");
+    end = s.offset + s.length;
+  }
+}
+
 }  // namespace
 
 void adamw_step(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v,
@@ -90,6 +103,51 @@ void lion_step(const Tensor& param, const Tensor& master, const Tensor& grad, co
   }
   dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
     cpu::lion_step(p, f32_or_null(master), g, static_cast<float*>(m.data()), param.numel(), h);
+  });
+}
+
+void adamw_step_segments(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m,
+                         const Tensor& v, const AdamWHyper& h, const OptimizerSegments& segments) {
+  const Device dev = check_common("adamw_step_segments", param, master, grad, {&m, &v});
+  ZT_CHECK(h.step >= 1, "adamw_step_segments: step is 1-based, got ", h.step);
+  check_segments("adamw_step_segments", param, segments);
+  if (dev.is_cuda()) {
+    cuda::adamw_step_segments(param, master, grad, m, v, h, segments);
+    return;
+  }
+  dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
+    cpu::adamw_step_segments(p, f32_or_null(master), g, static_cast<float*>(m.data()), static_cast<float*>(v.data()),
+                             segments, h);
+  });
+}
+
+void sgd_step_segments(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& momentum_buf,
+                       const SgdHyper& h, const OptimizerSegments& segments) {
+  const bool has_buf = defined_data(momentum_buf);
+  ZT_CHECK(has_buf == (h.momentum != 0.0f),
+           "sgd_step_segments: a momentum buffer is needed exactly when momentum != 0");
+  const Device dev = has_buf ? check_common("sgd_step_segments", param, master, grad, {&momentum_buf})
+                             : check_common("sgd_step_segments", param, master, grad, {});
+  check_segments("sgd_step_segments", param, segments);
+  if (dev.is_cuda()) {
+    cuda::sgd_step_segments(param, master, grad, momentum_buf, h, segments);
+    return;
+  }
+  dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
+    cpu::sgd_step_segments(p, f32_or_null(master), g, f32_or_null(momentum_buf), segments, h);
+  });
+}
+
+void lion_step_segments(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m,
+                        const LionHyper& h, const OptimizerSegments& segments) {
+  const Device dev = check_common("lion_step_segments", param, master, grad, {&m});
+  check_segments("lion_step_segments", param, segments);
+  if (dev.is_cuda()) {
+    cuda::lion_step_segments(param, master, grad, m, h, segments);
+    return;
+  }
+  dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
+    cpu::lion_step_segments(p, f32_or_null(master), g, static_cast<float*>(m.data()), segments, h);
   });
 }
 

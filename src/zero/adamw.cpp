@@ -7,19 +7,18 @@ namespace zt::zero {
 AdamW::AdamW(model::ParameterRegistry& registry, const OptimizerSpec& spec, PartitionFn partitions)
     : FlatOptimizer(registry, spec, {"exp_avg", "exp_avg_sq"}, std::move(partitions)) {}
 
-void AdamW::update(const Range& r, float lr, float grad_scale) {
+void AdamW::update_unit(const UnitRange& r, float lr, float grad_scale) {
   ops::AdamWHyper h;
   h.lr = lr;
   h.beta1 = spec_.beta1;
   h.beta2 = spec_.beta2;
   h.eps = spec_.eps;
-  h.weight_decay = r.weight_decay;
   h.step = steps_taken();
   h.grad_scale = grad_scale;
   const bool decoupled = spec_.type == OptimizerType::AdamW || spec_.adam_w_mode;
   h.decay = decoupled ? AdamDecay::Decoupled : AdamDecay::L2;
   h.bias_correction = spec_.bias_correction ? BiasCorrection::On : BiasCorrection::Off;
-  ops::adamw_step(r.param, r.master, r.grad, r.state[0], r.state[1], h);
+  ops::adamw_step_segments(r.param, r.master, r.grad, r.state[0], r.state[1], h, r.segments);
 }
 
 }  // namespace zt::zero

@@ -12,7 +12,7 @@ class AdamW final : public FlatOptimizer {
   AdamW(model::ParameterRegistry& registry, const OptimizerSpec& spec, PartitionFn partitions = {});
 
  private:
-  void update(const Range& range, float lr, float grad_scale) override;
+  void update_unit(const UnitRange& unit, float lr, float grad_scale) override;
 };
 
 }  // namespace zt::zero

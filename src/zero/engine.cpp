@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/error.h"
 #include "ops/copy.h"
@@ -369,23 +370,28 @@ void ZeroEngine::after_backward(model::Unit& unit) {
 
 // ---- the step -----------------------------------------------------------------------
 
-bool ZeroEngine::grads_finite() {
+double ZeroEngine::local_sum_of_squares() {
   finish_all_reductions();
-  bool finite = true;
-  for (size_t i = 0; i < units_.size() && finite; ++i) {
+  // Accumulated on the gradients' device, read back once (one host synchronisation per
+  // call, not one per unit); the same bits as summing each unit's sum_of_squares in order.
+  std::optional<ops::SumOfSquares> sum;
+  for (size_t i = 0; i < units_.size(); ++i) {
     const UnitPartition p = partition(i);
-    if (p.grads.data()) finite = ops::all_finite(p.grads);
+    if (!p.grads.data()) continue;
+    if (!sum) sum.emplace(p.grads.device());
+    sum->add(p.grads);
   }
+  return sum ? sum->value() : 0.0;
+}
+
+bool ZeroEngine::grads_finite() {
+  // The local sum of squares is inf or nan exactly when some local gradient element is.
+  const bool finite = std::isfinite(local_sum_of_squares());
   return !dist::any_rank(scalar_comm_, !finite);
 }
 
 double ZeroEngine::grad_norm() {
-  finish_all_reductions();
-  double sum = 0;
-  for (size_t i = 0; i < units_.size(); ++i) {
-    const UnitPartition p = partition(i);
-    if (p.grads.data()) sum += ops::sum_of_squares(p.grads);
-  }
+  double sum = local_sum_of_squares();
   // Stage 0: every rank holds the whole reduced gradient; else each holds its slices.
   if (options_.stage >= 1) sum = dist::sum_over_ranks(scalar_comm_, sum);
   return std::sqrt(sum);

@@ -130,6 +130,9 @@ class ZeroEngine final : public model::UnitHooks {
   void flush();
 
   // At the boundary, agreed by every rank: no inf/nan in any gradient, and the global norm.
+  // Each is one pass over this rank's gradients with a single host synchronisation (a sum
+  // of squares accumulated on the device, which is non-finite exactly when some element
+  // is), then one scalar collective.
   bool grads_finite();
   double grad_norm();
   // After the optimizer updated the owned slices: stages 1-2 all-gather them into every
@@ -177,6 +180,8 @@ class ZeroEngine final : public model::UnitHooks {
   void start_reduction(size_t unit);
   void finish_reduction(Reduction& r);
   void finish_all_reductions();
+  // Sum of squares of this rank's (reduced) gradient partitions, after the reductions.
+  double local_sum_of_squares();
   void start_gather(size_t unit);
   void ensure_gathered(size_t unit);
   void release_unit(size_t unit);

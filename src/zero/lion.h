@@ -11,7 +11,7 @@ class Lion final : public FlatOptimizer {
   Lion(model::ParameterRegistry& registry, const OptimizerSpec& spec, PartitionFn partitions = {});
 
  private:
-  void update(const Range& range, float lr, float grad_scale) override;
+  void update_unit(const UnitRange& unit, float lr, float grad_scale) override;
 };
 
 }  // namespace zt::zero

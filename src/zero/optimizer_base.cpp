@@ -38,7 +38,7 @@ void FlatOptimizer::step(float lr, float grad_scale) {
   // Weights loaded after the optimizer was built must reach the master before it is used.
   if (steps_ == 0) copy_params_to_master();
   ++steps_;
-  Range r;
+  UnitRange r;
   for (size_t ui = 0; ui < units_.size(); ++ui) {
     model::Unit& u = registry_.unit(ui);
     const UnitPartition part = partition(ui);
@@ -46,19 +46,21 @@ void FlatOptimizer::step(float lr, float grad_scale) {
     ZT_CHECK(part.begin == s.begin && part.numel() == s.numel, "the partition of unit ", u.name(), " changed after the optimizer was built");
     ZT_CHECK(part.grads.data() != nullptr && part.grads.numel() == part.numel(), "optimizer step without gradients for unit ",
              u.name());
-    const bool has_master = s.master.view().data() != nullptr;
+    // One segment per parameter overlapping the partition, in the unit's (ascending) order.
+    r.segments.clear();
     for (const model::ParamEntry& p : u.params()) {
       const LocalRange lr_range = overlap(p.offset, p.numel(), part.begin, part.numel());
       if (lr_range.length == 0) continue;
-      const int64_t off = lr_range.start, n = lr_range.length;
-      r.param = part.params.narrow(0, off, n).with_name(p.name());
-      r.grad = part.grads.narrow(0, off, n);
-      r.master = has_master ? s.master->narrow(0, off, n) : Tensor();
-      r.state.clear();
-      for (auto& t : s.state) r.state.push_back(t->narrow(0, off, n));
-      r.weight_decay = p.spec.decay == model::WeightDecay::Apply ? spec_.weight_decay : 0.0f;
-      update(r, lr, grad_scale);
+      const float wd = p.spec.decay == model::WeightDecay::Apply ? spec_.weight_decay : 0.0f;
+      r.segments.push_back({lr_range.start, lr_range.length, wd});
     }
+    if (r.segments.empty()) continue;
+    r.param = part.params.with_name(u.name());
+    r.grad = part.grads;
+    r.master = s.master.view().data() != nullptr ? s.master.view() : Tensor();
+    r.state.clear();
+    for (auto& t : s.state) r.state.push_back(t.view());
+    update_unit(r, lr, grad_scale);
   }
 }
 

@@ -1,12 +1,14 @@
 // Shared machinery of the flat-unit optimizers: per-unit f32 state buffers (and an f32
 // master copy for 16-bit parameters) over the rank's partition of each unit, the
 // per-parameter walk with each parameter's weight decay, state naming for checkpoints. A
-// concrete optimizer only supplies the update of one contiguous range.
+// concrete optimizer only supplies the update of one unit's partition, cut into one segment
+// per parameter (a single segmented update call: one kernel launch per unit on the GPU).
 #pragma once
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "backend/optimizer_segments.h"
 #include "zero/optimizer.h"
 #include "zero/partition.h"
 
@@ -29,14 +31,18 @@ class FlatOptimizer : public Optimizer {
   FlatOptimizer(model::ParameterRegistry& registry, OptimizerSpec spec, std::vector<std::string> state_names,
                 PartitionFn partitions);
 
-  // One parameter's range: views into the unit's flat buffers, state in state_names order.
-  struct Range {
+  // One unit's partition: views of its flat buffers (parameters, master, gradients, state
+  // in state_names order) and one segment per parameter overlapping the partition, at its
+  // offset in these views, with its weight decay (spec weight_decay, or 0 for
+  // WeightDecay::Skip parameters). Alignment gaps between parameters are in no segment.
+  struct UnitRange {
     Tensor param, master, grad;
     std::vector<Tensor> state;
-    float weight_decay = 0.0f;  // spec weight_decay, or 0 for WeightDecay::Skip parameters
+    OptimizerSegments segments;
   };
-  // Updates one range; steps_taken() already counts this step (1 on the first).
-  virtual void update(const Range& range, float lr, float grad_scale) = 0;
+  // Updates every segment of the unit (never called with no segments); steps_taken()
+  // already counts this step (1 on the first).
+  virtual void update_unit(const UnitRange& unit, float lr, float grad_scale) = 0;
 
   OptimizerSpec spec_;
 

@@ -13,17 +13,16 @@ std::vector<std::string> sgd_state(const OptimizerSpec& spec) {
 Sgd::Sgd(model::ParameterRegistry& registry, const OptimizerSpec& spec, PartitionFn partitions)
     : FlatOptimizer(registry, spec, sgd_state(spec), std::move(partitions)) {}
 
-void Sgd::update(const Range& r, float lr, float grad_scale) {
+void Sgd::update_unit(const UnitRange& r, float lr, float grad_scale) {
   ops::SgdHyper h;
   h.lr = lr;
   h.momentum = spec_.momentum;
   h.dampening = spec_.dampening;
-  h.weight_decay = r.weight_decay;
   h.grad_scale = grad_scale;
   h.nesterov = spec_.nesterov ? Nesterov::On : Nesterov::Off;
   // The buffer holds a value once a step has run (also after resuming from a checkpoint).
   h.buffer = steps_taken() > 1 ? MomentumBuffer::Filled : MomentumBuffer::Empty;
-  ops::sgd_step(r.param, r.master, r.grad, r.state.empty() ? Tensor() : r.state[0], h);
+  ops::sgd_step_segments(r.param, r.master, r.grad, r.state.empty() ? Tensor() : r.state[0], h, r.segments);
 }
 
 }  // namespace zt::zero

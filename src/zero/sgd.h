@@ -13,7 +13,7 @@ class Sgd final : public FlatOptimizer {
   void set_betas(float, float) override {}
 
  private:
-  void update(const Range& range, float lr, float grad_scale) override;
+  void update_unit(const UnitRange& unit, float lr, float grad_scale) override;
 };
 
 }  // namespace zt::zero

@@ -1,7 +1,9 @@
 // CUDA pointwise helpers (ops/elementwise.h on device tensors) against the CPU backend.
 // add, add_inplace and scale_inplace are one f32 operation per element and one rounding,
 // so the GPU must reproduce the CPU bit for bit in every dtype (and dtype pair);
-// sum_of_squares must agree to double rounding, all_finite exactly. Sizes cover the
+// sum_of_squares must agree to double rounding, all_finite exactly; the device-side
+// SumOfSquares accumulator must equal the host loop over the device's sum_of_squares bit
+// for bit, and be non-finite exactly when an element is. Sizes cover the
 // 8-element chunk (1, 7, 8, 9, ...), the model widths (768, 1600, 2048), the grid-stride
 // loops, and views shifted by one element (the unaligned element-by-element path).
 #include <gtest/gtest.h>
@@ -16,6 +18,7 @@
 #include "common/make_tensor.h"
 #include "common/random.h"
 #include "core/dtype.h"
+#include "core/error.h"
 #include "core/tensor.h"
 #include "ops/elementwise.h"
 
@@ -169,6 +172,50 @@ TEST(CudaElementwise, SumOfSquaresMatchesTheCpuInDouble) {
         // A fixed grid and a fixed reduction order: the same value on every call.
         ASSERT_EQ(ops::sum_of_squares(dx), got);
       }
+}
+
+TEST(CudaElementwise, SumOfSquaresAccumulatorIsTheHostLoopBitwise) {
+  ZT_REQUIRE_GPU();
+  uint32_t seed = 350;
+  std::vector<OwnedTensor> hosts;
+  std::vector<DeviceCopy> devs;
+  for (DType dt : kFloatTypes)
+    for (int64_t n : {int64_t{1}, int64_t{9}, int64_t{2048}, int64_t{300007}})
+      for (int64_t offset : {0, 1}) {
+        hosts.push_back(make(randn(n, seed++, 1e-2f), {n}, dt));
+        devs.push_back(on_device(hosts.back(), offset));
+      }
+  ops::SumOfSquares acc(Device::cuda());
+  double want = 0.0;
+  for (const DeviceCopy& d : devs) {
+    acc.add(d);
+    want += ops::sum_of_squares(d);
+  }
+  const double got = acc.value();
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(acc.value(), got);  // reading again changes nothing
+  // The same tensors on the CPU: the same sums up to the order of additions.
+  ops::SumOfSquares cpu(Device::cpu());
+  for (const OwnedTensor& h : hosts) cpu.add(h);
+  EXPECT_NEAR(got, cpu.value(), 1e-12 * cpu.value());
+  EXPECT_TRUE(std::isfinite(got));
+  // One inf or nan anywhere (here in the last tensor, after large finite values) shows.
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const OwnedTensor huge = make(std::vector<float>(1000, 3e38f), {1000}, DType::F32);
+  for (DType dt : kFloatTypes)
+    for (float bad : {inf, -inf, nan}) {
+      std::vector<float> v = randn(777, seed++, 1.0f);
+      v[500] = bad;
+      ops::SumOfSquares s(Device::cuda());
+      s.add(on_device(huge));
+      s.add(on_device(make(v, {777}, dt), 1));
+      EXPECT_FALSE(std::isfinite(s.value())) << dtype_name(dt) << " " << bad;
+    }
+  ops::SumOfSquares fine(Device::cuda());
+  fine.add(on_device(huge));
+  EXPECT_TRUE(std::isfinite(fine.value()));
+  // A host tensor is refused by a device accumulator.
+  EXPECT_THROW(fine.add(hosts.back()), Error);
 }
 
 TEST(CudaElementwise, SumOfSquaresKeepsDoubleRangeForLargeValues) {

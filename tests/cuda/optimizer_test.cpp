@@ -4,7 +4,11 @@
 // first step, so reading it then would show), Lion (with and without decay). Every pair of
 // parameter and gradient dtypes (f32/bf16/f16; 16-bit parameters with an f32 master, and an
 // f32 parameter with a master too), sizes around the 8-element chunk, views shifted by one
-// element (the unaligned path), and one range past a full grid of the kernel.
+// element (the unaligned path), and one range past a full grid of the kernel. The
+// segmented updates (one call over a range cut into segments of different weight decay,
+// with gaps left untouched) against the CPU's, with segments of odd lengths and offsets
+// (chunks shared by two segments, edges inside a 16-byte vector) and more segments than
+// one launch takes.
 // Bounds (max|gpu - cpu| / scale per tensor, scale = max|cpu| or, when larger, the size of
 // what the tensor held or took in during the run: a value that cancels to near 0 keeps the
 // rounding error of its terms): f32 master/parameter/state 1e-6 (the two compilers may fuse
@@ -97,27 +101,65 @@ struct OptCase {
   SgdHyper sgd{};
   LionHyper lion{};
   int64_t first_step = 1;  // AdamW: the step count of the first update (a resumed run starts late)
+  // Non-empty: the segmented update over these segments (its weight decays replace the
+  // hyper-parameters'); they must fit the sizes the case runs at (see fit()).
+  OptimizerSegments segments;
 };
+
+// The case's segments cut to a range of n elements.
+OptimizerSegments fit(const OptimizerSegments& segs, int64_t n) {
+  OptimizerSegments out;
+  for (const OptimizerSegment& s : segs) {
+    if (s.offset >= n) break;
+    out.push_back({s.offset, std::min(s.length, n - s.offset), s.weight_decay});
+  }
+  return out;
+}
+
+// Segments of cycling lengths (1 to 2000, many not multiples of 8), gaps (none, a few
+// elements, a whole 64-element alignment block) and weight decays, up to `limit` elements.
+OptimizerSegments odd_segments(int64_t limit, const std::vector<int64_t>& lengths) {
+  const int64_t gaps[] = {0, 0, 3, 0, 5, 0, 64, 1, 0};
+  const float decays[] = {0.1f, 0.0f, 0.05f, 0.2f, 0.0f};
+  OptimizerSegments out;
+  int64_t pos = 0;
+  for (size_t i = 0;; ++i) {
+    pos += gaps[i % 9];
+    if (pos >= limit) break;
+    const int64_t len = std::min(lengths[i % lengths.size()], limit - pos);
+    out.push_back({pos, len, decays[i % 5]});
+    pos += len;
+  }
+  return out;
+}
 
 bool uses_first_state(const OptCase& c) { return c.kind != Kind::Sgd || c.sgd.momentum != 0.0f; }
 
 // One update of the case at `step` (1-based within the run).
 void update(const OptCase& c, int64_t step, const Tensor& param, const Tensor& master, const Tensor& grad,
             const Tensor& s1, const Tensor& s2) {
+  const bool segmented = !c.segments.empty();
+  const OptimizerSegments segs = fit(c.segments, param.numel());
   switch (c.kind) {
     case Kind::AdamW: {
       AdamWHyper h = c.adam;
       h.step = c.first_step + step - 1;
-      ops::adamw_step(param, master, grad, s1, s2, h);
+      if (segmented) ops::adamw_step_segments(param, master, grad, s1, s2, h, segs);
+      else ops::adamw_step(param, master, grad, s1, s2, h);
       return;
     }
     case Kind::Sgd: {
       SgdHyper h = c.sgd;
       h.buffer = step == 1 ? MomentumBuffer::Empty : MomentumBuffer::Filled;
-      ops::sgd_step(param, master, grad, uses_first_state(c) ? s1 : Tensor(), h);
+      const Tensor buf = uses_first_state(c) ? s1 : Tensor();
+      if (segmented) ops::sgd_step_segments(param, master, grad, buf, h, segs);
+      else ops::sgd_step(param, master, grad, buf, h);
       return;
     }
-    case Kind::Lion: ops::lion_step(param, master, grad, s1, c.lion); return;
+    case Kind::Lion:
+      if (segmented) ops::lion_step_segments(param, master, grad, s1, c.lion, segs);
+      else ops::lion_step(param, master, grad, s1, c.lion);
+      return;
   }
 }
 
@@ -143,8 +185,12 @@ void check_case(const OptCase& c, DType pdt, DType gdt, int64_t n, int64_t offse
   if (uses_first_state(c)) {
     // SGD's buffer holds garbage before its first step: NaN, so that reading it would show.
     const float nan = std::numeric_limits<float>::quiet_NaN();
-    s1 = c.kind == Kind::Sgd ? make(std::vector<float>(static_cast<size_t>(n), nan), {n})
-                             : make(noise(n, seed + 1, 0.01f), {n});
+    // Gaps between segments are never updated: there the buffer holds a finite value, which
+    // must survive.
+    std::vector<float> b(static_cast<size_t>(n), c.segments.empty() ? nan : 0.25f);
+    for (const OptimizerSegment& sg : fit(c.segments, n))
+      std::fill(b.begin() + sg.offset, b.begin() + sg.offset + sg.length, nan);
+    s1 = c.kind == Kind::Sgd ? make(b, {n}) : make(noise(n, seed + 1, 0.01f), {n});
   }
   if (c.kind == Kind::AdamW) {
     std::vector<float> v = noise(n, seed + 2, 1e-2f);
@@ -173,6 +219,18 @@ void check_case(const OptCase& c, DType pdt, DType gdt, int64_t n, int64_t offse
     update(c, step, g_param, g_master, g_grad, g_s1, g_s2);
   }
   const std::vector<char> none;
+  if (!c.segments.empty()) {
+    // Elements in no segment kept their initial values on the GPU (the CPU comparison
+    // below covers the rest).
+    std::vector<char> in_segment(static_cast<size_t>(n), 0);
+    for (const OptimizerSegment& sg : fit(c.segments, n))
+      std::fill(in_segment.begin() + sg.offset, in_segment.begin() + sg.offset + sg.length, 1);
+    const std::vector<float> gp = values(g_param), p_init = make(p0, {n}, pdt)->to_f32_vector();
+    int64_t changed = 0;
+    for (int64_t i = 0; i < n; ++i)
+      if (!in_segment[static_cast<size_t>(i)]) changed += gp[static_cast<size_t>(i)] != p_init[static_cast<size_t>(i)];
+    EXPECT_EQ(changed, 0) << "the update wrote elements outside its segments";
+  }
   const int64_t n_exempt = std::count(exempt.begin(), exempt.end(), 1);
   EXPECT_LE(n_exempt, n / 1000 + 1) << "too many ambiguous Lion signs: the exemption hides real errors";
 
@@ -216,6 +274,22 @@ void check_all(const std::vector<OptCase>& cases) {
   for (const OptCase& c : cases) check_case(c, DType::F32, DType::BF16, 1003, 0, true, 3, seed += 20);
 }
 
+// The cases again as segmented updates over odd segments, at sizes that end inside a
+// segment or a gap, aligned and misaligned.
+void check_all_segmented(std::vector<OptCase> cases) {
+  const OptimizerSegments segs = odd_segments(5000, {1, 7, 8, 9, 13, 64, 100, 3, 1000, 5, 2000, 17});
+  uint64_t seed = 5000;
+  for (OptCase& c : cases) {
+    c.name += " (segmented)";
+    c.segments = segs;
+    for (DType pdt : kFloatTypes)
+      for (DType gdt : kFloatTypes)
+        for (int64_t n : {int64_t{1}, int64_t{9}, int64_t{1000}, int64_t{4099}})
+          for (int64_t offset : {0, 1}) check_case(c, pdt, gdt, n, offset, false, 3, seed += 20);
+  }
+  for (OptCase& c : cases) check_case(c, DType::F32, DType::BF16, 1003, 0, true, 3, seed += 20);
+}
+
 TEST(CudaOptimizer, AdamWMatchesCpu) {
   ZT_REQUIRE_GPU();
   std::vector<OptCase> cases(4);
@@ -237,6 +311,7 @@ TEST(CudaOptimizer, AdamWMatchesCpu) {
   cases[3].first_step = 1000;
   for (OptCase& c : cases) c.kind = Kind::AdamW;
   check_all(cases);
+  check_all_segmented(cases);
 }
 
 TEST(CudaOptimizer, SgdMatchesCpu) {
@@ -259,6 +334,7 @@ TEST(CudaOptimizer, SgdMatchesCpu) {
   cases[3].sgd.grad_scale = 0.25f;
   for (OptCase& c : cases) c.kind = Kind::Sgd;
   check_all(cases);
+  check_all_segmented(cases);
 }
 
 TEST(CudaOptimizer, LionMatchesCpu) {
@@ -273,6 +349,7 @@ TEST(CudaOptimizer, LionMatchesCpu) {
   cases[1].lion.grad_scale = 0.5f;
   for (OptCase& c : cases) c.kind = Kind::Lion;
   check_all(cases);
+  check_all_segmented(cases);
 }
 
 // A range larger than one grid of the kernel (8192 blocks x 256 threads x 8 elements) and
@@ -284,6 +361,36 @@ TEST(CudaOptimizer, LargeRangeTakesTheGridStrideLoop) {
   c.kind = Kind::AdamW;
   c.adam.weight_decay = 0.1f;
   check_case(c, DType::BF16, DType::BF16, int64_t{8192} * 256 * 8 + 3, 0, false, 2, 777);
+}
+
+// More segments than one launch's table holds (64): the update takes several launches,
+// for each optimizer; segments of 1-40 elements, and one large segment past a full grid.
+TEST(CudaOptimizer, ManySegmentsTakeSeveralLaunches) {
+  ZT_REQUIRE_GPU();
+  const OptimizerSegments small = odd_segments(6000, {1, 7, 8, 9, 13, 40, 3, 16, 5, 31});
+  ASSERT_GT(small.size(), 3u * 64u);
+  std::vector<OptCase> cases(3);
+  cases[0].name = "AdamW, 64+ segments";
+  cases[0].kind = Kind::AdamW;
+  cases[1].name = "SGD momentum, 64+ segments";
+  cases[1].kind = Kind::Sgd;
+  cases[1].sgd.lr = 0.02f;
+  cases[1].sgd.momentum = 0.9f;
+  cases[2].name = "Lion, 64+ segments";
+  cases[2].kind = Kind::Lion;
+  cases[2].lion.lr = 3e-4f;
+  uint64_t seed = 9000;
+  for (OptCase& c : cases) {
+    c.segments = small;
+    for (int64_t offset : {0, 1}) check_case(c, DType::BF16, DType::BF16, 6000, offset, false, 3, seed += 20);
+    check_case(c, DType::F32, DType::F32, 5999, 0, false, 2, seed += 20);
+  }
+  OptCase big;
+  big.name = "AdamW large segmented range";
+  big.kind = Kind::AdamW;
+  const int64_t n = int64_t{8192} * 256 * 8 + 3;
+  big.segments = {{0, 3, 0.0f}, {3, 100, 0.1f}, {128, n - 128 - 9, 0.1f}, {n - 9, 9, 0.0f}};
+  check_case(big, DType::BF16, DType::BF16, n, 0, false, 2, 778);
 }
 
 }  // namespace

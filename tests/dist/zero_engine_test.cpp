@@ -21,6 +21,7 @@
 #include "dist/mpi_communicator.h"
 #include "dist/single.h"
 #include "model/transformer.h"
+#include "ops/elementwise.h"
 #include "zero/engine.h"
 #include "zero/optimizer.h"
 
@@ -315,7 +316,8 @@ TEST(ZeroEngine, BytesCommunicatedPerStepMatchTheory) {
 namespace {
 
 // An overflow on one rank's gradient slice is seen by every rank (so all skip the step),
-// and the global norm is the same on every rank.
+// and the global norm is the same on every rank and equals the per-unit host sum of
+// squares (summed over ranks) bit for bit.
 TEST(ZeroEngine, OverflowOnOneRankIsAgreedByAllAndTheNormIsGlobal) {
   dist::Communicator& comm = world();
   for (int stage = 0; stage <= 3; ++stage) {
@@ -345,8 +347,26 @@ TEST(ZeroEngine, OverflowOnOneRankIsAgreedByAllAndTheNormIsGlobal) {
     norm.data<float>()[0] = max_norm.data<float>()[0] = static_cast<float>(engine.grad_norm());
     comm.all_reduce(max_norm, dist::ReduceOp::Max);
     EXPECT_EQ(norm.data<float>()[0], max_norm.data<float>()[0]) << "stage " << stage;
+    // The device-accumulated norm is the per-unit host sum it replaced, bit for bit.
+    double local = 0.0;
+    for (size_t u = 0; u < model.registry().size(); ++u) {
+      const zero::UnitPartition p = engine.partition(u);
+      if (p.grads.data()) local += ops::sum_of_squares(p.grads);
+    }
+    const double global = stage >= 1 ? dist::sum_over_ranks(comm, local) : local;
+    EXPECT_EQ(engine.grad_norm(), std::sqrt(global)) << "stage " << stage;
+    EXPECT_TRUE(engine.grads_finite()) << "stage " << stage << " (asked again)";
     if (comm.rank() == comm.size() - 1) engine.partition(1).grads.set_f32(0, INFINITY);
     EXPECT_FALSE(engine.grads_finite()) << "stage " << stage << ", rank " << comm.rank();
+    // Stage 0's norm is each rank's own (it holds the whole reduced gradient); stages 1-3
+    // sum the ranks' slices, so every rank sees the inf.
+    const bool sees_inf = stage >= 1 || comm.rank() == comm.size() - 1;
+    EXPECT_EQ(std::isfinite(engine.grad_norm()), !sees_inf) << "stage " << stage << ", rank " << comm.rank();
+    // A nan in another unit on the first rank only (the inf stays on the last).
+    if (comm.rank() == 0) engine.partition(0).grads.set_f32(1, NAN);
+    EXPECT_FALSE(engine.grads_finite()) << "stage " << stage << ", rank " << comm.rank();
+    if (comm.rank() == comm.size() - 1) engine.partition(1).grads.set_f32(0, 0.0f);
+    EXPECT_FALSE(engine.grads_finite()) << "stage " << stage << ", rank " << comm.rank() << " (nan only)";
   }
 }
 

@@ -1,10 +1,12 @@
-// add / add_inplace / scale_inplace / sum_of_squares / all_finite on f32, bf16 and f16,
-// including mixed-dtype accumulation, large (parallel) sizes and thread-count determinism.
+// add / add_inplace / scale_inplace / sum_of_squares / all_finite / SumOfSquares on f32,
+// bf16 and f16, including mixed-dtype accumulation, large (parallel) sizes and thread-count
+// determinism.
 #include <omp.h>
 
 #include <cmath>
 #include <limits>
 #include <random>
+#include <vector>
 
 #include "common/grad_check.h"
 #include "common/make_tensor.h"
@@ -114,6 +116,43 @@ TEST(Elementwise, AllFinite) {
   EXPECT_FALSE(zt::ops::all_finite(h));
   OwnedTensor f = make({std::numeric_limits<float>::max()}, {1});
   EXPECT_TRUE(zt::ops::all_finite(f));
+}
+
+TEST(Elementwise, SumOfSquaresAccumulatorIsTheOrderedHostSum) {
+  // Tensors of every dtype, added in order: the accumulator is the host loop bit for bit.
+  std::vector<OwnedTensor> xs;
+  int seed = 20;
+  for (int n : {0, 7, 65536, 300007})
+    for (DType dt : kFloatTypes) xs.push_back(make(randn(static_cast<size_t>(n), ++seed, 2.0f), {n}, dt));
+  zt::ops::SumOfSquares acc(zt::Device::cpu());
+  EXPECT_EQ(acc.value(), 0.0);
+  double want = 0.0;
+  for (const OwnedTensor& x : xs) {
+    acc.add(x);
+    want += zt::ops::sum_of_squares(x);
+  }
+  EXPECT_EQ(acc.value(), want);
+  // Non-finite exactly when some element is: f16's largest finite values square to ~4e9,
+  // f32's to ~1e77; neither overflows the double sum.
+  OwnedTensor big = make({std::numeric_limits<float>::max(), -std::numeric_limits<float>::max()}, {2});
+  OwnedTensor big16 = make({65504.0f, -65504.0f}, {2}, DType::F16);
+  zt::ops::SumOfSquares finite(zt::Device::cpu());
+  finite.add(big);
+  finite.add(big16);
+  EXPECT_TRUE(std::isfinite(finite.value()));
+  for (float bad : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                    std::numeric_limits<float>::quiet_NaN()}) {
+    for (DType dt : kFloatTypes) {
+      OwnedTensor x = make(randn(1000, 9, 1.0f), {1000}, dt);
+      x->set_f32(517, bad);
+      zt::ops::SumOfSquares s(zt::Device::cpu());
+      s.add(big);
+      s.add(x);
+      EXPECT_FALSE(std::isfinite(s.value())) << zt::dtype_name(dt) << " " << bad;
+    }
+  }
+  OwnedTensor ints({3}, DType::I32);
+  EXPECT_THROW(acc.add(ints), zt::Error);
 }
 
 TEST(Elementwise, Mismatches) {

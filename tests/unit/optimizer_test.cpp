@@ -1,6 +1,8 @@
 // SGD and Lion kernels against double-precision transcriptions of torch.optim.SGD and
-// the published Lion update; the Optimizer classes over a parameter registry: per-
-// parameter weight decay, state naming, master copies, resume, and spec validation.
+// the published Lion update; the segmented updates (one call, per-segment weight decay)
+// against per-segment calls, bit for bit; the Optimizer classes over a parameter registry:
+// per-parameter weight decay, partitions that cut parameters, state naming, master
+// copies, resume, and spec validation.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +14,7 @@
 #include "core/rng.h"
 #include "ops/optimizer.h"
 #include "zero/optimizer.h"
+#include "zero/partition.h"
 
 using namespace zt;
 using namespace zt::zero;
@@ -107,6 +110,157 @@ TEST(LionKernel, ZeroDirectionLeavesOnlyTheDecay) {
   for (int64_t i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(p->get_f32(i), 2.0f * (1 - 0.05f));
 }
 
+// --- segmented updates -------------------------------------------------------------------
+
+enum class SegKind { AdamW, AdamL2, Sgd, SgdMomentum, Lion };
+const char* seg_kind_name(SegKind k) {
+  switch (k) {
+    case SegKind::AdamW: return "AdamW";
+    case SegKind::AdamL2: return "Adam L2";
+    case SegKind::Sgd: return "SGD";
+    case SegKind::SgdMomentum: return "SGD Nesterov momentum";
+    case SegKind::Lion: return "Lion";
+  }
+  return "?";
+}
+
+// Parameters, master, gradient and two state buffers of n elements.
+struct SegBuffers {
+  OwnedTensor param, master, grad, s1, s2;
+  SegBuffers(int64_t n, DType pdt, DType gdt, uint64_t seed) {
+    param = OwnedTensor({n}, pdt);
+    fill_normal(param, Philox(seed, 1), 0.0f, 1.0f);
+    if (pdt != DType::F32) {
+      master = OwnedTensor({n}, DType::F32);
+      master->copy_from(param);
+    }
+    grad = OwnedTensor({n}, gdt);
+    s1 = OwnedTensor({n}, DType::F32);
+    s2 = OwnedTensor({n}, DType::F32);
+    fill_normal(s1, Philox(seed, 2), 0.0f, 0.01f);
+    fill_normal(s2, Philox(seed, 3), 0.0f, 0.01f);
+    for (int64_t i = 0; i < n; ++i) s2->set_f32(i, s2->get_f32(i) * s2->get_f32(i));
+  }
+  Tensor m() const { return master.view().data() ? master.view() : Tensor(); }
+};
+
+Tensor narrow_or_empty(const Tensor& t, int64_t off, int64_t n) { return t.data() ? t.narrow(0, off, n) : Tensor(); }
+
+// One step of `kind` over the whole buffers: segmented (one call), or one call per segment.
+void seg_step(SegKind kind, int64_t step, const SegBuffers& b, const OptimizerSegments& segs, bool per_segment) {
+  ops::AdamWHyper ah;
+  ah.lr = 1e-2f;
+  ah.step = step;
+  ah.grad_scale = 0.5f;
+  ah.decay = kind == SegKind::AdamL2 ? AdamDecay::L2 : AdamDecay::Decoupled;
+  ops::SgdHyper sh;
+  sh.lr = 0.05f;
+  sh.grad_scale = 0.5f;
+  if (kind == SegKind::SgdMomentum) {
+    sh.momentum = 0.9f;
+    sh.nesterov = Nesterov::On;
+    sh.buffer = step == 1 ? MomentumBuffer::Empty : MomentumBuffer::Filled;
+  }
+  ops::LionHyper lh;
+  lh.lr = 3e-3f;
+  lh.grad_scale = 0.5f;
+  const bool momentum = kind == SegKind::SgdMomentum;
+  if (!per_segment) {
+    switch (kind) {
+      case SegKind::AdamW:
+      case SegKind::AdamL2: ops::adamw_step_segments(b.param, b.m(), b.grad, b.s1, b.s2, ah, segs); return;
+      case SegKind::Sgd:
+      case SegKind::SgdMomentum:
+        ops::sgd_step_segments(b.param, b.m(), b.grad, momentum ? b.s1.view() : Tensor(), sh, segs);
+        return;
+      case SegKind::Lion: ops::lion_step_segments(b.param, b.m(), b.grad, b.s1, lh, segs); return;
+    }
+  }
+  for (const OptimizerSegment& sg : segs) {
+    const int64_t o = sg.offset, n = sg.length;
+    const Tensor p = b.param->narrow(0, o, n), ms = narrow_or_empty(b.m(), o, n), g = b.grad->narrow(0, o, n),
+                 s1 = b.s1->narrow(0, o, n), s2 = b.s2->narrow(0, o, n);
+    ah.weight_decay = sh.weight_decay = lh.weight_decay = sg.weight_decay;
+    switch (kind) {
+      case SegKind::AdamW:
+      case SegKind::AdamL2: ops::adamw_step(p, ms, g, s1, s2, ah); break;
+      case SegKind::Sgd:
+      case SegKind::SgdMomentum: ops::sgd_step(p, ms, g, momentum ? s1 : Tensor(), sh); break;
+      case SegKind::Lion: ops::lion_step(p, ms, g, s1, lh); break;
+    }
+  }
+}
+
+std::vector<uint32_t> bits_of(const Tensor& t) {
+  std::vector<uint32_t> out;
+  for (float f : t.to_f32_vector()) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    out.push_back(u);
+  }
+  return out;
+}
+
+TEST(SegmentedUpdate, EqualsPerSegmentCallsBitwise) {
+  // Segments of odd lengths and offsets, gaps between some (left untouched), weight decays
+  // that differ, and one segment above the CPU kernels' parallel threshold.
+  const OptimizerSegments segs = {{0, 5, 0.1f},      {5, 3, 0.0f},      {16, 1000, 0.2f}, {1016, 7, 0.0f},
+                                  {1030, 1, 0.05f},  {1100, 40001, 0.1f}, {41101, 9, 0.0f}, {41200, 77, 0.3f}};
+  const int64_t n = 41300;
+  std::vector<char> in_segment(static_cast<size_t>(n), 0);
+  for (const auto& sg : segs)
+    for (int64_t i = sg.offset; i < sg.offset + sg.length; ++i) in_segment[static_cast<size_t>(i)] = 1;
+  uint64_t seed = 10;
+  for (SegKind kind : {SegKind::AdamW, SegKind::AdamL2, SegKind::Sgd, SegKind::SgdMomentum, SegKind::Lion})
+    for (DType pdt : {DType::F32, DType::BF16})
+      for (DType gdt : {DType::F32, DType::F16}) {
+        SCOPED_TRACE(std::string(seg_kind_name(kind)) + " param " + dtype_name(pdt) + " grad " + dtype_name(gdt));
+        ++seed;
+        SegBuffers a(n, pdt, gdt, seed), b(n, pdt, gdt, seed);
+        const std::vector<float> p0 = a.param->to_f32_vector();
+        for (int64_t step = 1; step <= 3; ++step) {
+          fill_normal(a.grad, Philox(seed, 100 + static_cast<uint64_t>(step)), 0.0f, 1.0f);
+          b.grad->copy_from(a.grad);
+          seg_step(kind, step, a, segs, false);
+          seg_step(kind, step, b, segs, true);
+        }
+        EXPECT_EQ(bits_of(a.param), bits_of(b.param));
+        if (a.master.view().data()) {
+          EXPECT_EQ(bits_of(a.master), bits_of(b.master));
+        }
+        EXPECT_EQ(bits_of(a.s1), bits_of(b.s1));
+        EXPECT_EQ(bits_of(a.s2), bits_of(b.s2));
+        // The gaps kept their values, and the segments did move.
+        const std::vector<float> p = a.param->to_f32_vector();
+        int64_t moved = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const size_t k = static_cast<size_t>(i);
+          if (in_segment[k]) {
+            moved += p[k] != p0[k];
+          } else {
+            ASSERT_EQ(p[k], p0[k]) << "gap element " << i;
+          }
+        }
+        EXPECT_GT(moved, n / 2);
+      }
+}
+
+TEST(SegmentedUpdate, RejectsOverlappingOrOutOfRangeSegments) {
+  SegBuffers b(100, DType::F32, DType::F32, 3);
+  ops::AdamWHyper h;
+  EXPECT_THROW(ops::adamw_step_segments(b.param, Tensor(), b.grad, b.s1, b.s2, h, {{0, 10, 0.0f}, {9, 5, 0.1f}}),
+               Error);
+  EXPECT_THROW(ops::adamw_step_segments(b.param, Tensor(), b.grad, b.s1, b.s2, h, {{20, 5, 0.0f}, {0, 5, 0.1f}}),
+               Error);
+  EXPECT_THROW(ops::lion_step_segments(b.param, Tensor(), b.grad, b.s1, ops::LionHyper{}, {{95, 6, 0.0f}}), Error);
+  EXPECT_THROW(ops::sgd_step_segments(b.param, Tensor(), b.grad, Tensor(), ops::SgdHyper{}, {{-1, 6, 0.0f}}), Error);
+  // Empty segments and an empty list are fine (the latter updates nothing).
+  const std::vector<float> p0 = b.param->to_f32_vector();
+  ops::sgd_step_segments(b.param, Tensor(), b.grad, Tensor(), ops::SgdHyper{}, {});
+  ops::sgd_step_segments(b.param, Tensor(), b.grad, Tensor(), ops::SgdHyper{}, {{0, 0, 0.1f}, {100, 0, 0.0f}});
+  EXPECT_EQ(b.param->to_f32_vector(), p0);
+}
+
 // --- optimizers over a registry -------------------------------------------------------
 
 // Two units: a weight (decayed) and a bias (not) in one, a large weight (parallel path)
@@ -180,6 +334,40 @@ TEST(Optimizer, WeightDecaySkipsNoDecayParameters) {
     EXPECT_FLOAT_EQ(m.reg.find("big")->value.get_f32(39999), big0 * factor) << optimizer_type_name(type);
     EXPECT_EQ(m.reg.find("b")->value.get_f32(2), b0) << optimizer_type_name(type);
     EXPECT_EQ(m.reg.find("gain")->value.get_f32(6), g0) << optimizer_type_name(type);
+  }
+}
+
+TEST(Optimizer, PartitionsThatCutParametersMatchTheWholeUnitBitwise) {
+  // Two "ranks" each update their part of every unit; the parts cut parameters (and so
+  // their weight decay segments) mid-way. Together they must equal one
+  // optimizer over the whole units, bit for bit.
+  for (OptimizerType type : kAllTypes) {
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      Model whole(dtype), halves(dtype);
+      // Rank 0 owns [0, cut), rank 1 [cut, padded_numel), cut = half (rounded down: odd
+      // cuts too, inside a parameter).
+      auto part = [&halves](int r) {
+        return [&halves, r](size_t ui) {
+          model::Unit& u = halves.reg.unit(ui);
+          const int64_t cut = u.padded_numel() / 2, begin = r == 0 ? 0 : cut;
+          const int64_t len = r == 0 ? cut : u.padded_numel() - cut;
+          return zero::UnitPartition{begin, u.flat_params().narrow(0, begin, len),
+                                     u.flat_grads().narrow(0, begin, len)};
+        };
+      };
+      auto part0 = part(0), part1 = part(1);
+      auto ow = make_optimizer(whole.reg, spec_of(type));
+      auto o0 = make_optimizer(halves.reg, spec_of(type), part0);
+      auto o1 = make_optimizer(halves.reg, spec_of(type), part1);
+      for (uint64_t step = 0; step < 3; ++step) {
+        whole.set_grads(step);
+        halves.set_grads(step);
+        ow->step(0.01f, 0.5f);
+        o0->step(0.01f, 0.5f);
+        o1->step(0.01f, 0.5f);
+      }
+      EXPECT_EQ(whole.params(), halves.params()) << optimizer_type_name(type) << " " << dtype_name(dtype);
+    }
   }
 }
 

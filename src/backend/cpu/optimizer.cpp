@@ -81,10 +81,51 @@ void lion_step(P* param, float* master, const G* grad, float* m, int64_t n, cons
   }
 }
 
+// Segmented updates: the single-range kernels on each segment's sub-range in turn (the
+// per-element arithmetic and every scalar factor are exactly a per-segment call's).
+namespace {
+float* advance(float* p, int64_t off) { return p ? p + off : nullptr; }
+}  // namespace
+
+template <class P, class G>
+void adamw_step_segments(P* param, float* master, const G* grad, float* m, float* v, const OptimizerSegments& segs,
+                         const AdamWHyper& h) {
+  AdamWHyper hs = h;
+  for (const OptimizerSegment& s : segs) {
+    hs.weight_decay = s.weight_decay;
+    adamw_step(param + s.offset, advance(master, s.offset), grad + s.offset, m + s.offset, v + s.offset, s.length,
+               hs);
+  }
+}
+
+template <class P, class G>
+void sgd_step_segments(P* param, float* master, const G* grad, float* buf, const OptimizerSegments& segs,
+                       const SgdHyper& h) {
+  SgdHyper hs = h;
+  for (const OptimizerSegment& s : segs) {
+    hs.weight_decay = s.weight_decay;
+    sgd_step(param + s.offset, advance(master, s.offset), grad + s.offset, advance(buf, s.offset), s.length, hs);
+  }
+}
+
+template <class P, class G>
+void lion_step_segments(P* param, float* master, const G* grad, float* m, const OptimizerSegments& segs,
+                        const LionHyper& h) {
+  LionHyper hs = h;
+  for (const OptimizerSegment& s : segs) {
+    hs.weight_decay = s.weight_decay;
+    lion_step(param + s.offset, advance(master, s.offset), grad + s.offset, m + s.offset, s.length, hs);
+  }
+}
+
 #define ZT_INSTANTIATE(P, G)                                                                                     \
   template void adamw_step<P, G>(P*, float*, const G*, float*, float*, int64_t, const AdamWHyper&);             \
   template void sgd_step<P, G>(P*, float*, const G*, float*, int64_t, const SgdHyper&);                          \
-  template void lion_step<P, G>(P*, float*, const G*, float*, int64_t, const LionHyper&);
+  template void lion_step<P, G>(P*, float*, const G*, float*, int64_t, const LionHyper&);                        \
+  template void adamw_step_segments<P, G>(P*, float*, const G*, float*, float*, const OptimizerSegments&,        \
+                                          const AdamWHyper&);                                                    \
+  template void sgd_step_segments<P, G>(P*, float*, const G*, float*, const OptimizerSegments&, const SgdHyper&); \
+  template void lion_step_segments<P, G>(P*, float*, const G*, float*, const OptimizerSegments&, const LionHyper&);
 ZT_INSTANTIATE(float, float)
 ZT_INSTANTIATE(float, bf16)
 ZT_INSTANTIATE(float, f16)

@@ -120,12 +120,12 @@ __global__ void sum_of_squares_partial_kernel(const T* x, int64_t n, bool aligne
   if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
 
-// *total = sum of partial[0, count), by one block.
-__global__ void sum_partials_kernel(const double* partial, int count, double* total) {
+// *total = sum of partial[0, count), by one block; with accumulate, *total += that sum.
+__global__ void sum_partials_kernel(const double* partial, int count, double* total, bool accumulate) {
   double acc = 0.0;
   for (int i = threadIdx.x; i < count; i += blockDim.x) acc += partial[i];
   acc = block_sum(acc);
-  if (threadIdx.x == 0) *total = acc;
+  if (threadIdx.x == 0) *total = accumulate ? *total + acc : acc;
 }
 
 // Partial sums per block; a fixed cap keeps the grid (and so the summation order) a function
@@ -163,13 +163,14 @@ void scale_inplace(const Tensor& x, float alpha) {
   });
 }
 
-double sum_of_squares(const Tensor& x) {
+namespace {
+// Queues the sum of squares of x (n > 0) into *out (= or +=); the partial sums live in a
+// scratch block that goes back to the stream-ordered cache when this returns.
+void queue_sum_of_squares(const Tensor& x, double* out, bool accumulate) {
   const int64_t n = x.numel();
-  if (n == 0) return 0.0;
   const unsigned blocks = grid_for(chunks_of(n), kReduceBlocks);
-  Buffer scratch((blocks + 1) * sizeof(double), x.device());
+  Buffer scratch(blocks * sizeof(double), x.device());
   double* partial = static_cast<double*>(scratch.data());
-  double* total = partial + blocks;
   const cudaStream_t stream = compute_stream();
   dispatch_float(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -177,11 +178,23 @@ double sum_of_squares(const Tensor& x) {
         <<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x.data()), n, aligned16(x.data()), partial);
     ZT_CUDA_CHECK_LAST();
   });
-  sum_partials_kernel<<<1, kThreads, 0, stream>>>(partial, static_cast<int>(blocks), total);
+  sum_partials_kernel<<<1, kThreads, 0, stream>>>(partial, static_cast<int>(blocks), out, accumulate);
   ZT_CUDA_CHECK_LAST();
+}
+}  // namespace
+
+double sum_of_squares(const Tensor& x) {
+  if (x.numel() == 0) return 0.0;
+  Buffer total(sizeof(double), x.device());
+  queue_sum_of_squares(x, static_cast<double*>(total.data()), false);
   double result = 0.0;
-  copy_to_host(&result, total, sizeof(double));  // waits for the kernels above
+  copy_to_host(&result, total.data(), sizeof(double));  // waits for the kernels above
   return result;
+}
+
+void sum_of_squares_accumulate(const Tensor& x, double* acc) {
+  if (x.numel() == 0) return;  // adds 0.0: nothing to queue
+  queue_sum_of_squares(x, acc, true);
 }
 
 bool all_finite(const Tensor& x) {

@@ -19,6 +19,7 @@ void add(const Tensor&, const Tensor&, const Tensor&) { no_cuda("cuda::add"); }
 void add_inplace(const Tensor&, const Tensor&) { no_cuda("cuda::add_inplace"); }
 void scale_inplace(const Tensor&, float) { no_cuda("cuda::scale_inplace"); }
 double sum_of_squares(const Tensor&) { no_cuda("cuda::sum_of_squares"); }
+void sum_of_squares_accumulate(const Tensor&, double*) { no_cuda("cuda::sum_of_squares_accumulate"); }
 bool all_finite(const Tensor&) { no_cuda("cuda::all_finite"); }
 
 }  // namespace zt::cuda

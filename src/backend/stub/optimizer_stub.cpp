@@ -24,4 +24,17 @@ void lion_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const
   no_cuda("cuda::lion_step");
 }
 
+void adamw_step_segments(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const AdamWHyper&,
+                         const OptimizerSegments&) {
+  no_cuda("cuda::adamw_step_segments");
+}
+void sgd_step_segments(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const SgdHyper&,
+                       const OptimizerSegments&) {
+  no_cuda("cuda::sgd_step_segments");
+}
+void lion_step_segments(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const LionHyper&,
+                        const OptimizerSegments&) {
+  no_cuda("cuda::lion_step_segments");
+}
+
 }  // namespace zt::cuda
