@@ -1,13 +1,20 @@
 // One training step on the GPU (forward, backward, AdamW), bf16 parameters and
 // activations, random-init weights and random tokens: tokens/s, MFU against a bf16 GEMM
 // peak measured in the same process, and peak device memory. bench/gpu_train_bench.sh
-// runs it next to PyTorch (bench/torch_gpu_step.py) and prints the ratios.
+// runs it next to PyTorch (bench/torch_gpu_step.py) and prints the ratios. After the
+// timed steps, --profile N more steps (default 2) with CUDA events at every unit boundary
+// print where the step's GPU time goes (embedding, blocks, head, optimizer, ...).
 //   gpu_train_step --preset gpt2|gpt2-xl|llama-3.2-1b --batch 16 --seq 1024 --steps 20 [--f32]
+//                  [--profile N]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "backend/cuda_api.h"
 #include "core/error.h"
@@ -23,13 +30,27 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Dense bf16 GEMM throughput (FLOP/s) through the same matmul path the model uses.
+// n x n bf16 on the device, normal random values (a GEMM on zeros draws less power and
+// runs faster than on real data, which would flatter the peak).
+OwnedTensor random_device_matrix(int64_t n, uint32_t seed) {
+  OwnedTensor h({n, n}, DType::F32);
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal;
+  float* p = h.data<float>();
+  for (int64_t i = 0; i < n * n; ++i) p[i] = normal(gen);
+  OwnedTensor d({n, n}, DType::BF16, Device::cuda());
+  OwnedTensor staged({n, n}, DType::F32, Device::cuda());
+  cuda::copy_to_device(staged->data(), h->data(), h->nbytes());
+  cuda::convert_on_device(staged->data(), DType::F32, d->data(), DType::BF16, static_cast<size_t>(n * n));
+  return d;
+}
+
+// Dense bf16 GEMM throughput (FLOP/s) on random data through the same matmul path the
+// model uses (PyTorch's baseline measures the same shape on torch.randn data).
 double measure_gemm_peak() {
   const int64_t n = 8192;
-  OwnedTensor a({n, n}, DType::BF16, Device::cuda()), w({n, n}, DType::BF16, Device::cuda()),
-      out({n, n}, DType::BF16, Device::cuda());
-  a->zero();
-  w->zero();
+  OwnedTensor a = random_device_matrix(n, 1), w = random_device_matrix(n, 2);
+  OwnedTensor out({n, n}, DType::BF16, Device::cuda());
   for (int i = 0; i < 3; ++i) ops::linear_forward(out, a, w, Tensor(), WeightLayout::OutIn);
   cuda::synchronize();
   const int reps = 20;
@@ -39,11 +60,53 @@ double measure_gemm_peak() {
   return 2.0 * static_cast<double>(n) * n * n * reps / seconds_since(t0);
 }
 
+// Marks the compute stream at every unit boundary; an interval is named by the mark that
+// starts it ("block fwd" runs from a block's before_forward to the next mark).
+class ProfileHooks : public model::UnitHooks {
+ public:
+  ProfileHooks(cuda::Timeline& timeline, const model::ParameterRegistry& registry)
+      : timeline_(timeline), registry_(registry) {}
+  void before_forward(model::Unit& u) override { timeline_.mark(name(u) + " forward"); }
+  void after_forward(model::Unit& u) override { timeline_.mark("after " + name(u) + " forward"); }
+  void before_backward(model::Unit& u) override { timeline_.mark(name(u) + " backward"); }
+  void after_backward(model::Unit& u) override { timeline_.mark("after " + name(u) + " backward"); }
+
+ private:
+  std::string name(const model::Unit& u) const {
+    if (&u == registry_.units().front().get()) return "embedding";
+    if (&u == registry_.units().back().get()) return "head";
+    return "block";
+  }
+  cuda::Timeline& timeline_;
+  const model::ParameterRegistry& registry_;
+};
+
+// Sums the intervals by label over the profiled steps and prints ms per step, largest first.
+void print_profile(const std::vector<cuda::Timeline::Interval>& intervals, int64_t steps) {
+  std::map<std::string, std::pair<double, int64_t>> by_label;
+  double total = 0;
+  for (const auto& i : intervals) {
+    by_label[i.label].first += i.ms;
+    by_label[i.label].second += 1;
+    total += i.ms;
+  }
+  std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(by_label.begin(), by_label.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  std::printf("where a step's GPU time goes (CUDA events at unit boundaries, %lld steps; an interval is named by "
+              "the mark that starts it)\n",
+              static_cast<long long>(steps));
+  std::printf("  %-36s %10s %8s %7s\n", "interval from", "ms/step", "count", "share");
+  for (const auto& [label, v] : rows)
+    std::printf("  %-36s %10.2f %8lld %6.1f%%\n", label.c_str(), v.first / static_cast<double>(steps),
+                static_cast<long long>(v.second / steps), 100.0 * v.first / std::max(total, 1e-9));
+  std::printf("  %-36s %10.2f\n", "step", total / static_cast<double>(steps));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string preset = "gpt2";
-  int64_t B = 16, T = 1024, steps = 20;
+  int64_t B = 16, T = 1024, steps = 20, profile_steps = 2;
   bool f32 = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -53,8 +116,9 @@ int main(int argc, char** argv) {
     else if (a == "--seq") T = std::atoll(next().c_str());
     else if (a == "--steps") steps = std::atoll(next().c_str());
     else if (a == "--f32") f32 = true;
+    else if (a == "--profile") profile_steps = std::atoll(next().c_str());
     else {
-      std::fprintf(stderr, "usage: gpu_train_step --preset NAME --batch B --seq T --steps N [--f32]\n");
+      std::fprintf(stderr, "usage: gpu_train_step --preset NAME --batch B --seq T --steps N [--f32] [--profile N]\n");
       return 2;
     }
   }
@@ -108,6 +172,22 @@ int main(int argc, char** argv) {
                 static_cast<double>(cuda::peak_bytes()) / (1024.0 * 1024.0 * 1024.0), loss);
     std::printf("RESULT zerotrain tokens_per_s=%.0f peak_gib=%.3f gemm_tflops=%.1f\n", tokens_per_s,
                 static_cast<double>(cuda::peak_bytes()) / (1024.0 * 1024.0 * 1024.0), peak / 1e12);
+
+    if (profile_steps > 0) {
+      cuda::Timeline timeline;
+      ProfileHooks hooks(timeline, model.registry());
+      model.set_hooks(&hooks);
+      for (int64_t s = 0; s < profile_steps; ++s) {
+        timeline.mark("zero grads");
+        model.zero_grads();
+        model.forward_backward(tok, tgt, 1.0f / static_cast<float>(B * T));
+        timeline.mark("optimizer");
+        optimizer->step(os.lr, 1.0f);
+      }
+      timeline.mark("end");
+      model.set_hooks(nullptr);
+      print_profile(timeline.intervals(), profile_steps);
+    }
     return 0;
   } catch (const Error& e) {
     std::fprintf(stderr, "gpu_train_step: %s\n", e.what());

@@ -5,7 +5,9 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "core/allocator.h"
 #include "core/dtype.h"
@@ -74,6 +76,31 @@ void copy_to_host(void* host_dst, const void* device_src, size_t bytes);
 // f32, or a plain copy for equal dtypes), queued on the compute stream (no host wait).
 void copy_on_device(void* device_dst, const void* device_src, size_t bytes);
 void convert_on_device(const void* device_src, DType src_dtype, void* device_dst, DType dst_dtype, size_t n);
+
+// Labelled marks on the compute stream's timeline (CUDA timing events), for profiles of
+// where a step's GPU time goes without a profiler. mark() queues an event (no host wait);
+// intervals() waits once for the last mark and returns, for every mark but the last, its
+// label and the milliseconds of GPU time until the next mark. Events are reused after
+// clear(). Needs init(); the CPU-only stub throws Unsupported.
+class Timeline {
+ public:
+  Timeline();
+  ~Timeline();
+  Timeline(const Timeline&) = delete;
+  Timeline& operator=(const Timeline&) = delete;
+
+  void mark(const std::string& label);
+  struct Interval {
+    std::string label;
+    double ms = 0;
+  };
+  std::vector<Interval> intervals() const;
+  void clear();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Page-locked host memory (cudaHostAlloc) for fast, asynchronous host<->device copies.
 // Its device() is Device::cpu(). Throws Unsupported in a CPU-only build.

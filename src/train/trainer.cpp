@@ -103,11 +103,12 @@ TrainResult run_training(const TrainConfig& config) {
     }
     const double loss = mean_over_ranks(run, loss_sum / static_cast<double>(gas));
 
-    const bool skip = skip_step(run);
+    const StepCheck check = check_step(run, scale);
+    const bool skip = check.skipped;
     double grad_norm = std::nan("");
     const float lr = next_lr(run);
     if (!skip) {
-      grad_norm = unscaled_grad_norm(run, scale);
+      grad_norm = check.unscaled_grad_norm;
       apply_update(run, lr, clip_coefficient(grad_norm, c.gradient_clipping), scale);
       result.losses.push_back(loss);
     } else {

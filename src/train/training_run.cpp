@@ -229,6 +229,14 @@ bool skip_step(TrainingRun& run) {
   return run.scaler.update(overflow);
 }
 
+StepCheck check_step(TrainingRun& run, float loss_scale) {
+  StepCheck c;
+  const double norm = run.engine->grad_norm();
+  c.skipped = run.scaler.update(run.scaler.config().enabled && !std::isfinite(norm));
+  c.unscaled_grad_norm = norm / loss_scale;
+  return c;
+}
+
 float next_lr(const TrainingRun& run) { return run.schedule->lr(run.optimizer->steps_taken()); }
 
 double unscaled_grad_norm(TrainingRun& run, float loss_scale) {

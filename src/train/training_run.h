@@ -91,6 +91,14 @@ void zero_grads(TrainingRun& run);
 //   apply_update        scheduled betas, optimizer step with gradients multiplied by
 //                       clip / loss_scale, step + 1
 bool skip_step(TrainingRun& run);
+// skip_step and unscaled_grad_norm from one pass over the gradients (one host wait): the
+// global norm is inf/nan exactly when some gradient element is (the sum of squares
+// propagates it, and every rank gets the same sum). skipped: the step must be skipped.
+struct StepCheck {
+  bool skipped = false;
+  double unscaled_grad_norm = 0;
+};
+StepCheck check_step(TrainingRun& run, float loss_scale);
 float next_lr(const TrainingRun& run);
 double unscaled_grad_norm(TrainingRun& run, float loss_scale);
 float clip_coefficient(double grad_norm, double max_norm);

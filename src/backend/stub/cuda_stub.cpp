@@ -38,6 +38,13 @@ void copy_to_host(void*, const void*, size_t) { no_cuda("cuda::copy_to_host"); }
 void copy_on_device(void*, const void*, size_t) { no_cuda("cuda::copy_on_device"); }
 void convert_on_device(const void*, DType, void*, DType, size_t) { no_cuda("cuda::convert_on_device"); }
 
+struct Timeline::Impl {};
+Timeline::Timeline() { no_cuda("cuda::Timeline"); }
+Timeline::~Timeline() = default;
+void Timeline::mark(const std::string&) { no_cuda("cuda::Timeline::mark"); }
+std::vector<Timeline::Interval> Timeline::intervals() const { no_cuda("cuda::Timeline::intervals"); }
+void Timeline::clear() {}
+
 Allocator& pinned_host_allocator() { no_cuda("pinned host memory"); }
 
 void convert_on_device_for_test(const void*, DType, void*, DType, size_t, size_t) {
