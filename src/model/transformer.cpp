@@ -81,9 +81,11 @@ int64_t count_targets(const Tensor& targets, int ignore_index) {
 // Views of one block's parameters (and gradients) in the shapes the ops take.
 struct Transformer::BlockParams {
   Tensor norm1_w, norm1_b, qkv_w, qkv_b, out_w, out_b, norm2_w, norm2_b;
-  Tensor fc_w, fc_b, up_w, up_b, down_w, down_b;  // GPT-2: fc = c_fc, down = c_proj; Llama: fc = gate
+  // GPT-2: fc = c_fc [C, F] (in, out), down = c_proj. Llama: fc = gate and up packed into one
+  // [2F, C] matrix (gate rows first), so that both projections are one GEMM each way.
+  Tensor fc_w, fc_b, down_w, down_b;
   Tensor d_norm1_w, d_norm1_b, d_qkv_w, d_qkv_b, d_out_w, d_out_b, d_norm2_w, d_norm2_b;
-  Tensor d_fc_w, d_fc_b, d_up_w, d_up_b, d_down_w, d_down_b;
+  Tensor d_fc_w, d_fc_b, d_down_w, d_down_b;
   WeightLayout layout = WeightLayout::OutIn;  // of every matmul weight in the block
 };
 
@@ -94,8 +96,7 @@ struct LayerActs {
   OwnedTensor att;  // [N, Hq D]
   OwnedTensor lse;  // [B, Hq, T]
   OwnedTensor ln2, ln2_mean, ln2_rstd;
-  OwnedTensor fc;   // GPT-2: pre-GELU [N, F]; Llama: gate [N, F]
-  OwnedTensor up;   // Llama only [N, F]
+  OwnedTensor fc;   // GPT-2: pre-GELU [N, F]; Llama: [gate | up] [N, 2F]
   OwnedTensor act;  // [N, F]
 };
 
@@ -105,7 +106,7 @@ struct Transformer::Activations {
   std::vector<LayerActs> layers;      // one per layer, or one shared when checkpointing
   OwnedTensor lnf, lnf_mean, lnf_rstd;
   // Backward scratch.
-  OwnedTensor dx, d_part, d_ln, d_ln2, d_branch, d_qkv, d_att, d_fc, d_up, d_act, proj;
+  OwnedTensor dx, d_part, d_ln, d_branch, d_qkv, d_att, d_fc, d_act, proj;
   ops::RopeTable rope;
   // A model on the GPU reads host token ids from device copies.
   OwnedTensor tokens, targets;
@@ -173,11 +174,11 @@ Transformer::Transformer(ModelConfig config, ModelOptions options)
       if (c.attn_out_bias) p.push_back(bias(b + "self_attn.o_proj.bias", C));
       p.push_back(gain(b + "post_attention_layernorm.weight", C));
       p.push_back(weight(b + "mlp.gate_proj.weight", {F, C}, std));
-      p.push_back(weight(b + "mlp.up_proj.weight", {F, C}, std));
+      p.push_back(packed(weight(b + "mlp.up_proj.weight", {F, C}, std)));  // [gate; up] is one matrix
       p.push_back(weight(b + "mlp.down_proj.weight", {C, F}, std));
       if (c.mlp_bias) {
         p.push_back(bias(b + "mlp.gate_proj.bias", F));
-        p.push_back(bias(b + "mlp.up_proj.bias", F));
+        p.push_back(packed(bias(b + "mlp.up_proj.bias", F)));
         p.push_back(bias(b + "mlp.down_proj.bias", C));
       }
     }
@@ -280,16 +281,18 @@ Transformer::BlockParams Transformer::block_params(int layer) {
   both(i++, b.out_w, b.d_out_w);
   if (c.attn_out_bias) both(i++, b.out_b, b.d_out_b);
   both(i++, b.norm2_w, b.d_norm2_w);
-  both(i++, b.fc_w, b.d_fc_w);
-  both(i++, b.up_w, b.d_up_w);
+  const size_t gate_up = i;
+  b.fc_w = span_view(ps, gate_up, 2, false, {2 * F, C});
+  b.d_fc_w = span_view(ps, gate_up, 2, true, {2 * F, C});
+  i += 2;
   both(i++, b.down_w, b.d_down_w);
   if (c.mlp_bias) {
-    both(i++, b.fc_b, b.d_fc_b);
-    both(i++, b.up_b, b.d_up_b);
+    b.fc_b = span_view(ps, i, 2, false, {2 * F});
+    b.d_fc_b = span_view(ps, i, 2, true, {2 * F});
+    i += 2;
     both(i++, b.down_b, b.d_down_b);
   }
   ZT_CHECK(i == ps.size(), "block parameter layout mismatch");
-  (void)F;
   return b;
 }
 
@@ -344,8 +347,7 @@ void Transformer::ensure_activations(int64_t B, int64_t T) {
     a.ln2 = act_t({N, C});
     a.ln2_mean = f32({N});
     a.ln2_rstd = f32({N});
-    a.fc = act_t({N, F});
-    if (llama) a.up = act_t({N, F});
+    a.fc = act_t({N, llama ? 2 * F : F});
     a.act = act_t({N, F});
     act->layers.push_back(std::move(a));
   }
@@ -355,13 +357,11 @@ void Transformer::ensure_activations(int64_t B, int64_t T) {
   act->dx = act_t({N, C});
   act->d_part = act_t({N, C});
   act->d_ln = act_t({N, C});
-  act->d_ln2 = act_t({N, C});
   act->d_branch = act_t({N, C});
   act->proj = act_t({N, C});
   act->d_qkv = act_t({N, c.qkv_width()});
   act->d_att = act_t({N, HD});
-  act->d_fc = act_t({N, F});
-  if (llama) act->d_up = act_t({N, F});
+  act->d_fc = act_t({N, llama ? 2 * F : F});
   act->d_act = act_t({N, F});
   if (llama) act->rope = ops::make_rope_table(c.rope, static_cast<int>(T), dev);
   acts_ = std::move(act);
@@ -400,9 +400,9 @@ void Transformer::block_forward(int layer, const Tensor& x_in, const Tensor& x_o
     ops::gelu_forward(a.act, a.fc);
   } else {
     ops::rmsnorm_forward(a.ln2, a.ln2_rstd, a.x_mid, p.norm2_w, c.norm_eps);
-    ops::linear_forward(a.fc, a.ln2, p.fc_w, p.fc_b, p.layout);
-    ops::linear_forward(a.up, a.ln2, p.up_w, p.up_b, p.layout);
-    ops::swiglu_forward(a.act, a.fc, a.up);
+    const int64_t F = c.intermediate_size;
+    ops::linear_forward(a.fc, a.ln2, p.fc_w, p.fc_b, p.layout);  // [gate | up] in one GEMM
+    ops::swiglu_forward(a.act, a.fc->narrow(1, 0, F), a.fc->narrow(1, F, F));
   }
   ops::linear_forward(proj, a.act, p.down_w, p.down_b, p.layout);
   if (dropout) ops::dropout_forward(proj, proj, c.resid_pdrop, dropout_rng(layer, 1));
@@ -435,10 +435,11 @@ void Transformer::block_backward(int layer, const Tensor& dx) {
     ops::layernorm_backward(s.d_part, p.d_norm2_w, p.d_norm2_b, s.d_ln, a.x_mid, p.norm2_w, a.ln2_mean,
                             a.ln2_rstd);
   } else {
-    ops::swiglu_backward(s.d_fc, s.d_up, s.d_act, a.fc, a.up);
+    const int64_t F = c.intermediate_size;
+    ops::swiglu_backward(s.d_fc->narrow(1, 0, F), s.d_fc->narrow(1, F, F), s.d_act, a.fc->narrow(1, 0, F),
+                         a.fc->narrow(1, F, F));
+    // One GEMM each for d[gate; up] and for d_ln = d_gate W_gate + d_up W_up (K = 2F).
     ops::linear_backward(s.d_ln, p.d_fc_w, p.d_fc_b, s.d_fc, a.ln2, p.fc_w, p.layout);
-    ops::linear_backward(s.d_ln2, p.d_up_w, p.d_up_b, s.d_up, a.ln2, p.up_w, p.layout);
-    ops::add_inplace(s.d_ln, s.d_ln2);
     ops::rmsnorm_backward(s.d_part, p.d_norm2_w, s.d_ln, a.x_mid, p.norm2_w, a.ln2_rstd);
   }
   ops::add_inplace(dx, s.d_part);  // dx is now the gradient at x_mid
