@@ -91,11 +91,15 @@ struct Transformer::BlockParams {
 
 struct LayerActs {
   OwnedTensor x_mid;  // residual stream after the attention branch [N, C]
-  OwnedTensor ln1, ln1_mean, ln1_rstd;
+  // The normalised inputs of the two branches are not kept: the forward writes them to the
+  // shared scratch Activations::ln and the backward recomputes them there from the block
+  // input / x_mid and these statistics (one memory-bound kernel each, ~1% of a step, for
+  // 2 N C activations per layer: 4.7 GiB on gpt2-xl at B=16).
+  OwnedTensor ln1_mean, ln1_rstd;
   OwnedTensor qkv;  // after RoPE [N, (Hq + 2 Hkv) D]
   OwnedTensor att;  // [N, Hq D]
   OwnedTensor lse;  // [B, Hq, T]
-  OwnedTensor ln2, ln2_mean, ln2_rstd;
+  OwnedTensor ln2_mean, ln2_rstd;
   OwnedTensor fc;   // GPT-2: pre-GELU [N, F]; Llama: [gate | up] [N, 2F]
   OwnedTensor act;  // [N, F]
 };
@@ -107,6 +111,7 @@ struct Transformer::Activations {
   OwnedTensor lnf, lnf_mean, lnf_rstd;
   // Backward scratch.
   OwnedTensor dx, d_part, d_ln, d_branch, d_qkv, d_att, d_fc, d_act, proj;
+  OwnedTensor ln;  // [N, C] the normalised input of the branch being computed (see LayerActs)
   ops::RopeTable rope;
   // A model on the GPU reads host token ids from device copies.
   OwnedTensor tokens, targets;
@@ -338,13 +343,11 @@ void Transformer::ensure_activations(int64_t B, int64_t T) {
   for (int64_t i = 0; i < n_layer_acts; ++i) {
     LayerActs a;
     a.x_mid = act_t({N, C});
-    a.ln1 = act_t({N, C});
     a.ln1_mean = f32({N});
     a.ln1_rstd = f32({N});
     a.qkv = act_t({N, c.qkv_width()});
     a.att = act_t({N, HD});
     a.lse = f32({B, c.num_heads, T});
-    a.ln2 = act_t({N, C});
     a.ln2_mean = f32({N});
     a.ln2_rstd = f32({N});
     a.fc = act_t({N, llama ? 2 * F : F});
@@ -359,12 +362,24 @@ void Transformer::ensure_activations(int64_t B, int64_t T) {
   act->d_ln = act_t({N, C});
   act->d_branch = act_t({N, C});
   act->proj = act_t({N, C});
+  act->ln = act_t({N, C});
   act->d_qkv = act_t({N, c.qkv_width()});
   act->d_att = act_t({N, HD});
   act->d_fc = act_t({N, llama ? 2 * F : F});
   act->d_act = act_t({N, F});
   if (llama) act->rope = ops::make_rope_table(c.rope, static_cast<int>(T), dev);
   acts_ = std::move(act);
+}
+
+// out = norm(x) (LayerNorm for GPT-2, RMSNorm for Llama), saving the statistics the
+// backward reads; called again by the backward to recompute the same out (same bits).
+static void branch_norm(Family family, const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                        const Tensor& w, const Tensor& b, float eps) {
+  if (family == Family::GPT2) {
+    ops::layernorm_forward(out, mean, rstd, x, w, b, eps);
+  } else {
+    ops::rmsnorm_forward(out, rstd, x, w, eps);
+  }
 }
 
 void Transformer::block_forward(int layer, const Tensor& x_in, const Tensor& x_out, bool keep) {
@@ -378,13 +393,11 @@ void Transformer::block_forward(int layer, const Tensor& x_in, const Tensor& x_o
   const bool dropout = mode_ == Mode::Train && c.resid_pdrop > 0.0f;
   const int Hq = static_cast<int>(c.num_heads), Hkv = static_cast<int>(c.num_kv_heads);
 
+  const Tensor ln = acts_->ln;
+
   // Attention branch.
-  if (gpt2) {
-    ops::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x_in, p.norm1_w, p.norm1_b, c.norm_eps);
-  } else {
-    ops::rmsnorm_forward(a.ln1, a.ln1_rstd, x_in, p.norm1_w, c.norm_eps);
-  }
-  ops::linear_forward(a.qkv, a.ln1, p.qkv_w, p.qkv_b, p.layout);
+  branch_norm(c.family, ln, a.ln1_mean, a.ln1_rstd, x_in, p.norm1_w, p.norm1_b, c.norm_eps);
+  ops::linear_forward(a.qkv, ln, p.qkv_w, p.qkv_b, p.layout);
   const Tensor qkv3 = a.qkv->reshape({B, T, c.qkv_width()});
   if (!gpt2) ops::rope_forward_inplace(qkv3, Hq, Hkv, acts_->rope);
   ops::attention_forward(a.att->reshape({B, T, Hq * c.head_dim}), a.lse, qkv3, Hq, Hkv, scale);
@@ -394,14 +407,12 @@ void Transformer::block_forward(int layer, const Tensor& x_in, const Tensor& x_o
   ops::add(a.x_mid, x_in, proj);
 
   // MLP branch.
+  branch_norm(c.family, ln, a.ln2_mean, a.ln2_rstd, a.x_mid, p.norm2_w, p.norm2_b, c.norm_eps);
+  ops::linear_forward(a.fc, ln, p.fc_w, p.fc_b, p.layout);  // Llama: [gate | up] in one GEMM
   if (gpt2) {
-    ops::layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.x_mid, p.norm2_w, p.norm2_b, c.norm_eps);
-    ops::linear_forward(a.fc, a.ln2, p.fc_w, p.fc_b, p.layout);
     ops::gelu_forward(a.act, a.fc);
   } else {
-    ops::rmsnorm_forward(a.ln2, a.ln2_rstd, a.x_mid, p.norm2_w, c.norm_eps);
     const int64_t F = c.intermediate_size;
-    ops::linear_forward(a.fc, a.ln2, p.fc_w, p.fc_b, p.layout);  // [gate | up] in one GEMM
     ops::swiglu_forward(a.act, a.fc->narrow(1, 0, F), a.fc->narrow(1, F, F));
   }
   ops::linear_forward(proj, a.act, p.down_w, p.down_b, p.layout);
@@ -429,9 +440,10 @@ void Transformer::block_backward(int layer, const Tensor& dx) {
     d_branch = s.d_branch;
   }
   ops::linear_backward(s.d_act, p.d_down_w, p.d_down_b, d_branch, a.act, p.down_w, p.layout);
+  branch_norm(c.family, s.ln, a.ln2_mean, a.ln2_rstd, a.x_mid, p.norm2_w, p.norm2_b, c.norm_eps);
   if (gpt2) {
     ops::gelu_backward(s.d_fc, s.d_act, a.fc);
-    ops::linear_backward(s.d_ln, p.d_fc_w, p.d_fc_b, s.d_fc, a.ln2, p.fc_w, p.layout);
+    ops::linear_backward(s.d_ln, p.d_fc_w, p.d_fc_b, s.d_fc, s.ln, p.fc_w, p.layout);
     ops::layernorm_backward(s.d_part, p.d_norm2_w, p.d_norm2_b, s.d_ln, a.x_mid, p.norm2_w, a.ln2_mean,
                             a.ln2_rstd);
   } else {
@@ -439,7 +451,7 @@ void Transformer::block_backward(int layer, const Tensor& dx) {
     ops::swiglu_backward(s.d_fc->narrow(1, 0, F), s.d_fc->narrow(1, F, F), s.d_act, a.fc->narrow(1, 0, F),
                          a.fc->narrow(1, F, F));
     // One GEMM each for d[gate; up] and for d_ln = d_gate W_gate + d_up W_up (K = 2F).
-    ops::linear_backward(s.d_ln, p.d_fc_w, p.d_fc_b, s.d_fc, a.ln2, p.fc_w, p.layout);
+    ops::linear_backward(s.d_ln, p.d_fc_w, p.d_fc_b, s.d_fc, s.ln, p.fc_w, p.layout);
     ops::rmsnorm_backward(s.d_part, p.d_norm2_w, s.d_ln, a.x_mid, p.norm2_w, a.ln2_rstd);
   }
   ops::add_inplace(dx, s.d_part);  // dx is now the gradient at x_mid
@@ -456,7 +468,8 @@ void Transformer::block_backward(int layer, const Tensor& dx) {
   ops::attention_backward(dqkv3, s.d_att->reshape({B, T, Hq * c.head_dim}), qkv3,
                           a.att->reshape({B, T, Hq * c.head_dim}), a.lse, Hq, Hkv, scale);
   if (!gpt2) ops::rope_backward_inplace(dqkv3, Hq, Hkv, s.rope);
-  ops::linear_backward(s.d_ln, p.d_qkv_w, p.d_qkv_b, s.d_qkv, a.ln1, p.qkv_w, p.layout);
+  branch_norm(c.family, s.ln, a.ln1_mean, a.ln1_rstd, x_in, p.norm1_w, p.norm1_b, c.norm_eps);
+  ops::linear_backward(s.d_ln, p.d_qkv_w, p.d_qkv_b, s.d_qkv, s.ln, p.qkv_w, p.layout);
   if (gpt2) {
     ops::layernorm_backward(s.d_part, p.d_norm1_w, p.d_norm1_b, s.d_ln, x_in, p.norm1_w, a.ln1_mean,
                             a.ln1_rstd);
