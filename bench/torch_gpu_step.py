@@ -1,6 +1,12 @@
 """The PyTorch baseline for bench/gpu_train_step.cpp on the GPU: HF transformers'
-GPT2LMHeadModel / LlamaForCausalLM built from a config (random init), bf16 parameters,
-fused AdamW, SDPA attention, random tokens; torch.compile (the main baseline) and eager.
+GPT2LMHeadModel / LlamaForCausalLM built from a config (random init), fused AdamW, SDPA
+attention, random tokens; torch.compile (the main baseline) and eager.
+  compile, eager          bf16 parameters and bf16 AdamW moments (pure bf16, no master
+                          weights: 8 bytes of model state per parameter)
+  compile-amp, eager-amp  f32 parameters, gradients and moments, forward under
+                          torch.autocast(bfloat16): HF Trainer's bf16=True / Accelerate's
+                          mixed_precision bf16 (16 bytes per parameter, like zerotrain's f32
+                          master weights + f32 moments next to bf16 weights and gradients)
 Prints tokens/s, MFU against a bf16 GEMM measured here, and peak memory.
   python3 bench/torch_gpu_step.py --preset gpt2 --batch 16 --seq 1024 --steps 20 --mode compile"""
 import argparse
@@ -56,20 +62,22 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--mode", default="compile", choices=["compile", "eager"])
+    ap.add_argument("--mode", default="compile", choices=["compile", "eager", "compile-amp", "eager-amp"])
     a = ap.parse_args()
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = True
     peak = gemm_peak()
     model, flops_per_token, vocab = build(a.preset, a.seq)
-    model = model.to(device="cuda", dtype=torch.bfloat16).train()
+    amp = a.mode.endswith("-amp")
+    model = model.to(device="cuda", dtype=torch.float32 if amp else torch.bfloat16).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1, fused=True)
     tok = torch.randint(0, vocab, (a.batch, a.seq), device="cuda")
-    fwd = torch.compile(model) if a.mode == "compile" else model
+    fwd = torch.compile(model) if a.mode.startswith("compile") else model
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = fwd(input_ids=tok, labels=tok).loss
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+            loss = fwd(input_ids=tok, labels=tok).loss
         loss.backward()
         opt.step()
         return loss
