@@ -298,7 +298,7 @@ ModelConfig gpt2_shape(int64_t layers, int64_t heads, int64_t width) {
 }  // namespace
 
 std::vector<std::string> preset_names() {
-  return {"tiny-gpt2", "tiny-llama", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama-3.2-1b"};
+  return {"tiny-gpt2", "tiny-llama", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama-3.2-1b", "llama-2-7b"};
 }
 
 ModelConfig preset_config(const std::string& name) {
@@ -317,13 +317,26 @@ ModelConfig preset_config(const std::string& name) {
     c.vocab_size = 512;
     c.max_position_embeddings = 256;
     c.bos_token_id = c.eos_token_id = 0;
-  } else if (name == "tiny-llama" || name == "llama-3.2-1b") {
+  } else if (name == "tiny-llama" || name == "llama-3.2-1b" || name == "llama-2-7b") {
     c.family = Family::Llama;
     c.model_type = "llama";
     c.qkv_bias = c.attn_out_bias = c.mlp_bias = false;
     c.tie_word_embeddings = true;
     c.norm_eps = 1e-5f;
-    if (name == "tiny-llama") {
+    if (name == "llama-2-7b") {
+      // meta-llama/Llama-2-7b-hf's config.json: MHA, untied head, no RoPE scaling.
+      c.vocab_size = 32000;
+      c.hidden_size = 4096;
+      c.num_layers = 32;
+      c.num_heads = 32;
+      c.num_kv_heads = 32;
+      c.intermediate_size = 11008;
+      c.max_position_embeddings = 4096;
+      c.tie_word_embeddings = false;
+      c.rope.theta = 10000.0f;
+      c.bos_token_id = 1;
+      c.eos_token_id = 2;
+    } else if (name == "tiny-llama") {
       c.vocab_size = 512;
       c.hidden_size = 128;
       c.num_layers = 4;

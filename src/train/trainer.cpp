@@ -140,7 +140,8 @@ TrainResult run_training(const TrainConfig& config) {
       std::fflush(stdout);
       metrics.write({{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", std::isnan(grad_norm) ? json(nullptr) : json(grad_norm)},
                      {"loss_scale", scale}, {"tokens_per_s", tps}, {"mfu", mfu}, {"rss_bytes", mem.rss_bytes},
-                     {"comm_bytes_per_step", comm_per_step}, {"skipped", skip}});
+                     {"comm_bytes_per_step", comm_per_step}, {"skipped", skip},
+                     {"gpu_peak_bytes", cuda::initialized() ? json(cuda::peak_bytes()) : json(nullptr)}});
     }
     if (!skip && ((c.eval_interval > 0 && step % c.eval_interval == 0) || last)) {
       const double vl = validation_loss(run, c.eval_batches);

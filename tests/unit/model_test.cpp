@@ -61,6 +61,7 @@ TEST(Registry, ParameterCountsMatchHF) {
   EXPECT_EQ(preset_config("gpt2-large").num_parameters(), 774030080);
   EXPECT_EQ(preset_config("gpt2-xl").num_parameters(), 1557611200);
   EXPECT_EQ(preset_config("llama-3.2-1b").num_parameters(), 1235814400);
+  EXPECT_EQ(preset_config("llama-2-7b").num_parameters(), 6738415616);  // Llama-2-7b-hf's count
 }
 
 TEST(Registry, UnitsArePaddedAndViewsAreDisjoint) {
