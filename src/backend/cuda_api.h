@@ -77,6 +77,13 @@ void copy_to_host(void* host_dst, const void* device_src, size_t bytes);
 void copy_on_device(void* device_dst, const void* device_src, size_t bytes);
 void convert_on_device(const void* device_src, DType src_dtype, void* device_dst, DType dst_dtype, size_t n);
 
+// cuBLASLt algorithm autotuning (backend/cuda/matmul.cpp): off by default, or as
+// ZT_GEMM_AUTOTUNE=1 sets it. When on, a GEMM problem's first call times the heuristic's
+// top candidates and keeps the fastest (one host wait per new problem). Affects only
+// problems first seen after the change.
+void set_gemm_autotune(bool on);
+bool gemm_autotune();
+
 // Labelled marks on the compute stream's timeline (CUDA timing events), for profiles of
 // where a step's GPU time goes without a profiler. mark() queues an event (no host wait);
 // intervals() waits once for the last mark and returns, for every mark but the last, its

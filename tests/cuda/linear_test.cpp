@@ -271,4 +271,39 @@ TEST(CudaLinearAccumulation, BackwardTwiceAddsTwice) {
   EXPECT_LE(rel_err(host_values(db_twice), twice(host_values(db_once))), 1e-6);
 }
 
+// cuBLASLt autotuning (cuda::set_gemm_autotune) picks another algorithm, not another
+// result: forward, dinp (=) and dweight (+=, from random values, so an accumulation that ran
+// once per timed candidate would show) agree with the heuristic's algorithm, for bf16 and
+// f32, at sizes above the tuning threshold (2 N I O >= 1e9). Then a tuned second call of
+// the same problem (the cached algorithm) gives the same bits as the first.
+TEST(CudaGemmAutotune, SameResultsAsTheHeuristicAndAccumulatesOnce) {
+  ZT_REQUIRE_GPU();
+  const int64_t N = 512, I = 1024, O = 1536;  // 2 N I O = 1.6e9
+  for (DType dt : {DType::BF16, F32}) {
+    const auto x = randn(static_cast<size_t>(N * I), 11), dy = randn(static_cast<size_t>(N * O), 12);
+    const auto w = randn(static_cast<size_t>(O * I), 13), dw0 = randn(static_cast<size_t>(O * I), 14);
+    const OwnedTensor x_d = to_device(make(x, {N, I}, dt)), dy_d = to_device(make(dy, {N, O}, dt));
+    const OwnedTensor w_d = to_device(make(w, {O, I}, dt));
+    struct Outputs {
+      std::vector<float> y, dinp, dw;
+    };
+    auto run = [&](bool tune) {
+      zt::cuda::set_gemm_autotune(tune);
+      const OwnedTensor y = device_nan({N, O}, dt), dinp = device_nan({N, I}, dt);
+      const OwnedTensor dw = to_device(make(dw0, {O, I}, dt));
+      zt::ops::linear_forward(y, x_d, w_d, Tensor{});
+      zt::ops::linear_backward(dinp, dw, Tensor{}, dy_d, x_d, w_d);
+      return Outputs{host_values(y), host_values(dinp), host_values(dw)};
+    };
+    const Outputs heuristic = run(false), tuned = run(true), tuned_again = run(true);
+    zt::cuda::set_gemm_autotune(false);
+    const double tol = dt == F32 ? 1e-5 : 1e-2;
+    EXPECT_LE(rel_err(tuned.y, heuristic.y), tol) << zt::dtype_name(dt);
+    EXPECT_LE(rel_err(tuned.dinp, heuristic.dinp), tol) << zt::dtype_name(dt);
+    EXPECT_LE(rel_err(tuned.dw, heuristic.dw), tol) << zt::dtype_name(dt);
+    EXPECT_EQ(tuned.y, tuned_again.y) << zt::dtype_name(dt);
+    EXPECT_EQ(tuned.dw, tuned_again.dw) << zt::dtype_name(dt);
+  }
+}
+
 }  // namespace

@@ -4,6 +4,17 @@
 // cublasLtMatmulAlgoGetHeuristic, cached per problem: the key holds everything the
 // heuristic sees (dtypes, transposes, sizes, leading dimensions, pointer alignments,
 // epilogue), so a cached algorithm is the one the heuristic would return again.
+//
+// Autotuning (cuda::set_gemm_autotune, ZT_GEMM_AUTOTUNE=1): on a problem's first call of
+// at least kTuneMinFlops, the heuristic's top kTuneCandidates algorithms are each run
+// kTuneReps times (after one warm-up) and timed with CUDA events; the fastest is cached.
+// The heuristic's first choice is a model's guess and is not always the fastest kernel
+// for the shape (the step's GEMMs are few shapes, each called every layer of every step,
+// so a one-off tuning of ~1 ms per shape pays back within a step). Candidates run into
+// D itself when beta = 0 (the real call overwrites it after), else into a zeroed scratch
+// D (so the accumulation happens once); problems whose scratch would exceed
+// kTuneScratchBytes keep the heuristic's choice. One host wait per tuned problem, on its
+// first call only.
 // Pointer alignments are passed as CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*: the default (256
 // bytes) would let cuBLASLt pick kernels that need more alignment than a view into the
 // middle of a buffer has.
@@ -11,6 +22,9 @@
 
 #include <cublasLt.h>
 
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -18,6 +32,8 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/convert.h"
+#include "backend/cuda/stream.h"
+#include "backend/cuda_api.h"
 #include "core/error.h"
 
 namespace zt::cuda {
@@ -66,6 +82,27 @@ struct CachedAlgo {
   cublasLtMatmulAlgo_t algo{};
 };
 
+constexpr int kTuneCandidates = 8;
+constexpr int kTuneReps = 3;
+constexpr double kTuneMinFlops = 1e9;                      // smaller products keep the heuristic's choice
+constexpr size_t kTuneScratchBytes = size_t{256} << 20;  // scratch D for beta != 0
+
+std::atomic<int> g_autotune{-1};  // -1: not yet read from ZT_GEMM_AUTOTUNE
+
+// The events and timing of one candidate: the mean milliseconds of kTuneReps runs, or a
+// negative value when cuBLASLt refuses the algorithm for the problem.
+template <class RunFn>
+float time_candidate(const RunFn& run, cudaStream_t stream) {
+  if (run() != CUBLAS_STATUS_SUCCESS) return -1.0f;  // warm-up, and the check that it runs
+  Event start(/*timing=*/true), stop(/*timing=*/true);
+  start.record(stream);
+  for (int r = 0; r < kTuneReps; ++r)
+    if (run() != CUBLAS_STATUS_SUCCESS) return -1.0f;
+  stop.record(stream);
+  stop.synchronize();
+  return Event::elapsed_ms(start, stop) / static_cast<float>(kTuneReps);
+}
+
 std::mutex g_cache_mutex;
 std::unordered_map<std::string, CachedAlgo>& algo_cache() {
   static auto* cache = new std::unordered_map<std::string, CachedAlgo>();  // never destroyed
@@ -73,6 +110,20 @@ std::unordered_map<std::string, CachedAlgo>& algo_cache() {
 }
 
 }  // namespace
+
+void set_gemm_autotune(bool on) { g_autotune.store(on ? 1 : 0); }
+
+bool gemm_autotune() {
+  int v = g_autotune.load();
+  if (v < 0) {
+    const char* env = std::getenv("ZT_GEMM_AUTOTUNE");
+    v = env != nullptr && std::strcmp(env, "1") == 0 ? 1 : 0;
+    int expected = -1;
+    g_autotune.compare_exchange_strong(expected, v);
+    v = g_autotune.load();
+  }
+  return v == 1;
+}
 
 bool matmul_output_supported(DType ab, DType d) {
   switch (ab) {
@@ -177,10 +228,13 @@ void matmul(const MatrixRef& a, const MatrixRef& b, void* d, DType d_dtype, int6
                                              static_cast<uint64_t>(M), ldd));
 
   BlasLtHandle& lt = context().blaslt;
+  const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  const size_t scratch_bytes = static_cast<size_t>(ldd) * static_cast<size_t>(M) * esize;
+  const bool tune = gemm_autotune() && flops >= kTuneMinFlops && (beta == 0.0f || scratch_bytes <= kTuneScratchBytes);
   const std::string key =
       str(static_cast<int>(a.dtype), ',', static_cast<int>(d_dtype), ',', a.trans, b.trans, ',', M, ',', N, ',', K,
           ',', a.stride(), ',', b.stride(), ',', ldd, ',', align_a, ',', align_b, ',', align_d, ',',
-          bias ? static_cast<int>(alignment_of(bias)) : 0);
+          bias ? static_cast<int>(alignment_of(bias)) : 0, ',', beta == 0.0f, tune);
   CachedAlgo algo;
   bool cached = false;
   {
@@ -205,13 +259,39 @@ void matmul(const MatrixRef& a, const MatrixRef& b, void* d, DType d_dtype, int6
                                                          &align_d, sizeof(align_d)));
     ZT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                                                          &align_d, sizeof(align_d)));
-    cublasLtMatmulHeuristicResult_t result{};
+    cublasLtMatmulHeuristicResult_t results[kTuneCandidates]{};
     int returned = 0;
     const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt.get(), desc.d, lay_a.l, lay_b.l, lay_d.l, lay_d.l,
-                                                             pref.p, 1, &result, &returned);
+                                                             pref.p, tune ? kTuneCandidates : 1, results, &returned);
     if (st != CUBLAS_STATUS_NOT_SUPPORTED) ZT_CUBLAS_CHECK(st);
     algo.found = st == CUBLAS_STATUS_SUCCESS && returned > 0;
-    if (algo.found) algo.algo = result.algo;
+    if (algo.found) algo.algo = results[0].algo;
+    if (algo.found && tune && returned > 1) {
+      Buffer scratch;
+      void* target = d;
+      if (beta != 0.0f) {
+        scratch = Buffer(scratch_bytes, Device::cuda(context().device));
+        ZT_CUDA_CHECK(cudaMemsetAsync(scratch.data(), 0, scratch_bytes, stream));
+        target = scratch.data();
+      }
+      float best = -1.0f;
+      for (int i = 0; i < returned; ++i) {
+        const cublasLtMatmulAlgo_t* candidate = &results[i].algo;
+        const float ms = time_candidate(
+            [&]() {
+              return cublasLtMatmul(lt.get(), desc.d, &alpha, b.data, lay_a.l, a.data, lay_b.l, &beta, target,
+                                    lay_d.l, target, lay_d.l, candidate, lt.workspace(), lt.workspace_bytes(),
+                                    stream);
+            },
+            stream);
+        if (ms >= 0.0f && (best < 0.0f || ms < best)) {
+          best = ms;
+          algo.algo = *candidate;
+        }
+      }
+      ZT_CHECK(best >= 0.0f, "cuBLASLt refused every algorithm its heuristic proposed for D[", M, ", ", N,
+               "] = op(A) op(B), K = ", K);
+    }
     std::lock_guard<std::mutex> lock(g_cache_mutex);
     algo_cache()[key] = algo;
   }

@@ -38,6 +38,9 @@ void copy_to_host(void*, const void*, size_t) { no_cuda("cuda::copy_to_host"); }
 void copy_on_device(void*, const void*, size_t) { no_cuda("cuda::copy_on_device"); }
 void convert_on_device(const void*, DType, void*, DType, size_t) { no_cuda("cuda::convert_on_device"); }
 
+void set_gemm_autotune(bool) {}
+bool gemm_autotune() { return false; }
+
 struct Timeline::Impl {};
 Timeline::Timeline() { no_cuda("cuda::Timeline"); }
 Timeline::~Timeline() = default;
