@@ -2,6 +2,7 @@
 // final weights) to an uninterrupted one; fp16 runs with the loss scaler; SIGINT saves a
 // checkpoint and exits 0; the final model directory loads back.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -66,6 +67,38 @@ TEST(Trainer, Fp16RunsWithTheDynamicLossScaler) {
   std::string first;
   std::getline(metrics, first);
   EXPECT_NE(first.find("\"loss_scale\":65536"), std::string::npos) << first;
+  fs::remove_all(a);
+}
+
+// A loss scale so large that the scaled gradients' sum of squares overflows: those steps are
+// skipped (no optimizer or lr step, grad_norm null in metrics.jsonl), the scale halves on
+// each (hysteresis 1) until steps go through, and the run still takes max_steps steps.
+TEST(Trainer, Fp16OverflowSkipsStepsAndHalvesTheScale) {
+  const fs::path a = temp_dir("fp16_overflow");
+  const train::TrainResult r = train::run_training(small_run(
+      a, {"--fp16", "true", "--fp16.initial_scale_power", "21", "--fp16.hysteresis", "1", "--max_steps", "3",
+          "--steps_per_print", "1"}));
+  EXPECT_EQ(r.steps, 3);
+  EXPECT_GE(r.skipped_steps, 1);
+  for (double l : r.losses) EXPECT_TRUE(std::isfinite(l));
+  std::ifstream metrics(a / "run" / "metrics.jsonl");
+  int skipped = 0, taken = 0;
+  double last_scale = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (!j.contains("loss_scale")) continue;
+    const bool skip = j.at("skipped").get<bool>();
+    skipped += skip;
+    taken += !skip;
+    EXPECT_EQ(j.at("grad_norm").is_null(), skip) << line;
+    if (!skip) {
+      EXPECT_TRUE(std::isfinite(j.at("grad_norm").get<double>())) << line;
+    }
+    last_scale = j.at("loss_scale").get<double>();
+  }
+  EXPECT_EQ(skipped, r.skipped_steps);
+  EXPECT_EQ(taken, 3);
+  EXPECT_LT(last_scale, std::ldexp(1.0, 21));
   fs::remove_all(a);
 }
 
