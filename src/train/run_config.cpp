@@ -139,7 +139,7 @@ RunConfig parse_run_config(const json& raw, const std::string& source) {
   // "auto" (the restart form): the latest checkpoint when there is one, else a fresh start.
   r.resume = read_string(doc, "resume", top, "", AutoOk::Yes);
   if (r.resume.is_auto()) r.resume = Setting<std::string>(Given::Set, "auto");
-  r.device = read_string(doc, "device", top, "cpu");
+  r.device = read_string(doc, "device", top, "auto", AutoOk::Yes);
   r.learning_rate = read_number(doc, "learning_rate", top, 5e-5);
   r.weight_decay = read_number(doc, "weight_decay", top, 0.0);
   r.max_grad_norm = read_number(doc, "max_grad_norm", top, 1.0);
@@ -181,7 +181,7 @@ RunConfig parse_run_config(const json& raw, const std::string& source) {
   if (r.warmup_ratio.is_set() && r.warmup_steps.is_set() && r.warmup_steps.value > 0)
     ZT_THROW_INPUT(top.key("warmup_ratio").str(), ": warmup_steps is also given; keep one of them");
   if (r.bf16.value && r.fp16.value) ZT_THROW_INPUT(top.str(), ": bf16 and fp16 are both true; choose one");
-  check_one_of(r.device, {"cpu", "cuda"}, top.key("device"));
+  check_one_of(r.device, {"auto", "cpu", "cuda"}, top.key("device"));
   const std::vector<std::string> refused_schedules = {"cosine_with_restarts", "polynomial", "inverse_sqrt",
                                                       "reduce_lr_on_plateau", "cosine_with_min_lr",
                                                       "warmup_stable_decay"};

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "backend/cuda_api.h"
 #include "core/error.h"
 #include "model/config.h"
 #include "train/accelerate_config.h"
@@ -129,7 +130,9 @@ void apply_run(const RunConfig& r, TrainConfig& cfg) {
   cfg.seed = static_cast<uint64_t>(r.seed.value);
   note(cfg, "seed", r.seed, s);
   cfg.resume = r.resume.value;
-  cfg.device = r.device.value;
+  // auto: the GPU when this build has the CUDA backend and one is visible, as PyTorch users
+  // expect from `accelerate launch` (the config dump and the log name the device chosen).
+  cfg.device = r.device.value != "auto" ? r.device.value : cuda::available() ? "cuda" : "cpu";
   cfg.sample_prompts = r.sample_prompts;
   cfg.sample_tokens = r.sample_tokens.value;
   cfg.sample_temperature = static_cast<float>(r.sample_temperature.value);
@@ -304,7 +307,7 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
   if (acc.zero3_init) cfg.zero.zero3_init = true;
   if (acc.activation_checkpointing) cfg.model.activation_checkpointing = true;
   if (acc.use_cpu) {
-    if (run.device.is_set() && run.device.value != "cpu")
+    if (run.device.is_set() && run.device.value != "cpu" && run.device.value != "auto")
       ZT_THROW_INPUT(acc.source, ": use_cpu is true but ", run_source, " sets device ", run.device.value,
                      "; set one of them");
     cfg.device = "cpu";

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "backend/cuda_api.h"
 #include "common/temp_dir.h"
 #include "core/error.h"
 #include "train/config_dump.h"
@@ -44,6 +45,10 @@ TEST(RunConfig, NoArgumentsGiveTheDefaults) {
   EXPECT_EQ(c.micro_batch_per_gpu, 8);
   EXPECT_EQ(c.train_batch_size, 8);
   EXPECT_EQ(c.hf_scheduler, "linear");
+  // device auto: the GPU when one is visible (and the build has the CUDA backend).
+  EXPECT_EQ(c.device, zt::cuda::available() ? "cuda" : "cpu");
+  EXPECT_EQ(load_train_config({"--device", "cpu"}).device, "cpu");
+  EXPECT_EQ(load_train_config({"--device", "auto"}).device, c.device);
 }
 
 TEST(RunConfig, FullYaml) {
@@ -195,7 +200,7 @@ TEST(RunConfig, Errors) {
   EXPECT_HAS(err("model: {preset: gpt3}\n"), "gpt3");
   EXPECT_HAS(err("lr_scheduler_type: cosin\n"), "did you mean 'cosine'");
   EXPECT_HAS(err("lr_scheduler_type: polynomial\n"), "not supported");
-  EXPECT_HAS(err("device: gpu\n"), "cpu, cuda");
+  EXPECT_HAS(err("device: gpu\n"), "auto, cpu, cuda");
   EXPECT_HAS(err("per_device_train_batch_size: 0\n"), "at least 1");
   EXPECT_HAS(err("num_train_epochs: 2\nepochs: 3\n"), "same setting");
   EXPECT_HAS(err("max_steps: 1.5\n"), "whole number");
