@@ -10,6 +10,9 @@
 #   ZT_GPU_LABELS  CTest label regex to run (default cuda; '.' runs everything)
 #   CUDACXX        nvcc to use (default /usr/local/cuda/bin/nvcc, else the one on PATH)
 #   ZT_GPU_BENCH   training-step benchmarks vs PyTorch after the tests, "preset:batch ..."
+#   ZT_TORCH_AMP=1       the PyTorch baseline also with f32 master weights under autocast
+#   ZT_GPU_AUTOTUNE_AB=1 the step with ZT_GEMM_AUTOTUNE=0 and =1 back to back
+#   ZT_GPU_TEST_FILTER   --gtest_filter for the GPU tests (default: all)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -101,5 +104,13 @@ for spec in ${ZT_GPU_BENCH:-}; do
   "$build/bench/gpu_op_bench" --preset "${spec%%:*}" --batch "${spec##*:}" --seq 1024 || rc=1
   echo "== training step ${spec%%:*}, micro-batch ${spec##*:}, T=1024 (bench/gpu_train_bench.sh)"
   "$root/bench/gpu_train_bench.sh" "$build" "${spec%%:*}" "${spec##*:}" 1024 20 || rc=1
+  if [[ ${ZT_GPU_AUTOTUNE_AB:-0} == 1 ]]; then
+    # cuBLASLt autotuning against the heuristic's choice, back to back in this call.
+    echo "== GEMM autotuning A/B ${spec%%:*} (ZT_GEMM_AUTOTUNE=0, then 1)"
+    for tune in 0 1; do
+      ZT_GEMM_AUTOTUNE=$tune "$build/bench/gpu_train_step" --preset "${spec%%:*}" --batch "${spec##*:}" --seq 1024 \
+        --steps 20 --profile 0 | grep '^zerotrain' | sed "s/^/autotune=$tune: /" || rc=1
+    done
+  fi
 done
 exit "$rc"
