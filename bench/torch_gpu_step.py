@@ -10,11 +10,19 @@ attention, random tokens; torch.compile (the main baseline) and eager.
 Prints tokens/s, MFU against a bf16 GEMM measured here, and peak memory.
   python3 bench/torch_gpu_step.py --preset gpt2 --batch 16 --seq 1024 --steps 20 --mode compile"""
 import argparse
+import os
 import time
 
 import torch
 
+# SDPA (the fast path on the GPU); ZT_TORCH_ATTN=eager for transformers versions without it
+# for GPT-2 (tests of the scripts on CPU machines).
+ATTENTION = os.environ.get("ZT_TORCH_ATTN", "sdpa")
+
 PRESETS = {
+    # zerotrain's tiny presets, for tests of the scripts on CPU machines.
+    "tiny-gpt2": dict(family="gpt2", n_layer=4, n_head=4, n_embd=128, vocab=512),
+    "tiny-llama": dict(family="llama", layers=4, hidden=128, heads=4, kv=2, ffn=344, vocab=512),
     "gpt2": dict(family="gpt2", n_layer=12, n_head=12, n_embd=768, vocab=50257),
     "gpt2-xl": dict(family="gpt2", n_layer=48, n_head=25, n_embd=1600, vocab=50257),
     "llama-3.2-1b": dict(family="llama", layers=16, hidden=2048, heads=32, kv=8, ffn=8192, vocab=128256),
@@ -27,7 +35,7 @@ def build(preset, seq):
         from transformers import GPT2Config, GPT2LMHeadModel
         cfg = GPT2Config(n_layer=p["n_layer"], n_head=p["n_head"], n_embd=p["n_embd"], vocab_size=p["vocab"],
                          n_positions=max(1024, seq), resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                         attn_implementation="sdpa")
+                         attn_implementation=ATTENTION)
         model = GPT2LMHeadModel(cfg)
         flops_per_token = 6 * sum(x.numel() for x in model.parameters()) + 12 * p["n_layer"] * p["n_embd"] * seq
     else:
@@ -35,7 +43,7 @@ def build(preset, seq):
         cfg = LlamaConfig(num_hidden_layers=p["layers"], hidden_size=p["hidden"], num_attention_heads=p["heads"],
                           num_key_value_heads=p["kv"], intermediate_size=p["ffn"], vocab_size=p["vocab"],
                           tie_word_embeddings=True, max_position_embeddings=max(2048, seq),
-                          attn_implementation="sdpa")
+                          attn_implementation=ATTENTION)
         model = LlamaForCausalLM(cfg)
         flops_per_token = 6 * sum(x.numel() for x in model.parameters()) + 12 * p["layers"] * p["hidden"] * seq
     return model, flops_per_token, p["vocab"]
