@@ -5,7 +5,10 @@
 // timed steps, --profile N more steps (default 2) with CUDA events at every unit boundary
 // print where the step's GPU time goes (embedding, blocks, head, optimizer, ...).
 //   gpu_train_step --preset gpt2|gpt2-xl|llama-3.2-1b --batch 16 --seq 1024 --steps 20 [--f32]
-//                  [--profile N]
+//                  [--profile N] [--no-master]
+// --no-master: the optimizer keeps no f32 master weights and its moments in bf16
+// (zero::MasterWeights::None; PyTorch's pure-bf16 AdamW as bench/torch_gpu_step.py runs it:
+// 8 bytes of model state per parameter instead of 16).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -107,7 +110,7 @@ void print_profile(const std::vector<cuda::Timeline::Interval>& intervals, int64
 int main(int argc, char** argv) {
   std::string preset = "gpt2";
   int64_t B = 16, T = 1024, steps = 20, profile_steps = 2;
-  bool f32 = false;
+  bool f32 = false, no_master = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -117,11 +120,21 @@ int main(int argc, char** argv) {
     else if (a == "--steps") steps = std::atoll(next().c_str());
     else if (a == "--f32") f32 = true;
     else if (a == "--profile") profile_steps = std::atoll(next().c_str());
+    else if (a == "--no-master") no_master = true;
     else {
-      std::fprintf(stderr, "usage: gpu_train_step --preset NAME --batch B --seq T --steps N [--f32] [--profile N]\n");
+      std::fprintf(stderr,
+                   "usage: gpu_train_step --preset NAME --batch B --seq T --steps N [--f32] [--profile N] "
+                   "[--no-master]\n");
       return 2;
     }
   }
+  if (no_master && f32) {
+    std::fprintf(stderr, "gpu_train_step: --no-master needs bf16 parameters; drop --f32\n");
+    return 2;
+  }
+  const char* recipe = no_master ? "bf16 parameters and moments, no master weights"
+                       : f32     ? "f32 parameters and moments"
+                                 : "bf16 parameters, f32 master weights and moments";
   try {
     if (!cuda::available()) {
       std::fprintf(stderr, "gpu_train_step: no GPU visible\n");
@@ -140,6 +153,7 @@ int main(int argc, char** argv) {
     zero::OptimizerSpec os;
     os.lr = 1e-4f;
     os.weight_decay = 0.1f;
+    os.master_weights = no_master ? zero::MasterWeights::None : zero::MasterWeights::F32;
     auto optimizer = zero::make_optimizer(model.registry(), os);
 
     OwnedTensor tok({B, T}, DType::I32), tgt({B, T}, DType::I32);
@@ -166,12 +180,14 @@ int main(int argc, char** argv) {
     const double tokens_per_s = static_cast<double>(B * T * steps) / secs;
     const double flops = config.flops_per_token(T) * tokens_per_s;
     std::printf("zerotrain %s %s B=%lld T=%lld: %.0f tokens/s, %.1f ms/step, MFU %.1f%% of measured bf16 GEMM "
-                "%.0f TFLOP/s, peak memory %.2f GiB, loss %.4f\n",
+                "%.0f TFLOP/s, peak memory %.2f GiB, loss %.4f; recipe: %s (optimizer state %.2f GiB)\n",
                 preset.c_str(), f32 ? "f32" : "bf16", static_cast<long long>(B), static_cast<long long>(T),
                 tokens_per_s, 1000.0 * secs / static_cast<double>(steps), 100.0 * flops / peak, peak / 1e12,
-                static_cast<double>(cuda::peak_bytes()) / (1024.0 * 1024.0 * 1024.0), loss);
-    std::printf("RESULT zerotrain tokens_per_s=%.0f peak_gib=%.3f gemm_tflops=%.1f\n", tokens_per_s,
-                static_cast<double>(cuda::peak_bytes()) / (1024.0 * 1024.0 * 1024.0), peak / 1e12);
+                static_cast<double>(cuda::peak_bytes()) / (1024.0 * 1024.0 * 1024.0), loss, recipe,
+                static_cast<double>(optimizer->state_bytes()) / (1024.0 * 1024.0 * 1024.0));
+    std::printf("RESULT zerotrain tokens_per_s=%.0f peak_gib=%.3f gemm_tflops=%.1f recipe=%s\n", tokens_per_s,
+                static_cast<double>(cuda::peak_bytes()) / (1024.0 * 1024.0 * 1024.0), peak / 1e12,
+                no_master ? "no-master" : f32 ? "f32" : "master");
 
     if (profile_steps > 0) {
       cuda::Timeline timeline;

@@ -11,23 +11,31 @@ namespace {
 
 bool defined_data(const Tensor& t) { return t.data() != nullptr; }
 
-// Checks shared by every update: equal sizes, contiguous ranges, f32 state, and a master
-// copy exactly when the parameter is stored in 16 bits. Returns the device (CPU or CUDA).
+// Checks shared by every update: equal sizes, contiguous ranges, and either f32 state (with
+// a master copy exactly when the parameter is stored in 16 bits) or bf16 parameter and
+// state with no master. Returns the device (CPU or CUDA).
 Device check_common(const char* op, const Tensor& param, const Tensor& master, const Tensor& grad,
                     std::initializer_list<const Tensor*> state) {
   const int64_t n = param.numel();
   ZT_CHECK(grad.numel() == n, op, ": gradient of ", grad.numel(), " elements for ", n, " parameters (", param.name(),
            ")");
   ZT_CHECK(param.is_contiguous() && grad.is_contiguous(), op, ": parameter and gradient must be contiguous");
+  const bool no_master_16 = !defined_data(master) && param.dtype() != DType::F32;
   for (const Tensor* s : state) {
     ZT_CHECK(s->numel() == n && s->is_contiguous(), op, ": state size differs for ", param.name());
-    ZT_CHECK(s->dtype() == DType::F32, op, ": optimizer state must be f32");
+    if (no_master_16) {
+      ZT_CHECK(s->dtype() == param.dtype(), op, ": without a master copy the optimizer state must be ",
+               dtype_name(param.dtype()), " as the parameter, got ", dtype_name(s->dtype()), " (", param.name(), ")");
+    } else {
+      ZT_CHECK(s->dtype() == DType::F32, op, ": optimizer state must be f32 (", param.name(), ")");
+    }
   }
   if (defined_data(master)) {
     ZT_CHECK(master.dtype() == DType::F32 && master.numel() == n && master.is_contiguous(), op,
              ": master must be contiguous f32 of the parameter's size");
   } else {
-    ZT_CHECK(param.dtype() == DType::F32, op, ": a 16-bit parameter needs an f32 master copy");
+    ZT_CHECK(param.dtype() == DType::F32 || param.dtype() == DType::BF16, op,
+             ": an f16 parameter needs an f32 master copy (no-master updates are bf16 only)");
   }
   const Device dev = common_device(op, {&param, &master, &grad});
   for (const Tensor* s : state)
@@ -38,6 +46,22 @@ Device check_common(const char* op, const Tensor& param, const Tensor& master, c
 }
 
 float* f32_or_null(const Tensor& t) { return defined_data(t) ? static_cast<float*>(t.data()) : nullptr; }
+bf16* bf16_or_null(const Tensor& t) { return defined_data(t) ? static_cast<bf16*>(t.data()) : nullptr; }
+
+// bf16 parameter without a master: its state is bf16 (check_common verified it).
+bool bf16_state(const Tensor& param, const Tensor& master) {
+  return !defined_data(master) && param.dtype() == DType::BF16;
+}
+
+// Calls fn(const G*) with the gradient pointer cast to its dtype (the bf16-state path,
+// whose parameter is bf16).
+template <class Fn>
+void dispatch_grad(const Tensor& grad, Fn&& fn) {
+  dispatch_float(grad.dtype(), [&](auto gtag) {
+    using G = decltype(gtag);
+    fn(static_cast<const G*>(grad.data()));
+  });
+}
 
 // Calls fn(P*, const G*) with the parameter and gradient pointers cast to their dtypes.
 template <class Fn>
@@ -74,6 +98,13 @@ void adamw_step(const Tensor& param, const Tensor& master, const Tensor& grad, c
     cuda::adamw_step(param, master, grad, m, v, h);
     return;
   }
+  if (bf16_state(param, master)) {
+    dispatch_grad(grad, [&](const auto* g) {
+      cpu::adamw_step(static_cast<bf16*>(param.data()), nullptr, g, static_cast<bf16*>(m.data()),
+                      static_cast<bf16*>(v.data()), param.numel(), h);
+    });
+    return;
+  }
   dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
     cpu::adamw_step(p, f32_or_null(master), g, static_cast<float*>(m.data()), static_cast<float*>(v.data()),
                     param.numel(), h);
@@ -90,6 +121,12 @@ void sgd_step(const Tensor& param, const Tensor& master, const Tensor& grad, con
     cuda::sgd_step(param, master, grad, momentum_buf, h);
     return;
   }
+  if (bf16_state(param, master)) {
+    dispatch_grad(grad, [&](const auto* g) {
+      cpu::sgd_step(static_cast<bf16*>(param.data()), nullptr, g, bf16_or_null(momentum_buf), param.numel(), h);
+    });
+    return;
+  }
   dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
     cpu::sgd_step(p, f32_or_null(master), g, f32_or_null(momentum_buf), param.numel(), h);
   });
@@ -99,6 +136,12 @@ void lion_step(const Tensor& param, const Tensor& master, const Tensor& grad, co
   const Device dev = check_common("lion_step", param, master, grad, {&m});
   if (dev.is_cuda()) {
     cuda::lion_step(param, master, grad, m, h);
+    return;
+  }
+  if (bf16_state(param, master)) {
+    dispatch_grad(grad, [&](const auto* g) {
+      cpu::lion_step(static_cast<bf16*>(param.data()), nullptr, g, static_cast<bf16*>(m.data()), param.numel(), h);
+    });
     return;
   }
   dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
@@ -113,6 +156,13 @@ void adamw_step_segments(const Tensor& param, const Tensor& master, const Tensor
   check_segments("adamw_step_segments", param, segments);
   if (dev.is_cuda()) {
     cuda::adamw_step_segments(param, master, grad, m, v, h, segments);
+    return;
+  }
+  if (bf16_state(param, master)) {
+    dispatch_grad(grad, [&](const auto* g) {
+      cpu::adamw_step_segments(static_cast<bf16*>(param.data()), nullptr, g, static_cast<bf16*>(m.data()),
+                               static_cast<bf16*>(v.data()), segments, h);
+    });
     return;
   }
   dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
@@ -133,6 +183,12 @@ void sgd_step_segments(const Tensor& param, const Tensor& master, const Tensor& 
     cuda::sgd_step_segments(param, master, grad, momentum_buf, h, segments);
     return;
   }
+  if (bf16_state(param, master)) {
+    dispatch_grad(grad, [&](const auto* g) {
+      cpu::sgd_step_segments(static_cast<bf16*>(param.data()), nullptr, g, bf16_or_null(momentum_buf), segments, h);
+    });
+    return;
+  }
   dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
     cpu::sgd_step_segments(p, f32_or_null(master), g, f32_or_null(momentum_buf), segments, h);
   });
@@ -144,6 +200,13 @@ void lion_step_segments(const Tensor& param, const Tensor& master, const Tensor&
   check_segments("lion_step_segments", param, segments);
   if (dev.is_cuda()) {
     cuda::lion_step_segments(param, master, grad, m, h, segments);
+    return;
+  }
+  if (bf16_state(param, master)) {
+    dispatch_grad(grad, [&](const auto* g) {
+      cpu::lion_step_segments(static_cast<bf16*>(param.data()), nullptr, g, static_cast<bf16*>(m.data()), segments,
+                              h);
+    });
     return;
   }
   dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {

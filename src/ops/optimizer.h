@@ -3,8 +3,12 @@
 // *_segments variants update a range cut into segments of different weight decay (a
 // unit's slice: one kernel launch on the GPU for all its parameters).
 // Common to all: param is any float dtype; master is the f32 master copy (updated, then
-// rounded into param), or an undefined Tensor when param itself is f32; grad is any float
-// dtype and is multiplied by h.grad_scale first; all state tensors are f32.
+// rounded into param), or an undefined Tensor when param itself holds the weights; grad is
+// any float dtype and is multiplied by h.grad_scale first. State tensors are f32 — or, with
+// no master and bf16 parameters (MasterWeights::None, "pure bf16"), all bf16: parameter and
+// state are loaded as f32, updated exactly as the f32-state path does, and stored rounded
+// to nearest even (PyTorch's fused AdamW "opmath" on bf16 tensors). A 16-bit parameter
+// without a master needs bf16 parameter and state (an f16 one is refused).
 #pragma once
 #include <cstdint>
 

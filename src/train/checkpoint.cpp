@@ -247,7 +247,16 @@ CheckpointState load_checkpoint(const std::string& dir, const model::ParameterRe
     }
     return *slot;
   };
+  std::vector<std::string> saved_state;
+  if (m.contains("optimizer_state") && m.at("optimizer_state").is_array())
+    for (const json& n : m.at("optimizer_state"))
+      if (n.is_string()) saved_state.push_back(n.get<std::string>());
+  std::vector<std::string> absent;
   for (const FlatSlice& t : targets) {
+    if (t.optional && std::find(saved_state.begin(), saved_state.end(), t.name) == saved_state.end()) {
+      absent.push_back(t.name);
+      continue;
+    }
     const model::Unit& u = unit_of(registry, t.name);
     const int64_t part = saved_padded.at(u.name()) / W;
     const int64_t lo = t.begin, hi = std::min(t.begin + t.data.numel(), u.numel());
@@ -258,6 +267,8 @@ CheckpointState load_checkpoint(const std::string& dir, const model::ParameterRe
       if (!rd.contains(t.name))
         ZT_THROW_INPUT("checkpoint '", dir, "' has no tensor '", t.name, "' in ", shard_name(r),
                        " (saved with another optimizer or precision?)");
+      // Copying converts the dtype: f32 state into a bf16 (master_weights: false) run rounds
+      // to nearest even, bf16 state into an f32 one widens exactly.
       const Tensor src = rd.tensor(t.name);
       if (src.numel() != part)
         ZT_THROW_INPUT("checkpoint '", dir, "': tensor '", t.name, "' in ", shard_name(r), " has ", src.numel(),
@@ -274,6 +285,8 @@ CheckpointState load_checkpoint(const std::string& dir, const model::ParameterRe
   s.seed = m.value("seed", uint64_t{0});
   s.loss_scaler = m.value("loss_scaler", json::object());
   s.extra = m.value("extra", json::object());
+  s.saved_optimizer_state = std::move(saved_state);
+  s.absent = std::move(absent);
   ZT_INFO("loaded checkpoint ", dir, " (step ", s.step, ", saved by ", W, " rank", W == 1 ? "" : "s", ")");
   return s;
 }

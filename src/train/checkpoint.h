@@ -38,6 +38,10 @@ struct CheckpointState {
   uint64_t seed = 0;
   nlohmann::json loss_scaler;    // LossScaler::State as JSON (null when unused)
   nlohmann::json extra;          // anything else the trainer wants back (config, metrics)
+  // Filled by load_checkpoint: the optimizer state names the manifest lists, and the
+  // optional targets the checkpoint did not have (left untouched).
+  std::vector<std::string> saved_optimizer_state;
+  std::vector<std::string> absent;
 };
 
 struct CheckpointWriteOptions {
@@ -51,10 +55,16 @@ struct CheckpointWriteOptions {
 
 // Elements [begin, begin + data.numel()) of the flat buffer `name` ("<unit>.params",
 // "<unit>.exp_avg", ...). The unit is the part of the name before the last '.'.
+// Loading converts the dtype (f32 -> bf16 rounds to nearest even, bf16 -> f32 is exact),
+// so optimizer state saved in one dtype loads into a run keeping it in the other.
 struct FlatSlice {
   std::string name;
   Tensor data;
   int64_t begin = 0;
+  // Loading only: a checkpoint without this tensor is not an error; the target is left as
+  // it is and its name goes to CheckpointState::absent (e.g. "<unit>.master" when the
+  // checkpoint was saved with master_weights: false).
+  bool optional = false;
 };
 
 // Params as slices: each unit's whole flat parameter buffer ("<unit>.params", begin 0).

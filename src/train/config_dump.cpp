@@ -73,6 +73,10 @@ std::string describe_config(const TrainConfig& c) {
 
   p.section("precision");
   p.line("precision", precision_name(c.precision));
+  if (c.precision != Precision::F32)
+    p.line("master_weights", c.optimizer.master_weights == zero::MasterWeights::F32
+                                 ? std::string("true (f32 master, f32 optimizer state)")
+                                 : std::string("false (bf16 parameters and optimizer state, no master)"));
   if (c.precision == Precision::F16) {
     const auto& s = c.loss_scaler;
     p.line("fp16.loss_scale", s.loss_scale == 0 ? std::string("dynamic") : std::to_string(s.loss_scale));

@@ -28,7 +28,7 @@ const std::vector<std::string> kTop = {
     "output_dir", "seed", "steps_per_print", "resume", "device", "samples", "learning_rate",
     "per_device_train_batch_size", "gradient_accumulation_steps", "warmup_steps", "warmup_ratio",
     "lr_scheduler_type", "weight_decay", "max_grad_norm", "adam_beta1", "adam_beta2", "adam_epsilon", "optim", "bf16",
-    "fp16", "deepspeed", "accelerate_config",
+    "fp16", "master_weights", "deepspeed", "accelerate_config",
     // aliases
     "num_train_epochs", "eval_steps", "save_steps", "save_total_limit", "logging_steps", "log_interval",
     "resume_from_checkpoint", "seq_len", "gradient_checkpointing", "model_name_or_path"};
@@ -154,6 +154,7 @@ RunConfig parse_run_config(const json& raw, const std::string& source) {
   r.optim = read_string(doc, "optim", top, "adamw");
   r.bf16 = read_bool(doc, "bf16", top, false);
   r.fp16 = read_bool(doc, "fp16", top, false);
+  r.master_weights = read_bool(doc, "master_weights", top, true);
   r.deepspeed = read_string(doc, "deepspeed", top, "").value;
   r.accelerate_config = read_string(doc, "accelerate_config", top, "").value;
 

@@ -35,6 +35,9 @@ struct RunConfig {
   Setting<std::string> lr_scheduler_type{"linear"};
   Setting<std::string> optim{"adamw"};  // adamw | adam | sgd | lion (with no ds optimizer block)
   Setting<bool> bf16{false}, fp16{false};
+  // false: bf16 parameters are updated in place with bf16 optimizer state and no f32 master
+  // copy (PyTorch's pure-bf16 AdamW; zero::MasterWeights::None). bf16 runs only.
+  Setting<bool> master_weights{true};
   std::string deepspeed;           // ds_config.json path ("" = none)
   std::string accelerate_config;   // Accelerate YAML path ("" = none)
 };

@@ -141,6 +141,22 @@ void apply_run(const RunConfig& r, TrainConfig& cfg) {
   cfg.warmup_ratio = r.warmup_ratio.value;
 }
 
+// master_weights: false keeps no f32 master and the optimizer state in bf16; it needs
+// bf16 parameters (f32 ones are their own master already; fp16 needs the master under
+// loss scaling).
+void apply_master_weights(const RunConfig& r, TrainConfig& cfg) {
+  cfg.optimizer.master_weights = r.master_weights.value ? zero::MasterWeights::F32 : zero::MasterWeights::None;
+  note(cfg, "master_weights", r.master_weights, r.source);
+  if (r.master_weights.value) return;
+  const std::string where = Where{r.source, "master_weights"}.str();
+  if (cfg.precision == Precision::F32)
+    ZT_THROW_INPUT(where, ": false needs bf16 parameters, but this run trains in fp32 (f32 parameters are their "
+                          "own master weights): add bf16: true (--bf16 true), or remove master_weights: false");
+  if (cfg.precision == Precision::F16)
+    ZT_THROW_INPUT(where, ": false is not supported with fp16 (fp16 training needs f32 master weights under loss "
+                          "scaling): use bf16 or keep master weights (master_weights: true)");
+}
+
 zero::OptimizerType hf_optim(const std::string& name) {
   if (name == "sgd") return zero::OptimizerType::SGD;
   if (name == "lion" || name == "lion_32bit") return zero::OptimizerType::Lion;
@@ -285,6 +301,7 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
     cfg.seed = static_cast<uint64_t>(run.seed.value);
     cfg.origin["seed"] = run_source;
   }
+  apply_master_weights(run, cfg);
   if (run.optim.is_set()) {
     if (ds.has_optimizer)
       ZT_THROW_INPUT(run_source, ": optim is set and ", ds_source,

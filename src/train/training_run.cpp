@@ -143,7 +143,13 @@ std::vector<FlatSlice> checkpoint_slices(TrainingRun& run, bool for_load) {
     }
     slices.push_back(std::move(s));
   }
-  for (zero::StateSlice& o : run.optimizer->state_slices()) slices.push_back({o.name, o.data, o.begin});
+  for (zero::StateSlice& o : run.optimizer->state_slices()) {
+    FlatSlice s{o.name, o.data, o.begin};
+    // A checkpoint saved with master_weights: false has no master: it is then initialised
+    // from the loaded parameters (load_run_checkpoint).
+    s.optional = for_load && o.name.size() > 7 && o.name.compare(o.name.size() - 7, 7, ".master") == 0;
+    slices.push_back(std::move(s));
+  }
   return slices;
 }
 
@@ -161,6 +167,18 @@ std::string load_run_checkpoint(TrainingRun& run, const std::string& which) {
   const std::string dir = resolve_checkpoint(which == "latest" ? run.checkpoint_root().string() : which);
   const CheckpointState s = load_checkpoint(dir, run.model().registry(), checkpoint_slices(run, true));
   run.engine->refresh_after_load();
+  if (!s.absent.empty()) {
+    ZT_INFO("checkpoint ", dir, " has no f32 master weights (saved with master_weights: false): initialising them "
+            "from its bf16 parameters; the bf16 optimizer state widens to f32 exactly");
+    run.optimizer->init_master_from_params();
+  }
+  const bool saved_master = std::any_of(s.saved_optimizer_state.begin(), s.saved_optimizer_state.end(),
+                                        [](const std::string& n) {
+                                          return n.size() > 7 && n.compare(n.size() - 7, 7, ".master") == 0;
+                                        });
+  if (saved_master && run.optimizer->spec().master_weights == zero::MasterWeights::None)
+    ZT_INFO("checkpoint ", dir, " has f32 master weights; this run has master_weights: false, so it continues from "
+            "the saved bf16 parameters and rounds the f32 optimizer state to bf16");
   run.step = s.step;
   run.micro_steps = s.micro_steps;
   run.optimizer->set_steps_taken(s.extra.value("optimizer_steps", s.step));

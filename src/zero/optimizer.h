@@ -24,6 +24,11 @@ namespace zt::zero {
 
 enum class OptimizerType { AdamW, Adam, SGD, Lion };
 
+// 16-bit parameters: an f32 master copy with f32 state (F32, DeepSpeed's mixed precision),
+// or none, with the state in the parameter dtype (None, bf16 only; see above). f32
+// parameters are their own master either way, with f32 state.
+enum class MasterWeights { F32, None };
+
 const char* optimizer_type_name(OptimizerType type);
 
 // What a ds_config "optimizer" block (or the run config) asks for, resolved.
@@ -41,6 +46,8 @@ struct OptimizerSpec {
   float momentum = 0.0f;    // SGD
   bool nesterov = false;    // SGD
   float dampening = 0.0f;   // SGD
+  // The run config's master_weights (true: F32, false: None).
+  MasterWeights master_weights = MasterWeights::F32;
 };
 
 // A tensor that is elements [begin, begin + numel) of a named flat buffer.
@@ -73,6 +80,9 @@ class Optimizer {
   // (LrSchedule::betas). Optimizers without betas (SGD) ignore it, as DeepSpeed disables
   // momentum cycling for them.
   virtual void set_betas(float beta1, float beta2) = 0;
+  // Copies this rank's partition of the parameters into the f32 master (no-op without
+  // one): after restoring a checkpoint saved without master weights.
+  virtual void init_master_from_params() = 0;
 };
 
 // Validates the spec (errors name the ds_config key and the fix) and builds the optimizer

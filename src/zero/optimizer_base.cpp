@@ -16,8 +16,16 @@ FlatOptimizer::FlatOptimizer(model::ParameterRegistry& registry, OptimizerSpec s
     s.begin = part.begin;
     s.numel = part.numel();
     const Device dev = part.params.device();
-    for (size_t i = 0; i < state_names_.size(); ++i) s.state.push_back(OwnedTensor::zeros({part.numel()}, DType::F32, dev));
-    if (part.params.dtype() != DType::F32) s.master = OwnedTensor({part.numel()}, DType::F32, dev);
+    const bool sixteen_bit = part.params.dtype() != DType::F32;
+    const bool no_master = sixteen_bit && spec_.master_weights == MasterWeights::None;
+    // make_optimizer admits MasterWeights::None only with bf16 (or f32) parameters.
+    ZT_CHECK(!no_master || part.params.dtype() == DType::BF16, "optimizer without master weights over ",
+             dtype_name(part.params.dtype()), " parameters of unit ", registry_.unit(ui).name());
+    if (ui == 0) state_dtype_ = no_master ? part.params.dtype() : DType::F32;
+    const DType sdt = no_master ? part.params.dtype() : DType::F32;
+    ZT_CHECK(sdt == state_dtype_, "unit ", registry_.unit(ui).name(), " has parameters of another dtype");
+    for (size_t i = 0; i < state_names_.size(); ++i) s.state.push_back(OwnedTensor::zeros({part.numel()}, sdt, dev));
+    if (sixteen_bit && !no_master) s.master = OwnedTensor({part.numel()}, DType::F32, dev);
     units_.push_back(std::move(s));
   }
   copy_params_to_master();

@@ -1,5 +1,6 @@
-// Shared machinery of the flat-unit optimizers: per-unit f32 state buffers (and an f32
-// master copy for 16-bit parameters) over the rank's partition of each unit, the
+// Shared machinery of the flat-unit optimizers: per-unit state buffers (f32, with an f32
+// master copy for 16-bit parameters; or, with MasterWeights::None and bf16 parameters, bf16
+// state and no master) over the rank's partition of each unit, the
 // per-parameter walk with each parameter's weight decay, state naming for checkpoints. A
 // concrete optimizer only supplies the update of one unit's partition, cut into one segment
 // per parameter (a single segmented update call: one kernel launch per unit on the GPU).
@@ -24,9 +25,12 @@ class FlatOptimizer : public Optimizer {
   size_t state_bytes() const final;
   const OptimizerSpec& spec() const final { return spec_; }
   void set_betas(float beta1, float beta2) override;
+  void init_master_from_params() final { copy_params_to_master(); }
+  // The dtype of the state buffers: f32, or the parameters' bf16 without a master.
+  DType state_dtype() const { return state_dtype_; }
 
  protected:
-  // state_names: the f32 buffers each unit needs, zero-initialised (e.g. exp_avg).
+  // state_names: the state buffers each unit needs, zero-initialised (e.g. exp_avg).
   // partitions: the slice of each unit this rank updates (empty: whole units).
   FlatOptimizer(model::ParameterRegistry& registry, OptimizerSpec spec, std::vector<std::string> state_names,
                 PartitionFn partitions);
@@ -50,7 +54,7 @@ class FlatOptimizer : public Optimizer {
   struct UnitState {
     int64_t begin = 0;   // the partition's first element in the unit
     int64_t numel = 0;   // the partition's length
-    OwnedTensor master;  // only for 16-bit parameters
+    OwnedTensor master;  // only for 16-bit parameters with MasterWeights::F32
     std::vector<OwnedTensor> state;
   };
   void copy_params_to_master();
@@ -60,6 +64,7 @@ class FlatOptimizer : public Optimizer {
   model::ParameterRegistry& registry_;
   PartitionFn partitions_;
   std::vector<std::string> state_names_;
+  DType state_dtype_ = DType::F32;
   std::vector<UnitState> units_;
   int64_t steps_ = 0;
 };

@@ -1,7 +1,9 @@
 // Optimizer updates over flat f32 state, following PyTorch's single-tensor
 // implementations operation by operation (same rounding points, so parity tests hold at
 // ~1e-7). Scalar factors are computed in double as PyTorch does with Python floats.
-// Parameters may be stored in bf16/f16 with an f32 master.
+// Parameters may be stored in bf16/f16 with an f32 master, or in bf16 with bf16 state and
+// no master (S = bf16: state loaded as f32, updated as the f32 path, stored rounded; with
+// S = float load_f32 / store_as are the identity, so the f32-state path is unchanged).
 #include "backend/cpu/optimizer.h"
 
 #include <cmath>
@@ -12,8 +14,8 @@ namespace {
 constexpr int64_t kParallelMin = 32768;
 }  // namespace
 
-template <class P, class G>
-void adamw_step(P* param, float* master, const G* grad, float* m, float* v, int64_t n, const AdamWHyper& h) {
+template <class P, class G, class S>
+void adamw_step(P* param, float* master, const G* grad, S* m, S* v, int64_t n, const AdamWHyper& h) {
   const float b1 = h.beta1, b2 = h.beta2;
   const bool bc = h.bias_correction == BiasCorrection::On;
   const double bc1 = bc ? 1.0 - std::pow(static_cast<double>(b1), static_cast<double>(h.step)) : 1.0;
@@ -29,10 +31,10 @@ void adamw_step(P* param, float* master, const G* grad, float* m, float* v, int6
     float g = load_f32(grad[i]) * h.grad_scale;
     if (l2 != 0.0f) g += l2 * p;
     p *= decay;
-    const float mi = b1 * m[i] + (1.0f - b1) * g;
-    const float vi = b2 * v[i] + (1.0f - b2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
+    const float mi = b1 * load_f32(m[i]) + (1.0f - b1) * g;
+    const float vi = b2 * load_f32(v[i]) + (1.0f - b2) * g * g;
+    m[i] = store_as<S>(mi);
+    v[i] = store_as<S>(vi);
     p -= step_size * (mi / (std::sqrt(vi) / bc2_sqrt + h.eps));
     if (master) master[i] = p;
     param[i] = store_as<P>(p);
@@ -41,8 +43,8 @@ void adamw_step(P* param, float* master, const G* grad, float* m, float* v, int6
 
 // torch.optim.SGD: d = g + wd*p; buf = d on the first step, else momentum*buf + (1-dampening)*d;
 // d = nesterov ? d + momentum*buf : buf; p -= lr*d.
-template <class P, class G>
-void sgd_step(P* param, float* master, const G* grad, float* buf, int64_t n, const SgdHyper& h) {
+template <class P, class G, class S>
+void sgd_step(P* param, float* master, const G* grad, S* buf, int64_t n, const SgdHyper& h) {
   const float mu = h.momentum, keep = 1.0f - h.dampening, wd = h.weight_decay, lr = h.lr;
   const bool nesterov = h.nesterov == Nesterov::On, fresh = h.buffer == MomentumBuffer::Empty;
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
@@ -51,8 +53,8 @@ void sgd_step(P* param, float* master, const G* grad, float* buf, int64_t n, con
     float d = load_f32(grad[i]) * h.grad_scale;
     if (wd != 0.0f) d += wd * p;
     if (buf) {
-      const float b = fresh ? d : mu * buf[i] + keep * d;
-      buf[i] = b;
+      const float b = fresh ? d : mu * load_f32(buf[i]) + keep * d;
+      buf[i] = store_as<S>(b);
       d = nesterov ? d + mu * b : b;
     }
     p -= lr * d;
@@ -63,8 +65,8 @@ void sgd_step(P* param, float* master, const G* grad, float* buf, int64_t n, con
 
 // Lion (Chen et al. 2023, as lucidrains/lion-pytorch and DeepSpeed's FusedLion):
 // p *= 1 - lr*wd; p -= lr * sign(b1*m + (1-b1)*g); m = b2*m + (1-b2)*g. sign(0) = 0.
-template <class P, class G>
-void lion_step(P* param, float* master, const G* grad, float* m, int64_t n, const LionHyper& h) {
+template <class P, class G, class S>
+void lion_step(P* param, float* master, const G* grad, S* m, int64_t n, const LionHyper& h) {
   const float b1 = h.beta1, b2 = h.beta2, lr = h.lr;
   const float decay = static_cast<float>(1.0 - static_cast<double>(h.lr) * h.weight_decay);
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
@@ -72,10 +74,11 @@ void lion_step(P* param, float* master, const G* grad, float* m, int64_t n, cons
     float p = master ? master[i] : load_f32(param[i]);
     const float g = load_f32(grad[i]) * h.grad_scale;
     p *= decay;
-    const float c = b1 * m[i] + (1.0f - b1) * g;
+    const float mi = load_f32(m[i]);
+    const float c = b1 * mi + (1.0f - b1) * g;
     const float s = c > 0.0f ? 1.0f : (c < 0.0f ? -1.0f : 0.0f);
     p -= lr * s;
-    m[i] = b2 * m[i] + (1.0f - b2) * g;
+    m[i] = store_as<S>(b2 * mi + (1.0f - b2) * g);
     if (master) master[i] = p;
     param[i] = store_as<P>(p);
   }
@@ -84,11 +87,12 @@ void lion_step(P* param, float* master, const G* grad, float* m, int64_t n, cons
 // Segmented updates: the single-range kernels on each segment's sub-range in turn (the
 // per-element arithmetic and every scalar factor are exactly a per-segment call's).
 namespace {
-float* advance(float* p, int64_t off) { return p ? p + off : nullptr; }
+template <class T>
+T* advance(T* p, int64_t off) { return p ? p + off : nullptr; }
 }  // namespace
 
-template <class P, class G>
-void adamw_step_segments(P* param, float* master, const G* grad, float* m, float* v, const OptimizerSegments& segs,
+template <class P, class G, class S>
+void adamw_step_segments(P* param, float* master, const G* grad, S* m, S* v, const OptimizerSegments& segs,
                          const AdamWHyper& h) {
   AdamWHyper hs = h;
   for (const OptimizerSegment& s : segs) {
@@ -98,8 +102,8 @@ void adamw_step_segments(P* param, float* master, const G* grad, float* m, float
   }
 }
 
-template <class P, class G>
-void sgd_step_segments(P* param, float* master, const G* grad, float* buf, const OptimizerSegments& segs,
+template <class P, class G, class S>
+void sgd_step_segments(P* param, float* master, const G* grad, S* buf, const OptimizerSegments& segs,
                        const SgdHyper& h) {
   SgdHyper hs = h;
   for (const OptimizerSegment& s : segs) {
@@ -108,8 +112,8 @@ void sgd_step_segments(P* param, float* master, const G* grad, float* buf, const
   }
 }
 
-template <class P, class G>
-void lion_step_segments(P* param, float* master, const G* grad, float* m, const OptimizerSegments& segs,
+template <class P, class G, class S>
+void lion_step_segments(P* param, float* master, const G* grad, S* m, const OptimizerSegments& segs,
                         const LionHyper& h) {
   LionHyper hs = h;
   for (const OptimizerSegment& s : segs) {
@@ -118,23 +122,27 @@ void lion_step_segments(P* param, float* master, const G* grad, float* m, const 
   }
 }
 
-#define ZT_INSTANTIATE(P, G)                                                                                     \
-  template void adamw_step<P, G>(P*, float*, const G*, float*, float*, int64_t, const AdamWHyper&);             \
-  template void sgd_step<P, G>(P*, float*, const G*, float*, int64_t, const SgdHyper&);                          \
-  template void lion_step<P, G>(P*, float*, const G*, float*, int64_t, const LionHyper&);                        \
-  template void adamw_step_segments<P, G>(P*, float*, const G*, float*, float*, const OptimizerSegments&,        \
-                                          const AdamWHyper&);                                                    \
-  template void sgd_step_segments<P, G>(P*, float*, const G*, float*, const OptimizerSegments&, const SgdHyper&); \
-  template void lion_step_segments<P, G>(P*, float*, const G*, float*, const OptimizerSegments&, const LionHyper&);
-ZT_INSTANTIATE(float, float)
-ZT_INSTANTIATE(float, bf16)
-ZT_INSTANTIATE(float, f16)
-ZT_INSTANTIATE(bf16, float)
-ZT_INSTANTIATE(bf16, bf16)
-ZT_INSTANTIATE(bf16, f16)
-ZT_INSTANTIATE(f16, float)
-ZT_INSTANTIATE(f16, bf16)
-ZT_INSTANTIATE(f16, f16)
+#define ZT_INSTANTIATE(P, G, S)                                                                                  \
+  template void adamw_step<P, G, S>(P*, float*, const G*, S*, S*, int64_t, const AdamWHyper&);                     \
+  template void sgd_step<P, G, S>(P*, float*, const G*, S*, int64_t, const SgdHyper&);                             \
+  template void lion_step<P, G, S>(P*, float*, const G*, S*, int64_t, const LionHyper&);                           \
+  template void adamw_step_segments<P, G, S>(P*, float*, const G*, S*, S*, const OptimizerSegments&,               \
+                                             const AdamWHyper&);                                                   \
+  template void sgd_step_segments<P, G, S>(P*, float*, const G*, S*, const OptimizerSegments&, const SgdHyper&);    \
+  template void lion_step_segments<P, G, S>(P*, float*, const G*, S*, const OptimizerSegments&, const LionHyper&);
+ZT_INSTANTIATE(float, float, float)
+ZT_INSTANTIATE(float, bf16, float)
+ZT_INSTANTIATE(float, f16, float)
+ZT_INSTANTIATE(bf16, float, float)
+ZT_INSTANTIATE(bf16, bf16, float)
+ZT_INSTANTIATE(bf16, f16, float)
+ZT_INSTANTIATE(f16, float, float)
+ZT_INSTANTIATE(f16, bf16, float)
+ZT_INSTANTIATE(f16, f16, float)
+// bf16 parameters and state, no master.
+ZT_INSTANTIATE(bf16, float, bf16)
+ZT_INSTANTIATE(bf16, bf16, bf16)
+ZT_INSTANTIATE(bf16, f16, bf16)
 #undef ZT_INSTANTIATE
 
 }  // namespace zt::cpu

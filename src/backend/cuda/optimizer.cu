@@ -8,6 +8,12 @@
 // math). 16-bit parameters are updated through their f32 master and then rounded (nearest
 // even) into the parameter.
 //
+// bf16 state without a master (MasterWeights::None, "pure bf16"): separate ops
+// (AdamWBf16Op, SgdBf16Op, LionBf16Op) beside the f32-state ones, which stay as they were
+// verified. Their arithmetic is the f32-state ops' line for line; only the loads and stores
+// differ: the parameter is the weight (no master), and the state is loaded from bf16 to f32
+// and stored rounded to nearest even, as the CPU kernels with S = bf16.
+//
 // Segments: a range is updated as a list of segments (a unit's parameters), each with its
 // own weight decay; the factors that depend on it (1 - lr*wd, or wd itself) are computed on
 // the host per segment, as a per-segment call would, and travel in a table passed by value
@@ -146,6 +152,93 @@ struct LionOp {
   }
 };
 
+// ---- bf16 parameters and bf16 state, no master ------------------------------------------------
+// The ops above with param as the weights (P = bf16) and S = bf16 state; every line of
+// arithmetic is theirs. The f32 values of m, v stay in registers for the update, as the
+// f32-state ops; only the stores round.
+
+template <class G>
+struct AdamWBf16Op {
+  bf16* param;
+  const G* grad;
+  bf16* m;
+  bf16* v;
+  float b1, b2, eps, grad_scale;
+  float step_size;  // lr / bias_correction1
+  float bc2_sqrt;   // sqrt(bias_correction2)
+  __device__ void operator()(int64_t i, int count, bool vec, float decay, float l2) const {
+    float p[kChunk], g[kChunk], mi[kChunk], vi[kChunk];
+    load_chunk(param, i, count, vec, p);
+    load_chunk(grad, i, count, vec, g);
+    load_chunk(m, i, count, vec, mi);
+    load_chunk(v, i, count, vec, vi);
+#pragma unroll
+    for (int k = 0; k < kChunk; ++k) {
+      float gk = g[k] * grad_scale;
+      if (l2 != 0.0f) gk += l2 * p[k];
+      p[k] *= decay;
+      mi[k] = b1 * mi[k] + (1.0f - b1) * gk;
+      vi[k] = b2 * vi[k] + (1.0f - b2) * gk * gk;
+      p[k] -= step_size * (mi[k] / (sqrtf(vi[k]) / bc2_sqrt + eps));
+    }
+    store_chunk(m, i, count, vec, mi);
+    store_chunk(v, i, count, vec, vi);
+    store_chunk(param, i, count, vec, p);
+  }
+};
+
+template <class G>
+struct SgdBf16Op {
+  bf16* param;
+  const G* grad;
+  bf16* buf;  // nullptr without momentum
+  float lr, momentum, keep, grad_scale;  // keep = 1 - dampening
+  bool nesterov, fresh;                  // fresh: the buffer holds nothing yet
+  __device__ void operator()(int64_t i, int count, bool vec, float wd, float /*unused*/) const {
+    float p[kChunk], d[kChunk], b[kChunk];
+    load_chunk(param, i, count, vec, p);
+    load_chunk(grad, i, count, vec, d);
+    if (buf && !fresh) load_chunk(buf, i, count, vec, b);
+#pragma unroll
+    for (int k = 0; k < kChunk; ++k) {
+      d[k] *= grad_scale;
+      if (wd != 0.0f) d[k] += wd * p[k];
+      if (buf) {
+        b[k] = fresh ? d[k] : momentum * b[k] + keep * d[k];
+        d[k] = nesterov ? d[k] + momentum * b[k] : b[k];
+      }
+      p[k] -= lr * d[k];
+    }
+    if (buf) store_chunk(buf, i, count, vec, b);
+    store_chunk(param, i, count, vec, p);
+  }
+};
+
+template <class G>
+struct LionBf16Op {
+  bf16* param;
+  const G* grad;
+  bf16* m;
+  float lr, b1, b2, grad_scale;
+  __device__ void operator()(int64_t i, int count, bool vec, float decay, float /*unused*/) const {
+    float p[kChunk], g[kChunk], mi[kChunk];
+    load_chunk(param, i, count, vec, p);
+    load_chunk(grad, i, count, vec, g);
+    load_chunk(m, i, count, vec, mi);
+#pragma unroll
+    for (int k = 0; k < kChunk; ++k) {
+      const float gk = g[k] * grad_scale;
+      p[k] *= decay;
+      const float c = b1 * mi[k] + (1.0f - b1) * gk;
+      const float s = c > 0.0f ? 1.0f : (c < 0.0f ? -1.0f : 0.0f);
+      p[k] -= lr * s;
+      mi[k] = b2 * mi[k] + (1.0f - b2) * gk;
+    }
+    store_chunk(m, i, count, vec, mi);
+    store_chunk(param, i, count, vec, p);
+  }
+};
+
 // ---- segments -------------------------------------------------------------------------------
 
 constexpr int kMaxSegments = 64;
@@ -236,6 +329,21 @@ void dispatch_param_grad(const Tensor& param, const Tensor& grad, Fn&& fn) {
   });
 }
 
+// bf16 parameter with no master: its state is bf16 (validated by ops/).
+bool bf16_state(const Tensor& param, const Tensor& master) {
+  return master.data() == nullptr && param.dtype() == DType::BF16;
+}
+bf16* bf16_or_null(const Tensor& t) { return static_cast<bf16*>(t.data()); }  // undefined: nullptr
+
+// Calls fn(const G*) with the gradient pointer cast to its dtype.
+template <class Fn>
+void dispatch_grad(const Tensor& grad, Fn&& fn) {
+  dispatch_float(grad.dtype(), [&](auto gtag) {
+    using G = decltype(gtag);
+    fn(static_cast<const G*>(grad.data()));
+  });
+}
+
 // The per-segment factors, each computed as backend/cpu/optimizer.cpp computes it for a
 // range with that weight decay.
 std::vector<HostSegment> adamw_segments(const AdamWHyper& h, const OptimizerSegments& segments) {
@@ -280,6 +388,15 @@ void adamw_step_segments(const Tensor& param, const Tensor& master, const Tensor
   const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
   const std::vector<HostSegment> segs = adamw_segments(h, segments);
   const bool aligned = all_aligned({param.data(), master.data(), grad.data(), m.data(), v.data()});
+  if (bf16_state(param, master)) {
+    dispatch_grad(grad, [&](const auto* g) {
+      using G = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;
+      launch_segmented(AdamWBf16Op<G>{bf16_or_null(param), g, bf16_or_null(m), bf16_or_null(v), h.beta1, h.beta2,
+                                      h.eps, h.grad_scale, step_size, bc2_sqrt},
+                       segs, aligned);
+    });
+    return;
+  }
   dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
     using P = std::remove_pointer_t<decltype(p)>;
     using G = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;
@@ -293,6 +410,16 @@ void sgd_step_segments(const Tensor& param, const Tensor& master, const Tensor& 
                        const SgdHyper& h, const OptimizerSegments& segments) {
   const std::vector<HostSegment> segs = sgd_segments(segments);
   const bool aligned = all_aligned({param.data(), master.data(), grad.data(), momentum_buf.data()});
+  if (bf16_state(param, master)) {
+    dispatch_grad(grad, [&](const auto* g) {
+      using G = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;
+      launch_segmented(SgdBf16Op<G>{bf16_or_null(param), g, bf16_or_null(momentum_buf), h.lr, h.momentum,
+                                    1.0f - h.dampening, h.grad_scale, h.nesterov == Nesterov::On,
+                                    h.buffer == MomentumBuffer::Empty},
+                       segs, aligned);
+    });
+    return;
+  }
   dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
     using P = std::remove_pointer_t<decltype(p)>;
     using G = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;
@@ -307,6 +434,14 @@ void lion_step_segments(const Tensor& param, const Tensor& master, const Tensor&
                         const LionHyper& h, const OptimizerSegments& segments) {
   const std::vector<HostSegment> segs = lion_segments(h, segments);
   const bool aligned = all_aligned({param.data(), master.data(), grad.data(), m.data()});
+  if (bf16_state(param, master)) {
+    dispatch_grad(grad, [&](const auto* g) {
+      using G = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;
+      launch_segmented(LionBf16Op<G>{bf16_or_null(param), g, bf16_or_null(m), h.lr, h.beta1, h.beta2, h.grad_scale},
+                       segs, aligned);
+    });
+    return;
+  }
   dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
     using P = std::remove_pointer_t<decltype(p)>;
     using G = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;

@@ -1,7 +1,8 @@
 // CUDA optimizer updates (optimizer.cu) with the meaning of ops/optimizer.h: one call
 // updates one contiguous flat range in a single kernel launch; a segmented call updates all
 // the segments of a range in one launch per 64 segments (validated by ops/). param and grad are f32, bf16
-// or f16; master (f32) is undefined when param is f32; all state is f32. The arithmetic
+// or f16; master (f32) is undefined when param is f32, and state is f32 — or, with a bf16
+// param and no master, all state is bf16 (loaded as f32, stored rounded to nearest even). The arithmetic
 // follows the CPU kernels (backend/cpu/optimizer.cpp) operation by operation, with the
 // scalar factors computed on the host in double exactly as there.
 #pragma once
