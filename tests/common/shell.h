@@ -33,6 +33,10 @@ inline bool have_mpirun() { return sh("command -v mpirun").rc == 0; }
 inline const std::string kMpirunEnv =
     "env OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none "
     "OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none OMPI_ALLOW_RUN_AS_ROOT=1 "
-    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ";
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+    // Sanitizer builds: OpenMPI leaks its own start-up allocations (in dlopened components
+    // LeakSanitizer cannot even name), which would fail every MPI job; our code's leaks are
+    // caught by the single-process tests. Address and UB checks stay on.
+    "ASAN_OPTIONS=detect_leaks=0 ";
 
 }  // namespace zt::testing
