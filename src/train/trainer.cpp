@@ -68,7 +68,9 @@ TrainResult run_training(const TrainConfig& config) {
   const double flops_per_token = mc.flops_per_token(T);
   const double peak = peak_flops(c.device == "cpu" ? "cpu" : c.device, c.precision != Precision::F32);
   ZT_INFO("model: ", mc.model_type, ", ", mc.num_parameters(), " parameters (", mc.num_layers, " layers, width ",
-          mc.hidden_size, "), ", precision_name(c.precision), ", activation checkpointing ",
+          mc.hidden_size, "), ", precision_name(c.precision),
+          c.optimizer.master_weights == zero::MasterWeights::None ? " (no master weights: bf16 optimizer state)" : "",
+          ", activation checkpointing ",
           c.model.activation_checkpointing ? "on" : "off");
   ZT_INFO("data: ", run.windows, " windows of ", T, " tokens; batch ", c.train_batch_size, " = micro ", B,
           " x accumulation ", gas, " x world ", c.world_size, "; ", total_steps, " steps; lr ",
