@@ -31,10 +31,9 @@ if [[ -z $python ]]; then
   if command -v python3 >/dev/null && python3 -c 'import torch' 2>/dev/null; then python=$(command -v python3); fi
 fi
 
-# OpenMPI in one container (shared memory only, oversubscribed, as root), as tests/CMakeLists.txt.
-export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-export OMPI_MCA_osc=^ucx OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+zt_export_mpi_env
 # NVLink multicast (NVLS) stays off on the shared GPU machines; both sides see the same setting.
 export NCCL_NVLS_ENABLE=0
 # One thread per rank: the ranks share the cores.

@@ -35,10 +35,10 @@ bin=$build/zerotrain
 shift 2
 
 export NCCL_NVLS_ENABLE=0
-# One container, no network fabric: shared memory transports only; allowed as root.
-export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none \
-  OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none \
-  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ZT_COLLECTIVE_TIMEOUT_S=${ZT_COLLECTIVE_TIMEOUT_S:-300}
+# shellcheck source=scripts/lib.sh
+source "$root/scripts/lib.sh"
+zt_export_mpi_env
+export ZT_COLLECTIVE_TIMEOUT_S=${ZT_COLLECTIVE_TIMEOUT_S:-300}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

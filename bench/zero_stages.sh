@@ -27,9 +27,7 @@ eval_interval: 0
 steps_per_print: $((steps / 2))
 seed: 7
 YAML
-export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none \
-  OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none \
-  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+zt_export_mpi_env
 threads=$(( $(nproc) / ranks )); (( threads < 1 )) && threads=1
 printf '%-6s %10s %12s %14s %12s\n' stage tok/s step-vs-s0 comm/step comm-vs-s0
 base_tps=""; base_comm=""

@@ -1,5 +1,5 @@
 // CUDA optimizer updates without master weights (bf16 parameters and bf16 state,
-// MasterWeights::None: the AdamWBf16Op / SgdBf16Op / LionBf16Op kernels) against the CPU
+// MasterWeights::None: AdamWOp / SgdOp / LionOp with bf16 state and no master) against the CPU
 // backend on the same inputs. Every step starts both devices from the same bf16 state (the
 // CPU's, copied to the GPU), so that a value rounded the other way in one step does not
 // carry: the CPU build and nvcc may fuse different multiply-adds into FMAs, which moves

@@ -8,11 +8,10 @@
 // math). 16-bit parameters are updated through their f32 master and then rounded (nearest
 // even) into the parameter.
 //
-// bf16 state without a master (MasterWeights::None, "pure bf16"): separate ops
-// (AdamWBf16Op, SgdBf16Op, LionBf16Op) beside the f32-state ones, which stay as they were
-// verified. Their arithmetic is the f32-state ops' line for line; only the loads and stores
-// differ: the parameter is the weight (no master), and the state is loaded from bf16 to f32
-// and stored rounded to nearest even, as the CPU kernels with S = bf16.
+// bf16 state without a master (MasterWeights::None, "pure bf16"): the same ops with state
+// type S = bf16 and no master (the parameter is the weight); the state is loaded to f32
+// and stored rounded to nearest even, as the CPU kernels with S = bf16. S = float (the
+// default) is the f32-state path, unchanged.
 //
 // Segments: a range is updated as a list of segments (a unit's parameters), each with its
 // own weight decay; the factors that depend on it (1 - lr*wd, or wd itself) are computed on
@@ -63,13 +62,13 @@ __device__ __forceinline__ void store_weights(P* param, float* master, int64_t i
   store_chunk(param, i, count, vec, w);
 }
 
-template <class P, class G>
+template <class P, class G, class S = float>
 struct AdamWOp {
   P* param;
   float* master;
   const G* grad;
-  float* m;
-  float* v;
+  S* m;
+  S* v;
   float b1, b2, eps, grad_scale;
   float step_size;  // lr / bias_correction1
   float bc2_sqrt;   // sqrt(bias_correction2)
@@ -95,12 +94,12 @@ struct AdamWOp {
   }
 };
 
-template <class P, class G>
+template <class P, class G, class S = float>
 struct SgdOp {
   P* param;
   float* master;
   const G* grad;
-  float* buf;  // nullptr without momentum
+  S* buf;  // nullptr without momentum
   float lr, momentum, keep, grad_scale;  // keep = 1 - dampening
   bool nesterov, fresh;                  // fresh: the buffer holds nothing yet
   // Per segment: wd (L2, added to the gradient).
@@ -125,12 +124,12 @@ struct SgdOp {
 };
 
 // sign(0) = 0, as the CPU kernel.
-template <class P, class G>
+template <class P, class G, class S = float>
 struct LionOp {
   P* param;
   float* master;
   const G* grad;
-  float* m;
+  S* m;
   float lr, b1, b2, grad_scale;
   // Per segment: decay = 1 - lr*wd.
   __device__ void operator()(int64_t i, int count, bool vec, float decay, float /*unused*/) const {
@@ -149,93 +148,6 @@ struct LionOp {
     }
     store_chunk(m, i, count, vec, mi);
     store_weights(param, master, i, count, vec, p);
-  }
-};
-
-// ---- bf16 parameters and bf16 state, no master ------------------------------------------------
-// The ops above with param as the weights (P = bf16) and S = bf16 state; every line of
-// arithmetic is theirs. The f32 values of m, v stay in registers for the update, as the
-// f32-state ops; only the stores round.
-
-template <class G>
-struct AdamWBf16Op {
-  bf16* param;
-  const G* grad;
-  bf16* m;
-  bf16* v;
-  float b1, b2, eps, grad_scale;
-  float step_size;  // lr / bias_correction1
-  float bc2_sqrt;   // sqrt(bias_correction2)
-  __device__ void operator()(int64_t i, int count, bool vec, float decay, float l2) const {
-    float p[kChunk], g[kChunk], mi[kChunk], vi[kChunk];
-    load_chunk(param, i, count, vec, p);
-    load_chunk(grad, i, count, vec, g);
-    load_chunk(m, i, count, vec, mi);
-    load_chunk(v, i, count, vec, vi);
-#pragma unroll
-    for (int k = 0; k < kChunk; ++k) {
-      float gk = g[k] * grad_scale;
-      if (l2 != 0.0f) gk += l2 * p[k];
-      p[k] *= decay;
-      mi[k] = b1 * mi[k] + (1.0f - b1) * gk;
-      vi[k] = b2 * vi[k] + (1.0f - b2) * gk * gk;
-      p[k] -= step_size * (mi[k] / (sqrtf(vi[k]) / bc2_sqrt + eps));
-    }
-    store_chunk(m, i, count, vec, mi);
-    store_chunk(v, i, count, vec, vi);
-    store_chunk(param, i, count, vec, p);
-  }
-};
-
-template <class G>
-struct SgdBf16Op {
-  bf16* param;
-  const G* grad;
-  bf16* buf;  // nullptr without momentum
-  float lr, momentum, keep, grad_scale;  // keep = 1 - dampening
-  bool nesterov, fresh;                  // fresh: the buffer holds nothing yet
-  __device__ void operator()(int64_t i, int count, bool vec, float wd, float /*unused*/) const {
-    float p[kChunk], d[kChunk], b[kChunk];
-    load_chunk(param, i, count, vec, p);
-    load_chunk(grad, i, count, vec, d);
-    if (buf && !fresh) load_chunk(buf, i, count, vec, b);
-#pragma unroll
-    for (int k = 0; k < kChunk; ++k) {
-      d[k] *= grad_scale;
-      if (wd != 0.0f) d[k] += wd * p[k];
-      if (buf) {
-        b[k] = fresh ? d[k] : momentum * b[k] + keep * d[k];
-        d[k] = nesterov ? d[k] + momentum * b[k] : b[k];
-      }
-      p[k] -= lr * d[k];
-    }
-    if (buf) store_chunk(buf, i, count, vec, b);
-    store_chunk(param, i, count, vec, p);
-  }
-};
-
-template <class G>
-struct LionBf16Op {
-  bf16* param;
-  const G* grad;
-  bf16* m;
-  float lr, b1, b2, grad_scale;
-  __device__ void operator()(int64_t i, int count, bool vec, float decay, float /*unused*/) const {
-    float p[kChunk], g[kChunk], mi[kChunk];
-    load_chunk(param, i, count, vec, p);
-    load_chunk(grad, i, count, vec, g);
-    load_chunk(m, i, count, vec, mi);
-#pragma unroll
-    for (int k = 0; k < kChunk; ++k) {
-      const float gk = g[k] * grad_scale;
-      p[k] *= decay;
-      const float c = b1 * mi[k] + (1.0f - b1) * gk;
-      const float s = c > 0.0f ? 1.0f : (c < 0.0f ? -1.0f : 0.0f);
-      p[k] -= lr * s;
-      mi[k] = b2 * mi[k] + (1.0f - b2) * gk;
-    }
-    store_chunk(m, i, count, vec, mi);
-    store_chunk(param, i, count, vec, p);
   }
 };
 
@@ -391,8 +303,8 @@ void adamw_step_segments(const Tensor& param, const Tensor& master, const Tensor
   if (bf16_state(param, master)) {
     dispatch_grad(grad, [&](const auto* g) {
       using G = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;
-      launch_segmented(AdamWBf16Op<G>{bf16_or_null(param), g, bf16_or_null(m), bf16_or_null(v), h.beta1, h.beta2,
-                                      h.eps, h.grad_scale, step_size, bc2_sqrt},
+      launch_segmented(AdamWOp<bf16, G, bf16>{bf16_or_null(param), nullptr, g, bf16_or_null(m), bf16_or_null(v),
+                                               h.beta1, h.beta2, h.eps, h.grad_scale, step_size, bc2_sqrt},
                        segs, aligned);
     });
     return;
@@ -413,9 +325,9 @@ void sgd_step_segments(const Tensor& param, const Tensor& master, const Tensor& 
   if (bf16_state(param, master)) {
     dispatch_grad(grad, [&](const auto* g) {
       using G = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;
-      launch_segmented(SgdBf16Op<G>{bf16_or_null(param), g, bf16_or_null(momentum_buf), h.lr, h.momentum,
-                                    1.0f - h.dampening, h.grad_scale, h.nesterov == Nesterov::On,
-                                    h.buffer == MomentumBuffer::Empty},
+      launch_segmented(SgdOp<bf16, G, bf16>{bf16_or_null(param), nullptr, g, bf16_or_null(momentum_buf), h.lr,
+                                             h.momentum, 1.0f - h.dampening, h.grad_scale,
+                                             h.nesterov == Nesterov::On, h.buffer == MomentumBuffer::Empty},
                        segs, aligned);
     });
     return;
@@ -437,7 +349,8 @@ void lion_step_segments(const Tensor& param, const Tensor& master, const Tensor&
   if (bf16_state(param, master)) {
     dispatch_grad(grad, [&](const auto* g) {
       using G = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;
-      launch_segmented(LionBf16Op<G>{bf16_or_null(param), g, bf16_or_null(m), h.lr, h.beta1, h.beta2, h.grad_scale},
+      launch_segmented(LionOp<bf16, G, bf16>{bf16_or_null(param), nullptr, g, bf16_or_null(m), h.lr, h.beta1, h.beta2,
+                                              h.grad_scale},
                        segs, aligned);
     });
     return;
