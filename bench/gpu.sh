@@ -10,7 +10,7 @@
 #   ZT_GPU_LABELS  CTest label regex to run (default cuda; '.' runs everything)
 #   CUDACXX        nvcc to use (default /usr/local/cuda/bin/nvcc, else the one on PATH)
 #   ZT_GPU_BENCH   training-step benchmarks vs PyTorch after the tests, "preset:batch ..."
-#   ZT_TORCH_AMP=1       the PyTorch baseline also with f32 master weights under autocast
+#   ZT_BENCH_RECIPES     recipes for gpu_train_bench.sh ("bf16 master" = both, each vs its PyTorch twin)
 #   ZT_GPU_AUTOTUNE_AB=1 the step with ZT_GEMM_AUTOTUNE=0 and =1 back to back
 #   ZT_GPU_TEST_FILTER   --gtest_filter for the GPU tests (default: all)
 set -euo pipefail
