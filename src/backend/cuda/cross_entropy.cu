@@ -2,11 +2,21 @@
 //
 // Accumulation rule: dinp (=), dweight (+=, rows < V only), losses (=).
 //
-// Chunks: the f32 logits of a chunk of R rows, [R, ld] with ld = V rounded up to 64, get a
+// Logits dtype: the compute dtype ct (below). For bf16/f16 compute the logits are 16-bit,
+// as PyTorch's bf16 LM head makes them (its loss upcasts them); the softmax runs in f32
+// over them. That halves the bytes of the largest tensor of the step: the logits GEMM
+// writes 2 bytes per logit and the two softmax passes read 2 (Llama 3.2 1B: 2.1 GB per
+// step instead of 4.2). ZT_CE_F32_LOGITS=1 keeps f32 logits for 16-bit compute (the
+// dlogits then go as 16-bit values over the f32 row, see softmax_xent_kernel).
+//
+// Chunks: the logits of a chunk of R rows, [R, ld] with ld = V rounded up to 64, get a
 // 1 GiB budget (there is no other [R, V] buffer: dlogits go in place, below). From the
 // largest R that fits (a multiple of 64), chunks = ceil(N / R_max) and the rows are spread
-// evenly: R = ceil(N / chunks) rounded up to 64 (at most N). GPT-2 (N = 16384, V = 50257):
-// 4 chunks of 4096 rows; Llama 3.2 1B (N = 8192, V = 128256): 4 chunks of 2048.
+// evenly: R = ceil(N / chunks) rounded up to 64 (at most N). Several chunks need an f32
+// dweight accumulator [ld, C] for a 16-bit dweight (step 4); when one chunk of all N rows
+// takes no more memory than the chunk plus that accumulator, one chunk is used. GPT-2
+// (N = 16384, V = 50257, bf16): 2 chunks of 8192 rows; Llama 3.2 1B (N = 8192, V = 128256,
+// bf16): one chunk (2.10 GB = the 1.05 GB chunk + the 1.05 GB accumulator of two).
 //
 // Per chunk:
 //   1. x_c = the chunk's rows of inp, in the compute dtype (act_weight_compute_dtype: the
@@ -16,19 +26,19 @@
 //      logits and dinp products run over ld vocabulary columns, because for a V that is not
 //      a multiple of 8 (GPT-2's 50257) cuBLASLt falls back to align-1 kernels, ~6x slower.
 //      Padding rows of the weight (>= V) are never read.
-//   2. Z [R, ld] f32 (row stride ld) = x_c W_k^T: one cuBLASLt matmul, CUBLAS_COMPUTE_32F,
-//      f32 output for every input dtype. The loss never reads columns >= V.
+//   2. Z [R, ld] (row stride ld) = x_c W_k^T: one cuBLASLt matmul, CUBLAS_COMPUTE_32F,
+//      output in the logits dtype. The loss never reads columns >= V.
 //   3. softmax_xent_kernel, one block per row:
 //      pass 1: one read of the row (16-byte loads, several in flight per thread) with an
 //        online max/sum: each thread keeps a running max m and sum s of exp(z - m), rescaling
 //        s when m grows; then the (m, s) pairs are merged in a fixed order (deterministic).
 //        loss = lse - z[target] into losses[row] (0 for ignored rows).
 //      pass 2 (backward only): dlogits [R, ld] = grad_scale (softmax - onehot) (0 for ignored
-//        rows and in the padding columns [V, ld)), written IN PLACE over the row's f32
-//        logits: as f32 at the same index for f32 compute, else as 16-bit values from the
-//        start of the row's f32 storage, i.e. a 16-bit matrix with row stride 2 ld (the
-//        matmul inputs must share a dtype). The order that makes this safe is described at
-//        the kernel.
+//        rows and in the padding columns [V, ld)), written IN PLACE over the row's logits in
+//        the compute dtype: at the same index when it is the logits dtype; with f32 logits
+//        and 16-bit compute (ZT_CE_F32_LOGITS), as 16-bit values from the start of the row's
+//        f32 storage, i.e. a 16-bit matrix with row stride 2 ld (the matmul inputs must
+//        share a dtype). The order that makes this safe is described at the kernel.
 //   4. dinp rows (=) = dlogits W_k (beta = 0; the padding adds zeros); dW[0:V] (+=)
 //      dlogits^T x_c with beta = 1: straight into dweight (rows < V) when it is f32 or there
 //      is one chunk, else into an f32 [ld, C] accumulator (zeroed once) whose rows < V are
@@ -43,6 +53,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "backend/cuda/check.h"
@@ -60,7 +71,7 @@ constexpr int kPass1Vecs = 4;           // pass 1: float4 loads per thread per i
 constexpr int kTileVecs = 2;            // pass 2: float4s per thread per tile
 constexpr int kFinishThreads = 1024;    // the final reduction: one block (a power of two)
 constexpr int64_t kLdAlign = 64;        // row stride of the chunk's logits, in elements (a multiple of 4)
-constexpr int64_t kChunkBudgetBytes = int64_t{1} << 30;  // the chunk's f32 logits
+constexpr int64_t kChunkBudgetBytes = int64_t{1} << 30;  // the chunk's logits, in their dtype
 
 template <class T>
 __device__ __forceinline__ T from_float(float f);
@@ -282,6 +293,109 @@ __global__ void __launch_bounds__(kRowThreads, 2048 / kRowThreads)
   }
 }
 
+// ---- 16-bit logits ----
+
+template <class T>
+__device__ __forceinline__ float to_float(uint16_t bits);
+template <>
+__device__ __forceinline__ float to_float<bf16>(uint16_t bits) {
+  return __uint_as_float(static_cast<uint32_t>(bits) << 16);
+}
+template <>
+__device__ __forceinline__ float to_float<f16>(uint16_t bits) {
+  return __half2float(__ushort_as_half(bits));
+}
+
+// The 8 16-bit values of a uint4 (element 0 in the low half of .x) as floats.
+template <class Z>
+__device__ __forceinline__ void unpack8(uint4 u, float (&f)[8]) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int h = 0; h < 4; ++h) {
+    f[2 * h] = to_float<Z>(static_cast<uint16_t>(w[h] & 0xffffu));
+    f[2 * h + 1] = to_float<Z>(static_cast<uint16_t>(w[h] >> 16));
+  }
+}
+
+// (m, s) += 8 values.
+__device__ __forceinline__ void online_add8(float& m, float& s, const float (&f)[8]) {
+  const float4 v[2] = {make_float4(f[0], f[1], f[2], f[3]), make_float4(f[4], f[5], f[6], f[7])};
+  online_add<2>(m, s, v);
+}
+
+__device__ __forceinline__ uint32_t pack2(uint16_t lo, uint16_t hi) {
+  return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+}
+
+// softmax_xent_kernel for 16-bit logits Z (bf16 or f16): one block per chunk row. z:
+// logits [rows, ld] (ld a multiple of 8, rows 16-byte aligned); the loss reads columns
+// [0, V). z_out: null (forward only), or z itself: the dlogits grad_scale (softmax - onehot)
+// are written over the logits at the same index, for columns [0, ld) (0 for j >= V). Each
+// thread overwrites only the 8-element vectors it has itself read in pass 2, after pass 1's
+// reads (which precede block_merge's barriers): no hazard, no barrier in pass 2. z and
+// z_out alias: neither is __restrict__.
+template <class Z>
+__global__ void __launch_bounds__(kRowThreads, 2048 / kRowThreads)
+    softmax_xent16_kernel(const Z* z, int64_t ld, const int32_t* __restrict__ targets, int V, int ignore_index,
+                          float* __restrict__ losses, Z* z_out, float grad_scale) {
+  const int64_t row = blockIdx.x;
+  const Z* zr = z + row * ld;
+  const int32_t t = targets[row];
+  const int nvec = static_cast<int>(ld / 8);  // 8-element vectors of the row (ld % 8 == 0)
+  const int step = blockDim.x;
+  if (t == ignore_index || t < 0 || t >= V) {  // ignored (or invalid: reported by finish_kernel)
+    if (threadIdx.x == 0) losses[row] = 0.0f;
+    if (z_out) {
+      uint4* o = reinterpret_cast<uint4*>(z_out + row * ld);
+      for (int i = threadIdx.x; i < nvec; i += step) o[i] = make_uint4(0u, 0u, 0u, 0u);
+    }
+    return;
+  }
+  const float zt = threadIdx.x == 0 ? to_float<Z>(zr[t].bits) : 0.0f;  // before block_merge's barriers
+
+  // Pass 1: online max / sum over 8-element vectors; kPass1Vecs loads in flight per thread.
+  const uint4* z8 = reinterpret_cast<const uint4*>(zr);
+  const int full = V / 8;              // vectors wholly inside [0, V)
+  const int used = (V + 7) / 8;        // the last may reach into the padding (ld % 8 == 0)
+  float m = -INFINITY, s = 0.0f;
+  int i = threadIdx.x;
+  for (; i + (kPass1Vecs - 1) * step < full; i += kPass1Vecs * step) {
+    uint4 u[kPass1Vecs];
+#pragma unroll
+    for (int k = 0; k < kPass1Vecs; ++k) u[k] = z8[i + k * step];
+#pragma unroll
+    for (int k = 0; k < kPass1Vecs; ++k) {
+      float f[8];
+      unpack8<Z>(u[k], f);
+      online_add8(m, s, f);
+    }
+  }
+  for (; i < used; i += step) {
+    float f[8];
+    unpack8<Z>(z8[i], f);
+    const int valid = V - 8 * i;  // padding elements count as -inf: they add 0
+#pragma unroll
+    for (int k = 1; k < 8; ++k)
+      if (k >= valid) f[k] = -INFINITY;
+    online_add8(m, s, f);
+  }
+  block_merge(m, s);
+  const float lse = m + logf(s);  // a NaN logit makes s, lse and the loss NaN
+  if (threadIdx.x == 0) losses[row] = lse - zt;
+  if (z_out == nullptr) return;
+
+  // Pass 2: dlogits over [0, ld), in place, each thread on its own vectors.
+  uint4* o = reinterpret_cast<uint4*>(z_out + row * ld);
+  for (int k = threadIdx.x; k < nvec; k += step) {
+    float f[8];
+    unpack8<Z>(o[k], f);
+    uint16_t d[8];
+#pragma unroll
+    for (int q = 0; q < 8; ++q) d[q] = from_float<Z>(dlogit(f[q], 8 * k + q, t, V, lse, grad_scale)).bits;
+    o[k] = make_uint4(pack2(d[0], d[1]), pack2(d[2], d[3]), pack2(d[4], d[5]), pack2(d[6], d[7]));
+  }
+}
+
 struct DeviceSums {
   double loss_sum;
   long long count;
@@ -342,19 +456,32 @@ CrossEntropySums run(const Tensor* dinp, const Tensor* dweight, const Tensor& in
   Buffer w_holder;
   const void* w = device_as_dtype(weight.data(), weight.dtype(), ct, static_cast<size_t>(V * C), w_holder);
 
-  // Chunk rows: the chunk's f32 logits [R, ld] within the budget (dlogits go in place), the
-  // rows spread evenly over the fewest chunks, R a multiple of 64 (see the top of the file).
+  // Logits dtype: the compute dtype, or f32 for 16-bit compute with ZT_CE_F32_LOGITS=1.
+  static const bool f32_logits_env = [] {
+    const char* v = std::getenv("ZT_CE_F32_LOGITS");
+    return v != nullptr && v[0] == '1';
+  }();
+  const DType zdt = f32_logits_env ? DType::F32 : ct;
+  const int64_t zs = static_cast<int64_t>(dtype_size(zdt));
+  const bool z16 = zdt != DType::F32;
+
+  // Chunk rows: the chunk's logits [R, ld] within the budget (dlogits go in place), the rows
+  // spread evenly over the fewest chunks, R a multiple of 64; one chunk when that takes no
+  // more memory than chunks plus the f32 dweight accumulator (see the top of the file).
   const int64_t ld = (V + kLdAlign - 1) / kLdAlign * kLdAlign;
+  const bool needs_acc_if_chunked = backward && dweight->dtype() != DType::F32;
   int64_t R = 0;
   if (chunk_rows > 0) {
     R = std::min(chunk_rows, N);
   } else {
-    int64_t r_max = std::max<int64_t>(1, kChunkBudgetBytes / (ld * static_cast<int64_t>(sizeof(float))));
+    int64_t r_max = std::max<int64_t>(1, kChunkBudgetBytes / (ld * zs));
     if (r_max >= 64) r_max = r_max / 64 * 64;
     const int64_t n_chunks = (N + r_max - 1) / r_max;
     R = (N + n_chunks - 1) / n_chunks;
     if (r_max >= 64) R = (R + 63) / 64 * 64;  // still <= r_max (a multiple of 64)
     R = std::min(R, N);
+    const int64_t chunked_bytes = R * ld * zs + (needs_acc_if_chunked ? ld * C * 4 : 0);
+    if (R < N && N * ld * zs <= chunked_bytes) R = N;
   }
   ZT_CHECK(R <= INT_MAX, "lm_head_cross_entropy: chunk of ", R, " rows is too large");
   ZT_CHECK(V <= INT_MAX / 2, "lm_head_cross_entropy: vocabulary of ", V, " is too large");  // in-row int indices
@@ -377,12 +504,13 @@ CrossEntropySums run(const Tensor* dinp, const Tensor* dweight, const Tensor& in
     wk = wk_holder.data();
   }
 
-  // Logits, then (backward) dlogits in place: f32 at the same place for f32 compute, else a
-  // 16-bit matrix over the same bytes with row stride 2 ld (softmax_xent_kernel).
-  Buffer z_buf(static_cast<size_t>(R * ld) * sizeof(float), dev);
-  float* z = static_cast<float*>(z_buf.data());
+  // Logits, then (backward) dlogits in place: at the same index when the logits have the
+  // compute dtype, else (f32 logits, 16-bit compute) a 16-bit matrix over the same bytes with
+  // row stride 2 ld (softmax_xent_kernel).
+  Buffer z_buf(static_cast<size_t>(R * ld * zs), dev);
+  void* z = z_buf.data();
   ZT_CHECK(reinterpret_cast<uintptr_t>(z) % 16 == 0, "lm_head_cross_entropy: unaligned logits scratch");
-  const int64_t ldg = ct == DType::F32 ? ld : 2 * ld;  // in elements of the compute dtype
+  const int64_t ldg = (ct == DType::F32 || z16) ? ld : 2 * ld;  // in elements of the compute dtype
 
   Buffer loss_buf;
   float* loss_d = nullptr;
@@ -412,23 +540,39 @@ CrossEntropySums run(const Tensor* dinp, const Tensor* dweight, const Tensor& in
                                     static_cast<size_t>(m * C), x_holder);
     const MatrixRef xc{x, ct, m, C};
     // Z [m, ld] = x_c W_k^T (W_k stored [ld, C]: transposed).
-    matmul(xc, MatrixRef{wk, ct, ld, C, 0, true}, z, DType::F32, ld, 1.0f, 0.0f);
+    matmul(xc, MatrixRef{wk, ct, ld, C, 0, true}, z, zdt, ld, 1.0f, 0.0f);
 
     const unsigned blocks = static_cast<unsigned>(m);
     const int v_int = static_cast<int>(V), ld_int = static_cast<int>(ld);
-    if (!backward) {  // pass 1 only
-      softmax_xent_kernel<float><<<blocks, kRowThreads, 0, stream>>>(z, ld, tg + r0, v_int, ld_int, ignore_index,
-                                                                     loss_d + r0, nullptr, ld, 0.0f);
+    float* const losses_c = loss_d + r0;
+    if (z16) {
+      dispatch_float(ct, [&](auto tag) {
+        using Z = decltype(tag);
+        if constexpr (std::is_same_v<Z, float>) {
+          ZT_CHECK(false, "lm_head_cross_entropy: 16-bit logits with f32 compute");
+        } else {
+          Z* zz = static_cast<Z*>(z);
+          softmax_xent16_kernel<Z><<<blocks, kRowThreads, 0, stream>>>(zz, ld, tg + r0, v_int, ignore_index, losses_c,
+                                                                       backward ? zz : nullptr, grad_scale);
+          ZT_CUDA_CHECK_LAST();
+        }
+      });
+      if (!backward) continue;
+    } else if (!backward) {  // pass 1 only
+      softmax_xent_kernel<float><<<blocks, kRowThreads, 0, stream>>>(static_cast<float*>(z), ld, tg + r0, v_int,
+                                                                     ld_int, ignore_index, losses_c, nullptr, ld,
+                                                                     0.0f);
       ZT_CUDA_CHECK_LAST();
       continue;
+    } else {
+      dispatch_float(ct, [&](auto tag) {
+        using G = decltype(tag);
+        softmax_xent_kernel<G><<<blocks, kRowThreads, 0, stream>>>(static_cast<float*>(z), ld, tg + r0, v_int, ld_int,
+                                                                   ignore_index, losses_c, reinterpret_cast<G*>(z),
+                                                                   ldg, grad_scale);
+        ZT_CUDA_CHECK_LAST();
+      });
     }
-    dispatch_float(ct, [&](auto tag) {
-      using G = decltype(tag);
-      softmax_xent_kernel<G><<<blocks, kRowThreads, 0, stream>>>(z, ld, tg + r0, v_int, ld_int, ignore_index,
-                                                                 loss_d + r0, reinterpret_cast<G*>(z), ldg,
-                                                                 grad_scale);
-      ZT_CUDA_CHECK_LAST();
-    });
 
     // dinp rows (=) = dlogits [m, ld] W_k [ld, C] (the padding adds zeros).
     char* dinp_rows = static_cast<char*>(dinp->data()) + static_cast<size_t>(r0 * C) * dtype_size(dinp->dtype());
