@@ -110,7 +110,7 @@ struct Transformer::Activations {
   std::vector<LayerActs> layers;      // one per layer, or one shared when checkpointing
   OwnedTensor lnf, lnf_mean, lnf_rstd;
   // Backward scratch.
-  OwnedTensor dx, d_part, d_ln, d_branch, d_qkv, d_att, d_fc, d_act, proj;
+  OwnedTensor dx, d_ln, d_branch, d_qkv, d_att, d_fc, d_act, proj;
   OwnedTensor ln;  // [N, C] the normalised input of the branch being computed (see LayerActs)
   ops::RopeTable rope;
   // A model on the GPU reads host token ids from device copies.
@@ -358,7 +358,6 @@ void Transformer::ensure_activations(int64_t B, int64_t T) {
   act->lnf_mean = f32({N});
   act->lnf_rstd = f32({N});
   act->dx = act_t({N, C});
-  act->d_part = act_t({N, C});
   act->d_ln = act_t({N, C});
   act->d_branch = act_t({N, C});
   act->proj = act_t({N, C});
@@ -444,17 +443,17 @@ void Transformer::block_backward(int layer, const Tensor& dx) {
   if (gpt2) {
     ops::gelu_backward(s.d_fc, s.d_act, a.fc);
     ops::linear_backward(s.d_ln, p.d_fc_w, p.d_fc_b, s.d_fc, s.ln, p.fc_w, p.layout);
-    ops::layernorm_backward(s.d_part, p.d_norm2_w, p.d_norm2_b, s.d_ln, a.x_mid, p.norm2_w, a.ln2_mean,
-                            a.ln2_rstd);
+    ops::layernorm_backward(dx, p.d_norm2_w, p.d_norm2_b, s.d_ln, a.x_mid, p.norm2_w, a.ln2_mean, a.ln2_rstd,
+                            GradWrite::Accumulate);
   } else {
     const int64_t F = c.intermediate_size;
     ops::swiglu_backward(s.d_fc->narrow(1, 0, F), s.d_fc->narrow(1, F, F), s.d_act, a.fc->narrow(1, 0, F),
                          a.fc->narrow(1, F, F));
     // One GEMM each for d[gate; up] and for d_ln = d_gate W_gate + d_up W_up (K = 2F).
     ops::linear_backward(s.d_ln, p.d_fc_w, p.d_fc_b, s.d_fc, s.ln, p.fc_w, p.layout);
-    ops::rmsnorm_backward(s.d_part, p.d_norm2_w, s.d_ln, a.x_mid, p.norm2_w, a.ln2_rstd);
+    ops::rmsnorm_backward(dx, p.d_norm2_w, s.d_ln, a.x_mid, p.norm2_w, a.ln2_rstd, GradWrite::Accumulate);
   }
-  ops::add_inplace(dx, s.d_part);  // dx is now the gradient at x_mid
+  // dx is now the gradient at x_mid: the norm's backward added the branch's share.
 
   // Attention branch.
   d_branch = dx;
@@ -471,12 +470,12 @@ void Transformer::block_backward(int layer, const Tensor& dx) {
   branch_norm(c.family, s.ln, a.ln1_mean, a.ln1_rstd, x_in, p.norm1_w, p.norm1_b, c.norm_eps);
   ops::linear_backward(s.d_ln, p.d_qkv_w, p.d_qkv_b, s.d_qkv, s.ln, p.qkv_w, p.layout);
   if (gpt2) {
-    ops::layernorm_backward(s.d_part, p.d_norm1_w, p.d_norm1_b, s.d_ln, x_in, p.norm1_w, a.ln1_mean,
-                            a.ln1_rstd);
+    ops::layernorm_backward(dx, p.d_norm1_w, p.d_norm1_b, s.d_ln, x_in, p.norm1_w, a.ln1_mean, a.ln1_rstd,
+                            GradWrite::Accumulate);
   } else {
-    ops::rmsnorm_backward(s.d_part, p.d_norm1_w, s.d_ln, x_in, p.norm1_w, a.ln1_rstd);
+    ops::rmsnorm_backward(dx, p.d_norm1_w, s.d_ln, x_in, p.norm1_w, a.ln1_rstd, GradWrite::Accumulate);
   }
-  ops::add_inplace(dx, s.d_part);  // gradient of the block input
+  // dx is now the gradient of the block input.
 }
 
 void Transformer::forward_trunk(const Tensor& host_tokens, bool keep) {

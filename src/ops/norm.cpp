@@ -1,6 +1,6 @@
 // Tensor-level LayerNorm and RMSNorm (see ops/norm.h).
 //
-// Accumulation rule: out, mean, rstd (=); dinp (=); dweight, dbias (+=).
+// Accumulation rule: out, mean, rstd (=); dinp (= or +=, GradWrite); dweight, dbias (+=).
 // inp/out/dout/dinp: contiguous f32 with last dimension C (rows N = numel / C); on CUDA
 // they may also be bf16 (one activation dtype per call; the kernels compute in f32).
 // weight/bias: contiguous [C], one floating dtype. dweight/dbias: contiguous [C], one
@@ -65,7 +65,8 @@ void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd
 }
 
 void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
-                        const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd) {
+                        const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                        GradWrite dinp_write) {
   const int64_t C = weight.numel();
   check_param("layernorm_backward", weight, C);
   const int64_t N = rows_of("layernorm_backward", dout, C);
@@ -80,9 +81,11 @@ void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor&
   if (present(dweight) && present(dbias)) {
     ZT_CHECK(dweight.dtype() == dbias.dtype(), "layernorm_backward: dweight and dbias dtypes differ");
   }
+  ZT_CHECK(dinp_write == GradWrite::Overwrite || !present(dinp) || dinp.data() != dout.data(),
+           "layernorm_backward: an accumulated dinp may not alias dout");
   const Device dev = common_device("layernorm_backward", {&dinp, &dweight, &dbias, &dout, &inp, &weight, &mean, &rstd});
   if (dev.is_cuda()) {
-    cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd);
+    cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, dinp_write);
     return;
   }
   if (!dev.is_cpu()) no_kernel("layernorm_backward", dev);
@@ -93,7 +96,7 @@ void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor&
       using G = decltype(gtag);
       cpu::layernorm_backward<W, G>(ptr<float>(dinp), ptr<G>(dweight), ptr<G>(dbias), ptr<const float>(dout),
                                     ptr<const float>(inp), ptr<const W>(weight), ptr<const float>(mean),
-                                    ptr<const float>(rstd), N, C);
+                                    ptr<const float>(rstd), N, C, dinp_write);
     });
   });
 }
@@ -118,7 +121,7 @@ void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& inp, c
 }
 
 void rmsnorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dout, const Tensor& inp,
-                      const Tensor& weight, const Tensor& rstd) {
+                      const Tensor& weight, const Tensor& rstd, GradWrite dinp_write) {
   const int64_t C = weight.numel();
   check_param("rmsnorm_backward", weight, C);
   const int64_t N = rows_of("rmsnorm_backward", dout, C);
@@ -128,9 +131,11 @@ void rmsnorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& d
            "rmsnorm_backward: dout, inp and dinp dtypes differ");
   check_stat("rmsnorm_backward", rstd, N);
   if (present(dweight)) check_param("rmsnorm_backward", dweight, C);
+  ZT_CHECK(dinp_write == GradWrite::Overwrite || !present(dinp) || dinp.data() != dout.data(),
+           "rmsnorm_backward: an accumulated dinp may not alias dout");
   const Device dev = common_device("rmsnorm_backward", {&dinp, &dweight, &dout, &inp, &weight, &rstd});
   if (dev.is_cuda()) {
-    cuda::rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd);
+    cuda::rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, dinp_write);
     return;
   }
   if (!dev.is_cpu()) no_kernel("rmsnorm_backward", dev);
@@ -140,7 +145,7 @@ void rmsnorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& d
       using W = decltype(wtag);
       using G = decltype(gtag);
       cpu::rmsnorm_backward<W, G>(ptr<float>(dinp), ptr<G>(dweight), ptr<const float>(dout), ptr<const float>(inp),
-                                  ptr<const W>(weight), ptr<const float>(rstd), N, C);
+                                  ptr<const W>(weight), ptr<const float>(rstd), N, C, dinp_write);
     });
   });
 }

@@ -271,6 +271,38 @@ TEST(CudaNormDeterminism, BackwardIsDeterministicAndAccumulates) {
   expect_same_bits(dx_twice, dx1, "dinp is overwritten, not accumulated");
 }
 
+// GradWrite::Accumulate: dinp comes out as old + the CPU's overwritten dinp (f32 and bf16
+// activations; bf16 rounds once, after the add).
+TEST(CudaNormAccumulate, DinpAddsToTheOldValue) {
+  ZT_REQUIRE_GPU();
+  for (DType act_dtype : {DType::F32, DType::BF16})
+    for (bool layernorm : {true, false}) {
+      const int64_t N = 70, C = 2048;
+      const Shape act{N, C}, par{C}, stat{N};
+      const Input x = input(activations(N, C, 61), act, act_dtype, DType::F32);
+      const Input w = input(gains(C, 62), par, DType::BF16, DType::BF16);
+      const Input dout = input(randn(N * C, 64), act, act_dtype, DType::F32);
+      const Input old = input(randn(N * C, 65, 3.0f), act, act_dtype, DType::F32);
+      OwnedTensor mean_c(stat, DType::F32), rstd_c(stat, DType::F32), out_c(act, DType::F32), dinp_c(act, DType::F32);
+      if (layernorm) {
+        zt::ops::layernorm_forward(out_c, mean_c, rstd_c, x.cpu, w.cpu, Tensor{}, kEps);
+        zt::ops::layernorm_backward(dinp_c, Tensor{}, Tensor{}, dout.cpu, x.cpu, w.cpu, mean_c, rstd_c);
+        zt::ops::layernorm_backward(old.gpu, Tensor{}, Tensor{}, dout.gpu, x.gpu, w.gpu, to_device(mean_c),
+                                    to_device(rstd_c), zt::GradWrite::Accumulate);
+      } else {
+        zt::ops::rmsnorm_forward(out_c, rstd_c, x.cpu, w.cpu, kEps);
+        zt::ops::rmsnorm_backward(dinp_c, Tensor{}, dout.cpu, x.cpu, w.cpu, rstd_c);
+        zt::ops::rmsnorm_backward(old.gpu, Tensor{}, dout.gpu, x.gpu, w.gpu, to_device(rstd_c),
+                                  zt::GradWrite::Accumulate);
+      }
+      std::vector<float> want = old.cpu->to_f32_vector();
+      const std::vector<float> fresh = dinp_c->to_f32_vector();
+      for (size_t i = 0; i < want.size(); ++i) want[i] += fresh[i];
+      expect_close(old.gpu, make(want, act), tol_for(act_dtype),
+                   std::string(layernorm ? "layernorm" : "rmsnorm") + " accumulated dinp, " + zt::dtype_name(act_dtype));
+    }
+}
+
 // dinp may alias dout (as on the CPU): the parameter gradients still see the old dout.
 TEST(CudaNormAliasing, DinpMayAliasDout) {
   ZT_REQUIRE_GPU();

@@ -224,6 +224,40 @@ TEST(Norm, ParamGradsIndependentOfThreadCount) {
   omp_set_num_threads(omp_get_num_procs());
 }
 
+// GradWrite::Accumulate adds the input gradient to dinp (the residual stream's gradient)
+// instead of overwriting it: old + the overwritten result, within an f32 rounding (the add
+// may be fused into a multiply-add). An accumulated dinp may not alias dout.
+TEST(Norm, AccumulatedDinpAddsToTheOldValue) {
+  const int N = 37, C = 130;
+  OwnedTensor tx = make(randn(N * C, 501, 1.5f), {N, C}), tw = make(randn(C, 502), {C}), tb = make(randn(C, 503), {C});
+  OwnedTensor dout = make(randn(N * C, 504), {N, C});
+  OwnedTensor out({N, C}, DType::F32), mean({N}, DType::F32), rstd({N}, DType::F32);
+  const auto old = randn(N * C, 505);
+  for (bool layernorm : {true, false}) {
+    OwnedTensor fresh({N, C}, DType::F32), acc = make(old, {N, C});
+    if (layernorm) {
+      zt::ops::layernorm_forward(out, mean, rstd, tx, tw, tb, 1e-5f);
+      zt::ops::layernorm_backward(fresh, zt::Tensor{}, zt::Tensor{}, dout, tx, tw, mean, rstd);
+      zt::ops::layernorm_backward(acc, zt::Tensor{}, zt::Tensor{}, dout, tx, tw, mean, rstd,
+                                  zt::GradWrite::Accumulate);
+      EXPECT_THROW(zt::ops::layernorm_backward(dout, zt::Tensor{}, zt::Tensor{}, dout, tx, tw, mean, rstd,
+                                               zt::GradWrite::Accumulate),
+                   zt::Error);
+    } else {
+      zt::ops::rmsnorm_forward(out, rstd, tx, tw, 1e-5f);
+      zt::ops::rmsnorm_backward(fresh, zt::Tensor{}, dout, tx, tw, rstd);
+      zt::ops::rmsnorm_backward(acc, zt::Tensor{}, dout, tx, tw, rstd, zt::GradWrite::Accumulate);
+      EXPECT_THROW(zt::ops::rmsnorm_backward(dout, zt::Tensor{}, dout, tx, tw, rstd, zt::GradWrite::Accumulate),
+                   zt::Error);
+    }
+    const auto f = fresh->to_f32_vector(), a = acc->to_f32_vector();
+    for (size_t i = 0; i < a.size(); ++i) {
+      const float want = old[i] + f[i];
+      ASSERT_NEAR(a[i], want, 1e-6f * (1.0f + std::fabs(want))) << (layernorm ? "layernorm" : "rmsnorm") << " at " << i;
+    }
+  }
+}
+
 TEST(Norm, ShapeMismatchIsABug) {
   OwnedTensor tx({2, 5}, DType::F32), tw({4}, DType::F32), out({2, 5}, DType::F32), r({2}, DType::F32);
   EXPECT_THROW(zt::ops::rmsnorm_forward(out, r, tx, tw, 1e-5f), zt::Error);

@@ -1,6 +1,6 @@
 // CPU LayerNorm and RMSNorm (see norm.h).
 //
-// Accumulation rule: out, mean, rstd (=); dinp (=); dweight, dbias (+=).
+// Accumulation rule: out, mean, rstd (=); dinp (= or +=, dinp_write); dweight, dbias (+=).
 // Forward and dinp are row-parallel (one row per iteration, vectorised over C).
 // dweight/dbias: partial column sums over fixed chunks of kRowChunk rows (tasks = row chunk
 // x column block, in parallel), then summed over chunks in chunk order per column block and
@@ -108,7 +108,7 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 
 template <class W, class G>
 void layernorm_backward(float* dinp, G* dweight, G* dbias, const float* dout, const float* inp, const W* weight,
-                        const float* mean, const float* rstd, int64_t N, int64_t C) {
+                        const float* mean, const float* rstd, int64_t N, int64_t C, GradWrite dinp_write) {
   if (N == 0 || C == 0) return;
   if (dweight || dbias) {
     G* const grads[2] = {dweight, dbias};
@@ -143,10 +143,12 @@ void layernorm_backward(float* dinp, G* dweight, G* dbias, const float* dout, co
       s2 += dn * ((x[c] - m) * r);
     }
     const float mean_dn = s1 * inv_c, mean_dn_n = s2 * inv_c;
+    if (dinp_write == GradWrite::Accumulate) {
 #pragma omp simd
-    for (int64_t c = 0; c < C; ++c) {
-      const float xn = (x[c] - m) * r;
-      dx[c] = (w[c] * d[c] - mean_dn - xn * mean_dn_n) * r;
+      for (int64_t c = 0; c < C; ++c) dx[c] += (w[c] * d[c] - mean_dn - ((x[c] - m) * r) * mean_dn_n) * r;
+    } else {
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) dx[c] = (w[c] * d[c] - mean_dn - ((x[c] - m) * r) * mean_dn_n) * r;
     }
   }
 }
@@ -172,7 +174,7 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const W* weight,
 
 template <class W, class G>
 void rmsnorm_backward(float* dinp, G* dweight, const float* dout, const float* inp, const W* weight,
-                      const float* rstd, int64_t N, int64_t C) {
+                      const float* rstd, int64_t N, int64_t C, GradWrite dinp_write) {
   if (N == 0 || C == 0) return;
   if (dweight) {
     G* const grads[1] = {dweight};
@@ -199,8 +201,13 @@ void rmsnorm_backward(float* dinp, G* dweight, const float* dout, const float* i
 #pragma omp simd reduction(+ : s)
     for (int64_t c = 0; c < C; ++c) s += w[c] * d[c] * (x[c] * r);
     const float mean_dn_n = s * inv_c;
+    if (dinp_write == GradWrite::Accumulate) {
 #pragma omp simd
-    for (int64_t c = 0; c < C; ++c) dx[c] = (w[c] * d[c] - (x[c] * r) * mean_dn_n) * r;
+      for (int64_t c = 0; c < C; ++c) dx[c] += (w[c] * d[c] - (x[c] * r) * mean_dn_n) * r;
+    } else {
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) dx[c] = (w[c] * d[c] - (x[c] * r) * mean_dn_n) * r;
+    }
   }
 }
 
@@ -215,9 +222,9 @@ ZT_INST_NORM_FWD(f16)
 
 #define ZT_INST_NORM_BWD(W, G)                                                                                 \
   template void layernorm_backward<W, G>(float*, G*, G*, const float*, const float*, const W*, const float*,   \
-                                         const float*, int64_t, int64_t);                                      \
+                                         const float*, int64_t, int64_t, GradWrite);                           \
   template void rmsnorm_backward<W, G>(float*, G*, const float*, const float*, const W*, const float*, int64_t, \
-                                       int64_t);
+                                       int64_t, GradWrite);
 ZT_INST_NORM_BWD(float, float)
 ZT_INST_NORM_BWD(float, bf16)
 ZT_INST_NORM_BWD(float, f16)

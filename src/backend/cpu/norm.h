@@ -1,6 +1,6 @@
 // CPU LayerNorm and RMSNorm over the last dimension, on raw pointers.
 //
-// Accumulation rule: out, mean, rstd (=); dinp (=); dweight, dbias (+=). Row statistics
+// Accumulation rule: out, mean, rstd (=); dinp (= or +=, dinp_write); dweight, dbias (+=). Row statistics
 // are f32. Parameter gradients are column sums over rows, computed in fixed row chunks
 // combined in chunk order (the same bits for any thread count) and added to the stored
 // gradient with one rounding. W: weight/bias storage type, G: gradient storage type.
@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "core/grad_write.h"
 
 namespace zt::cpu {
 
@@ -15,15 +16,17 @@ namespace zt::cpu {
 template <class W>
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const W* weight, const W* bias,
                        int64_t N, int64_t C, float eps);
-// dinp may be null; dbias may be null. dinp may alias dout.
+// dinp may be null; dbias may be null. dinp may alias dout when overwritten (dinp_write =
+// Overwrite), not when accumulated.
 template <class W, class G>
 void layernorm_backward(float* dinp, G* dweight, G* dbias, const float* dout, const float* inp, const W* weight,
-                        const float* mean, const float* rstd, int64_t N, int64_t C);
+                        const float* mean, const float* rstd, int64_t N, int64_t C,
+                        GradWrite dinp_write = GradWrite::Overwrite);
 
 template <class W>
 void rmsnorm_forward(float* out, float* rstd, const float* inp, const W* weight, int64_t N, int64_t C, float eps);
 template <class W, class G>
 void rmsnorm_backward(float* dinp, G* dweight, const float* dout, const float* inp, const W* weight,
-                      const float* rstd, int64_t N, int64_t C);
+                      const float* rstd, int64_t N, int64_t C, GradWrite dinp_write = GradWrite::Overwrite);
 
 }  // namespace zt::cpu

@@ -1,6 +1,6 @@
 // CUDA LayerNorm and RMSNorm (see norm_ops.h).
 //
-// Accumulation rule: out, mean, rstd (=); dinp (=); dweight, dbias (+=).
+// Accumulation rule: out, mean, rstd (=); dinp (= or +=, GradWrite); dweight, dbias (+=).
 //
 // Forward and dinp: one warp per row (8 rows per 256-thread block). The warp reads its row
 // two or three times (statistics, then output); the row is small (C * 4 bytes) and the
@@ -148,8 +148,10 @@ __global__ void add_column_sums_kernel(G* __restrict__ grad, const float* __rest
 
 // dinp, one warp per row. With xn = (x - m) r (LayerNorm) or x r (RMSNorm), dn = w d:
 // dx = (dn - mean(dn) - xn mean(dn xn)) r   (RMSNorm: no mean(dn) term).
-// No __restrict__ on dout/dinp: dinp may alias dout (each element is read before written).
-template <int V, bool kLayerNorm, class A, class W>
+// kAccumulate: dinp += dx (f32 add, one rounding), else dinp = dx.
+// No __restrict__ on dout/dinp: dinp may alias dout when overwritten (each element is read
+// before it is written).
+template <int V, bool kLayerNorm, bool kAccumulate, class A, class W>
 __global__ void norm_dinp_kernel(A* dinp, const A* dout, const A* inp, const W* weight, const float* mean,
                                  const float* rstd, int64_t N, int C) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
@@ -188,6 +190,12 @@ __global__ void norm_dinp_kernel(A* dinp, const A* dout, const A* inp, const W* 
     for (int k = 0; k < V; ++k) {
       const float xn = (xv[k] - m) * r;
       gv[k] = (wv[k] * dv[k] - mean_dn - xn * mean_dn_n) * r;
+    }
+    if constexpr (kAccumulate) {
+      float ov[V];
+      load_vec<V>(dx + c, ov);
+#pragma unroll
+      for (int k = 0; k < V; ++k) gv[k] = ov[k] + gv[k];
     }
     store_vec<V>(dx + c, gv);
   }
@@ -304,7 +312,7 @@ void norm_param_grads(const Tensor& dweight, const Tensor& dbias, const Tensor& 
 template <bool kLayerNorm>
 void norm_backward(const char* op, const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
                    const Tensor& dout, const Tensor& inp, const Tensor& weight, const Tensor& mean,
-                   const Tensor& rstd) {
+                   const Tensor& rstd, GradWrite dinp_write) {
   const Rows rows = rows_of(op, dout, weight);
   if (rows.N == 0 || rows.C == 0) return;
   ZT_CHECK(inp.dtype() == dout.dtype() && (!present(dinp) || dinp.dtype() == dout.dtype()), op,
@@ -326,14 +334,16 @@ void norm_backward(const char* op, const Tensor& dinp, const Tensor& dweight, co
       const float* m = kLayerNorm ? ptr<const float>(mean) : nullptr;
       const float* r = ptr<const float>(rstd);
       const bool vec = rows.C % kVec == 0 && aligned16(dx) && aligned16(d) && aligned16(x) && aligned16(w);
+      const auto launch = [&](auto kernel) {
+        kernel<<<row_blocks(rows.N), kRowsPerBlock * kWarp, 0, stream>>>(dx, d, x, w, m, r, rows.N, rows.C);
+        ZT_CUDA_CHECK_LAST();
+      };
+      const bool acc = dinp_write == GradWrite::Accumulate;
       if (vec) {
-        norm_dinp_kernel<kVec, kLayerNorm><<<row_blocks(rows.N), kRowsPerBlock * kWarp, 0, stream>>>(
-            dx, d, x, w, m, r, rows.N, rows.C);
+        acc ? launch(norm_dinp_kernel<kVec, kLayerNorm, true, A, W>) : launch(norm_dinp_kernel<kVec, kLayerNorm, false, A, W>);
       } else {
-        norm_dinp_kernel<1, kLayerNorm><<<row_blocks(rows.N), kRowsPerBlock * kWarp, 0, stream>>>(
-            dx, d, x, w, m, r, rows.N, rows.C);
+        acc ? launch(norm_dinp_kernel<1, kLayerNorm, true, A, W>) : launch(norm_dinp_kernel<1, kLayerNorm, false, A, W>);
       }
-      ZT_CUDA_CHECK_LAST();
     });
   });
 }
@@ -346,8 +356,9 @@ void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd
 }
 
 void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
-                        const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd) {
-  norm_backward<true>("cuda::layernorm_backward", dinp, dweight, dbias, dout, inp, weight, mean, rstd);
+                        const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                        GradWrite dinp_write) {
+  norm_backward<true>("cuda::layernorm_backward", dinp, dweight, dbias, dout, inp, weight, mean, rstd, dinp_write);
 }
 
 void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& inp, const Tensor& weight, float eps) {
@@ -355,8 +366,9 @@ void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& inp, c
 }
 
 void rmsnorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dout, const Tensor& inp,
-                      const Tensor& weight, const Tensor& rstd) {
-  norm_backward<false>("cuda::rmsnorm_backward", dinp, dweight, Tensor{}, dout, inp, weight, Tensor{}, rstd);
+                      const Tensor& weight, const Tensor& rstd, GradWrite dinp_write) {
+  norm_backward<false>("cuda::rmsnorm_backward", dinp, dweight, Tensor{}, dout, inp, weight, Tensor{}, rstd,
+                       dinp_write);
 }
 
 }  // namespace zt::cuda

@@ -3,13 +3,15 @@
 // build links backend/stub/norm_stub.cpp, which throws Unsupported).
 //
 // Same meaning, shapes and accumulation rule as the ops:: functions of the same name:
-// out, mean, rstd (=); dinp (=); dweight, dbias (+=). The wrapper has checked shapes and
+// out, mean, rstd (=); dinp (= or +=, dinp_write); dweight, dbias (+=). The wrapper has checked shapes and
 // devices. Activations (inp, out, dout, dinp) are contiguous f32 or bf16, one dtype per
 // call; weight/bias are f32, bf16 or f16; dweight/dbias f32, bf16 or f16 (one dtype);
 // mean/rstd f32. Undefined (or null) optional tensors are skipped. All math is in f32.
 // Asynchronous on the compute stream. dinp may alias dout (the parameter-gradient pass
-// runs first, and each dinp element is written after its row was read).
+// runs first, and each dinp element is written after its row was read) when dinp_write is
+// Overwrite; not when Accumulate.
 #pragma once
+#include "core/grad_write.h"
 #include "core/tensor.h"
 
 namespace zt::cuda {
@@ -17,10 +19,11 @@ namespace zt::cuda {
 void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp,
                        const Tensor& weight, const Tensor& bias, float eps);
 void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
-                        const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd);
+                        const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                        GradWrite dinp_write);
 
 void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& inp, const Tensor& weight, float eps);
 void rmsnorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dout, const Tensor& inp,
-                      const Tensor& weight, const Tensor& rstd);
+                      const Tensor& weight, const Tensor& rstd, GradWrite dinp_write);
 
 }  // namespace zt::cuda

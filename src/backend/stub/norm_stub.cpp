@@ -20,13 +20,14 @@ void layernorm_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor
   no_cuda("cuda::layernorm_forward");
 }
 void layernorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                        const Tensor&, const Tensor&) {
+                        const Tensor&, const Tensor&, GradWrite) {
   no_cuda("cuda::layernorm_backward");
 }
 void rmsnorm_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, float) {
   no_cuda("cuda::rmsnorm_forward");
 }
-void rmsnorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+void rmsnorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                      GradWrite) {
   no_cuda("cuda::rmsnorm_backward");
 }
 
