@@ -403,10 +403,14 @@ void Transformer::block_forward(int layer, const Tensor& x_in, const Tensor& x_o
   const Tensor proj = acts_->proj;
   ops::linear_forward(proj, a.att, p.out_w, p.out_b, p.layout);
   if (dropout) ops::dropout_forward(proj, proj, c.resid_pdrop, dropout_rng(layer, 0));
-  ops::add(a.x_mid, x_in, proj);
+  // The residual add, fused with the MLP branch's norm: x_mid = x_in + proj, ln = norm(x_mid).
+  if (gpt2) {
+    ops::add_layernorm_forward(a.x_mid, ln, a.ln2_mean, a.ln2_rstd, x_in, proj, p.norm2_w, p.norm2_b, c.norm_eps);
+  } else {
+    ops::add_rmsnorm_forward(a.x_mid, ln, a.ln2_rstd, x_in, proj, p.norm2_w, c.norm_eps);
+  }
 
   // MLP branch.
-  branch_norm(c.family, ln, a.ln2_mean, a.ln2_rstd, a.x_mid, p.norm2_w, p.norm2_b, c.norm_eps);
   ops::linear_forward(a.fc, ln, p.fc_w, p.fc_b, p.layout);  // Llama: [gate | up] in one GEMM
   if (gpt2) {
     ops::gelu_forward(a.act, a.fc);

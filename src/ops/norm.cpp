@@ -9,6 +9,7 @@
 
 #include "backend/cpu/norm.h"
 #include "backend/cuda/norm_ops.h"
+#include "ops/elementwise.h"
 #include "ops/dispatch.h"
 
 namespace zt::ops {
@@ -99,6 +100,62 @@ void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor&
                                     ptr<const float>(rstd), N, C, dinp_write);
     });
   });
+}
+
+namespace {
+// The checks of the fused add + norm beyond those of ops::add and the norm itself.
+Device check_add_norm(const char* op, const Tensor& res, const Tensor& out, const Tensor& a, const Tensor& b) {
+  ZT_CHECK(a.numel() == res.numel() && b.numel() == res.numel() && a.dtype() == res.dtype() &&
+               b.dtype() == res.dtype() && a.is_contiguous() && b.is_contiguous(),
+           op, ": res, a and b must be contiguous with one shape and dtype, got ", shape_str(res.shape()), " ",
+           dtype_name(res.dtype()), ", ", shape_str(a.shape()), " ", dtype_name(a.dtype()), ", ",
+           shape_str(b.shape()), " ", dtype_name(b.dtype()));
+  ZT_CHECK(out.data() != res.data() && out.data() != a.data() && out.data() != b.data(), op,
+           ": out may not alias res, a or b");
+  return common_device(op, {&res, &out, &a, &b});
+}
+}  // namespace
+
+void add_layernorm_forward(const Tensor& res, const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                           const Tensor& a, const Tensor& b, const Tensor& weight, const Tensor& bias, float eps) {
+  const Device dev = check_add_norm("add_layernorm_forward", res, out, a, b);
+  if (dev.is_cuda()) {
+    // The norm's own checks first (shapes, dtypes, statistics), then the fused kernel.
+    const int64_t C = weight.numel();
+    check_param("add_layernorm_forward", weight, C);
+    const int64_t N = rows_of("add_layernorm_forward", res, C);
+    ZT_CHECK(rows_of("add_layernorm_forward", out, C) == N, "add_layernorm_forward: out and res differ in rows");
+    ZT_CHECK(out.dtype() == res.dtype(), "add_layernorm_forward: out and res dtypes differ");
+    if (present(bias)) {
+      check_param("add_layernorm_forward", bias, C);
+      ZT_CHECK(bias.dtype() == weight.dtype(), "add_layernorm_forward: bias and weight dtypes differ");
+    }
+    if (present(mean)) check_stat("add_layernorm_forward", mean, N);
+    if (present(rstd)) check_stat("add_layernorm_forward", rstd, N);
+    common_device("add_layernorm_forward", {&res, &out, &mean, &rstd, &a, &b, &weight, &bias});
+    cuda::add_layernorm_forward(res, out, mean, rstd, a, b, weight, bias, eps);
+    return;
+  }
+  add(res, a, b);
+  layernorm_forward(out, mean, rstd, res, weight, bias, eps);
+}
+
+void add_rmsnorm_forward(const Tensor& res, const Tensor& out, const Tensor& rstd, const Tensor& a, const Tensor& b,
+                         const Tensor& weight, float eps) {
+  const Device dev = check_add_norm("add_rmsnorm_forward", res, out, a, b);
+  if (dev.is_cuda()) {
+    const int64_t C = weight.numel();
+    check_param("add_rmsnorm_forward", weight, C);
+    const int64_t N = rows_of("add_rmsnorm_forward", res, C);
+    ZT_CHECK(rows_of("add_rmsnorm_forward", out, C) == N, "add_rmsnorm_forward: out and res differ in rows");
+    ZT_CHECK(out.dtype() == res.dtype(), "add_rmsnorm_forward: out and res dtypes differ");
+    if (present(rstd)) check_stat("add_rmsnorm_forward", rstd, N);
+    common_device("add_rmsnorm_forward", {&res, &out, &rstd, &a, &b, &weight});
+    cuda::add_rmsnorm_forward(res, out, rstd, a, b, weight, eps);
+    return;
+  }
+  add(res, a, b);
+  rmsnorm_forward(out, rstd, res, weight, eps);
 }
 
 void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& inp, const Tensor& weight, float eps) {

@@ -21,6 +21,7 @@
 #include "common/random.h"
 #include "core/error.h"
 #include "core/tensor.h"
+#include "ops/elementwise.h"
 #include "ops/norm.h"
 
 namespace {
@@ -269,6 +270,43 @@ TEST(CudaNormDeterminism, BackwardIsDeterministicAndAccumulates) {
     ASSERT_EQ(b2[i], 2.0f * b1[i]) << "dbias after two calls at " << i;
   }
   expect_same_bits(dx_twice, dx1, "dinp is overwritten, not accumulated");
+}
+
+// The fused residual add + norm against the GPU's own ops::add then the norm: the same bits
+// (f32 and bf16, the 16-byte and the scalar path, res apart from a and res = a in place).
+TEST(CudaNormResidual, AddNormIsAddThenNorm) {
+  ZT_REQUIRE_GPU();
+  for (DType dt : {DType::F32, DType::BF16})
+    for (int64_t C : {int64_t{2048}, int64_t{100}})
+      for (bool layernorm : {true, false})
+        for (bool in_place : {false, true}) {
+          const int64_t N = 37;
+          const Shape act{N, C}, par{C}, stat{N};
+          const Input a = input(activations(N, C, 71), act, dt, DType::F32);
+          const Input b = input(randn(static_cast<size_t>(N * C), 72), act, dt, DType::F32);
+          const Input w = input(gains(C, 73), par, DType::BF16, DType::BF16);
+          const Input bias = input(randn(static_cast<size_t>(C), 74, 0.3f), par, DType::BF16, DType::BF16);
+          const auto dev = Device::cuda();
+          OwnedTensor ref_res(act, dt, dev), ref_out(act, dt, dev), ref_mean(stat, DType::F32, dev),
+              ref_rstd(stat, DType::F32, dev);
+          zt::ops::add(ref_res, a.gpu, b.gpu);
+          OwnedTensor res(act, dt, dev), out = nan_output(act, dt), mean = nan_output(stat, DType::F32),
+                                       rstd = nan_output(stat, DType::F32);
+          const Tensor r = in_place ? a.gpu.view() : res.view();
+          if (layernorm) {
+            zt::ops::layernorm_forward(ref_out, ref_mean, ref_rstd, ref_res, w.gpu, bias.gpu, kEps);
+            zt::ops::add_layernorm_forward(r, out, mean, rstd, a.gpu, b.gpu, w.gpu, bias.gpu, kEps);
+            expect_same_bits(mean, ref_mean, "mean");
+          } else {
+            zt::ops::rmsnorm_forward(ref_out, ref_rstd, ref_res, w.gpu, kEps);
+            zt::ops::add_rmsnorm_forward(r, out, rstd, a.gpu, b.gpu, w.gpu, kEps);
+          }
+          const std::string what = std::string(layernorm ? "layernorm" : "rmsnorm") + " " + zt::dtype_name(dt) +
+                                   " C=" + std::to_string(C) + (in_place ? " in place" : "");
+          expect_same_bits(r, ref_res, what + ": res");
+          expect_same_bits(out, ref_out, what + ": out");
+          expect_same_bits(rstd, ref_rstd, what + ": rstd");
+        }
 }
 
 // GradWrite::Accumulate: dinp comes out as old + the CPU's overwritten dinp (f32 and bf16

@@ -11,6 +11,7 @@
 #include "common/random.h"
 #include "core/error.h"
 #include "core/tensor.h"
+#include "ops/elementwise.h"
 #include "ops/norm.h"
 
 namespace {
@@ -256,6 +257,35 @@ TEST(Norm, AccumulatedDinpAddsToTheOldValue) {
       ASSERT_NEAR(a[i], want, 1e-6f * (1.0f + std::fabs(want))) << (layernorm ? "layernorm" : "rmsnorm") << " at " << i;
     }
   }
+}
+
+// The fused residual add + norm gives the bits of ops::add followed by the norm, also with
+// res aliasing a (the residual stream updated in place).
+TEST(Norm, AddNormIsAddThenNorm) {
+  const int N = 9, C = 40;
+  const auto av = randn(N * C, 601), bv = randn(N * C, 602);
+  OwnedTensor tw = make(randn(C, 603), {C}), tb = make(randn(C, 604), {C});
+  for (bool layernorm : {true, false})
+    for (bool in_place : {false, true}) {
+      OwnedTensor a = make(av, {N, C}), b = make(bv, {N, C}), res({N, C}, DType::F32), out({N, C}, DType::F32);
+      OwnedTensor mean({N}, DType::F32), rstd({N}, DType::F32);
+      OwnedTensor ref_res({N, C}, DType::F32), ref_out({N, C}, DType::F32), ref_mean({N}, DType::F32),
+          ref_rstd({N}, DType::F32);
+      zt::ops::add(ref_res, a, b);
+      const zt::Tensor r = in_place ? a.view() : res.view();
+      if (layernorm) {
+        zt::ops::layernorm_forward(ref_out, ref_mean, ref_rstd, ref_res, tw, tb, 1e-5f);
+        zt::ops::add_layernorm_forward(r, out, mean, rstd, a, b, tw, tb, 1e-5f);
+        EXPECT_EQ(mean->to_f32_vector(), ref_mean->to_f32_vector());
+      } else {
+        zt::ops::rmsnorm_forward(ref_out, ref_rstd, ref_res, tw, 1e-5f);
+        zt::ops::add_rmsnorm_forward(r, out, rstd, a, b, tw, 1e-5f);
+      }
+      EXPECT_EQ(r.to_f32_vector(), ref_res->to_f32_vector());
+      EXPECT_EQ(out->to_f32_vector(), ref_out->to_f32_vector());
+      EXPECT_EQ(rstd->to_f32_vector(), ref_rstd->to_f32_vector());
+      EXPECT_THROW(zt::ops::add_rmsnorm_forward(res, res, rstd, a, b, tw, 1e-5f), zt::Error);  // out aliases res
+    }
 }
 
 TEST(Norm, ShapeMismatchIsABug) {

@@ -51,22 +51,39 @@ __device__ __forceinline__ float warp_sum(float v) {
 // One warp per row. LayerNorm: m = mean(x), r = 1/sqrt(mean((x-m)^2) + eps),
 // y = (x-m) r w + b. RMSNorm: r = 1/sqrt(mean(x^2) + eps), y = (x r) w. No __restrict__
 // on inp/out: the op also works in place (each element is read before it is written).
-template <int V, bool kLayerNorm, class A, class W>
-__global__ void norm_forward_kernel(A* out, float* mean, float* rstd, const A* inp, const W* weight,
-                                    const W* bias, int64_t N, int C, float eps) {
+// kResidual: the row x is first made as res = ra + rb (f32 add, rounded to A: the bits of
+// ops::add) and stored at inp (= res), inside the first pass over the row; the later
+// passes read it back from inp (this thread's own writes, from L1/L2). That saves the
+// separate add kernel's write and the norm's first read of the residual stream.
+template <int V, bool kLayerNorm, bool kResidual, class A, class W>
+__global__ void norm_forward_kernel(A* out, float* mean, float* rstd, A* inp, const W* weight, const W* bias,
+                                    int64_t N, int C, float eps, const A* ra, const A* rb) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
   if (row >= N) return;  // whole warps leave together: the shuffles below see full warps
   const int lane = threadIdx.x % kWarp;
-  const A* x = inp + row * C;
+  A* x = inp + row * C;
   A* y = out + row * C;
   const float inv_c = 1.0f / static_cast<float>(C);
+  // The first pass's values of x[c .. c + V): loaded, or (kResidual) made and stored.
+  const auto first_load = [&](int c, float (&xv)[V]) {
+    if constexpr (kResidual) {
+      float bv[V];
+      load_vec<V>(ra + row * C + c, xv);
+      load_vec<V>(rb + row * C + c, bv);
+#pragma unroll
+      for (int k = 0; k < V; ++k) xv[k] = to_float(from_float<A>(xv[k] + bv[k]));
+      store_vec<V>(x + c, xv);
+    } else {
+      load_vec<V>(x + c, xv);
+    }
+  };
 
   float m = 0.0f;
   if constexpr (kLayerNorm) {
     float s = 0.0f;
     for (int c = lane * V; c < C; c += kWarp * V) {
       float xv[V];
-      load_vec<V>(x + c, xv);
+      first_load(c, xv);
 #pragma unroll
       for (int k = 0; k < V; ++k) s += xv[k];
     }
@@ -75,7 +92,11 @@ __global__ void norm_forward_kernel(A* out, float* mean, float* rstd, const A* i
   float ss = 0.0f;
   for (int c = lane * V; c < C; c += kWarp * V) {
     float xv[V];
-    load_vec<V>(x + c, xv);
+    if (kLayerNorm || !kResidual) {
+      load_vec<V>(x + c, xv);
+    } else {
+      first_load(c, xv);
+    }
 #pragma unroll
     for (int k = 0; k < V; ++k) ss += (xv[k] - m) * (xv[k] - m);
   }
@@ -246,31 +267,43 @@ Rows rows_of(const char* op, const Tensor& act, const Tensor& weight) {
 
 unsigned row_blocks(int64_t N) { return static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock); }
 
+// res, ra, rb: undefined for the plain norm of inp; else inp is res = ra + rb (made here).
 template <bool kLayerNorm>
 void norm_forward(const char* op, const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp,
-                  const Tensor& weight, const Tensor& bias, float eps) {
+                  const Tensor& weight, const Tensor& bias, float eps, const Tensor& ra = Tensor{},
+                  const Tensor& rb = Tensor{}) {
   const Rows rows = rows_of(op, inp, weight);
   if (rows.N == 0 || rows.C == 0) return;
   ZT_CHECK(out.dtype() == inp.dtype(), op, ": out and inp must have one dtype, got ", dtype_name(out.dtype()),
            " and ", dtype_name(inp.dtype()));
+  const bool residual = present(ra);
+  ZT_CHECK(!residual || (ra.dtype() == inp.dtype() && rb.dtype() == inp.dtype()), op,
+           ": the residual add's inputs must have the dtype of res");
   cudaStream_t stream = compute_stream();
   dispatch_activation(inp.dtype(), [&](auto at) {
     dispatch_param(weight.dtype(), [&](auto wt) {
       using A = typename decltype(at)::type;
       using W = typename decltype(wt)::type;
       A* y = ptr<A>(out);
-      const A* x = ptr<const A>(inp);
+      A* x = ptr<A>(inp);
       const W* w = ptr<const W>(weight);
       const W* b = kLayerNorm ? ptr<const W>(bias) : nullptr;
-      const bool vec = rows.C % kVec == 0 && aligned16(y) && aligned16(x) && aligned16(w) && aligned16(b);
+      const A* a1 = residual ? ptr<const A>(ra) : nullptr;
+      const A* a2 = residual ? ptr<const A>(rb) : nullptr;
+      const bool vec = rows.C % kVec == 0 && aligned16(y) && aligned16(x) && aligned16(w) && aligned16(b) &&
+                       aligned16(a1) && aligned16(a2);
+      const auto launch = [&](auto kernel) {
+        kernel<<<row_blocks(rows.N), kRowsPerBlock * kWarp, 0, stream>>>(y, ptr<float>(mean), ptr<float>(rstd), x, w,
+                                                                          b, rows.N, rows.C, eps, a1, a2);
+        ZT_CUDA_CHECK_LAST();
+      };
       if (vec) {
-        norm_forward_kernel<kVec, kLayerNorm><<<row_blocks(rows.N), kRowsPerBlock * kWarp, 0, stream>>>(
-            y, ptr<float>(mean), ptr<float>(rstd), x, w, b, rows.N, rows.C, eps);
+        residual ? launch(norm_forward_kernel<kVec, kLayerNorm, true, A, W>)
+                 : launch(norm_forward_kernel<kVec, kLayerNorm, false, A, W>);
       } else {
-        norm_forward_kernel<1, kLayerNorm><<<row_blocks(rows.N), kRowsPerBlock * kWarp, 0, stream>>>(
-            y, ptr<float>(mean), ptr<float>(rstd), x, w, b, rows.N, rows.C, eps);
+        residual ? launch(norm_forward_kernel<1, kLayerNorm, true, A, W>)
+                 : launch(norm_forward_kernel<1, kLayerNorm, false, A, W>);
       }
-      ZT_CUDA_CHECK_LAST();
     });
   });
 }
@@ -363,6 +396,16 @@ void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor&
 
 void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& inp, const Tensor& weight, float eps) {
   norm_forward<false>("cuda::rmsnorm_forward", out, Tensor{}, rstd, inp, weight, Tensor{}, eps);
+}
+
+void add_layernorm_forward(const Tensor& res, const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                           const Tensor& a, const Tensor& b, const Tensor& weight, const Tensor& bias, float eps) {
+  norm_forward<true>("cuda::add_layernorm_forward", out, mean, rstd, res, weight, bias, eps, a, b);
+}
+
+void add_rmsnorm_forward(const Tensor& res, const Tensor& out, const Tensor& rstd, const Tensor& a, const Tensor& b,
+                         const Tensor& weight, float eps) {
+  norm_forward<false>("cuda::add_rmsnorm_forward", out, Tensor{}, rstd, res, weight, Tensor{}, eps, a, b);
 }
 
 void rmsnorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dout, const Tensor& inp,

@@ -23,6 +23,13 @@ void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor&
                         GradWrite dinp_write);
 
 void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& inp, const Tensor& weight, float eps);
+
+// res = a + b, then the norm of res, in one kernel (ops/norm.h). a, b, res: one dtype; res
+// may alias a or b; out may not alias any of them.
+void add_layernorm_forward(const Tensor& res, const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                           const Tensor& a, const Tensor& b, const Tensor& weight, const Tensor& bias, float eps);
+void add_rmsnorm_forward(const Tensor& res, const Tensor& out, const Tensor& rstd, const Tensor& a, const Tensor& b,
+                         const Tensor& weight, float eps);
 void rmsnorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dout, const Tensor& inp,
                       const Tensor& weight, const Tensor& rstd, GradWrite dinp_write);
 

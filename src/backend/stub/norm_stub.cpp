@@ -26,6 +26,14 @@ void layernorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tenso
 void rmsnorm_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, float) {
   no_cuda("cuda::rmsnorm_forward");
 }
+void add_layernorm_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                           const Tensor&, const Tensor&, float) {
+  no_cuda("cuda::add_layernorm_forward");
+}
+void add_rmsnorm_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                         float) {
+  no_cuda("cuda::add_rmsnorm_forward");
+}
 void rmsnorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                       GradWrite) {
   no_cuda("cuda::rmsnorm_backward");
