@@ -24,8 +24,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 shape=(--preset "$preset" --batch "$batch" --seq "$seq" --steps "$steps")
 
 result() { sed -nE 's/^RESULT [^ ]+ tokens_per_s=([0-9]+) peak_gib=([0-9.]+).*/\1 \2/p'; }
-ours() { "$build/bench/gpu_train_step" "${shape[@]}" "$@" | tee /dev/stderr | result; }
-torch_step() { python3 "$root/bench/torch_gpu_step.py" "${shape[@]}" --mode "$1" 2>/dev/null | tee /dev/stderr | result; }
+# tee -a: stderr redirected to a file would otherwise be reopened and truncated by every tee.
+ours() { "$build/bench/gpu_train_step" "${shape[@]}" "$@" | tee -a /dev/stderr | result; }
+torch_step() { python3 "$root/bench/torch_gpu_step.py" "${shape[@]}" --mode "$1" 2>/dev/null | tee -a /dev/stderr | result; }
 
 rows=()
 for recipe in $recipes; do
