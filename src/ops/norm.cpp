@@ -37,21 +37,37 @@ template <class T>
 T* ptr(const Tensor& t) {
   return present(t) ? static_cast<T*>(t.data()) : nullptr;
 }
+
+struct Rows {
+  int64_t N = 0, C = 0;
+};
+
+// The checks of a norm forward (shapes, dtypes, statistics); op names the caller.
+Rows check_layernorm_forward(const char* op, const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                             const Tensor& inp, const Tensor& weight, const Tensor& bias) {
+  const int64_t C = weight.numel();
+  check_param(op, weight, C);
+  const int64_t N = rows_of(op, inp, C);
+  ZT_CHECK(rows_of(op, out, C) == N, op, ": out and inp differ in rows");
+  ZT_CHECK(out.dtype() == inp.dtype(), op, ": out and inp dtypes differ");
+  if (present(bias)) {
+    check_param(op, bias, C);
+    ZT_CHECK(bias.dtype() == weight.dtype(), op, ": bias and weight dtypes differ");
+  }
+  if (present(mean)) check_stat(op, mean, N);
+  if (present(rstd)) check_stat(op, rstd, N);
+  return {N, C};
+}
+Rows check_rmsnorm_forward(const char* op, const Tensor& out, const Tensor& rstd, const Tensor& inp,
+                           const Tensor& weight) {
+  return check_layernorm_forward(op, out, Tensor{}, rstd, inp, weight, Tensor{});
+}
 }  // namespace
 
 void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp,
                        const Tensor& weight, const Tensor& bias, float eps) {
-  const int64_t C = weight.numel();
-  check_param("layernorm_forward", weight, C);
-  const int64_t N = rows_of("layernorm_forward", inp, C);
-  ZT_CHECK(rows_of("layernorm_forward", out, C) == N, "layernorm_forward: out and inp differ in rows");
-  ZT_CHECK(out.dtype() == inp.dtype(), "layernorm_forward: out and inp dtypes differ");
-  if (present(bias)) {
-    check_param("layernorm_forward", bias, C);
-    ZT_CHECK(bias.dtype() == weight.dtype(), "layernorm_forward: bias and weight dtypes differ");
-  }
-  if (present(mean)) check_stat("layernorm_forward", mean, N);
-  if (present(rstd)) check_stat("layernorm_forward", rstd, N);
+  const Rows rows = check_layernorm_forward("layernorm_forward", out, mean, rstd, inp, weight, bias);
+  const int64_t N = rows.N, C = rows.C;
   const Device dev = common_device("layernorm_forward", {&out, &mean, &rstd, &inp, &weight, &bias});
   if (dev.is_cuda()) {
     cuda::layernorm_forward(out, mean, rstd, inp, weight, bias, eps);
@@ -120,18 +136,7 @@ void add_layernorm_forward(const Tensor& res, const Tensor& out, const Tensor& m
                            const Tensor& a, const Tensor& b, const Tensor& weight, const Tensor& bias, float eps) {
   const Device dev = check_add_norm("add_layernorm_forward", res, out, a, b);
   if (dev.is_cuda()) {
-    // The norm's own checks first (shapes, dtypes, statistics), then the fused kernel.
-    const int64_t C = weight.numel();
-    check_param("add_layernorm_forward", weight, C);
-    const int64_t N = rows_of("add_layernorm_forward", res, C);
-    ZT_CHECK(rows_of("add_layernorm_forward", out, C) == N, "add_layernorm_forward: out and res differ in rows");
-    ZT_CHECK(out.dtype() == res.dtype(), "add_layernorm_forward: out and res dtypes differ");
-    if (present(bias)) {
-      check_param("add_layernorm_forward", bias, C);
-      ZT_CHECK(bias.dtype() == weight.dtype(), "add_layernorm_forward: bias and weight dtypes differ");
-    }
-    if (present(mean)) check_stat("add_layernorm_forward", mean, N);
-    if (present(rstd)) check_stat("add_layernorm_forward", rstd, N);
+    check_layernorm_forward("add_layernorm_forward", out, mean, rstd, res, weight, bias);
     common_device("add_layernorm_forward", {&res, &out, &mean, &rstd, &a, &b, &weight, &bias});
     cuda::add_layernorm_forward(res, out, mean, rstd, a, b, weight, bias, eps);
     return;
@@ -144,12 +149,7 @@ void add_rmsnorm_forward(const Tensor& res, const Tensor& out, const Tensor& rst
                          const Tensor& weight, float eps) {
   const Device dev = check_add_norm("add_rmsnorm_forward", res, out, a, b);
   if (dev.is_cuda()) {
-    const int64_t C = weight.numel();
-    check_param("add_rmsnorm_forward", weight, C);
-    const int64_t N = rows_of("add_rmsnorm_forward", res, C);
-    ZT_CHECK(rows_of("add_rmsnorm_forward", out, C) == N, "add_rmsnorm_forward: out and res differ in rows");
-    ZT_CHECK(out.dtype() == res.dtype(), "add_rmsnorm_forward: out and res dtypes differ");
-    if (present(rstd)) check_stat("add_rmsnorm_forward", rstd, N);
+    check_rmsnorm_forward("add_rmsnorm_forward", out, rstd, res, weight);
     common_device("add_rmsnorm_forward", {&res, &out, &rstd, &a, &b, &weight});
     cuda::add_rmsnorm_forward(res, out, rstd, a, b, weight, eps);
     return;
@@ -159,12 +159,8 @@ void add_rmsnorm_forward(const Tensor& res, const Tensor& out, const Tensor& rst
 }
 
 void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& inp, const Tensor& weight, float eps) {
-  const int64_t C = weight.numel();
-  check_param("rmsnorm_forward", weight, C);
-  const int64_t N = rows_of("rmsnorm_forward", inp, C);
-  ZT_CHECK(rows_of("rmsnorm_forward", out, C) == N, "rmsnorm_forward: out and inp differ in rows");
-  ZT_CHECK(out.dtype() == inp.dtype(), "rmsnorm_forward: out and inp dtypes differ");
-  if (present(rstd)) check_stat("rmsnorm_forward", rstd, N);
+  const Rows rows = check_rmsnorm_forward("rmsnorm_forward", out, rstd, inp, weight);
+  const int64_t N = rows.N, C = rows.C;
   const Device dev = common_device("rmsnorm_forward", {&out, &rstd, &inp, &weight});
   if (dev.is_cuda()) {
     cuda::rmsnorm_forward(out, rstd, inp, weight, eps);
