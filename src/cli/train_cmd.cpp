@@ -1,7 +1,8 @@
 // zerotrain train [run.yaml] [--deepspeed ds_config.json] [--config_file accelerate.yaml]
 //                 [--section.key value ...]
-// With no config file: the built-in run (examples/default_run.yaml: a tiny GPT-2 on the
-// repo's text, tokenizer trained first, then a sample); overrides apply to it.
+// With no run config: the built-in run (examples/default_run.yaml: a tiny GPT-2 on the
+// repo's text, tokenizer trained first, then a sample); overrides, a ds_config and an
+// Accelerate YAML apply to it (train::RunDocument::BuiltIn).
 #include <string>
 
 #include "cli/args.h"
@@ -22,7 +23,9 @@ constexpr const char* kHelp = R"(usage: zerotrain train [run.yaml|run.json] [--d
 Trains a model as the configs say (docs/configs.md lists every key). Without a run
 config, runs the built-in example (examples/default_run.yaml): a tiny GPT-2 trained for
 about two minutes on the license texts in data/text, with a byte-level BPE tokenizer
-trained on them first, then a sample.
+trained on them first, then a sample. A ds_config or Accelerate YAML given without a run
+config trains the built-in run with its settings (its batch sizes, optimizer, schedule,
+clipping, precision and logging replace the built-in run's own).
 
   run.yaml                run config: model, data, steps/epochs, eval, checkpoints,
                           output_dir, samples, and HF Trainer keys (learning_rate, ...)
@@ -43,7 +46,7 @@ and exit 0.
 int run_train(const Args& raw) {
   // Process-level flags are taken here; everything else goes to the config loader.
   Args args;
-  bool has_config = false;
+  bool has_run_config = false;
   for (size_t i = 0; i < raw.size(); ++i) {
     const std::string& a = raw[i];
     auto value = [&](const std::string& flag) -> std::string {
@@ -56,17 +59,19 @@ int run_train(const Args& raw) {
     } else if (a == "--log-level" || a.rfind("--log-level=", 0) == 0) {
       set_log_level(parse_log_level(value("--log-level")));
     } else {
-      if (a.rfind("--", 0) != 0 && (i == 0 || raw[i - 1].rfind("--", 0) != 0)) has_config = true;
-      if (a == "--deepspeed" || a == "--config_file" || a.rfind("--deepspeed=", 0) == 0 ||
-          a.rfind("--config_file=", 0) == 0)
-        has_config = true;
+      // A run config is the first positional argument (not the value of a --key). A
+      // ds_config or Accelerate YAML alone trains the built-in run with those settings.
+      if (a.rfind("--", 0) != 0 && (i == 0 || raw[i - 1].rfind("--", 0) != 0)) has_run_config = true;
       args.push_back(a);
     }
   }
-  if (!has_config) args.insert(args.begin(), std::string(ZT_SOURCE_DIR) + "/examples/default_run.yaml");
+  train::LoadOptions lo;
+  if (!has_run_config) {
+    args.insert(args.begin(), std::string(ZT_SOURCE_DIR) + "/examples/default_run.yaml");
+    lo.run_document = train::RunDocument::BuiltIn;
+  }
   // The batch arithmetic uses the job's real world size (every rank is started by the
   // launcher with the same command line).
-  train::LoadOptions lo;
   lo.world_size = dist::read_launch_env().world_size;
   const train::TrainConfig config = train::load_train_config(args, lo);
   train::run_training(config);

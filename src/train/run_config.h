@@ -47,8 +47,16 @@ RunConfig parse_run_config(const nlohmann::json& doc, const std::string& source)
 // The top-level keys a run config may hold, aliases included (for override routing).
 const std::vector<std::string>& run_top_level_keys();
 
+// Whose run config the first argument is. BuiltIn: `zerotrain train` with no run file of
+// its own took examples/default_run.yaml: its batch, optimizer, schedule, clipping,
+// logging and seed settings are defaults that a ds_config (or Accelerate YAML) given
+// with it overrides, instead of disagreeing with it (the mismatch rule is for what the
+// user wrote in two places).
+enum class RunDocument { User, BuiltIn };
+
 struct LoadOptions {
   int world_size = 0;  // the real data-parallel world; 0: Accelerate's num_processes, else 1
+  RunDocument run_document = RunDocument::User;
 };
 
 // Loads `[run.yaml|run.json] [--deepspeed ds.json] [--config_file accelerate.yaml]

@@ -157,6 +157,61 @@ void apply_master_weights(const RunConfig& r, TrainConfig& cfg) {
                           "scaling): use bf16 or keep master weights (master_weights: true)");
 }
 
+// The built-in run's settings that a ds_config takes over: for each group of ds_config
+// keys, the run keys they supersede. A ds key counts when it is written with a value
+// ("auto" takes the run's value, so the run's default stays).
+struct Supersedes {
+  std::vector<std::string> ds_keys;  // dotted
+  std::vector<std::string> run_keys;
+};
+const std::vector<Supersedes>& builtin_run_superseded() {
+  static const std::vector<Supersedes> table = {
+      {{"train_batch_size", "train_micro_batch_size_per_gpu"}, {"per_device_train_batch_size"}},
+      {{"train_batch_size", "gradient_accumulation_steps"}, {"gradient_accumulation_steps"}},
+      {{"optimizer.params.lr"}, {"learning_rate"}},
+      {{"optimizer.params.weight_decay"}, {"weight_decay"}},
+      {{"optimizer.params.eps"}, {"adam_epsilon"}},
+      {{"optimizer.params.betas"}, {"adam_beta1", "adam_beta2"}},
+      {{"scheduler"}, {"lr_scheduler_type"}},
+      {{"gradient_clipping"}, {"max_grad_norm"}},
+      {{"steps_per_print"}, {"steps_per_print", "logging_steps", "log_interval"}},
+      {{"seed"}, {"seed"}},
+      {{"fp16", "bf16", "bfloat16"}, {"fp16", "bf16"}},
+  };
+  return table;
+}
+
+bool written(const json& doc, const std::string& dotted) {
+  const json* at = &doc;
+  size_t begin = 0;
+  while (true) {
+    const size_t dot = dotted.find('.', begin);
+    const std::string part = dotted.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin);
+    if (!at->is_object()) return false;
+    const auto it = at->find(part);
+    if (it == at->end() || it->is_null()) return false;
+    at = &*it;
+    if (dot == std::string::npos) return !is_auto(*at);
+    begin = dot + 1;
+  }
+}
+
+// RunDocument::BuiltIn: drops the built-in run's values that the DeepSpeed settings
+// supersede (keeping those the command line set: a conflict there is the user's).
+void yield_builtin_run(json& run_doc, const json& ds_doc, const std::vector<std::string>& run_overridden) {
+  if (!ds_doc.is_object() || !run_doc.is_object()) return;
+  for (const Supersedes& s : builtin_run_superseded()) {
+    if (std::none_of(s.ds_keys.begin(), s.ds_keys.end(), [&](const std::string& k) { return written(ds_doc, k); }))
+      continue;
+    for (const std::string& k : s.run_keys) {
+      const bool overridden = std::any_of(run_overridden.begin(), run_overridden.end(), [&](const std::string& o) {
+        return o.substr(0, o.find('.')) == k;
+      });
+      if (!overridden) run_doc.erase(k);
+    }
+  }
+}
+
 zero::OptimizerType hf_optim(const std::string& name) {
   if (name == "sgd") return zero::OptimizerType::SGD;
   if (name == "lion" || name == "lion_32bit") return zero::OptimizerType::Lion;
@@ -259,6 +314,7 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
                      "(see docs/configs.md)");
     }
   }
+  if (options.run_document == RunDocument::BuiltIn) yield_builtin_run(run_doc, ds_doc, run_overridden);
   if (!ds_overridden.empty()) ds_source = ds_source.empty() ? kCommandLine : ds_source + " + command line";
   if (!run_overridden.empty() && !args.run_path.empty()) run_source += " + command line";
   if (ds_source.empty()) ds_source = "(no ds_config)";

@@ -1,0 +1,74 @@
+// `zerotrain train --deepspeed ds.json` (or --config_file accelerate.yaml) with no run file
+// trains the built-in run (examples/default_run.yaml) with those DeepSpeed settings: the
+// ds_config's batch sizes, optimizer, precision, stage and logging take the place of the
+// built-in run's own, for every seed config users bring (tests/data/seed-configs).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "common/shell.h"
+#include "common/temp_dir.h"
+
+namespace fs = std::filesystem;
+using zt::testing::sh;
+
+namespace {
+
+const std::string kSeeds = std::string(ZT_SOURCE_DIR) + "/tests/data/seed-configs/";
+
+// Two steps of the built-in run, no sample; one output directory for the whole test so the
+// built-in run's tokenizer is trained once and reused.
+zt::testing::ShellResult train_with(const std::string& config_flags, const fs::path& out,
+                                    const std::string& extra = "") {
+  return sh(zt::testing::zerotrain_binary() + " train " + config_flags + " --max_steps 2 --steps_per_print 1 " +
+            "--eval_batches 1 --samples.tokens 0 --threads 2 --output_dir " + out.string() + " " + extra);
+}
+
+}  // namespace
+
+TEST(TrainBuiltinRun, EverySeedDsConfigTrainsTheBuiltInRun) {
+  const fs::path out = zt::testing::fresh_test_dir("builtin_run_", "ds");
+  struct Case {
+    std::string file, extra, expect;  // expect: a piece of the log the config decides
+  };
+  const Case cases[] = {
+      {"ds_config_debug.json", "", "batch 1 = micro 1 x accumulation 1 x world 1"},
+      {"ds_config_zero3_offload_fp16.json", "", "fp16"},
+      // A global batch of 4096 is 512 micro-batches of 128 tokens here: a smaller one keeps
+      // the ds_config's accumulation of 8.
+      {"ds_config_zero3_large_batch.json", "--train_batch_size 64", "batch 64 = micro 8 x accumulation 8 x world 1"},
+      {"ds_config_nvme.json", "", "batch 8 = micro 4 x accumulation 2 x world 1"},
+      {"ds_config_activation_checkpointing.json", "", "activation checkpointing on"},
+  };
+  for (const Case& c : cases) {
+    const zt::testing::ShellResult r = train_with("--deepspeed " + kSeeds + c.file, out, c.extra);
+    ASSERT_EQ(r.rc, 0) << c.file << ":\n" << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.file << ":\n" << r.out;
+    EXPECT_NE(r.out.find("step      2/2"), std::string::npos) << c.file << ":\n" << r.out;
+    EXPECT_TRUE(fs::exists(out / "final" / "config.json")) << c.file;
+    fs::remove_all(out / "final");
+    fs::remove_all(out / "checkpoints");
+  }
+  fs::remove_all(out);
+}
+
+TEST(TrainBuiltinRun, AnAccelerateYamlAloneTrainsTheBuiltInRun) {
+  const fs::path out = zt::testing::fresh_test_dir("builtin_run_", "acc");
+  const zt::testing::ShellResult r = train_with("--config_file " + kSeeds + "accelerate_deepspeed.yaml", out);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  // The YAML's accumulation of 4 over the built-in run's micro-batch of 16, in fp16.
+  EXPECT_NE(r.out.find("batch 64 = micro 16 x accumulation 4 x world 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fp16"), std::string::npos) << r.out;
+  fs::remove_all(out);
+}
+
+// A conflict the user wrote on the command line is still an error (exit 2).
+TEST(TrainBuiltinRun, ACommandLineValueThatDisagreesWithTheDsConfigIsAnError) {
+  const fs::path out = zt::testing::fresh_test_dir("builtin_run_", "conflict");
+  const zt::testing::ShellResult r =
+      train_with("--deepspeed " + kSeeds + "ds_config_debug.json", out, "--per_device_train_batch_size 4");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("train_micro_batch_size_per_gpu is 1"), std::string::npos) << r.out;
+  fs::remove_all(out);
+}
