@@ -12,7 +12,7 @@
 //     double loss = acc.backward(acc.next_batch());
 //     if (acc.sync_gradients()) {
 //       acc.clip_grad_norm(acc.max_grad_norm());
-//       bool applied = acc.step();    // false: fp16 overflow, step skipped
+//       bool applied = acc.step();    // false: fp16 overflow, step skipped (still a global step)
 //       acc.zero_grad();
 //     }
 //   }
@@ -78,9 +78,10 @@ class Accelerator {
   // The config's clipping threshold (ds_config gradient_clipping / max_grad_norm; 0 = off).
   double max_grad_norm() const;
   // At a boundary: fp16 overflow check and loss-scale update, then (without overflow)
-  // one optimizer update with the scheduled learning rate. Returns whether the weights
-  // were updated: false on overflow (the step is skipped and the schedule does not
-  // advance, as in DeepSpeed) and away from a boundary (nothing happens).
+  // one optimizer update with the scheduled learning rate; either way global_step()
+  // advances by one. Returns whether the weights were updated: false on overflow (the
+  // step is skipped and the schedule does not advance, but it counts as a global step,
+  // as in DeepSpeed) and away from a boundary (nothing happens, no step counted).
   bool step();
   // Clears the gradients at a boundary (after step()); does nothing mid-accumulation.
   void zero_grad();
@@ -88,8 +89,12 @@ class Accelerator {
   // The learning rate of the next update.
   float lr() const;
   float loss_scale() const;  // 1 without fp16
-  int64_t global_step() const;  // optimizer updates applied (skipped steps not counted)
-  int64_t max_steps() const;    // the run's total (max_steps, or from epochs and the data)
+  // Global steps taken, DeepSpeed's global_steps: fp16 steps skipped on overflow count
+  // too, so a loop up to max_steps() takes exactly the steps `zerotrain train` takes.
+  int64_t global_step() const;
+  int64_t optimizer_steps() const;  // updates applied: global_step() - skipped_steps()
+  int64_t skipped_steps() const;    // steps skipped on fp16 overflow
+  int64_t max_steps() const;    // the run's total global steps (max_steps, or from epochs and the data)
   int64_t gradient_accumulation_steps() const;
   const std::string& output_dir() const;  // the config's output_dir (created)
 

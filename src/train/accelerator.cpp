@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "train/run_config.h"
 #include "train/training_run.h"
 
@@ -37,6 +38,13 @@ Accelerator::Accelerator(const train::TrainConfig& config) : impl_(std::make_uni
                          "with `zerotrain train`");
   impl_->run = train::start_training_run(config);
   train::TrainingRun& run = *impl_->run;
+  // The reports of `zerotrain train`'s log; a custom loop prints what it wants.
+  if (run.config.wall_clock_breakdown)
+    ZT_WARN("wall_clock_breakdown: no effect in the Accelerator API (`zerotrain train` prints the per-step times; "
+            "time your own loop)");
+  if (run.config.memory_breakdown)
+    ZT_WARN("memory_breakdown: no effect in the Accelerator API (`zerotrain train` prints it; your loop prints "
+            "what it wants)");
   if (!run.config.resume.empty()) train::load_run_checkpoint(run, run.config.resume);
   impl_->tokens = OwnedTensor({run.micro_batch, run.seq_len}, DType::I32);
   impl_->targets = OwnedTensor({run.micro_batch, run.seq_len}, DType::I32);
@@ -89,9 +97,10 @@ bool Accelerator::step() {
   s.stepped = true;
   // The scale the gradients carry: skip_step() may change it for the next window.
   const float scale = s.run->scaler.scale();
-  if (train::skip_step(*s.run)) return false;
-  train::apply_update(*s.run, train::next_lr(*s.run), s.clip, scale);
-  return true;
+  const bool skipped = train::skip_step(*s.run);
+  if (!skipped) train::apply_update(*s.run, train::next_lr(*s.run), s.clip, scale);
+  train::count_global_step(*s.run);  // a skipped step is a global step too (DeepSpeed)
+  return !skipped;
 }
 
 void Accelerator::zero_grad() {
@@ -104,6 +113,8 @@ void Accelerator::zero_grad() {
 float Accelerator::lr() const { return train::next_lr(*impl_->run); }
 float Accelerator::loss_scale() const { return impl_->run->scaler.scale(); }
 int64_t Accelerator::global_step() const { return impl_->run->step; }
+int64_t Accelerator::optimizer_steps() const { return impl_->run->optimizer->steps_taken(); }
+int64_t Accelerator::skipped_steps() const { return impl_->run->scaler.skipped_steps(); }
 int64_t Accelerator::max_steps() const { return impl_->run->total_steps; }
 int64_t Accelerator::gradient_accumulation_steps() const { return impl_->run->grad_accum; }
 const std::string& Accelerator::output_dir() const { return impl_->run->config.output_dir; }

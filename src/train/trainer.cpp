@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -14,6 +15,7 @@
 #include "model/hf_dir.h"
 #include "train/config_dump.h"
 #include "train/generate.h"
+#include "train/memory_report.h"
 #include "train/metrics.h"
 #include "train/run_config.h"
 #include "train/signals.h"
@@ -52,6 +54,25 @@ void log_memory_plan(TrainingRun& run) {
           " = ", human_bytes(static_cast<double>(m.model_states())));
 }
 
+// The MFU denominator of this run's device and precision.
+PeakFlops run_peak(const TrainConfig& c) {
+  const PeakPrecision p = c.precision == Precision::F32 ? PeakPrecision::F32 : PeakPrecision::Sixteen;
+  if (c.device == "cuda") return peak_flops(ComputeDevice::GPU, cuda::device_info(cuda::current_device()).name, p);
+  return peak_flops(ComputeDevice::CPU, "", p);
+}
+
+// wall_clock_breakdown's numbers: per-step means since the last log line.
+struct StepTimes {
+  double forward_ms = 0, backward_ms = 0, optimizer_ms = 0, comm_ms = 0;
+  json to_json() const { return {{"fwd", forward_ms}, {"bwd", backward_ms}, {"step", optimizer_ms}, {"comm", comm_ms}}; }
+};
+
+StepTimes take_step_times(TrainingRun& run, double comm_seconds, int64_t steps) {
+  const PhaseTimer::Totals t = run.timer->take();
+  const double n = static_cast<double>(std::max<int64_t>(1, steps));
+  return {t.forward_ms / n, t.backward_ms / n, t.optimizer_ms / n, 1e3 * comm_seconds / n};
+}
+
 }  // namespace
 
 TrainResult run_training(const TrainConfig& config) {
@@ -66,7 +87,7 @@ TrainResult run_training(const TrainConfig& config) {
 
   MetricsFile metrics((run.output_dir / "metrics.jsonl").string(), !c.resume.empty());
   const double flops_per_token = mc.flops_per_token(T);
-  const double peak = peak_flops(c.device == "cpu" ? "cpu" : c.device, c.precision != Precision::F32);
+  const PeakFlops peak = run_peak(c);
   ZT_INFO("model: ", mc.model_type, ", ", mc.num_parameters(), " parameters (", mc.num_layers, " layers, width ",
           mc.hidden_size, "), ", precision_name(c.precision),
           c.optimizer.master_weights == zero::MasterWeights::None ? " (no master weights: bf16 optimizer state)" : "",
@@ -77,14 +98,18 @@ TrainResult run_training(const TrainConfig& config) {
           run.schedule->describe());
   log_memory_plan(run);
   ZT_INFO(cpu_description(), ", ", num_threads(), " threads per rank");
+  if (peak.known()) {
+    ZT_INFO("MFU against ", peak.describe());
+  } else if (run.is_main_rank()) {
+    ZT_WARN(peak.describe());
+  }
 
-  // What the configured ZeRO features do in this process, said plainly.
-  if (c.zero.stage > 0 && run.world_size() == 1)
-    ZT_INFO("zero_optimization.stage ", c.zero.stage,
-            " with one process: every partition is the whole model (nothing to shard across)");
-  if (c.zero.offload_optimizer != OffloadDevice::None || c.zero.offload_param != OffloadDevice::None)
-    ZT_INFO("offload_optimizer/offload_param: on the CPU device parameters and optimizer state already live in "
-            "host memory; NVMe offload is not implemented yet and runs from memory");
+  const bool main_rank = run.is_main_rank();
+  if (c.wall_clock_breakdown && main_rank) enable_phase_timing(run);  // rank 0 prints it
+  if (c.memory_breakdown && main_rank) {
+    std::printf("%s\n", memory_breakdown(run).line().c_str());
+    std::fflush(stdout);
+  }
 
   StopSignals signals;
   OwnedTensor tok({B, T}, DType::I32), tgt({B, T}, DType::I32);
@@ -93,7 +118,8 @@ TrainResult run_training(const TrainConfig& config) {
 
   auto t_last = std::chrono::steady_clock::now();
   int64_t tokens_since_log = 0, steps_since_log = 0;
-  const bool main_rank = run.is_main_rank();
+  // Every iteration is one global step, applied or skipped on fp16 overflow (DeepSpeed's
+  // global_steps), so max_steps counts skipped steps and step numbers never repeat.
   while (step < total_steps) {
     zero_grads(run);
     double loss_sum = 0;
@@ -105,17 +131,19 @@ TrainResult run_training(const TrainConfig& config) {
     }
     const double loss = mean_over_ranks(run, loss_sum / static_cast<double>(gas));
 
+    if (run.timer) run.timer->mark(Phase::Optimizer);
     const StepCheck check = check_step(run, scale);
     const bool skip = check.skipped;
     double grad_norm = std::nan("");
-    const float lr = next_lr(run);
+    const float lr = next_lr(run);  // a skipped step leaves the schedule where it is
     if (!skip) {
       grad_norm = check.unscaled_grad_norm;
       apply_update(run, lr, clip_coefficient(grad_norm, c.gradient_clipping), scale);
-      result.losses.push_back(loss);
-    } else {
-      result.skipped_steps = run.scaler.skipped_steps();
     }
+    count_global_step(run);
+    if (run.timer) run.timer->mark(Phase::Other);
+    result.losses.push_back(loss);
+    const int64_t skipped_so_far = run.scaler.skipped_steps();
 
     const bool last = step >= total_steps;
     ++steps_since_log;
@@ -125,40 +153,68 @@ TrainResult run_training(const TrainConfig& config) {
       t_last = now;
       const double tps = static_cast<double>(tokens_since_log) / secs;
       tokens_since_log = 0;
-      const double mfu = tps * flops_per_token / peak;
+      const double mfu = peak.known() ? tps * flops_per_token / peak.flops : std::nan("");
       const MemoryUsage mem = host_memory();
       // Bytes this rank moved through collectives per step (ring-algorithm accounting).
-      const double comm_per_step = run.engine->comm_volume().total() / static_cast<double>(steps_since_log);
+      const zero::CommVolume volume = run.engine->comm_volume();
+      const double comm_per_step = volume.total() / static_cast<double>(steps_since_log);
       run.engine->reset_comm_volume();
-      steps_since_log = 0;
       const std::string comm = run.world_size() > 1 ? " | comm " + human_bytes(comm_per_step) + "/step" : "";
       const std::string gpu =
           cuda::initialized() ? " | gpu peak " + human_bytes(static_cast<double>(cuda::peak_bytes())) : "";
-      std::printf("step %6lld/%lld | loss %.4f | lr %.3e | grad norm %7.4f | scale %g | %8.0f tok/s | MFU %5.1f%% | "
-                  "mem %s%s%s%s\n",
+      char mfu_text[16];
+      std::snprintf(mfu_text, sizeof mfu_text, peak.known() ? "%5.1f%%" : "  n/a", 100.0 * mfu);
+      std::printf("step %6lld/%lld | loss %.4f | lr %.3e | grad norm %7.4f | scale %g | %8.0f tok/s | MFU %s | "
+                  "mem %s%s%s",
                   static_cast<long long>(step), static_cast<long long>(total_steps), loss, lr, grad_norm, scale, tps,
-                  100.0 * mfu, human_bytes(static_cast<double>(mem.rss_bytes)).c_str(), gpu.c_str(), comm.c_str(),
-                  skip ? " | overflow: step skipped" : "");
+                  mfu_text, human_bytes(static_cast<double>(mem.rss_bytes)).c_str(), gpu.c_str(), comm.c_str());
+      if (skip) std::printf(" | overflow: skipped (%lld so far)", static_cast<long long>(skipped_so_far));
+      std::printf("\n");
+      json record = {{"step", step},
+                     {"loss", loss},
+                     {"lr", lr},
+                     {"grad_norm", std::isnan(grad_norm) ? json(nullptr) : json(grad_norm)},
+                     {"loss_scale", scale},
+                     {"tokens_per_s", tps},
+                     {"mfu", peak.known() ? json(mfu) : json(nullptr)},
+                     {"rss_bytes", mem.rss_bytes},
+                     {"comm_bytes_per_step", comm_per_step},
+                     {"skipped", skip},
+                     {"skipped_steps", skipped_so_far},
+                     {"gpu_peak_bytes", cuda::initialized() ? json(cuda::peak_bytes()) : json(nullptr)}};
+      if (run.timer) {
+        // DeepSpeed's wall_clock_breakdown line; comm is the host time blocked in the
+        // engine's collectives, inside the phases it happened in.
+        const StepTimes t = take_step_times(run, volume.wait_seconds, steps_since_log);
+        std::printf("time (ms/step, mean of %lld) | fwd: %.2f | bwd: %.2f | step: %.2f | comm: %.2f\n",
+                    static_cast<long long>(steps_since_log), t.forward_ms, t.backward_ms, t.optimizer_ms, t.comm_ms);
+        record["time_ms"] = t.to_json();
+      }
+      if (c.memory_breakdown) {
+        const MemoryBreakdown mb = memory_breakdown(run);
+        std::printf("%s\n", mb.line().c_str());
+        record["memory"] = mb.to_json();
+      }
       std::fflush(stdout);
-      metrics.write({{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", std::isnan(grad_norm) ? json(nullptr) : json(grad_norm)},
-                     {"loss_scale", scale}, {"tokens_per_s", tps}, {"mfu", mfu}, {"rss_bytes", mem.rss_bytes},
-                     {"comm_bytes_per_step", comm_per_step}, {"skipped", skip},
-                     {"gpu_peak_bytes", cuda::initialized() ? json(cuda::peak_bytes()) : json(nullptr)}});
+      steps_since_log = 0;
+      metrics.write(record);
     }
-    if (!skip && ((c.eval_interval > 0 && step % c.eval_interval == 0) || last)) {
+    // Evaluation and checkpoints follow the global step, skipped or not: a skipped step
+    // leaves a consistent state (weights as before; scaler and counters advanced).
+    if ((c.eval_interval > 0 && step % c.eval_interval == 0) || last) {
       const double vl = validation_loss(run, c.eval_batches);
       if (!std::isnan(vl) && main_rank) {
         result.final_val_loss = vl;
         std::printf("step %6lld/%lld | val loss %.4f | val ppl %.2f\n", static_cast<long long>(step),
                     static_cast<long long>(total_steps), vl, std::exp(vl));
         std::fflush(stdout);
-        metrics.write({{"step", step}, {"val_loss", vl}, {"val_ppl", std::exp(vl)}});
+        metrics.write({{"step", step}, {"val_loss", vl}, {"val_ppl", std::exp(vl)}, {"skipped", skip}});
       }
     }
     maybe_kill_for_test(run);
     // Every rank stops at the same step (a signal may reach only some of them).
     const bool stop = dist::any_rank(*run.comm, signals.requested());
-    if (!skip && ((c.save_interval > 0 && step % c.save_interval == 0) || last || stop)) save();
+    if ((c.save_interval > 0 && step % c.save_interval == 0) || last || stop) save();
     if (stop) {
       std::printf("received signal %d: saved %s at step %lld; resume with --resume latest\n", signals.signal(),
                   result.last_checkpoint.c_str(), static_cast<long long>(step));
@@ -168,6 +224,7 @@ TrainResult run_training(const TrainConfig& config) {
   }
   result.steps = step;
   result.skipped_steps = run.scaler.skipped_steps();
+  result.optimizer_steps = run.optimizer->steps_taken();
 
   // ZeRO-3 writes a full model only with stage3_gather_16bit_weights_on_model_save, as
   // DeepSpeed does; the checkpoint then is the result (zerotrain consolidate).

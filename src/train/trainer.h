@@ -14,9 +14,10 @@
 namespace zt::train {
 
 struct TrainResult {
-  int64_t steps = 0;            // optimizer steps taken (skipped fp16 steps not counted)
-  int64_t skipped_steps = 0;
-  std::vector<double> losses;   // training loss of each step run in this process
+  int64_t steps = 0;            // global steps (DeepSpeed's global_steps: skipped fp16 steps count)
+  int64_t skipped_steps = 0;    // of those, skipped on fp16 overflow (no update, no lr step)
+  int64_t optimizer_steps = 0;  // updates applied: steps - skipped_steps
+  std::vector<double> losses;   // training loss of each global step run in this process
   double final_val_loss = 0;
   std::string final_model_dir;  // HF directory written at the end
   std::string last_checkpoint;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +13,7 @@
 #include "dist/world.h"
 #include "model/config.h"
 #include "train/checkpoint.h"
+#include "train/inert_keys.h"
 #include "train/run_config.h"
 
 namespace zt::train {
@@ -26,8 +28,17 @@ std::unique_ptr<LrSchedule> make_schedule(const TrainConfig& c, int64_t total_st
                           total_steps);
 }
 
-zero::ZeroOptions zero_options(const ZeroSection& z) {
+std::optional<DType> communication_dtype(const std::string& name) {
+  if (name == "fp32") return DType::F32;
+  if (name == "bf16") return DType::BF16;
+  if (name == "fp16") return DType::F16;
+  return std::nullopt;  // "": the gradients' dtype (ds_config.cpp validated the name)
+}
+
+zero::ZeroOptions zero_options(const TrainConfig& c) {
+  const ZeroSection& z = c.zero;
   zero::ZeroOptions o;
+  o.communication_dtype = communication_dtype(c.communication_data_type);
   o.stage = z.stage;
   o.overlap_comm = z.overlap_comm ? zero::OverlapComm::On : zero::OverlapComm::Off;
   o.reduce_bucket_size = z.reduce_bucket_size;
@@ -58,7 +69,11 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
                    " -- zerotrain train ...` (or mpirun -np ", c.world_size, "), or set num_processes to match");
   // One voice: rank 0 logs; the other ranks report only warnings and errors.
   if (run->comm->rank() != 0 && log_level() < LogLevel::Warn) set_log_level(LogLevel::Warn);
-  for (const std::string& w : c.warnings) ZT_WARN(w);
+  // Every rank has the same config: one copy of its warnings (rank 0's).
+  if (run->comm->rank() == 0) {
+    for (const std::string& w : c.warnings) ZT_WARN(w);
+    for (const std::string& w : inert_key_warnings(c, run->comm->size())) ZT_WARN(w);
+  }
   run->output_dir = c.output_dir;
   std::error_code ec;
   fs::create_directories(run->output_dir, ec);
@@ -105,7 +120,7 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   // The ZeRO engine shards the model (stage 3: slice by slice into a model built without
   // parameters), then the optimizer is built over this rank's partitions.
   run->engine = std::make_unique<zero::ZeroEngine>(
-      model.registry(), run->device_comm ? *run->device_comm : *run->comm, zero_options(c.zero), run->comm.get());
+      model.registry(), run->device_comm ? *run->device_comm : *run->comm, zero_options(c), run->comm.get());
   if (run->setup.fill_slice) {
     run->engine->shard_model_from_slices(run->setup.fill_slice);
   } else {
@@ -221,9 +236,22 @@ std::string save_run_checkpoint(TrainingRun& run, const std::string& root) {
   return dir;
 }
 
+void enable_phase_timing(TrainingRun& run) {
+  if (run.timer) return;
+  run.timer = std::make_unique<PhaseTimer>(run.model().options().device);
+  run.phase_hooks = std::make_unique<PhaseHooks>(*run.engine, *run.timer);
+  run.model().set_hooks(run.phase_hooks.get());
+}
+
+bool checks_overflow(const TrainingRun& run) {
+  return run.scaler.config().enabled ||
+         (run.config.precision == Precision::BF16 && run.config.bf16_check_grad_overflow);
+}
+
 double forward_backward_micro(TrainingRun& run, const Tensor& tokens, const Tensor& targets, float loss_scale,
                               bool last) {
   model::Transformer& model = run.model();
+  if (run.timer) run.timer->mark(Phase::Forward);
   // Each rank draws its own dropout masks (rank 0's are the single-process ones).
   model.set_dropout_seed(run.config.seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(run.rank())),
                          static_cast<uint64_t>(run.micro_steps));
@@ -232,6 +260,7 @@ double forward_backward_micro(TrainingRun& run, const Tensor& tokens, const Tens
   const auto r = model.forward_backward(
       tokens, targets, loss_scale / static_cast<float>(count * run.grad_accum * run.world_size()));
   run.engine->end_micro_batch();
+  if (run.timer) run.timer->mark(Phase::Other);
   ++run.micro_steps;
   return r.loss_sum / static_cast<double>(count);
 }
@@ -243,14 +272,14 @@ double mean_over_ranks(TrainingRun& run, double value) {
 }
 
 bool skip_step(TrainingRun& run) {
-  const bool overflow = run.scaler.config().enabled && !run.engine->grads_finite();
+  const bool overflow = checks_overflow(run) && !run.engine->grads_finite();
   return run.scaler.update(overflow);
 }
 
 StepCheck check_step(TrainingRun& run, float loss_scale) {
   StepCheck c;
   const double norm = run.engine->grad_norm();
-  c.skipped = run.scaler.update(run.scaler.config().enabled && !std::isfinite(norm));
+  c.skipped = run.scaler.update(checks_overflow(run) && !std::isfinite(norm));
   c.unscaled_grad_norm = norm / loss_scale;
   return c;
 }
@@ -271,8 +300,9 @@ void apply_update(TrainingRun& run, float lr, float clip, float loss_scale) {
     run.optimizer->set_betas(betas->first, betas->second);
   run.optimizer->step(lr, clip / loss_scale);
   run.engine->after_optimizer_step();
-  ++run.step;
 }
+
+void count_global_step(TrainingRun& run) { ++run.step; }
 
 double validation_loss(TrainingRun& run, int64_t batches) {
   if (run.data.val_shards.empty() || batches <= 0) return std::nan("");

@@ -17,6 +17,7 @@
 #include "train/data_setup.h"
 #include "train/lr_schedule.h"
 #include "train/model_setup.h"
+#include "train/step_timer.h"
 #include "zero/engine.h"
 #include "zero/loss_scaler.h"
 #include "zero/optimizer.h"
@@ -37,13 +38,19 @@ struct TrainingRun {
   DataSetup data;
   int64_t micro_batch = 0, seq_len = 0, grad_accum = 0;
   int64_t windows = 0;      // training windows per epoch
-  int64_t total_steps = 0;  // optimizer steps the run takes
+  int64_t total_steps = 0;  // global steps the run takes (fp16-skipped ones included)
   std::unique_ptr<io::BatchLoader> loader;
   std::unique_ptr<zero::Optimizer> optimizer;
   std::unique_ptr<LrSchedule> schedule;
   zero::LossScaler scaler;
-  int64_t step = 0;         // optimizer steps applied
+  // Global steps taken, DeepSpeed's global_steps: an fp16 step skipped on overflow counts
+  // too (the optimizer's steps_taken() and the scaler's skipped_steps() tell them apart).
+  int64_t step = 0;
   int64_t micro_steps = 0;  // forward/backward passes taken (seeds dropout)
+  // wall_clock_breakdown (enable_phase_timing): the phase marks and the hooks that put
+  // the forward/backward boundary in front of the engine's. Null when off.
+  std::unique_ptr<PhaseTimer> timer;
+  std::unique_ptr<PhaseHooks> phase_hooks;
 
   model::Transformer& model() const { return *setup.model; }
   int rank() const { return comm->rank(); }
@@ -59,6 +66,14 @@ struct TrainingRun {
 // and puts the model in train mode with the configured activation checkpointing.
 // Does not resume (load_run_checkpoint does). BadInput names what does not fit.
 std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config);
+
+// Times the steps' phases from now on (run.timer; the model's hooks become PhaseHooks
+// over the engine). Timing reads clocks or queues events only: the numbers are the same.
+void enable_phase_timing(TrainingRun& run);
+
+// Whether a step's gradients are checked for inf/nan (and the step skipped on one): fp16
+// (the loss scaler), and bf16 with bf16.check_grad_overflow (DeepSpeed 0.19+'s default).
+bool checks_overflow(const TrainingRun& run);
 
 // Loads weights, optimizer state, step counters, data position and loss scaler from a
 // checkpoint directory, or from "latest" of the run's checkpoints/ ("latest"), or of a
@@ -89,7 +104,9 @@ void zero_grads(TrainingRun& run);
 //   unscaled_grad_norm  global norm of the gradients divided by the loss scale
 //   clip_coefficient    max_norm / (norm + 1e-6) when the norm exceeds max_norm > 0, else 1
 //   apply_update        scheduled betas, optimizer step with gradients multiplied by
-//                       clip / loss_scale, step + 1
+//                       clip / loss_scale (not on a skipped step)
+//   count_global_step   step + 1, whether the update was applied or skipped (DeepSpeed:
+//                       global_steps += 1 either way, skipped_steps += 1 on overflow)
 bool skip_step(TrainingRun& run);
 // skip_step and unscaled_grad_norm from one pass over the gradients (one host wait): the
 // global norm is inf/nan exactly when some gradient element is (the sum of squares
@@ -103,6 +120,7 @@ float next_lr(const TrainingRun& run);
 double unscaled_grad_norm(TrainingRun& run, float loss_scale);
 float clip_coefficient(double grad_norm, double max_norm);
 void apply_update(TrainingRun& run, float lr, float clip, float loss_scale);
+void count_global_step(TrainingRun& run);
 
 // Mean loss over `batches` validation micro-batches (at most one epoch), always from the
 // start of the validation order so evaluations are comparable; NaN without validation

@@ -41,12 +41,13 @@ std::string weight_bytes(model::Transformer& m) {
 }
 
 struct LoopResult {
-  std::vector<double> losses;  // of applied steps
+  std::vector<double> losses;  // of every global step, applied or skipped
   int64_t skipped = 0;
 };
 
 // The Accelerate pattern: step() and zero_grad() after every micro-batch (no-ops
-// mid-accumulation), until `until` optimizer steps. `at_step(n)` runs after step n.
+// mid-accumulation), until `until` global steps (skipped fp16 steps count, as in
+// run_training). `at_step(n)` runs after step n.
 template <class AtStep>
 LoopResult custom_loop(Accelerator& acc, int64_t until, AtStep at_step) {
   LoopResult r;
@@ -59,18 +60,16 @@ LoopResult custom_loop(Accelerator& acc, int64_t until, AtStep at_step) {
       continue;
     }
     acc.clip_grad_norm(acc.max_grad_norm());
-    const int64_t before = acc.global_step();
+    const int64_t before = acc.global_step(), updates = acc.optimizer_steps();
     const bool applied = acc.step();
-    EXPECT_EQ(acc.global_step(), before + (applied ? 1 : 0));
+    EXPECT_EQ(acc.global_step(), before + 1) << "a skipped step is a global step too";
+    EXPECT_EQ(acc.optimizer_steps(), updates + (applied ? 1 : 0));
     EXPECT_FALSE(acc.step()) << "a second step() in one accumulation window";
+    EXPECT_EQ(acc.global_step(), before + 1);
     acc.zero_grad();
-    const double loss = loss_sum / static_cast<double>(acc.gradient_accumulation_steps());
+    r.losses.push_back(loss_sum / static_cast<double>(acc.gradient_accumulation_steps()));
     loss_sum = 0;
-    if (!applied) {
-      ++r.skipped;
-      continue;
-    }
-    r.losses.push_back(loss);
+    r.skipped += !applied;
     at_step(acc.global_step());
   }
   return r;
@@ -128,30 +127,41 @@ TEST(Accelerator, SaveStateMidAccumulationIsAnError) {
 }
 
 TEST(Accelerator, Fp16OverflowSkipsTheStepLikeRunTraining) {
-  // A loss scale of 2^24 overflows this run's fp16 gradients (2^18 fits): steps are
-  // skipped, the scale halving once the hysteresis is used up, until it fits.
-  const std::vector<std::string> fp16{"--fp16", "true", "--fp16.initial_scale_power", "24", "--max_steps", "2"};
+  // A loss scale of 2^18 overflows this run's fp16 gradients (2^17 fits): steps are
+  // skipped, the scale halving once the hysteresis is used up, until it fits. A skipped
+  // step is a global step in both loops (DeepSpeed's global_steps).
+  const std::vector<std::string> fp16{"--fp16", "true", "--fp16.initial_scale_power", "18", "--max_steps", "6"};
   const fs::path a = temp_dir("fp16_trainer"), b = temp_dir("fp16_api");
   const train::TrainResult full = train::run_training(small_run(a, fp16));
-  ASSERT_GT(full.skipped_steps, 0);
+  ASSERT_GT(full.skipped_steps, 1);
+  ASSERT_LT(full.skipped_steps, 6) << "the run must also apply updates";
 
   Accelerator acc(small_run(b, fp16));
-  EXPECT_EQ(acc.loss_scale(), std::ldexp(1.0f, 24));
+  EXPECT_EQ(acc.loss_scale(), std::ldexp(1.0f, 18));
   const std::string before = weight_bytes(acc.model());
-  acc.backward(acc.next_batch());
-  acc.backward(acc.next_batch());
+  double first_loss = acc.backward(acc.next_batch());
+  first_loss += acc.backward(acc.next_batch());
   ASSERT_TRUE(acc.sync_gradients());
   EXPECT_FALSE(std::isfinite(acc.clip_grad_norm(acc.max_grad_norm())));
   EXPECT_FALSE(acc.step());
   acc.zero_grad();
-  EXPECT_EQ(acc.global_step(), 0);
+  EXPECT_EQ(acc.global_step(), 1);
+  EXPECT_EQ(acc.optimizer_steps(), 0);
+  EXPECT_EQ(acc.skipped_steps(), 1);
   EXPECT_EQ(weight_bytes(acc.model()), before) << "a skipped step changed the weights";
 
-  const LoopResult r = custom_loop(acc, 2, [](int64_t) {});
+  const LoopResult r = custom_loop(acc, acc.max_steps(), [](int64_t) {});
+  EXPECT_EQ(acc.global_step(), 6);
   EXPECT_EQ(r.skipped + 1, full.skipped_steps);
-  ASSERT_EQ(r.losses.size(), full.losses.size());
-  for (size_t i = 0; i < r.losses.size(); ++i) EXPECT_EQ(r.losses[i], full.losses[i]) << "step " << i + 1;
-  EXPECT_LT(acc.loss_scale(), std::ldexp(1.0f, 24));
+  EXPECT_EQ(acc.skipped_steps(), full.skipped_steps);
+  EXPECT_EQ(acc.optimizer_steps(), full.optimizer_steps);
+  std::vector<double> losses{first_loss / 2.0};
+  losses.insert(losses.end(), r.losses.begin(), r.losses.end());
+  ASSERT_EQ(losses.size(), full.losses.size());
+  for (size_t i = 0; i < losses.size(); ++i) EXPECT_EQ(losses[i], full.losses[i]) << "step " << i + 1;
+  EXPECT_LT(acc.loss_scale(), std::ldexp(1.0f, 18));
+  acc.save_pretrained((b / "final").string());
+  EXPECT_EQ(file_bytes(b / "final" / "model.safetensors"), file_bytes(fs::path(full.final_model_dir) / "model.safetensors"));
   fs::remove_all(a);
   fs::remove_all(b);
 }

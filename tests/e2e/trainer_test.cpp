@@ -17,6 +17,7 @@
 #include "common/temp_dir.h"
 #include "io/safetensors.h"
 #include "model/hf_dir.h"
+#include "train/lr_schedule.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
 
@@ -70,36 +71,166 @@ TEST(Trainer, Fp16RunsWithTheDynamicLossScaler) {
   fs::remove_all(a);
 }
 
-// A loss scale so large that the scaled gradients' sum of squares overflows: those steps are
-// skipped (no optimizer or lr step, grad_norm null in metrics.jsonl), the scale halves on
-// each (hysteresis 1) until steps go through, and the run still takes max_steps steps.
-TEST(Trainer, Fp16OverflowSkipsStepsAndHalvesTheScale) {
-  const fs::path a = temp_dir("fp16_overflow");
-  const train::TrainResult r = train::run_training(small_run(
-      a, {"--fp16", "true", "--fp16.initial_scale_power", "21", "--fp16.hysteresis", "1", "--max_steps", "3",
-          "--steps_per_print", "1"}));
-  EXPECT_EQ(r.steps, 3);
-  EXPECT_GE(r.skipped_steps, 1);
-  for (double l : r.losses) EXPECT_TRUE(std::isfinite(l));
-  std::ifstream metrics(a / "run" / "metrics.jsonl");
-  int skipped = 0, taken = 0;
-  double last_scale = 0;
+namespace {
+
+// The metrics.jsonl records of training steps (those with a loss scale), in order.
+std::vector<nlohmann::json> step_records(const fs::path& run_dir) {
+  std::vector<nlohmann::json> out;
+  std::ifstream metrics(run_dir / "metrics.jsonl");
   for (std::string line; std::getline(metrics, line);) {
-    const nlohmann::json j = nlohmann::json::parse(line);
-    if (!j.contains("loss_scale")) continue;
-    const bool skip = j.at("skipped").get<bool>();
-    skipped += skip;
-    taken += !skip;
-    EXPECT_EQ(j.at("grad_norm").is_null(), skip) << line;
-    if (!skip) {
-      EXPECT_TRUE(std::isfinite(j.at("grad_norm").get<double>())) << line;
-    }
-    last_scale = j.at("loss_scale").get<double>();
+    nlohmann::json j = nlohmann::json::parse(line);
+    EXPECT_TRUE(j.contains("skipped") && j.at("skipped").is_boolean()) << "every record says skipped: " << line;
+    if (j.contains("loss_scale")) out.push_back(std::move(j));
   }
-  EXPECT_EQ(skipped, r.skipped_steps);
-  EXPECT_EQ(taken, 3);
-  EXPECT_LT(last_scale, std::ldexp(1.0, 21));
+  return out;
+}
+
+size_t count_of(const std::string& text, const std::string& piece) {
+  size_t n = 0;
+  for (size_t at = text.find(piece); at != std::string::npos; at = text.find(piece, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+// DeepSpeed's skipped-step semantics. A loss scale of 2^21 overflows this run's fp16
+// gradients (the scaled sum of squares): with hysteresis 1 the scale halves on every
+// overflow, and a later batch may overflow again. Each skipped step is still a global step
+// (global_steps += 1 and skipped_steps += 1): the run takes exactly max_steps steps, N of
+// them skipped, max_steps - N optimizer updates and LR-schedule steps; step numbers never
+// repeat; checkpoints and evaluation follow the global step even on a skipped step, and a
+// run resumed from a checkpoint saved at a skipped step continues bitwise identically.
+TEST(Trainer, Fp16OverflowSkippedStepsCountAsGlobalSteps) {
+  const fs::path a = temp_dir("fp16_overflow"), b = temp_dir("fp16_overflow_resumed");
+  const int kPower = 21;
+  const std::vector<std::string> fp16{"--fp16", "true", "--fp16.initial_scale_power", std::to_string(kPower),
+                                      "--fp16.hysteresis", "1"};
+  ::testing::internal::CaptureStdout();
+  const train::TrainResult r = train::run_training(small_run(a, fp16));
+  const std::string log = ::testing::internal::GetCapturedStdout();
+  const int64_t N = r.skipped_steps;
+  ASSERT_EQ(r.steps, 6) << log;
+  ASSERT_GE(N, 3) << log;
+  ASSERT_LT(N, 6) << log;
+  EXPECT_EQ(r.optimizer_steps, 6 - N);
+  ASSERT_EQ(r.losses.size(), 6u);
+  for (double l : r.losses) EXPECT_TRUE(std::isfinite(l));
+
+  // One record per global step, numbered 1..6 (with this data: steps 1-3 and 5 skipped);
+  // the scale halves after each skip and holds after an applied step; grad_norm is null
+  // exactly on skipped steps.
+  const std::vector<nlohmann::json> rec = step_records(a / "run");
+  ASSERT_EQ(rec.size(), 6u);
+  ASSERT_TRUE(rec[2].at("skipped").get<bool>()) << "the test needs step 3 (a checkpoint step) skipped:\n" << log;
+  const std::unique_ptr<train::LrSchedule> schedule = train::make_hf_schedule("cosine", 3.0e-3f, 2, 6);
+  int64_t applied = 0, skipped = 0, applied_by_3 = 0;
+  double scale = std::ldexp(1.0, kPower);
+  for (size_t i = 0; i < rec.size(); ++i) {
+    const nlohmann::json& j = rec[i];
+    const bool skip = j.at("skipped").get<bool>();
+    EXPECT_EQ(j.at("step").get<int64_t>(), static_cast<int64_t>(i) + 1);
+    EXPECT_EQ(j.at("grad_norm").is_null(), skip) << j;
+    EXPECT_EQ(j.at("loss_scale").get<double>(), scale) << j;
+    // The lr of a step is the schedule at the updates applied before it: skipped steps do
+    // not advance it.
+    EXPECT_FLOAT_EQ(j.at("lr").get<float>(), schedule->lr(applied)) << j;
+    applied += !skip;
+    skipped += skip;
+    EXPECT_EQ(j.at("skipped_steps").get<int64_t>(), skipped) << j;
+    if (skip) scale /= 2;
+    if (i == 2) applied_by_3 = applied;
+  }
+  EXPECT_EQ(skipped, N);
+  EXPECT_EQ(applied, 6 - N);
+
+  // The log: each step line once, the skipped ones counting.
+  for (int s = 1; s <= 6; ++s) EXPECT_EQ(count_of(log, "step      " + std::to_string(s) + "/6 | loss"), 1u) << log;
+  for (int64_t k = 1; k <= N; ++k)
+    EXPECT_EQ(count_of(log, "overflow: skipped (" + std::to_string(k) + " so far)"), 1u) << log;
+  EXPECT_EQ(count_of(log, "skipped ("), static_cast<size_t>(N)) << log;
+
+  // Checkpoints at the save_interval steps (3 was skipped) and the final model, and the
+  // counters they hold: global step, optimizer steps, skipped steps.
+  const fs::path step3 = a / "run" / "checkpoints" / "global_step3";
+  ASSERT_TRUE(fs::exists(step3 / "manifest.json"));
+  ASSERT_TRUE(fs::exists(a / "run" / "checkpoints" / "global_step6" / "manifest.json"));
+  EXPECT_TRUE(fs::exists(fs::path(r.final_model_dir) / "model.safetensors"));
+  const nlohmann::json m3 = nlohmann::json::parse(file_bytes(step3 / "manifest.json"));
+  EXPECT_EQ(m3.at("step").get<int64_t>(), 3);
+  EXPECT_EQ(m3.at("extra").at("optimizer_steps").get<int64_t>(), applied_by_3);
+  EXPECT_EQ(m3.at("loss_scaler").at("skipped_steps").get<int64_t>(), 3 - applied_by_3);
+
+  // Resumed at the skipped step 3: the same steps 4..6, bit for bit.
+  const train::TrainResult resumed = train::run_training(small_run(b, [&] {
+    std::vector<std::string> v = fp16;
+    v.insert(v.end(), {"--resume", step3.string()});
+    return v;
+  }()));
+  EXPECT_EQ(resumed.steps, 6);
+  EXPECT_EQ(resumed.skipped_steps, N);
+  EXPECT_EQ(resumed.optimizer_steps, 6 - N);
+  ASSERT_EQ(resumed.losses.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(resumed.losses[i], r.losses[3 + i]) << "step " << 4 + i;
+  EXPECT_EQ(file_bytes(fs::path(r.final_model_dir) / "model.safetensors"),
+            file_bytes(fs::path(resumed.final_model_dir) / "model.safetensors"));
   fs::remove_all(a);
+  fs::remove_all(b);
+}
+
+// wall_clock_breakdown and memory_breakdown act: the log gets DeepSpeed's per-step
+// `time (ms) | fwd | bwd | step` line and a memory-by-category line at every log step
+// (and memory once at the start), and metrics.jsonl records carry the same numbers.
+// Accepted keys that do nothing here (ZeRO stage 2 and communication_data_type with one
+// process) say so once each. Timing does not change the numbers.
+TEST(Trainer, WallClockAndMemoryBreakdownsAreReported) {
+  const fs::path a = temp_dir("breakdown"), b = temp_dir("breakdown_off");
+  const std::vector<std::string> common{"--max_steps", "2", "--zero_optimization.stage", "2",
+                                        "--communication_data_type", "bf16"};
+  std::vector<std::string> on = common;
+  on.insert(on.end(), {"--wall_clock_breakdown", "true", "--memory_breakdown", "true"});
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  const train::TrainResult r = train::run_training(small_run(a, on));
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  const std::string log = out + err;
+  ASSERT_EQ(r.steps, 2);
+  EXPECT_EQ(count_of(log, "time (ms/step, mean of 1) | fwd: "), 2u) << log;
+  EXPECT_EQ(count_of(log, " | bwd: "), 2u) << log;
+  EXPECT_EQ(count_of(log, " | step: "), 2u) << log;
+  EXPECT_EQ(count_of(log, " | comm: "), 2u) << log;
+  EXPECT_EQ(count_of(log, "memory | parameters "), 3u) << "at the start and at both log steps:\n" << log;
+  for (const char* part : {" | gradients ", " | optimizer state ", " | activations and other, peak ", " | host RSS "})
+    EXPECT_EQ(count_of(log, part), 3u) << part << "\n" << log;
+  EXPECT_EQ(count_of(log, "zero_optimization.stage 2: accepted but has no effect here"), 1u) << log;
+  EXPECT_EQ(count_of(log, "communication_data_type: accepted but has no effect here"), 1u) << log;
+  EXPECT_NE(log.find("MFU against "), std::string::npos) << log;
+  EXPECT_NE(log.find("(CPU: "), std::string::npos) << log;
+
+  const std::vector<nlohmann::json> rec = step_records(a / "run");
+  ASSERT_EQ(rec.size(), 2u);
+  for (const nlohmann::json& j : rec) {
+    const nlohmann::json& t = j.at("time_ms");
+    for (const char* k : {"fwd", "bwd", "step", "comm"}) EXPECT_GE(t.at(k).get<double>(), 0.0) << j;
+    EXPECT_GT(t.at("fwd").get<double>(), 0.0) << j;
+    EXPECT_GT(t.at("bwd").get<double>(), 0.0) << j;
+    EXPECT_GT(t.at("step").get<double>(), 0.0) << j;
+    const nlohmann::json& m = j.at("memory");
+    EXPECT_GT(m.at("params_bytes").get<int64_t>(), 0) << j;
+    EXPECT_GT(m.at("grads_bytes").get<int64_t>(), 0) << j;
+    EXPECT_GT(m.at("optimizer_bytes").get<int64_t>(), 0) << j;
+    EXPECT_GT(m.at("host_peak_rss_bytes").get<int64_t>(), 0) << j;
+  }
+  // Off: no reports, and the same losses bit for bit.
+  ::testing::internal::CaptureStdout();
+  const train::TrainResult off = train::run_training(small_run(b, common));
+  const std::string off_log = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(off_log.find("time (ms"), std::string::npos) << off_log;
+  EXPECT_EQ(off_log.find("memory | "), std::string::npos) << off_log;
+  EXPECT_FALSE(step_records(b / "run").at(0).contains("time_ms"));
+  EXPECT_EQ(off.losses, r.losses);
+  fs::remove_all(a);
+  fs::remove_all(b);
 }
 
 TEST(Trainer, SigintSavesACheckpointAndExitsZero) {
