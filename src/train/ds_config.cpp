@@ -208,7 +208,9 @@ void parse_misc(const json& doc, const Where& top, DsConfig& ds) {
   ds.dataloader_drop_last = read_bool(doc, "dataloader_drop_last", top, false).value;
   read_bool(doc, "zero_allow_untested_optimizer", top, false);
   read_bool(doc, "zero_force_ds_cpu_optimizer", top, true);
-  read_bool(doc, "dump_state", top, false);
+  if (read_bool(doc, "dump_state", top, false).value)
+    ds.warnings.push_back(top.key("dump_state").str() + ": accepted but has no effect (`zerotrain config check` prints "
+                          "the resolved config)");
   const std::vector<std::string> dtypes = {"fp16", "bf16", "fp32"};
   auto check_dtype = [&](const std::string& v, const Where& w) {
     if (!v.empty() && std::find(dtypes.begin(), dtypes.end(), v) == dtypes.end())
@@ -229,7 +231,9 @@ void parse_misc(const json& doc, const Where& top, DsConfig& ds) {
     if (lower(tv) != "ignore" && lower(tv) != "warn" && lower(tv) != "fail")
       ZT_THROW_INPUT(w.key("tag_validation").str(), ": '", tv, "' is not one of Ignore, Warn, Fail");
     read_bool(*it, "load_universal", w, false);
-    read_bool(*it, "use_node_local_storage", w, false);
+    if (read_bool(*it, "use_node_local_storage", w, false).value)
+      ds.warnings.push_back(w.key("use_node_local_storage").str() + ": accepted but has no effect (every rank writes "
+                            "its shard under output_dir; use a local output_dir for node-local storage)");
   }
   // Features that cannot be honoured: refused only when switched on, so configs that
   // spell out their defaults still load.

@@ -33,29 +33,49 @@ std::string cpuinfo(const std::string& key) {
 }
 }  // namespace
 
-double peak_flops(const std::string& device_name, bool low_precision) {
-  if (const char* v = std::getenv("ZT_PEAK_TFLOPS")) return std::atof(v) * 1e12;
-  const std::string n = lower(device_name);
-  struct Entry {
-    const char* match;
-    double bf16_tflops;
-    double fp32_tflops;
-  };
-  // Dense tensor-core peaks (no sparsity), SXM parts unless named.
-  static const Entry table[] = {
-      {"h200", 989.0, 67.0},  {"h100 pcie", 756.0, 51.0}, {"h100", 989.0, 67.0}, {"gh200", 989.0, 67.0},
-      {"b200", 2250.0, 80.0}, {"a100", 312.0, 19.5},      {"a10g", 125.0, 31.2}, {"a10", 125.0, 31.2},
-      {"l40s", 362.0, 91.6},  {"l4", 121.0, 30.3},        {"v100", 125.0, 15.7}, {"rtx 4090", 165.0, 82.6},
-      {"rtx 3090", 71.0, 35.6}, {"t4", 65.0, 8.1},
-  };
-  for (const auto& e : table)
-    if (n.find(e.match) != std::string::npos) return (low_precision ? e.bf16_tflops : e.fp32_tflops) * 1e12;
-  // CPU: cores x 2 FMA units x 8 f32 lanes (AVX2) x 2 FLOPs x clock.
+std::string PeakFlops::describe() const {
+  if (!known()) return "no MFU: " + source;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4g TFLOPS", flops / 1e12);
+  return str(buf, " (", source, ")");
+}
+
+PeakFlops peak_flops(ComputeDevice device, const std::string& gpu_name, PeakPrecision precision) {
+  if (const char* v = std::getenv("ZT_PEAK_TFLOPS")) {
+    const double tflops = std::atof(v);
+    if (tflops > 0) return {tflops * 1e12, "ZT_PEAK_TFLOPS"};
+  }
+  const bool sixteen = precision == PeakPrecision::Sixteen;
+  if (device == ComputeDevice::GPU) {
+    struct Entry {
+      const char* match;
+      double bf16_tflops;
+      double fp32_tflops;
+    };
+    // Dense tensor-core peaks (no sparsity), SXM parts unless named; first match wins,
+    // so the more specific names come first.
+    static const Entry table[] = {
+        {"gh200", 989.0, 67.0},  {"h200", 989.0, 67.0},     {"h100 pcie", 756.0, 51.0}, {"h100", 989.0, 67.0},
+        {"b200", 2250.0, 80.0},  {"a100", 312.0, 19.5},     {"a10g", 125.0, 31.2},      {"a10", 125.0, 31.2},
+        {"l40s", 362.0, 91.6},   {"l4", 121.0, 30.3},       {"v100", 125.0, 15.7},      {"rtx 4090", 165.0, 82.6},
+        {"rtx 3090", 71.0, 35.6}, {"t4", 65.0, 8.1},
+    };
+    const std::string n = lower(gpu_name);
+    for (const auto& e : table)
+      if (n.find(e.match) != std::string::npos)
+        return {(sixteen ? e.bf16_tflops : e.fp32_tflops) * 1e12,
+                str(gpu_name, sixteen ? ", dense bf16/fp16 table" : ", fp32 table")};
+    return {0, str("GPU '", gpu_name, "' is not in the peak table; set ZT_PEAK_TFLOPS=<dense TFLOPS> for MFU")};
+  }
+  // CPU: cores x 2 FMA units x f32 lanes (8 AVX2, 16 AVX-512) x 2 FLOPs x clock.
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   double mhz = std::atof(cpuinfo("cpu MHz").c_str());
   if (mhz <= 0) mhz = 2500;
   const bool avx512 = cpuinfo("flags").find("avx512f") != std::string::npos;
-  return cores * 2.0 * (avx512 ? 16 : 8) * 2.0 * mhz * 1e6;
+  char ghz[16];
+  std::snprintf(ghz, sizeof ghz, "%.2g", mhz / 1000);
+  return {cores * 2.0 * (avx512 ? 16 : 8) * 2.0 * mhz * 1e6,
+          str("CPU: ", cores, " cores x ", avx512 ? "AVX-512" : "AVX2", " FMA x ", ghz, " GHz")};
 }
 
 std::string cpu_description() {

@@ -9,10 +9,22 @@
 
 namespace zt::train {
 
-// Peak dense FLOP/s for the dtype the step computes in, for the MFU denominator.
-// GPUs from a table of common parts (matched on the device name; bf16/fp16 tensor-core
-// peak, dense); the CPU from cores x FMA width x clock. ZT_PEAK_TFLOPS overrides.
-double peak_flops(const std::string& device_name, bool low_precision);
+// The MFU denominator: peak dense FLOP/s for the dtype the step computes in, and where
+// the number comes from, for the log's first lines.
+struct PeakFlops {
+  double flops = 0;  // 0: unknown (an unlisted GPU): MFU is not reported
+  std::string source;  // "NVIDIA H200, dense bf16 table", "CPU: 2 cores x AVX2 FMA x 2.5 GHz", ...
+  bool known() const { return flops > 0; }
+  // "989 TFLOPS (NVIDIA H200, dense bf16 table)", or why there is no MFU.
+  std::string describe() const;
+};
+enum class ComputeDevice { CPU, GPU };
+enum class PeakPrecision { F32, Sixteen };  // bf16 and fp16 have the same dense peaks
+// ZT_PEAK_TFLOPS overrides everything. A GPU: its name (cuda::device_info().name) looked
+// up in a table of common parts (case-insensitive substring; the bf16/fp16 tensor-core
+// dense peak, or the fp32 one), unknown = 0. The CPU: cores x FMA width (AVX2 or
+// AVX-512) x 2 FMA units x clock from /proc/cpuinfo.
+PeakFlops peak_flops(ComputeDevice device, const std::string& gpu_name, PeakPrecision precision);
 // "cpu: <model name>, N cores" for the log.
 std::string cpu_description();
 

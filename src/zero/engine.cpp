@@ -1,6 +1,7 @@
 #include "zero/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <optional>
 
@@ -66,6 +67,23 @@ size_t ZeroEngine::index_of(const model::Unit& unit) const {
 void ZeroEngine::count(double bytes, double* bucket) {
   *bucket += bytes;
   ++volume_.calls;
+}
+
+namespace {
+// Runs f, adding the host seconds it took to *seconds.
+template <class F>
+auto timed(double* seconds, F f) {
+  struct Clock {
+    double* seconds;
+    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+    ~Clock() { *seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+  } clock{seconds};
+  return f();
+}
+}  // namespace
+
+void ZeroEngine::wait_for(dist::Work& w) {
+  timed(&volume_.wait_seconds, [&] { w.wait(); });
 }
 
 void ZeroEngine::add_transient(int64_t bytes) {
@@ -200,33 +218,53 @@ void ZeroEngine::poll() {
     if (s.gather_work) (void)s.gather_work->is_completed();
 }
 
+DType ZeroEngine::comm_dtype(const model::Unit& unit) const {
+  // One rank moves nothing: rounding its gradients would only lose precision.
+  if (world_ == 1) return unit.grad_dtype();
+  return options_.communication_dtype.value_or(unit.grad_dtype());
+}
+
 void ZeroEngine::start_reduction(size_t unit) {
   model::Unit& u = registry_.unit(unit);
   const UnitState& s = units_[unit];
   const Tensor flat = u.flat_grads();
-  const double bytes = static_cast<double>(flat.nbytes());
+  const DType cd = comm_dtype(u);
+  const bool convert = cd != flat.dtype();
+  // Bytes on the wire: the communication dtype's.
+  const double bytes = static_cast<double>(flat.numel()) * static_cast<double>(dtype_size(cd));
   Reduction r;
   r.unit = unit;
   // Buckets of at most reduce_bucket_size elements.
   if (options_.stage == 0) {
     const int64_t n = flat.numel(), bucket = options_.reduce_bucket_size;
-    for (int64_t b = 0; b < n; b += bucket)
-      r.works.push_back(comm_.all_reduce_async(flat.narrow(0, b, std::min(bucket, n - b)), dist::ReduceOp::Sum));
+    for (int64_t b = 0; b < n; b += bucket) {
+      const Tensor piece = flat.narrow(0, b, std::min(bucket, n - b));
+      if (!convert) {
+        r.works.push_back(comm_.all_reduce_async(piece, dist::ReduceOp::Sum));
+        continue;
+      }
+      OwnedTensor packed({piece.numel()}, cd, flat.device());
+      ops::copy(packed, piece);
+      add_transient(static_cast<int64_t>(packed->nbytes()));
+      r.works.push_back(comm_.all_reduce_async(packed, dist::ReduceOp::Sum));
+      r.packed.push_back(std::move(packed));
+      r.unpack_begin.push_back(b);
+    }
     count(bytes * 2.0 * (world_ - 1) / world_, &volume_.all_reduce);
   } else {
     // A real reduce-scatter: rank r receives the sum of every rank's slice r. A bucket of
     // width w covers [j*w, (j+1)*w) of every slice; when the slice needs several buckets
-    // the strided pieces are packed into one contiguous input first.
+    // (or another dtype) the strided pieces are packed into one contiguous input first.
     const int64_t P = s.slice;
     const int64_t width = std::max<int64_t>(1, options_.reduce_bucket_size / world_);
-    r.output = OwnedTensor({P}, flat.dtype(), flat.device());
+    r.output = OwnedTensor({P}, cd, flat.device());
     add_transient(static_cast<int64_t>(r.output->nbytes()));
-    if (width >= P) {
+    if (width >= P && !convert) {
       r.works.push_back(comm_.reduce_scatter_async(flat, r.output));
     } else {
       for (int64_t b = 0; b < P; b += width) {
         const int64_t w = std::min(width, P - b);
-        OwnedTensor packed({w * world_}, flat.dtype(), flat.device());
+        OwnedTensor packed({w * world_}, cd, flat.device());
         for (int q = 0; q < world_; ++q) ops::copy(packed->narrow(0, q * w, w), flat.narrow(0, q * P + b, w));
         add_transient(static_cast<int64_t>(packed->nbytes()));
         r.works.push_back(comm_.reduce_scatter_async(packed, r.output->narrow(0, b, w)));
@@ -240,10 +278,14 @@ void ZeroEngine::start_reduction(size_t unit) {
 }
 
 void ZeroEngine::finish_reduction(Reduction& r) {
-  for (auto& w : r.works) w->wait();
+  for (auto& w : r.works) wait_for(*w);
   model::Unit& u = registry_.unit(r.unit);
   UnitState& s = units_[r.unit];
-  if (options_.stage == 1) {
+  if (options_.stage == 0) {
+    // Converted buckets go back into the full gradient buffer (rounded to its dtype).
+    for (size_t k = 0; k < r.unpack_begin.size(); ++k)
+      ops::copy(u.flat_grads().narrow(0, r.unpack_begin[k], r.packed[k]->numel()), r.packed[k]);
+  } else if (options_.stage == 1) {
     // The owned slice of the full gradient buffer holds the reduced sum.
     ops::copy(u.flat_grads().narrow(0, rank_ * s.slice, s.slice), r.output);
   } else if (options_.stage >= 2) {
@@ -255,6 +297,7 @@ void ZeroEngine::finish_reduction(Reduction& r) {
   if (r.output.view().data()) add_transient(-static_cast<int64_t>(r.output->nbytes()));
   r.works.clear();
   r.packed.clear();
+  r.unpack_begin.clear();
   r.output = OwnedTensor();
 }
 
@@ -282,7 +325,7 @@ void ZeroEngine::ensure_gathered(size_t unit) {
   s.release_pending = false;
   if (s.gathered == Gathered::No) start_gather(unit);
   if (s.gathered == Gathered::InFlight) {
-    s.gather_work->wait();
+    wait_for(*s.gather_work);
     s.gather_work.reset();
     s.gathered = Gathered::Yes;
   }
@@ -293,7 +336,7 @@ void ZeroEngine::release_unit(size_t unit) {
   s.release_pending = false;
   if (s.persistent || s.gathered == Gathered::No) return;
   if (s.gather_work) {
-    s.gather_work->wait();
+    wait_for(*s.gather_work);
     s.gather_work.reset();
   }
   model::Unit& u = registry_.unit(unit);
@@ -387,13 +430,13 @@ double ZeroEngine::local_sum_of_squares() {
 bool ZeroEngine::grads_finite() {
   // The local sum of squares is inf or nan exactly when some local gradient element is.
   const bool finite = std::isfinite(local_sum_of_squares());
-  return !dist::any_rank(scalar_comm_, !finite);
+  return !timed(&volume_.wait_seconds, [&] { return dist::any_rank(scalar_comm_, !finite); });
 }
 
 double ZeroEngine::grad_norm() {
   double sum = local_sum_of_squares();
   // Stage 0: every rank holds the whole reduced gradient; else each holds its slices.
-  if (options_.stage >= 1) sum = dist::sum_over_ranks(scalar_comm_, sum);
+  if (options_.stage >= 1) sum = timed(&volume_.wait_seconds, [&] { return dist::sum_over_ranks(scalar_comm_, sum); });
   return std::sqrt(sum);
 }
 
@@ -407,7 +450,7 @@ void ZeroEngine::after_optimizer_step() {
     UnitState& s = units_[i];
     if (options_.stage >= 3 && s.gathered == Gathered::No) continue;  // gathered when next used
     if (s.gather_work) {
-      s.gather_work->wait();
+      wait_for(*s.gather_work);
       s.gather_work.reset();
       s.gathered = Gathered::Yes;
     }
@@ -416,7 +459,7 @@ void ZeroEngine::after_optimizer_step() {
     works.push_back(comm_.all_gather_async(input, flat));
     count(static_cast<double>(flat.nbytes()) * (world_ - 1) / world_, &volume_.all_gather);
   }
-  for (auto& w : works) w->wait();
+  for (auto& w : works) wait_for(*w);
 }
 
 void ZeroEngine::gather_full_model() {

@@ -31,6 +31,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -52,13 +53,21 @@ struct ZeroOptions {
   int64_t stage3_prefetch_bucket_size = 50'000'000;  // elements gathered ahead of use
   int64_t stage3_max_live_parameters = 1'000'000'000;
   int64_t stage3_param_persistence_threshold = 100'000;  // units with fewer elements stay gathered
+  // DeepSpeed's communication_data_type: the dtype gradients are reduced in. Empty: the
+  // gradients' own dtype. Another dtype: each bucket is converted before its collective
+  // (rounded once) and the result converted back (stage 0/1) or added into the f32
+  // partition (stages 2-3), so 16-bit reductions of f32 gradients move half the bytes.
+  std::optional<DType> communication_dtype;
 };
 
 // Bytes this rank moved through collectives, counted as the ring algorithms move them:
 // all_reduce 2(N-1)/N x buffer, reduce_scatter and all_gather (N-1)/N x the full buffer.
+// wait_seconds: host time this rank spent blocked waiting for them to complete (what
+// wall_clock_breakdown reports as communication; overlapped transfers cost nothing here).
 struct CommVolume {
   double all_reduce = 0, reduce_scatter = 0, all_gather = 0;
   int64_t calls = 0;
+  double wait_seconds = 0;
   double total() const { return all_reduce + reduce_scatter + all_gather; }
 };
 
@@ -169,14 +178,18 @@ class ZeroEngine final : public model::UnitHooks {
   struct Reduction {
     size_t unit = 0;
     std::vector<dist::WorkPtr> works;
-    std::vector<OwnedTensor> packed;  // bucket inputs packed from strided slices
-    OwnedTensor output;               // [P] reduce-scatter result (grad dtype)
+    std::vector<OwnedTensor> packed;  // bucket inputs packed from strided slices, or converted
+    // Stage 0 in another communication dtype: where each packed bucket goes back.
+    std::vector<int64_t> unpack_begin;
+    OwnedTensor output;               // [P] reduce-scatter result (communication dtype)
   };
 
   size_t index_of(const model::Unit& unit) const;
   // Stages 2-3: the unit's f32 gradient slice replaces its full gradient buffer.
   void partition_gradients(size_t unit);
   void poll();
+  // The dtype a unit's gradients are reduced in.
+  DType comm_dtype(const model::Unit& unit) const;
   void start_reduction(size_t unit);
   void finish_reduction(Reduction& r);
   void finish_all_reductions();
@@ -190,6 +203,8 @@ class ZeroEngine final : public model::UnitHooks {
   int64_t gathered_live_elements() const;
   void add_transient(int64_t bytes);
   void count(double bytes, double* bucket);
+  // w->wait(), its blocked time added to volume_.wait_seconds.
+  void wait_for(dist::Work& w);
 
   model::ParameterRegistry& registry_;
   dist::Communicator& comm_;

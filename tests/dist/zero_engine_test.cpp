@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "common/small_models.h"
@@ -63,6 +64,7 @@ struct RunSpec {
   int64_t reduce_bucket_size = 500;   // small: several buckets per unit
   int steps = 5;
   zero::OptimizerType optimizer = zero::OptimizerType::AdamW;
+  std::optional<DType> comm_dtype;  // communication_data_type (default: the gradients')
 };
 
 constexpr int64_t kMicroBatch = 2;  // per rank
@@ -100,6 +102,7 @@ RunResult train(dist::Communicator& comm, const RunSpec& spec, int64_t micro_bat
   zo.reduce_bucket_size = spec.reduce_bucket_size;
   zo.stage3_param_persistence_threshold = spec.persistence_threshold;
   zo.stage3_prefetch_bucket_size = 5000;
+  zo.communication_dtype = spec.comm_dtype;
   zero::ZeroEngine engine(model.registry(), comm, zo);
   if (spec.stage >= 3) {
     engine.shard_model_from_slices(
@@ -309,6 +312,38 @@ TEST(ZeroEngine, BytesCommunicatedPerStepMatchTheory) {
   // embedding stays gathered from its forward to its backward, saving one gather.
   EXPECT_LE(volume[3], 1.5 * volume[0] + 1);
   EXPECT_GE(volume[3], 1.25 * volume[0]);
+}
+
+// communication_data_type bf16/fp16 with f32 gradients: every stage's gradient
+// reductions move half the bytes of fp32 ones, and the result stays within 16-bit
+// rounding of the f32 reduction (one rounding of each rank's bucket and of the sum).
+TEST(ZeroEngine, SixteenBitCommunicationHalvesTheReductionBytes) {
+  const int W = world().size();
+  for (int stage = 0; stage <= 3; ++stage) {
+    RunSpec spec;
+    spec.stage = stage;
+    spec.steps = 2;
+    spec.optimizer = zero::OptimizerType::SGD;
+    const RunResult f32 = train(world(), spec, kMicroBatch);
+    const double f32_bytes = f32.volume_last_step.all_reduce + f32.volume_last_step.reduce_scatter;
+    for (DType cd : {DType::BF16, DType::F16}) {
+      spec.comm_dtype = cd;
+      const RunResult got = train(world(), spec, kMicroBatch);
+      const double bytes = got.volume_last_step.all_reduce + got.volume_last_step.reduce_scatter;
+      char what[64];
+      std::snprintf(what, sizeof what, "stage %d communication %s", stage, dtype_name(cd));
+      if (W == 1) {
+        // Nothing moves, so nothing is rounded: the f32 run exactly.
+        EXPECT_EQ(bytes, 0.0) << what;
+        expect_same_parameters(got, f32, 0.0, what);
+        continue;
+      }
+      EXPECT_DOUBLE_EQ(bytes, 0.5 * f32_bytes) << what;
+      // Stage 3's parameter gathers stay in the parameters' dtype.
+      EXPECT_DOUBLE_EQ(got.volume_last_step.all_gather, f32.volume_last_step.all_gather) << what;
+      expect_same_parameters(got, f32, cd == DType::BF16 ? 6e-3 : 6e-4, what);
+    }
+  }
 }
 
 }  // namespace

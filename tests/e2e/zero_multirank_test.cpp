@@ -145,3 +145,59 @@ TEST(ZeroMultiRank, Stage3RanksReadTheirSlicesOfAnHfModelAndSaveItBack) {
         << "persistence threshold " << threshold;
   }
 }
+
+namespace {
+
+// The metrics.jsonl step records' comm_bytes_per_step, and the wall_clock_breakdown times.
+struct StepStats {
+  std::vector<double> comm_bytes;
+  double comm_ms = 0;
+  int timed = 0;
+};
+StepStats step_stats(const fs::path& run_dir) {
+  StepStats s;
+  std::ifstream in(run_dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("\"loss_scale\"") == std::string::npos) continue;
+    const size_t at = line.find("\"comm_bytes_per_step\":");
+    if (at != std::string::npos) s.comm_bytes.push_back(std::stod(line.substr(at + 22)));
+    const size_t t = line.find("\"comm\":");
+    if (t != std::string::npos) {
+      s.comm_ms += std::stod(line.substr(t + 7));
+      ++s.timed;
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+// communication_data_type bf16 on 2 CPU ranks (fp32 training, ZeRO stage 0): the gradient
+// all-reduce moves half the bytes per step, and the weights end within bf16 rounding of
+// the fp32 reduction's. wall_clock_breakdown reports the time blocked in collectives.
+TEST(ZeroMultiRank, Bf16CommunicationHalvesTheBytesPerStep) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  zt::testing::TempDir dir(zt::testing::build_temp_path("zero_comm_dtype_"));
+  const std::string run = write_run(dir.path());
+  const std::string common = run + " --max_steps 2 --save_interval 0 --samples.tokens 0 --wall_clock_breakdown true ";
+  const Result f32 = sh(mpirun(2, common + "--output_dir " + (dir.path() / "f32").string()));
+  ASSERT_EQ(f32.rc, 0) << f32.out;
+  const Result bf16 =
+      sh(mpirun(2, common + "--communication_data_type bf16 --output_dir " + (dir.path() / "bf16").string()));
+  ASSERT_EQ(bf16.rc, 0) << bf16.out;
+  EXPECT_EQ(bf16.out.find("communication_data_type: accepted but has no effect"), std::string::npos) << bf16.out;
+  const StepStats a = step_stats(dir.path() / "f32"), b = step_stats(dir.path() / "bf16");
+  ASSERT_EQ(a.comm_bytes.size(), 2u);
+  ASSERT_EQ(b.comm_bytes.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_GT(a.comm_bytes[i], 0.0);
+    EXPECT_DOUBLE_EQ(b.comm_bytes[i], 0.5 * a.comm_bytes[i]) << "step " << i + 1;
+  }
+  EXPECT_EQ(a.timed, 2);
+  EXPECT_GT(a.comm_ms, 0.0) << "two ranks wait for their all-reduces";
+  EXPECT_NE(f32.out.find("| comm: "), std::string::npos) << f32.out;
+  const double d = weight_difference(dir.path() / "bf16" / "final" / "model.safetensors",
+                                     dir.path() / "f32" / "final" / "model.safetensors");
+  EXPECT_GT(d, 0.0) << "the bf16 reduction must round";
+  EXPECT_LT(d, 1e-2);
+}

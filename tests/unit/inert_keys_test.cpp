@@ -1,0 +1,108 @@
+// Accepted keys with no effect on this device / world size: one warning each, naming the
+// key; keys left at their defaults say nothing; CPU/NVMe offload on the GPU is loud
+// ("no memory is saved"); the same keys over several ranks (where they act) are quiet.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "train/inert_keys.h"
+#include "train/run_config.h"
+
+namespace zt::train {
+namespace {
+
+const std::string kSeeds = std::string(ZT_SOURCE_DIR) + "/tests/data/seed-configs/";
+
+std::vector<std::string> warnings_of(const std::vector<std::string>& args, int world = 1,
+                                     const std::string& device = "cpu") {
+  LoadOptions lo;
+  lo.world_size = world;
+  TrainConfig c = load_train_config(args, lo);
+  c.device = device;
+  return inert_key_warnings(c, world);
+}
+
+// How many warnings name `key` (as "key: ..." or "key <value>: ...").
+int naming(const std::vector<std::string>& w, const std::string& key) {
+  int n = 0;
+  for (const std::string& s : w) n += s.rfind(key + ":", 0) == 0 || s.rfind(key + " ", 0) == 0 ||
+                                      s.rfind("!!! " + key, 0) == 0;
+  return n;
+}
+
+std::string joined(const std::vector<std::string>& w) {
+  std::string s;
+  for (const auto& x : w) s += x + "\n";
+  return s;
+}
+
+TEST(InertKeys, DefaultsSayNothing) {
+  EXPECT_TRUE(warnings_of({}).empty()) << joined(warnings_of({}));
+  EXPECT_TRUE(warnings_of({}, 1, "cuda").empty());
+  EXPECT_TRUE(warnings_of({"--bf16", "true"}).empty());
+}
+
+TEST(InertKeys, ZeroKeysOverOneProcessWarnOnceAndActOverSeveral) {
+  const std::vector<std::string> args{"--zero_optimization.stage", "2", "--zero_optimization.overlap_comm", "true",
+                                      "--zero_optimization.reduce_bucket_size", "1000",
+                                      "--communication_data_type", "bf16"};
+  const auto one = warnings_of(args);
+  EXPECT_EQ(naming(one, "zero_optimization.stage"), 1) << joined(one);
+  EXPECT_EQ(naming(one, "zero_optimization.overlap_comm"), 1) << joined(one);
+  EXPECT_EQ(naming(one, "zero_optimization.reduce_bucket_size"), 1) << joined(one);
+  EXPECT_EQ(naming(one, "communication_data_type"), 1) << joined(one);
+  EXPECT_EQ(one.size(), 4u) << joined(one);
+  EXPECT_TRUE(warnings_of(args, 2).empty()) << joined(warnings_of(args, 2));
+  // Stage 3's own overlap_comm default (true) is not something the user wrote.
+  EXPECT_EQ(naming(warnings_of({"--zero_optimization.stage", "3"}), "zero_optimization.overlap_comm"), 0);
+}
+
+TEST(InertKeys, OffloadIsLoudOnTheGpuAndNamedOnTheCpu) {
+  const std::vector<std::string> args{"--zero_optimization.stage", "3", "--zero_optimization.offload_optimizer.device",
+                                      "cpu", "--zero_optimization.offload_param.device", "cpu"};
+  const auto gpu = warnings_of(args, 2, "cuda");
+  ASSERT_EQ(gpu.size(), 2u) << joined(gpu);
+  for (const std::string& w : gpu) {
+    EXPECT_EQ(w.rfind("!!! zero_optimization.offload_", 0), 0u) << w;
+    EXPECT_NE(w.find("no memory is saved"), std::string::npos) << w;
+    EXPECT_NE(w.find("--device cuda"), std::string::npos) << w;
+  }
+  const auto cpu = warnings_of(args, 2, "cpu");
+  EXPECT_EQ(naming(cpu, "zero_optimization.offload_optimizer.device"), 1) << joined(cpu);
+  EXPECT_EQ(naming(cpu, "zero_optimization.offload_param.device"), 1) << joined(cpu);
+  EXPECT_EQ(cpu.size(), 2u) << joined(cpu);
+  EXPECT_EQ(joined(cpu).find("!!!"), std::string::npos);
+}
+
+TEST(InertKeys, ImplementationChoicesAndTopLevelKeysAreNamed) {
+  const auto w = warnings_of({"--zero_optimization.stage", "1", "--zero_optimization.contiguous_gradients", "false",
+                              "--zero_optimization.allgather_bucket_size", "1000", "--zero_optimization.sub_group_size",
+                              "1000", "--zero_optimization.stage3_prefetch_bucket_size", "1000", "--prescale_gradients",
+                              "true", "--dataloader_drop_last", "true", "--data_types.grad_accum_dtype", "fp32"},
+                             2);
+  for (const char* key : {"zero_optimization.contiguous_gradients", "zero_optimization.allgather_bucket_size",
+                          "zero_optimization.sub_group_size", "zero_optimization.stage3_prefetch_bucket_size",
+                          "prescale_gradients", "dataloader_drop_last", "data_types.grad_accum_dtype"})
+    EXPECT_EQ(naming(w, key), 1) << key << "\n" << joined(w);
+  EXPECT_EQ(w.size(), 7u) << joined(w);
+}
+
+// The seed configs as users bring them, on one CPU process.
+TEST(InertKeys, SeedConfigsNameEachInertKeyOnce) {
+  const auto ac = warnings_of({"--deepspeed", kSeeds + "ds_config_activation_checkpointing.json"});
+  EXPECT_EQ(naming(ac, "activation_checkpointing.partition_activations"), 1) << joined(ac);
+  EXPECT_EQ(naming(ac, "activation_checkpointing.contiguous_memory_optimization"), 1) << joined(ac);
+  EXPECT_EQ(naming(ac, "zero_optimization.stage"), 1) << joined(ac);
+  const auto nvme = warnings_of({"--deepspeed", kSeeds + "ds_config_nvme.json"});
+  EXPECT_EQ(naming(nvme, "zero_optimization.offload_optimizer.device"), 1) << joined(nvme);
+  EXPECT_EQ(naming(nvme, "zero_optimization.offload_param.device"), 1) << joined(nvme);
+  EXPECT_NE(joined(nvme).find("NVMe offload is not implemented yet"), std::string::npos) << joined(nvme);
+  const auto big = warnings_of({"--deepspeed", kSeeds + "ds_config_zero3_large_batch.json"}, 8, "cuda");
+  EXPECT_EQ(naming(big, "zero_optimization.offload_optimizer.device"), 1) << joined(big);
+  EXPECT_NE(joined(big).find("no memory is saved"), std::string::npos) << joined(big);
+  for (const std::string& w : big) EXPECT_EQ(naming(big, w.substr(0, w.find(':'))), 1) << w;
+}
+
+}  // namespace
+}  // namespace zt::train
