@@ -226,8 +226,15 @@ AccelerateConfig parse_accelerate_config(const json& doc, const std::string& sou
   if (l.num_processes > 0 && l.num_processes % l.num_machines != 0)
     ZT_THROW_INPUT(top.key("num_processes").str(), ": ", l.num_processes, " processes do not split evenly over ",
                    l.num_machines, " machines; num_processes is the total over all machines");
-  for (const char* key : {"same_network", "downcast_bf16", "debug", "enable_cpu_affinity", "tpu_use_cluster", "tpu_use_sudo"})
-    read_bool(doc, key, top, false);
+  for (const char* key : {"same_network", "tpu_use_cluster", "tpu_use_sudo"}) read_bool(doc, key, top, false);
+  // Switched on, these would change what Accelerate does; here they change nothing.
+  const std::pair<const char*, const char*> inert[] = {
+      {"downcast_bf16", "it is for TPUs"},
+      {"debug", "collectives are checked by their deadlines and a failing rank ends the job"},
+      {"enable_cpu_affinity", "the launcher leaves CPU binding to mpirun / srun"}};
+  for (const auto& [key, why] : inert)
+    if (read_bool(doc, key, top, false).value)
+      acc.warnings.push_back(top.key(key).str() + ": accepted but has no effect (" + why + ")");
   if (has(doc, "dynamo_config") && doc["dynamo_config"].is_object()) {
     const std::string backend = read_string(doc["dynamo_config"], "dynamo_backend", top.key("dynamo_config"), "NO").value;
     if (lower(backend) != "no")

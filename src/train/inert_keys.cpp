@@ -72,6 +72,8 @@ std::vector<std::string> inert_key_warnings(const TrainConfig& c, int world_size
       warn(pre + "stage3_gather_16bit_weights_on_model_save", "below stage 3 every rank holds the full model, "
                                                                 "which final/ is always written from");
   }
+  if (z.zero3_init && z.stage < 3)
+    warn("zero3_init_flag (zero3_init)", "parameters are built partitioned only in stage 3");
   // DeepSpeed's implementation choices that zerotrain's flat units make for it.
   if (!z.contiguous_gradients) warn(pre + "contiguous_gradients false", "gradients are always one flat buffer per unit");
   if (!z.reduce_scatter) warn(pre + "reduce_scatter false", "stages 1-3 always reduce-scatter gradients");

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/temp_dir.h"
 #include "train/inert_keys.h"
 #include "train/run_config.h"
 
@@ -102,6 +103,26 @@ TEST(InertKeys, SeedConfigsNameEachInertKeyOnce) {
   EXPECT_EQ(naming(big, "zero_optimization.offload_optimizer.device"), 1) << joined(big);
   EXPECT_NE(joined(big).find("no memory is saved"), std::string::npos) << joined(big);
   for (const std::string& w : big) EXPECT_EQ(naming(big, w.substr(0, w.find(':'))), 1) << w;
+}
+
+// Accelerate YAML keys that would change what Accelerate does, switched on: one warning
+// each (in the config's warnings, which the run logs once); their defaults say nothing.
+TEST(InertKeys, AccelerateKeysSwitchedOnSayTheyDoNothing) {
+  zt::testing::TempDir dir(zt::testing::system_temp_path("zt_inert_"));
+  const std::string on = dir.write("on.yaml", "distributed_type: MULTI_CPU\ndowncast_bf16: 'yes'\ndebug: true\n"
+                                               "enable_cpu_affinity: true\nsame_network: true\nnum_processes: 1\n");
+  const TrainConfig c = load_train_config({"--config_file", on});
+  for (const char* key : {"downcast_bf16", "debug", "enable_cpu_affinity"})
+    EXPECT_EQ(naming(c.warnings, on + ": " + key), 1) << key << "\n" << joined(c.warnings);
+  EXPECT_EQ(c.warnings.size(), 3u) << joined(c.warnings);
+  const std::string off = dir.write("off.yaml", "distributed_type: MULTI_CPU\ndowncast_bf16: 'no'\ndebug: false\n"
+                                                 "same_network: true\nnum_processes: 1\n");
+  EXPECT_TRUE(load_train_config({"--config_file", off}).warnings.empty());
+  // zero3_init_flag below stage 3.
+  const std::string z = dir.write("z.yaml", "distributed_type: DEEPSPEED\nnum_processes: 1\ndeepspeed_config:\n"
+                                             "  zero_stage: 2\n  zero3_init_flag: true\n");
+  const auto w = warnings_of({"--config_file", z}, 2);
+  EXPECT_EQ(naming(w, "zero3_init_flag"), 1) << joined(w);
 }
 
 }  // namespace
