@@ -4,8 +4,10 @@
 // runs it next to PyTorch (bench/torch_gpu_step.py) and prints the ratios. After the
 // timed steps, --profile N more steps (default 2) with CUDA events at every unit boundary
 // print where the step's GPU time goes (embedding, blocks, head, optimizer, ...).
-//   gpu_train_step --preset gpt2|gpt2-xl|llama-3.2-1b --batch 16 --seq 1024 --steps 20 [--f32]
+//   gpu_train_step --preset gpt2|gpt2-xl|llama-3.2-1b --batch 16 --seq 1024 --steps 20 [--f32|--fp16]
 //                  [--profile N] [--no-master]
+// --fp16: f16 parameters, activations and gradients with f32 master weights, the loss scaled
+// by 2^16 and the update unscaled (zerotrain train's fp16 recipe at a static scale)
 // --no-master: the optimizer keeps no f32 master weights and its moments in bf16
 // (zero::MasterWeights::None; PyTorch's pure-bf16 AdamW as bench/torch_gpu_step.py runs it:
 // 8 bytes of model state per parameter instead of 16).
@@ -110,7 +112,7 @@ void print_profile(const std::vector<cuda::Timeline::Interval>& intervals, int64
 int main(int argc, char** argv) {
   std::string preset = "gpt2";
   int64_t B = 16, T = 1024, steps = 20, profile_steps = 2;
-  bool f32 = false, no_master = false;
+  bool f32 = false, fp16 = false, no_master = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -119,21 +121,31 @@ int main(int argc, char** argv) {
     else if (a == "--seq") T = std::atoll(next().c_str());
     else if (a == "--steps") steps = std::atoll(next().c_str());
     else if (a == "--f32") f32 = true;
+    else if (a == "--fp16") fp16 = true;
     else if (a == "--profile") profile_steps = std::atoll(next().c_str());
     else if (a == "--no-master") no_master = true;
     else {
       std::fprintf(stderr,
-                   "usage: gpu_train_step --preset NAME --batch B --seq T --steps N [--f32] [--profile N] "
+                   "usage: gpu_train_step --preset NAME --batch B --seq T --steps N [--f32|--fp16] [--profile N] "
                    "[--no-master]\n");
       return 2;
     }
   }
-  if (no_master && f32) {
-    std::fprintf(stderr, "gpu_train_step: --no-master needs bf16 parameters; drop --f32\n");
+  if (no_master && (f32 || fp16)) {
+    std::fprintf(stderr, "gpu_train_step: --no-master needs bf16 parameters; drop --f32/--fp16\n");
     return 2;
   }
+  if (f32 && fp16) {
+    std::fprintf(stderr, "gpu_train_step: --f32 and --fp16 exclude each other\n");
+    return 2;
+  }
+  const DType dtype = f32 ? DType::F32 : fp16 ? DType::F16 : DType::BF16;
+  const char* dtype_label = f32 ? "f32" : fp16 ? "fp16" : "bf16";
+  // fp16: a static loss scale of 2^16 (the dynamic scaler's start), unscaled in the update.
+  const float loss_scale = fp16 ? 65536.0f : 1.0f;
   const char* recipe = no_master ? "bf16 parameters and moments, no master weights"
                        : f32     ? "f32 parameters and moments"
+                       : fp16    ? "fp16 parameters, loss scale 2^16, f32 master weights and moments"
                                  : "bf16 parameters, f32 master weights and moments";
   try {
     if (!cuda::available()) {
@@ -146,8 +158,8 @@ int main(int argc, char** argv) {
     config.embd_pdrop = config.resid_pdrop = config.attn_pdrop = 0.0f;
     model::ModelOptions mo;
     mo.device = Device::cuda();
-    mo.param_dtype = mo.grad_dtype = f32 ? DType::F32 : DType::BF16;
-    mo.activation_dtype = f32 ? DType::F32 : DType::BF16;
+    mo.param_dtype = mo.grad_dtype = dtype;
+    mo.activation_dtype = dtype;
     model::Transformer model(config, mo);
     model.init_weights(1);
     zero::OptimizerSpec os;
@@ -165,8 +177,8 @@ int main(int argc, char** argv) {
     }
     auto step = [&]() {
       model.zero_grads();
-      const auto r = model.forward_backward(tok, tgt, 1.0f / static_cast<float>(B * T));
-      optimizer->step(os.lr, 1.0f);
+      const auto r = model.forward_backward(tok, tgt, loss_scale / static_cast<float>(B * T));
+      optimizer->step(os.lr, 1.0f / loss_scale);
       return r.loss_sum / static_cast<double>(r.count);
     };
     double loss = step();  // warm-up: allocations, cuBLASLt heuristics
@@ -181,13 +193,13 @@ int main(int argc, char** argv) {
     const double flops = config.flops_per_token(T) * tokens_per_s;
     std::printf("zerotrain %s %s B=%lld T=%lld: %.0f tokens/s, %.1f ms/step, MFU %.1f%% of measured bf16 GEMM "
                 "%.0f TFLOP/s, peak memory %.2f GiB, loss %.4f; recipe: %s (optimizer state %.2f GiB)\n",
-                preset.c_str(), f32 ? "f32" : "bf16", static_cast<long long>(B), static_cast<long long>(T),
+                preset.c_str(), dtype_label, static_cast<long long>(B), static_cast<long long>(T),
                 tokens_per_s, 1000.0 * secs / static_cast<double>(steps), 100.0 * flops / peak, peak / 1e12,
                 static_cast<double>(cuda::peak_bytes()) / (1024.0 * 1024.0 * 1024.0), loss, recipe,
                 static_cast<double>(optimizer->state_bytes()) / (1024.0 * 1024.0 * 1024.0));
     std::printf("RESULT zerotrain tokens_per_s=%.0f peak_gib=%.3f gemm_tflops=%.1f recipe=%s\n", tokens_per_s,
                 static_cast<double>(cuda::peak_bytes()) / (1024.0 * 1024.0 * 1024.0), peak / 1e12,
-                no_master ? "no-master" : f32 ? "f32" : "master");
+                no_master ? "no-master" : f32 ? "f32" : fp16 ? "fp16-master" : "master");
 
     if (profile_steps > 0) {
       cuda::Timeline timeline;
@@ -196,9 +208,9 @@ int main(int argc, char** argv) {
       for (int64_t s = 0; s < profile_steps; ++s) {
         timeline.mark("zero grads");
         model.zero_grads();
-        model.forward_backward(tok, tgt, 1.0f / static_cast<float>(B * T));
+        model.forward_backward(tok, tgt, loss_scale / static_cast<float>(B * T));
         timeline.mark("optimizer");
-        optimizer->step(os.lr, 1.0f);
+        optimizer->step(os.lr, 1.0f / loss_scale);
       }
       timeline.mark("end");
       model.set_hooks(nullptr);

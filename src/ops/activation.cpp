@@ -19,7 +19,7 @@ namespace {
 bool activation_dtype_ok(const Tensor& t, DType dtype) { return t.dtype() == dtype && is_activation_dtype(t); }
 void check_activation(const char* op, const Tensor& t, int64_t n, DType dtype) {
   ZT_CHECK(activation_dtype_ok(t, dtype) && t.is_contiguous(), op, ": '", t.name(),
-           "' must be a contiguous f32 tensor (or bf16 on CUDA) of the input's dtype, got ", dtype_name(t.dtype()), " ",
+           "' must be a contiguous f32 tensor (or bf16/f16 on CUDA) of the input's dtype, got ", dtype_name(t.dtype()), " ",
            shape_str(t.shape()));
   ZT_CHECK(t.numel() == n, op, ": '", t.name(), "' has ", t.numel(), " elements, expected ", n);
 }
@@ -86,7 +86,7 @@ namespace {
 // collapsible into one row index with a uniform row stride (returned).
 int64_t row_stride(const char* op, const Tensor& t, int64_t rows, int64_t F, DType dtype) {
   ZT_CHECK(activation_dtype_ok(t, dtype) && t.dim() >= 1 && t.size(-1) == F && t.numel() == rows * F, op, ": '",
-           t.name(), "' must be an f32 tensor (or bf16 on CUDA, gate's dtype) of shape [..., ", F, "] with ",
+           t.name(), "' must be an f32 tensor (or bf16/f16 on CUDA, gate's dtype) of shape [..., ", F, "] with ",
            rows * F, " elements, got ", dtype_name(t.dtype()), " ", shape_str(t.shape()));
   const Shape& sh = t.shape();
   const Shape& st = t.strides();

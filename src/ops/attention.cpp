@@ -24,7 +24,7 @@ AttnShape check_qkv(const char* op, const Tensor& qkv, int n_q_heads, int n_kv_h
            ": need Hq % Hkv == 0 with both positive, got Hq=", n_q_heads, " Hkv=", n_kv_heads);
   ZT_CHECK(qkv.defined() && qkv.dim() == 3, op, ": qkv must be [B, T, (Hq + 2 Hkv) * D], got ",
            shape_str(qkv.shape()));
-  ZT_CHECK(is_activation_dtype(qkv), op, ": qkv must be f32 (or, on CUDA, bf16), got ", dtype_name(qkv.dtype()));
+  ZT_CHECK(is_activation_dtype(qkv), op, ": qkv must be f32 (or, on CUDA, bf16/f16), got ", dtype_name(qkv.dtype()));
   ZT_CHECK(qkv.is_contiguous(), op, ": qkv must be contiguous");
   const int64_t heads = n_q_heads + 2 * static_cast<int64_t>(n_kv_heads);
   ZT_CHECK(qkv.size(2) % heads == 0 && qkv.size(2) > 0, op, ": qkv last dim ", qkv.size(2),

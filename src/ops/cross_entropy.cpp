@@ -19,7 +19,7 @@ void check_common(const char* op, const Tensor& inp, const Tensor& weight, const
                   int64_t vocab_size) {
   ZT_CHECK(inp.defined() && inp.dim() == 2, op, ": inp must be [N, C], got ", shape_str(inp.shape()));
   ZT_CHECK(is_activation_dtype(inp), op,
-           ": inp must be f32 (or bf16 on CUDA), got ", dtype_name(inp.dtype()), " on ", inp.device().name());
+           ": inp must be f32 (or bf16/f16 on CUDA), got ", dtype_name(inp.dtype()), " on ", inp.device().name());
   ZT_CHECK(inp.is_contiguous(), op, ": inp must be contiguous");
   ZT_CHECK(weight.defined() && weight.dim() == 2 && weight.size(1) == inp.size(1), op, ": weight must be [Vp, ",
            inp.size(1), "], got ", shape_str(weight.shape()));
@@ -69,7 +69,7 @@ CrossEntropyResult lm_head_cross_entropy_forward_backward(const Tensor& dinp, co
   ZT_CHECK(dinp.defined() && dinp.shape() == inp.shape() &&
                is_activation_dtype(dinp) &&
                dinp.is_contiguous(),
-           op, ": dinp must be contiguous f32 (or bf16 on CUDA) ", shape_str(inp.shape()), ", got ",
+           op, ": dinp must be contiguous f32 (or bf16/f16 on CUDA) ", shape_str(inp.shape()), ", got ",
            dtype_name(dinp.dtype()), " ", shape_str(dinp.shape()));
   ZT_CHECK(dweight.defined() && dweight.shape() == weight.shape() && dweight.dtype() == weight.dtype() &&
                dweight.is_contiguous(),

@@ -23,9 +23,10 @@ inline Device common_device(const char* op, std::initializer_list<const Tensor*>
   return dev;
 }
 
-// The activation dtypes the backends take: f32 everywhere, bf16 on CUDA (src/ops/README.md).
+// The activation dtypes the backends take: f32 everywhere, bf16 and f16 on CUDA
+// (src/ops/README.md).
 inline bool is_activation_dtype(const Tensor& t) {
-  return t.dtype() == DType::F32 || (t.dtype() == DType::BF16 && t.device().is_cuda());
+  return t.dtype() == DType::F32 || ((t.dtype() == DType::BF16 || t.dtype() == DType::F16) && t.device().is_cuda());
 }
 
 [[noreturn]] inline void no_kernel(const char* op, Device dev) {

@@ -22,7 +22,7 @@ void check_tokens(const char* op, const Tensor& tokens) {
 // Activations are f32; CUDA kernels also take bf16.
 void check_act(const char* op, const Tensor& t, int64_t B, int64_t T, int64_t C) {
   ZT_CHECK(is_activation_dtype(t) && t.is_contiguous() && t.numel() == B * T * C && t.dim() >= 1 && t.size(-1) == C,
-           op, ": '", t.name(), "' must be a contiguous f32 (or, on CUDA, bf16) [", B, ", ", T, ", ", C,
+           op, ": '", t.name(), "' must be a contiguous f32 (or, on CUDA, bf16/f16) [", B, ", ", T, ", ", C,
            "] tensor, got ", dtype_name(t.dtype()), " ", shape_str(t.shape()));
 }
 bool present(const Tensor& t) { return t.defined() && t.data() != nullptr; }

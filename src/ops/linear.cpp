@@ -18,7 +18,7 @@ namespace {
 // Rows of a contiguous activation (f32, or bf16 on CUDA) whose last dimension must be `features`.
 int64_t rows_of(const char* op, const Tensor& t, int64_t features) {
   ZT_CHECK(is_activation_dtype(t), op, ": activation '",
-           t.name(), "' must be f32 (or bf16 on CUDA), got ", dtype_name(t.dtype()), " on ", t.device().name());
+           t.name(), "' must be f32 (or bf16/f16 on CUDA), got ", dtype_name(t.dtype()), " on ", t.device().name());
   ZT_CHECK(t.is_contiguous(), op, ": activation '", t.name(), "' must be contiguous");
   ZT_CHECK(t.dim() >= 1 && t.size(-1) == features, op, ": activation '", t.name(), "' has shape ",
            shape_str(t.shape()), ", expected last dimension ", features);

@@ -20,7 +20,7 @@ bool present(const Tensor& t) { return t.defined() && t.data() != nullptr; }
 // Activations are f32; CUDA kernels also take bf16.
 int64_t rows_of(const char* op, const Tensor& t, int64_t C) {
   ZT_CHECK(is_activation_dtype(t) && t.is_contiguous() && t.dim() >= 1 && t.size(-1) == C, op, ": '", t.name(),
-           "' must be a contiguous f32 (or, on CUDA, bf16) tensor with last dimension ", C, ", got ",
+           "' must be a contiguous f32 (or, on CUDA, bf16/f16) tensor with last dimension ", C, ", got ",
            dtype_name(t.dtype()), " ", shape_str(t.shape()));
   return C ? t.numel() / C : 0;
 }

@@ -131,7 +131,7 @@ void check_rope_args(const char* op, const Tensor& qkv, int n_q_heads, int n_kv_
   ZT_CHECK(qkv.defined() && qkv.dim() == 3, op, ": qkv must be [B, T, (Hq + 2 Hkv) * D], got ",
            shape_str(qkv.shape()));
   ZT_CHECK(is_activation_dtype(qkv), op,
-           ": qkv must be f32 (or, on CUDA, bf16), got ", dtype_name(qkv.dtype()));
+           ": qkv must be f32 (or, on CUDA, bf16/f16), got ", dtype_name(qkv.dtype()));
   ZT_CHECK(qkv.is_contiguous(), op, ": qkv must be contiguous");
   ZT_CHECK(n_q_heads > 0 && n_kv_heads > 0, op, ": head counts must be positive");
   ZT_CHECK(table.head_dim > 0 && table.head_dim % 2 == 0, op, ": bad rope table head_dim ", table.head_dim);

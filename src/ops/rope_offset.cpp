@@ -17,9 +17,9 @@ void rope_forward_inplace_at(const Tensor& qkv, int n_q_heads, int n_kv_heads, c
   const char* op = "rope_forward_inplace_at";
   ZT_CHECK(qkv.defined() && qkv.dim() == 3, op, ": qkv must be [B, T, (Hq + 2 Hkv) * D], got ",
            shape_str(qkv.shape()));
-  ZT_CHECK((qkv.dtype() == DType::F32 || (qkv.dtype() == DType::BF16 && qkv.device().is_cuda())) &&
+  ZT_CHECK(is_activation_dtype(qkv) &&
                qkv.is_contiguous(),
-           op, ": qkv must be contiguous f32 (or, on CUDA, bf16)");
+           op, ": qkv must be contiguous f32 (or, on CUDA, bf16/f16)");
   ZT_CHECK(n_q_heads > 0 && n_kv_heads > 0, op, ": head counts must be positive");
   ZT_CHECK(table.head_dim > 0 && table.head_dim % 2 == 0, op, ": bad rope table head_dim ", table.head_dim);
   ZT_CHECK(qkv.size(2) == static_cast<int64_t>(n_q_heads + 2 * n_kv_heads) * table.head_dim, op,

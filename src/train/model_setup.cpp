@@ -53,8 +53,10 @@ ModelSetup setup_model(const TrainConfig& c, const fs::path& out) {
   mo.allocate_grads = c.zero.stage < 2;
   mo.checkpointing = c.model.activation_checkpointing ? model::Checkpointing::EveryBlock : model::Checkpointing::None;
   mo.device = c.device == "cuda" ? Device::cuda(cuda::current_device()) : Device::cpu();
-  // bf16 runs on the GPU keep activations in bf16 as well (as PyTorch autocast does).
-  if (mo.device.is_cuda() && c.precision == Precision::BF16) mo.activation_dtype = DType::BF16;
+  // 16-bit runs on the GPU keep activations in the parameters' dtype as well (as PyTorch
+  // autocast and DeepSpeed's fp16/bf16 engines do): every kernel then runs its 16-bit
+  // tensor-core path. fp16 gradients stay representable through the loss scale.
+  if (mo.device.is_cuda() && c.precision != Precision::F32) mo.activation_dtype = mo.param_dtype;
 
   if (!c.model.path.empty()) {
     if (c.zero.stage >= 3) {

@@ -1,5 +1,6 @@
 // Tensor-core attention (backend/cuda/attention_tc.cu) against the f32-FMA CUDA kernels
-// (cuda::attention_forward_fma / attention_backward_fma) on the same bf16 inputs:
+// (cuda::attention_forward_fma / attention_backward_fma) on the same bf16 or f16 inputs
+// (bounds below for bf16; f16 rounds 8x finer and gets half of each):
 //   forward:  out within 2e-2 (max |a - b| / max |b|: both are bf16, and the tensor-core
 //             path also rounds P to bf16 before P V), lse within 1e-3 absolute (f32 softmax
 //             statistics of the same inputs, different summation orders);
@@ -17,6 +18,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/cuda_tensor.h"
@@ -85,7 +87,7 @@ OwnedTensor device_filled(const Shape& shape, DType dt, float value) {
   return to_device(h);
 }
 
-class CudaAttentionTensorCore : public ::testing::TestWithParam<TcCase> {};
+class CudaAttentionTensorCore : public ::testing::TestWithParam<std::tuple<TcCase, DType>> {};
 
 // max |a - b| / scale over the q, k or v slots (part 0, 1, 2) of a [B, T, (Hq + 2 Hkv) D]
 // gradient, scale = max(max |b| over the slot, 0.1 max |b| over the whole gradient). The
@@ -110,9 +112,10 @@ double slot_error(const Tensor& got, const Tensor& ref, const TcCase& c, int par
 
 TEST_P(CudaAttentionTensorCore, MatchesReferenceKernel) {
   ZT_REQUIRE_GPU();
-  const TcCase c = GetParam();
+  const TcCase c = std::get<0>(GetParam());
+  const DType dt = std::get<1>(GetParam());
+  const double tol = dt == DType::F16 ? 1e-2 : 2e-2;
   const int hq = static_cast<int>(c.Hq), hkv = static_cast<int>(c.Hkv);
-  const DType dt = DType::BF16;
   const uint32_t seed = static_cast<uint32_t>(c.B * 1000003 + c.T * 1009 + c.Hq * 101 + c.Hkv * 11 + c.D);
   OwnedTensor qkv = to_device(make(randn(static_cast<size_t>(shape_numel(c.qkv_shape())), seed), c.qkv_shape(), dt));
   OwnedTensor dout =
@@ -139,32 +142,34 @@ TEST_P(CudaAttentionTensorCore, MatchesReferenceKernel) {
   const OwnedTensor got = to_host(dqkv_tc), ref = to_host(dqkv_ref);
   const double e_dq = slot_error(got, ref, c, 0), e_dk = slot_error(got, ref, c, 1), e_dv = slot_error(got, ref, c, 2);
   const double e_both = scaled_error(to_host(dqkv_both), ref);
-  std::printf("tensor-core attention %s: out %.2e lse %.2e | dq %.2e dk %.2e dv %.2e | fwd+bwd %.2e\n",
-              c.str().c_str(), e_out, e_lse, e_dq, e_dk, e_dv, e_both);
-  EXPECT_LE(e_out, 2e-2) << "out";
+  std::printf("tensor-core attention %s %s: out %.2e lse %.2e | dq %.2e dk %.2e dv %.2e | fwd+bwd %.2e\n",
+              dtype_name(dt), c.str().c_str(), e_out, e_lse, e_dq, e_dk, e_dv, e_both);
+  EXPECT_LE(e_out, tol) << "out";
   EXPECT_LE(e_lse, 1e-3) << "lse";
-  EXPECT_LE(e_dq, 2e-2) << "dq";
-  EXPECT_LE(e_dk, 2e-2) << "dk";
-  EXPECT_LE(e_dv, 2e-2) << "dv";
-  EXPECT_LE(e_both, 2e-2) << "forward + backward";
+  EXPECT_LE(e_dq, tol) << "dq";
+  EXPECT_LE(e_dk, tol) << "dk";
+  EXPECT_LE(e_dv, tol) << "dv";
+  EXPECT_LE(e_both, tol) << "forward + backward";
 }
 
 // Same inputs, same bits: the backward has one writer per element (no atomics).
 TEST(CudaAttentionTensorCoreBackward, IsDeterministic) {
   ZT_REQUIRE_GPU();
   const TcCase c{2, 300, 8, 2, 64};
-  const DType dt = DType::BF16;
-  OwnedTensor qkv = to_device(make(randn(static_cast<size_t>(shape_numel(c.qkv_shape())), 11), c.qkv_shape(), dt));
-  OwnedTensor dout = to_device(make(randn(static_cast<size_t>(shape_numel(c.out_shape())), 12), c.out_shape(), dt));
-  OwnedTensor out = device_filled(c.out_shape(), dt, kNaN);
-  OwnedTensor lse = device_filled(c.lse_shape(), DType::F32, kNaN);
-  cuda::attention_forward_tensor_core(out, lse, qkv, 8, 2, c.scale());
-  OwnedTensor d1 = device_filled(c.qkv_shape(), dt, kNaN), d2 = device_filled(c.qkv_shape(), dt, kNaN);
-  cuda::attention_backward_tensor_core(d1, dout, qkv, out, lse, 8, 2, c.scale());
-  cuda::attention_backward_tensor_core(d2, dout, qkv, out, lse, 8, 2, c.scale());
-  const std::vector<float> a = to_host(d1)->to_f32_vector(), b = to_host(d2)->to_f32_vector();
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0) << "element " << i;
+  for (const DType dt : {DType::BF16, DType::F16}) {
+    OwnedTensor qkv = to_device(make(randn(static_cast<size_t>(shape_numel(c.qkv_shape())), 11), c.qkv_shape(), dt));
+    OwnedTensor dout = to_device(make(randn(static_cast<size_t>(shape_numel(c.out_shape())), 12), c.out_shape(), dt));
+    OwnedTensor out = device_filled(c.out_shape(), dt, kNaN);
+    OwnedTensor lse = device_filled(c.lse_shape(), DType::F32, kNaN);
+    cuda::attention_forward_tensor_core(out, lse, qkv, 8, 2, c.scale());
+    OwnedTensor d1 = device_filled(c.qkv_shape(), dt, kNaN), d2 = device_filled(c.qkv_shape(), dt, kNaN);
+    cuda::attention_backward_tensor_core(d1, dout, qkv, out, lse, 8, 2, c.scale());
+    cuda::attention_backward_tensor_core(d2, dout, qkv, out, lse, 8, 2, c.scale());
+    const std::vector<float> a = to_host(d1)->to_f32_vector(), b = to_host(d2)->to_f32_vector();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0) << dtype_name(dt) << " element " << i;
+  }
 }
 
 std::vector<TcCase> tc_cases() {
@@ -178,11 +183,14 @@ std::vector<TcCase> tc_cases() {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttentionTensorCore, ::testing::ValuesIn(tc_cases()),
-                         [](const ::testing::TestParamInfo<TcCase>& info) { return info.param.str(); });
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttentionTensorCore,
+                         ::testing::Combine(::testing::ValuesIn(tc_cases()), ::testing::Values(DType::BF16, DType::F16)),
+                         [](const ::testing::TestParamInfo<CudaAttentionTensorCore::ParamType>& info) {
+                           return std::get<0>(info.param).str() + "_" + dtype_name(std::get<1>(info.param));
+                         });
 
-// Only bf16 with head dim 64 or 128 takes the tensor-core path.
-TEST(CudaAttentionTensorCoreDispatch, SupportsOnlyBf16HeadDim64And128) {
+// Only bf16 and f16 with head dim 64 or 128 take the tensor-core path.
+TEST(CudaAttentionTensorCoreDispatch, Supports16BitHeadDim64And128) {
   ZT_REQUIRE_GPU();
   const auto supports = [](DType dt, int64_t D) {
     const TcCase c{1, 8, 4, 2, D};
@@ -194,6 +202,9 @@ TEST(CudaAttentionTensorCoreDispatch, SupportsOnlyBf16HeadDim64And128) {
   EXPECT_TRUE(supports(DType::BF16, 128));
   EXPECT_FALSE(supports(DType::BF16, 32));
   EXPECT_FALSE(supports(DType::BF16, 96));
+  EXPECT_TRUE(supports(DType::F16, 64));
+  EXPECT_TRUE(supports(DType::F16, 128));
+  EXPECT_FALSE(supports(DType::F16, 96));
   EXPECT_FALSE(supports(DType::F32, 64));
 }
 

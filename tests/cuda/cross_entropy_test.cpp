@@ -175,7 +175,7 @@ TEST_P(CudaCrossEntropy, MatchesCpu) {
 
 std::vector<CeCase> odd_cases() {
   std::vector<CeCase> cases;
-  const DType combos[][2] = {{F32, F32}, {F32, BF16}, {BF16, BF16}, {BF16, F32}, {F32, F16}, {BF16, F16}};
+  const DType combos[][2] = {{F32, F32}, {F32, BF16}, {BF16, BF16}, {BF16, F32}, {F32, F16}, {BF16, F16}, {F16, F16}};
   for (const auto& t : combos) {
     cases.push_back({37, 19, 101, 128, t[0], t[1], 0});  // one chunk, through ops/
     cases.push_back({37, 19, 101, 128, t[0], t[1], 8});  // 5 chunks, the last of 5 rows
@@ -201,6 +201,8 @@ INSTANTIATE_TEST_SUITE_P(Gpt2, CudaCrossEntropy,
                                            CeCase{192, 768, 50257, 50304, F32, F32, 64},
                                            CeCase{192, 768, 50257, 50304, BF16, BF16, 0},
                                            CeCase{192, 768, 50257, 50304, BF16, BF16, 64},
+                                           CeCase{192, 768, 50257, 50304, F16, F16, 0},
+                                           CeCase{192, 768, 50257, 50304, F16, F16, 64},
                                            CeCase{192, 768, 50257, 50304, F32, BF16, 64}),
                          case_name);
 

@@ -176,7 +176,7 @@ TEST(CudaDropout, UniformEqualToPIsKept) {
 TEST(CudaDropout, ZeroProbabilityCopies) {
   ZT_REQUIRE_GPU();
   const Philox rng(5, 5);
-  for (DType dt : {DType::F32, DType::BF16})
+  for (DType dt : {DType::F32, DType::BF16, DType::F16})
     for (int64_t n : {1, 9, 4099}) {
       const OwnedTensor x = make(inputs(n), {n}, dt);
       const DeviceCopy gx = on_device(x, 1);

@@ -126,6 +126,9 @@ const EmbCase kCases[] = {
     {2, 128, 50257, 64, DType::F32, DType::F32, true, Tokens::Random},
     {8, 128, 10, 100, DType::F32, DType::F32, true, Tokens::AllSame},
     {2, 33, 300, 40, DType::BF16, DType::F32, true, Tokens::Random},
+    {4, 64, 50, 768, DType::F16, DType::F16, true, Tokens::FewDistinct},
+    {2, 33, 300, 40, DType::F16, DType::F32, true, Tokens::Random},
+    {3, 4, 6, 9, DType::F16, DType::BF16, true, Tokens::Random},
 };
 
 class CudaEmbedding : public ::testing::TestWithParam<EmbCase> {};

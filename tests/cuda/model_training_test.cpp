@@ -47,11 +47,14 @@ double rel_diff(const Tensor& a_any, const Tensor& b_host) {
   return diff / std::max(scale, 1e-30);
 }
 
-void compare_one_step(const char* preset, DType dtype, double tolerance) {
+// One forward + backward of a tiny model on the CPU (f32 activations) and on the GPU with
+// `gpu_activations` (16-bit ones as a 16-bit `zerotrain train` run keeps them).
+void compare_one_step(const char* preset, DType dtype, double tolerance, DType gpu_activations = DType::F32) {
   const model::ModelConfig c = tiny(preset);
   model::ModelOptions cpu_o, gpu_o;
   cpu_o.param_dtype = cpu_o.grad_dtype = gpu_o.param_dtype = gpu_o.grad_dtype = dtype;
   gpu_o.device = Device::cuda();
+  gpu_o.activation_dtype = gpu_activations;
   model::Transformer cpu(c, cpu_o), gpu(c, gpu_o);
   cpu.init_weights(3);
   gpu.init_weights(3);
@@ -84,6 +87,15 @@ TEST(CudaModel, ForwardBackwardMatchesCpuBf16) {
   ZT_REQUIRE_GPU();
   compare_one_step("tiny-gpt2", DType::BF16, 3e-2);
   compare_one_step("tiny-llama", DType::BF16, 3e-2);
+  compare_one_step("tiny-gpt2", DType::BF16, 3e-2, DType::BF16);
+  compare_one_step("tiny-llama", DType::BF16, 3e-2, DType::BF16);
+}
+
+// fp16 training's model: f16 parameters, gradients and (on the GPU) activations.
+TEST(CudaModel, ForwardBackwardMatchesCpuF16) {
+  ZT_REQUIRE_GPU();
+  compare_one_step("tiny-gpt2", DType::F16, 1e-2, DType::F16);
+  compare_one_step("tiny-llama", DType::F16, 1e-2, DType::F16);
 }
 
 // A 50-step run of the small text data on `device`; returns the per-step losses.
@@ -122,6 +134,9 @@ TEST(CudaModel, FiftyTrainingStepsFollowTheCpuLossCurve) {
       {"tiny-llama", "f32", {}, 1e-3},
       {"tiny-gpt2", "bf16", {"--bf16", "true"}, 3e-2},
       {"tiny-llama", "bf16-zero3", {"--bf16", "true", "--zero_optimization.stage", "3"}, 3e-2},
+      // fp16 with the dynamic loss scaler (f16 activations on the GPU, f32 on the CPU).
+      {"tiny-gpt2", "fp16", {"--fp16", "true"}, 2e-2},
+      {"tiny-llama", "fp16-zero2", {"--fp16", "true", "--zero_optimization.stage", "2"}, 2e-2},
   };
   for (const Case& k : cases) {
     const fs::path out = dir.path() / (std::string(k.preset) + "_" + k.label);

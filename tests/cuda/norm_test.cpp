@@ -127,6 +127,11 @@ const NormCase kCases[] = {
     {4099, 64, DType::F32, DType::BF16, DType::F16, true},
     {2, 4096, DType::F32, DType::F32, DType::F32, true},
     {1, 2048, DType::BF16, DType::BF16, DType::BF16, true},
+    // f16 activations (fp16 training: f16 parameters and gradients too).
+    {64, 768, DType::F16, DType::F16, DType::F16, true},
+    {33, 1600, DType::F16, DType::F16, DType::F16, false},
+    {5, 13, DType::F16, DType::F32, DType::F32, true},
+    {17, 2048, DType::F16, DType::BF16, DType::F32, true},
 };
 
 class CudaNorm : public ::testing::TestWithParam<NormCase> {};
@@ -276,7 +281,7 @@ TEST(CudaNormDeterminism, BackwardIsDeterministicAndAccumulates) {
 // (f32 and bf16, the 16-byte and the scalar path, res apart from a and res = a in place).
 TEST(CudaNormResidual, AddNormIsAddThenNorm) {
   ZT_REQUIRE_GPU();
-  for (DType dt : {DType::F32, DType::BF16})
+  for (DType dt : {DType::F32, DType::BF16, DType::F16})
     for (int64_t C : {int64_t{2048}, int64_t{100}})
       for (bool layernorm : {true, false})
         for (bool in_place : {false, true}) {
@@ -313,7 +318,7 @@ TEST(CudaNormResidual, AddNormIsAddThenNorm) {
 // activations; bf16 rounds once, after the add).
 TEST(CudaNormAccumulate, DinpAddsToTheOldValue) {
   ZT_REQUIRE_GPU();
-  for (DType act_dtype : {DType::F32, DType::BF16})
+  for (DType act_dtype : {DType::F32, DType::BF16, DType::F16})
     for (bool layernorm : {true, false}) {
       const int64_t N = 70, C = 2048;
       const Shape act{N, C}, par{C}, stat{N};

@@ -90,9 +90,12 @@ const RopeCase kCases[] = {
     {"llama3_D128_long", llama3_config(128, 8192), 1, 2048, 1, 1, DType::F32},
     {"llama3_D64_Hq4_Hkv2", llama3_config(64, 8192), 2, 33, 4, 2, DType::F32},
     {"llama3_D64_Hq4_Hkv2", llama3_config(64, 8192), 2, 33, 4, 2, DType::BF16},
+    {"llama3_D64_Hq4_Hkv2", llama3_config(64, 8192), 2, 33, 4, 2, DType::F16},
+    {"llama3_D128_Hq32_Hkv8", llama3_config(128, 8192), 1, 64, 32, 8, DType::F16},
     {"llama3_D8_small_context", llama3_config(8, 16), 3, 40, 4, 1, DType::F32},
     {"plain_D8_Hq3_Hkv3", plain_config(8), 3, 5, 3, 3, DType::F32},
     {"plain_D8_Hq4_Hkv2", plain_config(8), 2, 7, 4, 2, DType::BF16},
+    {"plain_D8_Hq4_Hkv2", plain_config(8), 2, 7, 4, 2, DType::F16},
     {"plain_D6_odd_half", plain_config(6), 2, 9, 2, 1, DType::F32},
     {"plain_D64_one_token", plain_config(64), 1, 1, 2, 1, DType::F32},
 };
@@ -188,7 +191,7 @@ TEST(CudaRopeTable, DeviceTableHoldsTheHostBits) {
 // qkv equal, bit for bit, the same rows of a full-sequence rotation; and match the CPU op.
 TEST(CudaRopeOffset, MatchesFullSequenceAndCpu) {
   ZT_REQUIRE_GPU();
-  for (DType act : {DType::F32, DType::BF16}) {
+  for (DType act : {DType::F32, DType::BF16, DType::F16}) {
     const RopeConfig c = llama3_config(64, 8192);
     const int Hq = 4, Hkv = 2;
     const int64_t T = 24, start = 17, Tn = T - start, row = static_cast<int64_t>(Hq + 2 * Hkv) * c.head_dim;

@@ -176,15 +176,16 @@ void launch_rows(const Op& op, int64_t rows, int64_t F, bool aligned) {
   ZT_CUDA_CHECK_LAST();
 }
 
-// Calls fn(T{}) with T the activation type: float or bf16.
+// Calls fn(T{}) with T the activation type: float, bf16 or f16.
 template <class Fn>
 void dispatch_activation(DType dtype, Fn&& fn) {
   switch (dtype) {
     case DType::F32: fn(float{}); return;
     case DType::BF16: fn(bf16{}); return;
+    case DType::F16: fn(f16{}); return;
     default: break;
   }
-  ZT_THROW_UNSUPPORTED("CUDA activations take f32 or bf16 tensors, got ", dtype_name(dtype));
+  ZT_THROW_UNSUPPORTED("CUDA activations take f32, bf16 or f16 tensors, got ", dtype_name(dtype));
 }
 
 template <class T>

@@ -4,11 +4,12 @@
 // Accumulation rule: forward overwrites out and lse (=); backward overwrites dqkv (=).
 //
 // Kernels are instantiated for head-dim buckets kD in {32, 64, 128} (D <= kD, the rest is
-// zero padding) and for f32 and bf16 activations. The backward runs three kernels on the
+// zero padding) and for f32, bf16 and f16 activations. The backward runs three kernels on the
 // compute stream: delta = rowsum(dO * O) into an f32 [B, Hq, T] scratch from the caching
 // allocator, then dK/dV (one block per key tile) and dQ (one block per query tile); each
 // writes its own part of dqkv, so the result is deterministic and needs no zero fill.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <climits>
 #include <cstdint>
@@ -33,15 +34,16 @@ struct Tag {
   using type = T;
 };
 
-// Calls fn(Tag<A>) with A the device type of the activation dtype (f32 or bf16).
+// Calls fn(Tag<A>) with A the device type of the activation dtype (f32, bf16 or f16).
 template <class Fn>
 void dispatch_dtype(const char* op, DType dt, Fn&& fn) {
   switch (dt) {
     case DType::F32: return fn(Tag<float>{});
     case DType::BF16: return fn(Tag<__nv_bfloat16>{});
+    case DType::F16: return fn(Tag<__half>{});
     default: break;
   }
-  ZT_THROW_UNSUPPORTED(op, ": CUDA attention takes f32 or bf16 activations, got ", dtype_name(dt));
+  ZT_THROW_UNSUPPORTED(op, ": CUDA attention takes f32, bf16 or f16 activations, got ", dtype_name(dt));
 }
 
 // Calls fn(std::integral_constant<int, kD>) with kD the head-dim bucket of D.
@@ -158,7 +160,7 @@ void attention_backward_fma(const Tensor& dqkv, const Tensor& dout, const Tensor
   });
 }
 
-// Tensor cores (attention_tc.h) for bf16 with head dim 64 or 128 unless ZT_ATTENTION_TC=0;
+// Tensor cores (attention_tc.h) for bf16 and f16 with head dim 64 or 128 unless ZT_ATTENTION_TC=0;
 // the f32-FMA kernels otherwise.
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads, int n_kv_heads,
                        float scale) {

@@ -1,6 +1,6 @@
-// Tensor-core (mma.sync m16n8k16 bf16) forward and backward of the CUDA causal GQA
-// attention, for bf16 activations with head dim 64 or 128. CUDA-free header (core types only); defined in
-// attention_tc.cu, which exists only in CUDA builds (ZT_WITH_CUDA): there is no CPU stub.
+// Tensor-core (mma.sync m16n8k16, bf16 or f16 operands) forward and backward of the CUDA
+// causal GQA attention, for bf16 or f16 activations with head dim 64 or 128. CUDA-free
+// header (core types only); defined in attention_tc.cu, which exists only in CUDA builds (ZT_WITH_CUDA): there is no CPU stub.
 //
 // Same contract as zt::cuda::attention_forward (attention_ops.h): qkv [B, T, (Hq + 2 Hkv) D],
 // out [B, T, Hq D] (=), lse [B, Hq, T] f32 (=), causal, query head h reads kv head
@@ -15,7 +15,7 @@
 
 namespace zt::cuda {
 
-// True when the tensor-core forward takes these tensors: bf16 qkv and out, head dim 64 or
+// True when the tensor-core forward takes these tensors: bf16 or f16 qkv and out (one dtype), head dim 64 or
 // 128, 16-byte aligned qkv and 4-byte aligned out, B and Hq at most 65535. Shapes, dtypes
 // and devices otherwise as checked by ops::attention_forward.
 bool attention_forward_tensor_core_supports(const Tensor& out, const Tensor& qkv, int n_q_heads, int n_kv_heads);
@@ -26,7 +26,7 @@ void attention_forward_tensor_core(const Tensor& out, const Tensor& lse, const T
                                    int n_kv_heads, float scale);
 
 // The tensor-core backward, same contract as zt::cuda::attention_backward: dqkv (=) every
-// element. Needs what the forward needs plus bf16 dqkv/dout, dout and out 16-byte aligned.
+// element. Needs what the forward needs plus dqkv/dout of qkv's dtype, dout and out 16-byte aligned.
 bool attention_backward_tensor_core_supports(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
                                              const Tensor& out, int n_q_heads, int n_kv_heads);
 void attention_backward_tensor_core(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,

@@ -3,9 +3,9 @@
 // attention_tc_kernels.cuh (whose fragment layouts, ldmatrix addressing and cp.async helpers
 // this file uses and does not repeat).
 //
-// FlashAttention-2 backward with mma.sync m16n8k16 (bf16 x bf16 -> f32), split into two
-// kernels so that every output element has one writer (deterministic, no atomics, no zero
-// fill), the same split as the f32-FMA kernels of attention_kernels.cuh:
+// FlashAttention-2 backward with mma.sync m16n8k16 (bf16 or f16 operands -> f32), split
+// into two kernels so that every output element has one writer (deterministic, no atomics,
+// no zero fill), the same split as the f32-FMA kernels of attention_kernels.cuh:
 //
 //   delta   delta[b, h, t] = sum_d dO[b, t, h, d] O[b, t, h, d] (f32), kD / 8 lanes per row
 //           with 16-byte loads.
@@ -29,15 +29,16 @@
 //             S = Q K^T, dP = dO V^T, P = 2^(S scale log2 e - lse log2 e) (0 where key > query),
 //             dS = P (dP - delta), dQ += dS K (B: K with .trans); dQ *= scale at the end.
 //
-// P and dS are rounded to bf16 as mma A operands (as FlashAttention does); S, dP and every
-// accumulator are f32. Rows past T: Q/dO/K/V tiles are zero-filled; a query row past T gets
-// lse = +inf (so P = 0) and delta = 0, a key row past T is never stored, and a key past T
+// P and dS are rounded to the element type E (bf16 or f16) as mma A operands (as
+// FlashAttention does); S, dP and every accumulator are f32. Rows past T: Q/dO/K/V tiles
+// are zero-filled; a query row past T gets lse = +inf (so P = 0) and delta = 0, a key row past T is never stored, and a key past T
 // is masked for every real query (it is later than all of them).
 //
 // Register budget per thread (kD = 64): dK, dV 2 x 32, S^T, dP^T 2 x 32 f32; for kD = 128
 // the query tile of dK/dV and the key tile of dQ shrink to 32 rows to stay near 160.
 #pragma once
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cmath>
 #include <cstdint>
@@ -54,15 +55,15 @@ struct BwdTiles {
   static constexpr int kKt = kD == 64 ? 64 : 32;   // dQ: keys per inner tile
   // K, V + 2 x (Q, dO) bf16 tiles, then 2 x (lse, delta) f32 rows.
   static constexpr size_t kDkDvSmem =
-      sizeof(__nv_bfloat16) * (2 * kKeys + 4 * kQi) * kLds + sizeof(float) * 4 * kQi;
+      kElemBytes * (2 * kKeys + 4 * kQi) * kLds + sizeof(float) * 4 * kQi;
   // Q, dO + 2 x (K, V) bf16 tiles.
-  static constexpr size_t kDqSmem = sizeof(__nv_bfloat16) * (2 * kQ + 4 * kKt) * kLds;
+  static constexpr size_t kDqSmem = kElemBytes * (2 * kQ + 4 * kKt) * kLds;
 };
 
 // Issues dst[r][*] (row stride kD + 8) = src[r * ld + 0 .. kD) for r < n_rows, else 0, for
 // r < kRows (cp.async, complete after commit + wait + barrier). src row 0 must be readable.
-template <int kD, int kRows>
-__device__ __forceinline__ void load_rows(__nv_bfloat16* dst, const __nv_bfloat16* src, int64_t ld, int n_rows) {
+template <int kD, int kRows, class E>
+__device__ __forceinline__ void load_rows(E* dst, const E* src, int64_t ld, int n_rows) {
   constexpr int kVecs = kD / 8;
   constexpr int kLds = kD + 8;
   static_assert((kRows * kVecs) % kThreads == 0, "tile shape");
@@ -78,17 +79,17 @@ __device__ __forceinline__ void load_rows(__nv_bfloat16* dst, const __nv_bfloat1
 
 // A fragments of 16 rows x kD from a shared tile (row stride kD + 8): frag[c] covers dims
 // 16 c .. 16 c + 15 (the forward's Q addressing).
-template <int kD>
-__device__ __forceinline__ void load_a_rows(uint32_t (&frag)[kD / 16][4], const __nv_bfloat16* rows16, int lane) {
+template <int kD, class E>
+__device__ __forceinline__ void load_a_rows(uint32_t (&frag)[kD / 16][4], const E* rows16, int lane) {
 #pragma unroll
   for (int c = 0; c < kD / 16; ++c) ldmatrix_x4(frag[c], rows16 + (lane % 16) * (kD + 8) + c * 16 + (lane / 16) * 8);
 }
 
 // acc[16 x 8 kN] = A[16 x kD] B^T, B rows (row stride kD + 8) the n index: A given as
 // fragments (the forward's S = Q K^T).
-template <int kD, int kN>
+template <int kD, int kN, class E>
 __device__ __forceinline__ void mma_rows_nt(float (&acc)[kN / 8][4], const uint32_t (&a)[kD / 16][4],
-                                            const __nv_bfloat16* b_rows, int lane) {
+                                            const E* b_rows, int lane) {
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 #pragma unroll
@@ -97,56 +98,55 @@ __device__ __forceinline__ void mma_rows_nt(float (&acc)[kN / 8][4], const uint3
     for (int c = 0; c < kD / 16; ++c) {
       uint32_t bb[4];
       ldmatrix_x4(bb, b_rows + (jp * 16 + lane % 8 + (lane / 16) * 8) * (kD + 8) + c * 16 + ((lane / 8) % 2) * 8);
-      mma_bf16(acc[2 * jp], a[c], bb[0], bb[1]);
-      mma_bf16(acc[2 * jp + 1], a[c], bb[2], bb[3]);
+      mma_16816<E>(acc[2 * jp], a[c], bb[0], bb[1]);
+      mma_16816<E>(acc[2 * jp + 1], a[c], bb[2], bb[3]);
     }
   }
 }
 
-// acc[16 x kD] += P[16 x kN] B, P given as f32 accumulators (rounded to bf16 here), B rows
+// acc[16 x kD] += P[16 x kN] B, P given as f32 accumulators (rounded to E here), B rows
 // (row stride kD + 8) the k index (the forward's O += P V).
-template <int kD, int kN>
+template <int kD, int kN, class E>
 __device__ __forceinline__ void mma_acc_pv(float (&acc)[kD / 8][4], const float (&p)[kN / 8][4],
-                                           const __nv_bfloat16* b_rows, int lane) {
+                                           const E* b_rows, int lane) {
 #pragma unroll
   for (int kk = 0; kk < kN / 16; ++kk) {
-    const uint32_t a[4] = {pack_bf16x2(p[2 * kk][0], p[2 * kk][1]), pack_bf16x2(p[2 * kk][2], p[2 * kk][3]),
-                           pack_bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]),
-                           pack_bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+    const uint32_t a[4] = {pack2<E>(p[2 * kk][0], p[2 * kk][1]), pack2<E>(p[2 * kk][2], p[2 * kk][3]),
+                           pack2<E>(p[2 * kk + 1][0], p[2 * kk + 1][1]),
+                           pack2<E>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
 #pragma unroll
     for (int dp = 0; dp < kD / 16; ++dp) {
       uint32_t bb[4];
       ldmatrix_x4_trans(bb, b_rows + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * (kD + 8) + dp * 16 + (lane / 16) * 8);
-      mma_bf16(acc[2 * dp], a, bb[0], bb[1]);
-      mma_bf16(acc[2 * dp + 1], a, bb[2], bb[3]);
+      mma_16816<E>(acc[2 * dp], a, bb[0], bb[1]);
+      mma_16816<E>(acc[2 * dp + 1], a, bb[2], bb[3]);
     }
   }
 }
 
-// Stores rows r0 + g and r0 + g + 8 (< T) of a 16 x kD accumulator times mul as bf16 at
+// Stores rows r0 + g and r0 + g + 8 (< T) of a 16 x kD accumulator times mul as E at
 // dst + row * ld (+ 2 t + 8 n).
-template <int kD>
-__device__ __forceinline__ void store_rows(__nv_bfloat16* dst, int64_t ld, const float (&acc)[kD / 8][4], int r0,
+template <int kD, class E>
+__device__ __forceinline__ void store_rows(E* dst, int64_t ld, const float (&acc)[kD / 8][4], int r0,
                                            int T, float mul, int lane) {
   const int g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = r0 + g + 8 * r;
     if (row >= T) continue;
-    __nv_bfloat16* d = dst + row * ld + 2 * t;
+    E* d = dst + row * ld + 2 * t;
 #pragma unroll
     for (int n = 0; n < kD / 8; ++n)
-      *reinterpret_cast<__nv_bfloat162*>(d + 8 * n) =
-          __floats2bfloat162_rn(acc[n][2 * r] * mul, acc[n][2 * r + 1] * mul);
+      store2<E>(d + 8 * n, acc[n][2 * r] * mul, acc[n][2 * r + 1] * mul);
   }
 }
 
 // delta[(b Hq + h) T + t] = sum_d dout[row] out[row], row = (b T + t) Hq + h (memory order),
 // kD / 8 lanes per row; blocks of kThreads; n_rows = B T Hq. dout, out 16-byte aligned.
-template <int kD>
+template <int kD, class E>
 __global__ void __launch_bounds__(kThreads)
-    attention_delta_tc_kernel(float* __restrict__ delta, const __nv_bfloat16* __restrict__ dout,
-                              const __nv_bfloat16* __restrict__ out, TcDims dm, int64_t n_rows) {
+    attention_delta_tc_kernel(float* __restrict__ delta, const E* __restrict__ dout,
+                              const E* __restrict__ out, TcDims dm, int64_t n_rows) {
   constexpr int kLanes = kD / 8;
   const int64_t r = static_cast<int64_t>(blockIdx.x) * (kThreads / kLanes) + threadIdx.x / kLanes;
   const int lane = threadIdx.x % kLanes;
@@ -154,11 +154,10 @@ __global__ void __launch_bounds__(kThreads)
   if (r < n_rows) {
     const uint4 a = *reinterpret_cast<const uint4*>(dout + r * kD + lane * 8);
     const uint4 o = *reinterpret_cast<const uint4*>(out + r * kD + lane * 8);
-    const __nv_bfloat162* a2 = reinterpret_cast<const __nv_bfloat162*>(&a);
-    const __nv_bfloat162* o2 = reinterpret_cast<const __nv_bfloat162*>(&o);
+    const uint32_t a2[4] = {a.x, a.y, a.z, a.w}, o2[4] = {o.x, o.y, o.z, o.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const float2 af = __bfloat1622float2(a2[i]), of = __bfloat1622float2(o2[i]);
+      const float2 af = unpack2<E>(a2[i]), of = unpack2<E>(o2[i]);
       acc = fmaf(af.x, of.x, acc);
       acc = fmaf(af.y, of.y, acc);
     }
@@ -176,19 +175,19 @@ __global__ void __launch_bounds__(kThreads)
 
 // dK, dV (=) into the k and v slots of dqkv. Grid (ceil(T / 64), Hkv, B), kThreads threads,
 // BwdTiles<kD>::kDkDvSmem bytes of dynamic shared memory.
-template <int kD>
+template <int kD, class E>
 __global__ void __launch_bounds__(kThreads)
-    attention_backward_dkdv_tc_kernel(__nv_bfloat16* __restrict__ dqkv, const __nv_bfloat16* __restrict__ dout,
-                                      const __nv_bfloat16* __restrict__ qkv, const float* __restrict__ lse,
+    attention_backward_dkdv_tc_kernel(E* __restrict__ dqkv, const E* __restrict__ dout,
+                                      const E* __restrict__ qkv, const float* __restrict__ lse,
                                       const float* __restrict__ delta, TcDims dm, float scale, float scale_log2) {
   using Tl = BwdTiles<kD>;
   constexpr int kLds = Tl::kLds, kQi = Tl::kQi, kKeys = Tl::kKeys;
   constexpr int kNO = kD / 8;
   constexpr int kTileQ = kQi * kLds;
   extern __shared__ uint4 attention_tc_bwd_smem[];
-  __nv_bfloat16* Ks = reinterpret_cast<__nv_bfloat16*>(attention_tc_bwd_smem);  // [64][kLds]
-  __nv_bfloat16* Vs = Ks + kKeys * kLds;
-  __nv_bfloat16* QD = Vs + kKeys * kLds;  // buffer i: Q at QD + 2 i kTileQ, dO at QD + (2 i + 1) kTileQ
+  E* Ks = reinterpret_cast<E*>(attention_tc_bwd_smem);  // [64][kLds]
+  E* Vs = Ks + kKeys * kLds;
+  E* QD = Vs + kKeys * kLds;  // buffer i: Q at QD + 2 i kTileQ, dO at QD + (2 i + 1) kTileQ
   float* stats = reinterpret_cast<float*>(QD + 4 * kTileQ);  // buffer i: lse (log2) at 2 i kQi, delta at (2 i + 1) kQi
 
   const int k0 = blockIdx.x * kKeys;  // first tiles have the most queries: they start first
@@ -196,8 +195,8 @@ __global__ void __launch_bounds__(kThreads)
   const int group = dm.Hq / dm.Hkv;
   const int64_t ld = static_cast<int64_t>(dm.Hq + 2 * dm.Hkv) * kD;
   const int64_t out_ld = static_cast<int64_t>(dm.Hq) * kD;
-  const __nv_bfloat16* seq = qkv + static_cast<int64_t>(b) * dm.T * ld;
-  const __nv_bfloat16* dout_seq = dout + static_cast<int64_t>(b) * dm.T * out_ld;
+  const E* seq = qkv + static_cast<int64_t>(b) * dm.T * ld;
+  const E* dout_seq = dout + static_cast<int64_t>(b) * dm.T * out_ld;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
 
@@ -247,8 +246,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.0f;
   const int key_base = k0 + warp * 16 + g;  // key of c0, c1; + 8: of c2, c3
-  const __nv_bfloat16* K_w = Ks + warp * 16 * kLds;
-  const __nv_bfloat16* V_w = Vs + warp * 16 * kLds;
+  const E* K_w = Ks + warp * 16 * kLds;
+  const E* V_w = Vs + warp * 16 * kLds;
 
   for (int i = 0, buf = 0; i < total; ++i, buf ^= 1) {
     cp_async_wait_all();
@@ -259,8 +258,8 @@ __global__ void __launch_bounds__(kThreads)
       cp_async_commit();
       load_stats(i + 1, next_l2, next_dl);  // stored after this tile's compute (latency hidden)
     }
-    const __nv_bfloat16* Qs = QD + 2 * buf * kTileQ;
-    const __nv_bfloat16* dOs = Qs + kTileQ;
+    const E* Qs = QD + 2 * buf * kTileQ;
+    const E* dOs = Qs + kTileQ;
     const float* lse_s = stats + 2 * buf * kQi;
     const float* del_s = lse_s + kQi;
     const int qs = tile_q0(i);
@@ -292,35 +291,35 @@ __global__ void __launch_bounds__(kThreads)
     if (i + 1 < total) store_stats(buf ^ 1, next_l2, next_dl);
   }
 
-  __nv_bfloat16* dseq = dqkv + static_cast<int64_t>(b) * dm.T * ld;
+  E* dseq = dqkv + static_cast<int64_t>(b) * dm.T * ld;
   store_rows<kD>(dseq + static_cast<int64_t>(dm.Hq + g_kv) * kD, ld, dk, k0 + warp * 16, dm.T, scale, lane);
   store_rows<kD>(dseq + static_cast<int64_t>(dm.Hq + dm.Hkv + g_kv) * kD, ld, dv, k0 + warp * 16, dm.T, 1.0f, lane);
 }
 
 // dQ (=) into the q slots of dqkv. Grid (ceil(T / 64), Hq, B), kThreads threads,
 // BwdTiles<kD>::kDqSmem bytes of dynamic shared memory.
-template <int kD>
+template <int kD, class E>
 __global__ void __launch_bounds__(kThreads)
-    attention_backward_dq_tc_kernel(__nv_bfloat16* __restrict__ dqkv, const __nv_bfloat16* __restrict__ dout,
-                                    const __nv_bfloat16* __restrict__ qkv, const float* __restrict__ lse,
+    attention_backward_dq_tc_kernel(E* __restrict__ dqkv, const E* __restrict__ dout,
+                                    const E* __restrict__ qkv, const float* __restrict__ lse,
                                     const float* __restrict__ delta, TcDims dm, float scale, float scale_log2) {
   using Tl = BwdTiles<kD>;
   constexpr int kLds = Tl::kLds, kQ = Tl::kQ, kKt = Tl::kKt;
   constexpr int kNO = kD / 8;
   constexpr int kTileK = kKt * kLds;
   extern __shared__ uint4 attention_tc_bwd_smem[];
-  __nv_bfloat16* Qs = reinterpret_cast<__nv_bfloat16*>(attention_tc_bwd_smem);  // [64][kLds]
-  __nv_bfloat16* dOs = Qs + kQ * kLds;
-  __nv_bfloat16* KV = dOs + kQ * kLds;  // buffer i: K at KV + 2 i kTileK, V at KV + (2 i + 1) kTileK
+  E* Qs = reinterpret_cast<E*>(attention_tc_bwd_smem);  // [64][kLds]
+  E* dOs = Qs + kQ * kLds;
+  E* KV = dOs + kQ * kLds;  // buffer i: K at KV + 2 i kTileK, V at KV + (2 i + 1) kTileK
 
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kQ;  // last tiles (most keys) first
   const int h = blockIdx.y, b = blockIdx.z;
   const int g_kv = h / (dm.Hq / dm.Hkv);
   const int64_t ld = static_cast<int64_t>(dm.Hq + 2 * dm.Hkv) * kD;
   const int64_t out_ld = static_cast<int64_t>(dm.Hq) * kD;
-  const __nv_bfloat16* seq = qkv + static_cast<int64_t>(b) * dm.T * ld;
-  const __nv_bfloat16* k_src = seq + static_cast<int64_t>(dm.Hq + g_kv) * kD;
-  const __nv_bfloat16* v_src = seq + static_cast<int64_t>(dm.Hq + dm.Hkv + g_kv) * kD;
+  const E* seq = qkv + static_cast<int64_t>(b) * dm.T * ld;
+  const E* k_src = seq + static_cast<int64_t>(dm.Hq + g_kv) * kD;
+  const E* v_src = seq + static_cast<int64_t>(dm.Hq + dm.Hkv + g_kv) * kD;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
 
@@ -361,8 +360,8 @@ __global__ void __launch_bounds__(kThreads)
       load_rows<kD, kKt>(KV + (2 * (buf ^ 1) + 1) * kTileK, v_src + k1 * ld, ld, dm.T - k1);
       cp_async_commit();
     }
-    const __nv_bfloat16* Ks = KV + 2 * buf * kTileK;
-    const __nv_bfloat16* Vs = Ks + kTileK;
+    const E* Ks = KV + 2 * buf * kTileK;
+    const E* Vs = Ks + kTileK;
 
     float s[kKt / 8][4], dp[kKt / 8][4];
     mma_rows_nt<kD, kKt>(s, qf, Ks, lane);   // S = Q K^T
@@ -381,7 +380,7 @@ __global__ void __launch_bounds__(kThreads)
     mma_acc_pv<kD, kKt>(dq, dp, Ks, lane);  // dQ += dS K
   }
 
-  __nv_bfloat16* dseq = dqkv + static_cast<int64_t>(b) * dm.T * ld;
+  E* dseq = dqkv + static_cast<int64_t>(b) * dm.T * ld;
   store_rows<kD>(dseq + static_cast<int64_t>(h) * kD, ld, dq, q0 + warp * 16, dm.T, scale, lane);
 }
 

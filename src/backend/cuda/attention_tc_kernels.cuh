@@ -1,8 +1,9 @@
 // Device code of the tensor-core causal GQA attention forward (attention_tc.cu launches it;
 // contract in attention_tc.h). Include only from attention_tc.cu.
 //
-// FlashAttention-2 forward with warp-level mma.sync.aligned.m16n8k16 (bf16 x bf16 -> f32),
-// bf16 activations, head dim kD in {64, 128} exactly (no padding in D):
+// FlashAttention-2 forward with warp-level mma.sync.aligned.m16n8k16 (E x E -> f32) for
+// activations of element type E = bf16 or f16 (the same fragments and code; only the mma
+// and the rounding of P differ), head dim kD in {64, 128} exactly (no padding in D):
 //
 //   grid (query tiles of 64 rows, Hq, B), 128 threads = 4 warps; warp w owns query rows
 //   q0 + 16 w .. q0 + 16 w + 15. Blocks with the most keys (last query tiles) start first.
@@ -15,8 +16,8 @@
 //      keys), scaled by scale * log2(e); on the diagonal tile key > query is -inf. Online
 //      softmax per row (base-2): m_new = max(m, rowmax S), corr = 2^(m - m_new),
 //      P = 2^(S - m_new), l = l * corr + rowsum P, O = O * corr + P V, where P is rounded to
-//      bf16 and used straight from registers as the A operand of the P V mma.
-//   3. out = O / l as bf16; lse = (m + log2 l) * ln 2, the natural-log log-sum-exp of the
+//      E and used straight from registers as the A operand of the P V mma.
+//   3. out = O / l as E; lse = (m + log2 l) * ln 2, the natural-log log-sum-exp of the
 //      scaled scores (the same definition as attention_kernels.cuh's forward, which the
 //      backward reads).
 //
@@ -62,10 +63,12 @@
 //               compute tile i from buffer i % 2
 #pragma once
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace zt::cuda::attn_tc {
 
@@ -74,12 +77,17 @@ constexpr int kRowsQ = 64;     // query rows per block (16 per warp)
 constexpr int kRowsK = 64;     // key rows per tile
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
+constexpr size_t kElemBytes = 2;  // bf16 and f16 operands alike
+
+// The operand types the kernels take.
+template <class E>
+struct IsElem : std::integral_constant<bool, std::is_same<E, __nv_bfloat16>::value || std::is_same<E, __half>::value> {};
 
 template <int kD>
 struct TcTiles {
   static_assert(kD == 64 || kD == 128, "tensor-core attention: head dim 64 or 128");
   static constexpr int kLds = kD + 8;  // shared row stride in bf16 elements
-  static constexpr size_t kSmem = sizeof(__nv_bfloat16) * (kRowsQ + 4 * kRowsK) * kLds;  // Q, 2 x (K, V)
+  static constexpr size_t kSmem = kElemBytes * (kRowsQ + 4 * kRowsK) * kLds;  // Q, 2 x (K, V)
 };
 
 // Problem sizes (D == kD).
@@ -91,35 +99,73 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __nv_bfloat16* p) {
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(p))
                : "memory");
 }
 
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const __nv_bfloat16* p) {
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(p))
                : "memory");
 }
 
-// c += A B for one m16n8k16 tile (A: 4 regs, B: 2 regs, C: 4 f32; layouts above).
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+// c += A B for one m16n8k16 tile (A: 4 regs, B: 2 regs, C: 4 f32; layouts above), with
+// E = __nv_bfloat16 or __half operands (the fragment layouts are the same for both).
+template <class E>
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  static_assert(IsElem<E>::value, "tensor-core attention: bf16 or f16 operands");
+  if constexpr (std::is_same<E, __half>::value) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
 }
 
-// Two floats as one bf16x2 register: lo in the low 16 bits (the lower column index).
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+// Two floats as one E x 2 register (round to nearest even): lo in the low 16 bits (the
+// lower column index).
+template <class E>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   uint32_t r;
-  memcpy(&r, &v, sizeof(r));
+  if constexpr (std::is_same<E, __half>::value) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    memcpy(&r, &v, sizeof(r));
+  } else {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    memcpy(&r, &v, sizeof(r));
+  }
   return r;
+}
+
+// dst[0], dst[1] = lo, hi rounded to E (dst 4-byte aligned).
+template <class E>
+__device__ __forceinline__ void store2(E* dst, float lo, float hi) {
+  *reinterpret_cast<uint32_t*>(dst) = pack2<E>(lo, hi);
+}
+
+// The two E values of a 32-bit word as floats (lo: the low 16 bits).
+template <class E>
+__device__ __forceinline__ float2 unpack2(uint32_t w) {
+  if constexpr (std::is_same<E, __half>::value) {
+    __half2 v;
+    memcpy(&v, &w, sizeof(v));
+    return __half22float2(v);
+  } else {
+    __nv_bfloat162 v;
+    memcpy(&v, &w, sizeof(v));
+    return __bfloat1622float2(v);
+  }
 }
 
 // 16-byte asynchronous copy global -> shared; zero-fills the 16 bytes (reads nothing) when
@@ -135,8 +181,8 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 // Issues dst[r][*] (row stride kLds) = src[r * ld + 0 .. kD) for r < n_rows, else 0, r < 64
 // (cp.async; complete after commit + wait + barrier). Consecutive threads copy consecutive
 // 16-byte vectors of a row.
-template <int kD>
-__device__ __forceinline__ void load_tile(__nv_bfloat16* dst, const __nv_bfloat16* src, int64_t ld, int n_rows) {
+template <int kD, class E>
+__device__ __forceinline__ void load_tile(E* dst, const E* src, int64_t ld, int n_rows) {
   constexpr int kVecs = kD / 8;  // 16-byte vectors per row
   constexpr int kLds = TcTiles<kD>::kLds;
   static_assert(kRowsQ == kRowsK && (kRowsQ * kVecs) % kThreads == 0, "tile shape");
@@ -153,29 +199,29 @@ __device__ __forceinline__ void load_tile(__nv_bfloat16* dst, const __nv_bfloat1
 // Grid (ceil(T / 64), Hq, B), kThreads threads, TcTiles<kD>::kSmem bytes of dynamic shared
 // memory. qkv [B, T, (Hq + 2 Hkv) kD], out [B, T, Hq kD] bf16, lse [B, Hq, T] f32.
 // scale_log2 = scale * log2(e).
-template <int kD>
+template <int kD, class E>
 __global__ void __launch_bounds__(kThreads)
-    attention_forward_tc_kernel(__nv_bfloat16* __restrict__ out, float* __restrict__ lse,
-                                const __nv_bfloat16* __restrict__ qkv, TcDims dm, float scale_log2) {
+    attention_forward_tc_kernel(E* __restrict__ out, float* __restrict__ lse,
+                                const E* __restrict__ qkv, TcDims dm, float scale_log2) {
   constexpr int kLds = TcTiles<kD>::kLds;
   constexpr int kNT = kRowsK / 8;   // score n-tiles (8 keys) per key tile
   constexpr int kNO = kD / 8;       // output n-tiles (8 dims)
   constexpr int kKD = kD / 16;      // k chunks (16 dims) of Q K^T
   extern __shared__ uint4 attention_tc_smem[];
-  __nv_bfloat16* Qs = reinterpret_cast<__nv_bfloat16*>(attention_tc_smem);  // [64][kLds]
-  __nv_bfloat16* KV = Qs + kRowsQ * kLds;  // buffer i: K at KV + 2 i kTile, V at KV + (2 i + 1) kTile
+  E* Qs = reinterpret_cast<E*>(attention_tc_smem);  // [64][kLds]
+  E* KV = Qs + kRowsQ * kLds;  // buffer i: K at KV + 2 i kTile, V at KV + (2 i + 1) kTile
   constexpr int kTile = kRowsK * kLds;
 
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsQ;  // last tiles (most keys) first
   const int h = blockIdx.y, b = blockIdx.z;
   const int g_kv = h / (dm.Hq / dm.Hkv);
   const int64_t ld = static_cast<int64_t>(dm.Hq + 2 * dm.Hkv) * kD;
-  const __nv_bfloat16* seq = qkv + static_cast<int64_t>(b) * dm.T * ld;  // row t: seq + t * ld
+  const E* seq = qkv + static_cast<int64_t>(b) * dm.T * ld;  // row t: seq + t * ld
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
 
-  const __nv_bfloat16* k_src = seq + static_cast<int64_t>(dm.Hq + g_kv) * kD;
-  const __nv_bfloat16* v_src = seq + static_cast<int64_t>(dm.Hq + dm.Hkv + g_kv) * kD;
+  const E* k_src = seq + static_cast<int64_t>(dm.Hq + g_kv) * kD;
+  const E* v_src = seq + static_cast<int64_t>(dm.Hq + dm.Hkv + g_kv) * kD;
 
   // 1. Q tile and K/V tile 0 -> shared (one cp.async group); this warp's Q rows -> A fragments.
   load_tile<kD>(Qs, seq + q0 * ld + h * kD, ld, dm.T - q0);
@@ -206,8 +252,8 @@ __global__ void __launch_bounds__(kThreads)
       load_tile<kD>(KV + (2 * (buf ^ 1) + 1) * kTile, v_src + k1 * ld, ld, dm.T - k1);
       cp_async_commit();
     }
-    const __nv_bfloat16* Ks = KV + 2 * buf * kTile;
-    const __nv_bfloat16* Vs = Ks + kTile;
+    const E* Ks = KV + 2 * buf * kTile;
+    const E* Vs = Ks + kTile;
 
     // 2a. S = Q K^T: 16 x 64 per warp.
     float s[kNT][4];
@@ -219,8 +265,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int c = 0; c < kKD; ++c) {
         uint32_t kb[4];
         ldmatrix_x4(kb, Ks + (jp * 16 + lane % 8 + (lane / 16) * 8) * kLds + c * 16 + ((lane / 8) % 2) * 8);
-        mma_bf16(s[2 * jp], q[c], kb[0], kb[1]);
-        mma_bf16(s[2 * jp + 1], q[c], kb[2], kb[3]);
+        mma_16816<E>(s[2 * jp], q[c], kb[0], kb[1]);
+        mma_16816<E>(s[2 * jp + 1], q[c], kb[2], kb[3]);
       }
     }
 
@@ -270,15 +316,15 @@ __global__ void __launch_bounds__(kThreads)
     // 2c. O += P V with P (bf16) from the S accumulators as A fragments.
 #pragma unroll
     for (int kk = 0; kk < kNT / 2; ++kk) {
-      const uint32_t p[4] = {pack_bf16x2(s[2 * kk][0], s[2 * kk][1]), pack_bf16x2(s[2 * kk][2], s[2 * kk][3]),
-                             pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                             pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      const uint32_t p[4] = {pack2<E>(s[2 * kk][0], s[2 * kk][1]), pack2<E>(s[2 * kk][2], s[2 * kk][3]),
+                             pack2<E>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                             pack2<E>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
       for (int dp = 0; dp < kNO / 2; ++dp) {
         uint32_t vb[4];
         ldmatrix_x4_trans(vb, Vs + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * kLds + dp * 16 + (lane / 16) * 8);
-        mma_bf16(o[2 * dp], p, vb[0], vb[1]);
-        mma_bf16(o[2 * dp + 1], p, vb[2], vb[3]);
+        mma_16816<E>(o[2 * dp], p, vb[0], vb[1]);
+        mma_16816<E>(o[2 * dp + 1], p, vb[2], vb[3]);
       }
     }
   }
@@ -290,17 +336,16 @@ __global__ void __launch_bounds__(kThreads)
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
   }
   const int64_t out_ld = static_cast<int64_t>(dm.Hq) * kD;
-  __nv_bfloat16* out_seq = out + static_cast<int64_t>(b) * dm.T * out_ld + h * kD;
+  E* out_seq = out + static_cast<int64_t>(b) * dm.T * out_ld + h * kD;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = row0 + 8 * r;
     if (row >= dm.T) continue;
     const float inv = 1.0f / l[r];
-    __nv_bfloat16* dst = out_seq + row * out_ld + 2 * t;
+    E* dst = out_seq + row * out_ld + 2 * t;
 #pragma unroll
     for (int n = 0; n < kNO; ++n)
-      *reinterpret_cast<__nv_bfloat162*>(dst + 8 * n) =
-          __floats2bfloat162_rn(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+      store2<E>(dst + 8 * n, o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
     if (t == 0) lse[(static_cast<int64_t>(b) * dm.Hq + h) * dm.T + row] = (m[r] + log2f(l[r])) * kLn2;
   }
 }

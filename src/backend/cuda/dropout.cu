@@ -75,9 +75,10 @@ void dropout_apply(const Tensor& y, const Tensor& x, float p, const Philox& rng)
   switch (x.dtype()) {
     case DType::F32: run(float{}); return;
     case DType::BF16: run(bf16{}); return;
+    case DType::F16: run(f16{}); return;
     default: break;
   }
-  ZT_THROW_UNSUPPORTED("CUDA dropout takes f32 or bf16 tensors, got ", dtype_name(x.dtype()));
+  ZT_THROW_UNSUPPORTED("CUDA dropout takes f32, bf16 or f16 tensors, got ", dtype_name(x.dtype()));
 }
 
 }  // namespace

@@ -164,9 +164,10 @@ void dispatch_activation(DType dt, Fn&& fn) {
   switch (dt) {
     case DType::F32: return fn(Tag<float>{});
     case DType::BF16: return fn(Tag<__nv_bfloat16>{});
+    case DType::F16: return fn(Tag<__half>{});
     default: break;
   }
-  ZT_THROW_UNSUPPORTED("cuda embedding: activations must be f32 or bf16, got ", dtype_name(dt));
+  ZT_THROW_UNSUPPORTED("cuda embedding: activations must be f32, bf16 or f16, got ", dtype_name(dt));
 }
 
 template <class Fn>

@@ -233,15 +233,16 @@ T* ptr(const Tensor& t) {
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-// Calls fn(Tag<A>) with A the device type of an activation dtype (f32 or bf16).
+// Calls fn(Tag<A>) with A the device type of an activation dtype (f32, bf16 or f16).
 template <class Fn>
 void dispatch_activation(DType dt, Fn&& fn) {
   switch (dt) {
     case DType::F32: return fn(Tag<float>{});
     case DType::BF16: return fn(Tag<__nv_bfloat16>{});
+    case DType::F16: return fn(Tag<__half>{});
     default: break;
   }
-  ZT_THROW_UNSUPPORTED("cuda norm: activations must be f32 or bf16, got ", dtype_name(dt));
+  ZT_THROW_UNSUPPORTED("cuda norm: activations must be f32, bf16 or f16, got ", dtype_name(dt));
 }
 
 // Calls fn(Tag<W>) with W the device type of a parameter dtype (f32, bf16 or f16).
