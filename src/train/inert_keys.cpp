@@ -54,7 +54,8 @@ std::vector<std::string> inert_key_warnings(const TrainConfig& c, int world_size
   // ZeRO over one process: nothing to shard, nothing to communicate.
   if (one && z.stage > 0)
     warn(pre + "stage " + std::to_string(z.stage),
-         "one process: every partition is the whole model, so no memory is saved");
+         "one process: every partition is the whole model, so it runs as stage 0 (the same results; no "
+         "memory to save)");
   if (one && z.overlap_comm && written(c, pre + "overlap_comm"))
     warn(pre + "overlap_comm", "one process has no communication to overlap");
   if (one && z.reduce_bucket_size != d.reduce_bucket_size)

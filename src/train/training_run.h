@@ -45,6 +45,9 @@ struct TrainingRun {
   zero::LossScaler scaler;
   // Global steps taken, DeepSpeed's global_steps: an fp16 step skipped on overflow counts
   // too (the optimizer's steps_taken() and the scaler's skipped_steps() tell them apart).
+  // The ZeRO stage the engine runs: the configured one, or 0 with one process
+  // (engine_stage).
+  int stage = 0;
   int64_t step = 0;
   int64_t micro_steps = 0;  // forward/backward passes taken (seeds dropout)
   // wall_clock_breakdown (enable_phase_timing): the phase marks and the hooks that put
@@ -58,6 +61,12 @@ struct TrainingRun {
   bool is_main_rank() const { return comm->rank() == 0; }
   std::filesystem::path checkpoint_root() const { return output_dir / "checkpoints"; }
 };
+
+// The stage the ZeRO engine runs for a configured stage: stages 1-3 over one process run
+// as stage 0 (every partition would be the whole model; the results are the same sums),
+// unless ZT_ZERO_KEEP_STAGE=1 asks for the configured stage's machinery (tests of the
+// partitioned paths on one process or one GPU).
+int engine_stage(int configured_stage, int world_size);
 
 // Joins the job's ranks (dist::make_world_communicator), logs the config's warnings,
 // creates output_dir, builds the model (ZeRO-3: one unit at a time, keeping only this

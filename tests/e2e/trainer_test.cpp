@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,7 @@
 #include "train/lr_schedule.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
+#include "train/training_run.h"
 
 using namespace zt;
 namespace fs = std::filesystem;
@@ -57,6 +59,48 @@ TEST(Trainer, ResumedRunIsBitwiseIdenticalToAnUninterruptedOne) {
   EXPECT_TRUE(fs::exists(fs::path(full.final_model_dir) / "tokenizer.json"));
   fs::remove_all(a);
   fs::remove_all(b);
+}
+
+// One process: stages 1-3 run as stage 0 (train::engine_stage), with stage 0's losses and
+// final weights bit for bit, and say so; ZT_ZERO_KEEP_STAGE=1 keeps stage 3's partitioned
+// machinery, whose f32 sums over one rank are the same numbers.
+TEST(Trainer, OneProcessRunsEveryStageAsStageZero) {
+  EXPECT_EQ(train::engine_stage(3, 1), 0);
+  EXPECT_EQ(train::engine_stage(2, 1), 0);
+  EXPECT_EQ(train::engine_stage(0, 1), 0);
+  EXPECT_EQ(train::engine_stage(3, 2), 3);
+  EXPECT_EQ(train::engine_stage(1, 4), 1);
+
+  const fs::path s0 = temp_dir("stage0"), s3 = temp_dir("stage3"), kept = temp_dir("stage3_kept");
+  const std::vector<std::string> shorter{"--max_steps", "3", "--save_interval", "0", "--eval_interval", "0"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), shorter.begin(), shorter.end());
+    return extra;
+  };
+  const train::TrainResult r0 = train::run_training(small_run(s0, with({})));
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  const train::TrainResult r3 = train::run_training(small_run(s3, with({"--zero_optimization.stage", "3"})));
+  const std::string log = ::testing::internal::GetCapturedStdout() + ::testing::internal::GetCapturedStderr();
+  ::setenv("ZT_ZERO_KEEP_STAGE", "1", 1);
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  const train::TrainResult rk = train::run_training(small_run(kept, with({"--zero_optimization.stage", "3"})));
+  const std::string kept_log = ::testing::internal::GetCapturedStdout() + ::testing::internal::GetCapturedStderr();
+  ::unsetenv("ZT_ZERO_KEEP_STAGE");
+
+  ASSERT_EQ(r0.losses.size(), 3u);
+  EXPECT_EQ(r3.losses, r0.losses);
+  EXPECT_EQ(file_bytes(fs::path(r3.final_model_dir) / "model.safetensors"),
+            file_bytes(fs::path(r0.final_model_dir) / "model.safetensors"));
+  EXPECT_NE(log.find("ZeRO stage 0 over 1 rank"), std::string::npos) << log;
+  EXPECT_NE(log.find("zero_optimization.stage 3: accepted but has no effect here"), std::string::npos) << log;
+  EXPECT_NE(log.find("runs as stage 0"), std::string::npos) << log;
+  // The kept stage 3 really ran partitioned, to the same losses.
+  EXPECT_NE(kept_log.find("ZeRO stage 3 over 1 rank"), std::string::npos) << kept_log;
+  ASSERT_EQ(rk.losses.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(rk.losses[i], r0.losses[i], 1e-6 * r0.losses[i]) << "step " << i + 1;
+  for (const fs::path& p : {s0, s3, kept}) fs::remove_all(p);
 }
 
 TEST(Trainer, Fp16RunsWithTheDynamicLossScaler) {
