@@ -13,6 +13,8 @@
 #   ZT_MATRIX_OUT         where runs write (default a temp folder, removed at the end)
 #   ZT_MATRIX_DEVICE      device of the runs (default cuda; cpu checks the script itself)
 #
+# The runs read the repository's text with GPT-2's tokenizer (tests/data/gpt2) and write no
+# checkpoint (save_strategy: no; the final model is written, after the measured steps).
 # Columns: tok/s and MFU of the run's last log line (steps_per_print = steps / 2: the second
 # half of the run, after warm-up); peak = the caching allocator's high-water mark; act =
 # peak minus the model state the run's ZeRO line reports (activations, workspaces,
@@ -38,13 +40,13 @@ mkdir -p "$work"
 
 print_every=$((steps / 2 > 0 ? steps / 2 : 1))
 cat >"$work/run.yaml" <<YAML
-model: {preset: gpt2}
+model: {preset: gpt2, tokenizer: '$root/tests/data/gpt2'}
 data:
   train: ['$root/data/text', '$root/docs', '$root/README.md']
   seq_len: $seq
 learning_rate: 1.0e-4
 max_steps: $steps
-save_interval: 0
+save_strategy: "no"
 eval_interval: 0
 steps_per_print: $print_every
 seed: 7

@@ -22,6 +22,7 @@ namespace zt::train {
 
 enum class Precision { F32, BF16, F16 };
 enum class OffloadDevice { None, CPU, NVMe };
+enum class CheckpointSaves { Steps, None };  // save_strategy: steps | no
 
 struct ModelSection {
   std::string preset;        // a built-in preset name, or
@@ -158,6 +159,9 @@ struct TrainConfig {
   int64_t eval_batches = 20;
   int64_t save_interval = 0;  // steps; 0 = only at the end
   int64_t keep_last = 2;      // checkpoints kept
+  // save_strategy: Steps saves every save_interval steps and at the end; None saves only
+  // when a stop signal ends the run (benchmarks, throw-away runs).
+  CheckpointSaves checkpoint_saves = CheckpointSaves::Steps;
   std::string output_dir = "out";
   uint64_t seed = 1234;
   std::string resume;         // "" | "latest" | a checkpoint dir

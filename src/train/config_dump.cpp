@@ -57,6 +57,7 @@ std::string describe_config(const TrainConfig& c) {
   p.line("eval_interval", c.eval_interval);
   p.line("eval_batches", c.eval_batches);
   p.line("save_interval", c.save_interval);
+  p.line("save_strategy", c.checkpoint_saves == CheckpointSaves::None ? "no" : "steps");
   p.line("keep_last", c.keep_last);
   p.line("output_dir", c.output_dir);
   p.line("seed", c.seed);

@@ -24,7 +24,8 @@ const std::vector<std::pair<std::string, std::string>> kAliases = {
     {"model_name_or_path", "model.path"}};
 
 const std::vector<std::string> kTop = {
-    "model", "data", "max_steps", "epochs", "eval_interval", "eval_batches", "save_interval", "keep_last",
+    "model", "data", "max_steps", "epochs", "eval_interval", "eval_batches", "save_interval", "save_strategy",
+    "keep_last",
     "output_dir", "seed", "steps_per_print", "resume", "device", "samples", "learning_rate",
     "per_device_train_batch_size", "gradient_accumulation_steps", "warmup_steps", "warmup_ratio",
     "lr_scheduler_type", "weight_decay", "max_grad_norm", "adam_beta1", "adam_beta2", "adam_epsilon", "optim", "bf16",
@@ -133,6 +134,13 @@ RunConfig parse_run_config(const json& raw, const std::string& source) {
   r.eval_batches = read_int(doc, "eval_batches", top, 20);
   r.save_interval = read_int(doc, "save_interval", top, 0);
   r.keep_last = read_int(doc, "keep_last", top, 2);
+  // HF TrainingArguments.save_strategy: "steps" (checkpoints every save_interval steps and
+  // at the end) or "no" (none; a stop signal still saves, so that the stop can be resumed).
+  r.save_strategy = read_string(doc, "save_strategy", top, "steps");
+  if (r.save_strategy.value != "steps" && r.save_strategy.value != "no")
+    ZT_THROW_INPUT(top.key("save_strategy").str(), ": '", r.save_strategy.value,
+                   "' is not supported: use \"steps\" (every save_interval steps and at the end) or \"no\" "
+                   "(no checkpoints); per-epoch saves are save_interval = steps per epoch");
   r.output_dir = read_string(doc, "output_dir", top, "out");
   r.seed = read_int(doc, "seed", top, 1234);
   r.steps_per_print = read_int(doc, "steps_per_print", top, 10);

@@ -126,6 +126,7 @@ void apply_run(const RunConfig& r, TrainConfig& cfg) {
   cfg.eval_batches = r.eval_batches.value;
   cfg.save_interval = r.save_interval.value;
   cfg.keep_last = r.keep_last.value;
+  cfg.checkpoint_saves = r.save_strategy.value == "no" ? CheckpointSaves::None : CheckpointSaves::Steps;
   cfg.output_dir = r.output_dir.value;
   cfg.seed = static_cast<uint64_t>(r.seed.value);
   note(cfg, "seed", r.seed, s);

@@ -114,6 +114,11 @@ TrainResult run_training(const TrainConfig& config) {
   StopSignals signals;
   OwnedTensor tok({B, T}, DType::I32), tgt({B, T}, DType::I32);
   int64_t& step = run.step;
+  // ZeRO-3 writes a full model only with stage3_gather_16bit_weights_on_model_save, as
+  // DeepSpeed does; the checkpoint then is the result (zerotrain consolidate), so it is
+  // written at the end even with save_strategy: no.
+  const bool write_final = run.engine->stage() < 3 || run.world_size() == 1 ||
+                           c.zero.stage3_gather_16bit_weights_on_model_save;
   auto save = [&]() { result.last_checkpoint = save_run_checkpoint(run, run.checkpoint_root().string()); };
 
   auto t_last = std::chrono::steady_clock::now();
@@ -214,7 +219,10 @@ TrainResult run_training(const TrainConfig& config) {
     maybe_kill_for_test(run);
     // Every rank stops at the same step (a signal may reach only some of them).
     const bool stop = dist::any_rank(*run.comm, signals.requested());
-    if ((c.save_interval > 0 && step % c.save_interval == 0) || last || stop) save();
+    const bool scheduled = (c.checkpoint_saves == CheckpointSaves::Steps &&
+                            ((c.save_interval > 0 && step % c.save_interval == 0) || last)) ||
+                           (last && !write_final);
+    if (scheduled || stop) save();
     if (stop) {
       std::printf("received signal %d: saved %s at step %lld; resume with --resume latest\n", signals.signal(),
                   result.last_checkpoint.c_str(), static_cast<long long>(step));
@@ -226,10 +234,6 @@ TrainResult run_training(const TrainConfig& config) {
   result.skipped_steps = run.scaler.skipped_steps();
   result.optimizer_steps = run.optimizer->steps_taken();
 
-  // ZeRO-3 writes a full model only with stage3_gather_16bit_weights_on_model_save, as
-  // DeepSpeed does; the checkpoint then is the result (zerotrain consolidate).
-  const bool write_final = run.engine->stage() < 3 || run.world_size() == 1 ||
-                           c.zero.stage3_gather_16bit_weights_on_model_save;
   if (!result.stopped_by_signal && !write_final) {
     ZT_INFO("ZeRO-3: no final model directory (stage3_gather_16bit_weights_on_model_save is false); write one with "
             "`zerotrain consolidate ", result.last_checkpoint, " ", (run.output_dir / "final").string(), "`");

@@ -103,6 +103,26 @@ TEST(Trainer, OneProcessRunsEveryStageAsStageZero) {
   for (const fs::path& p : {s0, s3, kept}) fs::remove_all(p);
 }
 
+// save_strategy: no (HF's) writes no checkpoint, during the run or at its end, and still
+// the final model; a value other than steps/no is a config error naming the key.
+TEST(Trainer, SaveStrategyNoWritesNoCheckpoint) {
+  const fs::path a = temp_dir("save_no");
+  const train::TrainResult r = train::run_training(small_run(a, {"--max_steps", "3", "--save_strategy", "no"}));
+  EXPECT_EQ(r.steps, 3);
+  EXPECT_TRUE(r.last_checkpoint.empty()) << r.last_checkpoint;
+  EXPECT_FALSE(fs::exists(a / "run" / "checkpoints" / "latest"));
+  EXPECT_FALSE(fs::exists(a / "run" / "checkpoints" / "global_step3"));
+  EXPECT_TRUE(fs::exists(fs::path(r.final_model_dir) / "model.safetensors"));
+  try {
+    small_run(a, {"--save_strategy", "epoch"});
+    ADD_FAILURE() << "save_strategy epoch was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_NE(std::string(e.what()).find("save_strategy"), std::string::npos) << e.what();
+  }
+  fs::remove_all(a);
+}
+
 TEST(Trainer, Fp16RunsWithTheDynamicLossScaler) {
   const fs::path a = temp_dir("fp16");
   const train::TrainResult r = train::run_training(small_run(a, {"--fp16", "true", "--max_steps", "4"}));
