@@ -17,14 +17,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "backend/cuda_api.h"
 #include "core/error.h"
 #include "model/transformer.h"
-#include "ops/linear.h"
+#include "train/gemm_peak.h"
 #include "zero/optimizer.h"
 
 using namespace zt;
@@ -33,36 +32,6 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// n x n bf16 on the device, normal random values (a GEMM on zeros draws less power and
-// runs faster than on real data, which would flatter the peak).
-OwnedTensor random_device_matrix(int64_t n, uint32_t seed) {
-  OwnedTensor h({n, n}, DType::F32);
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal;
-  float* p = h.data<float>();
-  for (int64_t i = 0; i < n * n; ++i) p[i] = normal(gen);
-  OwnedTensor d({n, n}, DType::BF16, Device::cuda());
-  OwnedTensor staged({n, n}, DType::F32, Device::cuda());
-  cuda::copy_to_device(staged->data(), h->data(), h->nbytes());
-  cuda::convert_on_device(staged->data(), DType::F32, d->data(), DType::BF16, static_cast<size_t>(n * n));
-  return d;
-}
-
-// Dense bf16 GEMM throughput (FLOP/s) on random data through the same matmul path the
-// model uses (PyTorch's baseline measures the same shape on torch.randn data).
-double measure_gemm_peak() {
-  const int64_t n = 8192;
-  OwnedTensor a = random_device_matrix(n, 1), w = random_device_matrix(n, 2);
-  OwnedTensor out({n, n}, DType::BF16, Device::cuda());
-  for (int i = 0; i < 3; ++i) ops::linear_forward(out, a, w, Tensor(), WeightLayout::OutIn);
-  cuda::synchronize();
-  const int reps = 20;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < reps; ++i) ops::linear_forward(out, a, w, Tensor(), WeightLayout::OutIn);
-  cuda::synchronize();
-  return 2.0 * static_cast<double>(n) * n * n * reps / seconds_since(t0);
 }
 
 // Marks the compute stream at every unit boundary; an interval is named by the mark that
@@ -153,7 +122,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     cuda::init(0);
-    const double peak = measure_gemm_peak();
+    // Dense bf16 GEMM throughput on random data through the model's matmul path (PyTorch's
+    // baseline measures the same shape on torch.randn data).
+    const double peak = train::measure_gemm_flops(DType::BF16);
     model::ModelConfig config = model::preset_config(preset);
     config.embd_pdrop = config.resid_pdrop = config.attn_pdrop = 0.0f;
     model::ModelOptions mo;

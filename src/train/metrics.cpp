@@ -65,7 +65,7 @@ PeakFlops peak_flops(ComputeDevice device, const std::string& gpu_name, PeakPrec
       if (n.find(e.match) != std::string::npos)
         return {(sixteen ? e.bf16_tflops : e.fp32_tflops) * 1e12,
                 str(gpu_name, sixteen ? ", dense bf16/fp16 table" : ", fp32 table")};
-    return {0, str("GPU '", gpu_name, "' is not in the peak table; set ZT_PEAK_TFLOPS=<dense TFLOPS> for MFU")};
+    return {0, str("GPU '", gpu_name, "' is not in the peak table; set ZT_PEAK_TFLOPS=<dense TFLOPS>, or =measure")};
   }
   // CPU: cores x 2 FMA units x f32 lanes (8 AVX2, 16 AVX-512) x 2 FLOPs x clock.
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());

@@ -22,7 +22,8 @@ enum class ComputeDevice { CPU, GPU };
 enum class PeakPrecision { F32, Sixteen };  // bf16 and fp16 have the same dense peaks
 // ZT_PEAK_TFLOPS overrides everything. A GPU: its name (cuda::device_info().name) looked
 // up in a table of common parts (case-insensitive substring; the bf16/fp16 tensor-core
-// dense peak, or the fp32 one), unknown = 0. The CPU: cores x FMA width (AVX2 or
+// dense peak, or the fp32 one), unknown = 0 (zerotrain train then measures one:
+// train/gemm_peak.h). The CPU: cores x FMA width (AVX2 or
 // AVX-512) x 2 FMA units x clock from /proc/cpuinfo.
 PeakFlops peak_flops(ComputeDevice device, const std::string& gpu_name, PeakPrecision precision);
 // "cpu: <model name>, N cores" for the log.

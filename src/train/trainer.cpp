@@ -14,6 +14,7 @@
 #include "core/parallel.h"
 #include "model/hf_dir.h"
 #include "train/config_dump.h"
+#include "train/gemm_peak.h"
 #include "train/generate.h"
 #include "train/memory_report.h"
 #include "train/metrics.h"
@@ -55,10 +56,20 @@ void log_memory_plan(TrainingRun& run) {
 }
 
 // The MFU denominator of this run's device and precision.
+// The table's peak, or on a GPU it does not list (or with ZT_PEAK_TFLOPS=measure) a dense
+// GEMM in the run's compute dtype measured now.
 PeakFlops run_peak(const TrainConfig& c) {
   const PeakPrecision p = c.precision == Precision::F32 ? PeakPrecision::F32 : PeakPrecision::Sixteen;
-  if (c.device == "cuda") return peak_flops(ComputeDevice::GPU, cuda::device_info(cuda::current_device()).name, p);
-  return peak_flops(ComputeDevice::CPU, "", p);
+  if (c.device != "cuda") return peak_flops(ComputeDevice::CPU, "", p);
+  const std::string name = cuda::device_info(cuda::current_device()).name;
+  const char* env = std::getenv("ZT_PEAK_TFLOPS");
+  const bool force = env != nullptr && std::string(env) == "measure";
+  if (!force) {
+    const PeakFlops table = peak_flops(ComputeDevice::GPU, name, p);
+    if (table.known()) return table;
+  }
+  const DType dt = storage_dtype(c.precision);
+  return {measure_gemm_flops(dt), str(name, ", measured: dense ", dtype_name(dt), " GEMM 8192^3 at start")};
 }
 
 // wall_clock_breakdown's numbers: per-step means since the last log line.
