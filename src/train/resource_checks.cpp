@@ -24,7 +24,8 @@ int optimizer_moments(const zero::OptimizerSpec& o) {
 
 }  // namespace
 
-void check_model_state_fits(const TrainConfig& c, const model::ModelConfig& mc, int stage, int world_size) {
+void check_model_state_fits(const TrainConfig& c, const model::ModelConfig& mc, int stage, int world_size,
+                            int ranks_on_host) {
   const double n = mc.num_parameters_f64();
   const int param_bytes = c.precision == Precision::F32 ? 4 : 2;
   const bool master = c.precision != Precision::F32 && c.optimizer.master_weights == zero::MasterWeights::F32;
@@ -50,7 +51,12 @@ void check_model_state_fits(const TrainConfig& c, const model::ModelConfig& mc, 
                      ": use ZeRO stage 3 over more GPUs, bf16, or a smaller model");
     return;
   }
-  check_fits_host_memory(total, c.source + ": " + what);
+  if (ranks_on_host <= 1) {
+    check_fits_host_memory(total, c.source + ": " + what);
+    return;
+  }
+  check_fits_host_memory(total * ranks_on_host,
+                         c.source + ": " + what + " x " + std::to_string(ranks_on_host) + " ranks on this host");
 }
 
 void check_global_batch_fits_data(const TrainConfig& c, int64_t windows, int64_t seq_len) {

@@ -10,9 +10,11 @@
 namespace zt::train {
 
 // The model's parameters + gradients + optimizer state per rank (as the ZeRO engine will
-// hold them at `stage` over `world_size` ranks) against free host memory (CPU runs) or
-// the GPU's memory (cuda runs). BadInput naming the bytes of each part and what is free.
-void check_model_state_fits(const TrainConfig& c, const model::ModelConfig& mc, int stage, int world_size);
+// hold them at `stage` over `world_size` ranks) against free host memory (CPU runs: the
+// `ranks_on_host` ranks of this machine together) or the GPU's memory (cuda runs: one GPU
+// per rank). BadInput naming the bytes needed and what is free.
+void check_model_state_fits(const TrainConfig& c, const model::ModelConfig& mc, int stage, int world_size,
+                            int ranks_on_host = 1);
 
 // The global batch (micro batch x gradient_accumulation_steps x world size) must not
 // exceed the training data's windows per epoch: one optimizer step would otherwise loop

@@ -104,14 +104,15 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   setup_config.zero.stage = run->stage;
 
   // Model and tokenizer, once the model's states are known to fit.
+  const int ranks_on_host = std::max(1, dist::read_launch_env().local_world_size);
   if (!c.model.path.empty()) {
     // The config against the weights' shapes first: a wrong config.json is named as such.
     const model::ModelConfig mc = model::load_hf_config(c.model.path);
     model::check_hf_config_against_weights(mc, c.model.path + "/config.json", c.model.path);
-    check_model_state_fits(c, mc, run->stage, run->comm->size());
+    check_model_state_fits(c, mc, run->stage, run->comm->size(), ranks_on_host);
+  } else if (!c.model.preset.empty()) {
+    check_model_state_fits(c, model::preset_config(c.model.preset), run->stage, run->comm->size(), ranks_on_host);
   }
-  else if (!c.model.preset.empty())
-    check_model_state_fits(c, model::preset_config(c.model.preset), run->stage, run->comm->size());
   run->setup = setup_model(setup_config, run->output_dir);
   model::Transformer& model = run->model();
   const model::ModelConfig& mc = model.config();

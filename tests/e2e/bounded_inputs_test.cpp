@@ -49,4 +49,16 @@ TEST(BoundedInputs, HugeAccumulationAndThreadCountsAreCheckedAgainstDataAndCores
   fs::remove_all(dir);
 }
 
+TEST(BoundedInputs, ThreadCountsBelowOneOrOutOfRangeAreErrors) {
+  for (const std::string& cmd : {std::string("train"), std::string("generate --model x --prompt y"),
+                                 std::string("eval --model x --data y"), std::string("prepare --tokenizer x --out y z")}) {
+    const zt::testing::ShellResult zero = sh(kZ + " " + cmd + " --threads 0");
+    EXPECT_EQ(zero.rc, 2) << cmd << ": " << zero.out;
+    EXPECT_HAS(zero.out, "--threads 0: give at least 1");
+  }
+  const zt::testing::ShellResult big = sh(kZ + " generate --model x --prompt y --threads 99999999999999999999");
+  EXPECT_EQ(big.rc, 2) << big.out;
+  EXPECT_HAS(big.out, "--threads 99999999999999999999 is out of range");
+}
+
 }  // namespace

@@ -62,6 +62,9 @@ TEST(ResourceChecks, ModelStatesMustFitFreeMemory) {
   ::setenv("ZT_TEST_HOST_MEMORY_BYTES", "10000000", 1);  // 10 MB: tiny-gpt2's 16 bytes/parameter do not fit
   const std::string small = error_of([&] { check_model_state_fits(c, tiny, 0, 1); });
   check_model_state_fits(c, tiny, 3, 2);  // stage 3 over 2 ranks: half of everything per rank
+  // ...but two ranks on this host need it twice.
+  const std::string two = error_of([&] { check_model_state_fits(c, tiny, 3, 2, 2); });
+  EXPECT_HAS(two, "x 2 ranks on this host");
   ::unsetenv("ZT_TEST_HOST_MEMORY_BYTES");
   EXPECT_HAS(small, "need 13.6");
   EXPECT_HAS(small, "but only 9.54 MiB is available");
