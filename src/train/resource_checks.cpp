@@ -45,9 +45,13 @@ void check_model_state_fits(const TrainConfig& c, const model::ModelConfig& mc, 
                            " parameters, ZeRO stage " + std::to_string(stage) + " over " + std::to_string(world_size) +
                            " rank(s)) per rank";
   if (c.device == "cuda") {
-    const double device = static_cast<double>(cuda::device_info(cuda::current_device()).total_memory);
+    // Free memory when the driver says (other processes on the GPU count), else the total.
+    const size_t free = cuda::free_device_memory();
+    const double device =
+        static_cast<double>(free > 0 ? free : cuda::device_info(cuda::current_device()).total_memory);
     if (total > device)
-      ZT_THROW_INPUT(c.source, ": ", what, " need ", bytes_str(total), ", more than the GPU's ", bytes_str(device),
+      ZT_THROW_INPUT(c.source, ": ", what, " need ", bytes_str(total), " of GPU memory, but only ", bytes_str(device),
+                     free > 0 ? " is free" : " is the GPU's total",
                      ": use ZeRO stage 3 over more GPUs, bf16, or a smaller model");
     return;
   }
