@@ -42,8 +42,10 @@ void check_hf_config_against_weights(const ModelConfig& config, const std::strin
       layers = std::max(layers, layer_index(name) + 1);
     }
   }
-  // The layer count bounds the registry built below (one unit per layer).
-  if (layers > 0 && layers != config.num_layers)
+  // The layer count bounds the registry built below (one unit per layer). Fewer layers
+  // than the files hold is allowed (a truncated model: the load warns about the unused
+  // tensors); more would be allocated and then found missing.
+  if (layers > 0 && config.num_layers > layers)
     ZT_THROW_INPUT(config_source, ": the config has ", config.num_layers, " layers (",
                    config.family == Family::GPT2 ? "n_layer" : "num_hidden_layers", ") but the weights in ", weights,
                    " hold ", layers, "; the config.json does not belong to these weights");

@@ -83,6 +83,14 @@ TEST(HfCheck, AHugeLayerCountIsRefusedBeforeAllocating) {
   EXPECT_HAS(e, dir + "/config.json: the config has 1000000000 layers (n_layer) but the weights in " + dir +
                     " hold 4");
   EXPECT_HAS(error_of([&] { load_for_inference(dir, DType::F32); }), "1000000000 layers");
+  EXPECT_HAS(error_of([&] { check_hf_config_against_weights(load_hf_config(dir), "c.json", dir); }),
+             "c.json: the config has 1000000000 layers");
+}
+
+TEST(HfCheck, FewerLayersThanTheFilesHoldStillLoad) {
+  TempDir tmp;
+  const std::string dir = model_with(tmp, "n_layer", 2);  // the first two blocks; the rest is ignored
+  EXPECT_EQ(load_pretrained(dir).config.num_layers, 2);
 }
 
 TEST(HfCheck, AWrongWidthIsRefusedFromTheHeaders) {
