@@ -39,6 +39,9 @@ struct DeviceInfo {
   int multiprocessors = 0;
 };
 DeviceInfo device_info(int device);
+// Free memory of the current device (cudaMemGetInfo: other processes' use counted), in
+// bytes; 0 when it cannot be asked (no init(), the CPU-only stub).
+size_t free_device_memory() noexcept;
 
 // Selects the GPU for this process, creates its compute stream, cuBLASLt handle and caching
 // allocator, and registers the allocator for Device::cuda() (core/allocator.h). Calling it

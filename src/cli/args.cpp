@@ -1,9 +1,11 @@
 #include "cli/args.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 
 #include "core/error.h"
+#include "core/parallel.h"
 
 namespace zt::cli {
 
@@ -54,9 +56,17 @@ void ArgParser::parse(const Args& args) const {
 
 int64_t parse_int(const std::string& flag, const std::string& v) {
   char* end = nullptr;
+  errno = 0;
   const long long x = std::strtoll(v.c_str(), &end, 10);
   if (v.empty() || *end) ZT_THROW_INPUT(flag, " expects an integer, got '", v, "'");
+  if (errno == ERANGE) ZT_THROW_INPUT(flag, " ", v, " is out of range");
   return x;
+}
+
+void apply_threads_flag(const std::string& v) {
+  const int64_t n = parse_int("--threads", v);
+  if (n < 1) ZT_THROW_INPUT("--threads ", v, ": give at least 1 (the default is all cores)");
+  set_num_threads(n, "--threads");  // capped to the cores, with a warning
 }
 
 double parse_double(const std::string& flag, const std::string& v) {

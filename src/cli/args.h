@@ -29,6 +29,8 @@ class ArgParser {
 };
 
 int64_t parse_int(const std::string& flag, const std::string& text);
+// --threads N of every command: N >= 1, capped to the machine's cores with a warning.
+void apply_threads_flag(const std::string& text);
 double parse_double(const std::string& flag, const std::string& text);
 size_t edit_distance(const std::string& a, const std::string& b);
 // The closest candidate within distance 3, or "".

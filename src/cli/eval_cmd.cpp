@@ -55,7 +55,7 @@ int run_eval(const Args& args) {
   p.value("--jsonl-field", [&](const std::string& v) { field = v; });
   p.value("--batch-size", [&](const std::string& v) { o.batch_size = parse_int("--batch-size", v); });
   p.value("--tokenizer", [&](const std::string& v) { tokenizer_path = v; });
-  p.value("--threads", [&](const std::string& v) { set_num_threads(static_cast<int>(parse_int("--threads", v))); });
+  p.value("--threads", [&](const std::string& v) { apply_threads_flag(v); });
   p.value("--log-level", [&](const std::string& v) { set_log_level(parse_log_level(v)); });
   p.parse(args);
   if (model_dir.empty()) ZT_THROW_INPUT("eval: --model DIR is required (a HF model directory)");

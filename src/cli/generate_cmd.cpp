@@ -59,7 +59,7 @@ int run_generate(const Args& args) {
   p.value("--top-p", [&](const std::string& v) { o.sampling.top_p = static_cast<float>(parse_double("--top-p", v)); });
   p.value("--seed", [&](const std::string& v) { o.seed = static_cast<uint64_t>(parse_int("--seed", v)); });
   p.value("--tokenizer", [&](const std::string& v) { tokenizer_path = v; });
-  p.value("--threads", [&](const std::string& v) { set_num_threads(static_cast<int>(parse_int("--threads", v))); });
+  p.value("--threads", [&](const std::string& v) { apply_threads_flag(v); });
   p.value("--log-level", [&](const std::string& v) { set_log_level(parse_log_level(v)); });
   p.flag("--greedy", [&] { o.sampling.decoding = train::Decoding::Greedy; });
   p.flag("--ignore-eos", [&] { ignore_eos = true; });

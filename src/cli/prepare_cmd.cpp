@@ -47,7 +47,7 @@ int run_prepare(const Args& args) {
     if (o.eos_id < 0) ZT_THROW_INPUT("--eos must be a token id >= 0 (use --no-eos for no separator)");
   });
   p.flag("--no-eos", [&] { o.eos_id = -1; });
-  p.value("--threads", [&](const std::string& v) { set_num_threads(static_cast<int>(parse_int("--threads", v))); });
+  p.value("--threads", [&](const std::string& v) { apply_threads_flag(v); });
   p.flag("--quiet", [&] { quiet = true; });
   p.positional([&](const std::string& v) { o.inputs.push_back(v); });
   p.parse(args);

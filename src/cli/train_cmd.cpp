@@ -55,7 +55,7 @@ int run_train(const Args& raw) {
       return raw[++i];
     };
     if (a == "--threads" || a.rfind("--threads=", 0) == 0) {
-      set_num_threads(static_cast<int>(parse_int("--threads", value("--threads"))));
+      apply_threads_flag(value("--threads"));
     } else if (a == "--log-level" || a.rfind("--log-level=", 0) == 0) {
       set_log_level(parse_log_level(value("--log-level")));
     } else {

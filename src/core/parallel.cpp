@@ -5,24 +5,31 @@
 #include <cstdlib>
 #include <initializer_list>
 
+#include "core/log.h"
+
 extern "C" void openblas_set_num_threads(int);
 
 namespace zt {
 
 int num_threads() { return omp_get_max_threads(); }
 
-void set_num_threads(int n) {
+void set_num_threads(int64_t n, const char* source) {
   if (n < 1) n = 1;
-  omp_set_num_threads(n);
-  openblas_set_num_threads(n);
+  const int cores = omp_get_num_procs();
+  if (n > cores) {
+    ZT_WARN(source, " ", n, " is more than this machine's ", cores, " cores; using ", cores, " threads");
+    n = cores;
+  }
+  omp_set_num_threads(static_cast<int>(n));
+  openblas_set_num_threads(static_cast<int>(n));
 }
 
 void init_threads_from_env() {
   for (const char* var : {"ZT_NUM_THREADS", "OMP_NUM_THREADS"}) {
     if (const char* v = std::getenv(var)) {
-      const int n = std::atoi(v);
+      const long long n = std::atoll(v);
       if (n > 0) {
-        set_num_threads(n);
+        set_num_threads(n, var);
         return;
       }
     }

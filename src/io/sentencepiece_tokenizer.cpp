@@ -1,6 +1,7 @@
 // SentencePiece .model files (Llama-2, Mistral) through libsentencepiece, optional at
 // build time (ZT_WITH_SENTENCEPIECE).
 #include "core/error.h"
+#include "io/bounded_file.h"
 #include "io/tokenizer_load.h"
 #include "io/unicode.h"
 
@@ -16,6 +17,7 @@ namespace {
 class SentencePieceTokenizer final : public Tokenizer {
  public:
   explicit SentencePieceTokenizer(const std::string& path) {
+    check_bounded_file(path, "tokenizer file", kTokenizerFileCap);
     const auto status = sp_.Load(path);
     if (!status.ok())
       ZT_THROW_INPUT(path, ": not a readable SentencePiece model (", status.ToString(),

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/bounded_file.h"
 #include "io/byte_tokenizer.h"
 #include "io/tokenizer_load.h"
 
@@ -35,7 +36,7 @@ void apply_tokenizer_config(const std::string& dir, BpeSpec& spec) {
   if (!is_file(path)) return;
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(read_text_file(path));
+    j = nlohmann::json::parse(read_bounded_file(path, "tokenizer file", kTokenizerFileCap));
   } catch (const nlohmann::json::exception& e) {
     ZT_THROW_INPUT(path, ": not valid JSON (", e.what(), ")");
   }
@@ -64,7 +65,7 @@ void default_specials(BpeSpec& spec) {
 }
 
 std::unique_ptr<Tokenizer> load_json(const std::string& path) {
-  BpeSpec spec = parse_tokenizer_json(read_text_file(path), path);
+  BpeSpec spec = parse_tokenizer_json(read_bounded_file(path, "tokenizer file", kTokenizerFileCap), path);
   apply_tokenizer_config(dir_of(path), spec);
   default_specials(spec);
   return make_bpe_tokenizer(std::move(spec));

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "io/bounded_file.h"
 #include "io/byte_tokenizer.h"
 #include "io/tokenizer_load.h"
 
@@ -15,7 +16,7 @@ BpeSpec parse_gpt2_files(const std::string& vocab_path, const std::string& merge
   spec.where = vocab_path;
   nlohmann::json vocab;
   try {
-    vocab = nlohmann::json::parse(read_text_file(vocab_path));
+    vocab = nlohmann::json::parse(read_bounded_file(vocab_path, "tokenizer file", kTokenizerFileCap));
   } catch (const nlohmann::json::exception& e) {
     ZT_THROW_INPUT(vocab_path, ": not valid JSON (", e.what(), "); expected GPT-2's vocab.json {token: id}");
   }
@@ -26,7 +27,7 @@ BpeSpec parse_gpt2_files(const std::string& vocab_path, const std::string& merge
       ZT_THROW_INPUT(vocab_path, ": token '", it.key(), "' has id ", v.dump(), "; ids must be non-negative integers");
     spec.vocab.emplace_back(it.key(), static_cast<int32_t>(v.get<int64_t>()));
   }
-  std::istringstream merges(read_text_file(merges_path));
+  std::istringstream merges(read_bounded_file(merges_path, "tokenizer file", kTokenizerFileCap));
   std::string line;
   for (size_t lineno = 1; std::getline(merges, line); ++lineno) {
     if (!line.empty() && line.back() == '\r') line.pop_back();

@@ -149,25 +149,32 @@ ModelConfig llama_from_json(const json& j, const std::string& source, const std:
 
 }  // namespace
 
-int64_t ModelConfig::num_parameters() const {
-  const int64_t C = hidden_size, L = num_layers;
-  int64_t n = vocab_size * C;  // wte
-  if (family == Family::GPT2) n += max_position_embeddings * C;
-  int64_t block = 0;
-  const int64_t norm = family == Family::GPT2 ? 2 * C : C;
+namespace {
+template <class N>
+N count_parameters(const ModelConfig& c) {
+  const N C = static_cast<N>(c.hidden_size), L = static_cast<N>(c.num_layers), V = static_cast<N>(c.vocab_size);
+  N n = V * C;  // wte
+  if (c.family == Family::GPT2) n += static_cast<N>(c.max_position_embeddings) * C;
+  N block = 0;
+  const N norm = c.family == Family::GPT2 ? 2 * C : C;
   block += 2 * norm;
-  block += C * qkv_width() + (qkv_bias ? qkv_width() : 0);
-  block += num_heads * head_dim * C + (attn_out_bias ? C : 0);
-  const int64_t F = intermediate_size;
-  if (family == Family::GPT2) {
+  const N qkv = static_cast<N>(c.qkv_width());
+  block += C * qkv + (c.qkv_bias ? qkv : 0);
+  block += static_cast<N>(c.num_heads) * static_cast<N>(c.head_dim) * C + (c.attn_out_bias ? C : 0);
+  const N F = static_cast<N>(c.intermediate_size);
+  if (c.family == Family::GPT2) {
     block += C * F + F + F * C + C;
   } else {
-    block += 3 * C * F + (mlp_bias ? 2 * F + C : 0);
+    block += 3 * C * F + (c.mlp_bias ? 2 * F + C : 0);
   }
   n += L * block + norm;
-  if (!tie_word_embeddings) n += vocab_size * C;
+  if (!c.tie_word_embeddings) n += V * C;
   return n;
 }
+}  // namespace
+
+int64_t ModelConfig::num_parameters() const { return count_parameters<int64_t>(*this); }
+double ModelConfig::num_parameters_f64() const { return count_parameters<double>(*this); }
 
 double ModelConfig::flops_per_token(int64_t seq_len) const {
   // 6 FLOPs per parameter per token (forward + backward), embeddings excluded, plus the

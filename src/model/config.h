@@ -44,6 +44,9 @@ struct ModelConfig {
   int64_t qkv_width() const { return (num_heads + 2 * num_kv_heads) * head_dim; }
   // Parameters as HF counts them (no vocab padding, tied head counted once).
   int64_t num_parameters() const;
+  // The same count in floating point: never overflows, so a config with absurd sizes can be
+  // measured (and refused) before anything is allocated.
+  double num_parameters_f64() const;
   // Training FLOPs per token (6N + attention), as llm.c and PaLM count them, for MFU.
   double flops_per_token(int64_t seq_len) const;
   // Throws BadInput naming the field when the config is inconsistent.

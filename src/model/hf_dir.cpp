@@ -9,8 +9,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/bounded_file.h"
 #include "io/safetensors.h"
 #include "io/staging_dir.h"
+#include "model/hf_check.h"
 #include "model/hf_weights.h"
 
 namespace zt::model {
@@ -51,13 +53,7 @@ void write_json_atomic(const std::string& path, const json& j) {
   });
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) ZT_THROW_INPUT(path, ": cannot read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string read_file(const std::string& path) { return io::read_bounded_file(path, "model config"); }
 
 }  // namespace
 
@@ -117,6 +113,12 @@ ModelConfig load_hf_config(const std::string& dir) {
 Pretrained load_pretrained(const std::string& dir, ModelOptions options) {
   Pretrained p;
   p.config = load_hf_config(dir);
+  check_hf_config_against_weights(p.config, dir + "/config.json", dir);
+  if (options.device.is_cpu() && options.allocate_params)
+    check_model_fits_host(p.config,
+                          static_cast<double>(dtype_size(options.param_dtype)) +
+                              (options.allocate_grads ? static_cast<double>(dtype_size(options.grad_dtype)) : 0.0),
+                          dir + ": the model's parameters" + (options.allocate_grads ? " and gradients" : ""));
   p.model = std::make_unique<Transformer>(p.config, options);
   load_hf_weights(p.model->registry(), p.config, dir);
   return p;

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/bounded_file.h"
 #include "core/log.h"
 #include "io/safetensors.h"
 #include "ops/copy.h"
@@ -292,13 +293,10 @@ std::vector<std::string> hf_weight_files(const std::string& path) {
                            "to safetensors (e.g. model.save_pretrained(dir, safe_serialization=True))");
     ZT_THROW_INPUT(path, ": neither model.safetensors nor model.safetensors.index.json is present");
   }
-  std::ifstream in(index);
-  if (!in) ZT_THROW_IO(index, ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  const std::string text = io::read_bounded_file(index, "safetensors index");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(ss.str());
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     ZT_THROW_INPUT(index, ": not valid JSON (", e.what(), ")");
   }

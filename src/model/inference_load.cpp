@@ -8,16 +8,17 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/bounded_file.h"
+#include "model/hf_check.h"
 #include "model/hf_weights.h"
 
 namespace zt::model {
 namespace {
 
 nlohmann::json read_json(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) ZT_THROW_INPUT("cannot read '", path.string(), "'");
+  const std::string text = io::read_bounded_file(path.string(), "model config");
   try {
-    return nlohmann::json::parse(in);
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     ZT_THROW_INPUT(path.string(), ": not valid JSON (", e.what(), ")");
   }
@@ -54,6 +55,8 @@ InferenceModel load_for_inference(const std::string& dir, DType param_dtype) {
   ModelOptions o;
   o.param_dtype = param_dtype;
   o.allocate_grads = false;
+  check_hf_config_against_weights(m.config, config_path.string(), dir);
+  check_model_fits_host(m.config, static_cast<double>(dtype_size(param_dtype)), dir + ": the model's parameters");
   m.model = std::make_unique<Transformer>(m.config, o);
   load_hf_weights(m.model->registry(), m.config, dir);
   m.model->set_mode(Mode::Eval);

@@ -11,6 +11,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/error.h"
+#include "io/bounded_file.h"
 
 namespace zt::train {
 
@@ -47,7 +48,20 @@ json yaml_plain_scalar(const std::string& s) {
   return s;
 }
 
-json yaml_to_json(const YAML::Node& n, const std::string& source) {
+// YAML aliases share nodes, so a small file (billion laughs: 9 levels of 9 aliases) can
+// name billions of values; converting it to JSON copies each one. A config has hundreds
+// of values: past this many the document is refused before the copies exhaust memory.
+constexpr int64_t kMaxYamlValues = 1000000;
+
+struct YamlBudget {
+  int64_t left = kMaxYamlValues;
+};
+
+json yaml_to_json(const YAML::Node& n, const std::string& source, YamlBudget& budget) {
+  if (--budget.left < 0)
+    ZT_THROW_INPUT(source, ": the YAML expands to more than ", kMaxYamlValues,
+                   " values (aliases '*name' repeating anchored lists or mappings?); a config is far smaller: "
+                   "write the values out or remove the aliases");
   switch (n.Type()) {
     case YAML::NodeType::Null:
     case YAML::NodeType::Undefined:
@@ -58,7 +72,7 @@ json yaml_to_json(const YAML::Node& n, const std::string& source) {
       return yaml_plain_scalar(n.Scalar());
     case YAML::NodeType::Sequence: {
       json a = json::array();
-      for (const auto& item : n) a.push_back(yaml_to_json(item, source));
+      for (const auto& item : n) a.push_back(yaml_to_json(item, source, budget));
       return a;
     }
     case YAML::NodeType::Map: {
@@ -66,7 +80,7 @@ json yaml_to_json(const YAML::Node& n, const std::string& source) {
       for (const auto& kv : n) {
         const std::string key = kv.first.Scalar();
         if (o.contains(key)) ZT_THROW_INPUT(source, ": key '", key, "' appears twice; keep one");
-        o[key] = yaml_to_json(kv.second, source);
+        o[key] = yaml_to_json(kv.second, source, budget);
       }
       return o;
     }
@@ -111,18 +125,15 @@ size_t distance(const std::string& a, const std::string& b) {
 
 json parse_yaml_text(const std::string& text, const std::string& source) {
   try {
-    return yaml_to_json(YAML::Load(text), source);
+    YamlBudget budget;
+    return yaml_to_json(YAML::Load(text), source, budget);
   } catch (const YAML::Exception& e) {
     ZT_THROW_INPUT(source, ": not valid YAML (line ", e.mark.line + 1, ", column ", e.mark.column + 1, "): ", e.msg);
   }
 }
 
 json load_document(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) ZT_THROW_INPUT(path, ": cannot open the config file; check the path");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  const std::string text = io::read_bounded_file(path, "config file");
   json doc;
   if (ends_with(lower(path), ".json")) {
     try {

@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/bounded_file.h"
 #include "dist/env.h"
 #include "train/accelerate_config.h"
 #include "train/config_value.h"
@@ -67,11 +68,7 @@ std::vector<HostSlots> parse_hostfile_text(const std::string& text, const std::s
 }
 
 std::vector<HostSlots> parse_hostfile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) ZT_THROW_INPUT(path, ": cannot open the hostfile; check the path");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_hostfile_text(text.str(), path);
+  return parse_hostfile_text(io::read_bounded_file(path, "hostfile"), path);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 #include "io/byte_tokenizer.h"
 #include "io/safetensors.h"
 #include "model/hf_dir.h"
+#include "model/hf_check.h"
 #include "model/hf_weights.h"
 #include "ops/copy.h"
 
@@ -62,6 +63,7 @@ ModelSetup setup_model(const TrainConfig& c, const fs::path& out) {
     if (c.zero.stage >= 3) {
       // Each rank reads only its slice of each unit from the files.
       const model::ModelConfig config = model::load_hf_config(c.model.path);
+      model::check_hf_config_against_weights(config, c.model.path + "/config.json", c.model.path);
       mo.allocate_params = false;
       s.model = std::make_unique<model::Transformer>(config, mo);
       model::Transformer* m = s.model.get();

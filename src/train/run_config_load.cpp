@@ -9,6 +9,7 @@
 
 #include "backend/cuda_api.h"
 #include "core/error.h"
+#include "io/bounded_file.h"
 #include "model/config.h"
 #include "train/accelerate_config.h"
 #include "train/run_config.h"
@@ -81,12 +82,13 @@ int64_t model_hidden_size(const ModelSection& m) {
   if (!m.preset.empty()) return model::preset_config(m.preset).hidden_size;
   if (m.path.empty()) return 0;
   // Only "auto" sizes need it: an unreadable model dir is reported by the model loader.
-  std::ifstream in(std::filesystem::path(m.path) / "config.json");
-  if (!in) return 0;
+  const std::string path = (std::filesystem::path(m.path) / "config.json").string();
   try {
-    const json j = json::parse(in);
-    return model::config_from_hf_json(j, m.path + "/config.json").hidden_size;
+    const json j = json::parse(io::read_bounded_file(path, "model config"));
+    return model::config_from_hf_json(j, path).hidden_size;
   } catch (const json::exception&) {
+    return 0;
+  } catch (const Error&) {
     return 0;
   }
 }

@@ -14,8 +14,11 @@
 #include "dist/env.h"
 #include "dist/world.h"
 #include "model/config.h"
+#include "model/hf_check.h"
+#include "model/hf_dir.h"
 #include "train/checkpoint.h"
 #include "train/inert_keys.h"
+#include "train/resource_checks.h"
 #include "train/run_config.h"
 
 namespace zt::train {
@@ -100,7 +103,16 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   run->stage = engine_stage(c.zero.stage, run->comm->size());
   setup_config.zero.stage = run->stage;
 
-  // Model and tokenizer.
+  // Model and tokenizer, once the model's states are known to fit.
+  const int ranks_on_host = std::max(1, dist::read_launch_env().local_world_size);
+  if (!c.model.path.empty()) {
+    // The config against the weights' shapes first: a wrong config.json is named as such.
+    const model::ModelConfig mc = model::load_hf_config(c.model.path);
+    model::check_hf_config_against_weights(mc, c.model.path + "/config.json", c.model.path);
+    check_model_state_fits(c, mc, run->stage, run->comm->size(), ranks_on_host);
+  } else if (!c.model.preset.empty()) {
+    check_model_state_fits(c, model::preset_config(c.model.preset), run->stage, run->comm->size(), ranks_on_host);
+  }
   run->setup = setup_model(setup_config, run->output_dir);
   model::Transformer& model = run->model();
   const model::ModelConfig& mc = model.config();
@@ -122,6 +134,7 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   if (run->windows < B)
     ZT_THROW_INPUT("the training data has ", run->windows, " windows of ", T + 1,
                    " tokens, fewer than one micro-batch (", B, "): use more data or a smaller seq_len / micro batch");
+  check_global_batch_fits_data(c, run->windows, T);
   // Epoch-based runs learn their total step count from the data.
   run->total_steps = c.max_steps;
   if (run->total_steps <= 0) {

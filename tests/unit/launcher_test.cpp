@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/temp_dir.h"
@@ -112,6 +113,17 @@ TEST(Hostfile, MissingFileIsBadInput) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::BadInput);
     EXPECT_HAS(e.what(), "/nonexistent/hostfile: cannot open");
+  }
+  // Read by the bounded config reader: a directory or a device is not a hostfile.
+  for (const auto& [path, part] : {std::pair<std::string, std::string>{"/tmp", "/tmp: is a directory"},
+                                   {"/dev/zero", "/dev/zero: not a regular file"}}) {
+    try {
+      parse_hostfile(path);
+      ADD_FAILURE() << path << ": no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+      EXPECT_HAS(e.what(), part);
+    }
   }
 }
 

@@ -229,5 +229,42 @@ TEST(RunConfig, ModelShorthandAndHiddenSizeForAuto) {
   EXPECT_EQ(h.zero.reduce_bucket_size, 96 * 96);
 }
 
+// Bounded inputs (issue 15): every config document is read by io::read_bounded_file, so a
+// directory is an error (it was an empty config) and a device is never read to the end.
+TEST(RunConfig, DirectoriesAndDevicesAreNotConfigs) {
+  TempDir dir;
+  const std::string d = dir.path().string();
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{d}, {"--deepspeed", d}, {"--config_file", d}, {"--deepspeed_config_file", d}}) {
+    const std::string e = load_error(args);
+    EXPECT_HAS(e, d + ": is a directory");
+  }
+  EXPECT_HAS(load_error({"/dev/zero"}), "/dev/zero: not a regular file");
+  EXPECT_HAS(load_error({"--deepspeed", "/dev/zero"}), "/dev/zero: not a regular file");
+  EXPECT_HAS(load_error({"--config_file", "/dev/zero"}), "/dev/zero: not a regular file");
+  // A file named inside a run config is read the same way.
+  EXPECT_HAS(load_error({dir.write("r.yaml", "deepspeed: /dev/zero\n")}), "/dev/zero: not a regular file");
+  std::ofstream(dir.file("big.json")) << std::string((16 << 20) + 1, ' ');
+  EXPECT_HAS(load_error({"--deepspeed", dir.file("big.json")}), "more than the 16 MiB");
+}
+
+// Billion laughs: 9 levels of 9 aliases name 9^9 values in a few hundred bytes. The YAML
+// to JSON conversion counts the values it makes and stops past its cap (it expanded to
+// 7 GB and aborted before).
+TEST(RunConfig, YamlAliasExpansionIsCapped) {
+  TempDir dir;
+  std::string yaml = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+  for (char c = 'b'; c <= 'i'; ++c) {
+    yaml += std::string(1, c) + ": &" + c + " [";
+    for (int i = 0; i < 9; ++i) yaml += std::string(i ? ", " : "") + "*" + static_cast<char>(c - 1);
+    yaml += "]\n";
+  }
+  const std::string e = load_error({dir.write("lol.yaml", yaml)});
+  EXPECT_HAS(e, "lol.yaml: the YAML expands to more than 1000000 values");
+  // Aliases of reasonable size still work (DeepSpeed-style shared blocks).
+  const TrainConfig c = load_train_config({dir.write("ok.yaml", "learning_rate: &v 0.25\nweight_decay: *v\n")});
+  EXPECT_FLOAT_EQ(c.optimizer.weight_decay, 0.25f);
+}
+
 }  // namespace
 }  // namespace zt::train

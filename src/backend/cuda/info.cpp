@@ -37,4 +37,13 @@ DeviceInfo device_info(int device) {
   return d;
 }
 
+size_t free_device_memory() noexcept {
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+    cudaGetLastError();  // not sticky: clear it
+    return 0;
+  }
+  return free;
+}
+
 }  // namespace zt::cuda

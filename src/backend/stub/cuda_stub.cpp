@@ -21,6 +21,7 @@ bool available() noexcept { return false; }
 int device_count() noexcept { return 0; }
 VersionInfo versions() noexcept { return {}; }
 DeviceInfo device_info(int device) { no_cuda(str("cuda::device_info(", device, ")").c_str()); }
+size_t free_device_memory() noexcept { return 0; }
 void init(int device) { no_cuda(str("cuda::init(", device, ")").c_str()); }
 bool initialized() noexcept { return false; }
 int current_device() noexcept { return -1; }

@@ -1,0 +1,78 @@
+#include "train/resource_checks.h"
+
+#include <cstdio>
+#include <string>
+
+#include "backend/cuda_api.h"
+#include "core/error.h"
+#include "core/memory_info.h"
+#include "zero/engine.h"
+
+namespace zt::train {
+namespace {
+
+// f32 state elements per parameter (moments; SGD without momentum keeps none).
+int optimizer_moments(const zero::OptimizerSpec& o) {
+  switch (o.type) {
+    case zero::OptimizerType::AdamW:
+    case zero::OptimizerType::Adam: return 2;
+    case zero::OptimizerType::Lion: return 1;
+    case zero::OptimizerType::SGD: return o.momentum > 0.0f ? 1 : 0;
+  }
+  return 2;
+}
+
+}  // namespace
+
+void check_model_state_fits(const TrainConfig& c, const model::ModelConfig& mc, int stage, int world_size,
+                            int ranks_on_host) {
+  const double n = mc.num_parameters_f64();
+  const int param_bytes = c.precision == Precision::F32 ? 4 : 2;
+  const bool master = c.precision != Precision::F32 && c.optimizer.master_weights == zero::MasterWeights::F32;
+  // Without a master the state is in the parameters' dtype (engine.h, ModelStateBytes).
+  const int state_bytes = master || c.precision == Precision::F32 ? 4 : param_bytes;
+  const int optimizer_bytes = optimizer_moments(c.optimizer) * state_bytes + (master ? 4 : 0);
+  // zero_formula_bytes (the engine's own accounting) in int64 where it cannot overflow;
+  // past 2^48 parameters no machine holds the model anyway.
+  const int bytes_per_param = param_bytes + 4 + optimizer_bytes;
+  const double total = n < 281474976710656.0
+                           ? static_cast<double>(zero::zero_formula_bytes(stage, static_cast<int64_t>(n), world_size,
+                                                                          param_bytes, param_bytes, 4, optimizer_bytes))
+                           : n * bytes_per_param / world_size;
+  char count[32];
+  std::snprintf(count, sizeof count, "%.4g", n);
+  const std::string what = "the model's parameters, gradients and optimizer state (" + std::string(count) +
+                           " parameters, ZeRO stage " + std::to_string(stage) + " over " + std::to_string(world_size) +
+                           " rank(s)) per rank";
+  if (c.device == "cuda") {
+    // Free memory when the driver says (other processes on the GPU count), else the total.
+    const size_t free = cuda::free_device_memory();
+    const double device =
+        static_cast<double>(free > 0 ? free : cuda::device_info(cuda::current_device()).total_memory);
+    if (total > device)
+      ZT_THROW_INPUT(c.source, ": ", what, " need ", bytes_str(total), " of GPU memory, but only ", bytes_str(device),
+                     free > 0 ? " is free" : " is the GPU's total",
+                     ": use ZeRO stage 3 over more GPUs, bf16, or a smaller model");
+    return;
+  }
+  if (ranks_on_host <= 1) {
+    check_fits_host_memory(total, c.source + ": " + what);
+    return;
+  }
+  check_fits_host_memory(total * ranks_on_host,
+                         c.source + ": " + what + " x " + std::to_string(ranks_on_host) + " ranks on this host");
+}
+
+void check_global_batch_fits_data(const TrainConfig& c, int64_t windows, int64_t seq_len) {
+  const int64_t B = c.micro_batch_per_gpu, gas = c.grad_accum_steps, W = c.world_size;
+  // Compared factor by factor: the product of absurd values would overflow.
+  const bool too_big = gas > windows || B * W > windows || B * W * gas > windows;
+  if (!too_big) return;
+  ZT_THROW_INPUT(c.source, ": the global batch train_batch_size = train_micro_batch_size_per_gpu ", B,
+                 " x gradient_accumulation_steps ", gas, " x world size ", W,
+                 " is more than the training data's ", windows, " windows of ", seq_len,
+                 " tokens per epoch, so one optimizer step would repeat the data: lower gradient_accumulation_steps "
+                 "or the batch size, or use more data");
+}
+
+}  // namespace zt::train

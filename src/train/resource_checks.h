@@ -1,0 +1,24 @@
+// Up-front checks of a resolved run against the machine and the data, before anything
+// large is allocated or a step starts: a run that cannot work exits 2 with the numbers
+// instead of running out of memory, or of a step that never ends.
+#pragma once
+#include <cstdint>
+
+#include "model/config.h"
+#include "train/config.h"
+
+namespace zt::train {
+
+// The model's parameters + gradients + optimizer state per rank (as the ZeRO engine will
+// hold them at `stage` over `world_size` ranks) against free host memory (CPU runs: the
+// `ranks_on_host` ranks of this machine together) or the GPU's memory (cuda runs: one GPU
+// per rank). BadInput naming the bytes needed and what is free.
+void check_model_state_fits(const TrainConfig& c, const model::ModelConfig& mc, int stage, int world_size,
+                            int ranks_on_host = 1);
+
+// The global batch (micro batch x gradient_accumulation_steps x world size) must not
+// exceed the training data's windows per epoch: one optimizer step would otherwise loop
+// over the data more than once (a huge gradient_accumulation_steps never ends a step).
+void check_global_batch_fits_data(const TrainConfig& c, int64_t windows, int64_t seq_len);
+
+}  // namespace zt::train

@@ -1,0 +1,74 @@
+// train::check_global_batch_fits_data and check_model_state_fits: a run that cannot work
+// (a global batch beyond the data's windows per epoch; model states beyond free memory)
+// is refused before it starts, with the numbers.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "core/error.h"
+#include "model/config.h"
+#include "train/resource_checks.h"
+
+namespace zt::train {
+namespace {
+
+#define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return "";
+}
+
+TrainConfig config(int64_t micro, int64_t gas, int world) {
+  TrainConfig c;
+  c.source = "run.yaml";
+  c.device = "cpu";
+  c.micro_batch_per_gpu = micro;
+  c.grad_accum_steps = gas;
+  c.world_size = world;
+  return c;
+}
+
+TEST(ResourceChecks, GlobalBatchMustFitTheDataWindows) {
+  check_global_batch_fits_data(config(16, 4, 2), 128, 64);  // exactly one epoch per step
+  const std::string e = error_of([] { check_global_batch_fits_data(config(16, 100000, 1), 6567, 128); });
+  EXPECT_HAS(e, "run.yaml: the global batch");
+  EXPECT_HAS(e, "gradient_accumulation_steps 100000");
+  EXPECT_HAS(e, "6567 windows of 128 tokens");
+  // Products that would overflow int64 are still caught.
+  EXPECT_HAS(error_of([] { check_global_batch_fits_data(config(1 << 30, int64_t{1} << 40, 1 << 20), 100, 8); }),
+             "the global batch");
+  EXPECT_HAS(error_of([] { check_global_batch_fits_data(config(4, 2, 1), 7, 8); }), "7 windows");
+}
+
+TEST(ResourceChecks, ModelStatesMustFitFreeMemory) {
+  const TrainConfig c = config(1, 1, 1);
+  const model::ModelConfig tiny = model::preset_config("tiny-gpt2");
+  check_model_state_fits(c, tiny, 0, 1);  // ~14 MB fits this machine
+  model::ModelConfig huge = tiny;
+  huge.num_layers = 1000000000;
+  const std::string e = error_of([&] { check_model_state_fits(c, huge, 0, 1); });
+  EXPECT_HAS(e, "run.yaml: the model's parameters, gradients and optimizer state");
+  EXPECT_HAS(e, "ZeRO stage 0 over 1 rank(s)");
+  EXPECT_HAS(e, "is available (MemAvailable");
+  ::setenv("ZT_TEST_HOST_MEMORY_BYTES", "10000000", 1);  // 10 MB: tiny-gpt2's 16 bytes/parameter do not fit
+  const std::string small = error_of([&] { check_model_state_fits(c, tiny, 0, 1); });
+  check_model_state_fits(c, tiny, 3, 2);  // stage 3 over 2 ranks: half of everything per rank
+  // ...but two ranks on this host need it twice.
+  const std::string two = error_of([&] { check_model_state_fits(c, tiny, 3, 2, 2); });
+  EXPECT_HAS(two, "x 2 ranks on this host");
+  ::unsetenv("ZT_TEST_HOST_MEMORY_BYTES");
+  EXPECT_HAS(small, "need 13.6");
+  EXPECT_HAS(small, "but only 9.54 MiB is available");
+}
+
+}  // namespace
+}  // namespace zt::train
