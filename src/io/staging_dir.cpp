@@ -39,6 +39,10 @@ StagingDir::StagingDir(std::string target) : target_(std::move(target)) {
     fs::create_directories(parent, ec);
     if (ec) ZT_THROW_IO(target_, ": cannot create the parent directory ", parent.string(), " (", ec.message(), ")");
   }
+  // Staging and aside directories of this target left by killed processes: removed here,
+  // so that exports (consolidate, save_pretrained, final/) never accumulate them.
+  for (const std::string& stale : remove_stale_staging(target_))
+    ZT_WARN("removed ", stale, ", left by an interrupted save of ", target_);
   staging_ = target_ + unique_suffix("tmp");
   if (!fs::create_directory(staging_, ec) || ec)
     ZT_THROW_IO(target_, ": cannot create the staging directory ", staging_, " (",

@@ -11,7 +11,8 @@ namespace zt::io {
 
 class StagingDir {
  public:
-  // Creates `<target>.tmp-<pid>-<n>` next to `target` (its parent must exist or is created).
+  // Creates `<target>.tmp-<pid>-<n>` next to `target` (its parent must exist or is created),
+  // first removing (with a warning) those of dead processes (remove_stale_staging).
   // Throws BadInput when `target` exists and is not a directory.
   explicit StagingDir(std::string target);
   ~StagingDir();  // removes the staging directory unless committed

@@ -10,9 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "core/log.h"
 #include "io/safetensors.h"
-#include "io/staging_dir.h"
 #include "model/config.h"
 #include "model/hf_weights.h"
 #include "model/transformer.h"
@@ -113,9 +111,7 @@ ConsolidateSummary consolidate_checkpoint(const std::string& checkpoint, const s
   so.dtype = options.dtype;
   so.max_shard_size = options.max_shard_size;
   so.tokenizer_files = options.tokenizer_files;
-  for (const std::string& stale : io::remove_stale_staging(out))
-    ZT_WARN("removed ", stale, ", left by an interrupted export");
-  model::save_pretrained(model, out, so);
+  model::save_pretrained(model, out, so);  // its staging removes dead exports' leftovers
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
 }

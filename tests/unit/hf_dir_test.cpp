@@ -406,3 +406,20 @@ TEST(HfDir, NewTokenizerReplacesTheOldTokenizerFiles) {
   EXPECT_TRUE(fs::exists(dir + "/vocab.json"));
   EXPECT_FALSE(has_leftovers(tmp.path()));
 }
+
+// Staging directories of killed processes (dead pid) beside a model directory are removed
+// by the next save; a live process's are left alone.
+TEST(HfDir, StagingLeftByADeadProcessIsRemovedByTheNextSave) {
+  TempDir tmp;
+  auto model = make_model(preset_config("tiny-llama"), DType::F32, 1);
+  const std::string dir = tmp.file("model");
+  fs::create_directories(dir + ".tmp-999999999-0");
+  fs::create_directories(dir + ".old-999999999-3");
+  const std::string live = dir + ".tmp-" + std::to_string(::getppid()) + "-7";
+  fs::create_directories(live);
+  save_pretrained(*model, dir, DType::F32);
+  EXPECT_FALSE(fs::exists(dir + ".tmp-999999999-0"));
+  EXPECT_FALSE(fs::exists(dir + ".old-999999999-3"));
+  EXPECT_TRUE(fs::exists(live));
+  fs::remove_all(live);
+}
