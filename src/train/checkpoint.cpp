@@ -58,10 +58,15 @@ void prune(const fs::path& root, int64_t keep_last, const std::string& newest) {
   std::sort(found.begin(), found.end());
   const int64_t excess = static_cast<int64_t>(found.size()) - keep_last;
   for (int64_t i = 0; i < excess; ++i) {
-    if (found[static_cast<size_t>(i)].second.filename() == newest) continue;
+    const fs::path& dir = found[static_cast<size_t>(i)].second;
+    if (dir.filename() == newest) continue;
+    // Renamed out of sight first: a kill during the (long) delete must not leave a
+    // half-deleted global_stepN that looks like a checkpoint.
+    const fs::path doomed = root / ("." + dir.filename().string() + ".del");
     std::error_code ec;
-    fs::remove_all(found[static_cast<size_t>(i)].second, ec);
-    if (ec) ZT_WARN("could not remove old checkpoint ", found[static_cast<size_t>(i)].second.string(), ": ", ec.message());
+    fs::rename(dir, doomed, ec);
+    if (!ec) fs::remove_all(doomed, ec);
+    if (ec) ZT_WARN("could not remove old checkpoint ", dir.string(), ": ", ec.message());
   }
 }
 
@@ -278,10 +283,11 @@ std::vector<std::string> remove_stale_checkpoint_temps(const std::string& root) 
   for (const auto& entry : fs::directory_iterator(root, ec)) {
     const std::string n = entry.path().filename().string();
     bool stale = false;
-    // .global_stepN.tmp / .global_stepN.old: a save's staging and aside directories (the
+    // .global_stepN.tmp / .old / .del: a save's staging, aside and pruned directories (the
     // output directory has one run at a time, so any left at start are a dead run's).
     if (n.rfind(".global_step", 0) == 0 &&
-        (n.size() > 4 && (n.compare(n.size() - 4, 4, ".tmp") == 0 || n.compare(n.size() - 4, 4, ".old") == 0)))
+        (n.size() > 4 && (n.compare(n.size() - 4, 4, ".tmp") == 0 || n.compare(n.size() - 4, 4, ".old") == 0 ||
+                          n.compare(n.size() - 4, 4, ".del") == 0)))
       stale = true;
     // latest.tmp.<pid>.<n>: write_file_atomic's temporary, of a process that is gone.
     if (n.rfind("latest.tmp.", 0) == 0) {

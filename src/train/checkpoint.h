@@ -91,7 +91,7 @@ std::string resolve_checkpoint_auto(const std::string& root);
 std::string newest_complete_checkpoint(const std::string& root);
 
 // Removes what interrupted saves of dead runs left in a checkpoint root
-// (.global_stepN.tmp, .global_stepN.old, latest.tmp.<pid>.<n> of a dead pid). Call it at
+// (.global_stepN.tmp, .old, .del, latest.tmp.<pid>.<n> of a dead pid). Call it at
 // the start of a run, on rank 0, before any save. Returns the removed paths.
 std::vector<std::string> remove_stale_checkpoint_temps(const std::string& root);
 

@@ -98,13 +98,14 @@ void read_units(const Fields& f, const json& j, CheckpointManifest& m) {
     u.name = f.string(ju, "name", uf + ".name");
     if (!names.insert(u.name).second) f.bad(uf + ".name", "repeats unit '" + u.name + "'");
     u.numel = f.integer(ju, "numel", uf + ".numel", 0, kMaxElements);
-    // The saving run padded max(numel, 1) up to a multiple of its world size (never 0).
+    // The saving run padded max(numel, 1) up to a multiple of its shard count, a multiple
+    // of its world size (never 0); each rank's slice is padded_numel / world_size.
     const int64_t W = m.world_size, base = std::max<int64_t>(u.numel, 1);
-    u.padded_numel = f.integer(ju, "padded_numel", uf + ".padded_numel", 1, kMaxElements + W);
-    if (u.padded_numel < base || u.padded_numel % W != 0 || u.padded_numel - base >= W)
+    u.padded_numel = f.integer(ju, "padded_numel", uf + ".padded_numel", 1, 2 * kMaxElements);
+    if (u.padded_numel < base || u.padded_numel % W != 0)
       f.bad(uf + ".padded_numel",
-            "is " + std::to_string(u.padded_numel) + "; with numel " + std::to_string(u.numel) + " and world_size " +
-                std::to_string(W) + " it must be " + std::to_string((base + W - 1) / W * W));
+            "is " + std::to_string(u.padded_numel) + "; it must be a multiple of world_size " + std::to_string(W) +
+                " and at least max(numel, 1) = " + std::to_string(base));
     u.part = u.padded_numel / W;
     const json& params = f.array(ju, "params", uf + ".params");
     int64_t end = 0;

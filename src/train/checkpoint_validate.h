@@ -3,8 +3,8 @@
 //
 // Every field of manifest.json is type- and range-checked before anything divides by,
 // allocates from or indexes with it: world_size in [1, kMaxCheckpointWorldSize], step and
-// counters >= 0, each unit's numel and padded_numel (padded_numel = numel rounded up to a
-// multiple of world_size, never 0), parameter offsets and shapes inside the unit and in
+// counters >= 0, each unit's numel and padded_numel (a multiple of world_size of at least
+// max(numel, 1), never 0), parameter offsets and shapes inside the unit and in
 // order, optimizer state names of known units, the loss scaler's fields. A shard tensor
 // must exist with exactly the manifest's length and the dtype its unit says (params: the
 // manifest's param_dtype; master: f32; optimizer state: a float type) — an I32 tensor is

@@ -70,7 +70,8 @@ void expect_no_temporaries(const fs::path& run) {
   for (const fs::path& d : {run, run / "checkpoints"})
     for (const auto& e : fs::directory_iterator(d)) {
       const std::string n = e.path().filename().string();
-      EXPECT_TRUE(n.find(".tmp") == std::string::npos && n.find(".old") == std::string::npos) << e.path();
+      EXPECT_TRUE(n.find(".tmp") == std::string::npos && n.find(".old") == std::string::npos &&
+                  n.find(".del") == std::string::npos) << e.path();
     }
 }
 

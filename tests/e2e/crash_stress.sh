@@ -67,7 +67,7 @@ check_final() {
 
 check_no_temporaries() {
   local left
-  left="$(find "$OUT" "$OUT/checkpoints" -maxdepth 1 \( -name '*.tmp*' -o -name '*.old*' \) 2>/dev/null)"
+  left="$(find "$OUT" "$OUT/checkpoints" -maxdepth 1 \( -name '*.tmp*' -o -name '*.old*' -o -name '*.del' \) 2>/dev/null)"
   [[ -z "$left" ]] || fail "$1" "temporaries left: $left"
 }
 
