@@ -1,15 +1,20 @@
 #include "io/staging_dir.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
 
 #include "core/error.h"
+#include "core/fail_point.h"
 #include "core/log.h"
 #include "io/safetensors.h"
 
@@ -34,6 +39,10 @@ StagingDir::StagingDir(std::string target) : target_(std::move(target)) {
     fs::create_directories(parent, ec);
     if (ec) ZT_THROW_IO(target_, ": cannot create the parent directory ", parent.string(), " (", ec.message(), ")");
   }
+  // Staging and aside directories of this target left by killed processes: removed here,
+  // so that exports (consolidate, save_pretrained, final/) never accumulate them.
+  for (const std::string& stale : remove_stale_staging(target_))
+    ZT_WARN("removed ", stale, ", left by an interrupted save of ", target_);
   staging_ = target_ + unique_suffix("tmp");
   if (!fs::create_directory(staging_, ec) || ec)
     ZT_THROW_IO(target_, ": cannot create the staging directory ", staging_, " (",
@@ -49,13 +58,7 @@ StagingDir::~StagingDir() {
 void StagingDir::commit(const std::function<bool(const std::string&)>& keep) {
   ZT_CHECK(!committed_, "StagingDir committed twice");
   std::error_code ec;
-  if (!fs::exists(target_, ec)) {
-    fs::rename(staging_, target_, ec);
-    if (ec) ZT_THROW_IO(target_, ": cannot move ", staging_, " into place (", ec.message(), ")");
-    committed_ = true;
-    return;
-  }
-  if (keep) {
+  if (keep && fs::exists(target_, ec)) {
     // Carry over what the old directory had besides our outputs, before the swap, so
     // the swapped-in directory is complete. Renames within one filesystem are cheap.
     for (const auto& entry : fs::directory_iterator(target_, ec)) {
@@ -66,18 +69,104 @@ void StagingDir::commit(const std::function<bool(const std::string&)>& keep) {
     }
     if (ec) ZT_THROW_IO(target_, ": cannot list the existing directory (", ec.message(), ")");
   }
-  const std::string old = target_ + unique_suffix("old");
-  fs::rename(target_, old, ec);
-  if (ec) ZT_THROW_IO(target_, ": cannot move the existing directory aside (", ec.message(), ")");
-  fs::rename(staging_, target_, ec);
+  fail_point("staging.before_swap", fs::path(target_).filename().c_str());
+  replace_directory(staging_, target_, target_ + unique_suffix("old"));
+  committed_ = true;
+}
+
+namespace {
+
+// renameat2(RENAME_EXCHANGE): swaps two existing paths atomically (Linux 3.15+, on ext4,
+// xfs, btrfs, tmpfs, ...). False with errno EINVAL/ENOSYS/ENOTSUP where not supported.
+bool exchange_paths(const std::string& a, const std::string& b) {
+#if defined(SYS_renameat2)
+  // Test-only: the fallback path of filesystems without the exchange (NFS, ...).
+  if (const char* no = std::getenv("ZT_TEST_NO_RENAME_EXCHANGE"); no && std::string(no) == "1") {
+    errno = EINVAL;
+    return false;
+  }
+  constexpr unsigned kRenameExchange = 2;  // RENAME_EXCHANGE, <linux/fs.h>
+  return ::syscall(SYS_renameat2, AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), kRenameExchange) == 0;
+#else
+  (void)a;
+  (void)b;
+  errno = ENOSYS;
+  return false;
+#endif
+}
+
+// Makes the renames durable before the caller reports success (best effort: a directory
+// that cannot be opened for fsync is left to the filesystem's own ordering).
+void fsync_dir(const fs::path& dir) {
+  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+void replace_directory(const std::string& staged, const std::string& target, const std::string& aside) {
+  std::error_code ec;
+  const std::string name = fs::path(target).filename().string();
+  if (!fs::exists(target, ec)) {
+    fs::rename(staged, target, ec);
+    if (ec) ZT_THROW_IO(target, ": cannot move ", staged, " into place (", ec.message(), ")");
+    fsync_dir(fs::path(target).parent_path());
+    return;
+  }
+  if (exchange_paths(staged, target)) {
+    fsync_dir(fs::path(target).parent_path());
+    fail_point("replace.swapped", name.c_str());
+    fs::remove_all(staged, ec);  // the old directory, now at `staged`
+    if (ec) ZT_WARN(target, ": could not remove the previous version at ", staged, " (", ec.message(), ")");
+    return;
+  }
+  const int why_not = errno;
+  if (why_not != EINVAL && why_not != ENOSYS && why_not != ENOTSUP && why_not != EPERM)
+    ZT_THROW_IO(target, ": cannot swap ", staged, " into place (", std::strerror(why_not), ")");
+  fs::rename(target, aside, ec);
+  if (ec) ZT_THROW_IO(target, ": cannot move the existing directory aside (", ec.message(), ")");
+  fail_point("replace.aside", name.c_str());
+  fs::rename(staged, target, ec);
   if (ec) {
     const std::string why = ec.message();
-    fs::rename(old, target_, ec);  // put the old one back
-    ZT_THROW_IO(target_, ": cannot move ", staging_, " into place (", why, ")");
+    fs::rename(aside, target, ec);  // put the old one back
+    ZT_THROW_IO(target, ": cannot move ", staged, " into place (", why, ")");
   }
-  committed_ = true;
-  fs::remove_all(old, ec);
-  if (ec) ZT_WARN(target_, ": could not remove the previous version at ", old, " (", ec.message(), ")");
+  fsync_dir(fs::path(target).parent_path());
+  fs::remove_all(aside, ec);
+  if (ec) ZT_WARN(target, ": could not remove the previous version at ", aside, " (", ec.message(), ")");
+}
+
+bool process_alive(long pid) {
+  if (pid <= 0) return false;
+  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
+
+std::vector<std::string> remove_stale_staging(const std::string& target_in) {
+  std::string target = target_in;
+  while (target.size() > 1 && target.back() == '/') target.pop_back();
+  std::vector<std::string> removed;
+  const fs::path t(target);
+  const fs::path parent = t.parent_path().empty() ? fs::path(".") : t.parent_path();
+  const std::string base = t.filename().string();
+  std::error_code ec;
+  if (!fs::is_directory(parent, ec)) return removed;
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    for (const char* kind : {".tmp-", ".old-"}) {
+      const std::string prefix = base + kind;
+      if (name.compare(0, prefix.size(), prefix) != 0) continue;
+      char* end = nullptr;
+      const long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
+      if (!end || *end != '-' || process_alive(pid)) continue;
+      std::error_code rec;
+      fs::remove_all(entry.path(), rec);
+      if (!rec) removed.push_back(entry.path().string());
+    }
+  }
+  return removed;
 }
 
 void copy_file_atomic(const std::string& src, const std::string& dst) {

@@ -39,6 +39,12 @@ const char* const kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json"
                                        "vocab.json",     "merges.txt",            "tokenizer.model",
                                        "added_tokens.json"};
 
+bool is_tokenizer_file(const std::string& name) {
+  for (const char* t : kTokenizerFiles)
+    if (name == t) return true;
+  return false;
+}
+
 // Entries of an old model directory that a new save replaces or makes stale.
 bool is_model_output(const std::string& name) {
   return name == "config.json" || name == "generation_config.json" || name == "model.safetensors.index.json" ||
@@ -207,7 +213,11 @@ void save_pretrained(const Transformer& model, const std::string& dir, const Sav
   write_json_atomic(staging.file("generation_config.json"), gen);
   for (const std::string& t : tokenizer_files)
     io::copy_file_atomic(t, staging.file(fs::path(t).filename().string()));
-  staging.commit([](const std::string& name) { return !is_model_output(name); });
+  for (const auto& [src, name] : o.tokenizer_copies) io::copy_file_atomic(src, staging.file(name));
+  const bool writes_tokenizer = !tokenizer_files.empty() || !o.tokenizer_copies.empty();
+  staging.commit([writes_tokenizer](const std::string& name) {
+    return !is_model_output(name) && !(writes_tokenizer && is_tokenizer_file(name));
+  });
 }
 
 }  // namespace zt::model

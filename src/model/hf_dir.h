@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/config.h"
@@ -47,10 +48,16 @@ struct SavePretrainedOptions {
   // tokenizer_config.json, special_tokens_map.json, vocab.json, merges.txt,
   // tokenizer.model, added_tokens.json) are copied.
   std::vector<std::string> tokenizer_files;
+  // Tokenizer files copied under another name: {source file, file name in dir} (a
+  // my_tok.json is also written as tokenizer.json, where HF tools look for it).
+  std::vector<std::pair<std::string, std::string>> tokenizer_copies;
 };
 
-// Writes the model directory. An existing `dir` is replaced, keeping files that are not
-// part of a model save (README.md, training notes); stale weight shards are removed.
+// Writes the model directory: every file, tokenizer included, goes into one staging
+// directory that replaces `dir` atomically. An existing `dir` is replaced, keeping files
+// that are not part of a model save (README.md, training notes); stale weight shards are
+// removed, and so are the old tokenizer files when this save writes a tokenizer (a
+// tokenizer.json of another tokenizer must not survive beside the new one).
 void save_pretrained(const Transformer& model, const std::string& dir, const SavePretrainedOptions& options);
 inline void save_pretrained(const Transformer& model, const std::string& dir, DType dtype,
                             uint64_t max_shard_size = kDefaultMaxShardSize) {

@@ -45,6 +45,7 @@ Accelerator::Accelerator(const train::TrainConfig& config) : impl_(std::make_uni
   if (run.config.memory_breakdown)
     ZT_WARN("memory_breakdown: no effect in the Accelerator API (`zerotrain train` prints it; your loop prints "
             "what it wants)");
+  train::remove_stale_outputs(run);  // as `zerotrain train`: what killed saves left
   if (!run.config.resume.empty()) train::load_run_checkpoint(run, run.config.resume);
   impl_->tokens = OwnedTensor({run.micro_batch, run.seq_len}, DType::I32);
   impl_->targets = OwnedTensor({run.micro_batch, run.seq_len}, DType::I32);

@@ -10,9 +10,12 @@
 #include <memory>
 
 #include "core/error.h"
+#include "core/fail_point.h"
 #include "core/log.h"
 #include "io/safetensors.h"
+#include "io/staging_dir.h"
 #include "ops/copy.h"
+#include "train/checkpoint_validate.h"
 
 namespace zt::train {
 namespace fs = std::filesystem;
@@ -55,10 +58,15 @@ void prune(const fs::path& root, int64_t keep_last, const std::string& newest) {
   std::sort(found.begin(), found.end());
   const int64_t excess = static_cast<int64_t>(found.size()) - keep_last;
   for (int64_t i = 0; i < excess; ++i) {
-    if (found[static_cast<size_t>(i)].second.filename() == newest) continue;
+    const fs::path& dir = found[static_cast<size_t>(i)].second;
+    if (dir.filename() == newest) continue;
+    // Renamed out of sight first: a kill during the (long) delete must not leave a
+    // half-deleted global_stepN that looks like a checkpoint.
+    const fs::path doomed = root / ("." + dir.filename().string() + ".del");
     std::error_code ec;
-    fs::remove_all(found[static_cast<size_t>(i)].second, ec);
-    if (ec) ZT_WARN("could not remove old checkpoint ", found[static_cast<size_t>(i)].second.string(), ": ", ec.message());
+    fs::rename(dir, doomed, ec);
+    if (!ec) fs::remove_all(doomed, ec);
+    if (ec) ZT_WARN("could not remove old checkpoint ", dir.string(), ": ", ec.message());
   }
 }
 
@@ -124,6 +132,7 @@ std::string save_checkpoint(const std::string& root_str, const model::ParameterR
     }
     io::write_safetensors((tmp_dir / shard_name(r)).string(), sources,
                           {{"format", kFormat}, {"rank", std::to_string(r)}});
+    fail_point("checkpoint.shard_written", name.c_str());
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -155,10 +164,14 @@ std::string save_checkpoint(const std::string& root_str, const model::ParameterR
       const std::string text = manifest.dump(2) + "\n";
       io::write_file_atomic((tmp_dir / "manifest.json").string(),
                             [&](std::FILE* f) { std::fwrite(text.data(), 1, text.size(), f); });
-      if (fs::exists(final_dir)) fs::remove_all(final_dir);
-      fs::rename(tmp_dir, final_dir);
+      fail_point("checkpoint.manifest_written", name.c_str());
+      // Re-saving a step that exists (a run resumed from an older checkpoint) swaps the
+      // new directory in atomically: `latest` may name this very step.
+      io::replace_directory(tmp_dir.string(), final_dir.string(), (root / ("." + name + ".old")).string());
+      fail_point("checkpoint.renamed", name.c_str());
       io::write_file_atomic((root / "latest").string(),
                             [&](std::FILE* f) { std::fprintf(f, "%s\n", name.c_str()); });
+      fail_point("checkpoint.latest_written", name.c_str());
       prune(root, options.keep_last, name);
     } catch (const std::exception& e) {
       error = e.what();
@@ -171,86 +184,146 @@ std::string save_checkpoint(const std::string& root_str, const model::ParameterR
   return final_dir.string();
 }
 
+namespace {
+
+// global_step<N> -> N; -1 for other names.
+int64_t step_of(const std::string& name) {
+  if (name.rfind("global_step", 0) != 0 || name.size() == 11) return -1;
+  char* end = nullptr;
+  const long long step = std::strtoll(name.c_str() + 11, &end, 10);
+  return end && *end == '\0' && step >= 0 ? step : -1;
+}
+
+// On a filesystem without an atomic exchange, re-saving step N moves the old global_stepN
+// aside to .global_stepN.old before renaming the new one in; a crash between the two
+// leaves `latest` naming a missing directory whose complete old version is aside: put it
+// back (the save never finished, so the old checkpoint is the newest complete one).
+void recover_aside(const fs::path& root, const std::string& name) {
+  std::error_code ec;
+  const fs::path dir = root / name, aside = root / ("." + name + ".old");
+  if (fs::exists(dir, ec) || !fs::is_directory(aside, ec) || !checkpoint_complete(aside.string())) return;
+  fs::rename(aside, dir, ec);
+  if (ec) {
+    ZT_WARN("could not move ", aside.string(), " back to ", dir.string(), ": ", ec.message());
+  } else {
+    ZT_WARN("put ", aside.string(), " back as ", dir.string(), " (a re-save of that step was interrupted)");
+  }
+}
+
+// What is wrong with `latest` (empty when it names a complete checkpoint).
+std::string latest_problem(const fs::path& root, std::string* name) {
+  const fs::path latest = root / "latest";
+  std::ifstream in(latest);
+  if (!in || !(in >> *name)) return "'" + latest.string() + "' does not exist or is empty";
+  std::string why;
+  if (step_of(*name) < 0)
+    return "'" + latest.string() + "' names '" + *name + "', which is not a checkpoint directory name";
+  recover_aside(root, *name);
+  if (!checkpoint_complete((root / *name).string(), &why))
+    return "'" + latest.string() + "' names '" + *name + "', which is not a complete checkpoint: " + why;
+  return "";
+}
+
+}  // namespace
+
+std::string newest_complete_checkpoint(const std::string& root) {
+  std::vector<std::pair<int64_t, fs::path>> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const int64_t step = step_of(entry.path().filename().string());
+    if (step >= 0 && entry.is_directory(ec)) found.emplace_back(step, entry.path());
+  }
+  std::sort(found.begin(), found.end());
+  for (auto it = found.rbegin(); it != found.rend(); ++it)
+    if (checkpoint_complete(it->second.string())) return it->second.string();
+  return "";
+}
+
 std::string resolve_checkpoint(const std::string& root_or_dir, const std::string& which) {
   const fs::path p(root_or_dir);
-  if (fs::exists(p / "manifest.json")) return p.string();
-  const fs::path latest = p / "latest";
+  std::error_code ec;
+  if (fs::exists(p / "manifest.json", ec)) return p.string();
   if (which == "latest" || which.empty()) {
-    std::ifstream in(latest);
     std::string name;
-    if (!in || !(in >> name))
-      ZT_THROW_INPUT("no checkpoint to resume from: '", latest.string(),
+    const std::string problem = latest_problem(p, &name);
+    if (problem.empty()) return (p / name).string();
+    const std::string newest = newest_complete_checkpoint(p.string());
+    if (!fs::exists(p / "latest", ec) && newest.empty())
+      ZT_THROW_INPUT("no checkpoint to resume from: '", (p / "latest").string(),
                      "' does not exist (train with checkpoints first, or drop --resume)");
-    if (!fs::exists(p / name / "manifest.json"))
-      ZT_THROW_INPUT("'", latest.string(), "' names '", name, "', which has no manifest.json (incomplete or deleted)");
-    return (p / name).string();
+    ZT_THROW_INPUT(problem, newest.empty() ? std::string("; no complete checkpoint is left in '") + p.string() + "'"
+                                           : "; the newest complete checkpoint is '" + newest +
+                                                 "': give it to --resume, or use --resume auto");
   }
-  if (fs::exists(p / which / "manifest.json")) return (p / which).string();
+  if (fs::exists(p / which / "manifest.json", ec)) return (p / which).string();
   ZT_THROW_INPUT("no checkpoint '", which, "' in '", p.string(), "'");
+}
+
+std::string resolve_checkpoint_auto(const std::string& root) {
+  std::string name;
+  const std::string problem = latest_problem(root, &name);
+  if (problem.empty()) return (fs::path(root) / name).string();
+  const std::string newest = newest_complete_checkpoint(root);
+  std::error_code ec;
+  if (newest.empty()) {
+    if (fs::exists(fs::path(root) / "latest", ec))
+      ZT_WARN("--resume auto: ", problem, ", and no complete checkpoint is in ", root, ": starting from step 0");
+    return "";
+  }
+  ZT_WARN("--resume auto: ", problem, "; resuming from the newest complete checkpoint, ", newest);
+  return newest;
+}
+
+std::vector<std::string> remove_stale_checkpoint_temps(const std::string& root) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return removed;
+  std::string name;
+  latest_problem(root, &name);  // first puts back an aside checkpoint that `latest` names
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::string n = entry.path().filename().string();
+    bool stale = false;
+    // .global_stepN.tmp / .old / .del: a save's staging, aside and pruned directories (the
+    // output directory has one run at a time, so any left at start are a dead run's).
+    if (n.rfind(".global_step", 0) == 0 &&
+        (n.size() > 4 && (n.compare(n.size() - 4, 4, ".tmp") == 0 || n.compare(n.size() - 4, 4, ".old") == 0 ||
+                          n.compare(n.size() - 4, 4, ".del") == 0)))
+      stale = true;
+    // latest.tmp.<pid>.<n>: write_file_atomic's temporary, of a process that is gone.
+    if (n.rfind("latest.tmp.", 0) == 0) {
+      char* end = nullptr;
+      const long pid = std::strtol(n.c_str() + 11, &end, 10);
+      stale = end && *end == '.' && !io::process_alive(pid);
+    }
+    if (!stale) continue;
+    std::error_code rec;
+    fs::remove_all(entry.path(), rec);
+    if (rec) {
+      ZT_WARN("could not remove the stale temporary ", entry.path().string(), " of an interrupted save: ",
+              rec.message());
+    } else {
+      removed.push_back(entry.path().string());
+    }
+  }
+  return removed;
 }
 
 CheckpointState load_checkpoint(const std::string& dir, const model::ParameterRegistry& registry,
                                 const std::vector<FlatSlice>& targets) {
-  const fs::path d(dir);
-  const std::string manifest_path = (d / "manifest.json").string();
-  json m;
-  {
-    std::ifstream in(manifest_path);
-    if (!in) ZT_THROW_INPUT("cannot read '", manifest_path, "'");
-    try {
-      in >> m;
-    } catch (const json::exception& e) {
-      ZT_THROW_INPUT("'", manifest_path, "' is not valid JSON: ", e.what());
-    }
-  }
-  if (m.value("format", "") != kFormat)
-    ZT_THROW_INPUT("'", manifest_path, "' is not a zerotrain checkpoint manifest (format '", m.value("format", ""), "')");
-  const int W = m.value("world_size", 1);
-
-  // The unit layout must be the same model (padding may differ with the world size).
-  const json& units = m.at("units");
-  if (units.size() != registry.size())
-    ZT_THROW_INPUT(manifest_path, ": checkpoint has ", units.size(), " units, this model has ", registry.size(),
-                   " (a checkpoint of another model?)");
-  for (size_t i = 0; i < registry.size(); ++i) {
-    const model::Unit& u = registry.unit(i);
-    const json& ju = units[i];
-    if (ju.at("name") != u.name() || ju.at("numel").get<int64_t>() != u.numel() ||
-        ju.at("params").size() != u.params().size())
-      ZT_THROW_INPUT(manifest_path, ": unit ", i, " is '", ju.at("name").get<std::string>(), "' with ",
-                     ju.at("numel").get<int64_t>(), " elements; this model has '", u.name(), "' with ", u.numel(),
-                     " (a checkpoint of another model?)");
-    for (size_t k = 0; k < u.params().size(); ++k) {
-      const auto& p = u.params()[k];
-      const json& jp = ju.at("params")[k];
-      if (jp.at("name") != p.name() || jp.at("offset").get<int64_t>() != p.offset ||
-          jp.at("shape").get<Shape>() != p.spec.shape)
-        ZT_THROW_INPUT(manifest_path, ": parameter ", jp.at("name").get<std::string>(), " ",
-                       shape_str(jp.at("shape").get<Shape>()), " does not match this model's ", p.name(), " ",
-                       shape_str(p.spec.shape));
-    }
-  }
+  const CheckpointManifest m = read_checkpoint_manifest(dir);
+  check_manifest_layout(m, registry, " (a checkpoint of another model?)");
+  check_shards_present(m);
+  const int W = m.world_size;
 
   // Each target takes the overlap of its range with every saved rank's slice, within
   // the unit's real elements (padding differs with the world size and stays zero).
-  std::map<std::string, int64_t> saved_padded;
-  for (const json& ju : units) saved_padded[ju.at("name").get<std::string>()] = ju.at("padded_numel").get<int64_t>();
   std::vector<std::unique_ptr<io::SafetensorsReader>> readers(static_cast<size_t>(W));
   auto reader = [&](int r) -> io::SafetensorsReader& {
     auto& slot = readers[static_cast<size_t>(r)];
-    if (!slot) {
-      const std::string path = (d / shard_name(r)).string();
-      if (!fs::exists(path))
-        ZT_THROW_INPUT("checkpoint '", dir, "' is missing rank ", r, "'s shard ", shard_name(r), " (it was saved by ",
-                       W, " ranks): copy the complete checkpoint directory");
-      slot = std::make_unique<io::SafetensorsReader>(path);
-    }
+    if (!slot) slot = std::make_unique<io::SafetensorsReader>(m.shard_path(r));
     return *slot;
   };
-  std::vector<std::string> saved_state;
-  if (m.contains("optimizer_state") && m.at("optimizer_state").is_array())
-    for (const json& n : m.at("optimizer_state"))
-      if (n.is_string()) saved_state.push_back(n.get<std::string>());
+  const std::vector<std::string>& saved_state = m.optimizer_state;
   std::vector<std::string> absent;
   for (const FlatSlice& t : targets) {
     if (t.optional && std::find(saved_state.begin(), saved_state.end(), t.name) == saved_state.end()) {
@@ -258,34 +331,27 @@ CheckpointState load_checkpoint(const std::string& dir, const model::ParameterRe
       continue;
     }
     const model::Unit& u = unit_of(registry, t.name);
-    const int64_t part = saved_padded.at(u.name()) / W;
+    const int64_t part = m.find_unit(u.name())->part;  // present: the layouts matched
     const int64_t lo = t.begin, hi = std::min(t.begin + t.data.numel(), u.numel());
     for (int r = 0; r < W && lo < hi; ++r) {
       const int64_t s_lo = std::max(lo, r * part), s_hi = std::min(hi, (r + 1) * part);
       if (s_hi <= s_lo) continue;
-      io::SafetensorsReader& rd = reader(r);
-      if (!rd.contains(t.name))
-        ZT_THROW_INPUT("checkpoint '", dir, "' has no tensor '", t.name, "' in ", shard_name(r),
-                       " (saved with another optimizer or precision?)");
-      // Copying converts the dtype: f32 state into a bf16 (master_weights: false) run rounds
-      // to nearest even, bf16 state into an f32 one widens exactly.
-      const Tensor src = rd.tensor(t.name);
-      if (src.numel() != part)
-        ZT_THROW_INPUT("checkpoint '", dir, "': tensor '", t.name, "' in ", shard_name(r), " has ", src.numel(),
-                       " elements, the manifest implies ", part);
+      // Copying converts between float types only: f32 state into a bf16 (master_weights:
+      // false) run rounds to nearest even, bf16 state into an f32 one widens exactly.
+      const Tensor src = checked_shard_tensor(m, reader(r), t.name, r);
       ops::copy(flat_slice(t.data, s_lo - t.begin, s_hi - s_lo), flat_slice(src, s_lo - r * part, s_hi - s_lo));
     }
   }
 
   CheckpointState s;
-  s.step = m.value("step", int64_t{0});
-  s.micro_steps = m.value("micro_steps", int64_t{0});
-  s.data_epoch = m.at("data").value("epoch", uint64_t{0});
-  s.data_position = m.at("data").value("position", uint64_t{0});
-  s.seed = m.value("seed", uint64_t{0});
-  s.loss_scaler = m.value("loss_scaler", json::object());
-  s.extra = m.value("extra", json::object());
-  s.saved_optimizer_state = std::move(saved_state);
+  s.step = m.step;
+  s.micro_steps = m.micro_steps;
+  s.data_epoch = m.data_epoch;
+  s.data_position = m.data_position;
+  s.seed = m.seed;
+  s.loss_scaler = m.loss_scaler.is_null() ? json::object() : m.loss_scaler;
+  s.extra = m.extra;
+  s.saved_optimizer_state = saved_state;
   s.absent = std::move(absent);
   ZT_INFO("loaded checkpoint ", dir, " (step ", s.step, ", saved by ", W, " rank", W == 1 ? "" : "s", ")");
   return s;

@@ -10,9 +10,10 @@
 //   <dir>/checkpoints/latest        the name of the newest complete checkpoint
 //
 // A checkpoint is written into a temporary directory (every rank writes its shard there)
-// and renamed into place by rank 0 once all ranks succeeded, then `latest` is replaced
-// atomically: a crash at any point leaves the previous checkpoint intact and `latest`
-// naming a complete one. Loading copies, for each buffer a rank holds (a whole flat
+// and renamed into place by rank 0 once all ranks succeeded (an existing step of the same
+// number is swapped out atomically, io::replace_directory), then `latest` is replaced
+// atomically: a crash at any point leaves `latest` naming a complete checkpoint. The
+// manifest and shards are validated on load (train/checkpoint_validate.h). Loading copies, for each buffer a rank holds (a whole flat
 // buffer, or its ZeRO slice), the overlapping pieces of the saved slices, reading only
 // the shards that overlap: a checkpoint loads at any world size and any ZeRO stage.
 // Multi-rank saving assumes the checkpoint directory is on a filesystem every rank sees.
@@ -81,6 +82,18 @@ std::string save_checkpoint(const std::string& root, const model::ParameterRegis
 // Resolves "latest" (reads <root>/latest) or a checkpoint directory path. Throws BadInput
 // with the fix when there is none.
 std::string resolve_checkpoint(const std::string& root_or_dir, const std::string& which = "latest");
+
+// --resume auto: `latest`'s checkpoint when it is complete, else the newest complete
+// global_stepN (with a warning saying why), else "" (start from step 0).
+std::string resolve_checkpoint_auto(const std::string& root);
+
+// The newest global_stepN under `root` whose manifest and shards validate; "" when none.
+std::string newest_complete_checkpoint(const std::string& root);
+
+// Removes what interrupted saves of dead runs left in a checkpoint root
+// (.global_stepN.tmp, .old, .del, latest.tmp.<pid>.<n> of a dead pid). Call it at
+// the start of a run, on rank 0, before any save. Returns the removed paths.
+std::vector<std::string> remove_stale_checkpoint_temps(const std::string& root);
 
 // Fills each target slice from the checkpoint (names as saved; the unit layout must match
 // the manifest — a checkpoint of another model is refused naming the first difference;

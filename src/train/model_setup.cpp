@@ -133,16 +133,18 @@ void save_final_model(const model::Transformer& model, const ModelSetup& setup, 
   model::SavePretrainedOptions o;
   o.dtype = dtype;
   if (!setup.tokenizer_path.empty()) o.tokenizer_files.push_back(setup.tokenizer_path);
-  model::save_pretrained(model, dir, o);
   // A tokenizer file under another name (my_tok.json, spm.model) is found by HF tools
-  // and `zerotrain generate` only under the standard name.
+  // and `zerotrain generate` only under the standard name. It goes into the same staging
+  // directory as the weights, so final/ is one whole model at every instant.
   const fs::path tok(setup.tokenizer_path);
-  if (!setup.tokenizer_path.empty() && fs::is_regular_file(tok)) {
+  std::error_code ec;
+  if (!setup.tokenizer_path.empty() && fs::is_regular_file(tok, ec)) {
     const std::string ext = tok.extension().string();
     const char* standard = ext == ".json" ? "tokenizer.json" : ext == ".model" ? "tokenizer.model" : nullptr;
     if (standard && tok.filename() != standard && tok.filename() != "vocab.json")
-      fs::copy_file(tok, fs::path(dir) / standard, fs::copy_options::overwrite_existing);
+      o.tokenizer_copies.emplace_back(tok.string(), standard);
   }
+  model::save_pretrained(model, dir, o);
 }
 
 }  // namespace zt::train

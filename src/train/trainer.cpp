@@ -94,6 +94,7 @@ TrainResult run_training(const TrainConfig& config) {
   model::Transformer& model = run.model();
   const model::ModelConfig& mc = model.config();
   const int64_t B = run.micro_batch, T = run.seq_len, gas = run.grad_accum, total_steps = run.total_steps;
+  remove_stale_outputs(run);
   if (!c.resume.empty()) load_run_checkpoint(run, c.resume);
 
   MetricsFile metrics((run.output_dir / "metrics.jsonl").string(), !c.resume.empty());

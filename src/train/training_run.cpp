@@ -14,6 +14,7 @@
 #include "dist/env.h"
 #include "dist/world.h"
 #include "model/config.h"
+#include "io/staging_dir.h"
 #include "model/hf_check.h"
 #include "model/hf_dir.h"
 #include "train/checkpoint.h"
@@ -198,15 +199,18 @@ std::vector<FlatSlice> checkpoint_slices(TrainingRun& run, bool for_load) {
 }  // namespace
 
 std::string load_run_checkpoint(TrainingRun& run, const std::string& which) {
+  std::string dir;
   if (which == "auto") {
-    // Restarts: continue from the run's latest checkpoint, or start fresh without one.
-    if (!fs::exists(run.checkpoint_root() / "latest")) {
+    // Restarts: continue from the run's latest checkpoint (the newest complete one when
+    // `latest` is missing or bad), or start fresh without one.
+    dir = resolve_checkpoint_auto(run.checkpoint_root().string());
+    if (dir.empty()) {
       ZT_INFO("--resume auto: no checkpoint in ", run.checkpoint_root().string(), " yet; starting from step 0");
       return "";
     }
-    return load_run_checkpoint(run, "latest");
+  } else {
+    dir = resolve_checkpoint(which == "latest" ? run.checkpoint_root().string() : which);
   }
-  const std::string dir = resolve_checkpoint(which == "latest" ? run.checkpoint_root().string() : which);
   const CheckpointState s = load_checkpoint(dir, run.model().registry(), checkpoint_slices(run, true));
   run.engine->refresh_after_load();
   if (!s.absent.empty()) {
@@ -225,6 +229,7 @@ std::string load_run_checkpoint(TrainingRun& run, const std::string& which) {
   run.micro_steps = s.micro_steps;
   run.optimizer->set_steps_taken(s.extra.value("optimizer_steps", s.step));
   run.loader->restore({s.data_epoch, s.data_position});
+  // The manifest's loss_scaler fields were range-checked (train/checkpoint_validate.h).
   if (s.loss_scaler.is_object() && !s.loss_scaler.empty())
     run.scaler.restore({s.loss_scaler.at("scale").get<float>(), s.loss_scaler.at("hysteresis_left").get<int>(),
                         s.loss_scaler.at("clean_steps").get<int64_t>(),
@@ -232,6 +237,16 @@ std::string load_run_checkpoint(TrainingRun& run, const std::string& which) {
   ZT_INFO("resumed from ", dir, " at step ", run.step, " (", run.world_size(), " rank", run.world_size() == 1 ? "" : "s",
           ", ZeRO stage ", run.engine->stage(), ")");
   return dir;
+}
+
+void remove_stale_outputs(TrainingRun& run) {
+  if (run.is_main_rank()) {
+    std::vector<std::string> removed = remove_stale_checkpoint_temps(run.checkpoint_root().string());
+    for (std::string& p : io::remove_stale_staging((run.output_dir / "final").string())) removed.push_back(std::move(p));
+    for (const std::string& p : removed) ZT_WARN("removed ", p, ", left by an interrupted save of an earlier run");
+  }
+  // The other ranks resolve `latest` only after rank 0 has repaired and cleaned the root.
+  run.comm->barrier();
 }
 
 std::string save_run_checkpoint(TrainingRun& run, const std::string& root) {

@@ -95,6 +95,11 @@ std::string load_run_checkpoint(TrainingRun& run, const std::string& which);
 // not saved.
 std::string save_run_checkpoint(TrainingRun& run, const std::string& root);
 
+// Rank 0, at the start of a run: removes what interrupted saves of dead runs left in the
+// checkpoint root and beside final/ (staging and aside directories, `latest` temporaries),
+// with a warning naming each. Collective: every rank calls it (the others wait).
+void remove_stale_outputs(TrainingRun& run);
+
 // One micro-batch: dropout seeded by micro_steps, forward and backward with gradients
 // scaled by loss_scale / (target tokens x grad_accum) — HF semantics: each micro-batch's
 // mean token loss divided by the accumulation steps. Returns the mean token loss.

@@ -218,7 +218,7 @@ TEST(ConsolidateCli, BadInputExitsTwoNamingTheProblem) {
   // A manifest of another model: a parameter's shape edited.
   const fs::path other = dir.path() / "other";
   fs::copy(c.dir, other, fs::copy_options::recursive);
-  rewrite_manifest(other, [](json& m) { m["units"][1]["params"][0]["shape"] = {64, 128}; });
+  rewrite_manifest(other, [](json& m) { m["units"][1]["params"][0]["shape"] = {1}; });
   r = consolidate(other.string() + " " + out);
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("another model"), std::string::npos) << r.out;
@@ -248,4 +248,30 @@ TEST(ConsolidateCli, BadInputExitsTwoNamingTheProblem) {
   EXPECT_EQ(r.rc, 2) << r.out;
   r = consolidate(c.dir.string());
   EXPECT_EQ(r.rc, 2) << r.out;
+}
+
+// consolidate shares resume's validator: a damaged field or a shard tensor of the wrong
+// dtype exits 2 naming the file and field (world_size 0 must not divide).
+TEST(ConsolidateCli, DamagedManifestFieldsExitTwoNamingTheField) {
+  ASSERT_TRUE(fs::exists(binary())) << "build the zerotrain target first";
+  TempDir dir;
+  const ShardedCheckpoint c = save_sharded(dir.path() / "ckpt", model::preset_config("tiny-gpt2"), 2);
+  const std::string out = dir.file("hf");
+  for (const auto& [field, value] : std::vector<std::pair<std::string, json>>{
+           {"world_size", 0}, {"world_size", int64_t{1} << 40}, {"step", -3}}) {
+    const fs::path bad = dir.path() / ("bad_" + field + value.dump());
+    fs::copy(c.dir, bad, fs::copy_options::recursive);
+    rewrite_manifest(bad, [&, f = field, v = value](json& m) { m[f] = v; });
+    const Result r = consolidate(bad.string() + " " + out);
+    EXPECT_EQ(r.rc, 2) << r.out;
+    EXPECT_NE(r.out.find("manifest.json"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("'" + field + "'"), std::string::npos) << r.out;
+  }
+  const fs::path bad = dir.path() / "bad_padded";
+  fs::copy(c.dir, bad, fs::copy_options::recursive);
+  rewrite_manifest(bad, [](json& m) { m["units"][0]["padded_numel"] = 0; });
+  const Result r = consolidate(bad.string() + " " + out);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("units[0].padded_numel"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(out));
 }

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <vector>
 
 #include "common/small_models.h"
 #include "core/error.h"
@@ -63,7 +65,7 @@ TEST(Checkpoint, RoundTripIsBitwiseAndLatestPointsToNewest) {
   st.step = 7;
   st.data_epoch = 1;
   st.data_position = 99;
-  st.loss_scaler = {{"scale", 1024.0}};
+  st.loss_scaler = {{"scale", 1024.0}, {"hysteresis_left", 2}, {"clean_steps", 3}, {"skipped_steps", 1}};
   train::CheckpointWriteOptions wo;
   wo.keep_last = 2;
   train::save_checkpoint(dir.path.string(), a.registry(), sa.slices, st, wo);
@@ -171,4 +173,78 @@ TEST(Checkpoint, FailedSaveLeavesThePreviousCheckpointIntact) {
   EXPECT_EQ(fs::path(train::resolve_checkpoint(dir.path.string())).filename(), "global_step1");
   for (const auto& e : fs::directory_iterator(dir.path))
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+}
+
+// Re-saving a step that exists (and that `latest` names) swaps the new directory in:
+// afterwards `latest` names the new contents and nothing temporary is left, with the
+// atomic exchange and with the rename-aside fallback of filesystems without it.
+TEST(Checkpoint, ResavingAnExistingStepReplacesItWhole) {
+  for (const bool exchange : {true, false}) {
+    TempDir dir;
+    if (!exchange) ::setenv("ZT_TEST_NO_RENAME_EXCHANGE", "1", 1);
+    model::Transformer a(small(), model::ModelOptions{}), b(small(), model::ModelOptions{}),
+        c(small(), model::ModelOptions{});
+    a.init_weights(1);
+    b.init_weights(2);
+    train::CheckpointState st;
+    st.step = 5;
+    train::save_checkpoint(dir.path.string(), a.registry(), train::whole_param_slices(a.registry()), st, {});
+    train::save_checkpoint(dir.path.string(), b.registry(), train::whole_param_slices(b.registry()), st, {});
+    ::unsetenv("ZT_TEST_NO_RENAME_EXCHANGE");
+    const std::string resolved = train::resolve_checkpoint(dir.path.string());
+    train::load_checkpoint(resolved, c.registry(), train::whole_param_slices(c.registry()));
+    for (size_t i = 0; i < b.registry().size(); ++i)
+      EXPECT_TRUE(same_bytes(b.registry().unit(i).flat_params(), c.registry().unit(i).flat_params(),
+                             b.registry().unit(i).numel()));
+    for (const auto& e : fs::directory_iterator(dir.path)) {
+      const std::string n = e.path().filename().string();
+      EXPECT_TRUE(n == "latest" || n == "global_step5") << n;
+    }
+  }
+}
+
+// What dead runs' interrupted saves leave is removed at start; a re-save interrupted
+// between rename-aside and rename-in is put back, since `latest` names it.
+TEST(Checkpoint, StaleTemporariesAreRemovedAndAnAsideCheckpointPutBack) {
+  TempDir dir;
+  model::Transformer a(small(), model::ModelOptions{});
+  train::CheckpointState st;
+  st.step = 4;
+  train::save_checkpoint(dir.path.string(), a.registry(), train::whole_param_slices(a.registry()), st, {});
+  fs::rename(dir.path / "global_step4", dir.path / ".global_step4.old");
+  fs::create_directories(dir.path / ".global_step6.tmp");
+  std::ofstream(dir.path / "latest.tmp.999999999.0") << "x";
+  const std::vector<std::string> removed = train::remove_stale_checkpoint_temps(dir.path.string());
+  EXPECT_EQ(removed.size(), 2u);
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir.path)) names.insert(e.path().filename().string());
+  EXPECT_EQ(names, (std::set<std::string>{"latest", "global_step4"}));
+  EXPECT_EQ(fs::path(train::resolve_checkpoint(dir.path.string())).filename(), "global_step4");
+}
+
+// --resume auto: `latest` missing or naming a damaged checkpoint falls back to the newest
+// complete one; --resume latest refuses, naming it.
+TEST(Checkpoint, AutoPicksTheNewestCompleteCheckpointWhenLatestIsBad) {
+  TempDir dir;
+  model::Transformer a(small(), model::ModelOptions{});
+  train::CheckpointState st;
+  for (const int64_t step : {2, 4, 6}) {
+    st.step = step;
+    train::save_checkpoint(dir.path.string(), a.registry(), train::whole_param_slices(a.registry()), st, {});
+  }
+  std::ofstream(dir.path / "global_step6" / "manifest.json") << "{";
+  EXPECT_EQ(fs::path(train::resolve_checkpoint_auto(dir.path.string())).filename(), "global_step4");
+  try {
+    train::resolve_checkpoint(dir.path.string());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+    EXPECT_NE(std::string(e.what()).find("global_step4"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--resume auto"), std::string::npos) << e.what();
+  }
+  fs::remove(dir.path / "latest");
+  EXPECT_EQ(fs::path(train::resolve_checkpoint_auto(dir.path.string())).filename(), "global_step4");
+  fs::remove_all(dir.path / "global_step4");
+  fs::remove_all(dir.path / "global_step2");
+  EXPECT_EQ(train::resolve_checkpoint_auto(dir.path.string()), "");
 }

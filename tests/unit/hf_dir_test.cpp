@@ -377,3 +377,49 @@ TEST(HfDir, UnitSlicesEqualTheFullLoad) {
     }
   }
 }
+
+// A save that writes a tokenizer replaces the old one whole: a tokenizer.json of the
+// previous tokenizer must not survive beside new vocab.json + merges.txt (HF would load
+// it first). Copies under the standard name go into the same staging directory.
+TEST(HfDir, NewTokenizerReplacesTheOldTokenizerFiles) {
+  TempDir tmp;
+  auto model = make_model(preset_config("tiny-llama"), DType::F32, 1);
+  const std::string dir = tmp.file("model");
+  write_all(tmp.file("old_tokenizer.json"), "{\"old\":1}");
+  SavePretrainedOptions o;
+  o.tokenizer_copies = {{tmp.file("old_tokenizer.json"), "tokenizer.json"}};
+  save_pretrained(*model, dir, o);
+  EXPECT_EQ(read_all(dir + "/tokenizer.json"), "{\"old\":1}");
+  write_all(dir + "/README.md", "notes");
+  fs::create_directories(tmp.file("tok2"));
+  write_all(tmp.file("tok2") + "/vocab.json", "{}");
+  write_all(tmp.file("tok2") + "/merges.txt", "#version: 0.2\n");
+  SavePretrainedOptions o2;
+  o2.tokenizer_files = {tmp.file("tok2")};
+  save_pretrained(*model, dir, o2);
+  EXPECT_FALSE(fs::exists(dir + "/tokenizer.json"));
+  EXPECT_TRUE(fs::exists(dir + "/vocab.json"));
+  EXPECT_TRUE(fs::exists(dir + "/merges.txt"));
+  EXPECT_EQ(read_all(dir + "/README.md"), "notes");
+  // A save without a tokenizer keeps the one there.
+  save_pretrained(*model, dir, DType::F32);
+  EXPECT_TRUE(fs::exists(dir + "/vocab.json"));
+  EXPECT_FALSE(has_leftovers(tmp.path()));
+}
+
+// Staging directories of killed processes (dead pid) beside a model directory are removed
+// by the next save; a live process's are left alone.
+TEST(HfDir, StagingLeftByADeadProcessIsRemovedByTheNextSave) {
+  TempDir tmp;
+  auto model = make_model(preset_config("tiny-llama"), DType::F32, 1);
+  const std::string dir = tmp.file("model");
+  fs::create_directories(dir + ".tmp-999999999-0");
+  fs::create_directories(dir + ".old-999999999-3");
+  const std::string live = dir + ".tmp-" + std::to_string(::getppid()) + "-7";
+  fs::create_directories(live);
+  save_pretrained(*model, dir, DType::F32);
+  EXPECT_FALSE(fs::exists(dir + ".tmp-999999999-0"));
+  EXPECT_FALSE(fs::exists(dir + ".old-999999999-3"));
+  EXPECT_TRUE(fs::exists(live));
+  fs::remove_all(live);
+}
