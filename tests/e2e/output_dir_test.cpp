@@ -109,3 +109,14 @@ TEST_F(OutputDir, AFullDiskUnderMetricsIsOneWarningAndTheRunGoesOn) {
   EXPECT_EQ(r.out.find("cannot write metrics file"), r.out.rfind("cannot write metrics file")) << "more than once";
   EXPECT_TRUE(fs::exists(run / "final"));
 }
+
+TEST_F(OutputDir, ACheckpointWriteErrorIsAnErrorNamingTheFile) {
+  // A file size limit (SIGXFSZ ignored, so writes fail with EFBIG) lets the small prepared
+  // files through and fails the first checkpoint shard: a disk filling up mid-save.
+  const ShellResult r = train("", "trap '' XFSZ; ulimit -f 400; ");
+  EXPECT_NE(r.rc, 0) << r.out;
+  EXPECT_HAS(r.out, "saving checkpoint");
+  EXPECT_HAS(r.out, "shard_rank0.safetensors");
+  EXPECT_HAS(r.out, "File too large");
+  EXPECT_FALSE(fs::exists(run / "checkpoints" / "latest")) << "latest names a checkpoint that failed";
+}
