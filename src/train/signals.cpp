@@ -99,6 +99,10 @@ StopSignals::StopSignals(StopOptions options) {
 }
 
 StopSignals::~StopSignals() {
+  // After a stop the handlers stay until the process ends: the second SIGTERM of a pair
+  // may land after the save, while the run is torn down, and must not turn its exit 0
+  // into 143 (nor may the grace timeout stop counting).
+  if (g_signal != 0) return;
   ::alarm(0);
   sigaction(SIGINT, &g_old_int, nullptr);
   sigaction(SIGTERM, &g_old_term, nullptr);

@@ -18,8 +18,10 @@ struct StopOptions {
   int64_t grace_seconds = 0;
 };
 
-// Installs the handlers for the lifetime of the object (RAII; restores the previous ones).
-// One at a time per process (the handler's state is process-wide).
+// Installs the handlers for the lifetime of the object (RAII; restores the previous ones,
+// except after a stop: then they stay to the end of the process, so that the rest of a
+// signal pair landing during the teardown is absorbed too). One at a time per process
+// (the handler's state is process-wide).
 class StopSignals {
  public:
   explicit StopSignals(StopOptions options = {});
