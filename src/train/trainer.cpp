@@ -119,9 +119,12 @@ TrainResult run_training(const TrainConfig& config) {
 
   StopSignals signals(StopOptions{c.stop_grace_seconds});
   const SignalTestHook test_hook(run.rank());
-  int64_t saved_step = -1;  // the step whose state is on disk (-1: none yet)
+  // The newest state on disk: the checkpoint resumed from, then each one saved.
+  int64_t saved_step = -1;  // -1: none yet
+  std::string saved_dir;
   if (!resumed_from.empty()) {
     saved_step = run.step;
+    saved_dir = resumed_from;
     signals.saved(resumed_from, run.step);
   }
   OwnedTensor tok({B, T}, DType::I32), tgt({B, T}, DType::I32);
@@ -137,17 +140,20 @@ TrainResult run_training(const TrainConfig& config) {
     test_hook.before_save();
     result.last_checkpoint = save_run_checkpoint(run, run.checkpoint_root().string());
     saved_step = step;
-    signals.saved(result.last_checkpoint, step);
+    saved_dir = result.last_checkpoint;
+    signals.saved(saved_dir, step);
   };
   // A stop: save the state of the last complete step (unless it is on disk already) and
   // say where it is.
   auto stop_and_save = [&](const std::string& during) {
     if (saved_step != step) save();
-    const std::string where = saved_step == step && result.last_checkpoint.empty() ? resumed_from : result.last_checkpoint;
-    std::printf("received signal %d%s: saved %s at step %lld; resume with --resume latest\n", signals.signal(),
-                during.c_str(), where.c_str(), static_cast<long long>(step));
+    // A rank the signal did not reach stops because another one asked (any_rank).
+    const std::string what = signals.signal() != 0 ? "received signal " + std::to_string(signals.signal())
+                                                   : "stopping with the other ranks (a stop signal reached one of them)";
+    std::printf("%s%s: saved %s at step %lld; resume with --resume latest\n", what.c_str(), during.c_str(),
+                saved_dir.c_str(), static_cast<long long>(step));
     std::fflush(stdout);
-    result.last_checkpoint = where;
+    result.last_checkpoint = saved_dir;
     result.stopped_by_signal = true;
   };
 

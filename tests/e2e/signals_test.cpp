@@ -139,7 +139,17 @@ TEST_F(SignalRun, UnderMpirunASignalToOneRankStopsEveryRankTogether) {
   r = sh(mpi + "ZT_TEST_SIGNALS_RANK=0 ZT_TEST_SIGNALS='micro@4.1:TERM'" + cmd + "--resume latest");
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_HAS(r.out, "during step 4 (before micro-batch 1 of 2");
+  EXPECT_HAS(r.out, "stopping with the other ranks (a stop signal reached one of them) during step 4");
   EXPECT_EQ(latest(), "global_step3");
+  // ZeRO-3 with overlapped communication stops between micro-batches the same way.
+  r = sh(mpi + "ZT_TEST_SIGNALS_RANK=1 ZT_TEST_SIGNALS='micro@5.1:TERM'" + cmd +
+         "--resume latest --zero_optimization.stage 3 --zero_optimization.overlap_comm true");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(latest(), "global_step4");
+  r = sh(mpi + cmd + "--resume latest --zero_optimization.stage 3 --zero_optimization.overlap_comm true");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_HAS(r.out, "resumed from");
+  EXPECT_EQ(latest(), "global_step6");  // ZeRO-3's result is its checkpoint (no final/ by default)
 }
 
 TEST_F(SignalRun, Sigusr1ToMpirunReachesEveryRankAndTheJobExitsZero) {
