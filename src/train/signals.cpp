@@ -57,7 +57,11 @@ extern "C" void on_stop_signal(int sig) {
                           : "zerotrain: stop signal again: absorbed, the stop and its save go on\n");
 }
 
-extern "C" void on_grace_alarm(int) { exit_now("stop_grace_seconds passed since the stop signal", 128 + g_signal); }
+// Only armed by a stop; a stray SIGALRM (mpirun forwards SIGALRM too) before one is ignored.
+extern "C" void on_grace_alarm(int) {
+  if (g_signal == 0) return;
+  exit_now("stop_grace_seconds passed since the stop signal", 128 + g_signal);
+}
 
 void set_text(const std::string& s) {
   const int next = 1 - g_current;
@@ -92,10 +96,12 @@ StopSignals::StopSignals(StopOptions options) {
   sigaction(SIGINT, &sa, &g_old_int);
   sigaction(SIGTERM, &sa, &g_old_term);
   sigaction(SIGUSR1, &sa, &g_old_usr1);
-  struct sigaction alrm {};
-  alrm.sa_handler = on_grace_alarm;
-  sigemptyset(&alrm.sa_mask);
-  sigaction(SIGALRM, &alrm, &g_old_alrm);
+  if (g_grace > 0) {
+    struct sigaction alrm {};
+    alrm.sa_handler = on_grace_alarm;
+    sigemptyset(&alrm.sa_mask);
+    sigaction(SIGALRM, &alrm, &g_old_alrm);
+  }
 }
 
 StopSignals::~StopSignals() {
@@ -103,11 +109,11 @@ StopSignals::~StopSignals() {
   // may land after the save, while the run is torn down, and must not turn its exit 0
   // into 143 (nor may the grace timeout stop counting).
   if (g_signal != 0) return;
-  ::alarm(0);
+  if (g_grace > 0) ::alarm(0);
   sigaction(SIGINT, &g_old_int, nullptr);
   sigaction(SIGTERM, &g_old_term, nullptr);
   sigaction(SIGUSR1, &g_old_usr1, nullptr);
-  sigaction(SIGALRM, &g_old_alrm, nullptr);
+  if (g_grace > 0) sigaction(SIGALRM, &g_old_alrm, nullptr);
 }
 
 bool StopSignals::requested() const { return g_signal != 0; }

@@ -7,6 +7,8 @@
 #include <csignal>
 #include <cstdlib>
 
+#include <unistd.h>
+
 #include "train/signals.h"
 
 using zt::train::StopSignals;
@@ -50,4 +52,15 @@ TEST(StopSignalsDeathTest, WithoutAStopThePreviousHandlersComeBack) {
         std::_Exit(0);
       },
       ::testing::KilledBySignal(SIGTERM), "");
+}
+
+TEST(StopSignalsDeathTest, GraceTimeoutExitsWith128PlusTheFirstSignalAndAStrayAlarmIsIgnored) {
+  EXPECT_EXIT(
+      {
+        StopSignals s(zt::train::StopOptions{1});
+        std::raise(SIGALRM);  // before any stop: not the grace timeout
+        std::raise(SIGTERM);
+        for (;;) ::pause();  // a save that never ends
+      },
+      ::testing::ExitedWithCode(128 + SIGTERM), "stop_grace_seconds passed since the stop signal");
 }
