@@ -89,7 +89,7 @@ for preset in $presets; do
           start=$SECONDS
           if ! "$zt" train "$work/run.yaml" --model.preset "$preset" --"$p" true --zero_optimization.stage "$stage" \
               --gradient_checkpointing "$acflag" --gradient_accumulation_steps "$gas" \
-              --per_device_train_batch_size "$micro" --output_dir "$work/out-$label" >"$log" 2>&1; then
+              --per_device_train_batch_size "$micro" --output_dir "$work/out-$label" --overwrite_output_dir >"$log" 2>&1; then
             printf '%-14s %-5s %-5s %-3s %-3s %10s   (%s)\n' "$preset" "$p" "$stage" "$ac" "$gas" failed \
               "$(grep -m1 -iE 'error|zerotrain:' "$log" | cut -c1-120)"
             failed=1

@@ -19,10 +19,10 @@ py=${ZT_PYTHON:-python3}
 "$py" "$root/bench/fp16_parity.py" prepare "$work" --preset "$preset" --steps "$steps" --scale-power "$power" \
   --device "$device"
 echo "== zerotrain fp16 (ds_config fp16 block, hysteresis 1)"
-"$build/zerotrain" train "$work/run.yaml" --deepspeed "$work/ds_fp16.json" --output_dir "$work/zt_fp16" 2>&1 |
+"$build/zerotrain" train "$work/run.yaml" --deepspeed "$work/ds_fp16.json" --output_dir "$work/zt_fp16" --overwrite_output_dir 2>&1 |
   grep -E '^step|error|warn' | tail -n "$((steps + 5))"
 echo "== zerotrain bf16"
-"$build/zerotrain" train "$work/run.yaml" --bf16 true --output_dir "$work/zt_bf16" 2>&1 | grep -E '^step|error' | tail -3
+"$build/zerotrain" train "$work/run.yaml" --bf16 true --output_dir "$work/zt_bf16" --overwrite_output_dir 2>&1 | grep -E '^step|error' | tail -3
 echo "== torch AMP fp16 + GradScaler"
 "$py" "$root/bench/fp16_parity.py" torch "$work" | tail -3
 echo "== comparison"

@@ -23,6 +23,7 @@ namespace zt::train {
 enum class Precision { F32, BF16, F16 };
 enum class OffloadDevice { None, CPU, NVMe };
 enum class CheckpointSaves { Steps, None };  // save_strategy: steps | no
+enum class OutputDirOverwrite { No, Yes };    // overwrite_output_dir
 
 struct ModelSection {
   std::string preset;        // a built-in preset name, or
@@ -163,6 +164,9 @@ struct TrainConfig {
   // when a stop signal ends the run (benchmarks, throw-away runs).
   CheckpointSaves checkpoint_saves = CheckpointSaves::Steps;
   std::string output_dir = "out";
+  // No: a run without --resume refuses an output_dir holding a run; Yes: replaces it.
+  OutputDirOverwrite overwrite_output_dir = OutputDirOverwrite::No;
+  int64_t stop_grace_seconds = 0;  // first stop signal -> immediate exit after this long (0: none)
   uint64_t seed = 1234;
   std::string resume;         // "" | "latest" | a checkpoint dir
   std::string device = "cpu"; // cpu | cuda

@@ -60,6 +60,8 @@ std::string describe_config(const TrainConfig& c) {
   p.line("save_strategy", c.checkpoint_saves == CheckpointSaves::None ? "no" : "steps");
   p.line("keep_last", c.keep_last);
   p.line("output_dir", c.output_dir);
+  p.line("overwrite_output_dir", c.overwrite_output_dir == OutputDirOverwrite::Yes);
+  p.line("stop_grace_seconds", c.stop_grace_seconds);
   p.line("seed", c.seed);
   p.line("steps_per_print", c.steps_per_print);
   p.line("resume", c.resume.empty() ? std::string("(no)") : c.resume);

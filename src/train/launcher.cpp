@@ -426,15 +426,34 @@ namespace {
 std::atomic<pid_t> g_job_group{0};
 static_assert(std::atomic<pid_t>::is_always_lock_free, "the signal handler needs a lock-free pid");
 volatile std::sig_atomic_t g_forwarded_signal = 0;
+// Whether the job is mpirun (Runner::Mpirun): OpenMPI's mpirun ends the job on SIGINT /
+// SIGTERM (4.1.4 even delays that SIGTERM by odls_base_sigkill_timeout), but forwards
+// SIGUSR1 to every rank on every node (4.1 and 5), which the trainer takes as a stop.
+volatile std::sig_atomic_t g_job_is_mpirun = 0;
+
+// Sends the job a stop signal: an mpirun job gets SIGUSR1 (to mpirun only, which passes it
+// on), any other the signal itself, to its whole process group.
+volatile std::sig_atomic_t g_sigints = 0;
+void signal_job(pid_t group, int sig) {
+  if (sig == SIGINT) g_sigints = g_sigints + 1;
+  if (g_job_is_mpirun) {
+    // A third SIGINT is the user's "now": mpirun gets it and ends the job (as the trainer
+    // exits at once on a third SIGINT of its own).
+    ::kill(group, sig == SIGINT && g_sigints >= 3 ? SIGINT : SIGUSR1);
+  } else {
+    ::kill(-group, sig);
+  }
+}
 
 extern "C" void forward_signal(int sig) {
   g_forwarded_signal = sig;
   const pid_t group = g_job_group.load();
-  if (group > 0) ::kill(-group, sig);
+  if (group > 0) signal_job(group, sig);
 }
 
-// While alive, SIGINT/SIGTERM reach the job instead of ending the launcher, which then
-// waits for the job to stop (the trainer saves a checkpoint on them). Restores the old handlers.
+// While alive, SIGINT/SIGTERM/SIGUSR1 reach the job instead of ending the launcher, which
+// then waits for the job to stop (the trainer saves a checkpoint on them; signal_job says
+// how an mpirun job gets them). Restores the old handlers.
 class SignalForwarder {
  public:
   SignalForwarder() {
@@ -444,10 +463,12 @@ class SignalForwarder {
     sigemptyset(&action.sa_mask);
     ::sigaction(SIGINT, &action, &old_int_);
     ::sigaction(SIGTERM, &action, &old_term_);
+    ::sigaction(SIGUSR1, &action, &old_usr1_);
   }
   ~SignalForwarder() {
     ::sigaction(SIGINT, &old_int_, nullptr);
     ::sigaction(SIGTERM, &old_term_, nullptr);
+    ::sigaction(SIGUSR1, &old_usr1_, nullptr);
   }
   SignalForwarder(const SignalForwarder&) = delete;
   SignalForwarder& operator=(const SignalForwarder&) = delete;
@@ -456,6 +477,7 @@ class SignalForwarder {
  private:
   struct sigaction old_int_ {};
   struct sigaction old_term_ {};
+  struct sigaction old_usr1_ {};
 };
 
 // NUL-terminated char* arrays for exec, built before fork (the child must not allocate).
@@ -524,8 +546,9 @@ int run_once(const LaunchPlan& plan) {
     ::_exit(127);
   }
   ::setpgid(pid, pid);  // also here: a signal may come before the child has run
+  g_job_is_mpirun = plan.runner == Runner::Mpirun ? 1 : 0;
   g_job_group.store(pid);
-  if (const int sig = g_forwarded_signal) ::kill(-pid, sig);
+  if (const int sig = g_forwarded_signal) signal_job(pid, sig);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) {

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
@@ -10,6 +12,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace zt::train {
 
@@ -108,20 +111,32 @@ std::string human_bytes(double b) {
   return buf;
 }
 
-MetricsFile::MetricsFile(const std::string& path, bool append) {
+MetricsFile::MetricsFile(const std::string& path, bool append) : path_(path) {
   file_ = std::fopen(path.c_str(), append ? "a" : "w");
-  if (!file_) ZT_THROW_IO("cannot open metrics file '", path, "' for writing");
+  if (!file_) ZT_THROW_IO("cannot open metrics file '", path, "' for writing: ", std::strerror(errno));
 }
 
 MetricsFile::~MetricsFile() {
+  // Every record was flushed, so a close error here has been reported by write already.
   if (file_) std::fclose(file_);
+}
+
+void MetricsFile::fail(const nlohmann::json& record, int err) {
+  state_ = MetricsState::Failed;
+  std::fclose(file_);
+  file_ = nullptr;
+  const std::string from = record.contains("step") ? " from step " + record["step"].dump() : "";
+  ZT_WARN("cannot write metrics file '", path_, "': ", std::strerror(err), "; metrics", from,
+          " on are not recorded (training goes on; the log lines still show them): free space on its file system "
+          "or give another output_dir");
 }
 
 void MetricsFile::write(const nlohmann::json& record) {
   if (!file_) return;
   const std::string line = record.dump() + "\n";
-  std::fwrite(line.data(), 1, line.size(), file_);
-  std::fflush(file_);
+  errno = 0;
+  const size_t n = std::fwrite(line.data(), 1, line.size(), file_);
+  if (n != line.size() || std::fflush(file_) != 0) fail(record, errno != 0 ? errno : EIO);
 }
 
 }  // namespace zt::train

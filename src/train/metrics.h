@@ -37,7 +37,13 @@ MemoryUsage host_memory();
 
 std::string human_bytes(double bytes);
 
+// Whether metrics still reach their file.
+enum class MetricsState { Writing, Failed };
+
 // Appends one JSON object per line; flushed after each record so a crash loses nothing.
+// A write that fails (a full disk, a quota, an I/O error) is a warning, once, naming the
+// file, the error and the step from which metrics are lost; training goes on (metrics are
+// not worth a run) and the file is not written again (no torn lines after a partial write).
 class MetricsFile {
  public:
   MetricsFile() = default;
@@ -46,9 +52,13 @@ class MetricsFile {
   MetricsFile(const MetricsFile&) = delete;
   MetricsFile& operator=(const MetricsFile&) = delete;
   void write(const nlohmann::json& record);
+  MetricsState state() const { return state_; }
 
  private:
+  void fail(const nlohmann::json& record, int err);
+  std::string path_;
   std::FILE* file_ = nullptr;
+  MetricsState state_ = MetricsState::Writing;
 };
 
 }  // namespace zt::train

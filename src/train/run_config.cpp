@@ -26,7 +26,7 @@ const std::vector<std::pair<std::string, std::string>> kAliases = {
 const std::vector<std::string> kTop = {
     "model", "data", "max_steps", "epochs", "eval_interval", "eval_batches", "save_interval", "save_strategy",
     "keep_last",
-    "output_dir", "seed", "steps_per_print", "resume", "device", "samples", "learning_rate",
+    "output_dir", "overwrite_output_dir", "stop_grace_seconds", "seed", "steps_per_print", "resume", "device", "samples", "learning_rate",
     "per_device_train_batch_size", "gradient_accumulation_steps", "warmup_steps", "warmup_ratio",
     "lr_scheduler_type", "weight_decay", "max_grad_norm", "adam_beta1", "adam_beta2", "adam_epsilon", "optim", "bf16",
     "fp16", "master_weights", "deepspeed", "accelerate_config",
@@ -142,6 +142,12 @@ RunConfig parse_run_config(const json& raw, const std::string& source) {
                    "' is not supported: use \"steps\" (every save_interval steps and at the end) or \"no\" "
                    "(no checkpoints); per-epoch saves are save_interval = steps per epoch");
   r.output_dir = read_string(doc, "output_dir", top, "out");
+  // HF TrainingArguments.overwrite_output_dir: a new run may replace the run already in
+  // output_dir (without it such a run exits 2, touching nothing).
+  r.overwrite_output_dir = read_bool(doc, "overwrite_output_dir", top, false);
+  // Seconds from the first stop signal to an immediate exit when the step and the save have
+  // not ended by then (0: wait for them; a third SIGINT still exits at once).
+  r.stop_grace_seconds = read_int(doc, "stop_grace_seconds", top, 0);
   r.seed = read_int(doc, "seed", top, 1234);
   r.steps_per_print = read_int(doc, "steps_per_print", top, 10);
   // "auto" (the restart form): the latest checkpoint when there is one, else a fresh start.
@@ -175,6 +181,10 @@ RunConfig parse_run_config(const json& raw, const std::string& source) {
   positive(r.eval_batches, "eval_batches", 1);
   positive(r.save_interval, "save_interval", 0);
   positive(r.keep_last, "keep_last", 0);
+  positive(r.stop_grace_seconds, "stop_grace_seconds", 0);
+  if (r.stop_grace_seconds.value > 86400)
+    ZT_THROW_INPUT(top.key("stop_grace_seconds").str(), ": ", r.stop_grace_seconds.value,
+                   " is more than a day; use 0 to wait for the save however long it takes");
   positive(r.steps_per_print, "steps_per_print", 1);
   positive(r.per_device_train_batch_size, "per_device_train_batch_size", 1);
   positive(r.gradient_accumulation_steps, "gradient_accumulation_steps", 1);

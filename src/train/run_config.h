@@ -23,6 +23,8 @@ struct RunConfig {
   Setting<double> epochs{1.0};
   Setting<int64_t> eval_interval{0}, eval_batches{20}, save_interval{0}, keep_last{2};
   Setting<std::string> save_strategy{"steps"};  // steps | no
+  Setting<bool> overwrite_output_dir{false};
+  Setting<int64_t> stop_grace_seconds{0};
   Setting<std::string> output_dir{"out"}, resume{""}, device{"auto"};  // auto: cuda when a GPU is visible, else cpu
   Setting<int64_t> seed{1234}, steps_per_print{10};
   std::vector<std::string> sample_prompts;

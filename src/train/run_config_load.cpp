@@ -130,6 +130,8 @@ void apply_run(const RunConfig& r, TrainConfig& cfg) {
   cfg.keep_last = r.keep_last.value;
   cfg.checkpoint_saves = r.save_strategy.value == "no" ? CheckpointSaves::None : CheckpointSaves::Steps;
   cfg.output_dir = r.output_dir.value;
+  cfg.overwrite_output_dir = r.overwrite_output_dir.value ? OutputDirOverwrite::Yes : OutputDirOverwrite::No;
+  cfg.stop_grace_seconds = r.stop_grace_seconds.value;
   cfg.seed = static_cast<uint64_t>(r.seed.value);
   note(cfg, "seed", r.seed, s);
   cfg.resume = r.resume.value;

@@ -19,6 +19,7 @@
 #include "train/memory_report.h"
 #include "train/metrics.h"
 #include "train/run_config.h"
+#include "train/signal_test_hook.h"
 #include "train/signals.h"
 #include "train/training_run.h"
 
@@ -95,9 +96,14 @@ TrainResult run_training(const TrainConfig& config) {
   const model::ModelConfig& mc = model.config();
   const int64_t B = run.micro_batch, T = run.seq_len, gas = run.grad_accum, total_steps = run.total_steps;
   remove_stale_outputs(run);
-  if (!c.resume.empty()) load_run_checkpoint(run, c.resume);
+  // The checkpoint this run resumed from already holds its starting state.
+  const std::string resumed_from = c.resume.empty() ? "" : load_run_checkpoint(run, c.resume);
 
-  MetricsFile metrics((run.output_dir / "metrics.jsonl").string(), !c.resume.empty());
+  // One writer: rank 0 (another rank opening it would truncate it under rank 0).
+  std::unique_ptr<MetricsFile> metrics_file =
+      run.is_main_rank() ? std::make_unique<MetricsFile>((run.output_dir / "metrics.jsonl").string(), !c.resume.empty())
+                         : std::make_unique<MetricsFile>();
+  MetricsFile& metrics = *metrics_file;
   const double flops_per_token = mc.flops_per_token(T);
   const PeakFlops peak = run_peak(c);
   ZT_INFO("model: ", mc.model_type, ", ", mc.num_parameters(), " parameters (", mc.num_layers, " layers, width ",
@@ -123,7 +129,16 @@ TrainResult run_training(const TrainConfig& config) {
     std::fflush(stdout);
   }
 
-  StopSignals signals;
+  StopSignals signals(StopOptions{c.stop_grace_seconds});
+  const SignalTestHook test_hook(run.rank());
+  // The newest state on disk: the checkpoint resumed from, then each one saved.
+  int64_t saved_step = -1;  // -1: none yet
+  std::string saved_dir;
+  if (!resumed_from.empty()) {
+    saved_step = run.step;
+    saved_dir = resumed_from;
+    signals.saved(resumed_from, run.step);
+  }
   OwnedTensor tok({B, T}, DType::I32), tgt({B, T}, DType::I32);
   int64_t& step = run.step;
   // ZeRO-3 writes a full model only with stage3_gather_16bit_weights_on_model_save, as
@@ -131,7 +146,28 @@ TrainResult run_training(const TrainConfig& config) {
   // written at the end even with save_strategy: no.
   const bool write_final = run.engine->stage() < 3 || run.world_size() == 1 ||
                            c.zero.stage3_gather_16bit_weights_on_model_save;
-  auto save = [&]() { result.last_checkpoint = save_run_checkpoint(run, run.checkpoint_root().string()); };
+  auto save = [&]() {
+    signals.saving(step);
+    test_hook.at(SignalPoint::Save, step);
+    test_hook.before_save();
+    result.last_checkpoint = save_run_checkpoint(run, run.checkpoint_root().string());
+    saved_step = step;
+    saved_dir = result.last_checkpoint;
+    signals.saved(saved_dir, step);
+  };
+  // A stop: save the state of the last complete step (unless it is on disk already) and
+  // say where it is.
+  auto stop_and_save = [&](const std::string& during) {
+    if (saved_step != step) save();
+    // A rank the signal did not reach stops because another one asked (any_rank).
+    const std::string what = signals.signal() != 0 ? "received signal " + std::to_string(signals.signal())
+                                                   : "stopping with the other ranks (a stop signal reached one of them)";
+    std::printf("%s%s: saved %s at step %lld; resume with --resume latest\n", what.c_str(), during.c_str(),
+                saved_dir.c_str(), static_cast<long long>(step));
+    std::fflush(stdout);
+    result.last_checkpoint = saved_dir;
+    result.stopped_by_signal = true;
+  };
 
   auto t_last = std::chrono::steady_clock::now();
   int64_t tokens_since_log = 0, steps_since_log = 0;
@@ -141,10 +177,34 @@ TrainResult run_training(const TrainConfig& config) {
     zero_grads(run);
     double loss_sum = 0;
     const float scale = run.scaler.scale();
+    // Where the step starts: a stop between its micro-batches returns here.
+    const io::LoaderState data_at_start = run.loader->state();
+    const int64_t micro_at_start = run.micro_steps;
+    int64_t stopped_at_micro = 0;  // 0: the step ran all its micro-batches
     for (int64_t m = 0; m < gas; ++m) {
+      if (m > 0) {
+        // A long accumulation must not outlast a stop signal: the ranks agree between
+        // micro-batches (one scalar collective each; none with one process) and stop
+        // there, without the update. The accumulated gradients are not part of a
+        // checkpoint, so the partial step is dropped: the data position and micro-step
+        // count go back to the step's start and the previous step's state is saved.
+        test_hook.at(SignalPoint::BeforeMicroBatch, step + 1, m);
+        if (dist::any_rank(*run.comm, signals.requested())) {
+          stopped_at_micro = m;
+          break;
+        }
+      }
       run.loader->next(tok, tgt);
       loss_sum += forward_backward_micro(run, tok, tgt, scale, m == gas - 1);
       tokens_since_log += B * T * run.world_size();
+    }
+    if (stopped_at_micro > 0) {
+      run.loader->restore(data_at_start);
+      run.micro_steps = micro_at_start;
+      stop_and_save(" during step " + std::to_string(step + 1) + " (before micro-batch " +
+                    std::to_string(stopped_at_micro) + " of " + std::to_string(gas) +
+                    "; that step's partial gradients were dropped)");
+      break;
     }
     const double loss = mean_over_ranks(run, loss_sum / static_cast<double>(gas));
 
@@ -229,16 +289,15 @@ TrainResult run_training(const TrainConfig& config) {
       }
     }
     maybe_kill_for_test(run);
+    test_hook.at(SignalPoint::AfterStep, step);
     // Every rank stops at the same step (a signal may reach only some of them).
     const bool stop = dist::any_rank(*run.comm, signals.requested());
     const bool scheduled = (c.checkpoint_saves == CheckpointSaves::Steps &&
                             ((c.save_interval > 0 && step % c.save_interval == 0) || last)) ||
                            (last && !write_final);
-    if (scheduled || stop) save();
+    if (scheduled) save();
     if (stop) {
-      std::printf("received signal %d: saved %s at step %lld; resume with --resume latest\n", signals.signal(),
-                  result.last_checkpoint.c_str(), static_cast<long long>(step));
-      result.stopped_by_signal = true;
+      stop_and_save("");
       break;
     }
   }

@@ -1,6 +1,7 @@
 #include "train/training_run.h"
 
 #include <algorithm>
+#include <exception>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -54,6 +55,35 @@ zero::ZeroOptions zero_options(const TrainConfig& c, int stage) {
   return o;
 }
 
+// Rank 0 locks output_dir and checks what a previous run left there (one owner: on a
+// shared file system every rank names the same directory); the others learn the outcome
+// from one collective, so a refused directory ends every rank with exit 2 instead of
+// leaving them waiting in setup's barrier.
+void claim_output_dir_on_rank0(TrainingRun& run) {
+  const TrainConfig& c = run.config;
+  const OutputDirUse use = !c.resume.empty()                                     ? OutputDirUse::Resume
+                           : c.overwrite_output_dir == OutputDirOverwrite::Yes ? OutputDirUse::Overwrite
+                                                                               : OutputDirUse::Fresh;
+  std::exception_ptr refused;
+  if (run.comm->rank() == 0) {
+    try {
+      run.output_lock = claim_output_dir(run.output_dir, use);
+    } catch (...) {
+      refused = std::current_exception();
+    }
+  }
+  const bool any_refused = dist::any_rank(*run.comm, refused != nullptr);
+  if (refused) std::rethrow_exception(refused);
+  if (any_refused)
+    ZT_THROW_INPUT("output_dir '", c.output_dir, "': rank 0 refused it (its error says why)");
+  if (run.comm->rank() != 0) {
+    // Ranks on other machines (a local output_dir) need the directory too.
+    std::error_code ec;
+    fs::create_directories(run.output_dir, ec);
+    if (ec) ZT_THROW_INPUT("cannot create output_dir '", c.output_dir, "': ", ec.message());
+  }
+}
+
 }  // namespace
 
 int engine_stage(int configured_stage, int world_size) {
@@ -87,9 +117,7 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
     for (const std::string& w : inert_key_warnings(c, run->comm->size())) ZT_WARN(w);
   }
   run->output_dir = c.output_dir;
-  std::error_code ec;
-  fs::create_directories(run->output_dir, ec);
-  if (ec) ZT_THROW_INPUT("cannot create output_dir '", c.output_dir, "': ", ec.message());
+  claim_output_dir_on_rank0(*run);
 
   // Rank 0 trains the tokenizer and tokenizes text data; the other ranks wait for it and
   // read what it wrote (one writer per file). Tokenizing a large corpus takes a while:

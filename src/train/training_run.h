@@ -17,6 +17,7 @@
 #include "train/data_setup.h"
 #include "train/lr_schedule.h"
 #include "train/model_setup.h"
+#include "train/output_dir_lock.h"
 #include "train/step_timer.h"
 #include "zero/engine.h"
 #include "zero/loss_scaler.h"
@@ -34,6 +35,8 @@ struct TrainingRun {
   std::unique_ptr<dist::Communicator> device_comm;
   std::unique_ptr<zero::ZeroEngine> engine;
   std::filesystem::path output_dir;
+  // Rank 0's lock on output_dir for the run's life (null on the other ranks).
+  std::unique_ptr<OutputDirLock> output_lock;
   ModelSetup setup;  // model and tokenizer
   DataSetup data;
   int64_t micro_batch = 0, seq_len = 0, grad_accum = 0;

@@ -12,7 +12,9 @@ namespace zt::testing {
 
 // A small run on two of the repo's license texts: seq_len 32, micro batch 4, accumulation 2,
 // 6 steps (cosine with warmup), checkpoints and evaluation every 3 steps, output under out/run.
-inline train::TrainConfig small_run(const std::filesystem::path& out, std::vector<std::string> extra = {}) {
+// Writes its run.yaml into `out` (output_dir out/run) and returns the file's path, for a
+// `zerotrain train` command line.
+inline std::filesystem::path small_run_yaml(const std::filesystem::path& out) {
   const std::filesystem::path yaml = out / "run.yaml";
   std::ofstream(yaml) << "model: {preset: tiny-gpt2}\n"
                          "data:\n  train: ['"
@@ -24,7 +26,11 @@ inline train::TrainConfig small_run(const std::filesystem::path& out, std::vecto
                          "max_steps: 6\nsave_interval: 3\nkeep_last: 5\neval_interval: 3\neval_batches: 2\n"
                          "steps_per_print: 1\nseed: 7\noutput_dir: '"
                       << (out / "run").string() << "'\n";
-  std::vector<std::string> args{yaml.string()};
+  return yaml;
+}
+
+inline train::TrainConfig small_run(const std::filesystem::path& out, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args{small_run_yaml(out).string()};
   args.insert(args.end(), extra.begin(), extra.end());
   return train::load_train_config(args);
 }

@@ -109,7 +109,8 @@ std::vector<double> train_losses(const fs::path& out, const std::string& preset,
                          "per_device_train_batch_size: 4\nlearning_rate: 1.0e-3\nmax_steps: 50\nsave_interval: 25\n"
                          "eval_interval: 0\nsteps_per_print: 10\nseed: 7\nsamples: {tokens: 0}\ndevice: "
                       << device << "\noutput_dir: '" << (out / device).string() << "'\n";
-  std::vector<std::string> args{yaml.string()};
+  // The cases share out/<device>: each replaces the previous case's run.
+  std::vector<std::string> args{yaml.string(), "--overwrite_output_dir"};
   args.insert(args.end(), extra.begin(), extra.end());
   return train::run_training(train::load_train_config(args)).losses;
 }

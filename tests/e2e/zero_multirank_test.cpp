@@ -139,7 +139,8 @@ TEST(ZeroMultiRank, Stage3RanksReadTheirSlicesOfAnHfModelAndSaveItBack) {
   // Every unit sharded, then the default threshold (the embedding and head stay gathered).
   for (const char* threshold : {"0", "100000"}) {
     r = sh(mpirun(2, yaml.string() + " --zero_optimization.stage 3 --zero_optimization.stage3_param_persistence_threshold " +
-                         threshold + " --zero_optimization.stage3_gather_16bit_weights_on_model_save true"));
+                         threshold + " --zero_optimization.stage3_gather_16bit_weights_on_model_save true"
+                         " --overwrite_output_dir"));
     ASSERT_EQ(r.rc, 0) << r.out;
     EXPECT_EQ(weight_difference(tuned / "final" / "model.safetensors", base / "final" / "model.safetensors"), 0.0)
         << "persistence threshold " << threshold;

@@ -73,7 +73,7 @@ TEST(CheckpointValidate, AGoodCheckpointValidates) {
 }
 
 TEST(CheckpointValidate, WorldSizeZeroOrHugeIsRefusedNotDividedBy) {
-  for (const json ws : {json(0), json(int64_t{1} << 40), json(-1), json("2"), json(1.5)}) {
+  for (const json& ws : {json(0), json(int64_t{1} << 40), json(-1), json("2"), json(1.5)}) {
     Fixture f;
     f.edit_manifest([&](json& j) { j["world_size"] = ws; });
     f.expect_bad_input({"manifest.json", "world_size"});

@@ -1,0 +1,71 @@
+// MetricsFile: records are lines of JSON; a write that fails (a full disk: /dev/full) is
+// one warning naming the file, the error and the step, and training is not stopped.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "common/temp_dir.h"
+#include "core/log.h"
+#include "train/metrics.h"
+
+namespace fs = std::filesystem;
+using zt::train::MetricsFile;
+using zt::train::MetricsState;
+
+namespace {
+size_t count(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+}  // namespace
+
+TEST(MetricsFile, WritesOneLinePerRecordAndAppendsOnResume) {
+  zt::testing::TempDir dir(zt::testing::build_temp_path("metrics_"));
+  const std::string path = dir.file("metrics.jsonl");
+  {
+    MetricsFile m(path, false);
+    m.write({{"step", 1}});
+    m.write({{"step", 2}});
+    EXPECT_EQ(m.state(), MetricsState::Writing);
+  }
+  MetricsFile(path, true).write({{"step", 3}});
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(text, "{\"step\":1}\n{\"step\":2}\n{\"step\":3}\n");
+}
+
+TEST(MetricsFile, AFullDiskIsOneWarningNamingTheFileAndTheStep) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  zt::testing::TempDir dir(zt::testing::build_temp_path("metrics_"));
+  const std::string path = dir.file("metrics.jsonl");
+  fs::create_symlink("/dev/full", path);
+  const zt::LogLevel level = zt::log_level();
+  zt::set_log_level(zt::LogLevel::Warn);
+  ::testing::internal::CaptureStderr();
+  {
+    MetricsFile m(path, true);
+    m.write({{"step", 5}, {"loss", 1.0}});
+    EXPECT_EQ(m.state(), MetricsState::Failed);
+    m.write({{"step", 6}, {"loss", 1.0}});
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  zt::set_log_level(level);
+  EXPECT_EQ(count(err, "cannot write metrics file"), 1u) << err;
+  EXPECT_NE(err.find(path), std::string::npos) << err;
+  EXPECT_NE(err.find("No space left on device"), std::string::npos) << err;
+  EXPECT_NE(err.find("from step 5"), std::string::npos) << err;
+}
+
+TEST(MetricsFile, AnUnwritablePathIsAnErrorNamingIt) {
+  zt::testing::TempDir dir(zt::testing::build_temp_path("metrics_"));
+  const std::string path = dir.file("no/such/dir/metrics.jsonl");
+  try {
+    MetricsFile m(path, false);
+    FAIL() << "opened " << path;
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+}
