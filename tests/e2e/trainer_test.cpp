@@ -16,7 +16,10 @@
 
 #include "common/small_run.h"
 #include "common/temp_dir.h"
+#include "io/bpe_trainer.h"
+#include "io/byte_tokenizer.h"
 #include "io/safetensors.h"
+#include "io/tokenizer.h"
 #include "model/hf_dir.h"
 #include "train/lr_schedule.h"
 #include "train/run_config.h"
@@ -120,6 +123,33 @@ TEST(Trainer, SaveStrategyNoWritesNoCheckpoint) {
     EXPECT_EQ(e.exit_code(), 2);
     EXPECT_NE(std::string(e.what()).find("save_strategy"), std::string::npos) << e.what();
   }
+  fs::remove_all(a);
+}
+
+// Issue 15's case: a second run into the same output_dir whose tokenizer has another file
+// name left the first run's tokenizer.json in final/ (written after final/ was committed),
+// so HF tools loaded the wrong one. Now final/ holds the second run's tokenizer, whole.
+TEST(Trainer, ASecondRunWithAnotherTokenizerFileLeavesOnlyItsOwnInFinal) {
+  const fs::path a = temp_dir("two_tokenizers");
+  const train::TrainResult first = train::run_training(small_run(a, {"--max_steps", "2"}));
+  const fs::path final_dir(first.final_model_dir);
+  const std::string text = "This License";
+  const std::vector<int32_t> first_ids = io::load_tokenizer((final_dir / "tokenizer.json").string())->encode(text);
+
+  io::BpeTrainOptions o;
+  o.vocab_size = 400;  // another tokenizer: other merges, other ids
+  const fs::path other = a / "other_tok.json";
+  std::ofstream(other) << io::train_bpe_tokenizer_json({io::read_text_file(std::string(ZT_SOURCE_DIR) +
+                                                                            "/data/text/gpl-3.txt")},
+                                                       o);
+  const std::vector<int32_t> other_ids = io::load_tokenizer(other.string())->encode(text);
+  ASSERT_NE(other_ids, first_ids);
+
+  const train::TrainResult second = train::run_training(
+      small_run(a, {"--max_steps", "2", "--overwrite_output_dir", "true", "--model.tokenizer", other.string()}));
+  ASSERT_EQ(second.final_model_dir, first.final_model_dir);
+  EXPECT_EQ(io::load_tokenizer((final_dir / "tokenizer.json").string())->encode(text), other_ids);
+  EXPECT_EQ(io::load_tokenizer((final_dir / "other_tok.json").string())->encode(text), other_ids);
   fs::remove_all(a);
 }
 
