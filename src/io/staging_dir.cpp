@@ -169,6 +169,28 @@ std::vector<std::string> remove_stale_staging(const std::string& target_in) {
   return removed;
 }
 
+std::vector<std::string> remove_stale_atomic_temps(const std::string& dir) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return removed;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    // <name>.tmp.<pid>.<n>: the last ".tmp." before the two numbers.
+    const size_t at = name.rfind(".tmp.");
+    if (at == std::string::npos || !entry.is_regular_file(ec)) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + at + 5, &end, 10);
+    if (!end || *end != '.' || end == name.c_str() + at + 5) continue;
+    char* end2 = nullptr;
+    std::strtoull(end + 1, &end2, 10);
+    if (!end2 || *end2 != '\0' || end2 == end + 1 || process_alive(pid)) continue;
+    std::error_code rec;
+    fs::remove(entry.path(), rec);
+    if (!rec) removed.push_back(entry.path().string());
+  }
+  return removed;
+}
+
 void copy_file_atomic(const std::string& src, const std::string& dst) {
   std::ifstream in(src, std::ios::binary);
   std::error_code ec;

@@ -51,6 +51,11 @@ void replace_directory(const std::string& staged, const std::string& target, con
 // Those of a live process (another run, or this one) are left alone.
 std::vector<std::string> remove_stale_staging(const std::string& target);
 
+// The temporary files of io::write_file_atomic (`<name>.tmp.<pid>.<n>`) directly in `dir`
+// whose process no longer runs (killed mid-write: the tokenizer, token shards, `latest`):
+// removes them, returns their paths.
+std::vector<std::string> remove_stale_atomic_temps(const std::string& dir);
+
 // Whether process `pid` still runs on this machine (false when it does not exist).
 bool process_alive(long pid);
 

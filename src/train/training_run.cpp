@@ -271,6 +271,9 @@ void remove_stale_outputs(TrainingRun& run) {
   if (run.is_main_rank()) {
     std::vector<std::string> removed = remove_stale_checkpoint_temps(run.checkpoint_root().string());
     for (std::string& p : io::remove_stale_staging((run.output_dir / "final").string())) removed.push_back(std::move(p));
+    // The tokenizer and token shards a killed run was writing (prepared files).
+    for (const fs::path& dir : {run.output_dir, run.output_dir / "data"})
+      for (std::string& p : io::remove_stale_atomic_temps(dir.string())) removed.push_back(std::move(p));
     for (const std::string& p : removed) ZT_WARN("removed ", p, ", left by an interrupted save of an earlier run");
   }
   // The other ranks resolve `latest` only after rank 0 has repaired and cleaned the root.
