@@ -32,14 +32,14 @@ constexpr const char* kVersion = "0.1.0";
 
 // One rank of a multi-rank job that fails must end the whole job: the other ranks wait in
 // collectives this one will never join, and would hang until their timeouts.
-void end_job_if_one_of_many_ranks(const std::string& message) {
+void end_job_if_one_of_many_ranks(const std::string& message, int exit_code) {
   int world_size = 1;
   try {
     world_size = zt::dist::read_launch_env().world_size;
   } catch (...) {
     // Malformed launcher variables: not a job we can tell the size of; report as one process.
   }
-  if (world_size > 1) zt::dist::abort_job(message);
+  if (world_size > 1) zt::dist::abort_job(message, exit_code);
 }
 
 void print_usage() {
@@ -84,11 +84,11 @@ int main(int argc, char** argv) {
     ZT_THROW_INPUT("unknown command '", name, "'", best.empty() ? std::string() : " (did you mean " + best + "?)",
                    ": see 'zerotrain help'");
   } catch (const zt::Error& e) {
-    end_job_if_one_of_many_ranks(std::string("error: ") + e.what());
+    end_job_if_one_of_many_ranks(std::string("error: ") + e.what(), e.exit_code());
     std::fprintf(stderr, "zerotrain: error: %s\n", e.what());
     return e.exit_code();
   } catch (const std::exception& e) {
-    end_job_if_one_of_many_ranks(std::string("internal error: ") + e.what());
+    end_job_if_one_of_many_ranks(std::string("internal error: ") + e.what(), 1);
     std::fprintf(stderr, "zerotrain: internal error: %s\n", e.what());
     return 1;
   }

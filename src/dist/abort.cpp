@@ -11,7 +11,7 @@
 
 namespace zt::dist {
 
-void abort_job(const std::string& why) {
+void abort_job(const std::string& why, int exit_code) {
   int rank = 0;
   int size = 1;
   bool mpi_live = false;
@@ -38,11 +38,11 @@ void abort_job(const std::string& why) {
   std::fprintf(stderr, "zerotrain: rank %d of %d: %s\n", rank, size, why.c_str());
   std::fflush(stderr);
 #if ZT_WITH_MPI
-  if (mpi_live) MPI_Abort(MPI_COMM_WORLD, 1);
+  if (mpi_live) MPI_Abort(MPI_COMM_WORLD, exit_code);
 #endif
   // No MPI job to end: this process is the job. _Exit skips static destructors, which
   // could block on the very resources that failed.
-  std::_Exit(1);
+  std::_Exit(exit_code);
 }
 
 }  // namespace zt::dist

@@ -7,7 +7,8 @@
 namespace zt::dist {
 
 // Prints "zerotrain: rank R of N: <why>" to stderr and ends every rank of the job
-// (MPI_Abort on MPI_COMM_WORLD, exit code 1); without MPI it ends this process (exit 1).
-[[noreturn]] void abort_job(const std::string& why);
+// (MPI_Abort on MPI_COMM_WORLD with `exit_code`, which mpirun returns: 2 for bad input, as
+// one process would); without MPI it ends this process with that code.
+[[noreturn]] void abort_job(const std::string& why, int exit_code = 1);
 
 }  // namespace zt::dist

@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/bounded_file.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/hf_weights.h"
@@ -24,10 +24,9 @@ using nlohmann::json;
 namespace {
 
 json read_json_file(const std::string& path, const std::string& what) {
-  std::ifstream in(path);
-  if (!in) ZT_THROW_INPUT("cannot read ", what, " '", path, "'");
+  const std::string text = io::read_bounded_file(path, what);
   try {
-    return json::parse(in);
+    return json::parse(text);
   } catch (const json::exception& e) {
     ZT_THROW_INPUT("'", path, "' is not valid JSON: ", e.what());
   }

@@ -86,7 +86,7 @@ TEST_F(OutputDir, UnderMpirunARefusedDirectoryEndsEveryRank) {
   const ShellResult r = sh(zt::testing::kMpirunEnv + "ZT_COLLECTIVE_TIMEOUT_S=60 OMP_NUM_THREADS=1 mpirun -np 2 " +
                            zt::testing::zerotrain_binary() + " train " + yaml +
                            " --per_device_train_batch_size 2 --threads 1");
-  EXPECT_NE(r.rc, 0) << r.out;
+  EXPECT_EQ(r.rc, 2) << "mpirun returns the ranks' bad-input exit code\n" << r.out;
   EXPECT_HAS(r.out, "holds a previous run");
   EXPECT_HAS(r.out, "rank 0 refused it");
   // And a resume under mpirun is accepted: rank 0 holds the lock, rank 1 does not need it.
