@@ -23,8 +23,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kFormat = "zerotrain-checkpoint";
-constexpr int kVersion = 1;
 
 std::string step_dir_name(int64_t step) { return "global_step" + std::to_string(step); }
 
@@ -131,7 +129,7 @@ std::string save_checkpoint(const std::string& root_str, const model::ParameterR
                          [slice](void* dst) { ops::copy(Tensor(dst, slice.shape(), slice.dtype()), slice); }});
     }
     io::write_safetensors((tmp_dir / shard_name(r)).string(), sources,
-                          {{"format", kFormat}, {"rank", std::to_string(r)}});
+                          {{"format", kCheckpointFormat}, {"rank", std::to_string(r)}});
     fail_point("checkpoint.shard_written", name.c_str());
   } catch (const std::exception& e) {
     error = e.what();
@@ -144,8 +142,8 @@ std::string save_checkpoint(const std::string& root_str, const model::ParameterR
 
   if (r == 0) {
     try {
-      json manifest = {{"format", kFormat},
-                       {"version", kVersion},
+      json manifest = {{"format", kCheckpointFormat},
+                       {"version", kCheckpointVersion},
                        {"step", state.step},
                        {"micro_steps", state.micro_steps},
                        {"world_size", W},

@@ -14,8 +14,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kFormat = "zerotrain-checkpoint";
-constexpr int kVersion = 1;
 // Bounds far above any real model (a 2^40-element unit is 4 TiB of f32) that keep every
 // product and sum below int64 overflow.
 constexpr int64_t kMaxElements = int64_t{1} << 40;
@@ -180,11 +178,14 @@ CheckpointManifest read_checkpoint_manifest(const std::string& dir) {
     }
   }
   const Fields f{m.path};
-  if (!j.is_object() || !j.contains("format") || j.at("format") != kFormat)
-    ZT_THROW_INPUT("'", m.path, "' is not a zerotrain checkpoint manifest (no \"format\": \"", kFormat, "\")");
-  const int64_t version = f.integer_or(j, "version", "version", 0, std::numeric_limits<int>::max(), kVersion);
-  if (version != kVersion)
-    f.bad("version", "is " + std::to_string(version) + "; this zerotrain reads version " + std::to_string(kVersion));
+  if (!j.is_object() || !j.contains("format") || j.at("format") != kCheckpointFormat)
+    ZT_THROW_INPUT("'", m.path, "' is not a zerotrain checkpoint manifest (no \"format\": \"", kCheckpointFormat,
+                   "\")");
+  const int64_t version =
+      f.integer_or(j, "version", "version", 0, std::numeric_limits<int>::max(), kCheckpointVersion);
+  if (version != kCheckpointVersion)
+    f.bad("version", "is " + std::to_string(version) + "; this zerotrain reads version " +
+                         std::to_string(kCheckpointVersion));
   m.world_size = static_cast<int>(f.integer(j, "world_size", "world_size", 1, kMaxCheckpointWorldSize));
   m.zero_stage = static_cast<int>(f.integer_or(j, "zero_stage", "zero_stage", 0, 3, 0));
   m.step = f.integer(j, "step", "step", 0, kMaxCount);

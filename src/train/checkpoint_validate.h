@@ -23,6 +23,11 @@
 
 namespace zt::train {
 
+// What manifest.json's "format" and "version" say; the writer (checkpoint.cpp) and this
+// validator share them.
+inline constexpr const char* kCheckpointFormat = "zerotrain-checkpoint";
+inline constexpr int kCheckpointVersion = 1;
+
 constexpr int kMaxCheckpointWorldSize = 1 << 20;
 
 struct ManifestParam {

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/input_error.h"
 #include "common/temp_dir.h"
 #include "core/error.h"
 #include "core/memory_info.h"
@@ -45,17 +46,7 @@ std::string model_with(const TempDir& tmp, const std::string& key, const nlohman
   return dir;
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.exit_code(), 2) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
+using zt::testing::input_error_of;
 
 // Sets an environment variable for one scope.
 class ScopedEnv {
@@ -79,11 +70,11 @@ TEST(HfCheck, AMatchingConfigPasses) {
 TEST(HfCheck, AHugeLayerCountIsRefusedBeforeAllocating) {
   TempDir tmp;
   const std::string dir = model_with(tmp, "n_layer", 1000000000);
-  const std::string e = error_of([&] { load_pretrained(dir); });
+  const std::string e = input_error_of([&] { load_pretrained(dir); });
   EXPECT_HAS(e, dir + "/config.json: the config has 1000000000 layers (n_layer) but the weights in " + dir +
                     " hold 4");
-  EXPECT_HAS(error_of([&] { load_for_inference(dir, DType::F32); }), "1000000000 layers");
-  EXPECT_HAS(error_of([&] { check_hf_config_against_weights(load_hf_config(dir), "c.json", dir); }),
+  EXPECT_HAS(input_error_of([&] { load_for_inference(dir, DType::F32); }), "1000000000 layers");
+  EXPECT_HAS(input_error_of([&] { check_hf_config_against_weights(load_hf_config(dir), "c.json", dir); }),
              "c.json: the config has 1000000000 layers");
 }
 
@@ -96,7 +87,7 @@ TEST(HfCheck, FewerLayersThanTheFilesHoldStillLoad) {
 TEST(HfCheck, AWrongWidthIsRefusedFromTheHeaders) {
   TempDir tmp;
   const std::string dir = model_with(tmp, "n_embd", 1 << 20);
-  const std::string e = error_of([&] { load_pretrained(dir); });
+  const std::string e = input_error_of([&] { load_pretrained(dir); });
   EXPECT_HAS(e, "config.json: the config gives tensor");
   EXPECT_HAS(e, "[512, 1048576]");
   EXPECT_HAS(e, "holds [512, 128]");
@@ -107,10 +98,10 @@ TEST(HfCheck, AModelLargerThanFreeHostMemoryIsRefused) {
   const std::string dir = model_with(tmp, "", nullptr);
   {
     const ScopedEnv small("ZT_TEST_HOST_MEMORY_BYTES", "1000000");  // 1 MB; the model is ~3.6 MB in f32
-    const std::string e = error_of([&] { load_pretrained(dir); });
+    const std::string e = input_error_of([&] { load_pretrained(dir); });
     EXPECT_HAS(e, "the model's parameters");
     EXPECT_HAS(e, "of host memory, but only 976.56 KiB is available");
-    EXPECT_HAS(error_of([&] { check_fits_host_memory(2e6, "two megabytes"); }), "two megabytes need 1.91 MiB");
+    EXPECT_HAS(input_error_of([&] { check_fits_host_memory(2e6, "two megabytes"); }), "two megabytes need 1.91 MiB");
   }
   EXPECT_EQ(load_pretrained(dir).config.num_layers, 4);  // the real machine has room
   EXPECT_TRUE(host_available_bytes().has_value());       // /proc/meminfo is read

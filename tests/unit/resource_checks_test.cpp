@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/input_error.h"
 #include "core/error.h"
 #include "model/config.h"
 #include "train/resource_checks.h"
@@ -15,17 +16,7 @@ namespace {
 
 #define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.exit_code(), 2) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
+using zt::testing::input_error_of;
 
 TrainConfig config(int64_t micro, int64_t gas, int world) {
   TrainConfig c;
@@ -39,14 +30,14 @@ TrainConfig config(int64_t micro, int64_t gas, int world) {
 
 TEST(ResourceChecks, GlobalBatchMustFitTheDataWindows) {
   check_global_batch_fits_data(config(16, 4, 2), 128, 64);  // exactly one epoch per step
-  const std::string e = error_of([] { check_global_batch_fits_data(config(16, 100000, 1), 6567, 128); });
+  const std::string e = input_error_of([] { check_global_batch_fits_data(config(16, 100000, 1), 6567, 128); });
   EXPECT_HAS(e, "run.yaml: the global batch");
   EXPECT_HAS(e, "gradient_accumulation_steps 100000");
   EXPECT_HAS(e, "6567 windows of 128 tokens");
   // Products that would overflow int64 are still caught.
-  EXPECT_HAS(error_of([] { check_global_batch_fits_data(config(1 << 30, int64_t{1} << 40, 1 << 20), 100, 8); }),
+  EXPECT_HAS(input_error_of([] { check_global_batch_fits_data(config(1 << 30, int64_t{1} << 40, 1 << 20), 100, 8); }),
              "the global batch");
-  EXPECT_HAS(error_of([] { check_global_batch_fits_data(config(4, 2, 1), 7, 8); }), "7 windows");
+  EXPECT_HAS(input_error_of([] { check_global_batch_fits_data(config(4, 2, 1), 7, 8); }), "7 windows");
 }
 
 TEST(ResourceChecks, ModelStatesMustFitFreeMemory) {
@@ -55,15 +46,15 @@ TEST(ResourceChecks, ModelStatesMustFitFreeMemory) {
   check_model_state_fits(c, tiny, 0, 1);  // ~14 MB fits this machine
   model::ModelConfig huge = tiny;
   huge.num_layers = 1000000000;
-  const std::string e = error_of([&] { check_model_state_fits(c, huge, 0, 1); });
+  const std::string e = input_error_of([&] { check_model_state_fits(c, huge, 0, 1); });
   EXPECT_HAS(e, "run.yaml: the model's parameters, gradients and optimizer state");
   EXPECT_HAS(e, "ZeRO stage 0 over 1 rank(s)");
   EXPECT_HAS(e, "is available (MemAvailable");
   ::setenv("ZT_TEST_HOST_MEMORY_BYTES", "10000000", 1);  // 10 MB: tiny-gpt2's 16 bytes/parameter do not fit
-  const std::string small = error_of([&] { check_model_state_fits(c, tiny, 0, 1); });
+  const std::string small = input_error_of([&] { check_model_state_fits(c, tiny, 0, 1); });
   check_model_state_fits(c, tiny, 3, 2);  // stage 3 over 2 ranks: half of everything per rank
   // ...but two ranks on this host need it twice.
-  const std::string two = error_of([&] { check_model_state_fits(c, tiny, 3, 2, 2); });
+  const std::string two = input_error_of([&] { check_model_state_fits(c, tiny, 3, 2, 2); });
   EXPECT_HAS(two, "x 2 ranks on this host");
   ::unsetenv("ZT_TEST_HOST_MEMORY_BYTES");
   EXPECT_HAS(small, "need 13.6");
