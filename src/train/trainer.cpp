@@ -56,9 +56,9 @@ void log_memory_plan(TrainingRun& run) {
           " = ", human_bytes(static_cast<double>(m.model_states())));
 }
 
-// The MFU denominator of this run's device and precision.
-// The table's peak, or on a GPU it does not list (or with ZT_PEAK_TFLOPS=measure) a dense
-// GEMM in the run's compute dtype measured now.
+// The MFU denominator of this run's device and precision, always known: the table's peak,
+// or on a GPU it does not list (or with ZT_PEAK_TFLOPS=measure) a dense GEMM in the run's
+// compute dtype measured now.
 PeakFlops run_peak(const TrainConfig& c) {
   const PeakPrecision p = c.precision == Precision::F32 ? PeakPrecision::F32 : PeakPrecision::Sixteen;
   if (c.device != "cuda") return peak_flops(ComputeDevice::CPU, "", p);
@@ -116,11 +116,7 @@ TrainResult run_training(const TrainConfig& config) {
           run.schedule->describe());
   log_memory_plan(run);
   ZT_INFO(cpu_description(), ", ", num_threads(), " threads per rank");
-  if (peak.known()) {
-    ZT_INFO("MFU against ", peak.describe());
-  } else if (run.is_main_rank()) {
-    ZT_WARN(peak.describe());
-  }
+  ZT_INFO("MFU against ", peak.describe());
 
   const bool main_rank = run.is_main_rank();
   if (c.wall_clock_breakdown && main_rank) enable_phase_timing(run);  // rank 0 prints it
@@ -230,7 +226,7 @@ TrainResult run_training(const TrainConfig& config) {
       t_last = now;
       const double tps = static_cast<double>(tokens_since_log) / secs;
       tokens_since_log = 0;
-      const double mfu = peak.known() ? tps * flops_per_token / peak.flops : std::nan("");
+      const double mfu = tps * flops_per_token / peak.flops;
       const MemoryUsage mem = host_memory();
       // Bytes this rank moved through collectives per step (ring-algorithm accounting).
       const zero::CommVolume volume = run.engine->comm_volume();
@@ -239,12 +235,10 @@ TrainResult run_training(const TrainConfig& config) {
       const std::string comm = run.world_size() > 1 ? " | comm " + human_bytes(comm_per_step) + "/step" : "";
       const std::string gpu =
           cuda::initialized() ? " | gpu peak " + human_bytes(static_cast<double>(cuda::peak_bytes())) : "";
-      char mfu_text[16];
-      std::snprintf(mfu_text, sizeof mfu_text, peak.known() ? "%5.1f%%" : "  n/a", 100.0 * mfu);
-      std::printf("step %6lld/%lld | loss %.4f | lr %.3e | grad norm %7.4f | scale %g | %8.0f tok/s | MFU %s | "
+      std::printf("step %6lld/%lld | loss %.4f | lr %.3e | grad norm %7.4f | scale %g | %8.0f tok/s | MFU %5.1f%% | "
                   "mem %s%s%s",
                   static_cast<long long>(step), static_cast<long long>(total_steps), loss, lr, grad_norm, scale, tps,
-                  mfu_text, human_bytes(static_cast<double>(mem.rss_bytes)).c_str(), gpu.c_str(), comm.c_str());
+                  100.0 * mfu, human_bytes(static_cast<double>(mem.rss_bytes)).c_str(), gpu.c_str(), comm.c_str());
       if (skip) std::printf(" | overflow: skipped (%lld so far)", static_cast<long long>(skipped_so_far));
       std::printf("\n");
       json record = {{"step", step},
@@ -253,7 +247,7 @@ TrainResult run_training(const TrainConfig& config) {
                      {"grad_norm", std::isnan(grad_norm) ? json(nullptr) : json(grad_norm)},
                      {"loss_scale", scale},
                      {"tokens_per_s", tps},
-                     {"mfu", peak.known() ? json(mfu) : json(nullptr)},
+                     {"mfu", mfu},
                      {"rss_bytes", mem.rss_bytes},
                      {"comm_bytes_per_step", comm_per_step},
                      {"skipped", skip},
