@@ -37,17 +37,24 @@ PRESETS = {
 def prepare(a):
     import numpy as np
     import torch
-    from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import GPT2Config, GPT2LMHeadModel
 
     os.makedirs(a.dir, exist_ok=True)
     vocab = os.path.join(ROOT, "tests", "data", "gpt2", "vocab.json")
     merges = os.path.join(ROOT, "tests", "data", "gpt2", "merges.txt")
-    tok = GPT2TokenizerFast(vocab_file=vocab, merges_file=merges)
+    # GPT-2's byte-level BPE through `tokenizers` itself: transformers 5's GPT2TokenizerFast
+    # ignores vocab_file/merges_file (an empty vocabulary: every text encodes to nothing).
+    bpe = models.BPE.from_file(vocab, merges)
+    tok = Tokenizer(bpe)
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    eos = tok.token_to_id("<|endoftext|>")
     need = a.batch * a.seq + 1
     ids = []
     for path in sorted(glob.glob(os.path.join(ROOT, "data", "text", "*.txt"))):
         with open(path, encoding="utf-8") as f:
-            ids += tok(f.read())["input_ids"] + [tok.eos_token_id]
+            ids += tok.encode(f.read()).ids + [eos]
         if len(ids) >= need:
             break
     if len(ids) < need:
