@@ -125,6 +125,14 @@ static Tensor ids_on(Device dev, const Tensor& ids, OwnedTensor& slot) {
   return slot.view();
 }
 
+ModelOptions host_staging_options(ModelOptions options) {
+  options.device = Device::cpu();
+  options.activation_dtype = DType::F32;
+  options.allocate_grads = false;
+  options.allocate_params = true;
+  return options;
+}
+
 Transformer::Transformer(ModelConfig config, ModelOptions options)
     : config_(std::move(config)), options_(options) {
   config_.validate("model config");

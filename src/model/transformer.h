@@ -40,6 +40,11 @@ struct ModelOptions {
   bool allocate_params = true;
 };
 
+// The same model on the host, for staging weights read from files before they are copied
+// to the device: the CPU's f32 activations (a 16-bit GPU run's activation dtype is refused
+// there) and no gradients.
+ModelOptions host_staging_options(ModelOptions options);
+
 class UnitHooks {
  public:
   virtual ~UnitHooks() = default;

@@ -69,17 +69,21 @@ ModelSetup setup_model(const TrainConfig& c, const fs::path& out) {
       model::Transformer* m = s.model.get();
       const std::string path = c.model.path;
       s.fill_slice = [m, path](model::Unit& u, int64_t begin, const Tensor& out) {
-        model::load_hf_unit_slice(m->config(), path, u, begin, out);
+        if (out.device().is_cpu()) {
+          model::load_hf_unit_slice(m->config(), path, u, begin, out);
+          return;
+        }
+        // The files are read on the host: a GPU slice is staged there, then copied.
+        OwnedTensor host(out.shape(), out.dtype());
+        model::load_hf_unit_slice(m->config(), path, u, begin, host);
+        ops::copy(out, host);
       };
     } else if (mo.device.is_cpu()) {
       model::Pretrained p = model::load_pretrained(c.model.path, mo);
       s.model = std::move(p.model);
     } else {
       // The files are read into a host model, which is then copied to the GPU unit by unit.
-      model::ModelOptions host = mo;
-      host.device = Device::cpu();
-      host.allocate_grads = false;
-      const model::Pretrained p = model::load_pretrained(c.model.path, host);
+      const model::Pretrained p = model::load_pretrained(c.model.path, model::host_staging_options(mo));
       s.model = std::make_unique<model::Transformer>(p.config, mo);
       for (size_t i = 0; i < p.model->registry().size(); ++i)
         ops::copy(s.model->registry().unit(i).flat_params(), p.model->registry().unit(i).flat_params());

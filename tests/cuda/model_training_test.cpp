@@ -99,11 +99,14 @@ TEST(CudaModel, ForwardBackwardMatchesCpuF16) {
   compare_one_step("tiny-llama", DType::F16, 1e-2, DType::F16);
 }
 
-// A 50-step run of the small text data on `device`; returns the per-step losses.
+// A 50-step run (unless `extra` says otherwise) of the small text data on `device`; returns
+// the per-step losses.
 std::vector<double> train_losses(const fs::path& out, const std::string& preset, const std::string& device,
                                  const std::vector<std::string>& extra) {
   const fs::path yaml = out / ("run_" + device + ".yaml");
-  std::ofstream(yaml) << "model: {preset: " << preset << "}\n"
+  // `preset` is a preset's name or an HF directory.
+  const std::string model = fs::is_directory(preset) ? "{path: '" + preset + "'}" : "{preset: " + preset + "}";
+  std::ofstream(yaml) << "model: " << model << "\n"
                       << "data:\n  train: ['" << ZT_SOURCE_DIR << "/data/text/artistic.txt', '" << ZT_SOURCE_DIR
                       << "/data/text/apache-2.0.txt']\n  seq_len: 64\n"
                          "per_device_train_batch_size: 4\nlearning_rate: 1.0e-3\nmax_steps: 50\nsave_interval: 25\n"
@@ -153,6 +156,31 @@ TEST(CudaModel, FiftyTrainingStepsFollowTheCpuLossCurve) {
     std::printf("[gpu-vs-cpu] 50 steps %s %s: max rel loss diff %.2e (first %.4f/%.4f, last %.4f/%.4f)\n", k.preset,
                 k.label, d, gpu.front(), cpu.front(), gpu.back(), cpu.back());
     EXPECT_LE(d, k.tolerance) << k.preset;
+  }
+}
+
+// Fine-tuning an HF directory (a CPU run's final/: weights, config, tokenizer) in 16 bits on
+// the GPU: stages 0-2 stage the files in a host model and copy it over (that copy once
+// refused the GPU run's 16-bit activations on the host), stage 3 reads each rank's slices.
+TEST(CudaModel, FineTunesAnHfDirectoryIn16Bit) {
+  ZT_REQUIRE_GPU();
+  zt::testing::TempDir dir(zt::testing::build_temp_path("cuda_hf_"));
+  train_losses(dir.path(), "tiny-llama", "cpu", {"--max_steps", "5"});
+  const fs::path base = dir.path() / "base";
+  fs::rename(dir.path() / "cpu" / "final", base);
+  for (const char* precision : {"--bf16", "--fp16"}) {
+    for (const char* stage : {"0", "3"}) {
+      const std::vector<std::string> extra{precision, "true", "--zero_optimization.stage", stage, "--max_steps", "10"};
+      if (std::string(stage) == "3") ::setenv("ZT_ZERO_KEEP_STAGE", "1", 1);
+      const auto gpu = train_losses(dir.path(), base.string(), "cuda", extra);
+      const auto cpu = train_losses(dir.path(), base.string(), "cpu", extra);
+      ::unsetenv("ZT_ZERO_KEEP_STAGE");
+      ASSERT_EQ(gpu.size(), 10u) << precision << " stage " << stage;
+      const double d = max_loss_diff(gpu, cpu);
+      std::printf("[gpu-vs-cpu] HF directory %s stage %s: max rel loss diff %.2e (first %.4f/%.4f)\n", precision, stage,
+                  d, gpu.front(), cpu.front());
+      EXPECT_LE(d, 3e-2) << precision << " stage " << stage;
+    }
   }
 }
 

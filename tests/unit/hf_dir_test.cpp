@@ -423,3 +423,33 @@ TEST(HfDir, StagingLeftByADeadProcessIsRemovedByTheNextSave) {
   EXPECT_TRUE(fs::exists(live));
   fs::remove_all(live);
 }
+
+// A 16-bit GPU run stages an HF directory in a host model before copying it to the device:
+// its own options (16-bit activations, a GPU device) are refused on the host, the staging
+// options load the same weights (the regression: fine-tuning an HF directory with --bf16
+// or --fp16 on the GPU at ZeRO stages 0-2 failed with "activations in f16 need the GPU").
+TEST(HfDir, HostStagingOptionsOfA16BitGpuRunLoadOnTheCpu) {
+  TempDir tmp;
+  auto model = make_model(preset_config("tiny-gpt2"), DType::F16, 5);
+  save_pretrained(*model, tmp.file("f16"), DType::F16);
+  for (DType d : {DType::BF16, DType::F16}) {
+    ModelOptions gpu_run;
+    gpu_run.param_dtype = gpu_run.grad_dtype = gpu_run.activation_dtype = d;
+    gpu_run.device = Device::cuda(0);
+    gpu_run.allocate_params = false;
+    EXPECT_THROW(Transformer(preset_config("tiny-gpt2"), [&] {
+                   ModelOptions o = gpu_run;
+                   o.device = Device::cpu();
+                   return o;
+                 }()),
+                 Error);
+    const ModelOptions host = host_staging_options(gpu_run);
+    EXPECT_TRUE(host.device.is_cpu());
+    EXPECT_EQ(host.activation_dtype, DType::F32);
+    EXPECT_EQ(host.param_dtype, d);
+    EXPECT_FALSE(host.allocate_grads);
+    EXPECT_TRUE(host.allocate_params);
+    Pretrained p = load_pretrained(tmp.file("f16"), host);
+    EXPECT_EQ(p.model->registry().unit(0).flat_params().dtype(), d);
+  }
+}
