@@ -18,7 +18,7 @@ packages=(
   python3-venv python3-pip              # .venv with PyPI oracles (tokenizers, sentencepiece, safetensors)
   libsentencepiece-dev                  # SentencePiece tokenizer.model files
   libpcre2-dev                          # tokenizer.json Split regexes beyond GPT-2/Llama-3/Qwen2 (optional)
-  libopenmpi-dev openmpi-bin             # MPI collectives for host buffers; mpirun for dist tests
+  libopenmpi-dev openmpi-bin             # MPI collectives for host buffers; mpirun for the comm tests
   ccache
   clang libclang-rt-dev                 # libFuzzer for fuzz/run.sh (ZT_FUZZ=ON); gcc stays the compiler
 )

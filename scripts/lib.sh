@@ -11,7 +11,7 @@ ZT_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 zt_log() { printf '==> %s\n' "$*" >&2; }
 
 # OpenMPI jobs in one container with no network fabric (shared memory transports only,
-# oversubscribed, allowed as root): the settings tests/CMakeLists.txt gives the dist tests.
+# oversubscribed, allowed as root): the settings tests/CMakeLists.txt gives the comm tests.
 zt_export_mpi_env() {
   export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none \
     OMPI_MCA_osc=^ucx OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none \

@@ -14,7 +14,7 @@
 #include "cli/bench_comm_report.h"
 #include "core/error.h"
 #include "core/tensor.h"
-#include "dist/world.h"
+#include "comm/world.h"
 
 namespace zt::cli {
 
@@ -160,9 +160,9 @@ class Case {
     return per_rank.nbytes();
   }
 
-  dist::WorkPtr start(dist::Communicator& comm) const {
+  comm::WorkPtr start(comm::Communicator& comm) const {
     switch (op_) {
-      case Collective::AllReduce: return comm.all_reduce_async(input_, dist::ReduceOp::Sum);
+      case Collective::AllReduce: return comm.all_reduce_async(input_, comm::ReduceOp::Sum);
       case Collective::ReduceScatter: return comm.reduce_scatter_async(input_, output_);
       case Collective::AllGather: return comm.all_gather_async(input_, output_);
     }
@@ -214,9 +214,9 @@ class Case {
 // wrong count) and `bench` for the measured collectives: the host one itself on CPU, NCCL
 // bootstrapped over it on GPUs.
 struct Comms {
-  std::unique_ptr<dist::Communicator> host;
-  std::unique_ptr<dist::Communicator> device;
-  dist::Communicator& bench() { return device ? *device : *host; }
+  std::unique_ptr<comm::Communicator> host;
+  std::unique_ptr<comm::Communicator> device;
+  comm::Communicator& bench() { return device ? *device : *host; }
 };
 
 Comms make_comms(const Device& device) {
@@ -228,8 +228,8 @@ Comms make_comms(const Device& device) {
                                : "this zerotrain was built without the CUDA backend (rebuild with cmake --preset cuda)",
                          "; use --device cpu to measure the MPI collectives on host buffers");
   }
-  comms.host = dist::make_world_communicator();
-  if (device.is_cuda()) comms.device = dist::make_nccl_world_communicator(*comms.host);
+  comms.host = comm::make_world_communicator();
+  if (device.is_cuda()) comms.device = comm::make_nccl_world_communicator(*comms.host);
   return comms;
 }
 
@@ -240,17 +240,17 @@ std::string describe_device(const Device& device) {
   return str("cuda:", index, " ", cuda::device_info(index).name);
 }
 
-float max_over_ranks(dist::Communicator& host, float value) {
+float max_over_ranks(comm::Communicator& host, float value) {
   OwnedTensor t({1}, DType::F32);
   t.data<float>()[0] = value;
-  host.all_reduce(t, dist::ReduceOp::Max);
+  host.all_reduce(t, comm::ReduceOp::Max);
   return t.data<float>()[0];
 }
 
-int64_t sum_over_ranks(dist::Communicator& host, int64_t value) {
+int64_t sum_over_ranks(comm::Communicator& host, int64_t value) {
   OwnedTensor t({1}, DType::I64);
   t.data<int64_t>()[0] = value;
-  host.all_reduce(t, dist::ReduceOp::Sum);
+  host.all_reduce(t, comm::ReduceOp::Sum);
   return t.data<int64_t>()[0];
 }
 
@@ -265,7 +265,7 @@ double time_us(const Case& c, Comms& comms, const CommBenchOptions& o) {
   comms.host->barrier();
   const auto t0 = Clock::now();
   if (gpu) {
-    std::vector<dist::WorkPtr> works;
+    std::vector<comm::WorkPtr> works;
     works.reserve(static_cast<size_t>(o.iters));
     for (int64_t i = 0; i < o.iters; ++i) works.push_back(c.start(comms.bench()));
     for (auto& w : works) w->wait();
@@ -278,7 +278,7 @@ double time_us(const Case& c, Comms& comms, const CommBenchOptions& o) {
 }
 
 CommBenchRow measure(Collective op, size_t target_bytes, Comms& comms, const CommBenchOptions& o) {
-  dist::Communicator& bench = comms.bench();
+  comm::Communicator& bench = comms.bench();
   const int rank = bench.rank(), ranks = bench.size();
   const Pattern pattern(ranks);
   const Case c(op, target_bytes, o.dtype, o.device, rank, ranks);
@@ -306,7 +306,7 @@ CommBenchRow measure(Collective op, size_t target_bytes, Comms& comms, const Com
 
 int run_comm_bench(const CommBenchOptions& o) {
   Comms comms = make_comms(o.device);
-  dist::Communicator& bench = comms.bench();
+  comm::Communicator& bench = comms.bench();
   const bool printer = comms.host->rank() == 0;
   const CommBenchSetup setup{bench.size(), bench.backend_name(), describe_device(o.device)};
   if (printer) print_comm_header(o, setup);

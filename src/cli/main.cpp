@@ -9,8 +9,8 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "core/parallel.h"
-#include "dist/abort.h"
-#include "dist/env.h"
+#include "comm/abort.h"
+#include "comm/env.h"
 
 namespace zt::cli {
 
@@ -35,11 +35,11 @@ constexpr const char* kVersion = "0.1.0";
 void end_job_if_one_of_many_ranks(const std::string& message, int exit_code) {
   int world_size = 1;
   try {
-    world_size = zt::dist::read_launch_env().world_size;
+    world_size = zt::comm::read_launch_env().world_size;
   } catch (...) {
     // Malformed launcher variables: not a job we can tell the size of; report as one process.
   }
-  if (world_size > 1) zt::dist::abort_job(message, exit_code);
+  if (world_size > 1) zt::comm::abort_job(message, exit_code);
 }
 
 void print_usage() {

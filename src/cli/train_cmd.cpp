@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/parallel.h"
-#include "dist/env.h"
+#include "comm/env.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
 
@@ -76,7 +76,7 @@ int run_train(const Args& raw) {
   }
   // The batch arithmetic uses the job's real world size (every rank is started by the
   // launcher with the same command line).
-  lo.world_size = dist::read_launch_env().world_size;
+  lo.world_size = comm::read_launch_env().world_size;
   const train::TrainConfig config = train::load_train_config(args, lo);
   train::run_training(config);
   return 0;

@@ -89,7 +89,7 @@ const model::Unit& unit_of(const model::ParameterRegistry& registry, const std::
 
 // Every rank learns whether all ranks succeeded (a failed rank must not leave the others
 // renaming an incomplete checkpoint, nor waiting forever).
-bool all_ranks_ok(dist::Communicator* comm, bool ok) { return comm ? !dist::any_rank(*comm, !ok) : ok; }
+bool all_ranks_ok(comm::Communicator* comm, bool ok) { return comm ? !comm::any_rank(*comm, !ok) : ok; }
 
 }  // namespace
 

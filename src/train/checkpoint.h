@@ -26,7 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/tensor.h"
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 #include "model/registry.h"
 
 namespace zt::train {
@@ -51,7 +51,7 @@ struct CheckpointWriteOptions {
   int zero_stage = 0;
   int64_t keep_last = 0;  // 0 keeps all
   // The ranks that save together (barriers, agreeing on success); nullptr: one process.
-  dist::Communicator* comm = nullptr;
+  comm::Communicator* comm = nullptr;
 };
 
 // Elements [begin, begin + data.numel()) of the flat buffer `name` ("<unit>.params",

@@ -24,7 +24,7 @@
 
 #include "core/error.h"
 #include "io/bounded_file.h"
-#include "dist/env.h"
+#include "comm/env.h"
 #include "train/accelerate_config.h"
 #include "train/config_value.h"
 
@@ -591,7 +591,7 @@ const char* launcher_variable(const char* name) {
 
 void exec_as_rank(const std::vector<std::string>& command) {
   if (command.empty()) ZT_THROW_INPUT("launch --rank-env: no command to run after --");
-  const dist::LaunchEnv env = dist::read_launch_env(launcher_variable);
+  const comm::LaunchEnv env = comm::read_launch_env(launcher_variable);
   ::setenv("RANK", std::to_string(env.rank).c_str(), 1);
   ::setenv("LOCAL_RANK", std::to_string(env.local_rank).c_str(), 1);
   ::setenv("WORLD_SIZE", std::to_string(env.world_size).c_str(), 1);

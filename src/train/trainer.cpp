@@ -185,7 +185,7 @@ TrainResult run_training(const TrainConfig& config) {
         // checkpoint, so the partial step is dropped: the data position and micro-step
         // count go back to the step's start and the previous step's state is saved.
         test_hook.at(SignalPoint::BeforeMicroBatch, step + 1, m);
-        if (dist::any_rank(*run.comm, signals.requested())) {
+        if (comm::any_rank(*run.comm, signals.requested())) {
           stopped_at_micro = m;
           break;
         }
@@ -285,7 +285,7 @@ TrainResult run_training(const TrainConfig& config) {
     maybe_kill_for_test(run);
     test_hook.at(SignalPoint::AfterStep, step);
     // Every rank stops at the same step (a signal may reach only some of them).
-    const bool stop = dist::any_rank(*run.comm, signals.requested());
+    const bool stop = comm::any_rank(*run.comm, signals.requested());
     const bool scheduled = (c.checkpoint_saves == CheckpointSaves::Steps &&
                             ((c.save_interval > 0 && step % c.save_interval == 0) || last)) ||
                            (last && !write_final);

@@ -12,8 +12,8 @@
 #include "backend/cuda_api.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "dist/env.h"
-#include "dist/world.h"
+#include "comm/env.h"
+#include "comm/world.h"
 #include "model/config.h"
 #include "io/staging_dir.h"
 #include "model/hf_check.h"
@@ -72,7 +72,7 @@ void claim_output_dir_on_rank0(TrainingRun& run) {
       refused = std::current_exception();
     }
   }
-  const bool any_refused = dist::any_rank(*run.comm, refused != nullptr);
+  const bool any_refused = comm::any_rank(*run.comm, refused != nullptr);
   if (refused) std::rethrow_exception(refused);
   if (any_refused)
     ZT_THROW_INPUT("output_dir '", c.output_dir, "': rank 0 refused it (its error says why)");
@@ -96,14 +96,14 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   auto run = std::make_unique<TrainingRun>();
   TrainConfig& c = run->config;
   c = config;
-  run->comm = dist::make_world_communicator();
+  run->comm = comm::make_world_communicator();
   if (c.device == "cuda") {
     // One GPU per process: the launcher's local rank picks it.
     if (!cuda::available())
       ZT_THROW_INPUT(c.source, ": device cuda, but no GPU is visible to this process, or this build has no CUDA "
                      "backend (`zerotrain report` says which): use --device cpu");
-    cuda::init(dist::read_launch_env().local_rank % cuda::device_count());
-    if (run->comm->size() > 1) run->device_comm = dist::make_nccl_world_communicator(*run->comm);
+    cuda::init(comm::read_launch_env().local_rank % cuda::device_count());
+    if (run->comm->size() > 1) run->device_comm = comm::make_nccl_world_communicator(*run->comm);
   }
   if (run->comm->size() != c.world_size)
     ZT_THROW_INPUT(c.source, ": the config is resolved for world_size ", c.world_size, " but this job has ",
@@ -123,7 +123,7 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   // read what it wrote (one writer per file). Tokenizing a large corpus takes a while:
   // the wait allows an hour.
   const bool follower = run->comm->size() > 1 && run->comm->rank() != 0;
-  const dist::Seconds setup_wait(3600.0);
+  const comm::Seconds setup_wait(3600.0);
   if (follower) run->comm->barrier_async()->wait(setup_wait);
   TrainConfig setup_config = follower ? config_reading_prepared_files(c, run->output_dir) : c;
   // One process: every ZeRO partition is the whole model, so stages 1-3 would only add
@@ -133,7 +133,7 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   setup_config.zero.stage = run->stage;
 
   // Model and tokenizer, once the model's states are known to fit.
-  const int ranks_on_host = std::max(1, dist::read_launch_env().local_world_size);
+  const int ranks_on_host = std::max(1, comm::read_launch_env().local_world_size);
   if (!c.model.path.empty()) {
     // The config against the weights' shapes first: a wrong config.json is named as such.
     const model::ModelConfig mc = model::load_hf_config(c.model.path);
@@ -341,7 +341,7 @@ double forward_backward_micro(TrainingRun& run, const Tensor& tokens, const Tens
 void zero_grads(TrainingRun& run) { run.engine->zero_grads(); }
 
 double mean_over_ranks(TrainingRun& run, double value) {
-  return dist::sum_over_ranks(*run.comm, value) / static_cast<double>(run.world_size());
+  return comm::sum_over_ranks(*run.comm, value) / static_cast<double>(run.world_size());
 }
 
 bool skip_step(TrainingRun& run) {

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "core/tensor.h"
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 #include "io/token_dataset.h"
 #include "model/transformer.h"
 #include "train/config.h"
@@ -29,10 +29,10 @@ struct TrainingRun {
   TrainConfig config;  // epoch-based runs: with the total steps filled in
   // The data-parallel ranks (a single-process communicator without a launcher) and the
   // ZeRO engine over them: declared first so that they outlive what uses them.
-  std::unique_ptr<dist::Communicator> comm;
+  std::unique_ptr<comm::Communicator> comm;
   // GPU runs of several ranks: NCCL for the model's device buffers (comm keeps the host
   // scalars, barriers and checkpoint agreement).
-  std::unique_ptr<dist::Communicator> device_comm;
+  std::unique_ptr<comm::Communicator> device_comm;
   std::unique_ptr<zero::ZeroEngine> engine;
   std::filesystem::path output_dir;
   // Rank 0's lock on output_dir for the run's life (null on the other ranks).
@@ -71,7 +71,7 @@ struct TrainingRun {
 // partitioned paths on one process or one GPU).
 int engine_stage(int configured_stage, int world_size);
 
-// Joins the job's ranks (dist::make_world_communicator), logs the config's warnings,
+// Joins the job's ranks (comm::make_world_communicator), logs the config's warnings,
 // creates output_dir, builds the model (ZeRO-3: one unit at a time, keeping only this
 // rank's slices) and tokenizer, the data shards and this rank's loader, the total step
 // count, the ZeRO engine, the optimizer over its partitions, schedule and loss scaler,

@@ -20,8 +20,8 @@ int64_t zero_formula_bytes(int stage, int64_t numel, int world_size, int param_b
   return params + grads + optimizer;
 }
 
-ZeroEngine::ZeroEngine(model::ParameterRegistry& registry, dist::Communicator& comm, ZeroOptions options,
-                       dist::Communicator* scalar_comm)
+ZeroEngine::ZeroEngine(model::ParameterRegistry& registry, comm::Communicator& comm, ZeroOptions options,
+                       comm::Communicator* scalar_comm)
     : registry_(registry),
       comm_(comm),
       scalar_comm_(scalar_comm ? *scalar_comm : comm),
@@ -82,7 +82,7 @@ auto timed(double* seconds, F f) {
 }
 }  // namespace
 
-void ZeroEngine::wait_for(dist::Work& w) {
+void ZeroEngine::wait_for(comm::Work& w) {
   timed(&volume_.wait_seconds, [&] { w.wait(); });
 }
 
@@ -240,13 +240,13 @@ void ZeroEngine::start_reduction(size_t unit) {
     for (int64_t b = 0; b < n; b += bucket) {
       const Tensor piece = flat.narrow(0, b, std::min(bucket, n - b));
       if (!convert) {
-        r.works.push_back(comm_.all_reduce_async(piece, dist::ReduceOp::Sum));
+        r.works.push_back(comm_.all_reduce_async(piece, comm::ReduceOp::Sum));
         continue;
       }
       OwnedTensor packed({piece.numel()}, cd, flat.device());
       ops::copy(packed, piece);
       add_transient(static_cast<int64_t>(packed->nbytes()));
-      r.works.push_back(comm_.all_reduce_async(packed, dist::ReduceOp::Sum));
+      r.works.push_back(comm_.all_reduce_async(packed, comm::ReduceOp::Sum));
       r.packed.push_back(std::move(packed));
       r.unpack_begin.push_back(b);
     }
@@ -430,13 +430,13 @@ double ZeroEngine::local_sum_of_squares() {
 bool ZeroEngine::grads_finite() {
   // The local sum of squares is inf or nan exactly when some local gradient element is.
   const bool finite = std::isfinite(local_sum_of_squares());
-  return !timed(&volume_.wait_seconds, [&] { return dist::any_rank(scalar_comm_, !finite); });
+  return !timed(&volume_.wait_seconds, [&] { return comm::any_rank(scalar_comm_, !finite); });
 }
 
 double ZeroEngine::grad_norm() {
   double sum = local_sum_of_squares();
   // Stage 0: every rank holds the whole reduced gradient; else each holds its slices.
-  if (options_.stage >= 1) sum = timed(&volume_.wait_seconds, [&] { return dist::sum_over_ranks(scalar_comm_, sum); });
+  if (options_.stage >= 1) sum = timed(&volume_.wait_seconds, [&] { return comm::sum_over_ranks(scalar_comm_, sum); });
   return std::sqrt(sum);
 }
 
@@ -444,7 +444,7 @@ void ZeroEngine::after_optimizer_step() {
   // Stages 1-2 on one rank updated the full buffer in place; stage 3 updated its separate
   // slice buffer, which gathered (persistent) units must copy even on one rank.
   if (options_.stage == 0 || (world_ == 1 && options_.stage < 3)) return;
-  std::vector<dist::WorkPtr> works;
+  std::vector<comm::WorkPtr> works;
   for (size_t i = 0; i < units_.size(); ++i) {
     model::Unit& u = registry_.unit(i);
     UnitState& s = units_[i];

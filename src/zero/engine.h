@@ -37,7 +37,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 #include "model/registry.h"
 #include "model/transformer.h"
 #include "zero/partition.h"
@@ -92,8 +92,8 @@ class ZeroEngine final : public model::UnitHooks {
   // comm moves the model's buffers (MPI for host memory, NCCL for GPU memory); scalar_comm
   // (default: comm) agrees on host scalars — overflow flags, norms — which the NCCL
   // communicator cannot take.
-  ZeroEngine(model::ParameterRegistry& registry, dist::Communicator& comm, ZeroOptions options,
-             dist::Communicator* scalar_comm = nullptr);
+  ZeroEngine(model::ParameterRegistry& registry, comm::Communicator& comm, ZeroOptions options,
+             comm::Communicator* scalar_comm = nullptr);
   ~ZeroEngine() override;
   ZeroEngine(const ZeroEngine&) = delete;
   ZeroEngine& operator=(const ZeroEngine&) = delete;
@@ -102,7 +102,7 @@ class ZeroEngine final : public model::UnitHooks {
   int rank() const { return rank_; }
   int world_size() const { return world_; }
   const ZeroOptions& options() const { return options_; }
-  dist::Communicator& communicator() { return comm_; }
+  comm::Communicator& communicator() { return comm_; }
 
   // Call once the full weights are in place (initialised or loaded; identical on every
   // rank) and before the optimizer is built. Stage 3 keeps this rank's slice of each unit
@@ -171,13 +171,13 @@ class ZeroEngine final : public model::UnitHooks {
     OwnedTensor param_part;      // stage 3: the owned slice of the parameters
     OwnedTensor grad_part;       // stages 2-3: f32 gradient accumulator of the owned slice
     Gathered gathered = Gathered::Yes;
-    dist::WorkPtr gather_work;
+    comm::WorkPtr gather_work;
     bool release_pending = false;  // stage 3: release at the next other unit's hook
   };
   // One unit's gradient reduction in flight (one or more bucket collectives).
   struct Reduction {
     size_t unit = 0;
-    std::vector<dist::WorkPtr> works;
+    std::vector<comm::WorkPtr> works;
     std::vector<OwnedTensor> packed;  // bucket inputs packed from strided slices, or converted
     // Stage 0 in another communication dtype: where each packed bucket goes back.
     std::vector<int64_t> unpack_begin;
@@ -204,11 +204,11 @@ class ZeroEngine final : public model::UnitHooks {
   void add_transient(int64_t bytes);
   void count(double bytes, double* bucket);
   // w->wait(), its blocked time added to volume_.wait_seconds.
-  void wait_for(dist::Work& w);
+  void wait_for(comm::Work& w);
 
   model::ParameterRegistry& registry_;
-  dist::Communicator& comm_;
-  dist::Communicator& scalar_comm_;
+  comm::Communicator& comm_;
+  comm::Communicator& scalar_comm_;
   ZeroOptions options_;
   int rank_ = 0, world_ = 1;
   std::vector<UnitState> units_;

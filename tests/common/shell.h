@@ -29,7 +29,7 @@ inline std::string zerotrain_binary() { return std::string(ZT_BINARY_DIR) + "/ze
 inline bool have_mpirun() { return sh("command -v mpirun").rc == 0; }
 
 // OpenMPI in one container with no network (shared memory only), oversubscribed on a
-// small machine, as root on CI (as tests/dist). A prefix for a command line.
+// small machine, as root on CI (as tests/comm). A prefix for a command line.
 inline const std::string kMpirunEnv =
     "env OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none "
     "OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none OMPI_ALLOW_RUN_AS_ROOT=1 "

@@ -1,5 +1,5 @@
 // NcclCommunicator at world size 1 on one GPU (the multi-rank checks are in
-// tests/dist/nccl_communicator_test.cpp): every collective keeps its N-rank meaning with
+// tests/comm/nccl_communicator_test.cpp): every collective keeps its N-rank meaning with
 // N = 1 on device buffers, the comm stream is ordered after the compute stream, and a stuck
 // operation ends in an error and an abort instead of a hang. Builds in every configuration:
 // without NCCL only the Unsupported error is tested; without a GPU the tests skip.
@@ -15,11 +15,11 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/tensor.h"
-#include "dist/single.h"
-#include "dist/world.h"
+#include "comm/single.h"
+#include "comm/world.h"
 
 #if ZT_WITH_NCCL
-#include "dist/nccl_communicator.h"
+#include "comm/nccl_communicator.h"
 #endif
 
 namespace {
@@ -27,15 +27,15 @@ namespace {
 using zt::Device;
 using zt::DType;
 using zt::OwnedTensor;
-using zt::dist::Communicator;
-using zt::dist::ReduceOp;
-using zt::dist::Seconds;
+using zt::comm::Communicator;
+using zt::comm::ReduceOp;
+using zt::comm::Seconds;
 
 #if !ZT_WITH_NCCL
 
 TEST(NcclCommunicator, WithoutNcclTheWorldIsUnsupported) {
   try {
-    zt::dist::make_nccl_world_communicator();
+    zt::comm::make_nccl_world_communicator();
     FAIL() << "an NCCL communicator was made in a build without NCCL";
   } catch (const zt::Error& e) {
     EXPECT_EQ(e.kind(), zt::ErrorKind::Unsupported) << e.what();
@@ -45,7 +45,7 @@ TEST(NcclCommunicator, WithoutNcclTheWorldIsUnsupported) {
 
 #else
 
-using zt::dist::NcclCommunicator;
+using zt::comm::NcclCommunicator;
 using zt::testing::to_host;
 
 Device gpu() { return Device::cuda(zt::cuda::current_device()); }
@@ -81,7 +81,7 @@ void expect_elements(const zt::Tensor& device, DType dt, int64_t offset, const c
   }
 }
 
-std::unique_ptr<Communicator> world() { return zt::dist::make_nccl_world_communicator(); }
+std::unique_ptr<Communicator> world() { return zt::comm::make_nccl_world_communicator(); }
 
 TEST(NcclWorld1, WithoutGpuTheWorldIsUnsupported) {
   if (zt::cuda::available()) GTEST_SKIP() << "a GPU is visible";
@@ -116,7 +116,7 @@ TEST_P(NcclAllReduce, SumAndMaxLeaveTheValues) {
   for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max}) {
     OwnedTensor t = device_filled(dt, 1000);
     comm->all_reduce(t, op);
-    expect_elements(t, dt, 0, zt::dist::reduce_op_name(op));
+    expect_elements(t, dt, 0, zt::comm::reduce_op_name(op));
   }
 }
 
@@ -237,7 +237,7 @@ TEST(NcclWorld1, OrderBeforeComputeLetsTheComputeStreamWait) {
   }
   EXPECT_TRUE(work->is_completed());
   // Any other Work is simply waited for.
-  zt::dist::CompletedWork done;
+  zt::comm::CompletedWork done;
   NcclCommunicator::order_before_compute(done);
 }
 
@@ -293,7 +293,7 @@ TEST(NcclWorld1, BadArgumentsFailWithoutCommunicating) {
 
 TEST(NcclWorld1, StuckOperationTimesOutAndAborts) {
   ZT_REQUIRE_GPU();
-  zt::dist::SingleCommunicator bootstrap;
+  zt::comm::SingleCommunicator bootstrap;
   auto comm = NcclCommunicator::create(bootstrap, Seconds(60));
   comm->set_timeout(Seconds(1));
   EXPECT_EQ(comm->timeout(), Seconds(1));

@@ -89,7 +89,7 @@ TEST(ZeroMultiRank, CheckpointOfFourRanksStage2ResumesAtTwoRanksStage3AndOneRank
   const double dc = weight_difference(c / "final" / "model.safetensors", a / "final" / "model.safetensors");
   std::printf("[zero-reshard] 4 ranks stage 2 -> 2 ranks stage 3: max rel diff %.2e; -> 1 rank stage 0: %.2e\n", db,
               dc);
-  // AdamW over 3 more steps of a reordered sum (see tests/dist/zero_engine_test.cpp).
+  // AdamW over 3 more steps of a reordered sum (see tests/comm/zero_engine_test.cpp).
   EXPECT_LE(db, 2e-4);
   EXPECT_LE(dc, 2e-4);
 }

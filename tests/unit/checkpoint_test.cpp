@@ -105,7 +105,7 @@ TEST(Checkpoint, ShardsFromSeveralRanksLoadAtOneRank) {
   for (int r = 3; r >= 0; --r) {  // rank 0 last: it writes the manifest and renames
     wo.rank = r;
     // In a real run all ranks write into one temp dir that rank 0 created and renames
-    // (tests/dist covers that); here each rank saves into its own root: ranks > 0 find
+    // (tests/comm covers that); here each rank saves into its own root: ranks > 0 find
     // the temp dir made for them and leave their shard there.
     const fs::path root = dir.path / ("r" + std::to_string(r));
     const fs::path tmp = root / ".global_step3.tmp";

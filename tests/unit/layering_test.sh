@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Layering check (DESIGN.md): a file under src/<layer>/ may include only its own layer and the
 # layers below it. Bottom to top:
-#   core backend ops io dist model parallel zero train cli
+#   core backend ops io comm model parallel zero train cli
 # and also:
 #   - only src/backend/cuda/ includes backend/cuda/*, except the CUDA-free op declarations
 #     backend/cuda/*_ops.h that ops/ dispatches to (everyone else uses backend/cuda_api.h),
-#     and src/dist/nccl_*: the NCCL transport orders its stream after the compute stream
+#     and src/comm/nccl_*: the NCCL transport orders its stream after the compute stream
 #     (backend/cuda/context.h) with the backend's Stream/Event types;
 #   - core/, ops/, backend/cuda_api.h, backend/cuda/*_ops.h and backend/stub/ include no
 #     CUDA, NCCL or MPI header;
@@ -20,7 +20,7 @@ src=${1:-"$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/src"}
 src=${src%/}
 [[ -d $src ]] || { echo "layering: no such directory: $src" >&2; exit 2; }
 
-layers=(core backend ops io dist model parallel zero train cli)
+layers=(core backend ops io comm model parallel zero train cli)
 declare -A rank
 for i in "${!layers[@]}"; do rank[${layers[$i]}]=$i; done
 
@@ -55,7 +55,7 @@ while IFS= read -r -d '' file; do
       continue
     fi
     if ((no_gpu)) && [[ $inc =~ $gpu_headers ]]; then
-      violations+=("$where: $layer must not include <$inc> (CUDA/NCCL/MPI stay in backend/cuda and dist)")
+      violations+=("$where: $layer must not include <$inc> (CUDA/NCCL/MPI stay in backend/cuda and comm)")
       continue
     fi
     [[ $delim == '"' ]] || continue
@@ -65,7 +65,7 @@ while IFS= read -r -d '' file; do
     if ((${rank[$target]} > own)); then
       violations+=("$where: $layer includes \"$inc\" from $target, a layer above it")
     elif [[ $inc == backend/cuda/* && $inc != backend/cuda/*_ops.h && $rel != backend/cuda/* &&
-            $rel != dist/nccl_* ]]; then
+            $rel != comm/nccl_* ]]; then
       violations+=("$where: includes \"$inc\"; outside src/backend/cuda use \"backend/cuda_api.h\"")
     fi
   done <"$file"

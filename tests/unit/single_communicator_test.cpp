@@ -6,15 +6,15 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
-#include "dist/abort.h"
-#include "dist/single.h"
+#include "comm/abort.h"
+#include "comm/single.h"
 
 namespace {
 using zt::DType;
 using zt::OwnedTensor;
-using zt::dist::Communicator;
-using zt::dist::ReduceOp;
-using zt::dist::SingleCommunicator;
+using zt::comm::Communicator;
+using zt::comm::ReduceOp;
+using zt::comm::SingleCommunicator;
 
 OwnedTensor iota(int64_t n, DType dt, float offset = 0) {
   OwnedTensor t({n}, dt);
@@ -102,7 +102,7 @@ TEST(SingleCommunicator, SplitGivesSingleOrNothing) {
 }
 
 TEST(AbortJobDeathTest, PrintsRankAndExitsNonZero) {
-  EXPECT_EXIT(zt::dist::abort_job("collective timed out"), ::testing::ExitedWithCode(1),
+  EXPECT_EXIT(zt::comm::abort_job("collective timed out"), ::testing::ExitedWithCode(1),
               "zerotrain: rank 0 of 1: collective timed out");
 }
 

@@ -8,9 +8,9 @@
 #include <map>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 
-namespace zt::dist {
+namespace zt::comm {
 
 class SingleCommunicator final : public Communicator {
  public:
@@ -33,4 +33,4 @@ class SingleCommunicator final : public Communicator {
   std::map<int, std::deque<std::vector<char>>> mailbox_;
 };
 
-}  // namespace zt::dist
+}  // namespace zt::comm

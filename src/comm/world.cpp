@@ -1,18 +1,18 @@
-#include "dist/world.h"
+#include "comm/world.h"
 
 #include "backend/cuda_api.h"
 #include "core/error.h"
-#include "dist/env.h"
-#include "dist/single.h"
+#include "comm/env.h"
+#include "comm/single.h"
 
 #if ZT_WITH_MPI
-#include "dist/mpi_communicator.h"
+#include "comm/mpi_communicator.h"
 #endif
 #if ZT_WITH_NCCL
-#include "dist/nccl_communicator.h"
+#include "comm/nccl_communicator.h"
 #endif
 
-namespace zt::dist {
+namespace zt::comm {
 
 std::unique_ptr<Communicator> make_world_communicator() {
   const LaunchEnv env = read_launch_env();
@@ -86,4 +86,4 @@ std::unique_ptr<Communicator> make_nccl_world_communicator(Communicator& bootstr
 #endif
 }
 
-}  // namespace zt::dist
+}  // namespace zt::comm

@@ -6,7 +6,7 @@
 // handle; the plain calls start it and wait. A wait polls until a deadline (the
 // communicator's timeout, ZT_COLLECTIVE_TIMEOUT_S) so that a rank that never joins gives an
 // error naming the operation and the rank instead of a silent hang. After such a timeout
-// the communicator is not usable again: the caller aborts the job (dist::abort_job).
+// the communicator is not usable again: the caller aborts the job (comm::abort_job).
 //
 // Buffers are contiguous host tensors (f32, bf16, f16, i32, i64); every rank passes the
 // same dtype and element counts. Buffers must stay alive and untouched until the Work
@@ -18,7 +18,7 @@
 
 #include "core/tensor.h"
 
-namespace zt::dist {
+namespace zt::comm {
 
 enum class ReduceOp { Sum, Max };
 const char* reduce_op_name(ReduceOp op);
@@ -117,4 +117,4 @@ class CompletedWork final : public Work {
   Seconds default_timeout() const override { return Seconds(0); }
 };
 
-}  // namespace zt::dist
+}  // namespace zt::comm

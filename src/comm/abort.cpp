@@ -1,15 +1,15 @@
-#include "dist/abort.h"
+#include "comm/abort.h"
 
 #include <cstdio>
 #include <cstdlib>
 
-#include "dist/env.h"
+#include "comm/env.h"
 
 #if ZT_WITH_MPI
 #include <mpi.h>
 #endif
 
-namespace zt::dist {
+namespace zt::comm {
 
 void abort_job(const std::string& why, int exit_code) {
   int rank = 0;
@@ -45,4 +45,4 @@ void abort_job(const std::string& why, int exit_code) {
   std::_Exit(exit_code);
 }
 
-}  // namespace zt::dist
+}  // namespace zt::comm

@@ -3,7 +3,7 @@
 // NCCL finishes them on its own threads (initialisation, split, the connection set-up of a
 // first operation), and ncclCommGetAsyncError says when they are done or have failed. That
 // lets every wait here poll against a deadline and end with ncclCommAbort instead of hanging.
-#include "dist/nccl_communicator.h"
+#include "comm/nccl_communicator.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -23,13 +23,13 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "dist/env.h"
+#include "comm/env.h"
 
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 18, 0)
 #error "zerotrain needs NCCL >= 2.18 (ncclCommSplit, nonblocking communicators); install a newer NCCL or configure with -DZT_WITH_NCCL=OFF"
 #endif
 
-namespace zt::dist {
+namespace zt::comm {
 
 namespace {
 
@@ -614,4 +614,4 @@ void NcclCommunicator::order_before_compute(Work& work) {
   }
 }
 
-}  // namespace zt::dist
+}  // namespace zt::comm

@@ -2,7 +2,7 @@
 // process's GPU (the one zt::cuda::init selected), dtypes f32, bf16, f16, i32, i64. Host
 // buffers are an Unsupported error here (they go through MpiCommunicator).
 // No NCCL or CUDA types in this header; it links only in a build with ZT_WITH_NCCL
-// (dist/world.h's make_nccl_world_communicator() is the entry point for every build).
+// (comm/world.h's make_nccl_world_communicator() is the entry point for every build).
 //
 // Bootstrap: create() is collective over a host communicator (MPI, or the single-process
 // one): its rank 0 makes the ncclUniqueId and broadcasts it over that communicator as a host
@@ -53,9 +53,9 @@
 #pragma once
 #include <memory>
 
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 
-namespace zt::dist {
+namespace zt::comm {
 
 class NcclCommunicator final : public Communicator {
  public:
@@ -104,4 +104,4 @@ class NcclCommunicator final : public Communicator {
   std::shared_ptr<Impl> impl_;
 };
 
-}  // namespace zt::dist
+}  // namespace zt::comm

@@ -1,11 +1,11 @@
-#include "dist/single.h"
+#include "comm/single.h"
 
 #include <cstring>
 
 #include "core/error.h"
 #include "ops/copy.h"
 
-namespace zt::dist {
+namespace zt::comm {
 
 namespace {
 WorkPtr done() { return std::make_unique<CompletedWork>(); }
@@ -76,4 +76,4 @@ std::unique_ptr<Communicator> SingleCommunicator::split(int color, int) {
   return std::make_unique<SingleCommunicator>();
 }
 
-}  // namespace zt::dist
+}  // namespace zt::comm

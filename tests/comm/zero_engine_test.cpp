@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "common/small_models.h"
-#include "dist/mpi_communicator.h"
-#include "dist/single.h"
+#include "comm/mpi_communicator.h"
+#include "comm/single.h"
 #include "model/transformer.h"
 #include "ops/elementwise.h"
 #include "zero/engine.h"
@@ -30,8 +30,8 @@ namespace {
 
 using namespace zt;
 
-dist::Communicator& world() {
-  static std::unique_ptr<dist::MpiCommunicator> comm = dist::MpiCommunicator::world();
+comm::Communicator& world() {
+  static std::unique_ptr<comm::MpiCommunicator> comm = comm::MpiCommunicator::world();
   return *comm;
 }
 
@@ -88,7 +88,7 @@ struct RunResult {
 
 // Trains spec.steps steps on `comm`; micro-batch rows [rank*B, (rank+1)*B) of a global
 // batch of B*size rows, where B = micro_batch_per_rank.
-RunResult train(dist::Communicator& comm, const RunSpec& spec, int64_t micro_batch_per_rank) {
+RunResult train(comm::Communicator& comm, const RunSpec& spec, int64_t micro_batch_per_rank) {
   const int W = comm.size(), r = comm.rank();
   model::ModelOptions mo;
   mo.param_dtype = mo.grad_dtype = spec.dtype;
@@ -156,7 +156,7 @@ RunResult train(dist::Communicator& comm, const RunSpec& spec, int64_t micro_bat
 // One process at stage 0 (nothing sharded) taking the whole global batch.
 RunResult reference(RunSpec spec) {
   spec.stage = 0;
-  dist::SingleCommunicator one;
+  comm::SingleCommunicator one;
   return train(one, spec, kMicroBatch * world().size());
 }
 
@@ -354,7 +354,7 @@ namespace {
 // and the global norm is the same on every rank and equals the per-unit host sum of
 // squares (summed over ranks) bit for bit.
 TEST(ZeroEngine, OverflowOnOneRankIsAgreedByAllAndTheNormIsGlobal) {
-  dist::Communicator& comm = world();
+  comm::Communicator& comm = world();
   for (int stage = 0; stage <= 3; ++stage) {
     model::ModelOptions mo;
     mo.param_dtype = mo.grad_dtype = DType::F16;
@@ -380,7 +380,7 @@ TEST(ZeroEngine, OverflowOnOneRankIsAgreedByAllAndTheNormIsGlobal) {
     // Every rank holds the same norm (one all-reduce of the partial sums).
     OwnedTensor norm({1}, DType::F32), max_norm({1}, DType::F32);
     norm.data<float>()[0] = max_norm.data<float>()[0] = static_cast<float>(engine.grad_norm());
-    comm.all_reduce(max_norm, dist::ReduceOp::Max);
+    comm.all_reduce(max_norm, comm::ReduceOp::Max);
     EXPECT_EQ(norm.data<float>()[0], max_norm.data<float>()[0]) << "stage " << stage;
     // The device-accumulated norm is the per-unit host sum it replaced, bit for bit.
     double local = 0.0;
@@ -388,7 +388,7 @@ TEST(ZeroEngine, OverflowOnOneRankIsAgreedByAllAndTheNormIsGlobal) {
       const zero::UnitPartition p = engine.partition(u);
       if (p.grads.data()) local += ops::sum_of_squares(p.grads);
     }
-    const double global = stage >= 1 ? dist::sum_over_ranks(comm, local) : local;
+    const double global = stage >= 1 ? comm::sum_over_ranks(comm, local) : local;
     EXPECT_EQ(engine.grad_norm(), std::sqrt(global)) << "stage " << stage;
     EXPECT_TRUE(engine.grads_finite()) << "stage " << stage << " (asked again)";
     if (comm.rank() == comm.size() - 1) engine.partition(1).grads.set_f32(0, INFINITY);

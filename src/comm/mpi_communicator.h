@@ -9,9 +9,9 @@
 #pragma once
 #include <memory>
 
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 
-namespace zt::dist {
+namespace zt::comm {
 
 class MpiCommunicator final : public Communicator {
  public:
@@ -46,4 +46,4 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace zt::dist
+}  // namespace zt::comm

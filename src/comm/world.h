@@ -4,13 +4,13 @@
 #pragma once
 #include <memory>
 
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 
-namespace zt::dist {
+namespace zt::comm {
 
 std::unique_ptr<Communicator> make_world_communicator();
 
-// The NCCL communicator (device buffers, dist/nccl_communicator.h) over all ranks: selects
+// The NCCL communicator (device buffers, comm/nccl_communicator.h) over all ranks: selects
 // this rank's GPU (zt::cuda::init with LOCAL_RANK; cuda:0 when the rank sees a single GPU, as
 // with one CUDA_VISIBLE_DEVICES entry per rank), then bootstraps NCCL over the MPI world, or
 // locally for a single process (no MPI). Collective over all ranks. The timeout is
@@ -21,4 +21,4 @@ std::unique_ptr<Communicator> make_nccl_world_communicator();
 // over it: its rank 0 makes the NCCL unique id and broadcasts it there.
 std::unique_ptr<Communicator> make_nccl_world_communicator(Communicator& bootstrap);
 
-}  // namespace zt::dist
+}  // namespace zt::comm

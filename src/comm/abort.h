@@ -4,11 +4,11 @@
 #pragma once
 #include <string>
 
-namespace zt::dist {
+namespace zt::comm {
 
 // Prints "zerotrain: rank R of N: <why>" to stderr and ends every rank of the job
 // (MPI_Abort on MPI_COMM_WORLD with `exit_code`, which mpirun returns: 2 for bad input, as
 // one process would); without MPI it ends this process with that code.
 [[noreturn]] void abort_job(const std::string& why, int exit_code = 1);
 
-}  // namespace zt::dist
+}  // namespace zt::comm

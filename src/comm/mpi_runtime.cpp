@@ -1,9 +1,9 @@
-#include "dist/mpi_runtime.h"
+#include "comm/mpi_runtime.h"
 
 #include "core/error.h"
 #include "core/log.h"
 
-namespace zt::dist {
+namespace zt::comm {
 
 namespace {
 
@@ -110,4 +110,4 @@ MPI_Op MpiRuntime::op(DType dtype, ReduceOp op) const {
   }
 }
 
-}  // namespace zt::dist
+}  // namespace zt::comm

@@ -15,21 +15,21 @@
 #include "backend/cuda_api.h"
 #include "core/error.h"
 #include "core/tensor.h"
-#include "dist/mpi_communicator.h"
-#include "dist/world.h"
+#include "comm/mpi_communicator.h"
+#include "comm/world.h"
 
 #if ZT_WITH_NCCL
-#include "dist/nccl_communicator.h"
+#include "comm/nccl_communicator.h"
 #endif
 
 namespace {
 using zt::Device;
 using zt::DType;
 using zt::OwnedTensor;
-using zt::dist::Communicator;
-using zt::dist::MpiCommunicator;
-using zt::dist::ReduceOp;
-using zt::dist::Seconds;
+using zt::comm::Communicator;
+using zt::comm::MpiCommunicator;
+using zt::comm::ReduceOp;
+using zt::comm::Seconds;
 
 MpiCommunicator& mpi_world() {
   static std::unique_ptr<MpiCommunicator> comm = MpiCommunicator::world();
@@ -40,7 +40,7 @@ MpiCommunicator& mpi_world() {
 
 TEST(NcclCommunicator, WithoutNcclTheWorldIsUnsupported) {
   try {
-    zt::dist::make_nccl_world_communicator(mpi_world());
+    zt::comm::make_nccl_world_communicator(mpi_world());
     FAIL() << "an NCCL communicator was made in a build without NCCL";
   } catch (const zt::Error& e) {
     EXPECT_EQ(e.kind(), zt::ErrorKind::Unsupported) << e.what();
@@ -49,7 +49,7 @@ TEST(NcclCommunicator, WithoutNcclTheWorldIsUnsupported) {
 
 #else
 
-using zt::dist::NcclCommunicator;
+using zt::comm::NcclCommunicator;
 
 // The NCCL world, made on first use over the MPI world and released before MPI ends (by the
 // environment below), not at static destruction.
@@ -77,7 +77,7 @@ bool enough_gpus() { return zt::cuda::device_count() >= mpi_world().size(); }
 
 Communicator& world() {
   auto& comm = nccl_slot();
-  if (!comm) comm = zt::dist::make_nccl_world_communicator(mpi_world());
+  if (!comm) comm = zt::comm::make_nccl_world_communicator(mpi_world());
   return *comm;
 }
 
@@ -128,7 +128,7 @@ TEST_P(NcclAllReduce, SumAndMaxMatchLocalReduction) {
                                        : std::max(expected, element(dt, r, i));
       }
       ASSERT_EQ(h->get_f32(i), expected)
-          << zt::dtype_name(dt) << " " << zt::dist::reduce_op_name(op) << " i=" << i;
+          << zt::dtype_name(dt) << " " << zt::comm::reduce_op_name(op) << " i=" << i;
     }
   }
 }

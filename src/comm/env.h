@@ -10,7 +10,7 @@
 #include <functional>
 #include <string>
 
-namespace zt::dist {
+namespace zt::comm {
 
 struct LaunchEnv {
   int rank = 0;
@@ -33,4 +33,4 @@ inline constexpr double kDefaultCollectiveTimeoutS = 300.0;
 std::chrono::duration<double> collective_timeout_from_env();
 std::chrono::duration<double> collective_timeout_from_env(const EnvLookup& lookup);
 
-}  // namespace zt::dist
+}  // namespace zt::comm

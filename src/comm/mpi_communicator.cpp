@@ -1,14 +1,14 @@
-#include "dist/mpi_communicator.h"
+#include "comm/mpi_communicator.h"
 
 #include <climits>
 #include <thread>
 
 #include "core/error.h"
 #include "core/log.h"
-#include "dist/env.h"
-#include "dist/mpi_runtime.h"
+#include "comm/env.h"
+#include "comm/mpi_runtime.h"
 
-namespace zt::dist {
+namespace zt::comm {
 
 struct MpiCommunicator::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
@@ -268,4 +268,4 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
   return std::unique_ptr<Communicator>(new MpiCommunicator(std::move(impl)));
 }
 
-}  // namespace zt::dist
+}  // namespace zt::comm

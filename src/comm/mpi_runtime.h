@@ -1,12 +1,12 @@
-// Internal to dist/mpi_*.cpp: MPI initialised once per process and finalised at exit,
+// Internal to comm/mpi_*.cpp: MPI initialised once per process and finalised at exit,
 // the datatype and reduction op for each DType, and MPI error codes turned into zt::Error.
 #pragma once
 #include <mpi.h>
 
 #include "core/dtype.h"
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 
-namespace zt::dist {
+namespace zt::comm {
 
 class MpiRuntime {
  public:
@@ -41,4 +41,4 @@ void check_mpi(int rc, const std::string& what);
 
 bool mpi_finalized();
 
-}  // namespace zt::dist
+}  // namespace zt::comm

@@ -1,4 +1,4 @@
-#include "dist/env.h"
+#include "comm/env.h"
 
 #include <cerrno>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 
-namespace zt::dist {
+namespace zt::comm {
 
 namespace {
 
@@ -94,4 +94,4 @@ std::chrono::duration<double> collective_timeout_from_env(const EnvLookup& looku
   return std::chrono::duration<double>(s);
 }
 
-}  // namespace zt::dist
+}  // namespace zt::comm

@@ -6,13 +6,13 @@
 #include <string>
 
 #include "core/error.h"
-#include "dist/env.h"
+#include "comm/env.h"
 
 namespace {
-using zt::dist::collective_timeout_from_env;
-using zt::dist::read_launch_env;
+using zt::comm::collective_timeout_from_env;
+using zt::comm::read_launch_env;
 
-zt::dist::EnvLookup env_of(const std::map<std::string, std::string>& vars) {
+zt::comm::EnvLookup env_of(const std::map<std::string, std::string>& vars) {
   return [vars](const char* name) -> const char* {
     auto it = vars.find(name);
     return it == vars.end() ? nullptr : it->second.c_str();

@@ -8,15 +8,15 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
-#include "dist/mpi_communicator.h"
+#include "comm/mpi_communicator.h"
 
 namespace {
 using zt::DType;
 using zt::OwnedTensor;
-using zt::dist::Communicator;
-using zt::dist::MpiCommunicator;
-using zt::dist::ReduceOp;
-using zt::dist::Seconds;
+using zt::comm::Communicator;
+using zt::comm::MpiCommunicator;
+using zt::comm::ReduceOp;
+using zt::comm::Seconds;
 
 Communicator& world() {
   static std::unique_ptr<MpiCommunicator> comm = MpiCommunicator::world();
@@ -67,7 +67,7 @@ TEST_P(AllReduce, SumAndMaxMatchLocalReduction) {
                                        : std::max(expected, element(dt, r, i));
       }
       ASSERT_EQ(t->get_f32(i), round_to(dt, expected))
-          << zt::dtype_name(dt) << " " << zt::dist::reduce_op_name(op) << " i=" << i;
+          << zt::dtype_name(dt) << " " << zt::comm::reduce_op_name(op) << " i=" << i;
     }
   }
 }

@@ -1,12 +1,12 @@
 // Argument checks shared by every Communicator: the transports move raw bytes, so a
 // mismatch here would otherwise be silent memory corruption or a hang.
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 
 #include <cstdint>
 
 #include "core/error.h"
 
-namespace zt::dist {
+namespace zt::comm {
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
@@ -94,4 +94,4 @@ double sum_over_ranks(Communicator& comm, double value) {
   return static_cast<double>(parts.data<float>()[0]) + static_cast<double>(parts.data<float>()[1]);
 }
 
-}  // namespace zt::dist
+}  // namespace zt::comm
