@@ -1,6 +1,6 @@
 // Communicator: collectives and point-to-point messages among the ranks of a group.
 // Implementations: SingleCommunicator (world size 1, no MPI), MpiCommunicator (host buffers
-// over MPI); NCCL (device buffers) slots in behind the same interface later.
+// over MPI), NcclCommunicator (device buffers, bootstrapped over MPI; nccl_communicator.h).
 //
 // Every operation is asynchronous underneath: the *_async calls start it and return a Work
 // handle; the plain calls start it and wait. A wait polls until a deadline (the
@@ -8,8 +8,9 @@
 // error naming the operation and the rank instead of a silent hang. After such a timeout
 // the communicator is not usable again: the caller aborts the job (comm::abort_job).
 //
-// Buffers are contiguous host tensors (f32, bf16, f16, i32, i64); every rank passes the
-// same dtype and element counts. Buffers must stay alive and untouched until the Work
+// Buffers are contiguous tensors (f32, bf16, f16, i32, i64) on the implementation's side:
+// host memory for MPI, device memory for NCCL; every rank passes the same dtype and element
+// counts. Buffers must stay alive and untouched until the Work
 // completes.
 #pragma once
 #include <chrono>
