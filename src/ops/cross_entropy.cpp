@@ -50,7 +50,7 @@ CrossEntropyResult lm_head_cross_entropy_forward(const Tensor& inp, const Tensor
   if (inp.size(0) == 0) return {};
   if (dev.is_cuda()) {
     const cuda::CrossEntropySums s = cuda::lm_head_cross_entropy_forward(inp, weight, targets, vocab_size, ignore_index,
-                                                                         has_losses ? losses : Tensor{});
+                                                                         has_losses ? losses : Tensor{}, 0);
     return {s.loss_sum, s.count};
   }
   const cpu::CrossEntropySums s = cpu::lm_head_cross_entropy(
@@ -79,7 +79,7 @@ CrossEntropyResult lm_head_cross_entropy_forward_backward(const Tensor& dinp, co
   if (inp.size(0) == 0) return {};
   if (dev.is_cuda()) {
     const cuda::CrossEntropySums s = cuda::lm_head_cross_entropy_forward_backward(
-        dinp, dweight, inp, weight, targets, vocab_size, ignore_index, grad_scale);
+        dinp, dweight, inp, weight, targets, vocab_size, ignore_index, grad_scale, 0);
     return {s.loss_sum, s.count};
   }
   const cpu::CrossEntropySums s = cpu::lm_head_cross_entropy(

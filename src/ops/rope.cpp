@@ -149,7 +149,7 @@ void rope_forward_inplace(const Tensor& qkv, int n_q_heads, int n_kv_heads, cons
   check_rope_args("rope_forward_inplace", qkv, n_q_heads, n_kv_heads, table);
   const Device dev = common_device("rope_forward_inplace", {&qkv, &table.cos.view(), &table.sin.view()});
   if (dev.is_cuda()) {
-    cuda::rope_forward_inplace(qkv, n_q_heads, n_kv_heads, table.cos, table.sin);
+    cuda::rope_forward_inplace(qkv, n_q_heads, n_kv_heads, table.cos, table.sin, 0);
     return;
   }
   if (!dev.is_cpu()) no_kernel("rope_forward_inplace", dev);
@@ -162,7 +162,7 @@ void rope_backward_inplace(const Tensor& dqkv, int n_q_heads, int n_kv_heads, co
   check_rope_args("rope_backward_inplace", dqkv, n_q_heads, n_kv_heads, table);
   const Device dev = common_device("rope_backward_inplace", {&dqkv, &table.cos.view(), &table.sin.view()});
   if (dev.is_cuda()) {
-    cuda::rope_backward_inplace(dqkv, n_q_heads, n_kv_heads, table.cos, table.sin);
+    cuda::rope_backward_inplace(dqkv, n_q_heads, n_kv_heads, table.cos, table.sin, 0);
     return;
   }
   if (!dev.is_cpu()) no_kernel("rope_backward_inplace", dev);

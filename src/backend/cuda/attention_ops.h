@@ -14,25 +14,28 @@
 // D throws Unsupported. Asynchronous on the compute stream; no host synchronisation; memory
 // is O(B Hq T) scratch (no T x T buffer). Deterministic: same inputs, same bits.
 #pragma once
+#include "backend/kernel_list.h"
 #include "core/tensor.h"
 
 namespace zt::cuda {
-
 // Largest head dim the kernels support.
 constexpr int kAttentionMaxHeadDim = 128;
 
-void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads, int n_kv_heads,
-                       float scale);
+#define ZT_ATTENTION_CUDA_KERNELS(K) \
+  K(void, attention_forward,                                                                          \
+    (const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads, int n_kv_heads, float scale)) \
+  K(void, attention_backward,                                                                         \
+    (const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,      \
+     int n_q_heads, int n_kv_heads, float scale))                                                      \
+  /* The two above take the tensor-core kernels (attention_tc.h) for bf16/f16 with head dim 64 or  */ \
+  /* 128, unless ZT_ATTENTION_TC=0. These always run the f32-FMA kernels (every dtype and head     */ \
+  /* dim <= 128): the reference the tensor-core kernels are tested against.                       */ \
+  K(void, attention_forward_fma,                                                                      \
+    (const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads, int n_kv_heads, float scale)) \
+  K(void, attention_backward_fma,                                                                     \
+    (const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,      \
+     int n_q_heads, int n_kv_heads, float scale))
 
-void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                        const Tensor& lse, int n_q_heads, int n_kv_heads, float scale);
-
-// The two above take the tensor-core kernels (attention_tc.h) for bf16 with head dim 64 or
-// 128, unless ZT_ATTENTION_TC=0. These always run the f32-FMA kernels (every dtype and head
-// dim <= 128): the reference the tensor-core kernels are tested against.
-void attention_forward_fma(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads, int n_kv_heads,
-                           float scale);
-void attention_backward_fma(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                            const Tensor& lse, int n_q_heads, int n_kv_heads, float scale);
+ZT_ATTENTION_CUDA_KERNELS(ZT_DECLARE_KERNEL)
 
 }  // namespace zt::cuda

@@ -17,25 +17,26 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/kernel_list.h"
 #include "core/tensor.h"
 
 namespace zt::cuda {
-
 struct CrossEntropySums {
   double loss_sum = 0.0;  // sum over counted rows of -log softmax(logits)[target]
   int64_t count = 0;      // rows whose target != ignore_index
 };
 
-// inp [N, C], weight [Vp, C], targets [N]; losses optional [N].
-CrossEntropySums lm_head_cross_entropy_forward(const Tensor& inp, const Tensor& weight, const Tensor& targets,
-                                               int64_t vocab_size, int ignore_index, const Tensor& losses,
-                                               int64_t chunk_rows = 0);
+// lm_head_cross_entropy_forward: inp [N, C], weight [Vp, C], targets [N]; losses optional
+// [N]. ..._forward_backward: L = grad_scale * loss_sum, dinp [N, C] (=), dweight [Vp, C] (+=).
+// chunk_rows: rows per logits chunk, 0 = the kernels' own choice.
+#define ZT_CROSS_ENTROPY_CUDA_KERNELS(K) \
+  K(CrossEntropySums, lm_head_cross_entropy_forward,                                                  \
+    (const Tensor& inp, const Tensor& weight, const Tensor& targets, int64_t vocab_size, int ignore_index, \
+     const Tensor& losses, int64_t chunk_rows))                                                        \
+  K(CrossEntropySums, lm_head_cross_entropy_forward_backward,                                         \
+    (const Tensor& dinp, const Tensor& dweight, const Tensor& inp, const Tensor& weight,               \
+     const Tensor& targets, int64_t vocab_size, int ignore_index, float grad_scale, int64_t chunk_rows))
 
-// Forward and backward of L = grad_scale * loss_sum: dinp [N, C] (=), dweight [Vp, C] (+=).
-CrossEntropySums lm_head_cross_entropy_forward_backward(const Tensor& dinp, const Tensor& dweight,
-                                                        const Tensor& inp, const Tensor& weight,
-                                                        const Tensor& targets, int64_t vocab_size,
-                                                        int ignore_index, float grad_scale,
-                                                        int64_t chunk_rows = 0);
+ZT_CROSS_ENTROPY_CUDA_KERNELS(ZT_DECLARE_KERNEL)
 
 }  // namespace zt::cuda

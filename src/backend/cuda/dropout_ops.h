@@ -5,11 +5,15 @@
 // f32 or bf16 (one dtype per call), already validated by the ops/ wrapper; p == 0 copies.
 #pragma once
 #include "core/rng.h"
+#include "backend/kernel_list.h"
 #include "core/tensor.h"
 
 namespace zt::cuda {
 
-void dropout_forward(const Tensor& out, const Tensor& inp, float p, const Philox& rng);
-void dropout_backward(const Tensor& dinp, const Tensor& dout, float p, const Philox& rng);
+#define ZT_DROPOUT_CUDA_KERNELS(K) \
+  K(void, dropout_forward, (const Tensor& out, const Tensor& inp, float p, const Philox& rng))        \
+  K(void, dropout_backward, (const Tensor& dinp, const Tensor& dout, float p, const Philox& rng))
+
+ZT_DROPOUT_CUDA_KERNELS(ZT_DECLARE_KERNEL)
 
 }  // namespace zt::cuda

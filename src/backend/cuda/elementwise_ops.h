@@ -7,21 +7,24 @@
 // Every kernel is asynchronous on the compute stream otherwise (sum_of_squares_accumulate
 // included: it adds into a device double).
 #pragma once
+#include "backend/kernel_list.h"
 #include "core/tensor.h"
 
 namespace zt::cuda {
 
-void add(const Tensor& out, const Tensor& a, const Tensor& b);
-void add_inplace(const Tensor& acc, const Tensor& x);
-void scale_inplace(const Tensor& x, float alpha);
-// Sum of x^2 in double (each element widened to double before squaring, as the CPU does);
-// partial sums are combined in a fixed order, so the result is the same on every call.
-double sum_of_squares(const Tensor& x);
-// *acc += sum_of_squares(x), on the device: acc points to one double in device memory. The
-// value added is sum_of_squares(x)'s bit for bit, and the addition is one IEEE double add
-// queued after the earlier work on the stream, so a chain of calls gives the host's
-// `acc += sum_of_squares(x)` chain exactly.
-void sum_of_squares_accumulate(const Tensor& x, double* acc);
-bool all_finite(const Tensor& x);
+// sum_of_squares: in double (each element widened before squaring, as the CPU does), partial
+// sums combined in a fixed order: the same result on every call.
+// sum_of_squares_accumulate: *acc += sum_of_squares(x) on the device (acc points to one
+// double in device memory), bit for bit that value, one IEEE double add queued after the
+// earlier work on the stream: a chain of calls gives the host's chain exactly.
+#define ZT_ELEMENTWISE_CUDA_KERNELS(K) \
+  K(void, add, (const Tensor& out, const Tensor& a, const Tensor& b))                                 \
+  K(void, add_inplace, (const Tensor& acc, const Tensor& x))                                          \
+  K(void, scale_inplace, (const Tensor& x, float alpha))                                              \
+  K(double, sum_of_squares, (const Tensor& x))                                                        \
+  K(void, sum_of_squares_accumulate, (const Tensor& x, double* acc))                                  \
+  K(bool, all_finite, (const Tensor& x))
+
+ZT_ELEMENTWISE_CUDA_KERNELS(ZT_DECLARE_KERNEL)
 
 }  // namespace zt::cuda

@@ -15,22 +15,23 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/kernel_list.h"
 #include "core/tensor.h"
 
 namespace zt::cuda {
-
 // The first out-of-range token id found, if any.
 struct TokenCheck {
   int64_t position = -1;  // flat index into tokens; -1: every id is in range (or none was checked)
   int32_t id = 0;         // tokens[position]
 };
 
-// out[b, t] = wte[tokens[b, t]] (+ wpe[t]); wpe may be undefined.
-TokenCheck embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe);
+// embedding_backward: either gradient may be undefined. Deterministic: the same bits on every
+// run (see embedding.cu).
+#define ZT_EMBEDDING_CUDA_KERNELS(K) \
+  K(TokenCheck, embedding_forward, (const Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe)) \
+  K(TokenCheck, embedding_backward,                                                                   \
+    (const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens))
 
-// dwte[tokens[i]] += dout[i] (ids checked against dwte's rows); dwpe[t] += sum_b dout[b, t].
-// Either gradient may be undefined. Deterministic: the same bits on every run (see
-// embedding.cu).
-TokenCheck embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens);
+ZT_EMBEDDING_CUDA_KERNELS(ZT_DECLARE_KERNEL)
 
 }  // namespace zt::cuda

@@ -12,18 +12,19 @@
 // dweight's dtype, else through f32 scratch. dbias is a deterministic column-sum kernel.
 #pragma once
 #include "backend/weight_layout.h"
+#include "backend/kernel_list.h"
 #include "core/tensor.h"
 
 namespace zt::cuda {
 
-// out[N, O] = inp[N, I] @ weight[O, I]^T (+ bias[O], fused as a cuBLASLt epilogue);
-// InOut: weight [I, O], out = inp @ weight.
-void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
-                    WeightLayout layout);
+// The bias is fused as a cuBLASLt epilogue.
+#define ZT_LINEAR_CUDA_KERNELS(K) \
+  K(void, linear_forward,                                                                             \
+    (const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias, WeightLayout layout)) \
+  K(void, linear_backward,                                                                            \
+    (const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout, const Tensor& inp, \
+     const Tensor& weight, WeightLayout layout))
 
-// dinp[N, I] = dout @ weight (=); dweight[O, I] += dout^T @ inp (InOut: dweight[I, O] +=
-// inp^T @ dout); dbias[O] += column sums of dout.
-void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
-                     const Tensor& inp, const Tensor& weight, WeightLayout layout);
+ZT_LINEAR_CUDA_KERNELS(ZT_DECLARE_KERNEL)
 
 }  // namespace zt::cuda

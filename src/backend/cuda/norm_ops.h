@@ -12,25 +12,32 @@
 // Overwrite; not when Accumulate.
 #pragma once
 #include "core/grad_write.h"
+#include "backend/kernel_list.h"
 #include "core/tensor.h"
 
 namespace zt::cuda {
 
-void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp,
-                       const Tensor& weight, const Tensor& bias, float eps);
-void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
-                        const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
-                        GradWrite dinp_write);
-
-void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& inp, const Tensor& weight, float eps);
-
-// res = a + b, then the norm of res, in one kernel (ops/norm.h). a, b, res: one dtype; res
+// add_*_forward: res = a + b, then the norm of res, in one kernel; a, b, res one dtype; res
 // may alias a or b; out may not alias any of them.
-void add_layernorm_forward(const Tensor& res, const Tensor& out, const Tensor& mean, const Tensor& rstd,
-                           const Tensor& a, const Tensor& b, const Tensor& weight, const Tensor& bias, float eps);
-void add_rmsnorm_forward(const Tensor& res, const Tensor& out, const Tensor& rstd, const Tensor& a, const Tensor& b,
-                         const Tensor& weight, float eps);
-void rmsnorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dout, const Tensor& inp,
-                      const Tensor& weight, const Tensor& rstd, GradWrite dinp_write);
+#define ZT_NORM_CUDA_KERNELS(K) \
+  K(void, layernorm_forward,                                                                          \
+    (const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp, const Tensor& weight,  \
+     const Tensor& bias, float eps))                                                                   \
+  K(void, layernorm_backward,                                                                         \
+    (const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout, const Tensor& inp, \
+     const Tensor& weight, const Tensor& mean, const Tensor& rstd, GradWrite dinp_write))               \
+  K(void, rmsnorm_forward,                                                                            \
+    (const Tensor& out, const Tensor& rstd, const Tensor& inp, const Tensor& weight, float eps))      \
+  K(void, add_layernorm_forward,                                                                      \
+    (const Tensor& res, const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& a,       \
+     const Tensor& b, const Tensor& weight, const Tensor& bias, float eps))                            \
+  K(void, add_rmsnorm_forward,                                                                        \
+    (const Tensor& res, const Tensor& out, const Tensor& rstd, const Tensor& a, const Tensor& b,         \
+     const Tensor& weight, float eps))                                                                 \
+  K(void, rmsnorm_backward,                                                                           \
+    (const Tensor& dinp, const Tensor& dweight, const Tensor& dout, const Tensor& inp, const Tensor& weight, \
+     const Tensor& rstd, GradWrite dinp_write))
+
+ZT_NORM_CUDA_KERNELS(ZT_DECLARE_KERNEL)
 
 }  // namespace zt::cuda

@@ -8,23 +8,32 @@
 #pragma once
 #include "backend/optimizer_hyper.h"
 #include "backend/optimizer_segments.h"
+#include "backend/kernel_list.h"
 #include "core/tensor.h"
 
 namespace zt::cuda {
 
-void adamw_step(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v,
-                const AdamWHyper& h);
-// momentum_buf is undefined when h.momentum == 0.
-void sgd_step(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& momentum_buf,
-              const SgdHyper& h);
-void lion_step(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const LionHyper& h);
+// momentum_buf is undefined when h.momentum == 0. *_segments: each segment with its own
+// weight decay (h.weight_decay is ignored).
+#define ZT_OPTIMIZER_CUDA_KERNELS(K) \
+  K(void, adamw_step,                                                                                 \
+    (const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v,     \
+     const AdamWHyper& h))                                                                             \
+  K(void, sgd_step,                                                                                   \
+    (const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& momentum_buf,          \
+     const SgdHyper& h))                                                                               \
+  K(void, lion_step,                                                                                  \
+    (const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const LionHyper& h)) \
+  K(void, adamw_step_segments,                                                                        \
+    (const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v,     \
+     const AdamWHyper& h, const OptimizerSegments& segments))                                          \
+  K(void, sgd_step_segments,                                                                          \
+    (const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& momentum_buf,          \
+     const SgdHyper& h, const OptimizerSegments& segments))                                            \
+  K(void, lion_step_segments,                                                                         \
+    (const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const LionHyper& h, \
+     const OptimizerSegments& segments))
 
-// Each segment with its own weight decay (h.weight_decay is ignored).
-void adamw_step_segments(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m,
-                         const Tensor& v, const AdamWHyper& h, const OptimizerSegments& segments);
-void sgd_step_segments(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& momentum_buf,
-                       const SgdHyper& h, const OptimizerSegments& segments);
-void lion_step_segments(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m,
-                        const LionHyper& h, const OptimizerSegments& segments);
+ZT_OPTIMIZER_CUDA_KERNELS(ZT_DECLARE_KERNEL)
 
 }  // namespace zt::cuda

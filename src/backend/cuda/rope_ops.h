@@ -13,13 +13,18 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/kernel_list.h"
 #include "core/tensor.h"
 
 namespace zt::cuda {
 
-void rope_forward_inplace(const Tensor& qkv, int n_q_heads, int n_kv_heads, const Tensor& cos, const Tensor& sin,
-                          int64_t start = 0);
-void rope_backward_inplace(const Tensor& dqkv, int n_q_heads, int n_kv_heads, const Tensor& cos, const Tensor& sin,
-                           int64_t start = 0);
+// start: the position of the first row (0 in training; the cache length when decoding).
+#define ZT_ROPE_CUDA_KERNELS(K) \
+  K(void, rope_forward_inplace,                                                                       \
+    (const Tensor& qkv, int n_q_heads, int n_kv_heads, const Tensor& cos, const Tensor& sin, int64_t start)) \
+  K(void, rope_backward_inplace,                                                                      \
+    (const Tensor& dqkv, int n_q_heads, int n_kv_heads, const Tensor& cos, const Tensor& sin, int64_t start))
+
+ZT_ROPE_CUDA_KERNELS(ZT_DECLARE_KERNEL)
 
 }  // namespace zt::cuda

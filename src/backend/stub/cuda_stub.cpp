@@ -5,17 +5,10 @@
 // message from core/allocator.cpp.
 #include "backend/cuda_api.h"
 
+#include "backend/stub/no_cuda.h"
 #include "core/error.h"
 
 namespace zt::cuda {
-namespace {
-
-[[noreturn]] void no_cuda(const char* what) {
-  ZT_THROW_UNSUPPORTED(what, ": this build has no CUDA backend (rebuild with -DZT_WITH_CUDA=ON "
-                             "or `cmake --preset cuda`, or use --device cpu)");
-}
-
-}  // namespace
 
 bool available() noexcept { return false; }
 int device_count() noexcept { return 0; }
