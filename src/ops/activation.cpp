@@ -8,8 +8,7 @@
 // (e.g. the two column halves of a fused [N, 2F] gate/up projection).
 #include "ops/activation.h"
 
-#include "backend/cpu/activation.h"
-#include "backend/cuda/activation_ops.h"
+#include "backend/activation_kernels.h"
 #include "ops/dispatch.h"
 
 namespace zt::ops {
@@ -23,8 +22,6 @@ void check_activation(const char* op, const Tensor& t, int64_t n, DType dtype) {
            shape_str(t.shape()));
   ZT_CHECK(t.numel() == n, op, ": '", t.name(), "' has ", t.numel(), " elements, expected ", n);
 }
-const float* cf(const Tensor& t) { return static_cast<const float*>(t.data()); }
-float* mf(const Tensor& t) { return static_cast<float*>(t.data()); }
 }  // namespace
 
 void gelu_forward(const Tensor& out, const Tensor& inp) {
@@ -32,12 +29,7 @@ void gelu_forward(const Tensor& out, const Tensor& inp) {
   check_activation("gelu_forward", inp, n, inp.dtype());
   check_activation("gelu_forward", out, n, inp.dtype());
   const Device dev = common_device("gelu_forward", {&out, &inp});
-  if (dev.is_cuda()) {
-    cuda::gelu_forward(out, inp);
-    return;
-  }
-  if (!dev.is_cpu()) no_kernel("gelu_forward", dev);
-  cpu::gelu_forward(mf(out), cf(inp), n);
+  ZT_RUN_KERNEL("gelu_forward", dev, gelu_forward(out, inp));
 }
 
 void gelu_backward(const Tensor& dinp, const Tensor& dout, const Tensor& inp) {
@@ -46,12 +38,7 @@ void gelu_backward(const Tensor& dinp, const Tensor& dout, const Tensor& inp) {
   check_activation("gelu_backward", dout, n, inp.dtype());
   check_activation("gelu_backward", dinp, n, inp.dtype());
   const Device dev = common_device("gelu_backward", {&dinp, &dout, &inp});
-  if (dev.is_cuda()) {
-    cuda::gelu_backward(dinp, dout, inp);
-    return;
-  }
-  if (!dev.is_cpu()) no_kernel("gelu_backward", dev);
-  cpu::gelu_backward(mf(dinp), cf(dout), cf(inp), n);
+  ZT_RUN_KERNEL("gelu_backward", dev, gelu_backward(dinp, dout, inp));
 }
 
 void silu_forward(const Tensor& out, const Tensor& inp) {
@@ -59,12 +46,7 @@ void silu_forward(const Tensor& out, const Tensor& inp) {
   check_activation("silu_forward", inp, n, inp.dtype());
   check_activation("silu_forward", out, n, inp.dtype());
   const Device dev = common_device("silu_forward", {&out, &inp});
-  if (dev.is_cuda()) {
-    cuda::silu_forward(out, inp);
-    return;
-  }
-  if (!dev.is_cpu()) no_kernel("silu_forward", dev);
-  cpu::silu_forward(mf(out), cf(inp), n);
+  ZT_RUN_KERNEL("silu_forward", dev, silu_forward(out, inp));
 }
 
 void silu_backward(const Tensor& dinp, const Tensor& dout, const Tensor& inp) {
@@ -73,18 +55,13 @@ void silu_backward(const Tensor& dinp, const Tensor& dout, const Tensor& inp) {
   check_activation("silu_backward", dout, n, inp.dtype());
   check_activation("silu_backward", dinp, n, inp.dtype());
   const Device dev = common_device("silu_backward", {&dinp, &dout, &inp});
-  if (dev.is_cuda()) {
-    cuda::silu_backward(dinp, dout, inp);
-    return;
-  }
-  if (!dev.is_cpu()) no_kernel("silu_backward", dev);
-  cpu::silu_backward(mf(dinp), cf(dout), cf(inp), n);
+  ZT_RUN_KERNEL("silu_backward", dev, silu_backward(dinp, dout, inp));
 }
 
 namespace {
-// A [rows, F] matrix view of t: last dimension F with stride 1, the leading dimensions
-// collapsible into one row index with a uniform row stride (returned).
-int64_t row_stride(const char* op, const Tensor& t, int64_t rows, int64_t F, DType dtype) {
+// t must be a [rows, F] matrix view: last dimension F with stride 1, the leading dimensions
+// collapsible into one row index with a uniform row stride (the kernels read it from t).
+void check_rows(const char* op, const Tensor& t, int64_t rows, int64_t F, DType dtype) {
   ZT_CHECK(activation_dtype_ok(t, dtype) && t.dim() >= 1 && t.size(-1) == F && t.numel() == rows * F, op, ": '",
            t.name(), "' must be an f32 tensor (or bf16/f16 on CUDA, gate's dtype) of shape [..., ", F, "] with ",
            rows * F, " elements, got ", dtype_name(t.dtype()), " ", shape_str(t.shape()));
@@ -92,42 +69,31 @@ int64_t row_stride(const char* op, const Tensor& t, int64_t rows, int64_t F, DTy
   const Shape& st = t.strides();
   const size_t d = sh.size();
   ZT_CHECK(st[d - 1] == 1 || F <= 1, op, ": '", t.name(), "' needs unit stride in its last dimension");
-  if (d == 1) return F;
+  if (d == 1) return;
   for (size_t k = 0; k + 2 < d; ++k) {
     ZT_CHECK(sh[k] == 1 || st[k] == st[k + 1] * sh[k + 1], op, ": '", t.name(),
              "' has leading dimensions that cannot be flattened into rows");
   }
-  return st[d - 2];
 }
 }  // namespace
 
 void swiglu_forward(const Tensor& out, const Tensor& gate, const Tensor& up) {
   ZT_CHECK(gate.dim() >= 1, "swiglu_forward: gate must have a last dimension");
   const int64_t F = gate.size(-1), rows = F ? gate.numel() / F : 0;
-  auto ld = [&](const Tensor& t) { return row_stride("swiglu_forward", t, rows, F, gate.dtype()); };
-  cpu::SwigluLayout L{rows, F, ld(out), ld(gate), ld(up)};
+  auto ld = [&](const Tensor& t) { check_rows("swiglu_forward", t, rows, F, gate.dtype()); };
+  for (const Tensor* t : {&out, &gate, &up}) ld(*t);  // the kernels read the strides themselves
   const Device dev = common_device("swiglu_forward", {&out, &gate, &up});
-  if (dev.is_cuda()) {
-    cuda::swiglu_forward(out, gate, up);
-    return;
-  }
-  if (!dev.is_cpu()) no_kernel("swiglu_forward", dev);
-  cpu::swiglu_forward(mf(out), cf(gate), cf(up), L);
+  ZT_RUN_KERNEL("swiglu_forward", dev, swiglu_forward(out, gate, up));
 }
 
 void swiglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dout, const Tensor& gate,
                      const Tensor& up) {
   ZT_CHECK(gate.dim() >= 1, "swiglu_backward: gate must have a last dimension");
   const int64_t F = gate.size(-1), rows = F ? gate.numel() / F : 0;
-  auto ld = [&](const Tensor& t) { return row_stride("swiglu_backward", t, rows, F, gate.dtype()); };
-  cpu::SwigluLayout L{rows, F, ld(dout), ld(gate), ld(up), ld(dgate), ld(dup)};
+  auto ld = [&](const Tensor& t) { check_rows("swiglu_backward", t, rows, F, gate.dtype()); };
+  for (const Tensor* t : {&dout, &gate, &up, &dgate, &dup}) ld(*t);
   const Device dev = common_device("swiglu_backward", {&dgate, &dup, &dout, &gate, &up});
-  if (dev.is_cuda()) {
-    cuda::swiglu_backward(dgate, dup, dout, gate, up);
-    return;
-  }
-  if (!dev.is_cpu()) no_kernel("swiglu_backward", dev);
-  cpu::swiglu_backward(mf(dgate), mf(dup), cf(dout), cf(gate), cf(up), L);
+  ZT_RUN_KERNEL("swiglu_backward", dev, swiglu_backward(dgate, dup, dout, gate, up));
 }
 
 }  // namespace zt::ops

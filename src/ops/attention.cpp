@@ -6,8 +6,7 @@
 // per call; the kernels compute in f32). lse: contiguous f32.
 #include "ops/attention.h"
 
-#include "backend/cpu/attention.h"
-#include "backend/cuda/attention_ops.h"
+#include "backend/attention_kernels.h"
 #include "core/error.h"
 #include "ops/dispatch.h"
 
@@ -51,13 +50,7 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, 
   check_act(op, "lse", lse, {s.B, n_q_heads, s.T}, DType::F32);
   const Device dev = common_device(op, {&out, &lse, &qkv});
   if (qkv.numel() == 0) return;
-  if (dev.is_cuda()) {
-    cuda::attention_forward(out, lse, qkv, n_q_heads, n_kv_heads, scale);
-    return;
-  }
-  if (!dev.is_cpu()) no_kernel(op, dev);
-  cpu::attention_forward(out.data_as<float>(), lse.data_as<float>(), qkv.data_as<float>(), s.B, s.T, n_q_heads,
-                         n_kv_heads, s.D, scale);
+  ZT_RUN_KERNEL(op, dev, attention_forward(out, lse, qkv, n_q_heads, n_kv_heads, scale));
 }
 
 void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
@@ -70,13 +63,7 @@ void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qk
   check_act(op, "lse", lse, {s.B, n_q_heads, s.T}, DType::F32);
   const Device dev = common_device(op, {&dqkv, &dout, &qkv, &out, &lse});
   if (qkv.numel() == 0) return;
-  if (dev.is_cuda()) {
-    cuda::attention_backward(dqkv, dout, qkv, out, lse, n_q_heads, n_kv_heads, scale);
-    return;
-  }
-  if (!dev.is_cpu()) no_kernel(op, dev);
-  cpu::attention_backward(dqkv.data_as<float>(), dout.data_as<float>(), qkv.data_as<float>(), out.data_as<float>(),
-                          lse.data_as<float>(), s.B, s.T, n_q_heads, n_kv_heads, s.D, scale);
+  ZT_RUN_KERNEL(op, dev, attention_backward(dqkv, dout, qkv, out, lse, n_q_heads, n_kv_heads, scale));
 }
 
 }  // namespace zt::ops

@@ -4,11 +4,10 @@
 // gradient, the weight's dtype) is accumulated (+=); padding rows (>= vocab_size) of
 // dweight are left as they are. losses (optional) is overwritten.
 // inp and dinp are f32, or on CUDA f32 or bf16. Tensors on a CUDA device go to
-// backend/cuda/cross_entropy_ops.h, others to backend/cpu.
+// backend/cross_entropy_kernels.h, others to backend/cpu.
 #include "ops/cross_entropy.h"
 
-#include "backend/cpu/cross_entropy.h"
-#include "backend/cuda/cross_entropy_ops.h"
+#include "backend/cross_entropy_kernels.h"
 #include "core/error.h"
 #include "ops/dispatch.h"
 
@@ -48,15 +47,9 @@ CrossEntropyResult lm_head_cross_entropy_forward(const Tensor& inp, const Tensor
   }
   const Device dev = common_device(op, {&inp, &weight, &targets, &losses});
   if (inp.size(0) == 0) return {};
-  if (dev.is_cuda()) {
-    const cuda::CrossEntropySums s = cuda::lm_head_cross_entropy_forward(inp, weight, targets, vocab_size, ignore_index,
-                                                                         has_losses ? losses : Tensor{}, 0);
-    return {s.loss_sum, s.count};
-  }
-  const cpu::CrossEntropySums s = cpu::lm_head_cross_entropy(
-      inp.data_as<float>(), weight.data(), weight.dtype(), targets.data_as<int32_t>(), inp.size(0), inp.size(1),
-      vocab_size, weight.size(0), ignore_index, has_losses ? losses.data_as<float>() : nullptr, nullptr, nullptr,
-      0.0f);
+  const CrossEntropySums s = ZT_RUN_KERNEL(
+      op, dev,
+      lm_head_cross_entropy_forward(inp, weight, targets, vocab_size, ignore_index, has_losses ? losses : Tensor{}, 0));
   return {s.loss_sum, s.count};
 }
 
@@ -77,14 +70,10 @@ CrossEntropyResult lm_head_cross_entropy_forward_backward(const Tensor& dinp, co
            dtype_name(dweight.dtype()), " ", shape_str(dweight.shape()));
   const Device dev = common_device(op, {&dinp, &dweight, &inp, &weight, &targets});
   if (inp.size(0) == 0) return {};
-  if (dev.is_cuda()) {
-    const cuda::CrossEntropySums s = cuda::lm_head_cross_entropy_forward_backward(
-        dinp, dweight, inp, weight, targets, vocab_size, ignore_index, grad_scale, 0);
-    return {s.loss_sum, s.count};
-  }
-  const cpu::CrossEntropySums s = cpu::lm_head_cross_entropy(
-      inp.data_as<float>(), weight.data(), weight.dtype(), targets.data_as<int32_t>(), inp.size(0), inp.size(1),
-      vocab_size, weight.size(0), ignore_index, nullptr, dinp.data_as<float>(), dweight.data(), grad_scale);
+  const CrossEntropySums s = ZT_RUN_KERNEL(op, dev,
+                                            lm_head_cross_entropy_forward_backward(
+                                                dinp, dweight, inp, weight, targets, vocab_size, ignore_index,
+                                                grad_scale, 0));
   return {s.loss_sum, s.count};
 }
 

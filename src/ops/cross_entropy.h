@@ -3,7 +3,7 @@
 // weight may have more rows than vocab_size (vocab padded to a multiple of 128): the
 // padding rows are not part of the softmax and get no gradient.
 // Rows whose target equals ignore_index (HF: -100) add no loss and no gradient.
-// inp/dinp are f32 (on CUDA f32 or bf16). On CUDA (backend/cuda/cross_entropy_ops.h) the
+// inp/dinp are f32 (on CUDA f32 or bf16). On CUDA (backend/cross_entropy_kernels.h) the
 // loss sum and count are the op's only host synchronisation, and an out-of-range target is
 // reported (BadInput) after the outputs have been written.
 #pragma once

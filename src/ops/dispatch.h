@@ -34,3 +34,14 @@ inline bool is_activation_dtype(const Tensor& t) {
 }
 
 }  // namespace zt::ops
+
+// Runs a kernel call written once, e.g. ZT_RUN_KERNEL(op, dev, gelu_forward(out, inp)), in
+// the backend of `dev` (cuda:: or cpu::, both declared from the family's kernel list in
+// backend/X_kernels.h) after the op has checked its tensors; its value is the kernel's.
+// Another device has no kernel in this build.
+#define ZT_RUN_KERNEL(op, dev, call)                   \
+  ([&]() -> decltype(auto) {                           \
+    if ((dev).is_cuda()) return ::zt::cuda::call;      \
+    if (!(dev).is_cpu()) ::zt::ops::no_kernel(op, dev); \
+    return ::zt::cpu::call;                            \
+  }())

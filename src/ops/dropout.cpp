@@ -5,8 +5,7 @@
 // (activations may be bf16 there); 0 <= p < 1.
 #include "ops/dropout.h"
 
-#include "backend/cpu/dropout.h"
-#include "backend/cuda/dropout_ops.h"
+#include "backend/dropout_kernels.h"
 #include "ops/dispatch.h"
 
 namespace zt::ops {
@@ -27,23 +26,13 @@ void check(const char* op, const Tensor& y, const Tensor& x, float p) {
 void dropout_forward(const Tensor& out, const Tensor& inp, float p, const Philox& rng) {
   check("dropout_forward", out, inp, p);
   const Device dev = common_device("dropout_forward", {&out, &inp});
-  if (dev.is_cuda()) {
-    cuda::dropout_forward(out, inp, p, rng);
-    return;
-  }
-  if (!dev.is_cpu()) no_kernel("dropout_forward", dev);
-  cpu::dropout_apply(static_cast<float*>(out.data()), static_cast<const float*>(inp.data()), inp.numel(), p, rng);
+  ZT_RUN_KERNEL("dropout_forward", dev, dropout_forward(out, inp, p, rng));
 }
 
 void dropout_backward(const Tensor& dinp, const Tensor& dout, float p, const Philox& rng) {
   check("dropout_backward", dinp, dout, p);
   const Device dev = common_device("dropout_backward", {&dinp, &dout});
-  if (dev.is_cuda()) {
-    cuda::dropout_backward(dinp, dout, p, rng);
-    return;
-  }
-  if (!dev.is_cpu()) no_kernel("dropout_backward", dev);
-  cpu::dropout_apply(static_cast<float*>(dinp.data()), static_cast<const float*>(dout.data()), dout.numel(), p, rng);
+  ZT_RUN_KERNEL("dropout_backward", dev, dropout_backward(dinp, dout, p, rng));
 }
 
 }  // namespace zt::ops

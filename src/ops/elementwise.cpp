@@ -8,8 +8,7 @@
 // SumOfSquares accumulates on the device and synchronises once, in value().
 #include "ops/elementwise.h"
 
-#include "backend/cpu/elementwise.h"
-#include "backend/cuda/elementwise_ops.h"
+#include "backend/elementwise_kernels.h"
 #include "backend/cuda_api.h"
 #include "ops/dispatch.h"
 
@@ -31,16 +30,7 @@ void add(const Tensor& out, const Tensor& a, const Tensor& b) {
            shape_str(a.shape()), ", ", shape_str(b.shape()));
   ZT_CHECK(a.dtype() == out.dtype() && b.dtype() == out.dtype(), "add: dtypes differ");
   const Device dev = common_device("add", {&out, &a, &b});
-  if (dev.is_cuda()) {
-    cuda::add(out, a, b);
-    return;
-  }
-  if (!dev.is_cpu()) no_kernel("add", dev);
-  dispatch_float(out.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    cpu::add(static_cast<T*>(out.data()), static_cast<const T*>(a.data()), static_cast<const T*>(b.data()),
-             out.numel());
-  });
+  ZT_RUN_KERNEL("add", dev, add(out, a, b));
 }
 
 void add_inplace(const Tensor& acc, const Tensor& x) {
@@ -48,54 +38,25 @@ void add_inplace(const Tensor& acc, const Tensor& x) {
   check_float_contiguous("add_inplace", x);
   ZT_CHECK(acc.numel() == x.numel(), "add_inplace: sizes ", shape_str(acc.shape()), " and ", shape_str(x.shape()));
   const Device dev = common_device("add_inplace", {&acc, &x});
-  if (dev.is_cuda()) {
-    cuda::add_inplace(acc, x);
-    return;
-  }
-  if (!dev.is_cpu()) no_kernel("add_inplace", dev);
-  dispatch_float(acc.dtype(), [&](auto atag) {
-    dispatch_float(x.dtype(), [&](auto xtag) {
-      using A = decltype(atag);
-      using X = decltype(xtag);
-      cpu::add_inplace(static_cast<A*>(acc.data()), static_cast<const X*>(x.data()), acc.numel());
-    });
-  });
+  ZT_RUN_KERNEL("add_inplace", dev, add_inplace(acc, x));
 }
 
 void scale_inplace(const Tensor& x, float alpha) {
   check_float_contiguous("scale_inplace", x);
   const Device dev = common_device("scale_inplace", {&x});
-  if (dev.is_cuda()) {
-    cuda::scale_inplace(x, alpha);
-    return;
-  }
-  if (!dev.is_cpu()) no_kernel("scale_inplace", dev);
-  dispatch_float(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    cpu::scale_inplace(static_cast<T*>(x.data()), alpha, x.numel());
-  });
+  ZT_RUN_KERNEL("scale_inplace", dev, scale_inplace(x, alpha));
 }
 
 double sum_of_squares(const Tensor& x) {
   check_float_contiguous("sum_of_squares", x);
   const Device dev = common_device("sum_of_squares", {&x});
-  if (dev.is_cuda()) return cuda::sum_of_squares(x);
-  if (!dev.is_cpu()) no_kernel("sum_of_squares", dev);
-  return dispatch_float(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    return cpu::sum_of_squares(static_cast<const T*>(x.data()), x.numel());
-  });
+  return ZT_RUN_KERNEL("sum_of_squares", dev, sum_of_squares(x));
 }
 
 bool all_finite(const Tensor& x) {
   check_float_contiguous("all_finite", x);
   const Device dev = common_device("all_finite", {&x});
-  if (dev.is_cuda()) return cuda::all_finite(x);
-  if (!dev.is_cpu()) no_kernel("all_finite", dev);
-  return dispatch_float(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    return cpu::all_finite(static_cast<const T*>(x.data()), x.numel());
-  });
+  return ZT_RUN_KERNEL("all_finite", dev, all_finite(x));
 }
 
 SumOfSquares::SumOfSquares(Device device) : device_(device) {
@@ -115,10 +76,7 @@ void SumOfSquares::add(const Tensor& x) {
     cuda::sum_of_squares_accumulate(x, static_cast<double*>(device_sum_.data()));
     return;
   }
-  host_sum_ += dispatch_float(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    return cpu::sum_of_squares(static_cast<const T*>(x.data()), x.numel());
-  });
+  host_sum_ += cpu::sum_of_squares(x);
 }
 
 double SumOfSquares::value() const {

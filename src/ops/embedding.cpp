@@ -7,8 +7,7 @@
 // device by the CUDA kernels (which report the first bad one back).
 #include "ops/embedding.h"
 
-#include "backend/cpu/embedding.h"
-#include "backend/cuda/embedding_ops.h"
+#include "backend/embedding_kernels.h"
 #include "ops/dispatch.h"
 
 namespace zt::ops {
@@ -50,20 +49,8 @@ void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wt
              dtype_name(wpe.dtype()), " ", shape_str(wpe.shape()));
   }
   const Device dev = common_device("embedding_forward", {&out, &tokens, &wte, &wpe});
-  if (dev.is_cuda()) {
-    const cuda::TokenCheck bad = cuda::embedding_forward(out, tokens, wte, wpe);
-    if (bad.position >= 0) throw_bad_token(bad.id, bad.position, V, wte, "wte", kTokenizerHint);
-    return;
-  }
-  if (!dev.is_cpu()) no_kernel("embedding_forward", dev);
-  const int32_t* tok = static_cast<const int32_t*>(tokens.data());
-  const int64_t bad = cpu::find_bad_token(tok, B * T, V);
-  if (bad >= 0) throw_bad_token(tok[bad], bad, V, wte, "wte", kTokenizerHint);
-  dispatch_float(wte.dtype(), [&](auto tag) {
-    using W = decltype(tag);
-    cpu::embedding_forward(static_cast<float*>(out.data()), tok, static_cast<const W*>(wte.data()),
-                           has_wpe ? static_cast<const W*>(wpe.data()) : nullptr, B, T, C);
-  });
+  const TokenCheck bad = ZT_RUN_KERNEL("embedding_forward", dev, embedding_forward(out, tokens, wte, wpe));
+  if (bad.position >= 0) throw_bad_token(bad.id, bad.position, V, wte, "wte", kTokenizerHint);
 }
 
 void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
@@ -86,23 +73,8 @@ void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& do
              dtype_name(dwpe.dtype()), " ", shape_str(dwpe.shape()));
   }
   const Device dev = common_device("embedding_backward", {&dwte, &dwpe, &dout, &tokens});
-  if (dev.is_cuda()) {
-    const cuda::TokenCheck bad = cuda::embedding_backward(dwte, dwpe, dout, tokens);
-    if (bad.position >= 0) throw_bad_token(bad.id, bad.position, dwte.size(0), dwte, "dwte", "");
-    return;
-  }
-  if (!dev.is_cpu()) no_kernel("embedding_backward", dev);
-  const int32_t* tok = static_cast<const int32_t*>(tokens.data());
-  if (has_wte) {
-    const int64_t bad = cpu::find_bad_token(tok, B * T, dwte.size(0));
-    if (bad >= 0) throw_bad_token(tok[bad], bad, dwte.size(0), dwte, "dwte", "");
-  }
-  dispatch_float(ref.dtype(), [&](auto tag) {
-    using G = decltype(tag);
-    cpu::embedding_backward(has_wte ? static_cast<G*>(dwte.data()) : nullptr,
-                            has_wpe ? static_cast<G*>(dwpe.data()) : nullptr, static_cast<const float*>(dout.data()),
-                            tok, B, T, C);
-  });
+  const TokenCheck bad = ZT_RUN_KERNEL("embedding_backward", dev, embedding_backward(dwte, dwpe, dout, tokens));
+  if (bad.position >= 0) throw_bad_token(bad.id, bad.position, dwte.size(0), dwte, "dwte", "");
 }
 
 }  // namespace zt::ops

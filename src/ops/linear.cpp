@@ -5,11 +5,10 @@
 // as [N, features] with N the product of the leading dimensions; f32, or on CUDA f32 or
 // bf16 (each activation independently). weight and bias share one dtype (f32, bf16 or
 // f16); dweight and dbias share one floating dtype (normally the weight's).
-// Tensors on a CUDA device go to backend/cuda/linear_ops.h (cuBLASLt), others to backend/cpu.
+// The kernels: backend/linear_kernels.h (cuBLASLt on CUDA, OpenBLAS on the CPU).
 #include "ops/linear.h"
 
-#include "backend/cpu/linear.h"
-#include "backend/cuda/linear_ops.h"
+#include "backend/linear_kernels.h"
 #include "ops/dispatch.h"
 
 namespace zt::ops {
@@ -42,16 +41,7 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
              shape_str(bias.shape()), " ", dtype_name(bias.dtype()));
   }
   const Device dev = common_device("linear_forward", {&out, &inp, &weight, &bias});
-  if (dev.is_cuda()) {
-    cuda::linear_forward(out, inp, weight, has_bias ? bias : Tensor{}, layout);
-    return;
-  }
-  dispatch_float(weight.dtype(), [&](auto tag) {
-    using W = decltype(tag);
-    cpu::linear_forward(static_cast<float*>(out.data()), static_cast<const float*>(inp.data()),
-                        static_cast<const W*>(weight.data()),
-                        has_bias ? static_cast<const W*>(bias.data()) : nullptr, N, I, O, layout);
-  });
+  ZT_RUN_KERNEL("linear_forward", dev, linear_forward(out, inp, weight, has_bias ? bias : Tensor{}, layout));
 }
 
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
@@ -86,24 +76,9 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
   }
   if (!has_dinp && !has_dw && !has_db) return;
   const Device dev = common_device("linear_backward", {&dinp, &dweight, &dbias, &dout, &inp, &weight});
-  if (dev.is_cuda()) {
-    cuda::linear_backward(has_dinp ? dinp : Tensor{}, has_dw ? dweight : Tensor{}, has_db ? dbias : Tensor{}, dout,
-                          inp, weight, layout);
-    return;
-  }
-  const DType gdt = has_dw ? dweight.dtype() : (has_db ? dbias.dtype() : weight.dtype());
-  dispatch_float(weight.dtype(), [&](auto wtag) {
-    dispatch_float(gdt, [&](auto gtag) {
-      using W = decltype(wtag);
-      using G = decltype(gtag);
-      cpu::linear_backward<W, G>(has_dinp ? static_cast<float*>(dinp.data()) : nullptr,
-                                 has_dw ? static_cast<G*>(dweight.data()) : nullptr,
-                                 has_db ? static_cast<G*>(dbias.data()) : nullptr,
-                                 static_cast<const float*>(dout.data()),
-                                 has_dw ? static_cast<const float*>(inp.data()) : nullptr,
-                                 static_cast<const W*>(weight.data()), N, I, O, layout);
-    });
-  });
+  ZT_RUN_KERNEL("linear_backward", dev,
+                linear_backward(has_dinp ? dinp : Tensor{}, has_dw ? dweight : Tensor{}, has_db ? dbias : Tensor{},
+                                dout, inp, weight, layout));
 }
 
 }  // namespace zt::ops

@@ -2,7 +2,7 @@
 // default) or [in_features, out_features] with WeightLayout::InOut (GPT-2's Conv1D), so
 // checkpoints load in their own layout without a transpose.
 // Activations are f32 (on CUDA f32 or bf16); weight/bias f32, bf16 or f16. Runs on the CPU
-// backend (OpenBLAS) or, for tensors on a GPU, on cuBLASLt (backend/cuda/linear_ops.h).
+// backend (OpenBLAS) or, for tensors on a GPU, on cuBLASLt (backend/linear_kernels.h).
 #pragma once
 #include "backend/weight_layout.h"
 #include "core/tensor.h"

@@ -7,8 +7,7 @@
 // floating dtype (normally the weight's). mean/rstd: contiguous f32 [N].
 #include "ops/norm.h"
 
-#include "backend/cpu/norm.h"
-#include "backend/cuda/norm_ops.h"
+#include "backend/norm_kernels.h"
 #include "ops/elementwise.h"
 #include "ops/dispatch.h"
 
@@ -32,10 +31,6 @@ void check_param(const char* op, const Tensor& p, int64_t C) {
 void check_stat(const char* op, const Tensor& s, int64_t N) {
   ZT_CHECK(s.dtype() == DType::F32 && s.is_contiguous() && s.numel() == N, op, ": statistic '", s.name(),
            "' must be a contiguous f32 [", N, "] tensor, got ", dtype_name(s.dtype()), " ", shape_str(s.shape()));
-}
-template <class T>
-T* ptr(const Tensor& t) {
-  return present(t) ? static_cast<T*>(t.data()) : nullptr;
 }
 
 struct Rows {
@@ -66,19 +61,9 @@ Rows check_rmsnorm_forward(const char* op, const Tensor& out, const Tensor& rstd
 
 void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp,
                        const Tensor& weight, const Tensor& bias, float eps) {
-  const Rows rows = check_layernorm_forward("layernorm_forward", out, mean, rstd, inp, weight, bias);
-  const int64_t N = rows.N, C = rows.C;
+  check_layernorm_forward("layernorm_forward", out, mean, rstd, inp, weight, bias);
   const Device dev = common_device("layernorm_forward", {&out, &mean, &rstd, &inp, &weight, &bias});
-  if (dev.is_cuda()) {
-    cuda::layernorm_forward(out, mean, rstd, inp, weight, bias, eps);
-    return;
-  }
-  if (!dev.is_cpu()) no_kernel("layernorm_forward", dev);
-  dispatch_float(weight.dtype(), [&](auto tag) {
-    using W = decltype(tag);
-    cpu::layernorm_forward(ptr<float>(out), ptr<float>(mean), ptr<float>(rstd), ptr<const float>(inp),
-                           ptr<const W>(weight), ptr<const W>(bias), N, C, eps);
-  });
+  ZT_RUN_KERNEL("layernorm_forward", dev, layernorm_forward(out, mean, rstd, inp, weight, bias, eps));
 }
 
 void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
@@ -101,21 +86,7 @@ void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor&
   ZT_CHECK(dinp_write == GradWrite::Overwrite || !present(dinp) || dinp.data() != dout.data(),
            "layernorm_backward: an accumulated dinp may not alias dout");
   const Device dev = common_device("layernorm_backward", {&dinp, &dweight, &dbias, &dout, &inp, &weight, &mean, &rstd});
-  if (dev.is_cuda()) {
-    cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, dinp_write);
-    return;
-  }
-  if (!dev.is_cpu()) no_kernel("layernorm_backward", dev);
-  const DType gdt = present(dweight) ? dweight.dtype() : present(dbias) ? dbias.dtype() : weight.dtype();
-  dispatch_float(weight.dtype(), [&](auto wtag) {
-    dispatch_float(gdt, [&](auto gtag) {
-      using W = decltype(wtag);
-      using G = decltype(gtag);
-      cpu::layernorm_backward<W, G>(ptr<float>(dinp), ptr<G>(dweight), ptr<G>(dbias), ptr<const float>(dout),
-                                    ptr<const float>(inp), ptr<const W>(weight), ptr<const float>(mean),
-                                    ptr<const float>(rstd), N, C, dinp_write);
-    });
-  });
+  ZT_RUN_KERNEL("layernorm_backward", dev, layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, dinp_write));
 }
 
 namespace {
@@ -159,18 +130,9 @@ void add_rmsnorm_forward(const Tensor& res, const Tensor& out, const Tensor& rst
 }
 
 void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& inp, const Tensor& weight, float eps) {
-  const Rows rows = check_rmsnorm_forward("rmsnorm_forward", out, rstd, inp, weight);
-  const int64_t N = rows.N, C = rows.C;
+  check_rmsnorm_forward("rmsnorm_forward", out, rstd, inp, weight);
   const Device dev = common_device("rmsnorm_forward", {&out, &rstd, &inp, &weight});
-  if (dev.is_cuda()) {
-    cuda::rmsnorm_forward(out, rstd, inp, weight, eps);
-    return;
-  }
-  if (!dev.is_cpu()) no_kernel("rmsnorm_forward", dev);
-  dispatch_float(weight.dtype(), [&](auto tag) {
-    using W = decltype(tag);
-    cpu::rmsnorm_forward(ptr<float>(out), ptr<float>(rstd), ptr<const float>(inp), ptr<const W>(weight), N, C, eps);
-  });
+  ZT_RUN_KERNEL("rmsnorm_forward", dev, rmsnorm_forward(out, rstd, inp, weight, eps));
 }
 
 void rmsnorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dout, const Tensor& inp,
@@ -187,20 +149,7 @@ void rmsnorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& d
   ZT_CHECK(dinp_write == GradWrite::Overwrite || !present(dinp) || dinp.data() != dout.data(),
            "rmsnorm_backward: an accumulated dinp may not alias dout");
   const Device dev = common_device("rmsnorm_backward", {&dinp, &dweight, &dout, &inp, &weight, &rstd});
-  if (dev.is_cuda()) {
-    cuda::rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, dinp_write);
-    return;
-  }
-  if (!dev.is_cpu()) no_kernel("rmsnorm_backward", dev);
-  const DType gdt = present(dweight) ? dweight.dtype() : weight.dtype();
-  dispatch_float(weight.dtype(), [&](auto wtag) {
-    dispatch_float(gdt, [&](auto gtag) {
-      using W = decltype(wtag);
-      using G = decltype(gtag);
-      cpu::rmsnorm_backward<W, G>(ptr<float>(dinp), ptr<G>(dweight), ptr<const float>(dout), ptr<const float>(inp),
-                                  ptr<const W>(weight), ptr<const float>(rstd), N, C, dinp_write);
-    });
-  });
+  ZT_RUN_KERNEL("rmsnorm_backward", dev, rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, dinp_write));
 }
 
 }  // namespace zt::ops

@@ -1,9 +1,7 @@
 #include "ops/optimizer.h"
 
-#include "backend/cpu/optimizer.h"
-#include "backend/cuda/optimizer_ops.h"
+#include "backend/optimizer_kernels.h"
 #include "core/error.h"
-#include "core/dtype_dispatch.h"
 #include "ops/dispatch.h"
 
 namespace zt::ops {
@@ -45,36 +43,6 @@ Device check_common(const char* op, const Tensor& param, const Tensor& master, c
   return dev;
 }
 
-float* f32_or_null(const Tensor& t) { return defined_data(t) ? static_cast<float*>(t.data()) : nullptr; }
-bf16* bf16_or_null(const Tensor& t) { return defined_data(t) ? static_cast<bf16*>(t.data()) : nullptr; }
-
-// bf16 parameter without a master: its state is bf16 (check_common verified it).
-bool bf16_state(const Tensor& param, const Tensor& master) {
-  return !defined_data(master) && param.dtype() == DType::BF16;
-}
-
-// Calls fn(const G*) with the gradient pointer cast to its dtype (the bf16-state path,
-// whose parameter is bf16).
-template <class Fn>
-void dispatch_grad(const Tensor& grad, Fn&& fn) {
-  dispatch_float(grad.dtype(), [&](auto gtag) {
-    using G = decltype(gtag);
-    fn(static_cast<const G*>(grad.data()));
-  });
-}
-
-// Calls fn(P*, const G*) with the parameter and gradient pointers cast to their dtypes.
-template <class Fn>
-void dispatch_param_grad(const Tensor& param, const Tensor& grad, Fn&& fn) {
-  dispatch_float(param.dtype(), [&](auto ptag) {
-    dispatch_float(grad.dtype(), [&](auto gtag) {
-      using P = decltype(ptag);
-      using G = decltype(gtag);
-      fn(static_cast<P*>(param.data()), static_cast<const G*>(grad.data()));
-    });
-  });
-}
-
 // Segments sorted by offset, non-overlapping and inside [0, n) (empty ones allowed).
 void check_segments(const char* op, const Tensor& param, const OptimizerSegments& segments) {
   const int64_t n = param.numel();
@@ -94,21 +62,7 @@ void adamw_step(const Tensor& param, const Tensor& master, const Tensor& grad, c
                 const AdamWHyper& h) {
   const Device dev = check_common("adamw_step", param, master, grad, {&m, &v});
   ZT_CHECK(h.step >= 1, "adamw_step: step is 1-based, got ", h.step);
-  if (dev.is_cuda()) {
-    cuda::adamw_step(param, master, grad, m, v, h);
-    return;
-  }
-  if (bf16_state(param, master)) {
-    dispatch_grad(grad, [&](const auto* g) {
-      cpu::adamw_step(static_cast<bf16*>(param.data()), nullptr, g, static_cast<bf16*>(m.data()),
-                      static_cast<bf16*>(v.data()), param.numel(), h);
-    });
-    return;
-  }
-  dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
-    cpu::adamw_step(p, f32_or_null(master), g, static_cast<float*>(m.data()), static_cast<float*>(v.data()),
-                    param.numel(), h);
-  });
+  ZT_RUN_KERNEL("adamw_step", dev, adamw_step(param, master, grad, m, v, h));
 }
 
 void sgd_step(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& momentum_buf,
@@ -117,36 +71,12 @@ void sgd_step(const Tensor& param, const Tensor& master, const Tensor& grad, con
   ZT_CHECK(has_buf == (h.momentum != 0.0f), "sgd_step: a momentum buffer is needed exactly when momentum != 0");
   const Device dev = has_buf ? check_common("sgd_step", param, master, grad, {&momentum_buf})
                              : check_common("sgd_step", param, master, grad, {});
-  if (dev.is_cuda()) {
-    cuda::sgd_step(param, master, grad, momentum_buf, h);
-    return;
-  }
-  if (bf16_state(param, master)) {
-    dispatch_grad(grad, [&](const auto* g) {
-      cpu::sgd_step(static_cast<bf16*>(param.data()), nullptr, g, bf16_or_null(momentum_buf), param.numel(), h);
-    });
-    return;
-  }
-  dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
-    cpu::sgd_step(p, f32_or_null(master), g, f32_or_null(momentum_buf), param.numel(), h);
-  });
+  ZT_RUN_KERNEL("sgd_step", dev, sgd_step(param, master, grad, momentum_buf, h));
 }
 
 void lion_step(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const LionHyper& h) {
   const Device dev = check_common("lion_step", param, master, grad, {&m});
-  if (dev.is_cuda()) {
-    cuda::lion_step(param, master, grad, m, h);
-    return;
-  }
-  if (bf16_state(param, master)) {
-    dispatch_grad(grad, [&](const auto* g) {
-      cpu::lion_step(static_cast<bf16*>(param.data()), nullptr, g, static_cast<bf16*>(m.data()), param.numel(), h);
-    });
-    return;
-  }
-  dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
-    cpu::lion_step(p, f32_or_null(master), g, static_cast<float*>(m.data()), param.numel(), h);
-  });
+  ZT_RUN_KERNEL("lion_step", dev, lion_step(param, master, grad, m, h));
 }
 
 void adamw_step_segments(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m,
@@ -154,21 +84,7 @@ void adamw_step_segments(const Tensor& param, const Tensor& master, const Tensor
   const Device dev = check_common("adamw_step_segments", param, master, grad, {&m, &v});
   ZT_CHECK(h.step >= 1, "adamw_step_segments: step is 1-based, got ", h.step);
   check_segments("adamw_step_segments", param, segments);
-  if (dev.is_cuda()) {
-    cuda::adamw_step_segments(param, master, grad, m, v, h, segments);
-    return;
-  }
-  if (bf16_state(param, master)) {
-    dispatch_grad(grad, [&](const auto* g) {
-      cpu::adamw_step_segments(static_cast<bf16*>(param.data()), nullptr, g, static_cast<bf16*>(m.data()),
-                               static_cast<bf16*>(v.data()), segments, h);
-    });
-    return;
-  }
-  dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
-    cpu::adamw_step_segments(p, f32_or_null(master), g, static_cast<float*>(m.data()), static_cast<float*>(v.data()),
-                             segments, h);
-  });
+  ZT_RUN_KERNEL("adamw_step_segments", dev, adamw_step_segments(param, master, grad, m, v, h, segments));
 }
 
 void sgd_step_segments(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& momentum_buf,
@@ -179,39 +95,14 @@ void sgd_step_segments(const Tensor& param, const Tensor& master, const Tensor& 
   const Device dev = has_buf ? check_common("sgd_step_segments", param, master, grad, {&momentum_buf})
                              : check_common("sgd_step_segments", param, master, grad, {});
   check_segments("sgd_step_segments", param, segments);
-  if (dev.is_cuda()) {
-    cuda::sgd_step_segments(param, master, grad, momentum_buf, h, segments);
-    return;
-  }
-  if (bf16_state(param, master)) {
-    dispatch_grad(grad, [&](const auto* g) {
-      cpu::sgd_step_segments(static_cast<bf16*>(param.data()), nullptr, g, bf16_or_null(momentum_buf), segments, h);
-    });
-    return;
-  }
-  dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
-    cpu::sgd_step_segments(p, f32_or_null(master), g, f32_or_null(momentum_buf), segments, h);
-  });
+  ZT_RUN_KERNEL("sgd_step_segments", dev, sgd_step_segments(param, master, grad, momentum_buf, h, segments));
 }
 
 void lion_step_segments(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m,
                         const LionHyper& h, const OptimizerSegments& segments) {
   const Device dev = check_common("lion_step_segments", param, master, grad, {&m});
   check_segments("lion_step_segments", param, segments);
-  if (dev.is_cuda()) {
-    cuda::lion_step_segments(param, master, grad, m, h, segments);
-    return;
-  }
-  if (bf16_state(param, master)) {
-    dispatch_grad(grad, [&](const auto* g) {
-      cpu::lion_step_segments(static_cast<bf16*>(param.data()), nullptr, g, static_cast<bf16*>(m.data()), segments,
-                              h);
-    });
-    return;
-  }
-  dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
-    cpu::lion_step_segments(p, f32_or_null(master), g, static_cast<float*>(m.data()), segments, h);
-  });
+  ZT_RUN_KERNEL("lion_step_segments", dev, lion_step_segments(param, master, grad, m, h, segments));
 }
 
 }  // namespace zt::ops

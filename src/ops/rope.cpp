@@ -10,8 +10,7 @@
 
 #include <cmath>
 
-#include "backend/cpu/rope.h"
-#include "backend/cuda/rope_ops.h"
+#include "backend/rope_kernels.h"
 #include "backend/cuda_api.h"
 #include "core/error.h"
 #include "ops/dispatch.h"
@@ -148,27 +147,13 @@ void check_rope_args(const char* op, const Tensor& qkv, int n_q_heads, int n_kv_
 void rope_forward_inplace(const Tensor& qkv, int n_q_heads, int n_kv_heads, const RopeTable& table) {
   check_rope_args("rope_forward_inplace", qkv, n_q_heads, n_kv_heads, table);
   const Device dev = common_device("rope_forward_inplace", {&qkv, &table.cos.view(), &table.sin.view()});
-  if (dev.is_cuda()) {
-    cuda::rope_forward_inplace(qkv, n_q_heads, n_kv_heads, table.cos, table.sin, 0);
-    return;
-  }
-  if (!dev.is_cpu()) no_kernel("rope_forward_inplace", dev);
-  if (qkv.numel() == 0) return;
-  cpu::rope_forward_inplace(qkv.data_as<float>(), qkv.size(0), qkv.size(1), n_q_heads, n_kv_heads, table.head_dim,
-                            table.cos.data<float>(), table.sin.data<float>());
+  ZT_RUN_KERNEL("rope_forward_inplace", dev, rope_forward_inplace(qkv, n_q_heads, n_kv_heads, table.cos, table.sin, 0));
 }
 
 void rope_backward_inplace(const Tensor& dqkv, int n_q_heads, int n_kv_heads, const RopeTable& table) {
   check_rope_args("rope_backward_inplace", dqkv, n_q_heads, n_kv_heads, table);
   const Device dev = common_device("rope_backward_inplace", {&dqkv, &table.cos.view(), &table.sin.view()});
-  if (dev.is_cuda()) {
-    cuda::rope_backward_inplace(dqkv, n_q_heads, n_kv_heads, table.cos, table.sin, 0);
-    return;
-  }
-  if (!dev.is_cpu()) no_kernel("rope_backward_inplace", dev);
-  if (dqkv.numel() == 0) return;
-  cpu::rope_backward_inplace(dqkv.data_as<float>(), dqkv.size(0), dqkv.size(1), n_q_heads, n_kv_heads,
-                             table.head_dim, table.cos.data<float>(), table.sin.data<float>());
+  ZT_RUN_KERNEL("rope_backward_inplace", dev, rope_backward_inplace(dqkv, n_q_heads, n_kv_heads, table.cos, table.sin, 0));
 }
 
 }  // namespace zt::ops

@@ -5,8 +5,7 @@
 // qkv is f32 (on CUDA also bf16).
 #include "ops/rope_offset.h"
 
-#include "backend/cpu/rope.h"
-#include "backend/cuda/rope_ops.h"
+#include "backend/rope_kernels.h"
 #include "core/error.h"
 #include "ops/dispatch.h"
 
@@ -27,15 +26,7 @@ void rope_forward_inplace_at(const Tensor& qkv, int n_q_heads, int n_kv_heads, c
   ZT_CHECK(start >= 0 && start + qkv.size(1) <= table.max_positions, op, ": positions ", start, "..",
            start + qkv.size(1) - 1, " exceed the rope table's ", table.max_positions, " positions");
   const Device dev = common_device(op, {&qkv, &table.cos.view(), &table.sin.view()});
-  if (dev.is_cuda()) {
-    cuda::rope_forward_inplace(qkv, n_q_heads, n_kv_heads, table.cos, table.sin, start);
-    return;
-  }
-  if (!dev.is_cpu()) no_kernel(op, dev);
-  if (qkv.numel() == 0) return;
-  const int64_t half = table.head_dim / 2;
-  cpu::rope_forward_inplace(qkv.data_as<float>(), qkv.size(0), qkv.size(1), n_q_heads, n_kv_heads, table.head_dim,
-                            table.cos.data<float>() + start * half, table.sin.data<float>() + start * half);
+  ZT_RUN_KERNEL(op, dev, rope_forward_inplace(qkv, n_q_heads, n_kv_heads, table.cos, table.sin, start));
 }
 
 }  // namespace zt::ops

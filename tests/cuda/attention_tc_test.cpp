@@ -25,7 +25,7 @@
 #include "core/tensor.h"
 
 #if defined(ZT_WITH_CUDA)
-#include "backend/cuda/attention_ops.h"
+#include "backend/attention_kernels.h"
 #include "backend/cuda/attention_tc.h"
 #include "common/make_tensor.h"
 #include "common/random.h"

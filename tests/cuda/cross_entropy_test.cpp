@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/cross_entropy_ops.h"
+#include "backend/cross_entropy_kernels.h"
 #include "backend/cuda_api.h"
 #include "common/cuda_tensor.h"
 #include "common/make_tensor.h"

@@ -3,11 +3,11 @@
 # layers below it. Bottom to top:
 #   core backend ops io comm model parallel zero train cli
 # and also:
-#   - only src/backend/cuda/ includes backend/cuda/*, except the CUDA-free op declarations
-#     backend/cuda/*_ops.h that ops/ dispatches to (everyone else uses backend/cuda_api.h),
+#   - only src/backend/cuda/ includes backend/cuda/* (everyone else uses backend/cuda_api.h,
+#     and ops/ the CUDA-free kernel lists backend/*_kernels.h of both backends),
 #     and src/comm/nccl_*: the NCCL transport orders its stream after the compute stream
 #     (backend/cuda/context.h) with the backend's Stream/Event types;
-#   - core/, ops/, backend/cuda_api.h, backend/cuda/*_ops.h and backend/stub/ include no
+#   - core/, ops/, backend/cuda_api.h, backend/*_kernels.h and backend/stub/ include no
 #     CUDA, NCCL or MPI header;
 #   - no include climbs with "../";
 #   - the public API in include/zerotrain/ (next to src/) sits at the train layer: only
@@ -41,7 +41,7 @@ while IFS= read -r -d '' file; do
   fi
   own=${rank[$layer]}
   no_gpu=0
-  case $rel in core/* | ops/* | backend/cuda_api.h | backend/cuda/*_ops.h | backend/stub/*) no_gpu=1 ;; esac
+  case $rel in core/* | ops/* | backend/cuda_api.h | backend/*_kernels.h | backend/kernel_list.h | backend/stub/*) no_gpu=1 ;; esac
   checked=$((checked + 1))
   lineno=0
   while IFS= read -r line; do
@@ -64,7 +64,7 @@ while IFS= read -r -d '' file; do
     [[ $inc == */* && -n ${rank[$target]+x} ]] || continue
     if ((${rank[$target]} > own)); then
       violations+=("$where: $layer includes \"$inc\" from $target, a layer above it")
-    elif [[ $inc == backend/cuda/* && $inc != backend/cuda/*_ops.h && $rel != backend/cuda/* &&
+    elif [[ $inc == backend/cuda/* && $rel != backend/cuda/* &&
             $rel != comm/nccl_* ]]; then
       violations+=("$where: includes \"$inc\"; outside src/backend/cuda use \"backend/cuda_api.h\"")
     fi

@@ -1,4 +1,5 @@
-// CPU pointwise activations (see activation.h).
+// CPU pointwise activations, f32 (backend/activation_kernels.h; the contract in
+// ops/activation.h).
 //
 // Accumulation rule: out, dinp, dgate, dup are overwritten (=).
 // GELU is GPT-2's tanh approximation ("gelu_new"):
@@ -9,7 +10,7 @@
 // Without -fno-trapping-math GCC keeps the float clamps as branches and vectorises nothing.
 #pragma GCC optimize("no-trapping-math")
 
-#include "backend/cpu/activation.h"
+#include "backend/activation_kernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -45,9 +46,15 @@ inline float sigmoid(float z) { return 1.0f / (1.0f + exp_approx(-z)); }
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
 constexpr float kGeluA = 0.044715f;
 
-}  // namespace
+// SwiGLU on [rows, F] matrices whose rows may be strided (ld_* = elements between rows),
+// so gate and up may be the two column halves of one fused [rows, 2F] projection.
+struct SwigluLayout {
+  int64_t rows, F;
+  int64_t ld_out, ld_gate, ld_up;  // forward: out; backward: ld_out is dout's
+  int64_t ld_dgate = 0, ld_dup = 0;  // backward only
+};
 
-void gelu_forward(float* out, const float* inp, int64_t n) {
+void gelu_forward_f32(float* out, const float* inp, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     const float x = inp[i];
@@ -56,7 +63,7 @@ void gelu_forward(float* out, const float* inp, int64_t n) {
   }
 }
 
-void gelu_backward(float* dinp, const float* dout, const float* inp, int64_t n) {
+void gelu_backward_f32(float* dinp, const float* dout, const float* inp, int64_t n) {
   // d/dx [x s(2u)] = s + x s (1 - s) 2 u',  u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
   for (int64_t i = 0; i < n; ++i) {
@@ -68,7 +75,7 @@ void gelu_backward(float* dinp, const float* dout, const float* inp, int64_t n) 
   }
 }
 
-void silu_forward(float* out, const float* inp, int64_t n) {
+void silu_forward_f32(float* out, const float* inp, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     const float x = inp[i];
@@ -76,7 +83,7 @@ void silu_forward(float* out, const float* inp, int64_t n) {
   }
 }
 
-void silu_backward(float* dinp, const float* dout, const float* inp, int64_t n) {
+void silu_backward_f32(float* dinp, const float* dout, const float* inp, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     const float x = inp[i];
@@ -85,7 +92,7 @@ void silu_backward(float* dinp, const float* dout, const float* inp, int64_t n) 
   }
 }
 
-void swiglu_forward(float* out, const float* gate, const float* up, const SwigluLayout& L) {
+void swiglu_forward_f32(float* out, const float* gate, const float* up, const SwigluLayout& L) {
   const int64_t F = L.F;
 #pragma omp parallel for schedule(static) if (L.rows * F > kParallelMin)
   for (int64_t r = 0; r < L.rows; ++r) {
@@ -100,7 +107,7 @@ void swiglu_forward(float* out, const float* gate, const float* up, const Swiglu
   }
 }
 
-void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+void swiglu_backward_f32(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
                      const SwigluLayout& L) {
   const int64_t F = L.F;
 #pragma omp parallel for schedule(static) if (L.rows * F > kParallelMin)
@@ -118,6 +125,33 @@ void swiglu_backward(float* dgate, float* dup, const float* dout, const float* g
       dg[i] = d * u * (s * (1.0f + g * (1.0f - s)));
     }
   }
+}
+
+}  // namespace
+
+// Rows of a [..., F] view the ops layer has checked: the distance between rows.
+static int64_t row_stride(const Tensor& t, int64_t F) { return t.dim() == 1 ? F : t.strides()[t.dim() - 2]; }
+static const float* cf(const Tensor& t) { return static_cast<const float*>(t.data()); }
+static float* mf(const Tensor& t) { return static_cast<float*>(t.data()); }
+
+void gelu_forward(const Tensor& out, const Tensor& inp) { gelu_forward_f32(mf(out), cf(inp), inp.numel()); }
+void gelu_backward(const Tensor& dinp, const Tensor& dout, const Tensor& inp) {
+  gelu_backward_f32(mf(dinp), cf(dout), cf(inp), inp.numel());
+}
+void silu_forward(const Tensor& out, const Tensor& inp) { silu_forward_f32(mf(out), cf(inp), inp.numel()); }
+void silu_backward(const Tensor& dinp, const Tensor& dout, const Tensor& inp) {
+  silu_backward_f32(mf(dinp), cf(dout), cf(inp), inp.numel());
+}
+void swiglu_forward(const Tensor& out, const Tensor& gate, const Tensor& up) {
+  const int64_t F = gate.size(-1), rows = F ? gate.numel() / F : 0;
+  swiglu_forward_f32(mf(out), cf(gate), cf(up), {rows, F, row_stride(out, F), row_stride(gate, F), row_stride(up, F)});
+}
+void swiglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dout, const Tensor& gate,
+                     const Tensor& up) {
+  const int64_t F = gate.size(-1), rows = F ? gate.numel() / F : 0;
+  swiglu_backward_f32(mf(dgate), mf(dup), cf(dout), cf(gate), cf(up),
+                      {rows, F, row_stride(dout, F), row_stride(gate, F), row_stride(up, F), row_stride(dgate, F),
+                       row_stride(dup, F)});
 }
 
 }  // namespace zt::cpu

@@ -9,7 +9,7 @@
 // matrix products are single-threaded cblas_sgemm calls inside an OpenMP loop over
 // (batch, head[, block]); OpenBLAS's own threads are switched off for the duration of the
 // loop (its threaded sgemm serialises concurrent callers in a pthreads build).
-#include "backend/cpu/attention.h"
+#include "backend/attention_kernels.h"
 
 #include <cblas.h>
 
@@ -146,9 +146,9 @@ void zero_rows(float* p, int64_t rows, int64_t cols, int64_t ld) {
   for (int64_t r = 0; r < rows; ++r) std::memset(p + r * ld, 0, static_cast<size_t>(cols) * sizeof(float));
 }
 
-}  // namespace
-
-void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t n_q_heads,
+// qkv: [B, T, (Hq + 2 Hkv) * D] (q heads, then k heads, then v heads); query head h reads
+// kv head h / (Hq / Hkv). out: [B, T, Hq * D]. lse: [B, Hq, T] = logsumexp_j<=i(scale q_i.k_j).
+void attention_forward_f32(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t n_q_heads,
                        int64_t n_kv_heads, int64_t head_dim, float scale) {
   const Dims d{B, T, n_q_heads, n_kv_heads, head_dim};
   if (B == 0 || T == 0) return;
@@ -168,7 +168,9 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
   }
 }
 
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
+// dqkv (=): [B, T, (Hq + 2 Hkv) * D]. dout, out: [B, T, Hq * D]. Probabilities are recomputed
+// from q, k and lse; D_i = rowsum(dout_i * out_i).
+void attention_backward_f32(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                         int64_t B, int64_t T, int64_t n_q_heads, int64_t n_kv_heads, int64_t head_dim, float scale) {
   const Dims d{B, T, n_q_heads, n_kv_heads, head_dim};
   if (B == 0 || T == 0) return;
@@ -230,6 +232,22 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
       }
     }
   }
+}
+
+}  // namespace
+
+void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads, int n_kv_heads,
+                       float scale) {
+  const int64_t D = qkv.size(2) / (n_q_heads + 2 * static_cast<int64_t>(n_kv_heads));
+  attention_forward_f32(out.data_as<float>(), lse.data_as<float>(), qkv.data_as<float>(), qkv.size(0), qkv.size(1),
+                        n_q_heads, n_kv_heads, D, scale);
+}
+
+void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                        const Tensor& lse, int n_q_heads, int n_kv_heads, float scale) {
+  const int64_t D = qkv.size(2) / (n_q_heads + 2 * static_cast<int64_t>(n_kv_heads));
+  attention_backward_f32(dqkv.data_as<float>(), dout.data_as<float>(), qkv.data_as<float>(), out.data_as<float>(),
+                         lse.data_as<float>(), qkv.size(0), qkv.size(1), n_q_heads, n_kv_heads, D, scale);
 }
 
 }  // namespace zt::cpu

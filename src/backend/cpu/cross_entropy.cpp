@@ -15,7 +15,7 @@
 // Results are deterministic for a given thread count. The loss sum is accumulated in
 // double, in row order. bf16/f16 weights are converted to f32 once per call (each thread
 // its own rows).
-#include "backend/cpu/cross_entropy.h"
+#include "backend/cross_entropy_kernels.h"
 
 #include <cblas.h>
 
@@ -75,8 +75,7 @@ ZT_VECTOR_MATH float slice_sum_exp(const float* z, int64_t n, float* out_max) {
   return static_cast<float>(sum);
 }
 
-}  // namespace
-
+// The CPU kernel: logits in chunks of rows; dinp/dweight null for the forward only.
 CrossEntropySums lm_head_cross_entropy(const float* inp, const void* weight, DType weight_dtype,
                                        const int32_t* targets, int64_t N, int64_t C, int64_t V, int64_t Vp,
                                        int ignore_index, float* losses, float* dinp, void* dweight,
@@ -226,6 +225,26 @@ CrossEntropySums lm_head_cross_entropy(const float* inp, const void* weight, DTy
   }
   if (losses != nullptr) std::memcpy(losses, row_losses.data(), static_cast<size_t>(N) * sizeof(float));
   return result;
+}
+
+}  // namespace
+
+CrossEntropySums lm_head_cross_entropy_forward(const Tensor& inp, const Tensor& weight, const Tensor& targets,
+                                               int64_t vocab_size, int ignore_index, const Tensor& losses,
+                                               int64_t /*chunk_rows: the CPU chunks on its own*/) {
+  const bool has_losses = losses.defined() && losses.data() != nullptr;
+  return lm_head_cross_entropy(inp.data_as<float>(), weight.data(), weight.dtype(), targets.data_as<int32_t>(),
+                               inp.size(0), inp.size(1), vocab_size, weight.size(0), ignore_index,
+                               has_losses ? losses.data_as<float>() : nullptr, nullptr, nullptr, 0.0f);
+}
+
+CrossEntropySums lm_head_cross_entropy_forward_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& inp,
+                                                        const Tensor& weight, const Tensor& targets,
+                                                        int64_t vocab_size, int ignore_index, float grad_scale,
+                                                        int64_t /*chunk_rows*/) {
+  return lm_head_cross_entropy(inp.data_as<float>(), weight.data(), weight.dtype(), targets.data_as<int32_t>(),
+                               inp.size(0), inp.size(1), vocab_size, weight.size(0), ignore_index, nullptr,
+                               dinp.data_as<float>(), dweight.data(), grad_scale);
 }
 
 }  // namespace zt::cpu

@@ -5,7 +5,7 @@
 // uniforms of elements 4j..4j+3, exactly as Philox::uniform(i) = block(i/4)[i%4].
 // p == 0 copies. Philox blocks are generated 8 at a time with the rounds vectorised
 // across blocks; groups of 32 elements run in parallel.
-#include "backend/cpu/dropout.h"
+#include "backend/dropout_kernels.h"
 
 #include <algorithm>
 #include <cstring>
@@ -54,8 +54,7 @@ inline void philox_lanes(const Philox& rng, uint64_t first, uint32_t* w) {
   }
 }
 
-}  // namespace
-
+// y[i] = keep(i) ? x[i] * scale : 0. Used for both forward and backward.
 void dropout_apply(float* y, const float* x, int64_t n, float p, const Philox& rng) {
   if (n <= 0) return;
   if (p == 0.0f) {
@@ -83,6 +82,15 @@ void dropout_apply(float* y, const float* x, int64_t n, float p, const Philox& r
       }
     }
   }
+}
+
+}  // namespace
+
+void dropout_forward(const Tensor& out, const Tensor& inp, float p, const Philox& rng) {
+  dropout_apply(static_cast<float*>(out.data()), static_cast<const float*>(inp.data()), inp.numel(), p, rng);
+}
+void dropout_backward(const Tensor& dinp, const Tensor& dout, float p, const Philox& rng) {
+  dropout_apply(static_cast<float*>(dinp.data()), static_cast<const float*>(dout.data()), dout.numel(), p, rng);
 }
 
 }  // namespace zt::cpu

@@ -6,6 +6,8 @@
 // bf16/f16 are processed in blocks: load to f32, compute, store back; f16 uses the F16C
 // instructions (round to nearest even, same results as core/dtype.h's to_f16).
 #include "backend/cpu/elementwise.h"
+#include "backend/elementwise_kernels.h"
+#include "core/dtype_dispatch.h"
 
 #include <algorithm>
 #include <cstring>
@@ -226,5 +228,43 @@ ZT_INST_ADD(f16, float)
 ZT_INST_ADD(f16, bf16)
 ZT_INST_ADD(f16, f16)
 #undef ZT_INST_ADD
+
+void add(const Tensor& out, const Tensor& a, const Tensor& b) {
+  dispatch_float(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    add(static_cast<T*>(out.data()), static_cast<const T*>(a.data()), static_cast<const T*>(b.data()), out.numel());
+  });
+}
+
+void add_inplace(const Tensor& acc, const Tensor& x) {
+  dispatch_float(acc.dtype(), [&](auto atag) {
+    dispatch_float(x.dtype(), [&](auto xtag) {
+      using A = decltype(atag);
+      using X = decltype(xtag);
+      add_inplace(static_cast<A*>(acc.data()), static_cast<const X*>(x.data()), acc.numel());
+    });
+  });
+}
+
+void scale_inplace(const Tensor& x, float alpha) {
+  dispatch_float(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    scale_inplace(static_cast<T*>(x.data()), alpha, x.numel());
+  });
+}
+
+double sum_of_squares(const Tensor& x) {
+  return dispatch_float(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    return sum_of_squares(static_cast<const T*>(x.data()), x.numel());
+  });
+}
+
+bool all_finite(const Tensor& x) {
+  return dispatch_float(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    return all_finite(static_cast<const T*>(x.data()), x.numel());
+  });
+}
 
 }  // namespace zt::cpu

@@ -1,5 +1,6 @@
-// CPU pointwise kernels on raw pointers, plus the bulk dtype helpers the other CPU kernels
-// use to stage bf16/f16 parameters in f32.
+// Internal to backend/cpu: the pointwise kernels on raw pointers (behind the Tensor kernels
+// of backend/elementwise_kernels.h), plus the bulk dtype helpers the other CPU kernels use
+// to stage bf16/f16 parameters in f32.
 //
 // Accumulation rule: add writes out (=); add_inplace and accumulate_f32 add into their
 // destination (+=) in f32 and round once to the destination's dtype; scale_inplace

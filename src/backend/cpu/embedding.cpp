@@ -1,10 +1,10 @@
-// CPU token + position embedding (see embedding.h).
+// CPU token + position embedding (see backend/embedding_kernels.h).
 //
 // Accumulation rule: out (=); dwte (+=), dwpe (+=).
 // Backward groups the rows by token (a stable sort of the row indices), sums each group in
 // f32 in row order and adds the sum to dwte's row once: no races, no atomics, the same
 // bits for any thread count, and a single rounding per call for bf16/f16 gradients.
-#include "backend/cpu/embedding.h"
+#include "backend/embedding_kernels.h"
 
 #include <algorithm>
 #include <numeric>
@@ -12,16 +12,17 @@
 #include <vector>
 
 #include "backend/cpu/elementwise.h"
+#include "core/dtype_dispatch.h"
 
 namespace zt::cpu {
+namespace {
 
-int64_t find_bad_token(const int32_t* tokens, int64_t n, int64_t V) {
+TokenCheck find_bad_token(const int32_t* tokens, int64_t n, int64_t V) {
   for (int64_t i = 0; i < n; ++i)
-    if (tokens[i] < 0 || tokens[i] >= V) return i;
-  return -1;
+    if (tokens[i] < 0 || tokens[i] >= V) return {i, tokens[i]};
+  return {};
 }
 
-namespace {
 // row (f32) = w (W) or row += w.
 template <class W, bool kAdd>
 inline void load_row(float* row, const W* w, int64_t C) {
@@ -33,10 +34,8 @@ inline void load_row(float* row, const W* w, int64_t C) {
     for (int64_t c = 0; c < C; ++c) row[c] = kAdd ? row[c] + load_f32(w[c]) : load_f32(w[c]);
   }
 }
-}  // namespace
-
 template <class W>
-void embedding_forward(float* out, const int32_t* tokens, const W* wte, const W* wpe, int64_t B, int64_t T,
+void embedding_forward_f32(float* out, const int32_t* tokens, const W* wte, const W* wpe, int64_t B, int64_t T,
                        int64_t C) {
   const int64_t N = B * T;
 #pragma omp parallel for schedule(static) if (N * C > (1 << 15))
@@ -48,7 +47,7 @@ void embedding_forward(float* out, const int32_t* tokens, const W* wte, const W*
 }
 
 template <class G>
-void embedding_backward(G* dwte, G* dwpe, const float* dout, const int32_t* tokens, int64_t B, int64_t T,
+void embedding_backward_f32(G* dwte, G* dwpe, const float* dout, const int32_t* tokens, int64_t B, int64_t T,
                         int64_t C) {
   const int64_t N = B * T;
   if (N == 0 || C == 0) return;
@@ -102,13 +101,39 @@ void embedding_backward(G* dwte, G* dwpe, const float* dout, const int32_t* toke
   }
 }
 
-template void embedding_forward<float>(float*, const int32_t*, const float*, const float*, int64_t, int64_t,
-                                       int64_t);
-template void embedding_forward<bf16>(float*, const int32_t*, const bf16*, const bf16*, int64_t, int64_t,
-                                      int64_t);
-template void embedding_forward<f16>(float*, const int32_t*, const f16*, const f16*, int64_t, int64_t, int64_t);
-template void embedding_backward<float>(float*, float*, const float*, const int32_t*, int64_t, int64_t, int64_t);
-template void embedding_backward<bf16>(bf16*, bf16*, const float*, const int32_t*, int64_t, int64_t, int64_t);
-template void embedding_backward<f16>(f16*, f16*, const float*, const int32_t*, int64_t, int64_t, int64_t);
+bool present(const Tensor& t) { return t.defined() && t.data() != nullptr; }
+
+}  // namespace
+
+TokenCheck embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) {
+  const int64_t B = tokens.size(0), T = tokens.size(1), V = wte.size(0), C = wte.size(1);
+  const int32_t* tok = static_cast<const int32_t*>(tokens.data());
+  const TokenCheck bad = find_bad_token(tok, B * T, V);
+  if (bad.position >= 0) return bad;
+  dispatch_float(wte.dtype(), [&](auto tag) {
+    using W = decltype(tag);
+    embedding_forward_f32(static_cast<float*>(out.data()), tok, static_cast<const W*>(wte.data()),
+                          present(wpe) ? static_cast<const W*>(wpe.data()) : nullptr, B, T, C);
+  });
+  return {};
+}
+
+TokenCheck embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
+  const bool has_wte = present(dwte), has_wpe = present(dwpe);
+  const Tensor& ref = has_wte ? dwte : dwpe;
+  const int64_t B = tokens.size(0), T = tokens.size(1), C = ref.size(1);
+  const int32_t* tok = static_cast<const int32_t*>(tokens.data());
+  if (has_wte) {
+    const TokenCheck bad = find_bad_token(tok, B * T, dwte.size(0));
+    if (bad.position >= 0) return bad;
+  }
+  dispatch_float(ref.dtype(), [&](auto tag) {
+    using G = decltype(tag);
+    embedding_backward_f32(has_wte ? static_cast<G*>(dwte.data()) : nullptr,
+                           has_wpe ? static_cast<G*>(dwpe.data()) : nullptr, static_cast<const float*>(dout.data()),
+                           tok, B, T, C);
+  });
+  return {};
+}
 
 }  // namespace zt::cpu

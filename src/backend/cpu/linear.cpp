@@ -1,4 +1,4 @@
-// CPU linear layer: sgemm on f32 (see linear.h).
+// CPU linear layer: sgemm on f32 (see backend/linear_kernels.h).
 //
 // Accumulation rule: out (=), dinp (=), dweight (+=), dbias (+=).
 // f32 weights feed sgemm directly; f32 dweight accumulates with beta = 1 in sgemm.
@@ -6,7 +6,7 @@
 // bf16/f16 dweight is computed into another f32 scratch and added with one rounding.
 // dbias sums columns over all rows in f32 (column blocks in parallel; the row order is
 // fixed, so results do not depend on the thread count).
-#include "backend/cpu/linear.h"
+#include "backend/linear_kernels.h"
 
 #include <cblas.h>
 
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/cpu/elementwise.h"
+#include "core/dtype_dispatch.h"
 
 namespace zt::cpu {
 namespace {
@@ -45,10 +46,10 @@ std::vector<float>& grad_scratch() {
 
 inline int blas_int(int64_t v) { return static_cast<int>(v); }
 
-}  // namespace
-
+// out[N, O] = inp[N, I] @ weight[O, I]^T (+ bias[O]); bias may be null. With
+// WeightLayout::InOut the weight is [I, O] and out = inp @ weight.
 template <class W>
-void linear_forward(float* out, const float* inp, const W* weight, const W* bias, int64_t N, int64_t I,
+void linear_forward_f32(float* out, const float* inp, const W* weight, const W* bias, int64_t N, int64_t I,
                     int64_t O, WeightLayout layout) {
   const bool in_out = layout == WeightLayout::InOut;
   if (N == 0 || O == 0) return;
@@ -69,8 +70,11 @@ void linear_forward(float* out, const float* inp, const W* weight, const W* bias
               blas_int(I), 1.0f, inp, blas_int(I), w, in_out ? blas_int(O) : blas_int(I), beta, out, blas_int(O));
 }
 
+// dinp[N, I] = dout @ weight (null: skipped); dweight[O, I] += dout^T @ inp (null: skipped);
+// dbias[O] += column sums of dout (null: skipped). InOut: dinp = dout @ weight^T and
+// dweight[I, O] += inp^T @ dout. W is the weight's storage type, G the gradient's.
 template <class W, class G>
-void linear_backward(float* dinp, G* dweight, G* dbias, const float* dout, const float* inp, const W* weight,
+void linear_backward_f32(float* dinp, G* dweight, G* dbias, const float* dout, const float* inp, const W* weight,
                      int64_t N, int64_t I, int64_t O, WeightLayout layout) {
   const bool in_out = layout == WeightLayout::InOut;
   if (dinp && N > 0 && I > 0) {
@@ -117,25 +121,43 @@ void linear_backward(float* dinp, G* dweight, G* dbias, const float* dout, const
   }
 }
 
-template void linear_forward<float>(float*, const float*, const float*, const float*, int64_t, int64_t, int64_t,
-                                    WeightLayout);
-template void linear_forward<bf16>(float*, const float*, const bf16*, const bf16*, int64_t, int64_t, int64_t,
-                                   WeightLayout);
-template void linear_forward<f16>(float*, const float*, const f16*, const f16*, int64_t, int64_t, int64_t,
-                                  WeightLayout);
+}  // namespace
 
-#define ZT_INST_LINEAR_BWD(W, G)                                                                          \
-  template void linear_backward<W, G>(float*, G*, G*, const float*, const float*, const W*, int64_t, int64_t, \
-                                      int64_t, WeightLayout);
-ZT_INST_LINEAR_BWD(float, float)
-ZT_INST_LINEAR_BWD(float, bf16)
-ZT_INST_LINEAR_BWD(float, f16)
-ZT_INST_LINEAR_BWD(bf16, float)
-ZT_INST_LINEAR_BWD(bf16, bf16)
-ZT_INST_LINEAR_BWD(bf16, f16)
-ZT_INST_LINEAR_BWD(f16, float)
-ZT_INST_LINEAR_BWD(f16, bf16)
-ZT_INST_LINEAR_BWD(f16, f16)
-#undef ZT_INST_LINEAR_BWD
+void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                    WeightLayout layout) {
+  const bool in_out = layout == WeightLayout::InOut;
+  const int64_t O = weight.size(in_out ? 1 : 0), I = weight.size(in_out ? 0 : 1);
+  const int64_t N = inp.numel() / (I ? I : 1);
+  const bool has_bias = bias.defined() && bias.data() != nullptr;
+  dispatch_float(weight.dtype(), [&](auto tag) {
+    using W = decltype(tag);
+    linear_forward_f32(static_cast<float*>(out.data()), static_cast<const float*>(inp.data()),
+                       static_cast<const W*>(weight.data()), has_bias ? static_cast<const W*>(bias.data()) : nullptr,
+                       N, I, O, layout);
+  });
+}
+
+void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                     const Tensor& inp, const Tensor& weight, WeightLayout layout) {
+  const bool in_out = layout == WeightLayout::InOut;
+  const int64_t O = weight.size(in_out ? 1 : 0), I = weight.size(in_out ? 0 : 1);
+  const int64_t N = dout.numel() / (O ? O : 1);
+  const bool has_dinp = dinp.defined() && dinp.data() != nullptr;
+  const bool has_dw = dweight.defined() && dweight.data() != nullptr;
+  const bool has_db = dbias.defined() && dbias.data() != nullptr;
+  const DType gdt = has_dw ? dweight.dtype() : (has_db ? dbias.dtype() : weight.dtype());
+  dispatch_float(weight.dtype(), [&](auto wtag) {
+    dispatch_float(gdt, [&](auto gtag) {
+      using W = decltype(wtag);
+      using G = decltype(gtag);
+      linear_backward_f32<W, G>(has_dinp ? static_cast<float*>(dinp.data()) : nullptr,
+                                has_dw ? static_cast<G*>(dweight.data()) : nullptr,
+                                has_db ? static_cast<G*>(dbias.data()) : nullptr,
+                                static_cast<const float*>(dout.data()),
+                                has_dw ? static_cast<const float*>(inp.data()) : nullptr,
+                                static_cast<const W*>(weight.data()), N, I, O, layout);
+    });
+  });
+}
 
 }  // namespace zt::cpu

@@ -1,4 +1,4 @@
-// CPU LayerNorm and RMSNorm (see norm.h).
+// CPU LayerNorm and RMSNorm (see backend/norm_kernels.h).
 //
 // Accumulation rule: out, mean, rstd (=); dinp (= or +=, dinp_write); dweight, dbias (+=).
 // Forward and dinp are row-parallel (one row per iteration, vectorised over C).
@@ -6,7 +6,7 @@
 // x column block, in parallel), then summed over chunks in chunk order per column block and
 // added into the gradient once. bf16/f16 weights are staged once per call in f32.
 // The parameter-gradient pass runs before the dinp pass, so dinp may alias dout.
-#include "backend/cpu/norm.h"
+#include "backend/norm_kernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/cpu/elementwise.h"
+#include "core/dtype_dispatch.h"
 
 namespace zt::cpu {
 namespace {
@@ -73,10 +74,8 @@ void column_sums(G* const grads[K], int64_t N, int64_t C, const Kernel& kernel) 
   }
 }
 
-}  // namespace
-
 template <class W>
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const W* weight, const W* bias,
+void layernorm_forward_f32(float* out, float* mean, float* rstd, const float* inp, const W* weight, const W* bias,
                        int64_t N, int64_t C, float eps) {
   std::vector<float> ws, bs;
   const float* w = staged(weight, C, ws);
@@ -107,7 +106,7 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 }
 
 template <class W, class G>
-void layernorm_backward(float* dinp, G* dweight, G* dbias, const float* dout, const float* inp, const W* weight,
+void layernorm_backward_f32(float* dinp, G* dweight, G* dbias, const float* dout, const float* inp, const W* weight,
                         const float* mean, const float* rstd, int64_t N, int64_t C, GradWrite dinp_write) {
   if (N == 0 || C == 0) return;
   if (dweight || dbias) {
@@ -154,7 +153,7 @@ void layernorm_backward(float* dinp, G* dweight, G* dbias, const float* dout, co
 }
 
 template <class W>
-void rmsnorm_forward(float* out, float* rstd, const float* inp, const W* weight, int64_t N, int64_t C, float eps) {
+void rmsnorm_forward_f32(float* out, float* rstd, const float* inp, const W* weight, int64_t N, int64_t C, float eps) {
   std::vector<float> ws;
   const float* w = staged(weight, C, ws);
   const float inv_c = 1.0f / static_cast<float>(C);
@@ -173,7 +172,7 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const W* weight,
 }
 
 template <class W, class G>
-void rmsnorm_backward(float* dinp, G* dweight, const float* dout, const float* inp, const W* weight,
+void rmsnorm_backward_f32(float* dinp, G* dweight, const float* dout, const float* inp, const W* weight,
                       const float* rstd, int64_t N, int64_t C, GradWrite dinp_write) {
   if (N == 0 || C == 0) return;
   if (dweight) {
@@ -211,29 +210,60 @@ void rmsnorm_backward(float* dinp, G* dweight, const float* dout, const float* i
   }
 }
 
-#define ZT_INST_NORM_FWD(W)                                                                                   \
-  template void layernorm_forward<W>(float*, float*, float*, const float*, const W*, const W*, int64_t, int64_t, \
-                                     float);                                                                  \
-  template void rmsnorm_forward<W>(float*, float*, const float*, const W*, int64_t, int64_t, float);
-ZT_INST_NORM_FWD(float)
-ZT_INST_NORM_FWD(bf16)
-ZT_INST_NORM_FWD(f16)
-#undef ZT_INST_NORM_FWD
+bool present(const Tensor& t) { return t.defined() && t.data() != nullptr; }
+template <class T>
+T* ptr(const Tensor& t) {
+  return present(t) ? static_cast<T*>(t.data()) : nullptr;
+}
 
-#define ZT_INST_NORM_BWD(W, G)                                                                                 \
-  template void layernorm_backward<W, G>(float*, G*, G*, const float*, const float*, const W*, const float*,   \
-                                         const float*, int64_t, int64_t, GradWrite);                           \
-  template void rmsnorm_backward<W, G>(float*, G*, const float*, const float*, const W*, const float*, int64_t, \
-                                       int64_t, GradWrite);
-ZT_INST_NORM_BWD(float, float)
-ZT_INST_NORM_BWD(float, bf16)
-ZT_INST_NORM_BWD(float, f16)
-ZT_INST_NORM_BWD(bf16, float)
-ZT_INST_NORM_BWD(bf16, bf16)
-ZT_INST_NORM_BWD(bf16, f16)
-ZT_INST_NORM_BWD(f16, float)
-ZT_INST_NORM_BWD(f16, bf16)
-ZT_INST_NORM_BWD(f16, f16)
-#undef ZT_INST_NORM_BWD
+}  // namespace
+
+void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp,
+                       const Tensor& weight, const Tensor& bias, float eps) {
+  const int64_t C = weight.numel(), N = inp.numel() / (C ? C : 1);
+  dispatch_float(weight.dtype(), [&](auto tag) {
+    using W = decltype(tag);
+    layernorm_forward_f32(ptr<float>(out), ptr<float>(mean), ptr<float>(rstd), ptr<const float>(inp),
+                          ptr<const W>(weight), ptr<const W>(bias), N, C, eps);
+  });
+}
+
+void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                        const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                        GradWrite dinp_write) {
+  const int64_t C = weight.numel(), N = dout.numel() / (C ? C : 1);
+  const DType gdt = present(dweight) ? dweight.dtype() : present(dbias) ? dbias.dtype() : weight.dtype();
+  dispatch_float(weight.dtype(), [&](auto wtag) {
+    dispatch_float(gdt, [&](auto gtag) {
+      using W = decltype(wtag);
+      using G = decltype(gtag);
+      layernorm_backward_f32<W, G>(ptr<float>(dinp), ptr<G>(dweight), ptr<G>(dbias), ptr<const float>(dout),
+                                   ptr<const float>(inp), ptr<const W>(weight), ptr<const float>(mean),
+                                   ptr<const float>(rstd), N, C, dinp_write);
+    });
+  });
+}
+
+void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& inp, const Tensor& weight, float eps) {
+  const int64_t C = weight.numel(), N = inp.numel() / (C ? C : 1);
+  dispatch_float(weight.dtype(), [&](auto tag) {
+    using W = decltype(tag);
+    rmsnorm_forward_f32(ptr<float>(out), ptr<float>(rstd), ptr<const float>(inp), ptr<const W>(weight), N, C, eps);
+  });
+}
+
+void rmsnorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dout, const Tensor& inp,
+                      const Tensor& weight, const Tensor& rstd, GradWrite dinp_write) {
+  const int64_t C = weight.numel(), N = dout.numel() / (C ? C : 1);
+  const DType gdt = present(dweight) ? dweight.dtype() : weight.dtype();
+  dispatch_float(weight.dtype(), [&](auto wtag) {
+    dispatch_float(gdt, [&](auto gtag) {
+      using W = decltype(wtag);
+      using G = decltype(gtag);
+      rmsnorm_backward_f32<W, G>(ptr<float>(dinp), ptr<G>(dweight), ptr<const float>(dout), ptr<const float>(inp),
+                                 ptr<const W>(weight), ptr<const float>(rstd), N, C, dinp_write);
+    });
+  });
+}
 
 }  // namespace zt::cpu

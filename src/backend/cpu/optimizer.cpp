@@ -4,7 +4,9 @@
 // Parameters may be stored in bf16/f16 with an f32 master, or in bf16 with bf16 state and
 // no master (S = bf16: state loaded as f32, updated as the f32 path, stored rounded; with
 // S = float load_f32 / store_as are the identity, so the f32-state path is unchanged).
-#include "backend/cpu/optimizer.h"
+#include "backend/optimizer_kernels.h"
+#include "core/dtype_dispatch.h"
+#include "backend/cpu/optimizer_raw.h"
 
 #include <cmath>
 
@@ -144,5 +146,122 @@ ZT_INSTANTIATE(bf16, float, bf16)
 ZT_INSTANTIATE(bf16, bf16, bf16)
 ZT_INSTANTIATE(bf16, f16, bf16)
 #undef ZT_INSTANTIATE
+
+namespace {
+
+bool defined_data(const Tensor& t) { return t.data() != nullptr; }
+float* f32_or_null(const Tensor& t) { return defined_data(t) ? static_cast<float*>(t.data()) : nullptr; }
+bf16* bf16_or_null(const Tensor& t) { return defined_data(t) ? static_cast<bf16*>(t.data()) : nullptr; }
+
+// bf16 parameter without a master: its state is bf16 (check_common verified it).
+bool bf16_state(const Tensor& param, const Tensor& master) {
+  return !defined_data(master) && param.dtype() == DType::BF16;
+}
+
+// Calls fn(const G*) with the gradient pointer cast to its dtype (the bf16-state path,
+// whose parameter is bf16).
+template <class Fn>
+void dispatch_grad(const Tensor& grad, Fn&& fn) {
+  dispatch_float(grad.dtype(), [&](auto gtag) {
+    using G = decltype(gtag);
+    fn(static_cast<const G*>(grad.data()));
+  });
+}
+
+// Calls fn(P*, const G*) with the parameter and gradient pointers cast to their dtypes.
+template <class Fn>
+void dispatch_param_grad(const Tensor& param, const Tensor& grad, Fn&& fn) {
+  dispatch_float(param.dtype(), [&](auto ptag) {
+    dispatch_float(grad.dtype(), [&](auto gtag) {
+      using P = decltype(ptag);
+      using G = decltype(gtag);
+      fn(static_cast<P*>(param.data()), static_cast<const G*>(grad.data()));
+    });
+  });
+}
+
+}  // namespace
+
+void adamw_step(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v,
+                const AdamWHyper& h) {
+  if (bf16_state(param, master)) {
+    dispatch_grad(grad, [&](const auto* g) {
+      cpu::adamw_step(static_cast<bf16*>(param.data()), nullptr, g, static_cast<bf16*>(m.data()),
+                      static_cast<bf16*>(v.data()), param.numel(), h);
+    });
+    return;
+  }
+  dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
+    cpu::adamw_step(p, f32_or_null(master), g, static_cast<float*>(m.data()), static_cast<float*>(v.data()),
+                    param.numel(), h);
+  });
+}
+
+void sgd_step(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& momentum_buf,
+              const SgdHyper& h) {
+  if (bf16_state(param, master)) {
+    dispatch_grad(grad, [&](const auto* g) {
+      cpu::sgd_step(static_cast<bf16*>(param.data()), nullptr, g, bf16_or_null(momentum_buf), param.numel(), h);
+    });
+    return;
+  }
+  dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
+    cpu::sgd_step(p, f32_or_null(master), g, f32_or_null(momentum_buf), param.numel(), h);
+  });
+}
+
+void lion_step(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const LionHyper& h) {
+  if (bf16_state(param, master)) {
+    dispatch_grad(grad, [&](const auto* g) {
+      cpu::lion_step(static_cast<bf16*>(param.data()), nullptr, g, static_cast<bf16*>(m.data()), param.numel(), h);
+    });
+    return;
+  }
+  dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
+    cpu::lion_step(p, f32_or_null(master), g, static_cast<float*>(m.data()), param.numel(), h);
+  });
+}
+
+void adamw_step_segments(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m,
+                         const Tensor& v, const AdamWHyper& h, const OptimizerSegments& segments) {
+  if (bf16_state(param, master)) {
+    dispatch_grad(grad, [&](const auto* g) {
+      cpu::adamw_step_segments(static_cast<bf16*>(param.data()), nullptr, g, static_cast<bf16*>(m.data()),
+                               static_cast<bf16*>(v.data()), segments, h);
+    });
+    return;
+  }
+  dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
+    cpu::adamw_step_segments(p, f32_or_null(master), g, static_cast<float*>(m.data()), static_cast<float*>(v.data()),
+                             segments, h);
+  });
+}
+
+void sgd_step_segments(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& momentum_buf,
+                       const SgdHyper& h, const OptimizerSegments& segments) {
+  if (bf16_state(param, master)) {
+    dispatch_grad(grad, [&](const auto* g) {
+      cpu::sgd_step_segments(static_cast<bf16*>(param.data()), nullptr, g, bf16_or_null(momentum_buf), segments, h);
+    });
+    return;
+  }
+  dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
+    cpu::sgd_step_segments(p, f32_or_null(master), g, f32_or_null(momentum_buf), segments, h);
+  });
+}
+
+void lion_step_segments(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m,
+                        const LionHyper& h, const OptimizerSegments& segments) {
+  if (bf16_state(param, master)) {
+    dispatch_grad(grad, [&](const auto* g) {
+      cpu::lion_step_segments(static_cast<bf16*>(param.data()), nullptr, g, static_cast<bf16*>(m.data()), segments,
+                              h);
+    });
+    return;
+  }
+  dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
+    cpu::lion_step_segments(p, f32_or_null(master), g, static_cast<float*>(m.data()), segments, h);
+  });
+}
 
 }  // namespace zt::cpu

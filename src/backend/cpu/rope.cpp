@@ -2,7 +2,7 @@
 //
 // Accumulation rule: in place; the backward overwrites dqkv (=) with the transpose of the
 // forward rotation. No parameters, so nothing is accumulated.
-#include "backend/cpu/rope.h"
+#include "backend/rope_kernels.h"
 
 namespace zt::cpu {
 namespace {
@@ -40,14 +40,20 @@ void rope_apply(float* qkv, int64_t B, int64_t T, int64_t n_q_heads, int64_t n_k
 
 }  // namespace
 
-void rope_forward_inplace(float* qkv, int64_t B, int64_t T, int64_t n_q_heads, int64_t n_kv_heads, int64_t head_dim,
-                          const float* cos, const float* sin) {
-  rope_apply<false>(qkv, B, T, n_q_heads, n_kv_heads, head_dim, cos, sin);
+void rope_forward_inplace(const Tensor& qkv, int n_q_heads, int n_kv_heads, const Tensor& cos, const Tensor& sin,
+                          int64_t start) {
+  if (qkv.numel() == 0) return;
+  const int64_t half = cos.size(1);
+  rope_apply<false>(qkv.data_as<float>(), qkv.size(0), qkv.size(1), n_q_heads, n_kv_heads, 2 * half,
+                    cos.data_as<float>() + start * half, sin.data_as<float>() + start * half);
 }
 
-void rope_backward_inplace(float* dqkv, int64_t B, int64_t T, int64_t n_q_heads, int64_t n_kv_heads,
-                           int64_t head_dim, const float* cos, const float* sin) {
-  rope_apply<true>(dqkv, B, T, n_q_heads, n_kv_heads, head_dim, cos, sin);
+void rope_backward_inplace(const Tensor& dqkv, int n_q_heads, int n_kv_heads, const Tensor& cos, const Tensor& sin,
+                           int64_t start) {
+  if (dqkv.numel() == 0) return;
+  const int64_t half = cos.size(1);
+  rope_apply<true>(dqkv.data_as<float>(), dqkv.size(0), dqkv.size(1), n_q_heads, n_kv_heads, 2 * half,
+                   cos.data_as<float>() + start * half, sin.data_as<float>() + start * half);
 }
 
 }  // namespace zt::cpu

@@ -1,4 +1,4 @@
-// Activations on the GPU; see activation_ops.h.
+// Activations on the GPU; see backend/activation_kernels.h.
 //
 // Accumulation rule: out, dinp, dgate, dup are overwritten (=).
 // The formulas are those of backend/cpu/activation.cpp, term by term: GELU as
@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "backend/cuda/activation_ops.h"
+#include "backend/activation_kernels.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/device/chunked.cuh"

@@ -1,5 +1,5 @@
 // CUDA causal GQA self-attention: launches of the kernels in attention_kernels.cuh (which
-// describes the algorithm); contract in attention_ops.h.
+// describes the algorithm); contract in ops/attention.h, kernels listed in backend/attention_kernels.h.
 //
 // Accumulation rule: forward overwrites out and lse (=); backward overwrites dqkv (=).
 //
@@ -16,7 +16,7 @@
 #include <type_traits>
 
 #include "backend/cuda/attention_kernels.cuh"
-#include "backend/cuda/attention_ops.h"
+#include "backend/attention_kernels.h"
 #include "backend/cuda/attention_tc.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"

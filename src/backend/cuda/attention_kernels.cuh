@@ -1,5 +1,5 @@
 // Device code of the CUDA causal GQA attention (attention.cu launches it; see
-// attention_ops.h for the contract). Include only from attention.cu.
+// backend/attention_kernels.h for the contract). Include only from attention.cu.
 //
 // FlashAttention-2 structure, f32 SIMT arithmetic (no tensor cores yet):
 //

@@ -2,7 +2,7 @@
 // causal GQA attention, for bf16 or f16 activations with head dim 64 or 128. CUDA-free
 // header (core types only); defined in attention_tc.cu, which exists only in CUDA builds (ZT_WITH_CUDA): there is no CPU stub.
 //
-// Same contract as zt::cuda::attention_forward (attention_ops.h): qkv [B, T, (Hq + 2 Hkv) D],
+// Same contract as zt::cuda::attention_forward (backend/attention_kernels.h): qkv [B, T, (Hq + 2 Hkv) D],
 // out [B, T, Hq D] (=), lse [B, Hq, T] f32 (=), causal, query head h reads kv head
 // h / (Hq / Hkv), lse = natural-log log-sum-exp of the scaled scores, so
 // attention_backward takes its out and lse unchanged. Asynchronous on the compute stream.

@@ -1,4 +1,4 @@
-// CUDA LM head + softmax cross-entropy (see cross_entropy_ops.h).
+// CUDA LM head + softmax cross-entropy (see backend/cross_entropy_kernels.h).
 //
 // Accumulation rule: dinp (=), dweight (+=, rows < V only), losses (=).
 //
@@ -58,7 +58,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
-#include "backend/cuda/cross_entropy_ops.h"
+#include "backend/cross_entropy_kernels.h"
 #include "backend/cuda/matmul.h"
 #include "core/dtype_dispatch.h"
 #include "core/error.h"

@@ -1,4 +1,4 @@
-// Inverted dropout on the GPU; see dropout_ops.h.
+// Inverted dropout on the GPU; see backend/dropout_kernels.h.
 //
 // Accumulation rule: out / dinp (=); both may alias their input. Forward and backward are
 // the same map y = keep(i) ? x * (1/(1-p)) : 0, with keep(i) = uniform(i) >= p regenerated
@@ -20,7 +20,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/device/chunked.cuh"
-#include "backend/cuda/dropout_ops.h"
+#include "backend/dropout_kernels.h"
 #include "core/error.h"
 
 namespace zt::cuda {

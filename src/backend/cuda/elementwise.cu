@@ -1,4 +1,4 @@
-// Pointwise helpers on the GPU; see elementwise_ops.h.
+// Pointwise helpers on the GPU; see backend/elementwise_kernels.h.
 //
 // Accumulation rule: add (=), add_inplace (+=, in f32, one rounding to acc's dtype),
 // scale_inplace (in place). Each is a single f32 operation per element followed by the
@@ -19,7 +19,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/device/chunked.cuh"
-#include "backend/cuda/elementwise_ops.h"
+#include "backend/elementwise_kernels.h"
 #include "backend/cuda_api.h"
 #include "core/dtype_dispatch.h"
 

@@ -1,4 +1,4 @@
-// CUDA token + position embedding (see embedding_ops.h).
+// CUDA token + position embedding (see backend/embedding_kernels.h).
 //
 // Accumulation rule: out (=); dwte (+=), dwpe (+=).
 //
@@ -30,7 +30,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/device/element_vec.cuh"
-#include "backend/cuda/embedding_ops.h"
+#include "backend/embedding_kernels.h"
 #include "core/allocator.h"
 #include "core/error.h"
 

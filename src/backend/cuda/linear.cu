@@ -1,4 +1,4 @@
-// CUDA linear layer (see linear_ops.h) and the element-wise kernels of matmul.h.
+// CUDA linear layer (see backend/linear_kernels.h) and the element-wise kernels of matmul.h.
 //
 // Accumulation rule: out (=), dinp (=), dweight (+=), dbias (+=).
 //
@@ -18,7 +18,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
-#include "backend/cuda/linear_ops.h"
+#include "backend/linear_kernels.h"
 #include "backend/cuda/matmul.h"
 #include "core/dtype_dispatch.h"
 #include "core/error.h"

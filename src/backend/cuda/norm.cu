@@ -1,4 +1,4 @@
-// CUDA LayerNorm and RMSNorm (see norm_ops.h).
+// CUDA LayerNorm and RMSNorm (see backend/norm_kernels.h).
 //
 // Accumulation rule: out, mean, rstd (=); dinp (= or +=, GradWrite); dweight, dbias (+=).
 //
@@ -25,7 +25,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/device/element_vec.cuh"
-#include "backend/cuda/norm_ops.h"
+#include "backend/norm_kernels.h"
 #include "core/allocator.h"
 #include "core/error.h"
 

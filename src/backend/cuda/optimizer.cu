@@ -1,4 +1,4 @@
-// Optimizer updates on the GPU; see optimizer_ops.h.
+// Optimizer updates on the GPU; see backend/optimizer_kernels.h.
 //
 // Each update is one kernel over the flat range. The element-wise arithmetic is that of
 // backend/cpu/optimizer.cpp (itself PyTorch's single-tensor updates) operation by operation,
@@ -40,7 +40,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/device/chunked.cuh"
-#include "backend/cuda/optimizer_ops.h"
+#include "backend/optimizer_kernels.h"
 #include "core/dtype_dispatch.h"
 
 namespace zt::cuda {

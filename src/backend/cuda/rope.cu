@@ -1,4 +1,4 @@
-// CUDA rotary position embedding (see rope_ops.h).
+// CUDA rotary position embedding (see backend/rope_kernels.h).
 //
 // Accumulation rule: in place; the backward overwrites dqkv (=) with the transpose of the
 // forward rotation. No parameters.
@@ -17,7 +17,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/device/element_vec.cuh"
-#include "backend/cuda/rope_ops.h"
+#include "backend/rope_kernels.h"
 #include "core/error.h"
 
 namespace zt::cuda {

@@ -1,17 +1,17 @@
-// Built when the CUDA backend is off: every kernel of the backend/cuda/X_ops.h lists, each
+// Built when the CUDA backend is off: every CUDA kernel of the backend/X_kernels.h lists, each
 // throwing Unsupported (no CUDA tensor can exist in this build, so only a direct call gets
 // here). Defined from the lists themselves (backend/kernel_list.h): a kernel added to a
 // list has its stand-in here without another line.
-#include "backend/cuda/activation_ops.h"
-#include "backend/cuda/attention_ops.h"
-#include "backend/cuda/cross_entropy_ops.h"
-#include "backend/cuda/dropout_ops.h"
-#include "backend/cuda/elementwise_ops.h"
-#include "backend/cuda/embedding_ops.h"
-#include "backend/cuda/linear_ops.h"
-#include "backend/cuda/norm_ops.h"
-#include "backend/cuda/optimizer_ops.h"
-#include "backend/cuda/rope_ops.h"
+#include "backend/activation_kernels.h"
+#include "backend/attention_kernels.h"
+#include "backend/cross_entropy_kernels.h"
+#include "backend/dropout_kernels.h"
+#include "backend/elementwise_kernels.h"
+#include "backend/embedding_kernels.h"
+#include "backend/linear_kernels.h"
+#include "backend/norm_kernels.h"
+#include "backend/optimizer_kernels.h"
+#include "backend/rope_kernels.h"
 #include "backend/stub/no_cuda.h"
 
 // The lists name their parameters; a stand-in reads none of them.
@@ -22,15 +22,18 @@
 
 namespace zt::cuda {
 
-ZT_ACTIVATION_CUDA_KERNELS(ZT_MISSING_CUDA_KERNEL)
-ZT_ATTENTION_CUDA_KERNELS(ZT_MISSING_CUDA_KERNEL)
-ZT_CROSS_ENTROPY_CUDA_KERNELS(ZT_MISSING_CUDA_KERNEL)
-ZT_DROPOUT_CUDA_KERNELS(ZT_MISSING_CUDA_KERNEL)
-ZT_ELEMENTWISE_CUDA_KERNELS(ZT_MISSING_CUDA_KERNEL)
-ZT_EMBEDDING_CUDA_KERNELS(ZT_MISSING_CUDA_KERNEL)
-ZT_LINEAR_CUDA_KERNELS(ZT_MISSING_CUDA_KERNEL)
-ZT_NORM_CUDA_KERNELS(ZT_MISSING_CUDA_KERNEL)
-ZT_OPTIMIZER_CUDA_KERNELS(ZT_MISSING_CUDA_KERNEL)
-ZT_ROPE_CUDA_KERNELS(ZT_MISSING_CUDA_KERNEL)
+ZT_ACTIVATION_KERNELS(ZT_MISSING_CUDA_KERNEL)
+ZT_ATTENTION_KERNELS(ZT_MISSING_CUDA_KERNEL)
+ZT_ATTENTION_CUDA_ONLY_KERNELS(ZT_MISSING_CUDA_KERNEL)
+ZT_CROSS_ENTROPY_KERNELS(ZT_MISSING_CUDA_KERNEL)
+ZT_DROPOUT_KERNELS(ZT_MISSING_CUDA_KERNEL)
+ZT_ELEMENTWISE_KERNELS(ZT_MISSING_CUDA_KERNEL)
+ZT_ELEMENTWISE_CUDA_ONLY_KERNELS(ZT_MISSING_CUDA_KERNEL)
+ZT_EMBEDDING_KERNELS(ZT_MISSING_CUDA_KERNEL)
+ZT_LINEAR_KERNELS(ZT_MISSING_CUDA_KERNEL)
+ZT_NORM_KERNELS(ZT_MISSING_CUDA_KERNEL)
+ZT_NORM_CUDA_ONLY_KERNELS(ZT_MISSING_CUDA_KERNEL)
+ZT_OPTIMIZER_KERNELS(ZT_MISSING_CUDA_KERNEL)
+ZT_ROPE_KERNELS(ZT_MISSING_CUDA_KERNEL)
 
 }  // namespace zt::cuda

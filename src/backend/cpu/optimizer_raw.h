@@ -1,4 +1,5 @@
-// CPU optimizer kernels over one contiguous range. P: parameter storage dtype; G: gradient
+// Internal to backend/cpu (the Tensor kernels are in backend/optimizer_kernels.h): the CPU
+// optimizer kernels over one contiguous range. P: parameter storage dtype; G: gradient
 // dtype; S: state dtype. master: f32 master weights (read and written; the parameter
 // receives the rounded value) or nullptr when the parameter holds the weights itself. State
 // is f32 (S = float), or bf16 (S = P = bf16, master nullptr: "pure bf16" — every value is

@@ -1,6 +1,8 @@
-// CUDA optimizer updates (optimizer.cu) with the meaning of ops/optimizer.h: one call
-// updates one contiguous flat range in a single kernel launch; a segmented call updates all
-// the segments of a range in one launch per 64 segments (validated by ops/). param and grad are f32, bf16
+// Optimizer updates of both backends with the meaning of ops/optimizer.h (the ops have
+// validated the tensors): backend/cpu/optimizer.cpp (PyTorch's single-tensor updates) and
+// backend/cuda/optimizer.cu. CUDA: one call updates one contiguous flat range in a single
+// kernel launch; a segmented call updates all the segments of a range in one launch per 64
+// segments. param and grad are f32, bf16
 // or f16; master (f32) is undefined when param is f32, and state is f32 — or, with a bf16
 // param and no master, all state is bf16 (loaded as f32, stored rounded to nearest even). The arithmetic
 // follows the CPU kernels (backend/cpu/optimizer.cpp) operation by operation, with the
@@ -11,11 +13,9 @@
 #include "backend/kernel_list.h"
 #include "core/tensor.h"
 
-namespace zt::cuda {
-
 // momentum_buf is undefined when h.momentum == 0. *_segments: each segment with its own
 // weight decay (h.weight_decay is ignored).
-#define ZT_OPTIMIZER_CUDA_KERNELS(K) \
+#define ZT_OPTIMIZER_KERNELS(K) \
   K(void, adamw_step,                                                                                 \
     (const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v,     \
      const AdamWHyper& h))                                                                             \
@@ -34,6 +34,10 @@ namespace zt::cuda {
     (const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const LionHyper& h, \
      const OptimizerSegments& segments))
 
-ZT_OPTIMIZER_CUDA_KERNELS(ZT_DECLARE_KERNEL)
+namespace zt::cpu {
+ZT_OPTIMIZER_KERNELS(ZT_DECLARE_KERNEL)
+}  // namespace zt::cpu
 
+namespace zt::cuda {
+ZT_OPTIMIZER_KERNELS(ZT_DECLARE_KERNEL)
 }  // namespace zt::cuda

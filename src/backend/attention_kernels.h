@@ -1,7 +1,6 @@
-// CUDA causal GQA self-attention (flash-attention style), the GPU side of ops/attention.h.
-// CUDA-free header: core types only. Defined in attention.cu (CUDA builds) and in
-// backend/stub/attention_stub.cpp (CPU-only builds, where every function throws
-// Unsupported).
+// Causal GQA self-attention kernels of both backends (ops/attention.h has the contract):
+// backend/cpu/attention.cpp (f32) and backend/cuda/attention.cu (flash-attention style;
+// stand-ins in backend/stub/cuda_kernels_stub.cpp for CPU-only builds). CUDA-free header.
 //
 // Same meaning, shapes and accumulation rule as ops/attention.h, whose wrapper has already
 // checked shapes, dtypes and devices:
@@ -18,24 +17,31 @@
 #include "core/tensor.h"
 
 namespace zt::cuda {
-// Largest head dim the kernels support.
+// Largest head dim the CUDA kernels support.
 constexpr int kAttentionMaxHeadDim = 128;
+}  // namespace zt::cuda
 
-#define ZT_ATTENTION_CUDA_KERNELS(K) \
+#define ZT_ATTENTION_KERNELS(K) \
   K(void, attention_forward,                                                                          \
     (const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads, int n_kv_heads, float scale)) \
   K(void, attention_backward,                                                                         \
     (const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,      \
-     int n_q_heads, int n_kv_heads, float scale))                                                      \
-  /* The two above take the tensor-core kernels (attention_tc.h) for bf16/f16 with head dim 64 or  */ \
-  /* 128, unless ZT_ATTENTION_TC=0. These always run the f32-FMA kernels (every dtype and head     */ \
-  /* dim <= 128): the reference the tensor-core kernels are tested against.                       */ \
+     int n_q_heads, int n_kv_heads, float scale))
+// CUDA only: the two above take the tensor-core kernels (attention_tc.h) for bf16/f16 with
+// head dim 64 or 128, unless ZT_ATTENTION_TC=0. These always run the f32-FMA kernels (every
+// dtype and head dim <= 128): the reference the tensor-core kernels are tested against.
+#define ZT_ATTENTION_CUDA_ONLY_KERNELS(K) \
   K(void, attention_forward_fma,                                                                      \
     (const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads, int n_kv_heads, float scale)) \
   K(void, attention_backward_fma,                                                                     \
     (const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,      \
      int n_q_heads, int n_kv_heads, float scale))
 
-ZT_ATTENTION_CUDA_KERNELS(ZT_DECLARE_KERNEL)
+namespace zt::cpu {
+ZT_ATTENTION_KERNELS(ZT_DECLARE_KERNEL)
+}  // namespace zt::cpu
 
+namespace zt::cuda {
+ZT_ATTENTION_KERNELS(ZT_DECLARE_KERNEL)
+ZT_ATTENTION_CUDA_ONLY_KERNELS(ZT_DECLARE_KERNEL)
 }  // namespace zt::cuda
