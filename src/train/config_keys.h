@@ -1,0 +1,102 @@
+// Config keys declared once: one table per config section, one row per key. Everything
+// else about a key derives from its row: the known-key check and its did-you-mean, the
+// alias spellings, reading and range-checking the value, "auto" resolution, where
+// `zerotrain config check` says the value came from, the "accepted but has no effect
+// here" warning, and the key's line in docs/configs.md (`zerotrain config keys
+// --markdown`, compared with the doc by config_keys_test).
+//
+// Tables today: zero_optimization (every key: parse, resolve, dump, warnings, docs) and
+// the run config (known keys, aliases, origins, docs; values are still read in
+// run_config.cpp). The other ds_config sections still have their own code in
+// ds_config.cpp. Adding a key: docs/dev.md "Adding a config key".
+#pragma once
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "train/config.h"
+
+namespace zt::train {
+
+enum class KeyType { Bool, Int, Object, Any };
+
+// The status words of docs/configs.md.
+enum class KeyStatus {
+  Resolved,  // carried in TrainConfig with DeepSpeed's meaning and acted on
+  Accepted,  // validated, no effect here (see InertWhen for when it says so)
+  Mapped,    // a deprecated spelling of another key
+  Refused,   // Unsupported (exit 2) when switched on; its off value loads
+};
+
+// How an "auto" value is computed (AutoRule::None: "auto" is an error for the key).
+enum class AutoRule { None, HiddenSquared, NineTenthsHiddenSquared, TenHidden };
+
+// When a key whose value changes nothing in this run warns (inert_keys.cpp).
+enum class InertWhen {
+  Never,
+  NotDefault,              // any value but the default
+  NotDefaultBelowStage3,   // ... when the run's stage is below 3
+  NotDefaultOneProcess,    // ... with one process
+  WrittenTrueOneProcess,   // written (not defaulted) as true, with one process
+};
+
+// Whether `zerotrain config check` prints the key.
+enum class Shown { Always, Stage3, No };
+
+// The ZeroSection field a zero_optimization key fills (monostate: accepted, kept nowhere).
+using ZeroField = std::variant<std::monostate, bool ZeroSection::*, int ZeroSection::*, int64_t ZeroSection::*,
+                               zero::OverlapComm ZeroSection::*>;
+
+struct ZeroKey {
+  std::string key;
+  std::vector<std::string> aliases;  // DeepSpeed's older spellings (pydantic aliases)
+  KeyType type;
+  int64_t default_value;     // bools as 0/1; unused for Object/Any
+  std::string default_text;  // as docs/configs.md shows it
+  int64_t min_value;         // range check (INT64_MIN: none)
+  AutoRule auto_rule;
+  KeyStatus status;
+  ZeroField target;
+  InertWhen inert_when;
+  std::string inert_why;     // the "(why)" of the warning
+  int64_t refuse_above;      // Refused: a value above this is refused
+  std::string refused_what;  // Refused: what the feature is, for the error
+  Shown shown;
+  std::string doc;           // docs/configs.md's status column
+};
+
+const std::vector<ZeroKey>& zero_keys();
+// Every spelling zero_optimization accepts (keys and aliases), for the known-key check.
+std::vector<std::string> zero_key_spellings();
+// A zero_optimization key as an int64 from the resolved config (bools 0/1).
+int64_t zero_value(const ZeroKey& k, const ZeroSection& z);
+void set_zero_value(const ZeroKey& k, int64_t v, ZeroSection& z);
+// What an "auto" key resolves to for a model of hidden size h.
+int64_t auto_value(AutoRule rule, int64_t h);
+std::string auto_rule_text(AutoRule rule);
+
+// A run-config key (dotted for sections: "model.tokenizer").
+struct RunKey {
+  std::string key;
+  std::vector<std::string> aliases;  // HF TrainingArguments spellings (top level)
+  std::string default_text;
+  std::string origin_key;  // the name `config check` prints it under ("" = the key itself)
+  std::string doc;
+};
+
+const std::vector<RunKey>& run_keys();
+// The run config's top-level spellings (sections, keys, aliases).
+std::vector<std::string> run_top_level_spellings();
+// The keys a run-config section ("model", "data", "samples") accepts.
+std::vector<std::string> run_section_keys(const std::string& section);
+// The canonical key for a spelling ("save_steps" -> "save_interval"; itself otherwise).
+std::string canonical_run_key(const std::string& spelling);
+// The name a run key's origin is recorded under ("model.path" -> "model").
+std::string run_origin_key(const std::string& canonical);
+
+// docs/configs.md tables, generated from the rows.
+std::string zero_keys_markdown();
+std::string run_keys_markdown();
+
+}  // namespace zt::train
