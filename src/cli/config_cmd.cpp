@@ -3,6 +3,7 @@
 // training, and prints every resolved value with where it came from.
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -23,7 +24,7 @@ namespace {
 
 constexpr const char* kHelp = R"(usage: zerotrain config check [FILE...] [--deepspeed DS.json] [--config_file ACCELERATE.yaml]
                               [--world_size N] [--section.key VALUE ...]
-       zerotrain config keys [--markdown] [zero_optimization|run]
+       zerotrain config keys [--markdown] [zero_optimization|activation_checkpointing|aio|run]
 
 Validates configs without training and prints the resolved configuration (every value
 the run would use, with its origin: default, a file, auto, command line).
@@ -113,21 +114,33 @@ int run_check(const Args& args) {
   return 0;
 }
 
-// zerotrain config keys [--markdown] [zero_optimization|run]: the key tables, as
-// docs/configs.md shows them (the doc is checked against this output by a test).
+// zerotrain config keys [--markdown] [SECTION]: the key tables, as docs/configs.md shows
+// them (the doc is checked against this output by a test).
+struct KeyTable {
+  const char* section;
+  std::string (*markdown)();
+};
+const KeyTable kKeyTables[] = {{"zero_optimization", train::zero_keys_markdown},
+                               {"activation_checkpointing", train::checkpointing_keys_markdown},
+                               {"aio", train::aio_keys_markdown},
+                               {"run", train::run_keys_markdown}};
+
 int run_keys(const Args& args) {
   std::string section;
   for (const std::string& a : args) {
     if (a == "--markdown") continue;  // the only format
-    if (!section.empty() || (a != "zero_optimization" && a != "run"))
+    const bool known = std::any_of(std::begin(kKeyTables), std::end(kKeyTables),
+                                   [&](const KeyTable& t) { return a == t.section; });
+    if (!section.empty() || !known)
       ZT_THROW_INPUT("zerotrain config keys: unknown argument '", a,
-                     "'; usage: zerotrain config keys [--markdown] [zero_optimization|run]");
+                     "'; usage: zerotrain config keys [--markdown] [zero_optimization|activation_checkpointing|aio|run]");
     section = a;
   }
-  if (section.empty() || section == "zero_optimization")
-    std::printf("%s%s", section.empty() ? "### zero_optimization\n\n" : "", train::zero_keys_markdown().c_str());
-  if (section.empty() || section == "run")
-    std::printf("%s%s", section.empty() ? "\n### run config\n\n" : "", train::run_keys_markdown().c_str());
+  for (const KeyTable& t : kKeyTables) {
+    if (!section.empty() && section != t.section) continue;
+    if (section.empty()) std::printf("### %s\n\n", t.section);
+    std::printf("%s%s", t.markdown().c_str(), section.empty() ? "\n" : "");
+  }
   return 0;
 }
 

@@ -117,7 +117,7 @@ std::string describe_config(const TrainConfig& c) {
   const auto& z = c.zero;
   for (const ZeroKey& k : zero_keys()) {
     if (k.shown == Shown::No || (k.shown == Shown::Stage3 && z.stage != 3)) continue;
-    const int64_t v = zero_value(k, z);
+    const int64_t v = key_value(k, z);
     if (k.type == KeyType::Bool) {
       p.line("zero_optimization." + k.key, v != 0);
     } else {

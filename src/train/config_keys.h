@@ -5,10 +5,10 @@
 // here" warning, and the key's line in docs/configs.md (`zerotrain config keys
 // --markdown`, compared with the doc by config_keys_test).
 //
-// Tables today: zero_optimization (every key: parse, resolve, dump, warnings, docs) and
-// the run config (known keys, aliases, origins, docs; values are still read in
-// run_config.cpp). The other ds_config sections still have their own code in
-// ds_config.cpp. Adding a key: docs/dev.md "Adding a config key".
+// Tables today: zero_optimization, activation_checkpointing and aio (every key: parse,
+// resolve, origins, dump, warnings, docs) and the run config (known keys, aliases,
+// origins, docs; values are still read in run_config.cpp). The other ds_config sections
+// (top level, fp16/bf16, optimizer, scheduler) still have their own code in ds_config.cpp. Adding a key: docs/dev.md "Adding a config key".
 #pragma once
 #include <cstdint>
 #include <string>
@@ -44,11 +44,14 @@ enum class InertWhen {
 // Whether `zerotrain config check` prints the key.
 enum class Shown { Always, Stage3, No };
 
-// The ZeroSection field a zero_optimization key fills (monostate: accepted, kept nowhere).
-using ZeroField = std::variant<std::monostate, bool ZeroSection::*, int ZeroSection::*, int64_t ZeroSection::*,
-                               zero::OverlapComm ZeroSection::*>;
+// The field of section struct S a key fills (monostate: accepted, kept nowhere).
+template <class S>
+using KeyField = std::variant<std::monostate, bool S::*, int S::*, int64_t S::*, zero::OverlapComm S::*>;
 
-struct ZeroKey {
+// One key of a ds_config section whose values are whole numbers or booleans, filling a
+// field of S (ZeroSection, ActivationCheckpointingSection).
+template <class S>
+struct SectionKey {
   std::string key;
   std::vector<std::string> aliases;  // DeepSpeed's older spellings (pydantic aliases)
   KeyType type;
@@ -57,21 +60,66 @@ struct ZeroKey {
   int64_t min_value;         // range check (INT64_MIN: none)
   AutoRule auto_rule;
   KeyStatus status;
-  ZeroField target;
+  KeyField<S> target;
   InertWhen inert_when;
   std::string inert_why;     // the "(why)" of the warning
   int64_t refuse_above;      // Refused: a value above this is refused
-  std::string refused_what;  // Refused: what the feature is, for the error
+  std::string refused_what;  // Refused: the Unsupported error after "section.KEY: "
   Shown shown;
   std::string doc;           // docs/configs.md's status column
 };
 
+using ZeroKey = SectionKey<ZeroSection>;
+using CheckpointingKey = SectionKey<ActivationCheckpointingSection>;
+using AioKey = SectionKey<AioSection>;
+
+// "zero_optimization" (config_keys_zero.cpp), "activation_checkpointing"
+// (config_keys_checkpointing.cpp), "aio" (config_keys_aio.cpp).
 const std::vector<ZeroKey>& zero_keys();
-// Every spelling zero_optimization accepts (keys and aliases), for the known-key check.
-std::vector<std::string> zero_key_spellings();
-// A zero_optimization key as an int64 from the resolved config (bools 0/1).
-int64_t zero_value(const ZeroKey& k, const ZeroSection& z);
-void set_zero_value(const ZeroKey& k, int64_t v, ZeroSection& z);
+const std::vector<CheckpointingKey>& checkpointing_keys();
+const std::vector<AioKey>& aio_keys();
+
+// Every spelling a section accepts (keys and aliases), for the known-key check.
+template <class S>
+std::vector<std::string> key_spellings(const std::vector<SectionKey<S>>& keys) {
+  std::vector<std::string> all;
+  for (const SectionKey<S>& k : keys) {
+    all.push_back(k.key);
+    all.insert(all.end(), k.aliases.begin(), k.aliases.end());
+  }
+  return all;
+}
+
+// A key's value in the resolved section as an int64 (bools 0/1; the default when the key
+// is kept nowhere), and the other way.
+template <class S>
+int64_t key_value(const SectionKey<S>& k, const S& s) {
+  struct Get {
+    const SectionKey<S>& k;
+    const S& s;
+    int64_t operator()(std::monostate) const { return k.default_value; }
+    int64_t operator()(bool S::*f) const { return s.*f ? 1 : 0; }
+    int64_t operator()(int S::*f) const { return s.*f; }
+    int64_t operator()(int64_t S::*f) const { return s.*f; }
+    int64_t operator()(zero::OverlapComm S::*f) const { return s.*f == zero::OverlapComm::On ? 1 : 0; }
+  };
+  return std::visit(Get{k, s}, k.target);
+}
+
+template <class S>
+void set_key_value(const SectionKey<S>& k, int64_t v, S& s) {
+  struct Put {
+    int64_t v;
+    S& s;
+    void operator()(std::monostate) const {}
+    void operator()(bool S::*f) const { s.*f = v != 0; }
+    void operator()(int S::*f) const { s.*f = static_cast<int>(v); }
+    void operator()(int64_t S::*f) const { s.*f = v; }
+    void operator()(zero::OverlapComm S::*f) const { s.*f = v != 0 ? zero::OverlapComm::On : zero::OverlapComm::Off; }
+  };
+  std::visit(Put{v, s}, k.target);
+}
+
 // What an "auto" key resolves to for a model of hidden size h.
 int64_t auto_value(AutoRule rule, int64_t h);
 std::string auto_rule_text(AutoRule rule);
@@ -97,6 +145,8 @@ std::string run_origin_key(const std::string& canonical);
 
 // docs/configs.md tables, generated from the rows.
 std::string zero_keys_markdown();
+std::string checkpointing_keys_markdown();
+std::string aio_keys_markdown();
 std::string run_keys_markdown();
 
 }  // namespace zt::train

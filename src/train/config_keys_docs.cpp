@@ -18,13 +18,18 @@ std::string key_cell(const std::string& key, const std::vector<std::string>& ali
   return cell + ")";
 }
 
-}  // namespace
-
-std::string zero_keys_markdown() {
+template <class S>
+std::string section_markdown(const std::vector<SectionKey<S>>& keys) {
   std::string s = "| key | default | status |\n|-----|---------|--------|\n";
-  for (const ZeroKey& k : zero_keys()) s += "| " + key_cell(k.key, k.aliases) + " | " + k.default_text + " | " + k.doc + " |\n";
+  for (const SectionKey<S>& k : keys) s += "| " + key_cell(k.key, k.aliases) + " | " + k.default_text + " | " + k.doc + " |\n";
   return s;
 }
+
+}  // namespace
+
+std::string zero_keys_markdown() { return section_markdown(zero_keys()); }
+std::string checkpointing_keys_markdown() { return section_markdown(checkpointing_keys()); }
+std::string aio_keys_markdown() { return section_markdown(aio_keys()); }
 
 std::string run_keys_markdown() {
   std::string s = "| key | default | meaning |\n|-----|---------|---------|\n";

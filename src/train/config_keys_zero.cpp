@@ -18,7 +18,7 @@ constexpr int64_t kNever = INT64_MAX;  // refuse_above for keys that are never r
 using Z = ZeroSection;
 
 ZeroKey resolved(std::string key, std::vector<std::string> aliases, KeyType type, int64_t dflt, std::string dflt_text,
-                 int64_t min, AutoRule rule, ZeroField target, InertWhen inert, std::string why, Shown shown,
+                 int64_t min, AutoRule rule, KeyField<Z> target, InertWhen inert, std::string why, Shown shown,
                  std::string doc) {
   return {std::move(key), std::move(aliases), type, dflt, std::move(dflt_text), min, rule, KeyStatus::Resolved,
           target, inert, std::move(why), kNever, "", shown, std::move(doc)};
@@ -26,7 +26,7 @@ ZeroKey resolved(std::string key, std::vector<std::string> aliases, KeyType type
 
 // Accepted without effect: kept (when a field exists) so the warning can say so.
 ZeroKey accepted(std::string key, std::vector<std::string> aliases, KeyType type, int64_t dflt, std::string dflt_text,
-                 int64_t min, ZeroField target, InertWhen inert, std::string why, Shown shown, std::string doc) {
+                 int64_t min, KeyField<Z> target, InertWhen inert, std::string why, Shown shown, std::string doc) {
   return {std::move(key), std::move(aliases), type, dflt, std::move(dflt_text), min, AutoRule::None,
           KeyStatus::Accepted, target, inert, std::move(why), kNever, "", shown, std::move(doc)};
 }
@@ -153,43 +153,6 @@ std::vector<ZeroKey> make_table() {
 const std::vector<ZeroKey>& zero_keys() {
   static const std::vector<ZeroKey> table = make_table();
   return table;
-}
-
-std::vector<std::string> zero_key_spellings() {
-  std::vector<std::string> all;
-  for (const ZeroKey& k : zero_keys()) {
-    all.push_back(k.key);
-    all.insert(all.end(), k.aliases.begin(), k.aliases.end());
-  }
-  return all;
-}
-
-int64_t zero_value(const ZeroKey& k, const ZeroSection& z) {
-  struct Get {
-    const ZeroKey& k;
-    const ZeroSection& z;
-    int64_t operator()(std::monostate) const { return k.default_value; }
-    int64_t operator()(bool ZeroSection::*f) const { return z.*f ? 1 : 0; }
-    int64_t operator()(int ZeroSection::*f) const { return z.*f; }
-    int64_t operator()(int64_t ZeroSection::*f) const { return z.*f; }
-    int64_t operator()(zero::OverlapComm ZeroSection::*f) const { return z.*f == zero::OverlapComm::On ? 1 : 0; }
-  };
-  return std::visit(Get{k, z}, k.target);
-}
-
-void set_zero_value(const ZeroKey& k, int64_t v, ZeroSection& z) {
-  struct Set {
-    int64_t v;
-    ZeroSection& z;
-    void operator()(std::monostate) const {}
-    void operator()(bool ZeroSection::*f) const { z.*f = v != 0; }
-    void operator()(int ZeroSection::*f) const { z.*f = static_cast<int>(v); }
-    void operator()(int64_t ZeroSection::*f) const { z.*f = v; }
-    void operator()(zero::OverlapComm ZeroSection::*f) const {
-      z.*f = v != 0 ? zero::OverlapComm::On : zero::OverlapComm::Off;
-    }
-  };
-  std::visit(Set{v, z}, k.target);
 }
 
 int64_t auto_value(AutoRule rule, int64_t hidden) {

@@ -87,9 +87,11 @@ struct DsConfig {
   std::map<std::string, Given> zero_given;  // canonical key -> how it was written (absent: not in the map)
   DsOffload offload_optimizer, offload_param;
 
-  AioSection aio;
+  AioSection aio;  // config_keys_aio.cpp's table
+  std::map<std::string, Given> aio_given;
   bool has_activation_checkpointing = false;
-  ActivationCheckpointingSection activation_checkpointing;
+  ActivationCheckpointingSection activation_checkpointing;  // config_keys_checkpointing.cpp's table
+  std::map<std::string, Given> checkpointing_given;
 
   bool wall_clock_breakdown = false, memory_breakdown = false, prescale_gradients = false;
   double gradient_predivide_factor = 1.0;

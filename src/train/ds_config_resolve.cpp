@@ -179,7 +179,7 @@ void resolve_zero(const DsConfig& ds, const RunContext& run, TrainConfig& out) {
       origin = ds.source;
     } else if (given == Given::Auto) {
       origin = "auto (hidden size " + std::to_string(run.hidden_size) + ")";
-      set_zero_value(k, auto_value(k.auto_rule, hidden_size(run, ds.source, pre + k.key)), z);
+      set_key_value(k, auto_value(k.auto_rule, hidden_size(run, ds.source, pre + k.key)), z);
     } else {
       origin = k.key == "overlap_comm" ? "default (true for stage 3)" : "default";
     }
@@ -262,7 +262,16 @@ void resolve_ds_config(const DsConfig& ds, const RunContext& run, TrainConfig& o
     out.origin["seed"] = ds.source;
   }
   out.aio = ds.aio;
+  for (const AioKey& k : aio_keys()) {
+    const auto it = ds.aio_given.find(k.key);
+    out.origin["aio." + k.key] = it != ds.aio_given.end() && it->second == Given::Set ? ds.source : "default";
+  }
   out.activation_checkpointing = ds.activation_checkpointing;
+  for (const CheckpointingKey& k : checkpointing_keys()) {
+    const auto it = ds.checkpointing_given.find(k.key);
+    out.origin["activation_checkpointing." + k.key] =
+        it != ds.checkpointing_given.end() && it->second == Given::Set ? ds.source : "default";
+  }
   if (ds.has_activation_checkpointing) {
     out.model.activation_checkpointing = true;
     out.origin["model.activation_checkpointing"] = ds.source + " (activation_checkpointing block)";

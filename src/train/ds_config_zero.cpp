@@ -61,38 +61,13 @@ DsOffload parse_offload(const json& z, const std::string& key, const Where& zw) 
   return o;
 }
 
-// One table row's value: type, "auto", range and refusal checks, then into its field.
-void read_key(const ZeroKey& k, const json& z, const Where& w, DsConfig& ds) {
-  if (k.type == KeyType::Object) return;  // the offload dicts: parse_offload
-  if (k.type == KeyType::Any) {
-    const bool given = z.contains(k.key) && !z[k.key].is_null();
-    if (k.status == KeyStatus::Refused && given) ZT_THROW_UNSUPPORTED(w.key(k.key).str(), ": ", k.refused_what);
-    ds.zero_given[k.key] = given ? Given::Set : Given::Absent;
-    return;
-  }
-  const AutoOk auto_ok = k.auto_rule == AutoRule::None ? AutoOk::No : AutoOk::Yes;
-  Setting<int64_t> s;
-  if (k.type == KeyType::Bool) {
-    const Setting<bool> b = read_bool(z, k.key, w, k.default_value != 0, auto_ok);
-    s = Setting<int64_t>(b.given, b.value ? 1 : 0);
-  } else {
-    s = read_int(z, k.key, w, k.default_value, auto_ok);
-  }
-  if (s.is_set() && s.value < k.min_value)
-    ZT_THROW_INPUT(w.key(k.key).str(), k.min_value == 1 ? ": must be positive" : ": must not be negative");
-  if (k.status == KeyStatus::Refused && s.value > k.refuse_above)
-    ZT_THROW_UNSUPPORTED(w.key(k.key).str(), ": ", k.refused_what);
-  ds.zero_given[k.key] = s.given;
-  if (!s.is_auto()) set_zero_value(k, s.value, ds.zero);
-}
-
 }  // namespace
 
 void parse_zero_section(const json& doc, const Where& top, DsConfig& ds) {
   auto it = doc.find("zero_optimization");
   if (it == doc.end() || it->is_null()) return;
   const Where w = top.key("zero_optimization");
-  check_known_keys(*it, zero_key_spellings(), w, kFix);
+  check_known_keys(*it, key_spellings(zero_keys()), w, kFix);
   ds.has_zero_section = true;
   json z = *it;
   for (const ZeroKey& k : zero_keys()) {
@@ -107,7 +82,7 @@ void parse_zero_section(const json& doc, const Where& top, DsConfig& ds) {
   }
   const int64_t stage = read_int(z, "stage", w, 0).value;
   if (stage < 0 || stage > 3) ZT_THROW_INPUT(w.key("stage").str(), ": ZeRO stage must be 0, 1, 2 or 3, got ", stage);
-  for (const ZeroKey& k : zero_keys()) read_key(k, z, w, ds);
+  for (const ZeroKey& k : zero_keys()) read_key(k, z, w, ds.zero, ds.zero_given);
   ds.stage = ds.zero.stage;
 
   // Offload dicts, and the deprecated booleans DeepSpeed still maps onto them.

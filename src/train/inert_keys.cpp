@@ -1,5 +1,7 @@
 #include "train/inert_keys.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "train/config_keys.h"
 
@@ -44,11 +46,10 @@ std::vector<std::string> inert_key_warnings(const TrainConfig& c, int world_size
     }
   }
   const bool nvme = z.offload_optimizer == OffloadDevice::NVMe || z.offload_param == OffloadDevice::NVMe;
-  const AioSection a;
-  const AioSection& ca = c.aio;
-  if (ca.block_size != a.block_size || ca.queue_depth != a.queue_depth ||
-      ca.intra_op_parallelism != a.intra_op_parallelism || ca.single_submit != a.single_submit ||
-      ca.overlap_events != a.overlap_events)
+  const bool aio_set = std::any_of(aio_keys().begin(), aio_keys().end(), [&](const AioKey& k) {
+    return k.status != KeyStatus::Refused && key_value(k, c.aio) != k.default_value;
+  });
+  if (aio_set)
     warn("aio", nvme ? "NVMe offload is not implemented yet" : "it tunes NVMe offload, which this run does not use");
 
   // ZeRO over one process: nothing to shard, nothing to communicate.
@@ -60,7 +61,7 @@ std::vector<std::string> inert_key_warnings(const TrainConfig& c, int world_size
     warn("communication_data_type", "one process reduces nothing, so its gradients are not rounded to it");
   // Every other zero_optimization key: its table row says when it changes nothing.
   for (const ZeroKey& k : zero_keys()) {
-    const int64_t v = zero_value(k, z);
+    const int64_t v = key_value(k, z);
     const bool differs = v != k.default_value;
     bool inert = false;
     switch (k.inert_when) {
@@ -88,15 +89,9 @@ std::vector<std::string> inert_key_warnings(const TrainConfig& c, int world_size
     warn("bf16.check_grad_overflow false", "this run is not bf16");
 
   // activation_checkpointing options: the block turns recomputation of every block on.
-  const ActivationCheckpointingSection& ac = c.activation_checkpointing;
-  const std::string ak = "activation_checkpointing.";
-  if (ac.partition_activations) warn(ak + "partition_activations", "it splits activations over tensor-parallel ranks");
-  if (ac.cpu_checkpointing) warn(ak + "cpu_checkpointing", "checkpointed activations stay on the device");
-  if (ac.contiguous_memory_optimization)
-    warn(ak + "contiguous_memory_optimization", "checkpointed activations already live in one buffer");
-  if (ac.number_checkpoints > 0) warn(ak + "number_checkpoints", "every block is a checkpoint");
-  if (ac.synchronize_checkpoint_boundary) warn(ak + "synchronize_checkpoint_boundary", "no device sync is needed");
-  if (ac.profile) warn(ak + "profile", "use wall_clock_breakdown for the forward/backward times");
+  for (const CheckpointingKey& k : checkpointing_keys())
+    if (k.inert_when == InertWhen::NotDefault && key_value(k, c.activation_checkpointing) != k.default_value)
+      warn("activation_checkpointing." + k.key, k.inert_why);
   return w;
 }
 

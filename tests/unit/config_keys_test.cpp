@@ -54,10 +54,10 @@ std::string dump_line(const std::string& dump, const std::string& key) {
 }
 
 TEST(ConfigKeys, ZeroTableDefaultsAreTheStructDefaults) {
-  const ZeroSection defaults;
+  static const ZeroSection defaults{};
   for (const ZeroKey& k : zero_keys()) {
     if (std::holds_alternative<std::monostate>(k.target)) continue;
-    EXPECT_EQ(zero_value(k, defaults), k.default_value) << k.key;
+    EXPECT_EQ(key_value(k, defaults), k.default_value) << k.key;
   }
 }
 
@@ -69,9 +69,38 @@ TEST(ConfigKeys, EverySpellingOfTheZeroTableLoadsWithItsDefault) {
     spellings.push_back(k.key);
     for (const std::string& s : spellings) {
       const DsConfig ds = parse_ds_config(json{{"zero_optimization", {{s, value}}}}, "ds.json");
-      EXPECT_EQ(zero_value(k, ds.zero), k.default_value) << s;
+      EXPECT_EQ(key_value(k, ds.zero), k.default_value) << s;
       EXPECT_EQ(ds.zero_given.at(k.key), Given::Set) << s;
     }
+  }
+}
+
+TEST(ConfigKeys, CheckpointingTableDefaultsAreTheStructDefaults) {
+  static const ActivationCheckpointingSection defaults{};  // static: no padding read as "uninitialised"
+  for (const CheckpointingKey& k : checkpointing_keys()) EXPECT_EQ(key_value(k, defaults), k.default_value) << k.key;
+  const DsConfig ds =
+      parse_ds_config(json{{"activation_checkpointing", {{"number_checkpoints", 4}, {"profile", true}}}}, "ds.json");
+  EXPECT_EQ(ds.activation_checkpointing.number_checkpoints, 4);
+  EXPECT_TRUE(ds.activation_checkpointing.profile);
+  EXPECT_HAS(input_error_of([] {
+               parse_ds_config(json{{"activation_checkpointing", {{"number_checkpoints", -1}}}}, "ds.json");
+             }),
+             "ds.json: activation_checkpointing.number_checkpoints: must not be negative");
+}
+
+TEST(ConfigKeys, AioTableDefaultsAreTheStructDefaultsAndItsChecksHold) {
+  static const AioSection defaults{};
+  for (const AioKey& k : aio_keys()) EXPECT_EQ(key_value(k, defaults), k.default_value) << k.key;
+  const DsConfig ds = parse_ds_config(json{{"aio", {{"thread_count", 3}, {"block_size", 4096}}}}, "ds.json");
+  EXPECT_EQ(ds.aio.intra_op_parallelism, 3);
+  EXPECT_EQ(ds.aio.block_size, 4096);
+  EXPECT_HAS(input_error_of([] { parse_ds_config(json{{"aio", {{"queue_depth", 0}}}}, "ds.json"); }),
+             "ds.json: aio.queue_depth: must be positive");
+  try {
+    parse_ds_config(json{{"aio", {{"use_gds", true}}}}, "ds.json");
+    ADD_FAILURE() << "use_gds: true loaded";
+  } catch (const Error& e) {
+    EXPECT_HAS(e.what(), "aio.use_gds: GPUDirect Storage is not supported");
   }
 }
 
@@ -103,6 +132,12 @@ TEST(ConfigKeys, DocsTablesAreTheGeneratedOnes) {
   EXPECT_EQ(generated_block("zero_optimization"), zero_keys_markdown())
       << "docs/configs.md's zero_optimization table differs from the key table: paste `zerotrain config keys "
          "--markdown zero_optimization` between its markers";
+  EXPECT_EQ(generated_block("activation_checkpointing"), checkpointing_keys_markdown())
+      << "docs/configs.md's activation_checkpointing table differs from the key table: paste `zerotrain config keys "
+         "--markdown activation_checkpointing` between its markers";
+  EXPECT_EQ(generated_block("aio"), aio_keys_markdown())
+      << "docs/configs.md's aio table differs from the key table: paste `zerotrain config keys --markdown aio` "
+         "between its markers";
   EXPECT_EQ(generated_block("run"), run_keys_markdown())
       << "docs/configs.md's run config table differs from the key table: paste `zerotrain config keys --markdown "
          "run` between its markers";
