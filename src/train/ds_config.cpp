@@ -165,15 +165,9 @@ void parse_aio(const json& doc, const Where& top, DsConfig& ds) {
   const Where w = top.key("aio");
   check_known_keys(*it, key_spellings(aio_keys()), w, kFix + std::string("#aio"));
   json a = *it;
-  for (const AioKey& k : aio_keys()) {
-    for (const std::string& alias : k.aliases) {
-      if (!a.contains(alias)) continue;
-      if (a.contains(k.key))
-        ZT_THROW_INPUT(w.str(), ": both ", k.key, " and its old name ", alias, " are given; keep ", k.key);
-      a[k.key] = a[alias];
-      a.erase(alias);
-    }
-  }
+  detail::move_aliases(aio_keys(), a, [&](const std::string& alias, const std::string& key) {
+    ZT_THROW_INPUT(w.str(), ": both ", key, " and its old name ", alias, " are given; keep ", key);
+  });
   for (const AioKey& k : aio_keys()) detail::read_key(k, a, w, ds.aio, ds.aio_given);
 }
 

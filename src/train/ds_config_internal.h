@@ -12,6 +12,20 @@
 
 namespace zt::train::detail {
 
+// Moves every alias spelling of `keys` in section object `obj` to its key; `both_given`
+// throws the section's error for an alias written together with its key.
+template <class S, class BothGiven>
+void move_aliases(const std::vector<SectionKey<S>>& keys, nlohmann::json& obj, BothGiven both_given) {
+  for (const SectionKey<S>& k : keys) {
+    for (const std::string& alias : k.aliases) {
+      if (!obj.contains(alias)) continue;
+      if (obj.contains(k.key)) both_given(alias, k.key);
+      obj[k.key] = obj[alias];
+      obj.erase(alias);
+    }
+  }
+}
+
 // One table row's value from section object `obj`: type, "auto", range and refusal
 // checks, then into its field of `section`; `given` records how it was written.
 template <class S>

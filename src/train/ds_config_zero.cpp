@@ -1,5 +1,6 @@
-// ds_config "zero_optimization": stage 0-3, buckets, stage-3 knobs, offload dicts, the
-// deprecated spellings DeepSpeed still maps, and ZeRO++/MiCS (refused when switched on).
+// ds_config "zero_optimization": every key is a row of config_keys_zero.cpp's table (read
+// by detail::read_key); what stays here is what a row cannot say: the offload dicts, the
+// deprecated booleans DeepSpeed maps onto them, and the checks between keys.
 #include <algorithm>
 #include <utility>
 
@@ -70,16 +71,9 @@ void parse_zero_section(const json& doc, const Where& top, DsConfig& ds) {
   check_known_keys(*it, key_spellings(zero_keys()), w, kFix);
   ds.has_zero_section = true;
   json z = *it;
-  for (const ZeroKey& k : zero_keys()) {
-    for (const std::string& alias : k.aliases) {
-      if (!z.contains(alias)) continue;
-      if (z.contains(k.key))
-        ZT_THROW_INPUT(w.str(), ": both '", alias, "' and '", k.key, "' are given (the same setting); keep '", k.key,
-                       "'");
-      z[k.key] = z[alias];
-      z.erase(alias);
-    }
-  }
+  move_aliases(zero_keys(), z, [&](const std::string& alias, const std::string& key) {
+    ZT_THROW_INPUT(w.str(), ": both '", alias, "' and '", key, "' are given (the same setting); keep '", key, "'");
+  });
   const int64_t stage = read_int(z, "stage", w, 0).value;
   if (stage < 0 || stage > 3) ZT_THROW_INPUT(w.key("stage").str(), ": ZeRO stage must be 0, 1, 2 or 3, got ", stage);
   for (const ZeroKey& k : zero_keys()) read_key(k, z, w, ds.zero, ds.zero_given);
