@@ -127,9 +127,15 @@ std::string auto_rule_text(AutoRule rule);
 // A run-config key (dotted for sections: "model.tokenizer").
 struct RunKey {
   std::string key;
-  std::vector<std::string> aliases;  // HF TrainingArguments spellings (top level)
+  // HF TrainingArguments spellings: top level ("save_steps") or in the key's section
+  // ("model.name_or_path").
+  std::vector<std::string> aliases;
   std::string default_text;
-  std::string origin_key;  // the name `config check` prints it under ("" = the key itself)
+  // The name `config check` prints it under ("" = the key itself; model.preset and
+  // model.path are both "model"). The HF keys that feed ds_config "auto" values
+  // (learning_rate, per_device_train_batch_size, ...) keep their own names: the ds keys
+  // they resolve record "auto (learning_rate)" and the like.
+  std::string origin_key;
   std::string doc;
 };
 
