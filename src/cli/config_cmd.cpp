@@ -3,6 +3,7 @@
 // training, and prints every resolved value with where it came from.
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +13,8 @@
 #include "core/error.h"
 #include "train/accelerate_config.h"
 #include "train/config_dump.h"
+#include "train/config_keys.h"
+#include "train/config_paths.h"
 #include "train/config_value.h"
 #include "train/ds_config.h"
 #include "train/run_config.h"
@@ -21,6 +24,7 @@ namespace {
 
 constexpr const char* kHelp = R"(usage: zerotrain config check [FILE...] [--deepspeed DS.json] [--config_file ACCELERATE.yaml]
                               [--world_size N] [--section.key VALUE ...]
+       zerotrain config keys [--markdown] [zero_optimization|activation_checkpointing|aio|run]
 
 Validates configs without training and prints the resolved configuration (every value
 the run would use, with its origin: default, a file, auto, command line).
@@ -31,6 +35,12 @@ config (model, data, max_steps, learning_rate, ...). --section.key VALUE overrid
 whichever document owns it, as for `zerotrain train`. --world_size sets the number of
 data-parallel processes for the batch-size rule (default: the Accelerate YAML's
 num_processes, else 1).
+
+It also checks that the files and directories the config names exist (model.path,
+model.tokenizer, data.train, data.validation; the ds_config and Accelerate YAML are read).
+
+`config keys` prints the key tables (key, aliases, default, status) as docs/configs.md
+shows them.
 
 Exit code 2 with a message naming the file, key and fix when a config is invalid.
 See docs/configs.md for every key.
@@ -98,20 +108,52 @@ int run_check(const Args& args) {
   }
   if (files == 0 && load_args.empty()) ZT_THROW_INPUT("config check needs at least one config file; see 'zerotrain config --help'");
   const train::TrainConfig cfg = train::load_train_config(load_args, options);
+  train::check_named_paths(cfg);
   std::fputs(train::describe_config(cfg).c_str(), stdout);
   std::printf("\nconfig OK\n");
   return 0;
 }
 
-int run_config(const Args& args) {
-  if (args.empty() || args[0] != "check") {
-    const std::string got = args.empty() ? std::string("nothing") : "'" + args[0] + "'";
-    ZT_THROW_INPUT("zerotrain config: expected the action 'check', got ", got, "; usage: zerotrain config check FILE...");
+// zerotrain config keys [--markdown] [SECTION]: the key tables, as docs/configs.md shows
+// them (the doc is checked against this output by a test).
+struct KeyTable {
+  const char* section;
+  std::string (*markdown)();
+};
+const KeyTable kKeyTables[] = {{"zero_optimization", train::zero_keys_markdown},
+                               {"activation_checkpointing", train::checkpointing_keys_markdown},
+                               {"aio", train::aio_keys_markdown},
+                               {"run", train::run_keys_markdown}};
+
+int run_keys(const Args& args) {
+  std::string section;
+  for (const std::string& a : args) {
+    if (a == "--markdown") continue;  // the only format
+    const bool known = std::any_of(std::begin(kKeyTables), std::end(kKeyTables),
+                                   [&](const KeyTable& t) { return a == t.section; });
+    if (!section.empty() || !known)
+      ZT_THROW_INPUT("zerotrain config keys: unknown argument '", a,
+                     "'; usage: zerotrain config keys [--markdown] [zero_optimization|activation_checkpointing|aio|run]");
+    section = a;
   }
-  return run_check(Args(args.begin() + 1, args.end()));
+  for (const KeyTable& t : kKeyTables) {
+    if (!section.empty() && section != t.section) continue;
+    if (section.empty()) std::printf("### %s\n\n", t.section);
+    std::printf("%s%s", t.markdown().c_str(), section.empty() ? "\n" : "");
+  }
+  return 0;
 }
 
-const Registrar registrar{{"config", "check configs (ds_config.json, Accelerate YAML, run config) and print the resolved values", run_config, kHelp}};
+int run_config(const Args& args) {
+  const std::string action = args.empty() ? std::string() : args[0];
+  if (action == "check") return run_check(Args(args.begin() + 1, args.end()));
+  if (action == "keys") return run_keys(Args(args.begin() + 1, args.end()));
+  const std::string got = args.empty() ? std::string("nothing") : "'" + args[0] + "'";
+  ZT_THROW_INPUT("zerotrain config: expected the action 'check' or 'keys', got ", got,
+                 "; usage: zerotrain config check FILE... | zerotrain config keys --markdown");
+}
+
+const Registrar registrar{{"config", "check configs (ds_config.json, Accelerate YAML, run config) and print the resolved values; list the keys", run_config, kHelp}};
 
 }  // namespace
 }  // namespace zt::cli

@@ -17,6 +17,7 @@
 #include "core/dtype.h"
 #include "zero/loss_scaler.h"
 #include "zero/optimizer.h"
+#include "zero/options.h"
 
 namespace zt::train {
 
@@ -40,18 +41,17 @@ struct DataSection {
   double validation_fraction = 0.05;  // split off the train text when no validation set
 };
 
-struct ZeroSection {
-  int stage = 0;
-  bool overlap_comm = false;
+// zero_optimization as resolved. The engine-facing options are the base (the engine takes
+// this struct as its ZeroOptions; training_run only lowers the stage to what the world
+// size allows); the rest are DeepSpeed's other keys, read here and acted on by the
+// trainer (stage3_gather_16bit_weights_on_model_save) or warned about (inert_keys.cpp).
+// Which key fills which field, its default, "auto" rule and status: config_keys_zero.cpp.
+struct ZeroSection : zero::ZeroOptions {
   bool contiguous_gradients = true;
   bool reduce_scatter = true;
-  int64_t reduce_bucket_size = 500000000;
   int64_t allgather_bucket_size = 500000000;
   bool allgather_partitions = true;
   int64_t sub_group_size = 1000000000;
-  int64_t stage3_prefetch_bucket_size = 50000000;
-  int64_t stage3_param_persistence_threshold = 100000;
-  int64_t stage3_max_live_parameters = 1000000000;
   int64_t stage3_max_reuse_distance = 1000000000;
   bool stage3_gather_16bit_weights_on_model_save = false;
   OffloadDevice offload_optimizer = OffloadDevice::None;

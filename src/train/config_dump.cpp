@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "train/config_keys.h"
+
 namespace zt::train {
 
 const char* precision_name(Precision p) {
@@ -113,21 +115,16 @@ std::string describe_config(const TrainConfig& c) {
 
   p.section("zero_optimization");
   const auto& z = c.zero;
-  p.line("zero_optimization.stage", z.stage);
-  p.line("zero_optimization.overlap_comm", z.overlap_comm);
-  p.line("zero_optimization.contiguous_gradients", z.contiguous_gradients);
-  p.line("zero_optimization.reduce_scatter", z.reduce_scatter);
-  p.line("zero_optimization.reduce_bucket_size", z.reduce_bucket_size);
-  p.line("zero_optimization.allgather_bucket_size", z.allgather_bucket_size);
-  p.line("zero_optimization.sub_group_size", z.sub_group_size);
-  if (z.stage == 3) {
-    p.line("zero_optimization.stage3_prefetch_bucket_size", z.stage3_prefetch_bucket_size);
-    p.line("zero_optimization.stage3_param_persistence_threshold", z.stage3_param_persistence_threshold);
-    p.line("zero_optimization.stage3_max_live_parameters", z.stage3_max_live_parameters);
-    p.line("zero_optimization.stage3_max_reuse_distance", z.stage3_max_reuse_distance);
-    p.line("zero_optimization.stage3_gather_16bit_weights_on_model_save", z.stage3_gather_16bit_weights_on_model_save);
-    p.line("zero3_init", z.zero3_init);
+  for (const ZeroKey& k : zero_keys()) {
+    if (k.shown == Shown::No || (k.shown == Shown::Stage3 && z.stage != 3)) continue;
+    const int64_t v = key_value(k, z);
+    if (k.type == KeyType::Bool) {
+      p.line("zero_optimization." + k.key, v != 0);
+    } else {
+      p.line("zero_optimization." + k.key, v);
+    }
   }
+  if (z.stage == 3) p.line("zero3_init", z.zero3_init);
   p.line("zero_optimization.offload_optimizer", std::string(offload_device_name(z.offload_optimizer)) +
                                                     (z.offload_optimizer_nvme_path.empty() ? "" : " " + z.offload_optimizer_nvme_path));
   p.line("zero_optimization.offload_param", std::string(offload_device_name(z.offload_param)) +

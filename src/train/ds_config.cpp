@@ -163,40 +163,22 @@ void parse_aio(const json& doc, const Where& top, DsConfig& ds) {
   auto it = doc.find("aio");
   if (it == doc.end() || it->is_null()) return;
   const Where w = top.key("aio");
-  check_known_keys(*it, {"block_size", "queue_depth", "intra_op_parallelism", "thread_count", "single_submit",
-                         "overlap_events", "use_gds"},
-                   w, kFix + std::string("#aio"));
-  if (it->contains("intra_op_parallelism") && it->contains("thread_count"))
-    ZT_THROW_INPUT(w.str(), ": both intra_op_parallelism and its old name thread_count are given; keep intra_op_parallelism");
-  auto& a = ds.aio;
-  a.block_size = read_int(*it, "block_size", w, a.block_size).value;
-  a.queue_depth = static_cast<int>(read_int(*it, "queue_depth", w, a.queue_depth).value);
-  a.intra_op_parallelism = static_cast<int>(
-      read_int(*it, it->contains("thread_count") ? "thread_count" : "intra_op_parallelism", w, 1).value);
-  a.single_submit = read_bool(*it, "single_submit", w, false).value;
-  a.overlap_events = read_bool(*it, "overlap_events", w, true).value;
-  a.use_gds = read_bool(*it, "use_gds", w, false).value;
-  if (a.block_size <= 0 || a.queue_depth <= 0 || a.intra_op_parallelism <= 0)
-    ZT_THROW_INPUT(w.str(), ": block_size, queue_depth and intra_op_parallelism must be positive");
-  if (a.use_gds) refuse(w.key("use_gds"), "GPUDirect Storage", "set use_gds false (NVMe I/O goes through pinned host memory)");
+  check_known_keys(*it, key_spellings(aio_keys()), w, kFix + std::string("#aio"));
+  json a = *it;
+  detail::move_aliases(aio_keys(), a, [&](const std::string& alias, const std::string& key) {
+    ZT_THROW_INPUT(w.str(), ": both ", key, " and its old name ", alias, " are given; keep ", key);
+  });
+  for (const AioKey& k : aio_keys()) detail::read_key(k, a, w, ds.aio, ds.aio_given);
 }
 
 void parse_activation_checkpointing(const json& doc, const Where& top, DsConfig& ds) {
   auto it = doc.find("activation_checkpointing");
   if (it == doc.end() || it->is_null()) return;
   const Where w = top.key("activation_checkpointing");
-  check_known_keys(*it, {"partition_activations", "cpu_checkpointing", "contiguous_memory_optimization",
-                         "number_checkpoints", "synchronize_checkpoint_boundary", "profile"},
-                   w, kFix + std::string("#activation_checkpointing"));
+  check_known_keys(*it, key_spellings(checkpointing_keys()), w, kFix + std::string("#activation_checkpointing"));
   ds.has_activation_checkpointing = true;
-  auto& a = ds.activation_checkpointing;
-  a.partition_activations = read_bool(*it, "partition_activations", w, false).value;
-  a.cpu_checkpointing = read_bool(*it, "cpu_checkpointing", w, false).value;
-  a.contiguous_memory_optimization = read_bool(*it, "contiguous_memory_optimization", w, false).value;
-  a.number_checkpoints = read_int(*it, "number_checkpoints", w, 0).value;
-  a.synchronize_checkpoint_boundary = read_bool(*it, "synchronize_checkpoint_boundary", w, false).value;
-  a.profile = read_bool(*it, "profile", w, false).value;
-  if (a.number_checkpoints < 0) ZT_THROW_INPUT(w.key("number_checkpoints").str(), ": must not be negative");
+  for (const CheckpointingKey& k : checkpointing_keys())
+    detail::read_key(k, *it, w, ds.activation_checkpointing, ds.checkpointing_given);
 }
 
 void parse_misc(const json& doc, const Where& top, DsConfig& ds) {

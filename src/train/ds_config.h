@@ -7,6 +7,7 @@
 //                      the batch sizes, checks them against the run, writes TrainConfig.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -80,16 +81,17 @@ struct DsConfig {
   // zero_optimization
   bool has_zero_section = false;
   int stage = 0;
-  Setting<bool> overlap_comm{false};  // absent: true for stage 3, else false
-  Setting<int64_t> reduce_bucket_size{500000000};
-  Setting<int64_t> stage3_prefetch_bucket_size{50000000};
-  Setting<int64_t> stage3_param_persistence_threshold{100000};
-  ZeroSection zero;  // everything that cannot be "auto"
+  // Every zero_optimization key's value (config_keys_zero.cpp's table says which field),
+  // and how each was given: "auto" ones are filled by resolve_ds_config.
+  ZeroSection zero;
+  std::map<std::string, Given> zero_given;  // canonical key -> how it was written (absent: not in the map)
   DsOffload offload_optimizer, offload_param;
 
-  AioSection aio;
+  AioSection aio;  // config_keys_aio.cpp's table
+  std::map<std::string, Given> aio_given;
   bool has_activation_checkpointing = false;
-  ActivationCheckpointingSection activation_checkpointing;
+  ActivationCheckpointingSection activation_checkpointing;  // config_keys_checkpointing.cpp's table
+  std::map<std::string, Given> checkpointing_given;
 
   bool wall_clock_breakdown = false, memory_breakdown = false, prescale_gradients = false;
   double gradient_predivide_factor = 1.0;

@@ -2,9 +2,11 @@
 // Trainer's mismatch rule (a value written in both places must agree, so a run never
 // trains with a setting other than the one the user wrote).
 #include <cmath>
+#include <optional>
 
 #include "core/error.h"
 #include "train/config_dump.h"
+#include "train/config_keys.h"
 #include "train/ds_config.h"
 
 namespace zt::train {
@@ -12,13 +14,6 @@ namespace zt::train {
 using nlohmann::json;
 
 namespace {
-
-template <class T>
-std::string origin_of(const Setting<T>& s, const std::string& file, const std::string& auto_from) {
-  if (s.is_set()) return file;
-  if (s.is_auto()) return "auto (" + auto_from + ")";
-  return "default";
-}
 
 // A ds value written explicitly must match an explicit run value.
 void check_match(const std::string& ds_source, const std::string& ds_key, double ds_value, const RunContext& run,
@@ -162,23 +157,35 @@ void resolve_scheduler(const DsConfig& ds, const RunContext& run, TrainConfig& o
   }
 }
 
+std::optional<DType> communication_dtype(const std::string& name) {
+  if (name == "fp32") return DType::F32;
+  if (name == "bf16") return DType::BF16;
+  if (name == "fp16") return DType::F16;
+  return std::nullopt;  // "": the gradients' dtype (ds_config.cpp validated the name)
+}
+
+// zero_optimization from its table: each key's origin, "auto" sizes from the hidden size,
+// overlap_comm's stage-dependent default; then the offload dicts.
 void resolve_zero(const DsConfig& ds, const RunContext& run, TrainConfig& out) {
   auto& z = out.zero;
   z = ds.zero;
   const std::string pre = "zero_optimization.";
-  out.origin[pre + "stage"] = ds.has_zero_section ? ds.source : "default";
-  z.overlap_comm = ds.overlap_comm.is_set() ? ds.overlap_comm.value : z.stage == 3;
-  out.origin[pre + "overlap_comm"] = ds.overlap_comm.is_set() ? ds.source : "default (true for stage 3)";
-  const auto size = [&](const Setting<int64_t>& s, const std::string& key, double factor, int power) {
-    out.origin[pre + key] = origin_of(s, ds.source, "hidden size " + std::to_string(run.hidden_size));
-    if (!s.is_auto()) return s.value;
-    const double h = static_cast<double>(hidden_size(run, ds.source, pre + key));
-    return static_cast<int64_t>(factor * std::pow(h, power));
-  };
-  z.reduce_bucket_size = size(ds.reduce_bucket_size, "reduce_bucket_size", 1.0, 2);
-  z.stage3_prefetch_bucket_size = size(ds.stage3_prefetch_bucket_size, "stage3_prefetch_bucket_size", 0.9, 2);
-  z.stage3_param_persistence_threshold =
-      size(ds.stage3_param_persistence_threshold, "stage3_param_persistence_threshold", 10.0, 1);
+  for (const ZeroKey& k : zero_keys()) {
+    if (k.type == KeyType::Object) continue;  // offload dicts: below
+    const auto it = ds.zero_given.find(k.key);
+    const Given given = it == ds.zero_given.end() ? Given::Absent : it->second;
+    std::string& origin = out.origin[pre + k.key];
+    if (given == Given::Set) {
+      origin = ds.source;
+    } else if (given == Given::Auto) {
+      origin = "auto (hidden size " + std::to_string(run.hidden_size) + ")";
+      set_key_value(k, auto_value(k.auto_rule, hidden_size(run, ds.source, pre + k.key)), z);
+    } else {
+      origin = k.key == "overlap_comm" ? "default (true for stage 3)" : "default";
+    }
+  }
+  if (ds.zero_given.count("overlap_comm") == 0 || ds.zero_given.at("overlap_comm") != Given::Set)
+    z.overlap_comm = z.stage == 3 ? zero::OverlapComm::On : zero::OverlapComm::Off;
   const auto& oo = ds.offload_optimizer;
   z.offload_optimizer = oo.device;
   z.offload_optimizer_nvme_path = oo.nvme_path;
@@ -255,7 +262,16 @@ void resolve_ds_config(const DsConfig& ds, const RunContext& run, TrainConfig& o
     out.origin["seed"] = ds.source;
   }
   out.aio = ds.aio;
+  for (const AioKey& k : aio_keys()) {
+    const auto it = ds.aio_given.find(k.key);
+    out.origin["aio." + k.key] = it != ds.aio_given.end() && it->second == Given::Set ? ds.source : "default";
+  }
   out.activation_checkpointing = ds.activation_checkpointing;
+  for (const CheckpointingKey& k : checkpointing_keys()) {
+    const auto it = ds.checkpointing_given.find(k.key);
+    out.origin["activation_checkpointing." + k.key] =
+        it != ds.checkpointing_given.end() && it->second == Given::Set ? ds.source : "default";
+  }
   if (ds.has_activation_checkpointing) {
     out.model.activation_checkpointing = true;
     out.origin["model.activation_checkpointing"] = ds.source + " (activation_checkpointing block)";
@@ -265,6 +281,7 @@ void resolve_ds_config(const DsConfig& ds, const RunContext& run, TrainConfig& o
   out.prescale_gradients = ds.prescale_gradients;
   out.gradient_predivide_factor = ds.gradient_predivide_factor;
   out.communication_data_type = ds.communication_data_type;
+  out.zero.communication_dtype = communication_dtype(ds.communication_data_type);
   out.grad_accum_dtype = ds.grad_accum_dtype;
   out.dataloader_drop_last = ds.dataloader_drop_last;
   out.warnings.insert(out.warnings.end(), ds.warnings.begin(), ds.warnings.end());

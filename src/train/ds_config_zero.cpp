@@ -1,9 +1,11 @@
-// ds_config "zero_optimization": stage 0-3, buckets, stage-3 knobs, offload dicts, the
-// deprecated spellings DeepSpeed still maps, and ZeRO++/MiCS (refused when switched on).
+// ds_config "zero_optimization": every key is a row of config_keys_zero.cpp's table (read
+// by detail::read_key); what stays here is what a row cannot say: the offload dicts, the
+// deprecated booleans DeepSpeed maps onto them, and the checks between keys.
 #include <algorithm>
 #include <utility>
 
 #include "core/error.h"
+#include "train/config_keys.h"
 #include "train/ds_config_internal.h"
 
 namespace zt::train::detail {
@@ -13,35 +15,6 @@ using nlohmann::json;
 namespace {
 
 const char* kFix = "see docs/configs.md#zero_optimization";
-
-// DeepSpeed's pydantic aliases: (alias, canonical). Old names keep working.
-const std::vector<std::pair<std::string, std::string>> kAliases = {
-    {"prefetch_bucket_size", "stage3_prefetch_bucket_size"},
-    {"param_persistence_threshold", "stage3_param_persistence_threshold"},
-    {"model_persistence_threshold", "stage3_model_persistence_threshold"},
-    {"max_live_parameters", "stage3_max_live_parameters"},
-    {"max_reuse_distance", "stage3_max_reuse_distance"},
-    {"gather_16bit_weights_on_model_save", "stage3_gather_16bit_weights_on_model_save"},
-    {"stage3_gather_fp16_weights_on_model_save", "stage3_gather_16bit_weights_on_model_save"},
-    {"module_granularity_threshold", "stage3_module_granularity_threshold"},
-    {"use_all_reduce_for_fetch_params", "stage3_use_all_reduce_for_fetch_params"},
-    {"cpu_offload_params", "cpu_offload_param"}};
-
-const std::vector<std::string> kKnown = {
-    "stage", "contiguous_gradients", "reduce_scatter", "reduce_bucket_size", "use_multi_rank_bucket_allreduce",
-    "allgather_partitions", "allgather_bucket_size", "overlap_comm", "load_from_fp32_weights", "elastic_checkpoint",
-    "offload_param", "offload_optimizer", "sub_group_size", "cpu_offload", "cpu_offload_param",
-    "cpu_offload_use_pin_memory", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
-    "stage3_model_persistence_threshold", "stage3_max_live_parameters", "stage3_max_reuse_distance",
-    "stage3_gather_16bit_weights_on_model_save", "stage3_module_granularity_threshold",
-    "stage3_use_all_reduce_for_fetch_params", "ignore_unused_parameters", "legacy_stage1", "round_robin_gradients",
-    "zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_nontrainable_weights",
-    "zero_quantized_gradients", "zeropp_loco_param", "mics_shard_size", "mics_hierarchical_params_gather",
-    "memory_efficient_linear", "pipeline_loading_checkpoint", "override_module_apply", "log_trace_cache_warnings",
-    // aliases
-    "prefetch_bucket_size", "param_persistence_threshold", "model_persistence_threshold", "max_live_parameters",
-    "max_reuse_distance", "gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save",
-    "module_granularity_threshold", "use_all_reduce_for_fetch_params", "cpu_offload_params"};
 
 OffloadDevice parse_device(const json& obj, const Where& w) {
   auto it = obj.find("device");
@@ -95,78 +68,16 @@ void parse_zero_section(const json& doc, const Where& top, DsConfig& ds) {
   auto it = doc.find("zero_optimization");
   if (it == doc.end() || it->is_null()) return;
   const Where w = top.key("zero_optimization");
-  check_known_keys(*it, kKnown, w, kFix);
+  check_known_keys(*it, key_spellings(zero_keys()), w, kFix);
   ds.has_zero_section = true;
   json z = *it;
-  for (const auto& [alias, canonical] : kAliases) {
-    if (!z.contains(alias)) continue;
-    if (z.contains(canonical))
-      ZT_THROW_INPUT(w.str(), ": both '", alias, "' and '", canonical, "' are given (the same setting); keep '",
-                     canonical, "'");
-    z[canonical] = z[alias];
-    z.erase(alias);
-  }
-
-  auto& zs = ds.zero;
+  move_aliases(zero_keys(), z, [&](const std::string& alias, const std::string& key) {
+    ZT_THROW_INPUT(w.str(), ": both '", alias, "' and '", key, "' are given (the same setting); keep '", key, "'");
+  });
   const int64_t stage = read_int(z, "stage", w, 0).value;
   if (stage < 0 || stage > 3) ZT_THROW_INPUT(w.key("stage").str(), ": ZeRO stage must be 0, 1, 2 or 3, got ", stage);
-  ds.stage = zs.stage = static_cast<int>(stage);
-
-  zs.contiguous_gradients = read_bool(z, "contiguous_gradients", w, true).value;
-  zs.reduce_scatter = read_bool(z, "reduce_scatter", w, true).value;
-  ds.reduce_bucket_size = read_int(z, "reduce_bucket_size", w, 500000000, AutoOk::Yes);
-  zs.allgather_partitions = read_bool(z, "allgather_partitions", w, true).value;
-  zs.allgather_bucket_size = read_int(z, "allgather_bucket_size", w, 500000000).value;
-  ds.overlap_comm = read_bool(z, "overlap_comm", w, false);
-  zs.load_from_fp32_weights = read_bool(z, "load_from_fp32_weights", w, true).value;
-  zs.elastic_checkpoint = read_bool(z, "elastic_checkpoint", w, false).value;
-  zs.sub_group_size = read_int(z, "sub_group_size", w, 1000000000).value;
-  zs.round_robin_gradients = read_bool(z, "round_robin_gradients", w, false).value;
-  zs.ignore_unused_parameters = read_bool(z, "ignore_unused_parameters", w, true).value;
-  ds.stage3_prefetch_bucket_size = read_int(z, "stage3_prefetch_bucket_size", w, 50000000, AutoOk::Yes);
-  ds.stage3_param_persistence_threshold = read_int(z, "stage3_param_persistence_threshold", w, 100000, AutoOk::Yes);
-  zs.stage3_model_persistence_threshold =
-      read_int(z, "stage3_model_persistence_threshold", w, zs.stage3_model_persistence_threshold).value;
-  zs.stage3_max_live_parameters = read_int(z, "stage3_max_live_parameters", w, 1000000000).value;
-  zs.stage3_max_reuse_distance = read_int(z, "stage3_max_reuse_distance", w, 1000000000).value;
-  zs.stage3_gather_16bit_weights_on_model_save =
-      read_bool(z, "stage3_gather_16bit_weights_on_model_save", w, false).value;
-  // Accepted, no effect: zerotrain's units already decide these.
-  read_bool(z, "use_multi_rank_bucket_allreduce", w, true);
-  read_bool(z, "memory_efficient_linear", w, true);
-  read_bool(z, "pipeline_loading_checkpoint", w, false);
-  read_bool(z, "override_module_apply", w, true);
-  read_bool(z, "log_trace_cache_warnings", w, false);
-  read_int(z, "stage3_module_granularity_threshold", w, 0);
-  read_bool(z, "stage3_use_all_reduce_for_fetch_params", w, false);
-  for (const char* key : {"reduce_bucket_size", "allgather_bucket_size", "sub_group_size",
-                          "stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_max_reuse_distance"}) {
-    if (read_int(z, key, w, 1, AutoOk::Yes).value < 1) ZT_THROW_INPUT(w.key(key).str(), ": must be positive");
-  }
-  if (read_int(z, "stage3_param_persistence_threshold", w, 0, AutoOk::Yes).value < 0)
-    ZT_THROW_INPUT(w.key("stage3_param_persistence_threshold").str(), ": must not be negative");
-
-  if (read_bool(z, "legacy_stage1", w, false).value)
-    ZT_THROW_UNSUPPORTED(w.key("legacy_stage1").str(), ": DeepSpeed's legacy stage-1 implementation is not supported; remove the key (stage 1 is the current one)");
-  // ZeRO++ and MiCS: refused when on, so configs that spell out the defaults still load.
-  const auto zeropp = [&](const std::string& key, bool on, const std::string& what) {
-    if (on)
-      ZT_THROW_UNSUPPORTED(w.key(key).str(), ": ", what,
-                           " is not supported by zerotrain; remove the key (plain ZeRO stage 1-3 collectives are used)");
-  };
-  zeropp("zero_hpz_partition_size", read_int(z, "zero_hpz_partition_size", w, 1).value > 1,
-         "ZeRO++ hierarchical partitioning (hpZ)");
-  zeropp("zero_quantized_weights", read_bool(z, "zero_quantized_weights", w, false).value,
-         "ZeRO++ quantized weights (qwZ)");
-  zeropp("zero_quantized_nontrainable_weights", read_bool(z, "zero_quantized_nontrainable_weights", w, false).value,
-         "ZeRO++ quantized non-trainable weights");
-  zeropp("zero_quantized_gradients", read_bool(z, "zero_quantized_gradients", w, false).value,
-         "ZeRO++ quantized gradients (qgZ)");
-  zeropp("zeropp_loco_param", z.contains("zeropp_loco_param") && !z["zeropp_loco_param"].is_null(),
-         "ZeRO++ LoCo");
-  zeropp("mics_shard_size", read_int(z, "mics_shard_size", w, -1).value > 0, "MiCS sharding");
-  zeropp("mics_hierarchical_params_gather", read_bool(z, "mics_hierarchical_params_gather", w, false).value,
-         "MiCS hierarchical gather");
+  for (const ZeroKey& k : zero_keys()) read_key(k, z, w, ds.zero, ds.zero_given);
+  ds.stage = ds.zero.stage;
 
   // Offload dicts, and the deprecated booleans DeepSpeed still maps onto them.
   ds.offload_optimizer = parse_offload(z, "offload_optimizer", w);

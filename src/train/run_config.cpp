@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "model/config.h"
+#include "train/config_keys.h"
 
 namespace zt::train {
 
@@ -14,46 +15,31 @@ namespace {
 
 const char* kFix = "see docs/configs.md#run-config";
 
-// HF Trainer spellings people bring, mapped to ours.
-const std::vector<std::pair<std::string, std::string>> kAliases = {
-    {"num_train_epochs", "epochs"},           {"eval_steps", "eval_interval"},
-    {"save_steps", "save_interval"},          {"save_total_limit", "keep_last"},
-    {"logging_steps", "steps_per_print"},     {"log_interval", "steps_per_print"},
-    {"resume_from_checkpoint", "resume"},     {"seq_len", "data.seq_len"},
-    {"gradient_checkpointing", "model.activation_checkpointing"},
-    {"model_name_or_path", "model.path"}};
-
-const std::vector<std::string> kTop = {
-    "model", "data", "max_steps", "epochs", "eval_interval", "eval_batches", "save_interval", "save_strategy",
-    "keep_last",
-    "output_dir", "overwrite_output_dir", "stop_grace_seconds", "seed", "steps_per_print", "resume", "device", "samples", "learning_rate",
-    "per_device_train_batch_size", "gradient_accumulation_steps", "warmup_steps", "warmup_ratio",
-    "lr_scheduler_type", "weight_decay", "max_grad_norm", "adam_beta1", "adam_beta2", "adam_epsilon", "optim", "bf16",
-    "fp16", "master_weights", "deepspeed", "accelerate_config",
-    // aliases
-    "num_train_epochs", "eval_steps", "save_steps", "save_total_limit", "logging_steps", "log_interval",
-    "resume_from_checkpoint", "seq_len", "gradient_checkpointing", "model_name_or_path"};
-
-// Moves aliased keys to their canonical place (a second spelling of a key is an error).
-json canonical(json doc, const Where& top) {
-  for (const auto& [alias, target] : kAliases) {
-    if (!doc.contains(alias)) continue;
-    const auto dot = target.find('.');
-    const std::string section = dot == std::string::npos ? "" : target.substr(0, dot);
-    const std::string key = dot == std::string::npos ? target : target.substr(dot + 1);
-    json* dest = &doc;
-    if (!section.empty()) {
-      if (doc.contains(section) && doc[section].is_string() && section == "model")
-        doc[section] = json{{"preset", doc[section]}};  // model: NAME shorthand
-      if (!doc.contains(section) || doc[section].is_null()) doc[section] = json::object();
-      require_object(doc[section], top.key(section));
-      dest = &doc[section];
-    }
-    if (dest->contains(key))
-      ZT_THROW_INPUT(top.key(alias).str(), ": '", alias, "' and '", target, "' are the same setting; keep '", target, "'");
-    (*dest)[key] = doc[alias];
-    doc.erase(alias);
+// Moves a top-level alias to its canonical place (a second spelling of a key is an error).
+void move_alias(json& doc, const std::string& alias, const std::string& target, const Where& top) {
+  const auto dot = target.find('.');
+  const std::string section = dot == std::string::npos ? "" : target.substr(0, dot);
+  const std::string key = dot == std::string::npos ? target : target.substr(dot + 1);
+  json* dest = &doc;
+  if (!section.empty()) {
+    if (doc.contains(section) && doc[section].is_string() && section == "model")
+      doc[section] = json{{"preset", doc[section]}};  // model: NAME shorthand
+    if (!doc.contains(section) || doc[section].is_null()) doc[section] = json::object();
+    require_object(doc[section], top.key(section));
+    dest = &doc[section];
   }
+  if (dest->contains(key))
+    ZT_THROW_INPUT(top.key(alias).str(), ": '", alias, "' and '", target, "' are the same setting; keep '", target, "'");
+  (*dest)[key] = doc[alias];
+  doc.erase(alias);
+}
+
+// The document with every top-level alias moved (section aliases such as model.name_or_path
+// are their section parser's).
+json canonical(json doc, const Where& top) {
+  for (const RunKey& k : run_keys())
+    for (const std::string& alias : k.aliases)
+      if (alias.find('.') == std::string::npos && doc.contains(alias)) move_alias(doc, alias, k.key, top);
   return doc;
 }
 
@@ -68,7 +54,7 @@ void parse_model(const json& doc, const Where& top, RunConfig& r) {
     (std::find(presets.begin(), presets.end(), name) != presets.end() ? r.model.preset : r.model.path) = name;
     return;
   }
-  check_known_keys(*it, {"preset", "path", "name_or_path", "tokenizer", "activation_checkpointing"}, w, kFix);
+  check_known_keys(*it, run_section_keys("model"), w, kFix);
   if (it->contains("path") && it->contains("name_or_path"))
     ZT_THROW_INPUT(w.str(), ": 'path' and 'name_or_path' are the same setting; keep 'path'");
   r.model.preset = read_string(*it, "preset", w, "").value;
@@ -83,7 +69,7 @@ void parse_data(const json& doc, const Where& top, RunConfig& r) {
   auto it = doc.find("data");
   if (it == doc.end() || it->is_null()) return;
   const Where w = top.key("data");
-  check_known_keys(*it, {"train", "validation", "jsonl_field", "seq_len", "validation_fraction"}, w, kFix);
+  check_known_keys(*it, run_section_keys("data"), w, kFix);
   r.data.train = read_string_list(*it, "train", w);
   r.data.validation = read_string_list(*it, "validation", w);
   r.data.jsonl_field = read_string(*it, "jsonl_field", w, "text").value;
@@ -98,7 +84,7 @@ void parse_samples(const json& doc, const Where& top, RunConfig& r) {
   auto it = doc.find("samples");
   if (it == doc.end() || it->is_null()) return;
   const Where w = top.key("samples");
-  check_known_keys(*it, {"prompts", "tokens", "temperature", "top_k"}, w, kFix);
+  check_known_keys(*it, run_section_keys("samples"), w, kFix);
   r.sample_prompts = read_string_list(*it, "prompts", w);
   r.sample_tokens = read_int(*it, "tokens", w, 0);
   r.sample_temperature = read_number(*it, "temperature", w, 0.8);
@@ -117,14 +103,47 @@ void check_one_of(const Setting<std::string>& s, const std::vector<std::string>&
 
 }  // namespace
 
-const std::vector<std::string>& run_top_level_keys() { return kTop; }
+const std::vector<std::string>& run_top_level_keys() {
+  static const std::vector<std::string> keys = run_top_level_spellings();
+  return keys;
+}
+
+namespace {
+
+// The canonical keys the document writes (for `config check`'s origins).
+std::vector<std::string> written_keys(const json& doc) {
+  std::vector<std::string> written;
+  for (const RunKey& k : run_keys()) {
+    const auto dot = k.key.find('.');
+    if (dot == std::string::npos) {
+      if (doc.contains(k.key) && !doc[k.key].is_null()) written.push_back(k.key);
+      continue;
+    }
+    const std::string section = k.key.substr(0, dot);
+    const auto it = doc.find(section);
+    if (it == doc.end() || it->is_null()) continue;
+    if (it->is_string()) {  // model: NAME names the model
+      if (section == "model" && k.key == "model.preset") written.push_back(k.key);
+      continue;
+    }
+    if (!it->is_object()) continue;
+    bool given = it->contains(k.key.substr(dot + 1));
+    for (const std::string& a : k.aliases)
+      if (a.rfind(section + ".", 0) == 0) given = given || it->contains(a.substr(section.size() + 1));
+    if (given) written.push_back(k.key);
+  }
+  return written;
+}
+
+}  // namespace
 
 RunConfig parse_run_config(const json& raw, const std::string& source) {
   RunConfig r;
   r.source = source;
   const Where top{source, ""};
-  check_known_keys(raw, kTop, top, kFix);
+  check_known_keys(raw, run_top_level_keys(), top, kFix);
   const json doc = canonical(raw, top);
+  r.written = written_keys(doc);
   parse_model(doc, top, r);
   parse_data(doc, top, r);
   parse_samples(doc, top, r);

@@ -43,6 +43,9 @@ struct RunConfig {
   Setting<bool> master_weights{true};
   std::string deepspeed;           // ds_config.json path ("" = none)
   std::string accelerate_config;   // Accelerate YAML path ("" = none)
+  // The canonical keys (config_keys_run.cpp) this document writes, for the origins that
+  // `zerotrain config check` prints.
+  std::vector<std::string> written;
 };
 
 RunConfig parse_run_config(const nlohmann::json& doc, const std::string& source);

@@ -12,6 +12,7 @@
 #include "io/bounded_file.h"
 #include "model/config.h"
 #include "train/accelerate_config.h"
+#include "train/config_keys.h"
 #include "train/run_config.h"
 
 namespace zt::train {
@@ -144,6 +145,9 @@ void apply_run(const RunConfig& r, TrainConfig& cfg) {
   cfg.sample_top_k = static_cast<int>(r.sample_top_k.value);
   cfg.warmup_steps = r.warmup_steps.value;
   cfg.warmup_ratio = r.warmup_ratio.value;
+  // Every key the run config writes: its file (ds_config resolution, run after this, records
+  // the origins of the values it decides).
+  for (const std::string& k : r.written) cfg.origin[run_origin_key(k)] = s;
 }
 
 // master_weights: false keeps no f32 master and the optimizer state in bf16; it needs
@@ -393,7 +397,8 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
   cfg.warnings.insert(cfg.warnings.end(), acc.warnings.begin(), acc.warnings.end());
 
   for (const auto& k : ds_overridden) cfg.origin[k] = kCommandLine;
-  for (const auto& k : run_overridden) cfg.origin[k] = kCommandLine;
+  // Under the name `config check` prints: --save_steps sets save_interval, --model.path model.
+  for (const auto& k : run_overridden) cfg.origin[run_origin_key(canonical_run_key(k))] = kCommandLine;
   for (const auto& k : acc_overridden) cfg.origin[k] = kCommandLine;
   std::string sources;
   for (const auto& s : {args.run_path, ds_path, acc_path})

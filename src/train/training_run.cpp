@@ -35,23 +35,11 @@ std::unique_ptr<LrSchedule> make_schedule(const TrainConfig& c, int64_t total_st
                           total_steps);
 }
 
-std::optional<DType> communication_dtype(const std::string& name) {
-  if (name == "fp32") return DType::F32;
-  if (name == "bf16") return DType::BF16;
-  if (name == "fp16") return DType::F16;
-  return std::nullopt;  // "": the gradients' dtype (ds_config.cpp validated the name)
-}
-
+// The config's own ZeroOptions (TrainConfig::zero is one); only the stage may be lowered
+// to what the world size allows.
 zero::ZeroOptions zero_options(const TrainConfig& c, int stage) {
-  const ZeroSection& z = c.zero;
-  zero::ZeroOptions o;
-  o.communication_dtype = communication_dtype(c.communication_data_type);
+  zero::ZeroOptions o = c.zero;
   o.stage = stage;
-  o.overlap_comm = z.overlap_comm ? zero::OverlapComm::On : zero::OverlapComm::Off;
-  o.reduce_bucket_size = z.reduce_bucket_size;
-  o.stage3_prefetch_bucket_size = z.stage3_prefetch_bucket_size;
-  o.stage3_max_live_parameters = z.stage3_max_live_parameters;
-  o.stage3_param_persistence_threshold = z.stage3_param_persistence_threshold;
   return o;
 }
 

@@ -40,25 +40,10 @@
 #include "comm/communicator.h"
 #include "model/registry.h"
 #include "model/transformer.h"
+#include "zero/options.h"
 #include "zero/partition.h"
 
 namespace zt::zero {
-
-enum class OverlapComm { Off, On };
-
-struct ZeroOptions {
-  int stage = 0;
-  OverlapComm overlap_comm = OverlapComm::Off;
-  int64_t reduce_bucket_size = 500'000'000;          // elements per gradient collective
-  int64_t stage3_prefetch_bucket_size = 50'000'000;  // elements gathered ahead of use
-  int64_t stage3_max_live_parameters = 1'000'000'000;
-  int64_t stage3_param_persistence_threshold = 100'000;  // units with fewer elements stay gathered
-  // DeepSpeed's communication_data_type: the dtype gradients are reduced in. Empty: the
-  // gradients' own dtype. Another dtype: each bucket is converted before its collective
-  // (rounded once) and the result converted back (stage 0/1) or added into the f32
-  // partition (stages 2-3), so 16-bit reductions of f32 gradients move half the bytes.
-  std::optional<DType> communication_dtype;
-};
 
 // Bytes this rank moved through collectives, counted as the ring algorithms move them:
 // all_reduce 2(N-1)/N x buffer, reduce_scatter and all_gather (N-1)/N x the full buffer.

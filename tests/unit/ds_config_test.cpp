@@ -43,7 +43,7 @@ TEST(DsConfig, SeedZero3OffloadFp16) {
   EXPECT_EQ(c.zero.stage, 3);
   EXPECT_EQ(c.zero.offload_optimizer, OffloadDevice::CPU);
   EXPECT_EQ(c.zero.offload_param, OffloadDevice::None);
-  EXPECT_TRUE(c.zero.overlap_comm);  // stage 3 default
+  EXPECT_EQ(c.zero.overlap_comm, zero::OverlapComm::On);  // stage 3 default
   EXPECT_EQ(c.precision, Precision::F16);
   EXPECT_TRUE(c.loss_scaler.enabled);
   EXPECT_EQ(c.loss_scaler.loss_scale, 0.0f);
@@ -65,7 +65,7 @@ TEST(DsConfig, SeedLargeBatchDerivesMicroFromWorld) {
   EXPECT_EQ(c.grad_accum_steps, 8);
   EXPECT_EQ(c.micro_batch_per_gpu, 64);  // 4096 / (8 * 8)
   EXPECT_EQ(c.zero.allgather_bucket_size, 500000000);  // written 5e8
-  EXPECT_TRUE(c.zero.overlap_comm);
+  EXPECT_EQ(c.zero.overlap_comm, zero::OverlapComm::On);
   EXPECT_TRUE(c.zero.offload_pin_memory);
   EXPECT_FLOAT_EQ(c.optimizer.weight_decay, 0.01f);
   LoadOptions three;

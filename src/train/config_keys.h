@@ -1,0 +1,158 @@
+// Config keys declared once: one table per config section, one row per key. Everything
+// else about a key derives from its row: the known-key check and its did-you-mean, the
+// alias spellings, reading and range-checking the value, "auto" resolution, where
+// `zerotrain config check` says the value came from, the "accepted but has no effect
+// here" warning, and the key's line in docs/configs.md (`zerotrain config keys
+// --markdown`, compared with the doc by config_keys_test).
+//
+// Tables today: zero_optimization, activation_checkpointing and aio (every key: parse,
+// resolve, origins, dump, warnings, docs) and the run config (known keys, aliases,
+// origins, docs; values are still read in run_config.cpp). The other ds_config sections
+// (top level, fp16/bf16, optimizer, scheduler) still have their own code in ds_config.cpp. Adding a key: docs/dev.md "Adding a config key".
+#pragma once
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "train/config.h"
+
+namespace zt::train {
+
+enum class KeyType { Bool, Int, Object, Any };
+
+// The status words of docs/configs.md.
+enum class KeyStatus {
+  Resolved,  // carried in TrainConfig with DeepSpeed's meaning and acted on
+  Accepted,  // validated, no effect here (see InertWhen for when it says so)
+  Mapped,    // a deprecated spelling of another key
+  Refused,   // Unsupported (exit 2) when switched on; its off value loads
+};
+
+// How an "auto" value is computed (AutoRule::None: "auto" is an error for the key).
+enum class AutoRule { None, HiddenSquared, NineTenthsHiddenSquared, TenHidden };
+
+// When a key whose value changes nothing in this run warns (inert_keys.cpp).
+enum class InertWhen {
+  Never,
+  NotDefault,              // any value but the default
+  NotDefaultBelowStage3,   // ... when the run's stage is below 3
+  NotDefaultOneProcess,    // ... with one process
+  WrittenTrueOneProcess,   // written (not defaulted) as true, with one process
+};
+
+// Whether `zerotrain config check` prints the key.
+enum class Shown { Always, Stage3, No };
+
+// The field of section struct S a key fills (monostate: accepted, kept nowhere).
+template <class S>
+using KeyField = std::variant<std::monostate, bool S::*, int S::*, int64_t S::*, zero::OverlapComm S::*>;
+
+// One key of a ds_config section whose values are whole numbers or booleans, filling a
+// field of S (ZeroSection, ActivationCheckpointingSection).
+template <class S>
+struct SectionKey {
+  std::string key;
+  std::vector<std::string> aliases;  // DeepSpeed's older spellings (pydantic aliases)
+  KeyType type;
+  int64_t default_value;     // bools as 0/1; unused for Object/Any
+  std::string default_text;  // as docs/configs.md shows it
+  int64_t min_value;         // range check (INT64_MIN: none)
+  AutoRule auto_rule;
+  KeyStatus status;
+  KeyField<S> target;
+  InertWhen inert_when;
+  std::string inert_why;     // the "(why)" of the warning
+  int64_t refuse_above;      // Refused: a value above this is refused
+  std::string refused_what;  // Refused: the Unsupported error after "section.KEY: "
+  Shown shown;
+  std::string doc;           // docs/configs.md's status column
+};
+
+using ZeroKey = SectionKey<ZeroSection>;
+using CheckpointingKey = SectionKey<ActivationCheckpointingSection>;
+using AioKey = SectionKey<AioSection>;
+
+// "zero_optimization" (config_keys_zero.cpp), "activation_checkpointing"
+// (config_keys_checkpointing.cpp), "aio" (config_keys_aio.cpp).
+const std::vector<ZeroKey>& zero_keys();
+const std::vector<CheckpointingKey>& checkpointing_keys();
+const std::vector<AioKey>& aio_keys();
+
+// Every spelling a section accepts (keys and aliases), for the known-key check.
+template <class S>
+std::vector<std::string> key_spellings(const std::vector<SectionKey<S>>& keys) {
+  std::vector<std::string> all;
+  for (const SectionKey<S>& k : keys) {
+    all.push_back(k.key);
+    all.insert(all.end(), k.aliases.begin(), k.aliases.end());
+  }
+  return all;
+}
+
+// A key's value in the resolved section as an int64 (bools 0/1; the default when the key
+// is kept nowhere), and the other way.
+template <class S>
+int64_t key_value(const SectionKey<S>& k, const S& s) {
+  struct Get {
+    const SectionKey<S>& k;
+    const S& s;
+    int64_t operator()(std::monostate) const { return k.default_value; }
+    int64_t operator()(bool S::*f) const { return s.*f ? 1 : 0; }
+    int64_t operator()(int S::*f) const { return s.*f; }
+    int64_t operator()(int64_t S::*f) const { return s.*f; }
+    int64_t operator()(zero::OverlapComm S::*f) const { return s.*f == zero::OverlapComm::On ? 1 : 0; }
+  };
+  return std::visit(Get{k, s}, k.target);
+}
+
+template <class S>
+void set_key_value(const SectionKey<S>& k, int64_t v, S& s) {
+  struct Put {
+    int64_t v;
+    S& s;
+    void operator()(std::monostate) const {}
+    void operator()(bool S::*f) const { s.*f = v != 0; }
+    void operator()(int S::*f) const { s.*f = static_cast<int>(v); }
+    void operator()(int64_t S::*f) const { s.*f = v; }
+    void operator()(zero::OverlapComm S::*f) const { s.*f = v != 0 ? zero::OverlapComm::On : zero::OverlapComm::Off; }
+  };
+  std::visit(Put{v, s}, k.target);
+}
+
+// What an "auto" key resolves to for a model of hidden size h.
+int64_t auto_value(AutoRule rule, int64_t h);
+std::string auto_rule_text(AutoRule rule);
+
+// A run-config key (dotted for sections: "model.tokenizer").
+struct RunKey {
+  std::string key;
+  // HF TrainingArguments spellings: top level ("save_steps") or in the key's section
+  // ("model.name_or_path").
+  std::vector<std::string> aliases;
+  std::string default_text;
+  // The name `config check` prints it under ("" = the key itself; model.preset and
+  // model.path are both "model"). The HF keys that feed ds_config "auto" values
+  // (learning_rate, per_device_train_batch_size, ...) keep their own names: the ds keys
+  // they resolve record "auto (learning_rate)" and the like.
+  std::string origin_key;
+  std::string doc;
+};
+
+const std::vector<RunKey>& run_keys();
+// The run config's top-level spellings (sections, keys, aliases).
+std::vector<std::string> run_top_level_spellings();
+// The keys a run-config section ("model", "data", "samples") accepts.
+std::vector<std::string> run_section_keys(const std::string& section);
+// The canonical key for a spelling ("save_steps" -> "save_interval"; itself otherwise).
+std::string canonical_run_key(const std::string& spelling);
+// The name a run key's origin is recorded under ("model.path" -> "model").
+std::string run_origin_key(const std::string& canonical);
+
+// docs/configs.md tables, generated from the rows.
+std::string zero_keys_markdown();
+std::string checkpointing_keys_markdown();
+std::string aio_keys_markdown();
+std::string run_keys_markdown();
+
+}  // namespace zt::train

@@ -1,0 +1,45 @@
+// The "aio" table (top level; NVMe offload I/O). Its keys are kept for the engine's NVMe
+// offload; the section as a whole warns when set (inert_keys.cpp): that offload is not
+// implemented yet.
+#include <climits>
+
+#include "train/config_keys.h"
+
+namespace zt::train {
+
+namespace {
+
+using A = AioSection;
+
+AioKey resolved(std::string key, std::vector<std::string> aliases, KeyType type, int64_t dflt, std::string dflt_text,
+                KeyField<A> target, std::string doc) {
+  return {std::move(key), std::move(aliases), type, dflt, std::move(dflt_text), type == KeyType::Int ? 1 : INT64_MIN,
+          AutoRule::None, KeyStatus::Resolved, target, InertWhen::Never, "", INT64_MAX, "", Shown::No, std::move(doc)};
+}
+
+std::vector<AioKey> make_table() {
+  const auto B = KeyType::Bool;
+  const auto I = KeyType::Int;
+  return {
+      resolved("block_size", {}, I, 1048576, "1048576", &A::block_size,
+               "resolved (the section warns when set: NVMe offload is not implemented yet)"),
+      resolved("queue_depth", {}, I, 8, "8", &A::queue_depth, "resolved"),
+      resolved("intra_op_parallelism", {"thread_count"}, I, 1, "1", &A::intra_op_parallelism,
+               "resolved; both names at once is an error"),
+      resolved("single_submit", {}, B, 0, "false", &A::single_submit, "resolved"),
+      resolved("overlap_events", {}, B, 1, "true", &A::overlap_events, "resolved"),
+      {"use_gds", {}, B, 0, "false", INT64_MIN, AutoRule::None, KeyStatus::Refused, &A::use_gds, InertWhen::Never, "",
+       0,
+       "GPUDirect Storage is not supported by zerotrain; set use_gds false (NVMe I/O goes through pinned host memory)",
+       Shown::No, "refused when true (GPUDirect Storage)"},
+  };
+}
+
+}  // namespace
+
+const std::vector<AioKey>& aio_keys() {
+  static const std::vector<AioKey> table = make_table();
+  return table;
+}
+
+}  // namespace zt::train

@@ -1,0 +1,40 @@
+// docs/configs.md's key tables, generated from the config key tables (`zerotrain config
+// keys --markdown`); config_keys_test fails when the doc and the table disagree.
+#include <string>
+#include <vector>
+
+#include "train/config_keys.h"
+
+namespace zt::train {
+
+namespace {
+
+// "`key`", "`key` (alias `a`)", "`key` (aliases `a`, `b`)".
+std::string key_cell(const std::string& key, const std::vector<std::string>& aliases) {
+  std::string cell = "`" + key + "`";
+  if (aliases.empty()) return cell;
+  cell += aliases.size() == 1 ? " (alias " : " (aliases ";
+  for (size_t i = 0; i < aliases.size(); ++i) cell += (i ? ", `" : "`") + aliases[i] + "`";
+  return cell + ")";
+}
+
+template <class S>
+std::string section_markdown(const std::vector<SectionKey<S>>& keys) {
+  std::string s = "| key | default | status |\n|-----|---------|--------|\n";
+  for (const SectionKey<S>& k : keys) s += "| " + key_cell(k.key, k.aliases) + " | " + k.default_text + " | " + k.doc + " |\n";
+  return s;
+}
+
+}  // namespace
+
+std::string zero_keys_markdown() { return section_markdown(zero_keys()); }
+std::string checkpointing_keys_markdown() { return section_markdown(checkpointing_keys()); }
+std::string aio_keys_markdown() { return section_markdown(aio_keys()); }
+
+std::string run_keys_markdown() {
+  std::string s = "| key | default | meaning |\n|-----|---------|---------|\n";
+  for (const RunKey& k : run_keys()) s += "| " + key_cell(k.key, k.aliases) + " | " + k.default_text + " | " + k.doc + " |\n";
+  return s;
+}
+
+}  // namespace zt::train

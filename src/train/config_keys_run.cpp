@@ -1,0 +1,132 @@
+// The run-config table: every key a run config (YAML or JSON) may hold, its HF
+// TrainingArguments aliases, default and doc line. The known-key checks of the top level
+// and of model/data/samples, the alias mapping, the origins `config check` prints and the
+// docs/configs.md table derive from it; run_config.cpp reads the values.
+#include <algorithm>
+
+#include "train/config_keys.h"
+
+namespace zt::train {
+
+namespace {
+
+std::vector<RunKey> make_table() {
+  return {
+      {"model.preset", {}, "tiny-gpt2", "model", "a built-in preset; `model: NAME` is a preset name, else an HF directory"},
+      {"model.path", {"model_name_or_path", "model.name_or_path"}, "—", "model",
+       "an HF model directory (config.json + safetensors); not with model.preset"},
+      {"model.tokenizer", {}, "the model's (trained for a preset)", "", "a tokenizer file or directory"},
+      {"model.activation_checkpointing", {"gradient_checkpointing"}, "false", "", "recompute each block in backward"},
+      {"data.train", {}, "built-in text", "", "a path or a list: text files/dirs, JSONL, or token shards (.bin)"},
+      {"data.validation", {}, "split off train", "", "a path or a list"},
+      {"data.jsonl_field", {}, "text", "", "the JSONL field holding the text"},
+      {"data.seq_len", {"seq_len"}, "0 (model context)", "", "tokens per sequence"},
+      {"data.validation_fraction", {}, "0.05", "", "split off the train text when no validation set is given"},
+      {"max_steps", {}, "0 (use epochs)",
+       "", "global steps, as DeepSpeed counts them: an fp16 step skipped on overflow counts (`max_steps - skipped` "
+       "optimizer updates)"},
+      {"epochs", {"num_train_epochs"}, "1", "", "when max_steps is 0"},
+      {"eval_interval", {"eval_steps"}, "0 (end only)", "", "steps between evaluations"},
+      {"eval_batches", {}, "20", "", "batches per evaluation"},
+      {"save_interval", {"save_steps"}, "0 (end only)", "", "steps between checkpoints"},
+      {"save_strategy", {}, "steps", "",
+       "`steps`: checkpoints every `save_interval` steps and at the end; `no`: none (a stop signal still saves); "
+       "final/ is written either way"},
+      {"keep_last", {"save_total_limit"}, "2", "", "checkpoints kept"},
+      {"output_dir", {}, "out", "",
+       "one run at a time (a lock); a new run into a directory holding a run exits 2 "
+       "(docs/checkpoints.md#output-directory)"},
+      {"overwrite_output_dir", {}, "false", "",
+       "true (`--overwrite_output_dir`): a run without `--resume` replaces the run in output_dir (its checkpoints/, "
+       "final/, metrics.jsonl)"},
+      {"stop_grace_seconds", {}, "0 (none)", "",
+       "seconds from the first stop signal to an immediate exit (128 + the signal) when the stop's save has not "
+       "finished (docs/checkpoints.md#stop-signals)"},
+      {"seed", {}, "1234", "", ""},
+      {"steps_per_print", {"logging_steps", "log_interval"}, "10", "", ""},
+      {"resume", {"resume_from_checkpoint"}, "\"\"", "", "\"\" \\| latest \\| auto \\| a checkpoint dir"},
+      {"device", {}, "auto", "",
+       "auto (cuda when a GPU is visible and the build has the CUDA backend, else cpu) \\| cpu \\| cuda"},
+      {"samples.prompts", {}, "—", "", "a string or a list, printed after training"},
+      {"samples.tokens", {}, "0", "", "tokens sampled per prompt"},
+      {"samples.temperature", {}, "0.8", "", ""},
+      {"samples.top_k", {}, "40", "", ""},
+      {"learning_rate", {}, "5e-5", "", "optimizer lr (HF default)"},
+      {"per_device_train_batch_size", {}, "8", "", "micro batch"},
+      {"gradient_accumulation_steps", {}, "1", "", ""},
+      {"warmup_steps", {}, "0", "", ""},
+      {"warmup_ratio", {}, "0", "", "fraction of total steps; not with warmup_steps"},
+      {"lr_scheduler_type", {}, "linear", "", "constant, constant_with_warmup, linear, cosine; HF's others refused"},
+      {"weight_decay", {}, "0", "", ""},
+      {"max_grad_norm", {}, "1.0", "", "clipping (0 = off)"},
+      {"adam_beta1", {}, "0.9", "", ""},
+      {"adam_beta2", {}, "0.999", "", ""},
+      {"adam_epsilon", {}, "1e-8", "", ""},
+      {"optim", {}, "adamw", "",
+       "adamw (adamw_torch, adamw_torch_fused, adamw_hf), adam, sgd, lion (lion_32bit)"},
+      {"bf16", {}, "false", "", "mixed precision (not with fp16)"},
+      {"fp16", {}, "false", "", "mixed precision (not with bf16)"},
+      {"master_weights", {}, "true",
+       "", "false: bf16 parameters and optimizer state, no f32 master copy (bf16 only; see below)"},
+      {"deepspeed", {}, "—", "", "ds_config path"},
+      {"accelerate_config", {}, "—", "", "Accelerate YAML path"},
+  };
+}
+
+std::string section_of(const std::string& key) {
+  const auto dot = key.find('.');
+  return dot == std::string::npos ? "" : key.substr(0, dot);
+}
+
+void add_unique(std::vector<std::string>& v, const std::string& s) {
+  if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
+}
+
+}  // namespace
+
+const std::vector<RunKey>& run_keys() {
+  static const std::vector<RunKey> table = make_table();
+  return table;
+}
+
+std::vector<std::string> run_top_level_spellings() {
+  std::vector<std::string> all;
+  for (const RunKey& k : run_keys()) {
+    const std::string section = section_of(k.key);
+    add_unique(all, section.empty() ? k.key : section);
+    for (const std::string& a : k.aliases)
+      if (section_of(a).empty()) add_unique(all, a);
+  }
+  return all;
+}
+
+std::vector<std::string> run_section_keys(const std::string& section) {
+  std::vector<std::string> keys;
+  const std::string pre = section + ".";
+  for (const RunKey& k : run_keys()) {
+    if (k.key.rfind(pre, 0) == 0) add_unique(keys, k.key.substr(pre.size()));
+    for (const std::string& a : k.aliases)
+      if (a.rfind(pre, 0) == 0) add_unique(keys, a.substr(pre.size()));
+  }
+  return keys;
+}
+
+std::string canonical_run_key(const std::string& spelling) {
+  for (const RunKey& k : run_keys()) {
+    if (k.key == spelling) return k.key;
+    for (const std::string& a : k.aliases) {
+      if (a == spelling) return k.key;
+      // "--save_steps.x": an alias as the first part of a longer dotted key.
+      if (spelling.rfind(a + ".", 0) == 0) return k.key + spelling.substr(a.size());
+    }
+  }
+  return spelling;
+}
+
+std::string run_origin_key(const std::string& canonical) {
+  for (const RunKey& k : run_keys())
+    if (k.key == canonical) return k.origin_key.empty() ? k.key : k.origin_key;
+  return canonical;
+}
+
+}  // namespace zt::train

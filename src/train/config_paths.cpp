@@ -1,0 +1,45 @@
+#include "train/config_paths.h"
+
+#include <glob.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace zt::train {
+
+namespace {
+
+// A path, or a glob pattern matching something (token shards may be named as "shards/*.bin").
+bool exists_or_matches(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) return true;
+  glob_t g{};
+  const bool matched = ::glob(path.c_str(), 0, nullptr, &g) == 0 && g.gl_pathc > 0;
+  ::globfree(&g);
+  return matched;
+}
+
+// `origin_key`: the name the key's origin is recorded under (model.path's is "model").
+void require_exists(const TrainConfig& c, const std::string& key, const std::string& origin_key,
+                    const std::string& path) {
+  if (path.empty() || exists_or_matches(path)) return;
+  const auto it = c.origin.find(origin_key);
+  const std::string from = it == c.origin.end() ? "" : " (from " + it->second + ")";
+  ZT_THROW_INPUT(key, ": '", path, "' does not exist", from,
+                 "; fix the path (relative paths are taken from the current directory, or beside the run config "
+                 "that names them)");
+}
+
+}  // namespace
+
+void check_named_paths(const TrainConfig& c) {
+  require_exists(c, "model.path", "model", c.model.path);
+  require_exists(c, "model.tokenizer", "model.tokenizer", c.model.tokenizer);
+  for (const std::string& p : c.data.train) require_exists(c, "data.train", "data.train", p);
+  for (const std::string& p : c.data.validation) require_exists(c, "data.validation", "data.validation", p);
+}
+
+}  // namespace zt::train

@@ -1,0 +1,222 @@
+// The config key tables (train/config_keys.h): the table agrees with the structs it fills
+// and with docs/configs.md, every spelling it lists loads, origins in `config check` are
+// the true ones, and named files must exist.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "common/input_error.h"
+#include "common/temp_dir.h"
+#include "train/config_dump.h"
+#include "train/config_keys.h"
+#include "train/config_paths.h"
+#include "train/ds_config.h"
+#include "train/run_config.h"
+
+namespace zt::train {
+namespace {
+
+using nlohmann::json;
+using zt::testing::input_error_of;
+
+#define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
+
+struct TempDir : zt::testing::TempDir {
+  TempDir() : zt::testing::TempDir(zt::testing::system_temp_path("zt_keys_"), /*clear_first=*/false) {}
+};
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The lines of docs/configs.md between "<!-- zerotrain config keys --markdown SECTION -->"
+// and the next "<!-- end generated -->".
+std::string generated_block(const std::string& section) {
+  const std::string doc = read_text(std::string(ZT_SOURCE_DIR) + "/docs/configs.md");
+  const std::string begin = "<!-- zerotrain config keys --markdown " + section + " -->\n";
+  const auto b = doc.find(begin);
+  if (b == std::string::npos) return "(no generated block for " + section + " in docs/configs.md)";
+  const auto e = doc.find("<!-- end generated -->", b);
+  return doc.substr(b + begin.size(), e == std::string::npos ? std::string::npos : e - b - begin.size());
+}
+
+// The dump's line for `key` ("  key = value   [origin]").
+std::string dump_line(const std::string& dump, const std::string& key) {
+  const auto at = dump.find("  " + key + " = ");
+  if (at == std::string::npos) return "(no line for " + key + ")";
+  return dump.substr(at, dump.find('\n', at) - at);
+}
+
+TEST(ConfigKeys, ZeroTableDefaultsAreTheStructDefaults) {
+  static const ZeroSection defaults{};
+  for (const ZeroKey& k : zero_keys()) {
+    if (std::holds_alternative<std::monostate>(k.target)) continue;
+    EXPECT_EQ(key_value(k, defaults), k.default_value) << k.key;
+  }
+}
+
+TEST(ConfigKeys, EverySpellingOfTheZeroTableLoadsWithItsDefault) {
+  for (const ZeroKey& k : zero_keys()) {
+    if (k.type != KeyType::Bool && k.type != KeyType::Int) continue;
+    const json value = k.type == KeyType::Bool ? json(k.default_value != 0) : json(k.default_value);
+    std::vector<std::string> spellings = k.aliases;
+    spellings.push_back(k.key);
+    for (const std::string& s : spellings) {
+      const DsConfig ds = parse_ds_config(json{{"zero_optimization", {{s, value}}}}, "ds.json");
+      EXPECT_EQ(key_value(k, ds.zero), k.default_value) << s;
+      EXPECT_EQ(ds.zero_given.at(k.key), Given::Set) << s;
+    }
+  }
+}
+
+TEST(ConfigKeys, CheckpointingTableDefaultsAreTheStructDefaults) {
+  static const ActivationCheckpointingSection defaults{};  // static: no padding read as "uninitialised"
+  for (const CheckpointingKey& k : checkpointing_keys()) EXPECT_EQ(key_value(k, defaults), k.default_value) << k.key;
+  const DsConfig ds =
+      parse_ds_config(json{{"activation_checkpointing", {{"number_checkpoints", 4}, {"profile", true}}}}, "ds.json");
+  EXPECT_EQ(ds.activation_checkpointing.number_checkpoints, 4);
+  EXPECT_TRUE(ds.activation_checkpointing.profile);
+  EXPECT_HAS(input_error_of([] {
+               parse_ds_config(json{{"activation_checkpointing", {{"number_checkpoints", -1}}}}, "ds.json");
+             }),
+             "ds.json: activation_checkpointing.number_checkpoints: must not be negative");
+}
+
+TEST(ConfigKeys, AioTableDefaultsAreTheStructDefaultsAndItsChecksHold) {
+  static const AioSection defaults{};
+  for (const AioKey& k : aio_keys()) EXPECT_EQ(key_value(k, defaults), k.default_value) << k.key;
+  const DsConfig ds = parse_ds_config(json{{"aio", {{"thread_count", 3}, {"block_size", 4096}}}}, "ds.json");
+  EXPECT_EQ(ds.aio.intra_op_parallelism, 3);
+  EXPECT_EQ(ds.aio.block_size, 4096);
+  EXPECT_HAS(input_error_of([] { parse_ds_config(json{{"aio", {{"queue_depth", 0}}}}, "ds.json"); }),
+             "ds.json: aio.queue_depth: must be positive");
+  try {
+    parse_ds_config(json{{"aio", {{"use_gds", true}}}}, "ds.json");
+    ADD_FAILURE() << "use_gds: true loaded";
+  } catch (const Error& e) {
+    EXPECT_HAS(e.what(), "aio.use_gds: GPUDirect Storage is not supported");
+  }
+}
+
+TEST(ConfigKeys, ZeroValuesReachTheEngineOptionsWithoutACopy) {
+  const TrainConfig c = load_train_config({"--zero_optimization.stage", "3", "--zero_optimization.prefetch_bucket_size",
+                                           "123", "--zero_optimization.stage3_max_live_parameters", "456",
+                                           "--communication_data_type", "bf16"});
+  const zero::ZeroOptions& o = c.zero;  // what training_run hands the engine
+  EXPECT_EQ(o.stage, 3);
+  EXPECT_EQ(o.stage3_prefetch_bucket_size, 123);
+  EXPECT_EQ(o.stage3_max_live_parameters, 456);
+  EXPECT_EQ(o.overlap_comm, zero::OverlapComm::On);  // stage 3's default
+  ASSERT_TRUE(o.communication_dtype.has_value());
+  EXPECT_EQ(*o.communication_dtype, DType::BF16);
+}
+
+TEST(ConfigKeys, ZeroAutoSizesComeFromTheHiddenSize) {
+  TempDir dir;
+  const std::string ds = dir.write("ds.json", R"({"zero_optimization": {"stage": 3, "reduce_bucket_size": "auto",
+      "stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto"}})");
+  const TrainConfig c = load_train_config({"--deepspeed", ds, "--model.preset", "tiny-gpt2"});
+  EXPECT_EQ(c.zero.reduce_bucket_size, 128 * 128);
+  EXPECT_EQ(c.zero.stage3_prefetch_bucket_size, static_cast<int64_t>(0.9 * 128 * 128));
+  EXPECT_EQ(c.zero.stage3_param_persistence_threshold, 1280);
+  EXPECT_EQ(c.origin.at("zero_optimization.reduce_bucket_size"), "auto (hidden size 128)");
+}
+
+TEST(ConfigKeys, DocsTablesAreTheGeneratedOnes) {
+  EXPECT_EQ(generated_block("zero_optimization"), zero_keys_markdown())
+      << "docs/configs.md's zero_optimization table differs from the key table: paste `zerotrain config keys "
+         "--markdown zero_optimization` between its markers";
+  EXPECT_EQ(generated_block("activation_checkpointing"), checkpointing_keys_markdown())
+      << "docs/configs.md's activation_checkpointing table differs from the key table: paste `zerotrain config keys "
+         "--markdown activation_checkpointing` between its markers";
+  EXPECT_EQ(generated_block("aio"), aio_keys_markdown())
+      << "docs/configs.md's aio table differs from the key table: paste `zerotrain config keys --markdown aio` "
+         "between its markers";
+  EXPECT_EQ(generated_block("run"), run_keys_markdown())
+      << "docs/configs.md's run config table differs from the key table: paste `zerotrain config keys --markdown "
+         "run` between its markers";
+}
+
+TEST(ConfigKeys, RunTableSpellingsAreAccepted) {
+  for (const RunKey& k : run_keys()) EXPECT_EQ(canonical_run_key(k.key), k.key);
+  EXPECT_EQ(canonical_run_key("save_steps"), "save_interval");
+  EXPECT_EQ(canonical_run_key("model_name_or_path"), "model.path");
+  EXPECT_EQ(run_origin_key("model.path"), "model");
+  for (const char* top : {"model", "data", "samples", "num_train_epochs", "logging_steps", "seq_len"})
+    EXPECT_NE(std::find(run_top_level_keys().begin(), run_top_level_keys().end(), top), run_top_level_keys().end())
+        << top;
+}
+
+// Issue 16: `model.tokenizer = tok512.json [default]` when run.yaml set it.
+TEST(ConfigCheckOrigins, KeysWrittenInTheRunConfigNameIt) {
+  TempDir dir;
+  dir.write("tok512.json", "{}");
+  const std::string run = dir.write("run.yaml", "model:\n  preset: tiny-gpt2\n  tokenizer: tok512.json\n"
+                                                "eval_steps: 5\nsave_strategy: \"no\"\nwarmup_steps: 3\n");
+  const TrainConfig c = load_train_config({run});
+  EXPECT_EQ(c.origin.at("model.tokenizer"), run);
+  EXPECT_EQ(c.origin.at("model"), run);
+  EXPECT_EQ(c.origin.at("eval_interval"), run);  // written as its alias
+  EXPECT_EQ(c.origin.at("save_strategy"), run);
+  EXPECT_EQ(c.origin.at("warmup_steps"), run);
+  const std::string dump = describe_config(c);
+  EXPECT_HAS(dump_line(dump, "model.tokenizer"), "[" + run + "]");
+  EXPECT_HAS(dump_line(dump, "eval_interval"), "[" + run + "]");
+}
+
+// Issue 16: `--save_steps 2` showed as `save_interval = 2 [default]`.
+TEST(ConfigCheckOrigins, AnAliasOnTheCommandLineNamesTheCanonicalKey) {
+  const TrainConfig c = load_train_config({"--save_steps", "2", "--model_name_or_path", "/x", "--logging_steps", "3"});
+  EXPECT_EQ(c.save_interval, 2);
+  EXPECT_EQ(c.origin.at("save_interval"), "command line");
+  EXPECT_EQ(c.origin.at("model"), "command line");
+  EXPECT_EQ(c.origin.at("steps_per_print"), "command line");
+  EXPECT_HAS(dump_line(describe_config(c), "save_interval"), "= 2");
+  EXPECT_HAS(dump_line(describe_config(c), "save_interval"), "[command line]");
+}
+
+TEST(ConfigCheckOrigins, ZeroKeysWrittenInTheDsConfigNameIt) {
+  TempDir dir;
+  const std::string ds = dir.write("ds.json", R"({"zero_optimization": {"contiguous_gradients": false}})");
+  const TrainConfig c = load_train_config({"--deepspeed", ds});
+  EXPECT_EQ(c.origin.at("zero_optimization.contiguous_gradients"), ds);
+  EXPECT_EQ(c.origin.at("zero_optimization.stage"), "default");  // the section does not write it
+  EXPECT_EQ(c.origin.at("zero_optimization.overlap_comm"), "default (true for stage 3)");
+}
+
+// Issue 16: `config check --model.path /nonexistent --data.train /nope` said `config OK`.
+TEST(ConfigCheckPaths, AMissingModelDirectoryIsNamed) {
+  const TrainConfig c = load_train_config({"--model.path", "/nonexistent", "--data.train", "/nope"});
+  const std::string e = input_error_of([&] { check_named_paths(c); });
+  EXPECT_HAS(e, "model.path");
+  EXPECT_HAS(e, "/nonexistent");
+  EXPECT_HAS(e, "command line");
+}
+
+TEST(ConfigCheckPaths, MissingDataAndTokenizerAreNamed) {
+  TempDir dir;
+  const std::string run = dir.write("run.yaml", "model:\n  preset: tiny-gpt2\n  tokenizer: missing_tok.json\n");
+  EXPECT_HAS(input_error_of([&] { check_named_paths(load_train_config({run})); }), "model.tokenizer: 'missing_tok.json'");
+  EXPECT_HAS(input_error_of([&] { check_named_paths(load_train_config({"--data.train", "/nope"})); }),
+             "data.train: '/nope' does not exist");
+  EXPECT_HAS(input_error_of([&] { check_named_paths(load_train_config({"--data.validation", "/nope_val"})); }),
+             "data.validation: '/nope_val'");
+}
+
+TEST(ConfigCheckPaths, ExistingPathsAndGlobsPass) {
+  TempDir dir;
+  dir.write("a.bin", "");
+  dir.write("t.txt", "hello");
+  const std::string glob = (dir.path() / "*.bin").string();
+  EXPECT_NO_THROW(check_named_paths(load_train_config({"--data.train", glob, "--data.validation", dir.file("t.txt")})));
+  EXPECT_NO_THROW(check_named_paths(load_train_config({})));  // the built-in run names no files
+}
+
+}  // namespace
+}  // namespace zt::train
