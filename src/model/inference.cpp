@@ -24,8 +24,8 @@ struct InferenceEngine::Scratch {
 
 void check_generation_device(Device device) {
   if (device.is_cpu()) return;
-  ZT_THROW_UNSUPPORTED("generation on ", device.name(), " is not available yet: the ", device.name(),
-                       " backend has no KV-cache attention (ops::kv_cache_write and "
+  ZT_THROW_UNSUPPORTED("generation on ", device.name(), " is not available yet: the ",
+                       device.is_cuda() ? "CUDA" : device.name(), " backend has no KV-cache attention (ops::kv_cache_write and "
                        "ops::decode_attention_forward with a start position); generate on the CPU (--device cpu)");
 }
 

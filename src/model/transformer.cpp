@@ -203,7 +203,7 @@ void Transformer::ensure_activations(int64_t B, int64_t T) {
   acts_ = std::move(act);
 }
 
-void Transformer::forward_trunk(const Tensor& host_tokens, bool keep) {
+void Transformer::forward_trunk(const Tensor& host_tokens) {
   ZT_CHECK(host_tokens.dim() == 2 && host_tokens.dtype() == DType::I32, "tokens must be i32 [B, T]");
   const ModelConfig& c = config_;
   const int64_t B = host_tokens.size(0), T = host_tokens.size(1);
@@ -226,7 +226,6 @@ void Transformer::forward_trunk(const Tensor& host_tokens, bool keep) {
                   s.x[static_cast<size_t>(l)], s.x[static_cast<size_t>(l) + 1]);
     hooks.after_forward(u);
   }
-  (void)keep;
 
   Unit& head = head_unit(registry_);
   hooks.before_forward(head);
@@ -234,7 +233,7 @@ void Transformer::forward_trunk(const Tensor& host_tokens, bool keep) {
 }
 
 ops::CrossEntropyResult Transformer::forward(const Tensor& tokens, const Tensor& host_targets) {
-  forward_trunk(tokens, false);
+  forward_trunk(tokens);
   const Tensor targets = ids_on(options_.device, host_targets, acts_->targets);
   ops::CrossEntropyResult r = ops::lm_head_cross_entropy_forward(
       acts_->lnf, head_weight(), targets.reshape({targets.numel()}), config_.vocab_size, kIgnoreIndex, Tensor());
@@ -247,7 +246,7 @@ ops::CrossEntropyResult Transformer::forward(const Tensor& tokens, const Tensor&
 void Transformer::forward_logits(const Tensor& tokens, const Tensor& logits) {
   const int64_t N = tokens.numel(), V = config_.vocab_size;
   ZT_CHECK(logits.numel() == N * V && logits.dtype() == DType::F32, "logits must be f32 [B, T, V]");
-  forward_trunk(tokens, false);
+  forward_trunk(tokens);
   ops::linear_forward(logits.reshape({N, V}), acts_->lnf, head_weight().narrow(0, 0, V), Tensor());
   UnitHooks& hooks = hooks_ ? *hooks_ : no_hooks_;
   hooks.after_forward(head_unit(registry_));
@@ -258,7 +257,7 @@ ops::CrossEntropyResult Transformer::forward_backward(const Tensor& host_tokens,
                                                       float grad_scale) {
   const ModelConfig& c = config_;
   const bool recompute = options_.checkpointing == Checkpointing::EveryBlock;
-  forward_trunk(host_tokens, true);
+  forward_trunk(host_tokens);
   Activations& s = *acts_;
   // forward_trunk already brought the token ids to the model's device.
   const Tensor tokens = host_tokens.device() == options_.device ? host_tokens : s.tokens.view();

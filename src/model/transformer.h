@@ -106,7 +106,7 @@ class Transformer {
   struct Activations;
   void ensure_activations(int64_t B, int64_t T);
   // Runs embedding + blocks (model/block.h); leaves the final normalised hidden state in acts_.
-  void forward_trunk(const Tensor& tokens, bool keep_for_backward);
+  void forward_trunk(const Tensor& tokens);
   BlockCall block_call(int layer) const;
   LayerActs& layer_acts(int layer);
   Tensor head_weight();
