@@ -7,6 +7,8 @@
 
 #include "cli/args.h"
 #include "cli/command.h"
+#include "backend/cuda_api.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/parallel.h"
@@ -37,6 +39,7 @@ predicted once, from the earlier tokens of its window.
   --jsonl-field NAME     the text field of .jsonl lines ("text")
   --batch-size N         windows per forward pass (8)
   --tokenizer PATH       tokenizer file or directory (default: DIR); "bytes": byte ids
+  --device DEV           cpu (default) or cuda: the forward runs on the GPU
   --threads N            CPU threads (default: all cores)
   --log-level LEVEL      debug, info, warn, error
 )";
@@ -47,6 +50,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 int run_eval(const Args& args) {
   std::string model_dir, data, field = "text", tokenizer_path;
+  Device device = Device::cpu();
   train::EvalOptions o;
   ArgParser p("eval");
   p.value("--model", [&](const std::string& v) { model_dir = v; });
@@ -55,6 +59,7 @@ int run_eval(const Args& args) {
   p.value("--jsonl-field", [&](const std::string& v) { field = v; });
   p.value("--batch-size", [&](const std::string& v) { o.batch_size = parse_int("--batch-size", v); });
   p.value("--tokenizer", [&](const std::string& v) { tokenizer_path = v; });
+  p.value("--device", [&](const std::string& v) { device = parse_device(v); });
   p.value("--threads", [&](const std::string& v) { apply_threads_flag(v); });
   p.value("--log-level", [&](const std::string& v) { set_log_level(parse_log_level(v)); });
   p.parse(args);
@@ -63,7 +68,13 @@ int run_eval(const Args& args) {
   if (o.seq_len < 0 || (o.seq_len == 0 && args.end() != std::find(args.begin(), args.end(), "--seq-len")))
     ZT_THROW_INPUT("--seq-len must be positive, got ", o.seq_len);
   const bool shards = ends_with(data, ".bin") || std::filesystem::is_directory(data);
-  model::InferenceModel m = model::load_for_inference(model_dir);
+  if (device.is_cuda()) {
+    if (!cuda::available())
+      ZT_THROW_INPUT("eval: --device cuda, but no GPU is visible to this process, or this build has no CUDA "
+                     "backend (`zerotrain report` says which): use --device cpu");
+    cuda::init(device.index);
+  }
+  model::InferenceModel m = model::load_for_inference(model_dir, DType::F32, device);
   const auto tok = tokenizer_path == "bytes" ? io::make_byte_tokenizer()
                                              : io::load_tokenizer(tokenizer_path.empty() ? model_dir : tokenizer_path);
   std::vector<std::vector<int32_t>> docs;

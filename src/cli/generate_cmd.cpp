@@ -5,6 +5,7 @@
 
 #include "cli/args.h"
 #include "cli/command.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/parallel.h"
@@ -32,6 +33,8 @@ The prompt is printed, then the new text as each token is chosen.
   --seed S               sampling seed (0); the same seed gives the same text
   --ignore-eos           keep going after an end-of-sequence token
   --tokenizer PATH       tokenizer file or directory (default: DIR); "bytes": byte ids
+  --device DEV           cpu (the default); cuda is refused until the CUDA backend has
+                         KV-cache attention (the error names the missing kernels)
   --threads N            CPU threads (default: all cores)
   --log-level LEVEL      debug, info, warn, error
 )";
@@ -45,6 +48,7 @@ bool ends_in_partial_character(const std::string& s) {
 int run_generate(const Args& args) {
   std::string model_dir, prompt, tokenizer_path;
   bool have_prompt = false, ignore_eos = false;
+  Device device = Device::cpu();
   train::GenerateOptions o;
   o.sampling.top_k = 50;
   ArgParser p("generate");
@@ -59,6 +63,7 @@ int run_generate(const Args& args) {
   p.value("--top-p", [&](const std::string& v) { o.sampling.top_p = static_cast<float>(parse_double("--top-p", v)); });
   p.value("--seed", [&](const std::string& v) { o.seed = static_cast<uint64_t>(parse_int("--seed", v)); });
   p.value("--tokenizer", [&](const std::string& v) { tokenizer_path = v; });
+  p.value("--device", [&](const std::string& v) { device = parse_device(v); });
   p.value("--threads", [&](const std::string& v) { apply_threads_flag(v); });
   p.value("--log-level", [&](const std::string& v) { set_log_level(parse_log_level(v)); });
   p.flag("--greedy", [&] { o.sampling.decoding = train::Decoding::Greedy; });
@@ -69,6 +74,7 @@ int run_generate(const Args& args) {
   if (o.max_new_tokens < 1) ZT_THROW_INPUT("--max-new-tokens must be positive, got ", o.max_new_tokens);
   if (o.sampling.temperature < 0.0f) ZT_THROW_INPUT("--temperature must be >= 0, got ", o.sampling.temperature);
   train::validate(o.sampling);
+  model::check_generation_device(device);  // before minutes of loading
 
   model::InferenceModel m = model::load_for_inference(model_dir);
   const auto tok = tokenizer_path == "bytes" ? io::make_byte_tokenizer()

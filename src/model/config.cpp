@@ -57,7 +57,7 @@ ops::RopeScaling parse_rope_scaling(const json& s, const std::string& source, co
 
 ModelConfig gpt2_from_json(const json& j, const std::string& source) {
   ModelConfig c;
-  c.family = Family::GPT2;
+  set_family(c, Family::GPT2);
   c.model_type = "gpt2";
   c.vocab_size = get_or<int64_t>(j, "vocab_size", 50257, source);
   c.max_position_embeddings = get_or<int64_t>(j, "n_positions", 1024, source);
@@ -91,7 +91,7 @@ ModelConfig gpt2_from_json(const json& j, const std::string& source) {
 
 ModelConfig llama_from_json(const json& j, const std::string& source, const std::string& type) {
   ModelConfig c;
-  c.family = Family::Llama;
+  set_family(c, Family::Llama);
   c.model_type = type;
   c.vocab_size = require<int64_t>(j, "vocab_size", source);
   c.hidden_size = require<int64_t>(j, "hidden_size", source);
@@ -149,24 +149,30 @@ ModelConfig llama_from_json(const json& j, const std::string& source, const std:
 
 }  // namespace
 
+void set_family(ModelConfig& c, Family family) {
+  c.family = family;
+  const bool gpt2 = family == Family::GPT2;
+  c.norm = gpt2 ? NormKind::LayerNorm : NormKind::RmsNorm;
+  c.mlp = gpt2 ? MlpKind::Gelu : MlpKind::GatedSilu;
+  c.position = gpt2 ? PositionKind::Learned : PositionKind::Rotary;
+  c.residual_init = gpt2 ? ResidualInit::DepthScaled : ResidualInit::Plain;
+}
+
 namespace {
 template <class N>
 N count_parameters(const ModelConfig& c) {
   const N C = static_cast<N>(c.hidden_size), L = static_cast<N>(c.num_layers), V = static_cast<N>(c.vocab_size);
   N n = V * C;  // wte
-  if (c.family == Family::GPT2) n += static_cast<N>(c.max_position_embeddings) * C;
+  if (c.position == PositionKind::Learned) n += static_cast<N>(c.max_position_embeddings) * C;
   N block = 0;
-  const N norm = c.family == Family::GPT2 ? 2 * C : C;
+  const N norm = c.norm_has_bias() ? 2 * C : C;
   block += 2 * norm;
   const N qkv = static_cast<N>(c.qkv_width());
   block += C * qkv + (c.qkv_bias ? qkv : 0);
   block += static_cast<N>(c.num_heads) * static_cast<N>(c.head_dim) * C + (c.attn_out_bias ? C : 0);
   const N F = static_cast<N>(c.intermediate_size);
-  if (c.family == Family::GPT2) {
-    block += C * F + F + F * C + C;
-  } else {
-    block += 3 * C * F + (c.mlp_bias ? 2 * F + C : 0);
-  }
+  const N mlp_in = static_cast<N>(c.mlp_in_width());
+  block += mlp_in * C + F * C + (c.mlp_bias ? mlp_in + C : 0);
   n += L * block + norm;
   if (!c.tie_word_embeddings) n += V * C;
   return n;
@@ -180,7 +186,7 @@ double ModelConfig::flops_per_token(int64_t seq_len) const {
   // 6 FLOPs per parameter per token (forward + backward), embeddings excluded, plus the
   // attention score and value matmuls: 6 * L * T * (Hq * D) * 2 / 2 (causal half).
   const double n = static_cast<double>(num_parameters() - vocab_size * hidden_size -
-                                       (family == Family::GPT2 ? max_position_embeddings * hidden_size : 0)) +
+                                       (position == PositionKind::Learned ? max_position_embeddings * hidden_size : 0)) +
                    static_cast<double>(vocab_size * hidden_size);  // the head matmul counts
   const double attn = 6.0 * num_layers * seq_len * num_heads * head_dim;
   return 6.0 * n + attn;
@@ -201,7 +207,7 @@ void ModelConfig::validate(const std::string& source) const {
   if (num_heads % num_kv_heads != 0)
     ZT_THROW_INPUT(source, ": num_attention_heads (", num_heads, ") must be a multiple of num_key_value_heads (",
                    num_kv_heads, ")");
-  if (family == Family::Llama && head_dim % 2 != 0)
+  if (position == PositionKind::Rotary && head_dim % 2 != 0)
     ZT_THROW_INPUT(source, ": head_dim (", head_dim, ") must be even for rotary embeddings");
   for (float p : {embd_pdrop, resid_pdrop, attn_pdrop})
     if (!(p >= 0.0f && p < 1.0f)) ZT_THROW_INPUT(source, ": dropout probabilities must be in [0, 1)");
@@ -325,7 +331,7 @@ ModelConfig preset_config(const std::string& name) {
     c.max_position_embeddings = 256;
     c.bos_token_id = c.eos_token_id = 0;
   } else if (name == "tiny-llama" || name == "llama-3.2-1b" || name == "llama-2-7b") {
-    c.family = Family::Llama;
+    set_family(c, Family::Llama);
     c.model_type = "llama";
     c.qkv_bias = c.attn_out_bias = c.mlp_bias = false;
     c.tie_word_embeddings = true;

@@ -1,6 +1,10 @@
 // Model configuration, in the fields HF config.json uses. One struct covers the GPT-2
 // family (GPT2LMHeadModel) and the Llama family (LlamaForCausalLM, and the Mistral and
 // Qwen2 configs that share its structure).
+//
+// The model code reads only the architecture flags (norm, MLP, positions, biases, tied
+// head, residual init); `family` says which HF names and config.json format the model
+// has (model/hf_names.h) and is read by the HF readers and writers only.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -12,11 +16,21 @@
 
 namespace zt::model {
 
-enum class Family { GPT2, Llama };
+enum class Family { GPT2, Llama };  // the HF naming and config.json format
+
+enum class NormKind { LayerNorm, RmsNorm };      // LayerNorm has a bias, RMSNorm none
+enum class MlpKind { Gelu, GatedSilu };          // fc -> gelu_new -> proj; silu(gate) * up -> down
+enum class PositionKind { Learned, Rotary };     // a wpe table added to the embedding; RoPE on q, k
+enum class ResidualInit { Plain, DepthScaled };  // DepthScaled: residual projections get std / sqrt(2 L)
 
 struct ModelConfig {
   Family family = Family::GPT2;
   std::string model_type = "gpt2";  // as written in config.json: gpt2, llama, mistral, qwen2
+  // Architecture (defaults: GPT-2's); set_family() sets a family's.
+  NormKind norm = NormKind::LayerNorm;
+  MlpKind mlp = MlpKind::Gelu;
+  PositionKind position = PositionKind::Learned;
+  ResidualInit residual_init = ResidualInit::DepthScaled;
   int64_t vocab_size = 50257;
   int64_t hidden_size = 768;
   int64_t num_layers = 12;
@@ -30,7 +44,7 @@ struct ModelConfig {
   bool qkv_bias = true;       // GPT-2: yes; Llama: attention_bias; Qwen2: yes
   bool attn_out_bias = true;  // GPT-2: yes; Llama: attention_bias; Qwen2: no
   bool mlp_bias = true;       // GPT-2: yes; Llama: mlp_bias
-  ops::RopeConfig rope;       // Llama family only
+  ops::RopeConfig rope;       // PositionKind::Rotary only
   float initializer_range = 0.02f;
   float embd_pdrop = 0.0f;
   float resid_pdrop = 0.0f;
@@ -42,6 +56,9 @@ struct ModelConfig {
   // many rows; rows past vocab_size are zero and excluded from the softmax.
   int64_t padded_vocab_size() const { return (vocab_size + 127) / 128 * 128; }
   int64_t qkv_width() const { return (num_heads + 2 * num_kv_heads) * head_dim; }
+  // Rows of the MLP's input projection: F, or 2F for [gate; up].
+  int64_t mlp_in_width() const { return mlp == MlpKind::GatedSilu ? 2 * intermediate_size : intermediate_size; }
+  bool norm_has_bias() const { return norm == NormKind::LayerNorm; }
   // Parameters as HF counts them (no vocab padding, tied head counted once).
   int64_t num_parameters() const;
   // The same count in floating point: never overflows, so a config with absurd sizes can be
@@ -52,6 +69,11 @@ struct ModelConfig {
   // Throws BadInput naming the field when the config is inconsistent.
   void validate(const std::string& source) const;
 };
+
+// Sets `family` and that family's architecture flags (GPT-2: LayerNorm, GELU MLP, learned
+// positions, depth-scaled init; Llama: RMSNorm, gated SiLU MLP, RoPE, plain init). Biases
+// and the tied head are per model and stay as they are.
+void set_family(ModelConfig& config, Family family);
 
 // Reads a HF config.json object (transformers 4.x `rope_theta`/`rope_scaling` and 5.x
 // `rope_parameters`). `source` names the file in errors. Unsupported model types or

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/memory_info.h"
 #include "io/safetensors.h"
+#include "model/hf_names.h"
 #include "model/hf_weights.h"
 #include "model/transformer.h"
 
@@ -47,7 +48,7 @@ void check_hf_config_against_weights(const ModelConfig& config, const std::strin
   // tensors); more would be allocated and then found missing.
   if (layers > 0 && config.num_layers > layers)
     ZT_THROW_INPUT(config_source, ": the config has ", config.num_layers, " layers (",
-                   config.family == Family::GPT2 ? "n_layer" : "num_hidden_layers", ") but the weights in ", weights,
+                   hf_name_table(config.family).layers_key, ") but the weights in ", weights,
                    " hold ", layers, "; the config.json does not belong to these weights");
   // Shapes from the headers, through a registry that allocates nothing.
   ModelOptions o;
@@ -57,8 +58,9 @@ void check_hf_config_against_weights(const ModelConfig& config, const std::strin
   const Transformer shell(config, o);
   shell.registry().for_each([&](const Unit&, const ParamEntry& e) {
     auto it = where.find(e.name());
-    if (it == where.end() && config.family == Family::GPT2 && e.name().rfind("transformer.", 0) == 0)
-      it = where.find(e.name().substr(12));  // the original gpt2 hub files
+    const std::string& prefix = hf_name_table(config.family).legacy_prefix;
+    if (it == where.end() && !prefix.empty() && e.name().rfind(prefix, 0) == 0)
+      it = where.find(e.name().substr(prefix.size()));  // old hub files (the original gpt2's)
     if (it == where.end()) return;  // missing tensors are reported by the load, with the whole list
     const HfTensorLayout l = hf_layout(config, e.spec);
     const Shape& got = it->second->info(it->first).shape;

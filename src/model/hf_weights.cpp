@@ -21,6 +21,7 @@
 #include "io/bounded_file.h"
 #include "core/log.h"
 #include "io/safetensors.h"
+#include "model/hf_names.h"
 #include "ops/copy.h"
 
 namespace zt::model {
@@ -46,11 +47,11 @@ bool is_file(const std::string& p) {
 
 Shape reversed(const Shape& s) { return Shape(s.rbegin(), s.rend()); }
 
-// Our unpadded shape of a parameter ([out, in] for linears). hf_shape normally is that;
-// accept a spec that records the Conv1D file shape ([in, out]) there too.
-Shape unpadded_shape(const ModelConfig& config, const ParamSpec& spec) {
+// Our unpadded shape of a parameter. hf_shape normally is that; accept a spec that records
+// the file's (transposed) shape there too.
+Shape unpadded_shape(const ParamSpec& spec) {
   const Shape& hf = spec.hf_shape.empty() ? spec.shape : spec.hf_shape;
-  if (is_gpt2_conv1d(config, spec.name) && hf != spec.shape && hf == reversed(spec.shape)) return spec.shape;
+  if (hf_file_transposed(spec) && hf != spec.shape && hf == reversed(spec.shape)) return spec.shape;
   return hf;
 }
 
@@ -190,8 +191,17 @@ void check_host_contiguous(const Tensor& t, const char* what) {
 }
 
 bool is_skipped_buffer(const ModelConfig& config, const std::string& name) {
-  if (config.family == Family::GPT2) return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias");
-  return ends_with(name, ".rotary_emb.inv_freq");
+  for (const std::string& suffix : hf_name_table(config.family).skipped_suffixes)
+    if (ends_with(name, suffix)) return true;
+  return false;
+}
+
+// A tensor's name in old hub files (e.g. the original gpt2 files: no "transformer."), or
+// empty when the family has no such prefix or the name lacks it.
+std::string legacy_name(const ModelConfig& config, const std::string& name) {
+  const std::string& prefix = hf_name_table(config.family).legacy_prefix;
+  if (prefix.empty() || name.rfind(prefix, 0) != 0) return {};
+  return name.substr(prefix.size());
 }
 
 std::string join_limited(const std::vector<std::string>& names, size_t limit) {
@@ -203,18 +213,15 @@ std::string join_limited(const std::vector<std::string>& names, size_t limit) {
 
 }  // namespace
 
-bool is_gpt2_conv1d(const ModelConfig& config, const std::string& name) {
-  if (config.family != Family::GPT2) return false;
-  return ends_with(name, ".attn.c_attn.weight") || ends_with(name, ".attn.c_proj.weight") ||
-         ends_with(name, ".mlp.c_fc.weight") || ends_with(name, ".mlp.c_proj.weight");
-}
+bool hf_file_transposed(const ParamSpec& spec) { return spec.shape.size() == 2 && spec.layout != spec.hf_layout; }
 
-HfTensorLayout hf_layout(const ModelConfig& config, const ParamSpec& spec) {
+HfTensorLayout hf_layout(const ModelConfig&, const ParamSpec& spec) {
   HfTensorLayout l;
   l.name = spec.name;
-  // Only a Conv1D weight held as [out, in] needs a transpose; the registry keeps them [in, out].
-  l.transposed = is_gpt2_conv1d(config, spec.name) && spec.layout == WeightLayout::OutIn;
-  const Shape ours = unpadded_shape(config, spec);
+  // The weights table gives the registry the file's layout (GPT-2's Conv1D stays [in, out]),
+  // so only a spec that says otherwise needs a transpose.
+  l.transposed = hf_file_transposed(spec);
+  const Shape ours = unpadded_shape(spec);
   l.shape = l.transposed ? reversed(ours) : ours;
   return l;
 }
@@ -229,7 +236,7 @@ void to_hf_layout(const ModelConfig& config, const ParamSpec& spec, const Tensor
   check_host_contiguous(src, "source");
   check_host_contiguous(dst, "destination");
   const HfTensorLayout l = hf_layout(config, spec);
-  const Shape ours = unpadded_shape(config, spec);
+  const Shape ours = unpadded_shape(spec);
   ZT_CHECK(src.shape() == spec.shape, spec.name, ": source shape ", shape_str(src.shape()), " vs registry ",
            shape_str(spec.shape));
   ZT_CHECK(dst.shape() == l.shape, spec.name, ": destination shape ", shape_str(dst.shape()), " vs file ",
@@ -252,7 +259,7 @@ void from_hf_layout(const ModelConfig& config, const ParamSpec& spec, const Tens
   ZT_CHECK(src.device().is_cpu() && dst.device().is_cpu(), spec.name, ": from_hf_layout is host-only");
   check_host_contiguous(dst, "destination");
   const HfTensorLayout l = hf_layout(config, spec);
-  const Shape ours = unpadded_shape(config, spec);
+  const Shape ours = unpadded_shape(spec);
   ZT_CHECK(src.shape() == l.shape, spec.name, ": file shape ", shape_str(src.shape()), " vs ", shape_str(l.shape));
   ZT_CHECK(dst.shape() == spec.shape, spec.name, ": registry shape ", shape_str(dst.shape()), " vs ",
            shape_str(spec.shape));
@@ -336,8 +343,9 @@ HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConf
   for (const auto& r : readers) {
     for (const std::string& fname : r->names()) {
       std::string name = fname;
-      if (!registry.find(name) && config.family == Family::GPT2 && registry.find("transformer." + fname))
-        name = "transformer." + fname;  // the original gpt2 hub files
+      const std::string& prefix = hf_name_table(config.family).legacy_prefix;
+      if (!registry.find(name) && !prefix.empty() && registry.find(prefix + fname))
+        name = prefix + fname;  // old hub files (the original gpt2's)
       if (registry.find(name)) {
         auto [it, inserted] = found.emplace(name, std::make_pair(r.get(), fname));
         if (!inserted)
@@ -385,7 +393,7 @@ HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConf
     const HfTensorLayout l = hf_layout(config, e.spec);
     if (info.shape != l.shape)
       ZT_THROW_INPUT(reader->path(), ": tensor '", fname, "' has shape ", shape_str(info.shape), ", expected ",
-                     shape_str(l.shape), l.transposed ? " (GPT-2 Conv1D layout [in, out])" : "",
+                     shape_str(l.shape), e.spec.hf_layout == WeightLayout::InOut ? " (GPT-2 Conv1D layout [in, out])" : "",
                      " for this config");
     if (info.supported && !is_floating(info.dtype))
       ZT_THROW_INPUT(reader->path(), ": tensor '", fname, "' has dtype ", info.dtype_name,
@@ -475,11 +483,12 @@ void load_hf_unit_slice(const ModelConfig& config, const std::string& path, cons
     const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel());
     if (hi <= lo) continue;
     const HfTensorLayout l = hf_layout(config, p.spec);
-    // The tensor under its HF name (or the original gpt2 hub name without "transformer.").
+    // The tensor under its HF name (or its old hub name, e.g. without "transformer.").
     const SafetensorsReader* reader = nullptr;
     std::string fname;
+    const std::string legacy = legacy_name(config, l.name);
     for (const auto& r : readers) {
-      for (const std::string& candidate : {l.name, l.name.rfind("transformer.", 0) == 0 ? l.name.substr(12) : l.name})
+      for (const std::string& candidate : {l.name, legacy.empty() ? l.name : legacy})
         if (r->contains(candidate)) {
           reader = r.get();
           fname = candidate;

@@ -1,15 +1,17 @@
 // Hugging Face weights (safetensors) <-> the parameter registry.
 //
 // Registry names are HF names ("transformer.h.0.attn.c_attn.weight",
-// "model.layers.0.self_attn.q_proj.weight", ...). Two layout differences are handled here:
-//   - GPT-2's Conv1D weights (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj) are stored
-//     [in, out] in HF files; the registry holds every linear weight as [out, in].
+// "model.layers.0.self_attn.q_proj.weight", ...), from the weights table (model/weights.h,
+// model/hf_names.h). Two layout differences are handled here:
+//   - A parameter whose ParamSpec::layout differs from its hf_layout is transposed between
+//     file and registry. The weights table keeps the file's layout (GPT-2's Conv1D weights
+//     stay [in, out]), so this happens only for hand-made specs.
 //   - Embedding / head matrices have vocab rows padded to a multiple of 128 in the
 //     registry (ParamSpec::shape); files hold spec.hf_shape (the leading rows). Padding rows
 //     are zero after a load and are not written by a save.
-// Loading also accepts the original `gpt2` hub files (names without "transformer."), skips
-// GPT-2's attn.bias / attn.masked_bias buffers and Llama's rotary_emb.inv_freq, and ignores
-// lm_head.weight when the head is tied.
+// Loading also accepts old hub files (the family's legacy prefix, e.g. gpt2's names without
+// "transformer."), skips the family's non-parameter buffers (GPT-2's attn.bias, Llama's
+// rotary_emb.inv_freq), and ignores lm_head.weight when the head is tied.
 #pragma once
 #include <string>
 #include <vector>
@@ -24,10 +26,11 @@ namespace zt::model {
 struct HfTensorLayout {
   std::string name;         // the HF tensor name
   Shape shape;              // shape in the file
-  bool transposed = false;  // GPT-2 Conv1D: the file holds the transpose of our [out, in]
+  bool transposed = false;  // the file holds the transpose of our shape
 };
 HfTensorLayout hf_layout(const model::ModelConfig& config, const model::ParamSpec& spec);
-bool is_gpt2_conv1d(const model::ModelConfig& config, const std::string& name);
+// The file holds the transpose of the registry's matrix (spec.layout != spec.hf_layout).
+bool hf_file_transposed(const model::ParamSpec& spec);
 
 // Copies a registry-layout tensor of `spec` (its value or its gradient: contiguous, shape
 // spec.shape; a GPU tensor is brought to the host first) into `dst` (host, contiguous,

@@ -1,70 +1,33 @@
-// KV-cache inference engine: the training Transformer's block, run on Tn new tokens at a
-// position offset, with keys/values appended to a per-layer cache.
+// KV-cache inference engine: the training Transformer's block function (model/block.h)
+// run on Tn new tokens at a position offset, with keys/values appended to a per-layer cache.
 #include "model/inference.h"
 
-#include <cmath>
-#include <map>
 #include <string>
 
 #include "core/error.h"
+#include "model/block.h"
 #include "model/transformer.h"
-#include "ops/activation.h"
-#include "ops/decode_attention.h"
-#include "ops/elementwise.h"
-#include "ops/embedding.h"
+#include "model/weights.h"
+#include "ops/copy.h"
 #include "ops/linear.h"
-#include "ops/norm.h"
-#include "ops/rope.h"
-#include "ops/rope_offset.h"
 
 namespace zt::model {
 
-// One block's parameters in the shapes the ops take (views into the registry).
-struct InferenceEngine::Layer {
-  Tensor norm1_w, norm1_b, qkv_w, qkv_b, out_w, out_b, norm2_w, norm2_b;
-  Tensor fc_w, fc_b, up_w, up_b, down_w, down_b;  // GPT-2: fc = c_fc, down = c_proj; Llama: fc = gate
-  WeightLayout layout = WeightLayout::OutIn;       // GPT-2's Conv1D weights are [in, out]
-};
-
 // Activations for up to `rows` = B * Tn tokens; decode steps reuse a prefill's buffers.
+// One set of block activations serves every layer (nothing is kept for a backward).
 struct InferenceEngine::Scratch {
   int64_t rows = 0;
-  OwnedTensor x, ln, mean, rstd, qkv, att, proj, fc, up, act;
-  ops::RopeTable rope;
+  OwnedTensor x[2];  // the residual stream, in and out of a block in turn
+  OwnedTensor x_mid, mean, rstd, mean2, rstd2, qkv, att, lse, fc, act, ln, proj;
+  OwnedTensor tokens, logits;  // device copies when the caller's tensors live elsewhere
 };
 
-namespace {
-
-using ParamMap = std::map<std::string, const ParamEntry*>;
-
-const Tensor& param(const ParamMap& m, const std::string& name) {
-  const auto it = m.find(name);
-  ZT_CHECK(it != m.end(), "inference: the registry has no parameter ", name);
-  return it->second->value;
+void check_generation_device(Device device) {
+  if (device.is_cpu()) return;
+  ZT_THROW_UNSUPPORTED("generation on ", device.name(), " is not available yet: the ",
+                       device.is_cuda() ? "CUDA" : device.name(), " backend has no KV-cache attention (ops::kv_cache_write and "
+                       "ops::decode_attention_forward with a start position); generate on the CPU (--device cpu)");
 }
-Tensor optional(const ParamMap& m, const std::string& name) {
-  const auto it = m.find(name);
-  return it == m.end() ? Tensor() : it->second->value;
-}
-
-// The parameters first..last are packed back to back in one unit (the registry places
-// Llama's q/k/v that way); one view over all of them makes one GEMM.
-Tensor packed_span(const ParamMap& m, const std::vector<std::string>& names, Shape shape) {
-  const Tensor& first = param(m, names[0]);
-  const char* base = static_cast<const char*>(first.data());
-  int64_t n = 0;
-  for (const auto& name : names) {
-    const Tensor& t = param(m, name);
-    ZT_CHECK(static_cast<const char*>(t.data()) == base + n * static_cast<int64_t>(dtype_size(first.dtype())) &&
-                 t.dtype() == first.dtype(),
-             "inference: ", name, " is not packed after ", names[0]);
-    n += t.numel();
-  }
-  ZT_CHECK(shape_numel(shape) == n, "inference: packed span shape mismatch at ", names[0]);
-  return Tensor(first.data(), std::move(shape), first.dtype(), first.device(), names[0]);
-}
-
-}  // namespace
 
 InferenceEngine::InferenceEngine(const Transformer& model, InferenceOptions options)
     : InferenceEngine(model.config(), model.registry(), options) {}
@@ -79,67 +42,24 @@ InferenceEngine::InferenceEngine(const ModelConfig& config, const ParameterRegis
     ZT_THROW_INPUT("inference cache of ", options_.max_seq_len, " tokens exceeds the model's max_position_embeddings (",
                    c.max_position_embeddings, "): use a shorter maximum sequence length");
   ZT_CHECK(options_.batch_size >= 1, "inference: batch_size must be positive");
-
-  ParamMap m;
+  ZT_CHECK(registry_.size() == static_cast<size_t>(c.num_layers) + 2, "inference: the registry has ", registry_.size(),
+           " units for a model of ", c.num_layers, " layers");
+  device_ = embed_unit(registry_).device();
   registry_.for_each([&](const Unit& u, const ParamEntry& p) {
     ZT_CHECK(u.has_params(), "inference: unit ", u.name(), " has no parameters (gathered?)");
-    ZT_CHECK(p.value.device().is_cpu(), "inference runs on the CPU; ", p.name(), " is on ", p.value.device().name());
-    m[p.name()] = &p;
+    ZT_CHECK(p.value.device() == device_, "inference: ", p.name(), " is on ", p.value.device().name(), ", not ",
+             device_.name());
   });
-  const int64_t C = c.hidden_size;
-  const bool gpt2 = c.family == Family::GPT2;
-  if (gpt2) {
-    wte_ = param(m, "transformer.wte.weight");
-    wpe_ = param(m, "transformer.wpe.weight");
-    final_norm_w_ = param(m, "transformer.ln_f.weight");
-    final_norm_b_ = param(m, "transformer.ln_f.bias");
-  } else {
-    wte_ = param(m, "model.embed_tokens.weight");
-    final_norm_w_ = param(m, "model.norm.weight");
-  }
-  head_ = (c.tie_word_embeddings ? wte_ : param(m, "lm_head.weight")).narrow(0, 0, c.vocab_size);
+  check_generation_device(device_);
 
+  const Shape cache{options_.batch_size, c.num_kv_heads, options_.max_seq_len, c.head_dim};
   for (int64_t i = 0; i < c.num_layers; ++i) {
-    Layer l;
-    if (gpt2) {
-      const std::string b = "transformer.h." + std::to_string(i) + ".";
-      l.norm1_w = param(m, b + "ln_1.weight");
-      l.norm1_b = param(m, b + "ln_1.bias");
-      l.qkv_w = param(m, b + "attn.c_attn.weight");
-      l.qkv_b = param(m, b + "attn.c_attn.bias");
-      l.out_w = param(m, b + "attn.c_proj.weight");
-      l.out_b = param(m, b + "attn.c_proj.bias");
-      l.norm2_w = param(m, b + "ln_2.weight");
-      l.norm2_b = param(m, b + "ln_2.bias");
-      l.fc_w = param(m, b + "mlp.c_fc.weight");
-      l.fc_b = param(m, b + "mlp.c_fc.bias");
-      l.down_w = param(m, b + "mlp.c_proj.weight");
-      l.down_b = param(m, b + "mlp.c_proj.bias");
-      l.layout = m.at(b + "attn.c_attn.weight")->spec.layout;
-    } else {
-      const std::string b = "model.layers." + std::to_string(i) + ".";
-      const std::string a = b + "self_attn.";
-      l.norm1_w = param(m, b + "input_layernorm.weight");
-      l.qkv_w = packed_span(m, {a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"}, {c.qkv_width(), C});
-      if (c.qkv_bias)
-        l.qkv_b = packed_span(m, {a + "q_proj.bias", a + "k_proj.bias", a + "v_proj.bias"}, {c.qkv_width()});
-      l.out_w = param(m, a + "o_proj.weight");
-      l.out_b = optional(m, a + "o_proj.bias");
-      l.norm2_w = param(m, b + "post_attention_layernorm.weight");
-      l.fc_w = param(m, b + "mlp.gate_proj.weight");
-      l.up_w = param(m, b + "mlp.up_proj.weight");
-      l.down_w = param(m, b + "mlp.down_proj.weight");
-      l.fc_b = optional(m, b + "mlp.gate_proj.bias");
-      l.up_b = optional(m, b + "mlp.up_proj.bias");
-      l.down_b = optional(m, b + "mlp.down_proj.bias");
-    }
-    layers_.push_back(l);
-    const Shape cache{options_.batch_size, c.num_kv_heads, options_.max_seq_len, c.head_dim};
-    k_cache_.emplace_back(cache, DType::F32);
-    v_cache_.emplace_back(cache, DType::F32);
+    k_cache_.emplace_back(cache, DType::F32, device_);
+    v_cache_.emplace_back(cache, DType::F32, device_);
   }
+  if (c.position == PositionKind::Rotary)
+    rope_ = ops::make_rope_table(c.rope, static_cast<int>(options_.max_seq_len), device_);
   scratch_ = std::make_unique<Scratch>();
-  if (!gpt2) scratch_->rope = ops::make_rope_table(c.rope, static_cast<int>(options_.max_seq_len));
 }
 
 InferenceEngine::~InferenceEngine() = default;
@@ -153,18 +73,21 @@ void InferenceEngine::ensure_scratch(int64_t rows) {
   Scratch& s = *scratch_;
   if (rows <= s.rows) return;
   const ModelConfig& c = config_;
-  const int64_t C = c.hidden_size, F = c.intermediate_size;
-  auto f32 = [](Shape shape) { return OwnedTensor(std::move(shape), DType::F32); };
-  s.x = f32({rows, C});
+  const int64_t C = c.hidden_size;
+  auto f32 = [&](Shape shape) { return OwnedTensor(std::move(shape), DType::F32, device_); };
+  s.x[0] = f32({rows, C});
+  s.x[1] = f32({rows, C});
+  s.x_mid = f32({rows, C});
   s.ln = f32({rows, C});
+  s.proj = f32({rows, C});
   s.mean = f32({rows});
   s.rstd = f32({rows});
+  s.mean2 = f32({rows});
+  s.rstd2 = f32({rows});
   s.qkv = f32({rows, c.qkv_width()});
   s.att = f32({rows, c.num_heads * c.head_dim});
-  s.proj = f32({rows, C});
-  s.fc = f32({rows, F});
-  if (c.family == Family::Llama) s.up = f32({rows, F});
-  s.act = f32({rows, F});
+  s.fc = f32({rows, c.mlp_in_width()});
+  s.act = f32({rows, c.intermediate_size});
   s.rows = rows;
 }
 
@@ -187,63 +110,57 @@ void InferenceEngine::forward(const Tensor& tokens, const Tensor& logits, Logits
   ensure_scratch(N);
   Scratch& s = *scratch_;
   auto rows = [N](const OwnedTensor& t) { return t->narrow(0, 0, N); };
-  const Tensor x = rows(s.x), ln = rows(s.ln), mean = rows(s.mean), rstd = rows(s.rstd), qkv = rows(s.qkv);
-  const Tensor att = rows(s.att), proj = rows(s.proj), fc = rows(s.fc), act = rows(s.act);
-  const Tensor up = c.family == Family::Llama ? rows(s.up) : Tensor();
-  const bool gpt2 = c.family == Family::GPT2;
-  const int Hq = static_cast<int>(c.num_heads), Hkv = static_cast<int>(c.num_kv_heads);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  // Token ids on the engine's device.
+  Tensor ids = tokens;
+  if (tokens.device() != device_) {
+    s.tokens = OwnedTensor(tokens.shape(), DType::I32, device_);
+    ops::copy(s.tokens, tokens);
+    ids = s.tokens;
+  }
   const int64_t start = position_;
 
-  ops::embedding_forward(x.reshape({B, Tn, c.hidden_size}), tokens, wte_,
-                         gpt2 ? wpe_.narrow(0, start, Tn) : Tensor());
-  const Tensor qkv3 = qkv.reshape({B, Tn, c.qkv_width()});
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    const Layer& l = layers_[i];
-    if (gpt2) {
-      ops::layernorm_forward(ln, mean, rstd, x, l.norm1_w, l.norm1_b, c.norm_eps);
-    } else {
-      ops::rmsnorm_forward(ln, rstd, x, l.norm1_w, c.norm_eps);
-    }
-    ops::linear_forward(qkv, ln, l.qkv_w, l.qkv_b, l.layout);
-    if (!gpt2) ops::rope_forward_inplace_at(qkv3, Hq, Hkv, s.rope, start);
-    ops::kv_cache_write(k_cache_[i], v_cache_[i], qkv3, Hq, Hkv, start);
-    ops::decode_attention_forward(att.reshape({B, Tn, Hq * c.head_dim}), qkv3, k_cache_[i], v_cache_[i], Hq, Hkv,
-                                  start, scale);
-    ops::linear_forward(proj, att, l.out_w, l.out_b, l.layout);
-    ops::add_inplace(x, proj);
-    if (gpt2) {
-      ops::layernorm_forward(ln, mean, rstd, x, l.norm2_w, l.norm2_b, c.norm_eps);
-      ops::linear_forward(fc, ln, l.fc_w, l.fc_b, l.layout);
-      ops::gelu_forward(act, fc);
-    } else {
-      ops::rmsnorm_forward(ln, rstd, x, l.norm2_w, c.norm_eps);
-      ops::linear_forward(fc, ln, l.fc_w, l.fc_b, l.layout);
-      ops::linear_forward(up, ln, l.up_w, l.up_b, l.layout);
-      ops::swiglu_forward(act, fc, up);
-    }
-    ops::linear_forward(proj, act, l.down_w, l.down_b, l.layout);
-    ops::add_inplace(x, proj);
+  embed_forward(c, UnitWeights(embed_unit(registry_), Storage::Values), rows(s.x[0]).reshape({B, Tn, c.hidden_size}),
+                ids, start);
+  const BlockActivations acts{rows(s.x_mid), rows(s.mean), rows(s.rstd), rows(s.qkv),  rows(s.att),
+                              Tensor(),      rows(s.mean2), rows(s.rstd2), rows(s.fc), rows(s.act)};
+  const BlockScratch scratch{rows(s.ln), rows(s.proj)};
+  int cur = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const KvCacheLayer cache{k_cache_[static_cast<size_t>(l)], v_cache_[static_cast<size_t>(l)]};
+    BlockCall call;
+    call.layer = static_cast<int>(l);
+    call.batch = B;
+    call.tokens = Tn;
+    call.start = start;
+    call.rope = &rope_;
+    call.cache = &cache;
+    block_forward(c, UnitWeights(block_unit(registry_, l), Storage::Values), call, acts, scratch, rows(s.x[cur]),
+                  rows(s.x[1 - cur]));
+    cur = 1 - cur;
   }
   position_ += Tn;
 
   // Final norm and head: every row, or only each sequence's last row (a decode step
   // needs one row of logits; a long prompt's other rows would cost V x C each).
-  Tensor h = x, h_ln = ln, h_mean = mean, h_rstd = rstd;
+  Tensor h = rows(s.x[cur]);
+  int64_t h_rows = N;
   if (which == LogitsFor::LastToken && Tn > 1) {
-    for (int64_t b = 0; b < B; ++b)
-      s.proj->narrow(0, b, 1).copy_from(x.narrow(0, b * Tn + Tn - 1, 1));
+    for (int64_t b = 0; b < B; ++b) ops::copy(s.proj->narrow(0, b, 1), h.narrow(0, b * Tn + Tn - 1, 1));
     h = s.proj->narrow(0, 0, B);
-    h_ln = s.ln->narrow(0, 0, B);
-    h_mean = s.mean->narrow(0, 0, B);
-    h_rstd = s.rstd->narrow(0, 0, B);
+    h_rows = B;
   }
-  if (gpt2) {
-    ops::layernorm_forward(h_ln, h_mean, h_rstd, h, final_norm_w_, final_norm_b_, c.norm_eps);
+  const Tensor h_ln = s.ln->narrow(0, 0, h_rows);
+  const UnitWeights head(head_unit(registry_), Storage::Values);
+  final_norm_forward(c, head, h_ln, s.mean->narrow(0, 0, h_rows), s.rstd->narrow(0, 0, h_rows), h);
+  const Tensor W = head_matrix(c, UnitWeights(embed_unit(registry_), Storage::Values), head).narrow(0, 0, V);
+  const Tensor out = logits.reshape({h_rows, V});
+  if (logits.device() == device_) {
+    ops::linear_forward(out, h_ln, W, Tensor());
   } else {
-    ops::rmsnorm_forward(h_ln, h_rstd, h, final_norm_w_, c.norm_eps);
+    if (s.logits->numel() != out.numel()) s.logits = OwnedTensor({h_rows, V}, DType::F32, device_);
+    ops::linear_forward(s.logits, h_ln, W, Tensor());
+    ops::copy(out, s.logits);
   }
-  ops::linear_forward(logits.reshape({h_ln.size(0), V}), h_ln, head_, Tensor());
 }
 
 std::vector<float> InferenceEngine::forward(const std::vector<int32_t>& tokens) {

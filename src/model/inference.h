@@ -1,10 +1,15 @@
-// Inference with a KV cache over a model's parameter registry (both families).
+// Inference with a KV cache over a model's parameter registry (every family).
 //
 // The engine reads the same ParameterRegistry and ModelConfig as the training
 // Transformer (the parameters are used in place, never copied, in their stored dtype), and
-// runs the same ops block by block, plus two inference-only ops: RoPE at a position offset
-// (ops/rope_offset.h) and attention against the cache (ops/decode_attention.h). GPT-2's
-// learned positions are the rows wpe[start .. start+Tn).
+// runs the training model's own block function (model/block.h) with a KV cache and a start
+// position: the same packed GEMMs, norms and RoPE table (incl. llama3 scaling); only the
+// attention step differs (ops/decode_attention.h against the cache). Learned positions are
+// the rows wpe[start .. start+Tn).
+//
+// Device: the engine runs where the registry's parameters are. The CUDA backend has no
+// KV-cache attention yet (ops::kv_cache_write, ops::decode_attention_forward), so a GPU
+// registry is refused with an Unsupported error that says so (check_generation_device).
 //
 //   engine.forward(prompt)        prefill: positions 0 .. P-1, caches their keys/values
 //   engine.forward(next_token)    decode: position P, then P+1, ...
@@ -24,6 +29,9 @@
 namespace zt::model {
 
 class Transformer;
+
+// Throws Unsupported naming the missing ops when generation cannot run on `device`.
+void check_generation_device(Device device);
 
 enum class LogitsFor { LastToken, AllTokens };
 
@@ -62,17 +70,16 @@ class InferenceEngine {
   std::vector<float> forward(const std::vector<int32_t>& tokens);
 
  private:
-  struct Layer;
   struct Scratch;
   void ensure_scratch(int64_t rows);
 
   ModelConfig config_;
   const ParameterRegistry& registry_;
   InferenceOptions options_;
+  Device device_;
   int64_t position_ = 0;
   std::vector<OwnedTensor> k_cache_, v_cache_;  // per layer [B, Hkv, S, D]
-  std::vector<Layer> layers_;
-  Tensor wte_, wpe_, final_norm_w_, final_norm_b_, head_;
+  ops::RopeTable rope_;                         // Rotary: capacity rows
   std::unique_ptr<Scratch> scratch_;
 };
 

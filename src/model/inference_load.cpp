@@ -11,6 +11,7 @@
 #include "io/bounded_file.h"
 #include "model/hf_check.h"
 #include "model/hf_weights.h"
+#include "ops/copy.h"
 
 namespace zt::model {
 namespace {
@@ -39,9 +40,20 @@ void add_ids(std::vector<int32_t>& ids, const nlohmann::json& j, const std::stri
   ZT_THROW_INPUT(source, ": eos_token_id must be an integer or a list of integers");
 }
 
+// The same model on `device`, parameters copied unit by unit from the host model.
+std::unique_ptr<Transformer> copy_to_device(const Transformer& host, Device device) {
+  ModelOptions o = host.options();
+  o.device = device;
+  auto model = std::make_unique<Transformer>(host.config(), o);
+  for (size_t i = 0; i < host.registry().size(); ++i)
+    ops::copy(model->registry().unit(i).flat_params(), host.registry().unit(i).flat_params());
+  model->set_mode(Mode::Eval);
+  return model;
+}
+
 }  // namespace
 
-InferenceModel load_for_inference(const std::string& dir, DType param_dtype) {
+InferenceModel load_for_inference(const std::string& dir, DType param_dtype, Device device) {
   namespace fs = std::filesystem;
   const fs::path root(dir);
   if (!fs::is_directory(root))
@@ -60,6 +72,7 @@ InferenceModel load_for_inference(const std::string& dir, DType param_dtype) {
   m.model = std::make_unique<Transformer>(m.config, o);
   load_hf_weights(m.model->registry(), m.config, dir);
   m.model->set_mode(Mode::Eval);
+  if (!device.is_cpu()) m.model = copy_to_device(*m.model, device);
 
   const fs::path gen = root / "generation_config.json";
   if (fs::exists(gen)) {

@@ -13,6 +13,7 @@
 #include "backend/weight_layout.h"
 #include "core/allocator.h"
 #include "core/tensor.h"
+#include "model/field.h"
 
 namespace zt::model {
 
@@ -24,8 +25,10 @@ enum class Init {
   Ones,
 };
 
+// One parameter, as model/weights.h's table yields it.
 struct ParamSpec {
   std::string name;  // HF tensor name, e.g. "model.layers.0.self_attn.q_proj.weight"
+  Field field = Field::TokenEmbedding;  // what the model uses it as (several HF tensors may form one field)
   Shape shape;       // our shape (embedding/head rows padded to a multiple of 128)
   Shape hf_shape;    // shape in HF files (leading rows <= shape's); equals shape when unpadded
   WeightDecay decay = WeightDecay::Apply;
@@ -37,6 +40,9 @@ struct ParamSpec {
   // For linear weights: how `shape` is read (GPT-2's Conv1D weights are [in, out], as in
   // HF files, so they load without a transpose).
   WeightLayout layout = WeightLayout::OutIn;
+  // How HF files hold it: a file whose layout differs from `layout` holds the transpose.
+  WeightLayout hf_layout = WeightLayout::OutIn;
+  TpSplit tp_split = TpSplit::None;
 };
 
 struct ParamEntry {

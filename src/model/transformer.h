@@ -1,8 +1,9 @@
-// The decoder-only transformer for both families, with explicit forward and backward.
+// The decoder-only transformer for training and evaluation, with explicit forward and
+// backward. The block itself is model/block.h (shared with generation); the parameters come
+// from the weights table (model/weights.h).
 //
-//   GPT-2:  x = wte[tok] + wpe[t];  per block: x += proj(attn(LN1(x))); x += fc2(gelu(fc1(LN2(x))))
-//   Llama:  x = embed[tok];         per block: x += o(attn(rope(qkv(RMS1(x))))); x += down(silu(gate)*up)
-//   head:   loss = CE(final_norm(x) @ W_head^T)   (W_head = wte when tied)
+//   x = wte[tok] (+ wpe[t]);  per block (block.h);  loss = CE(final_norm(x) @ W_head^T)
+//   (W_head = wte when tied)
 //
 // Gradient rule: parameter grads are accumulated (+=) across calls until zero_grads();
 // activation grads are scratch. Activations live in f32 on the CPU backend.
@@ -17,11 +18,14 @@
 
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "model/block.h"
 #include "model/config.h"
 #include "model/registry.h"
 #include "ops/cross_entropy.h"
 
 namespace zt::model {
+
+struct LayerActs;
 
 enum class Checkpointing { None, EveryBlock };  // recompute block internals in backward
 enum class Mode { Train, Eval };               // Train applies dropout
@@ -100,16 +104,14 @@ class Transformer {
 
  private:
   struct Activations;
-  struct BlockParams;
-  BlockParams block_params(int layer);
   void ensure_activations(int64_t B, int64_t T);
-  // Runs embedding + blocks; leaves the final normalised hidden state in acts_.
-  void forward_trunk(const Tensor& tokens, bool keep_for_backward);
-  void block_forward(int layer, const Tensor& x_in, const Tensor& x_out, bool keep_for_backward);
-  void block_backward(int layer, const Tensor& dx);  // dx: in = grad of block output, out = grad of input
+  // Runs embedding + blocks (model/block.h); leaves the final normalised hidden state in acts_.
+  void forward_trunk(const Tensor& tokens);
+  BlockCall block_call(int layer) const;
+  LayerActs& layer_acts(int layer);
   Tensor head_weight();
   Tensor head_weight_grad();
-  Philox dropout_rng(int layer, int site) const;
+  Philox embed_dropout_rng() const;
 
   ModelConfig config_;
   ModelOptions options_;

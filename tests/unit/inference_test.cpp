@@ -329,6 +329,48 @@ TEST(Generate, GreedyEqualsFullRecomputeArgmax) {
   }
 }
 
+// The Llama-3 shape of the HF divergence report (GQA 4/2, rope_type llama3, factor 8,
+// original_max_position_embeddings 64): greedy generation through the KV cache must pick,
+// at every step, the argmax of the training forward over the whole sequence (no cache),
+// with prompts and generations that cross position 64 where the scaled bands differ.
+TEST(Generate, GreedyLlama3RopeEqualsTrainingForwardArgmaxPastTheOriginalContext) {
+  ModelConfig c = preset_config("tiny-llama");
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.rope.theta = 500000.0f;
+  c.rope.scaling.type = ops::RopeScaling::Type::Llama3;
+  c.rope.scaling.factor = 8.0f;
+  c.rope.scaling.low_freq_factor = 1.0f;
+  c.rope.scaling.high_freq_factor = 4.0f;
+  c.rope.scaling.original_max_position_embeddings = 64;
+  c.tie_word_embeddings = false;
+  c.validate("llama3 rope");
+  auto m = make_model(c, 2024);
+  struct Run {
+    int64_t prompt, generated;
+  };
+  for (const Run run : {Run{40, 40}, Run{70, 20}}) {
+    const std::vector<int32_t> prompt = random_tokens(run.prompt, c.vocab_size, static_cast<uint32_t>(run.prompt));
+    InferenceEngine engine(*m);
+    train::GenerateOptions o;
+    o.max_new_tokens = run.generated;
+    o.sampling.decoding = train::Decoding::Greedy;
+    const train::GenerateResult r = train::generate(engine, prompt, o);
+    EXPECT_EQ(r.tokens, naive_greedy(*m, prompt, run.generated)) << "prompt of " << run.prompt << " tokens";
+  }
+}
+
+TEST(Generate, OnCudaIsRefusedNamingTheMissingKernels) {
+  try {
+    check_generation_device(Device::cuda(0));
+    ADD_FAILURE() << "generation on CUDA was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("decode_attention_forward"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(check_generation_device(Device::cpu()));
+}
+
 TEST(Generate, SameSeedSameTokensOtherSeedOtherTokens) {
   auto m = make_model(preset_config("tiny-llama"), 5);
   InferenceEngine engine(*m);

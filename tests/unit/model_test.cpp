@@ -6,8 +6,10 @@
 #include <cstring>
 #include <vector>
 
+#include "core/error.h"
 #include "core/rng.h"
 #include "model/transformer.h"
+#include "model/weights.h"
 
 using namespace zt;
 using namespace zt::model;
@@ -89,6 +91,74 @@ TEST(Registry, UnitsArePaddedAndViewsAreDisjoint) {
     ASSERT_NE(wte, nullptr);
     EXPECT_EQ(wte->spec.shape[0], 384);
     EXPECT_EQ(wte->spec.hf_shape[0], 300);
+  }
+}
+
+// The weights table: every parameter belongs to a field, the model binds fields (packed
+// HF tensors as one view), and the table records the tensor-parallel split.
+TEST(WeightsTable, FieldsBindPackedViewsAndRecordTheSplit) {
+  for (Family f : {Family::GPT2, Family::Llama}) {
+    ModelConfig c = micro(f);
+    c.qkv_bias = c.attn_out_bias = c.mlp_bias = true;
+    c.tie_word_embeddings = false;
+    Transformer m(c, ModelOptions{});
+    const Unit& block = block_unit(m.registry(), 1);
+    const UnitWeights w(block, Storage::Values), g(block, Storage::Grads);
+    const int64_t C = c.hidden_size;
+    const bool in_out = f == Family::GPT2;  // Conv1D weights stay [in, out], as in HF files
+    EXPECT_EQ(w[Field::QkvWeight].shape(), in_out ? Shape({C, c.qkv_width()}) : Shape({c.qkv_width(), C}));
+    EXPECT_EQ(w[Field::MlpInWeight].shape(), in_out ? Shape({C, c.mlp_in_width()}) : Shape({c.mlp_in_width(), C}));
+    EXPECT_EQ(w[Field::QkvBias].shape(), Shape({c.qkv_width()}));
+    EXPECT_EQ(w[Field::Norm1Bias].defined() && w[Field::Norm1Bias].data() != nullptr, c.norm_has_bias());
+    EXPECT_EQ(w.layout(Field::QkvWeight), in_out ? WeightLayout::InOut : WeightLayout::OutIn);
+    EXPECT_EQ(w[Field::QkvWeight].data(), block.params()[c.norm_has_bias() ? 2 : 1].value.data());
+    EXPECT_EQ(g[Field::QkvWeight].data(), block.params()[c.norm_has_bias() ? 2 : 1].grad.data());
+    for (const ParamEntry& p : block.params()) {
+      if (p.spec.field == Field::QkvWeight || p.spec.field == Field::MlpInWeight) {
+        EXPECT_EQ(p.spec.tp_split, TpSplit::Output) << p.name();
+      }
+      if (p.spec.field == Field::AttnOutWeight || p.spec.field == Field::MlpOutWeight) {
+        EXPECT_EQ(p.spec.tp_split, TpSplit::Input) << p.name();
+      }
+      if (p.spec.decay == WeightDecay::Skip) {
+        EXPECT_EQ(p.spec.shape.size(), 1u) << p.name();
+      }
+    }
+    const UnitWeights head(head_unit(m.registry()), Storage::Values);
+    EXPECT_EQ(head[Field::LmHead].shape(), Shape({c.padded_vocab_size(), C}));
+    EXPECT_EQ(head_unit(m.registry()).params().back().spec.tp_split, TpSplit::Vocab);
+  }
+}
+
+// Architecture flags, not the family, pick the model: GPT-2's names with RMSNorm, a gated
+// MLP (c_fc holds [gate | up]) and rotary positions (no wpe) train; a flag whose tensor the
+// family's HF names lack is refused with the field's name.
+TEST(WeightsTable, FlagsPickTheArchitectureAndMissingNamesAreUnsupported) {
+  ModelConfig c = micro(Family::GPT2);
+  c.norm = NormKind::RmsNorm;
+  c.mlp = MlpKind::GatedSilu;
+  c.position = PositionKind::Rotary;
+  Transformer m(c, ModelOptions{});
+  EXPECT_EQ(m.registry().find("transformer.wpe.weight"), nullptr);
+  EXPECT_EQ(m.registry().find("transformer.h.0.ln_1.bias"), nullptr);
+  EXPECT_EQ(m.registry().find("transformer.h.0.mlp.c_fc.weight")->spec.shape,
+            Shape({c.hidden_size, 2 * c.intermediate_size}));
+  int64_t counted = 0;
+  m.registry().for_each([&](Unit&, ParamEntry& p) { counted += shape_numel(p.spec.hf_shape); });
+  EXPECT_EQ(counted, c.num_parameters());
+  m.init_weights(3);
+  Batch b(2, 8, c.vocab_size, 1);
+  const auto r = m.forward_backward(b.tok, b.tgt, 1.0f);
+  EXPECT_TRUE(std::isfinite(r.loss_sum));
+
+  ModelConfig l = micro(Family::Llama);
+  l.norm = NormKind::LayerNorm;  // Llama files have no norm biases
+  try {
+    Transformer bad(l, ModelOptions{});
+    ADD_FAILURE() << "a Llama model with LayerNorm biases was built";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("norm1 bias"), std::string::npos) << e.what();
   }
 }
 

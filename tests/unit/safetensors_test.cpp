@@ -361,6 +361,12 @@ model::ParamSpec spec(std::string name, Shape shape, Shape hf_shape = {}) {
   s.hf_shape = std::move(hf_shape);
   return s;
 }
+// Held [out, in] here, [in, out] in HF files: load and save transpose it.
+model::ParamSpec conv1d(std::string name, Shape shape) {
+  model::ParamSpec s = spec(std::move(name), std::move(shape));
+  s.hf_layout = WeightLayout::InOut;
+  return s;
+}
 
 // A small GPT-2-shaped registry (1 layer, C=4, V=10 padded to 128) filled with distinct values.
 struct TinyGpt2 {
@@ -380,11 +386,11 @@ struct TinyGpt2 {
                  1);
     const std::string p = "transformer.h.0.";
     reg.add_unit("block.0",
-                 {spec(p + "ln_1.weight", {C}), spec(p + "ln_1.bias", {C}), spec(p + "attn.c_attn.weight", {3 * C, C}),
-                  spec(p + "attn.c_attn.bias", {3 * C}), spec(p + "attn.c_proj.weight", {C, C}),
+                 {spec(p + "ln_1.weight", {C}), spec(p + "ln_1.bias", {C}), conv1d(p + "attn.c_attn.weight", {3 * C, C}),
+                  spec(p + "attn.c_attn.bias", {3 * C}), conv1d(p + "attn.c_proj.weight", {C, C}),
                   spec(p + "attn.c_proj.bias", {C}), spec(p + "ln_2.weight", {C}), spec(p + "ln_2.bias", {C}),
-                  spec(p + "mlp.c_fc.weight", {4 * C, C}), spec(p + "mlp.c_fc.bias", {4 * C}),
-                  spec(p + "mlp.c_proj.weight", {C, 4 * C}), spec(p + "mlp.c_proj.bias", {C})},
+                  conv1d(p + "mlp.c_fc.weight", {4 * C, C}), spec(p + "mlp.c_fc.bias", {4 * C}),
+                  conv1d(p + "mlp.c_proj.weight", {C, 4 * C}), spec(p + "mlp.c_proj.bias", {C})},
                  2);
     reg.add_unit("head", {spec("transformer.ln_f.weight", {C}), spec("transformer.ln_f.bias", {C})}, 1);
     for (auto& u : reg.units()) u->allocate_params(DType::F32, Device::cpu());

@@ -1,0 +1,189 @@
+// The transformer block (see block.h). Every branch on the architecture is a feature flag
+// of ModelConfig; the op calls are the same for training, prefill and decode except for the
+// attention step (own tokens vs the KV cache).
+#include "model/block.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "ops/activation.h"
+#include "ops/attention.h"
+#include "ops/decode_attention.h"
+#include "ops/dropout.h"
+#include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/linear.h"
+#include "ops/norm.h"
+#include "ops/rope.h"
+#include "ops/rope_offset.h"
+
+namespace zt::model {
+namespace {
+
+using F = Field;
+
+// out = norm(x), saving the statistics the backward reads; the backward calls it again to
+// recompute the same out (same bits).
+void norm_forward(const ModelConfig& c, const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                  const Tensor& w, const Tensor& b) {
+  if (c.norm == NormKind::LayerNorm) {
+    ops::layernorm_forward(out, mean, rstd, x, w, b, c.norm_eps);
+  } else {
+    ops::rmsnorm_forward(out, rstd, x, w, c.norm_eps);
+  }
+}
+
+// dx (+= or =) and the norm's parameter gradients from d_out.
+void norm_backward(const ModelConfig& c, const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& d_out,
+                   const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd, GradWrite write) {
+  if (c.norm == NormKind::LayerNorm) {
+    ops::layernorm_backward(dx, dw, db, d_out, x, w, mean, rstd, write);
+  } else {
+    ops::rmsnorm_backward(dx, dw, d_out, x, w, rstd, write);
+  }
+}
+
+float attention_scale(const ModelConfig& c) { return 1.0f / std::sqrt(static_cast<float>(c.head_dim)); }
+
+// q, k rotated (Rotary), then attention over the sequence or the cache.
+void attention(const ModelConfig& c, const BlockCall& call, const BlockActivations& a) {
+  const int64_t B = call.batch, T = call.tokens;
+  const int Hq = static_cast<int>(c.num_heads), Hkv = static_cast<int>(c.num_kv_heads);
+  const Tensor qkv3 = a.qkv.reshape({B, T, c.qkv_width()});
+  const Tensor att3 = a.att.reshape({B, T, Hq * c.head_dim});
+  const bool rotary = c.position == PositionKind::Rotary;
+  if (rotary) ZT_CHECK(call.rope != nullptr, "block: rotary positions need a rope table");
+  if (!call.cache) {
+    ZT_CHECK(call.start == 0, "block: without a KV cache the tokens start at position 0");
+    if (rotary) ops::rope_forward_inplace(qkv3, Hq, Hkv, *call.rope);
+    ops::attention_forward(att3, a.lse, qkv3, Hq, Hkv, attention_scale(c));
+    return;
+  }
+  if (rotary) ops::rope_forward_inplace_at(qkv3, Hq, Hkv, *call.rope, call.start);
+  ops::kv_cache_write(call.cache->k, call.cache->v, qkv3, Hq, Hkv, call.start);
+  ops::decode_attention_forward(att3, qkv3, call.cache->k, call.cache->v, Hq, Hkv, call.start, attention_scale(c));
+}
+
+bool dropout_on(const BlockCall& call) { return call.dropout.p > 0.0f; }
+Philox site_rng(const BlockCall& call, int site) {
+  return dropout_rng(call.dropout.seed, call.dropout.step, call.layer, site);
+}
+
+}  // namespace
+
+Philox dropout_rng(uint64_t seed, uint64_t step, int layer, int site) {
+  const uint64_t stream = (step << 24) ^ (static_cast<uint64_t>(layer + 1) << 4) ^ static_cast<uint64_t>(site);
+  return Philox(seed ^ 0x5EEDD50Full, stream);
+}
+
+void block_forward(const ModelConfig& c, const UnitWeights& w, const BlockCall& call, const BlockActivations& a,
+                   const BlockScratch& s, const Tensor& x_in, const Tensor& x_out) {
+  const Tensor& ln = s.ln;
+  const Tensor& proj = s.proj;
+
+  // Attention branch.
+  norm_forward(c, ln, a.ln1_mean, a.ln1_rstd, x_in, w[F::Norm1Weight], w[F::Norm1Bias]);
+  ops::linear_forward(a.qkv, ln, w[F::QkvWeight], w[F::QkvBias], w.layout(F::QkvWeight));
+  attention(c, call, a);
+  ops::linear_forward(proj, a.att, w[F::AttnOutWeight], w[F::AttnOutBias], w.layout(F::AttnOutWeight));
+  if (dropout_on(call)) ops::dropout_forward(proj, proj, call.dropout.p, site_rng(call, 0));
+  // The residual add, fused with the MLP branch's norm: x_mid = x_in + proj, ln = norm(x_mid).
+  if (c.norm == NormKind::LayerNorm) {
+    ops::add_layernorm_forward(a.x_mid, ln, a.ln2_mean, a.ln2_rstd, x_in, proj, w[F::Norm2Weight], w[F::Norm2Bias],
+                               c.norm_eps);
+  } else {
+    ops::add_rmsnorm_forward(a.x_mid, ln, a.ln2_rstd, x_in, proj, w[F::Norm2Weight], c.norm_eps);
+  }
+
+  // MLP branch.
+  ops::linear_forward(a.fc, ln, w[F::MlpInWeight], w[F::MlpInBias], w.layout(F::MlpInWeight));  // [gate | up]: one GEMM
+  if (c.mlp == MlpKind::Gelu) {
+    ops::gelu_forward(a.act, a.fc);
+  } else {
+    const int64_t Fi = c.intermediate_size;
+    ops::swiglu_forward(a.act, a.fc.narrow(1, 0, Fi), a.fc.narrow(1, Fi, Fi));
+  }
+  ops::linear_forward(proj, a.act, w[F::MlpOutWeight], w[F::MlpOutBias], w.layout(F::MlpOutWeight));
+  if (dropout_on(call)) ops::dropout_forward(proj, proj, call.dropout.p, site_rng(call, 1));
+  ops::add(x_out, a.x_mid, proj);
+}
+
+void block_backward(const ModelConfig& c, const UnitWeights& w, const UnitWeights& g, const BlockCall& call,
+                    const BlockActivations& a, const BlockScratch& s, const BlockGradScratch& d, const Tensor& x_in,
+                    const Tensor& dx) {
+  ZT_CHECK(call.cache == nullptr && call.start == 0, "block_backward: training blocks have no KV cache");
+  const int64_t B = call.batch, T = call.tokens;
+  const int Hq = static_cast<int>(c.num_heads), Hkv = static_cast<int>(c.num_kv_heads);
+
+  // MLP branch: dx is the gradient of the block output.
+  Tensor d_branch = dx;
+  if (dropout_on(call)) {
+    ops::dropout_backward(d.d_branch, dx, call.dropout.p, site_rng(call, 1));
+    d_branch = d.d_branch;
+  }
+  ops::linear_backward(d.d_act, g[F::MlpOutWeight], g[F::MlpOutBias], d_branch, a.act, w[F::MlpOutWeight],
+                       w.layout(F::MlpOutWeight));
+  norm_forward(c, s.ln, a.ln2_mean, a.ln2_rstd, a.x_mid, w[F::Norm2Weight], w[F::Norm2Bias]);
+  if (c.mlp == MlpKind::Gelu) {
+    ops::gelu_backward(d.d_fc, d.d_act, a.fc);
+  } else {
+    const int64_t Fi = c.intermediate_size;
+    ops::swiglu_backward(d.d_fc.narrow(1, 0, Fi), d.d_fc.narrow(1, Fi, Fi), d.d_act, a.fc.narrow(1, 0, Fi),
+                         a.fc.narrow(1, Fi, Fi));
+  }
+  // One GEMM each for d[gate; up] and for d_ln = d_gate W_gate + d_up W_up (K = 2F).
+  ops::linear_backward(d.d_ln, g[F::MlpInWeight], g[F::MlpInBias], d.d_fc, s.ln, w[F::MlpInWeight],
+                       w.layout(F::MlpInWeight));
+  norm_backward(c, dx, g[F::Norm2Weight], g[F::Norm2Bias], d.d_ln, a.x_mid, w[F::Norm2Weight], a.ln2_mean, a.ln2_rstd,
+                GradWrite::Accumulate);
+  // dx is now the gradient at x_mid: the norm's backward added the branch's share.
+
+  // Attention branch.
+  d_branch = dx;
+  if (dropout_on(call)) {
+    ops::dropout_backward(d.d_branch, dx, call.dropout.p, site_rng(call, 0));
+    d_branch = d.d_branch;
+  }
+  ops::linear_backward(d.d_att, g[F::AttnOutWeight], g[F::AttnOutBias], d_branch, a.att, w[F::AttnOutWeight],
+                       w.layout(F::AttnOutWeight));
+  const Tensor qkv3 = a.qkv.reshape({B, T, c.qkv_width()});
+  const Tensor dqkv3 = d.d_qkv.reshape({B, T, c.qkv_width()});
+  ops::attention_backward(dqkv3, d.d_att.reshape({B, T, Hq * c.head_dim}), qkv3, a.att.reshape({B, T, Hq * c.head_dim}),
+                          a.lse, Hq, Hkv, attention_scale(c));
+  if (c.position == PositionKind::Rotary) ops::rope_backward_inplace(dqkv3, Hq, Hkv, *call.rope);
+  norm_forward(c, s.ln, a.ln1_mean, a.ln1_rstd, x_in, w[F::Norm1Weight], w[F::Norm1Bias]);
+  ops::linear_backward(d.d_ln, g[F::QkvWeight], g[F::QkvBias], d.d_qkv, s.ln, w[F::QkvWeight], w.layout(F::QkvWeight));
+  norm_backward(c, dx, g[F::Norm1Weight], g[F::Norm1Bias], d.d_ln, x_in, w[F::Norm1Weight], a.ln1_mean, a.ln1_rstd,
+                GradWrite::Accumulate);
+  // dx is now the gradient of the block input.
+}
+
+void embed_forward(const ModelConfig& c, const UnitWeights& embed, const Tensor& x, const Tensor& tokens,
+                   int64_t start) {
+  const int64_t T = tokens.size(1);
+  const Tensor positions =
+      c.position == PositionKind::Learned ? embed[F::PositionEmbedding].narrow(0, start, T) : Tensor();
+  ops::embedding_forward(x, tokens, embed[F::TokenEmbedding], positions);
+}
+
+void embed_backward(const ModelConfig& c, const UnitWeights& g, const Tensor& dx, const Tensor& tokens) {
+  ops::embedding_backward(g[F::TokenEmbedding], c.position == PositionKind::Learned ? g[F::PositionEmbedding] : Tensor(),
+                          dx, tokens);
+}
+
+void final_norm_forward(const ModelConfig& c, const UnitWeights& head, const Tensor& out, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& x) {
+  norm_forward(c, out, mean, rstd, x, head[F::FinalNormWeight], head[F::FinalNormBias]);
+}
+
+void final_norm_backward(const ModelConfig& c, const UnitWeights& head, const UnitWeights& g, const Tensor& dx,
+                         const Tensor& d_out, const Tensor& x, const Tensor& mean, const Tensor& rstd) {
+  norm_backward(c, dx, g[F::FinalNormWeight], g[F::FinalNormBias], d_out, x, head[F::FinalNormWeight], mean, rstd,
+                GradWrite::Overwrite);
+}
+
+const Tensor& head_matrix(const ModelConfig& c, const UnitWeights& embed, const UnitWeights& head) {
+  return c.tie_word_embeddings ? embed[F::TokenEmbedding] : head[F::LmHead];
+}
+
+}  // namespace zt::model

@@ -1,0 +1,57 @@
+// The weights table: every parameter of a model, from its ModelConfig's architecture flags
+// (shapes, init, weight decay, tensor-parallel split) and its family's HF name table
+// (model/hf_names.h: names, order, file layout). One visitor yields them; the registry
+// (and through it HF load/save, checkpoint names and ZeRO slices) is built from it, and the
+// model binds its tensors by field (UnitWeights), never by position or by name.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/field.h"
+#include "model/registry.h"
+
+namespace zt::model {
+
+enum class UnitKind { Embed, Block, Head };
+
+// The parameters of one unit ("embed", "block.<layer>", "head") in registry order.
+// `layer` is read for blocks only. Throws Unsupported when the config needs a field the
+// family's name table does not have.
+void for_each_weight(const ModelConfig& config, UnitKind kind, int64_t layer,
+                     const std::function<void(const ParamSpec&)>& fn);
+std::vector<ParamSpec> unit_specs(const ModelConfig& config, UnitKind kind, int64_t layer = 0);
+
+// Adds the units embed, block.0 .. block.L-1, head to an empty registry.
+void add_model_units(ParameterRegistry& registry, const ModelConfig& config, int shard_count);
+
+// The registry's units by role (the order add_model_units gives them).
+Unit& embed_unit(ParameterRegistry& registry);
+Unit& block_unit(ParameterRegistry& registry, int64_t layer);
+Unit& head_unit(ParameterRegistry& registry);
+const Unit& embed_unit(const ParameterRegistry& registry);
+const Unit& block_unit(const ParameterRegistry& registry, int64_t layer);
+const Unit& head_unit(const ParameterRegistry& registry);
+
+enum class Storage { Values, Grads };
+
+// Named views of one unit's parameters (or gradients), by field. A field made of several
+// packed HF tensors (q, k, v; gate, up) is one view over all of them: [sum of rows, ...].
+// Views are undefined where the unit has no such field or no storage.
+class UnitWeights {
+ public:
+  UnitWeights() = default;
+  UnitWeights(const Unit& unit, Storage storage);
+  const Tensor& operator[](Field field) const { return views_[static_cast<size_t>(field)]; }
+  // How the field's matrix is stored (linear weights: the family's file layout).
+  WeightLayout layout(Field field) const { return layouts_[static_cast<size_t>(field)]; }
+
+ private:
+  std::array<Tensor, kFieldCount> views_;
+  std::array<WeightLayout, kFieldCount> layouts_{};
+};
+
+}  // namespace zt::model
