@@ -5,12 +5,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/env_vars.h"
 #include "core/error.h"
 
 namespace zt {
 
 std::optional<uint64_t> host_available_bytes() {
-  if (const char* v = std::getenv("ZT_TEST_HOST_MEMORY_BYTES"); v != nullptr && *v != '\0')
+  if (const char* v = env_value(EnvVar::TestHostMemoryBytes); v != nullptr && *v != '\0')
     return static_cast<uint64_t>(std::strtoull(v, nullptr, 10));
   std::ifstream in("/proc/meminfo");
   std::string line;

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <system_error>
 
+#include "core/env_vars.h"
 #include "core/error.h"
 #include "core/fail_point.h"
 #include "core/log.h"
@@ -81,7 +82,7 @@ namespace {
 bool exchange_paths(const std::string& a, const std::string& b) {
 #if defined(SYS_renameat2)
   // Test-only: the fallback path of filesystems without the exchange (NFS, ...).
-  if (const char* no = std::getenv("ZT_TEST_NO_RENAME_EXCHANGE"); no && std::string(no) == "1") {
+  if (env_equals(EnvVar::TestNoRenameExchange, "1")) {
     errno = EINVAL;
     return false;
   }
