@@ -19,8 +19,11 @@
 //   acc.save_pretrained("out/final");
 //
 // As in Accelerate, step() and zero_grad() do nothing between accumulation boundaries,
-// so they may also be called after every micro-batch. Errors are zt::Error (core/error.h)
-// naming what is wrong and the fix. examples/custom_loop.cpp is a complete program.
+// so they may also be called after every micro-batch. Started as several processes
+// (mpirun, srun, `zerotrain launch`), every rank runs the same loop on its slice of each
+// global batch, with the ZeRO stage of the config, as `zerotrain train` does. Errors are
+// zt::Error (core/error.h) naming what is wrong and the fix. examples/custom_loop.cpp is a
+// complete program.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -1,7 +1,7 @@
 // The Accelerator API on several ranks (CTest comm.np1/np2/np4): a custom loop with
-// gradient accumulation 2 at ZeRO stages 0 and 1 takes bitwise the steps `zerotrain train`
-// (train::run_training) takes on the same config and world size — the same loss at every
-// step (mean over the ranks) and the same final weights.
+// gradient accumulation 2 at ZeRO stages 0, 1 and 2 takes bitwise the steps that
+// `zerotrain train` (train::run_training) takes on the same config and world size — the
+// same loss at every step (mean over the ranks) and the same final weights.
 //
 // Stages 0-1 reduce the accumulated gradients once per optimizer step, after its last
 // micro-batch, so the engine must be told which micro-batch is the last. Before the step
@@ -116,6 +116,7 @@ TEST_P(AcceleratorMultiRank, AccumulationMatchesRunTrainingBitwise) {
   if (job().rank() == 0) fs::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stages0And1, AcceleratorMultiRank, ::testing::Values(0, 1));
+// Stage 2 reduces every micro-batch (no `last` needed) and is checked alongside.
+INSTANTIATE_TEST_SUITE_P(Stages0To2, AcceleratorMultiRank, ::testing::Values(0, 1, 2));
 
 }  // namespace
