@@ -43,11 +43,11 @@ const std::vector<EnvVarSpec>& env_var_table() {
        "R: only rank R raises ZT_TEST_SIGNALS' signals (default: every rank)"},
       {EnvVar::TestStallSaveS, "ZT_TEST_STALL_SAVE_S", A::Test, "core/fail_point.cpp",
        "N: sleep N seconds before each checkpoint save (a slow disk, for the stop grace timeout)"},
-      {EnvVar::TestNoRenameExchange, "ZT_TEST_NO_RENAME_EXCHANGE", A::Test, "io/staging_dir.cpp",
+      {EnvVar::TestNoRenameExchange, "ZT_TEST_NO_RENAME_EXCHANGE", A::Test, "core/fail_point.cpp (io/staging_dir.cpp)",
        "=1: act as if renameat2(RENAME_EXCHANGE) were unsupported (the fallback of NFS and other file systems)"},
-      {EnvVar::TestHostMemoryBytes, "ZT_TEST_HOST_MEMORY_BYTES", A::Test, "core/memory_info.cpp",
+      {EnvVar::TestHostMemoryBytes, "ZT_TEST_HOST_MEMORY_BYTES", A::Test, "core/fail_point.cpp (core/memory_info.cpp)",
        "N: pretend the host has N bytes of memory available (the resource checks' refusals)"},
-      {EnvVar::TestBenchCorrupt, "ZT_TEST_BENCH_CORRUPT", A::Test, "cli/bench_comm.cpp",
+      {EnvVar::TestBenchCorrupt, "ZT_TEST_BENCH_CORRUPT", A::Test, "core/fail_point.cpp (cli/bench_comm.cpp)",
        "set: the last rank of `zerotrain bench comm` corrupts one element per size (its check must fail)"},
   };
   return table;

@@ -58,6 +58,20 @@ void fail_point(const char* point, const char* detail) {
   std::raise(SIGKILL);  // as a crash would: no destructors, no cleanup
 }
 
+bool simulated(Simulated condition) {
+  switch (condition) {
+    case Simulated::NoRenameExchange: return env_equals(EnvVar::TestNoRenameExchange, "1");
+    case Simulated::CorruptBenchResult: return env_value(EnvVar::TestBenchCorrupt) != nullptr;
+  }
+  return false;
+}
+
+std::optional<uint64_t> simulated_host_memory() {
+  const char* v = env_value(EnvVar::TestHostMemoryBytes);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return static_cast<uint64_t>(std::strtoull(v, nullptr, 10));
+}
+
 FaultInjector::FaultInjector(int rank) : rank_(rank) {
   const char* spec = env_value(EnvVar::TestSignals);
   const char* only = env_value(EnvVar::TestSignalsRank);

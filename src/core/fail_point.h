@@ -25,8 +25,19 @@
 //   SIG: INT, TERM or USR1, raised in order (e.g. save@2:TERM+TERM = a doubled SIGTERM).
 //   ZT_TEST_SIGNALS_RANK=R   only rank R raises them (default: every rank)
 //   ZT_TEST_STALL_SAVE_S=N   sleep N seconds before each save (a slow disk, for the grace timeout)
+//
+// Simulated conditions (simulated(), simulated_host_memory()): a test makes the code take
+// the path it takes on another machine or file system. They are not faults and do not
+// depend on the attempt.
+//
+//   ZT_TEST_NO_RENAME_EXCHANGE=1   renameat2(RENAME_EXCHANGE) unsupported (NFS and others)
+//   ZT_TEST_BENCH_CORRUPT (set)    `zerotrain bench comm`'s last rank corrupts a result
+//   ZT_TEST_HOST_MEMORY_BYTES=N    the host has N bytes of memory available
+//
+// Every ZT_TEST_* variable is read here and nowhere else (core/env_vars.h lists them).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace zt {
@@ -40,6 +51,11 @@ enum class TrainPoint {
   BeforeMicroBatch,  // fail point train.before_micro_batch@rank<R>.step<S>.micro<M>; signals micro@S.M
   Save,              // fail point train.save@rank<R>.step<S>; signals save@S, then the stall
 };
+
+enum class Simulated { NoRenameExchange, CorruptBenchResult };
+bool simulated(Simulated condition);
+// The host memory available that a test pretends (nullopt: none pretended).
+std::optional<uint64_t> simulated_host_memory();
 
 class FaultInjector {
  public:

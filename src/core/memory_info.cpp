@@ -5,14 +5,13 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/env_vars.h"
 #include "core/error.h"
+#include "core/fail_point.h"
 
 namespace zt {
 
 std::optional<uint64_t> host_available_bytes() {
-  if (const char* v = env_value(EnvVar::TestHostMemoryBytes); v != nullptr && *v != '\0')
-    return static_cast<uint64_t>(std::strtoull(v, nullptr, 10));
+  if (const std::optional<uint64_t> pretended = simulated_host_memory()) return pretended;
   std::ifstream in("/proc/meminfo");
   std::string line;
   while (std::getline(in, line)) {

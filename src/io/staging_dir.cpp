@@ -13,7 +13,6 @@
 #include <fstream>
 #include <system_error>
 
-#include "core/env_vars.h"
 #include "core/error.h"
 #include "core/fail_point.h"
 #include "core/log.h"
@@ -82,7 +81,7 @@ namespace {
 bool exchange_paths(const std::string& a, const std::string& b) {
 #if defined(SYS_renameat2)
   // Test-only: the fallback path of filesystems without the exchange (NFS, ...).
-  if (env_equals(EnvVar::TestNoRenameExchange, "1")) {
+  if (simulated(Simulated::NoRenameExchange)) {
     errno = EINVAL;
     return false;
   }

@@ -5,7 +5,9 @@
 #   - src/ names a variable ("ZT_NAME" as a whole string literal: a lookup, an export, a
 #     label) that the table lacks;
 #   - a table entry is missing from the documentation's table (docs/launching.md,
-#     "Environment variables": one row per variable, | `ZT_NAME` | ...).
+#     "Environment variables": one row per variable, | `ZT_NAME` | ...);
+#   - a ZT_TEST_* entry is not test-only or not read by the fault injector
+#     (core/fail_point.cpp), the one home of test hooks.
 # Usage: env_vars_test.sh [SRC_DIR [DOC]]   (default: the src/ and docs/launching.md next to tests/)
 set -euo pipefail
 
@@ -45,6 +47,12 @@ done < <(grep -rnoE '"ZT_[A-Z0-9_]+"' "$src" --include='*.cpp' --include='*.h' -
 for n in "${names[@]}"; do
   grep -qE "^\| \`$n\` \|" "$doc" || failures+=("$doc: no row for $n (| \`$n\` | ... |)")
 done
+
+# 4. Test hooks live in the fault injector.
+while IFS= read -r entry; do
+  [[ $entry =~ A::Test,\ \"core/fail_point\.cpp ]] && continue
+  failures+=("$table: $(grep -oE 'ZT_TEST_[A-Z0-9_]+' <<<"$entry"): test-only variables are A::Test and read by core/fail_point.cpp")
+done < <(grep -E '\{EnvVar::[A-Za-z0-9]+, "ZT_TEST_' "$table")
 
 if (( ${#failures[@]} > 0 )); then
   printf 'env_vars: %s\n' "${failures[@]}" >&2
