@@ -116,7 +116,8 @@ void FaultInjector::at(TrainPoint point, int64_t step, int64_t micro) const {
     // trainer goes on, wherever it is.
     for (int sig : d.signals) std::raise(sig);
   }
-  if (point == TrainPoint::Save && stall_seconds_ > 0) std::this_thread::sleep_for(std::chrono::seconds(stall_seconds_));
+  if (point == TrainPoint::Save && stall_seconds_ > 0)
+    std::this_thread::sleep_for(std::chrono::seconds(stall_seconds_));
 }
 
 }  // namespace zt

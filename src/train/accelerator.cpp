@@ -130,7 +130,8 @@ double Accelerator::evaluate(int64_t batches) {
 std::string Accelerator::save_state(const std::string& dir) {
   Impl& s = *impl_;
   if (s.step->micro_batches() > 0 && !s.step->finished())
-    ZT_THROW_INPUT("Accelerator::save_state: ", s.step->micro_batches(), " micro-batch(es) of gradients are accumulated but not "
+    ZT_THROW_INPUT("Accelerator::save_state: ", s.step->micro_batches(),
+                   " micro-batch(es) of gradients are accumulated but not "
                    "applied, and a checkpoint does not hold them: save after step()");
   return train::save_run_checkpoint(*s.run, dir.empty() ? s.run->checkpoint_root().string() : dir);
 }
@@ -144,7 +145,8 @@ void Accelerator::load_state(const std::string& dir) {
 void Accelerator::save_pretrained(const std::string& dir) const {
   train::TrainingRun& run = *impl_->run;
   run.engine->gather_full_model();  // ZeRO-3: every rank's slices (collective); else nothing
-  if (run.is_main_rank()) train::save_final_model(run.model(), run.setup, dir, train::storage_dtype(run.config.precision));
+  if (run.is_main_rank())
+    train::save_final_model(run.model(), run.setup, dir, train::storage_dtype(run.config.precision));
   run.comm->barrier();  // the directory is complete for every rank
   run.engine->release_full_model();
 }
