@@ -19,8 +19,11 @@
 //   acc.save_pretrained("out/final");
 //
 // As in Accelerate, step() and zero_grad() do nothing between accumulation boundaries,
-// so they may also be called after every micro-batch. Errors are zt::Error (core/error.h)
-// naming what is wrong and the fix. examples/custom_loop.cpp is a complete program.
+// so they may also be called after every micro-batch. Started as several processes
+// (mpirun, srun, `zerotrain launch`), every rank runs the same loop on its slice of each
+// global batch, with the ZeRO stage of the config, as `zerotrain train` does. Errors are
+// zt::Error (core/error.h) naming what is wrong and the fix. examples/custom_loop.cpp is a
+// complete program.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -110,15 +113,17 @@ class Accelerator {
   // Loads a checkpoint directory, or the one <dir>/latest names ("" =
   // <output_dir>/checkpoints); the loop then continues exactly as the saved run did.
   void load_state(const std::string& dir = "");
-  // An HF model directory (config.json, safetensors in the run's precision, tokenizer).
+  // An HF model directory (config.json, safetensors in the run's precision, tokenizer),
+  // written by the main process; every rank calls it (ZeRO-3 gathers the weights first).
   void save_pretrained(const std::string& dir) const;
 
-  // One process today: index 0 of 1, always the main process, and wait_for_everyone()
-  // returns at once (there is nobody to wait for).
-  int process_index() const { return 0; }
-  int num_processes() const { return 1; }
+  // The data-parallel ranks (mpirun, srun or `zerotrain launch` start one process per
+  // rank; each takes its slice of every global batch): this process's rank, their
+  // number, whether this is rank 0, and a barrier over all of them.
+  int process_index() const;
+  int num_processes() const;
   bool is_main_process() const { return process_index() == 0; }
-  void wait_for_everyone() {}
+  void wait_for_everyone();
   // Prints the arguments (streamed with <<) and a newline, on the main process only.
   template <class... Args>
   void print(const Args&... args) const {

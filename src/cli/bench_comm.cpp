@@ -13,6 +13,7 @@
 #include "cli/args.h"
 #include "cli/bench_comm_report.h"
 #include "core/error.h"
+#include "core/fail_point.h"
 #include "core/tensor.h"
 #include "comm/world.h"
 
@@ -183,7 +184,7 @@ class Case {
     std::vector<float> got = download(op_ == Collective::AllReduce ? input_.view() : output_.view());
     // Tests set ZT_TEST_BENCH_CORRUPT=1 to see one wrong element per size counted and failing
     // the run (a collective that works gives them no other way to).
-    if (rank_ == ranks_ - 1 && std::getenv("ZT_TEST_BENCH_CORRUPT")) got[0] += 1;
+    if (rank_ == ranks_ - 1 && simulated(Simulated::CorruptBenchResult)) got[0] += 1;
     int64_t wrong = 0;
     for (size_t i = 0; i < got.size(); ++i) {
       const auto index = static_cast<int64_t>(i);

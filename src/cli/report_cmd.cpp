@@ -24,6 +24,8 @@ install (as DeepSpeed's ds_report and `accelerate env` do):
   openmp      OpenMP version, threads (ZT_NUM_THREADS / OMP_NUM_THREADS when set)
   features    optional parts compiled in: CUDA, SentencePiece, PCRE2, NCCL, MPI, ...
   system      kernel, libc
+  environment every ZT_* environment variable zerotrain reads, with its value
+              ("unset", or the value; test-only ones marked): docs/launching.md
 
   --json      one JSON object {"section": {"key": value}} instead of the table
 )";

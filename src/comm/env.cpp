@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "core/env_vars.h"
 #include "core/error.h"
 
 namespace zt::comm {
@@ -80,7 +81,7 @@ std::chrono::duration<double> collective_timeout_from_env() {
 }
 
 std::chrono::duration<double> collective_timeout_from_env(const EnvLookup& lookup) {
-  const char* value = lookup("ZT_COLLECTIVE_TIMEOUT_S");
+  const char* value = lookup(env_name(EnvVar::CollectiveTimeoutS));
   if (value == nullptr || *value == '\0') {
     return std::chrono::duration<double>(kDefaultCollectiveTimeoutS);
   }

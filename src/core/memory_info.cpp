@@ -6,12 +6,12 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/fail_point.h"
 
 namespace zt {
 
 std::optional<uint64_t> host_available_bytes() {
-  if (const char* v = std::getenv("ZT_TEST_HOST_MEMORY_BYTES"); v != nullptr && *v != '\0')
-    return static_cast<uint64_t>(std::strtoull(v, nullptr, 10));
+  if (const std::optional<uint64_t> pretended = simulated_host_memory()) return pretended;
   std::ifstream in("/proc/meminfo");
   std::string line;
   while (std::getline(in, line)) {

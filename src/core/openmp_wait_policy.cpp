@@ -20,7 +20,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <cstring>
+
+#include "core/env_vars.h"
 
 namespace {
 
@@ -28,8 +29,7 @@ namespace {
 // glibc passes (argc, argv, envp) to the executable's constructors.
 __attribute__((constructor)) void default_openmp_wait_policy(int, char** argv, char**) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
-  const char* keep = std::getenv("ZT_OPENMP_SPIN");
-  if (keep != nullptr && std::strcmp(keep, "1") == 0) return;
+  if (zt::env_equals(zt::EnvVar::OpenmpSpin, "1")) return;
   if (argv == nullptr || argv[0] == nullptr) return;
   if (setenv("OMP_WAIT_POLICY", "passive", 0) != 0) return;
   execv("/proc/self/exe", argv);

@@ -4,7 +4,9 @@
 
 #include <cstdlib>
 #include <initializer_list>
+#include <utility>
 
+#include "core/env_vars.h"
 #include "core/log.h"
 
 extern "C" void openblas_set_num_threads(int);
@@ -25,8 +27,10 @@ void set_num_threads(int64_t n, const char* source) {
 }
 
 void init_threads_from_env() {
-  for (const char* var : {"ZT_NUM_THREADS", "OMP_NUM_THREADS"}) {
-    if (const char* v = std::getenv(var)) {
+  const std::pair<const char*, const char*> sources[] = {{env_name(EnvVar::NumThreads), env_value(EnvVar::NumThreads)},
+                                                          {"OMP_NUM_THREADS", std::getenv("OMP_NUM_THREADS")}};
+  for (const auto& [var, v] : sources) {
+    if (v) {
       const long long n = std::atoll(v);
       if (n > 0) {
         set_num_threads(n, var);

@@ -81,7 +81,7 @@ namespace {
 bool exchange_paths(const std::string& a, const std::string& b) {
 #if defined(SYS_renameat2)
   // Test-only: the fallback path of filesystems without the exchange (NFS, ...).
-  if (const char* no = std::getenv("ZT_TEST_NO_RENAME_EXCHANGE"); no && std::string(no) == "1") {
+  if (simulated(Simulated::NoRenameExchange)) {
     errno = EINVAL;
     return false;
   }

@@ -1,13 +1,16 @@
-// zt::Accelerator (include/zerotrain/accelerator.h): a thin state machine over the
-// pieces `zerotrain train` uses (train/training_run.h), so a custom loop and the
-// built-in one cannot drift apart.
+// zt::Accelerator (include/zerotrain/accelerator.h): a thin state machine over what
+// `zerotrain train` uses — the run (train/training_run.h) and its optimizer steps
+// (train/step_protocol.h) — so a custom loop and the built-in one cannot drift apart.
 #include "zerotrain/accelerator.h"
 
 #include <cstdio>
+#include <optional>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "comm/env.h"
 #include "train/run_config.h"
+#include "train/step_protocol.h"
 #include "train/training_run.h"
 
 namespace zt {
@@ -15,27 +18,34 @@ namespace zt {
 struct Accelerator::Impl {
   std::unique_ptr<train::TrainingRun> run;
   OwnedTensor tokens, targets;  // next_batch()'s buffers
-  // Accumulation window: micro-batches since the last boundary, whether step() ran in
-  // this window, and the clip coefficient clip_grad_norm() chose for its step.
-  int64_t pending = 0;
-  bool stepped = false;
-  float clip = 1.0f;
+  // The accumulation window: the optimizer step its micro-batches go into, and the
+  // clipping threshold clip_grad_norm() chose for it (0: none).
+  std::optional<train::OptimizerStep> step;
+  double max_norm = 0;
 
-  bool at_boundary() const { return pending == run->grad_accum; }
-  void start_window() {
-    pending = 0;
-    stepped = false;
-    clip = 1.0f;
+  bool at_boundary() const { return step->complete(); }
+  void start_window(train::Gradients gradients) {
+    step.reset();  // before the next one starts: it may clear the gradients
+    step.emplace(*run, gradients);
+    max_norm = 0;
   }
 };
 
-Accelerator::Accelerator(const std::vector<std::string>& args) : Accelerator(train::load_train_config(args)) {}
+namespace {
+
+// As `zerotrain train` resolves its command line: the batch arithmetic uses the job's real
+// world size (every rank runs the same program with the same arguments).
+train::TrainConfig config_for_this_job(const std::vector<std::string>& args) {
+  train::LoadOptions lo;
+  lo.world_size = comm::read_launch_env().world_size;
+  return train::load_train_config(args, lo);
+}
+
+}  // namespace
+
+Accelerator::Accelerator(const std::vector<std::string>& args) : Accelerator(config_for_this_job(args)) {}
 
 Accelerator::Accelerator(const train::TrainConfig& config) : impl_(std::make_unique<Impl>()) {
-  if (config.world_size != 1)
-    ZT_THROW_UNSUPPORTED(config.source, ": world size ", config.world_size,
-                         " (num_processes): the Accelerator API runs one process; set num_processes: 1 or train "
-                         "with `zerotrain train`");
   impl_->run = train::start_training_run(config);
   train::TrainingRun& run = *impl_->run;
   // The reports of `zerotrain train`'s log; a custom loop prints what it wants.
@@ -49,7 +59,7 @@ Accelerator::Accelerator(const train::TrainConfig& config) : impl_(std::make_uni
   if (!run.config.resume.empty()) train::load_run_checkpoint(run, run.config.resume);
   impl_->tokens = OwnedTensor({run.micro_batch, run.seq_len}, DType::I32);
   impl_->targets = OwnedTensor({run.micro_batch, run.seq_len}, DType::I32);
-  train::zero_grads(run);
+  impl_->start_window(train::Gradients::Clear);
 }
 
 Accelerator::~Accelerator() = default;
@@ -72,43 +82,35 @@ double Accelerator::backward(const Batch& batch) {
   if (batch.seq_len > context)
     ZT_THROW_INPUT("Accelerator::backward: seq_len ", batch.seq_len, " exceeds the model's context ", context,
                    ": use shorter windows");
-  if (s.at_boundary()) s.start_window();  // gradients stay unless zero_grad() cleared them, as in PyTorch
+  if (s.at_boundary()) s.start_window(train::Gradients::Keep);  // unless zero_grad() cleared them, as in PyTorch
   // The model only reads the batch; Tensor views are non-const by design.
   const Tensor tok(const_cast<int32_t*>(batch.tokens), {batch.batch_size, batch.seq_len}, DType::I32);
   const Tensor tgt(const_cast<int32_t*>(batch.targets), {batch.batch_size, batch.seq_len}, DType::I32);
-  const double loss = train::forward_backward_micro(*s.run, tok, tgt, s.run->scaler.scale());
-  ++s.pending;
-  return loss;
+  train::OptimizerStep::MicroBatch micro = s.step->micro_batch();
+  return micro.forward_backward(tok, tgt);  // the micro-batch ends as `micro` goes
 }
 
 bool Accelerator::is_accumulation_boundary() const { return impl_->at_boundary(); }
 
 double Accelerator::clip_grad_norm(double max_norm) {
   Impl& s = *impl_;
-  const double norm = train::unscaled_grad_norm(*s.run, s.run->scaler.scale());
-  s.clip = train::clip_coefficient(norm, max_norm);
-  return norm;
+  s.max_norm = max_norm;  // step() clips to it, from the same norm
+  return s.step->grad_norm();
 }
 
 double Accelerator::max_grad_norm() const { return impl_->run->config.gradient_clipping; }
 
 bool Accelerator::step() {
   Impl& s = *impl_;
-  if (!s.at_boundary() || s.stepped) return false;
-  s.stepped = true;
-  // The scale the gradients carry: skip_step() may change it for the next window.
-  const float scale = s.run->scaler.scale();
-  const bool skipped = train::skip_step(*s.run);
-  if (!skipped) train::apply_update(*s.run, train::next_lr(*s.run), s.clip, scale);
-  train::count_global_step(*s.run);  // a skipped step is a global step too (DeepSpeed)
-  return !skipped;
+  if (!s.at_boundary() || s.step->finished()) return false;
+  return s.step->finish(s.max_norm).applied;  // a skipped step is a global step too (DeepSpeed)
 }
 
 void Accelerator::zero_grad() {
   Impl& s = *impl_;
-  if (s.pending != 0 && !s.at_boundary()) return;  // mid-accumulation: Accelerate does nothing either
-  train::zero_grads(*s.run);
-  s.start_window();
+  // Mid-accumulation Accelerate does nothing either; after a failed micro-batch the window starts over.
+  if (s.step->micro_batches() != 0 && !s.at_boundary() && !s.step->failed()) return;
+  s.start_window(train::Gradients::Clear);
 }
 
 float Accelerator::lr() const { return train::next_lr(*impl_->run); }
@@ -127,8 +129,9 @@ double Accelerator::evaluate(int64_t batches) {
 
 std::string Accelerator::save_state(const std::string& dir) {
   Impl& s = *impl_;
-  if (s.pending > 0 && !s.stepped)
-    ZT_THROW_INPUT("Accelerator::save_state: ", s.pending, " micro-batch(es) of gradients are accumulated but not "
+  if (s.step->micro_batches() > 0 && !s.step->finished())
+    ZT_THROW_INPUT("Accelerator::save_state: ", s.step->micro_batches(),
+                   " micro-batch(es) of gradients are accumulated but not "
                    "applied, and a checkpoint does not hold them: save after step()");
   return train::save_run_checkpoint(*s.run, dir.empty() ? s.run->checkpoint_root().string() : dir);
 }
@@ -136,14 +139,21 @@ std::string Accelerator::save_state(const std::string& dir) {
 void Accelerator::load_state(const std::string& dir) {
   Impl& s = *impl_;
   train::load_run_checkpoint(*s.run, dir.empty() ? s.run->checkpoint_root().string() : dir);
-  train::zero_grads(*s.run);
-  s.start_window();
+  s.start_window(train::Gradients::Clear);
 }
 
 void Accelerator::save_pretrained(const std::string& dir) const {
-  const train::TrainingRun& run = *impl_->run;
-  train::save_final_model(run.model(), run.setup, dir, train::storage_dtype(run.config.precision));
+  train::TrainingRun& run = *impl_->run;
+  run.engine->gather_full_model();  // ZeRO-3: every rank's slices (collective); else nothing
+  if (run.is_main_rank())
+    train::save_final_model(run.model(), run.setup, dir, train::storage_dtype(run.config.precision));
+  run.comm->barrier();  // the directory is complete for every rank
+  run.engine->release_full_model();
 }
+
+int Accelerator::process_index() const { return impl_->run->rank(); }
+int Accelerator::num_processes() const { return impl_->run->world_size(); }
+void Accelerator::wait_for_everyone() { impl_->run->comm->barrier(); }
 
 void Accelerator::print_line(const std::string& line) const {
   std::printf("%s\n", line.c_str());

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/env_vars.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -44,7 +45,7 @@ std::string PeakFlops::describe() const {
 }
 
 PeakFlops peak_flops(ComputeDevice device, const std::string& gpu_name, PeakPrecision precision) {
-  if (const char* v = std::getenv("ZT_PEAK_TFLOPS")) {
+  if (const char* v = env_value(EnvVar::PeakTflops)) {
     const double tflops = std::atof(v);
     if (tflops > 0) return {tflops * 1e12, "ZT_PEAK_TFLOPS"};
   }

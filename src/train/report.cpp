@@ -24,6 +24,7 @@
 
 #include "backend/cpu/blas_info.h"
 #include "backend/cuda_api.h"
+#include "core/env_vars.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "train/metrics.h"
@@ -179,8 +180,20 @@ ReportSection openmp_section() {
   s.items.push_back({"version", kNotBuilt, ""});
 #endif
   s.items.push_back({"zerotrain_threads", num_threads(), ""});
-  for (const char* env : {"ZT_NUM_THREADS", "OMP_NUM_THREADS"})
-    if (const char* v = std::getenv(env)) s.items.push_back({env, v, ""});
+  if (const char* v = env_value(EnvVar::NumThreads)) s.items.push_back({env_name(EnvVar::NumThreads), v, ""});
+  if (const char* v = std::getenv("OMP_NUM_THREADS")) s.items.push_back({"OMP_NUM_THREADS", v, ""});
+  return s;
+}
+
+// Every ZT_* variable zerotrain reads (core/env_vars.h) with its value here: null/"unset"
+// when unset; test-only ones are marked, since a real run should not have them set.
+ReportSection environment_section() {
+  ReportSection s{"environment", {}};
+  for (const EnvVarSpec& spec : env_var_table()) {
+    const char* v = env_value(spec.var);
+    const std::string test = spec.audience == EnvAudience::Test ? " (test only)" : "";
+    s.items.push_back({spec.name, v ? json(v) : json(nullptr), (v ? std::string(v) : std::string("unset")) + test});
+  }
   return s;
 }
 
@@ -238,8 +251,8 @@ std::string display(const ReportItem& item) {
 }  // namespace
 
 std::vector<ReportSection> environment_report() {
-  return {zerotrain_section(), cuda_section(), cpu_section(), blas_section(), openmp_section(), features_section(),
-          system_section()};
+  return {zerotrain_section(), cuda_section(),     cpu_section(),    blas_section(),
+          openmp_section(),    features_section(), system_section(), environment_section()};
 }
 
 std::string report_table(const std::vector<ReportSection>& report) {

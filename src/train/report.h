@@ -1,7 +1,8 @@
 // `zerotrain report`: the build and the machine it runs on, as DeepSpeed's `ds_report`
 // and `accelerate env` show them, for bug reports and for checking an install: version
 // and commit, compiler and flags, CUDA (toolkit, driver, GPUs, cuBLAS), the CPU and its
-// vector features, BLAS, OpenMP, optional components (NCCL, MPI, SentencePiece, ...).
+// vector features, BLAS, OpenMP, optional components (NCCL, MPI, SentencePiece, ...), and
+// every ZT_* environment variable (core/env_vars.h) with its value.
 #pragma once
 #include <string>
 #include <vector>
@@ -17,7 +18,7 @@ struct ReportItem {
 };
 
 struct ReportSection {
-  std::string name;  // zerotrain, cuda, cpu, blas, openmp, features, system
+  std::string name;  // zerotrain, cuda, cpu, blas, openmp, features, system, environment
   std::vector<ReportItem> items;
 };
 

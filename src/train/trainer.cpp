@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <string>
 
 #include "backend/cuda_api.h"
+#include "core/env_vars.h"
+#include "core/fail_point.h"
 #include "core/log.h"
 #include "core/parallel.h"
 #include "model/hf_dir.h"
@@ -19,31 +19,14 @@
 #include "train/memory_report.h"
 #include "train/metrics.h"
 #include "train/run_config.h"
-#include "train/signal_test_hook.h"
 #include "train/signals.h"
+#include "train/step_protocol.h"
 #include "train/training_run.h"
 
 namespace zt::train {
 using nlohmann::json;
 
 namespace {
-
-// Failure drills (tests of `zerotrain launch --max-restarts`): ZT_TEST_KILL_RANK_AT_STEP=R:S
-// kills rank R with SIGKILL once step S is done, in a job's first attempt only
-// (ZT_RESTART_COUNT unset or 0), as a crashed machine would.
-void maybe_kill_for_test(const TrainingRun& run) {
-  const char* spec = std::getenv("ZT_TEST_KILL_RANK_AT_STEP");
-  const char* restarts = std::getenv("ZT_RESTART_COUNT");
-  if (!spec || (restarts && std::string(restarts) != "0")) return;
-  int rank = -1;
-  long long step = -1;
-  if (std::sscanf(spec, "%d:%lld", &rank, &step) != 2) return;
-  if (rank == run.rank() && step == run.step) {
-    std::fprintf(stderr, "zerotrain: ZT_TEST_KILL_RANK_AT_STEP: killing rank %d after step %lld\n", rank, step);
-    std::fflush(stderr);
-    std::raise(SIGKILL);
-  }
-}
 
 // The model-state bytes per rank, next to what the ZeRO paper's formula predicts.
 void log_memory_plan(TrainingRun& run) {
@@ -63,8 +46,7 @@ PeakFlops run_peak(const TrainConfig& c) {
   const PeakPrecision p = c.precision == Precision::F32 ? PeakPrecision::F32 : PeakPrecision::Sixteen;
   if (c.device != "cuda") return peak_flops(ComputeDevice::CPU, "", p);
   const std::string name = cuda::device_info(cuda::current_device()).name;
-  const char* env = std::getenv("ZT_PEAK_TFLOPS");
-  const bool force = env != nullptr && std::string(env) == "measure";
+  const bool force = env_equals(EnvVar::PeakTflops, "measure");
   if (!force) {
     const PeakFlops table = peak_flops(ComputeDevice::GPU, name, p);
     if (table.known()) return table;
@@ -126,7 +108,8 @@ TrainResult run_training(const TrainConfig& config) {
   }
 
   StopSignals signals(StopOptions{c.stop_grace_seconds});
-  const SignalTestHook test_hook(run.rank());
+  // Failure drills of the tests (core/fail_point.h); nothing unless the environment asks.
+  const FaultInjector drills(run.rank());
   // The newest state on disk: the checkpoint resumed from, then each one saved.
   int64_t saved_step = -1;  // -1: none yet
   std::string saved_dir;
@@ -144,8 +127,7 @@ TrainResult run_training(const TrainConfig& config) {
                            c.zero.stage3_gather_16bit_weights_on_model_save;
   auto save = [&]() {
     signals.saving(step);
-    test_hook.at(SignalPoint::Save, step);
-    test_hook.before_save();
+    drills.at(TrainPoint::Save, step);
     result.last_checkpoint = save_run_checkpoint(run, run.checkpoint_root().string());
     saved_step = step;
     saved_dir = result.last_checkpoint;
@@ -170,9 +152,9 @@ TrainResult run_training(const TrainConfig& config) {
   // Every iteration is one global step, applied or skipped on fp16 overflow (DeepSpeed's
   // global_steps), so max_steps counts skipped steps and step numbers never repeat.
   while (step < total_steps) {
-    zero_grads(run);
+    OptimizerStep opt_step(run);
     double loss_sum = 0;
-    const float scale = run.scaler.scale();
+    const float scale = opt_step.loss_scale();
     // Where the step starts: a stop between its micro-batches returns here.
     const io::LoaderState data_at_start = run.loader->state();
     const int64_t micro_at_start = run.micro_steps;
@@ -184,14 +166,17 @@ TrainResult run_training(const TrainConfig& config) {
         // there, without the update. The accumulated gradients are not part of a
         // checkpoint, so the partial step is dropped: the data position and micro-step
         // count go back to the step's start and the previous step's state is saved.
-        test_hook.at(SignalPoint::BeforeMicroBatch, step + 1, m);
+        drills.at(TrainPoint::BeforeMicroBatch, step + 1, m);
         if (comm::any_rank(*run.comm, signals.requested())) {
           stopped_at_micro = m;
           break;
         }
       }
       run.loader->next(tok, tgt);
-      loss_sum += forward_backward_micro(run, tok, tgt, scale, m == gas - 1);
+      {
+        OptimizerStep::MicroBatch micro = opt_step.micro_batch();
+        loss_sum += micro.forward_backward(tok, tgt);
+      }  // the micro-batch ends here (stages 0-1 reduce after the step's last one)
       tokens_since_log += B * T * run.world_size();
     }
     if (stopped_at_micro > 0) {
@@ -204,17 +189,11 @@ TrainResult run_training(const TrainConfig& config) {
     }
     const double loss = mean_over_ranks(run, loss_sum / static_cast<double>(gas));
 
-    if (run.timer) run.timer->mark(Phase::Optimizer);
-    const StepCheck check = check_step(run, scale);
-    const bool skip = check.skipped;
-    double grad_norm = std::nan("");
-    const float lr = next_lr(run);  // a skipped step leaves the schedule where it is
-    if (!skip) {
-      grad_norm = check.unscaled_grad_norm;
-      apply_update(run, lr, clip_coefficient(grad_norm, c.gradient_clipping), scale);
-    }
-    count_global_step(run);
-    if (run.timer) run.timer->mark(Phase::Other);
+    // A skipped step leaves the schedule where it is, and counts as a global step.
+    const StepOutcome outcome = opt_step.finish(c.gradient_clipping);
+    const bool skip = !outcome.applied;
+    const double grad_norm = outcome.grad_norm;
+    const float lr = outcome.lr;
     result.losses.push_back(loss);
     const int64_t skipped_so_far = run.scaler.skipped_steps();
 
@@ -282,8 +261,7 @@ TrainResult run_training(const TrainConfig& config) {
         metrics.write({{"step", step}, {"val_loss", vl}, {"val_ppl", std::exp(vl)}, {"skipped", skip}});
       }
     }
-    maybe_kill_for_test(run);
-    test_hook.at(SignalPoint::AfterStep, step);
+    drills.at(TrainPoint::StepDone, step);
     // Every rank stops at the same step (a signal may reach only some of them).
     const bool stop = comm::any_rank(*run.comm, signals.requested());
     const bool scheduled = (c.checkpoint_saves == CheckpointSaves::Steps &&

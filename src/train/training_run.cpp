@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cuda_api.h"
+#include "core/env_vars.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "comm/env.h"
@@ -76,8 +77,7 @@ void claim_output_dir_on_rank0(TrainingRun& run) {
 
 int engine_stage(int configured_stage, int world_size) {
   if (world_size > 1 || configured_stage == 0) return configured_stage;
-  const char* keep = std::getenv("ZT_ZERO_KEEP_STAGE");
-  return keep != nullptr && std::string(keep) == "1" ? configured_stage : 0;
+  return env_equals(EnvVar::ZeroKeepStage, "1") ? configured_stage : 0;
 }
 
 std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
@@ -309,61 +309,9 @@ bool checks_overflow(const TrainingRun& run) {
          (run.config.precision == Precision::BF16 && run.config.bf16_check_grad_overflow);
 }
 
-double forward_backward_micro(TrainingRun& run, const Tensor& tokens, const Tensor& targets, float loss_scale,
-                              bool last) {
-  model::Transformer& model = run.model();
-  if (run.timer) run.timer->mark(Phase::Forward);
-  // Each rank draws its own dropout masks (rank 0's are the single-process ones).
-  model.set_dropout_seed(run.config.seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(run.rank())),
-                         static_cast<uint64_t>(run.micro_steps));
-  const int64_t count = std::max<int64_t>(1, model::count_targets(targets));
-  run.engine->begin_micro_batch(last);
-  const auto r = model.forward_backward(
-      tokens, targets, loss_scale / static_cast<float>(count * run.grad_accum * run.world_size()));
-  run.engine->end_micro_batch();
-  if (run.timer) run.timer->mark(Phase::Other);
-  ++run.micro_steps;
-  return r.loss_sum / static_cast<double>(count);
-}
-
-void zero_grads(TrainingRun& run) { run.engine->zero_grads(); }
-
 double mean_over_ranks(TrainingRun& run, double value) {
   return comm::sum_over_ranks(*run.comm, value) / static_cast<double>(run.world_size());
 }
-
-bool skip_step(TrainingRun& run) {
-  const bool overflow = checks_overflow(run) && !run.engine->grads_finite();
-  return run.scaler.update(overflow);
-}
-
-StepCheck check_step(TrainingRun& run, float loss_scale) {
-  StepCheck c;
-  const double norm = run.engine->grad_norm();
-  c.skipped = run.scaler.update(checks_overflow(run) && !std::isfinite(norm));
-  c.unscaled_grad_norm = norm / loss_scale;
-  return c;
-}
-
-float next_lr(const TrainingRun& run) { return run.schedule->lr(run.optimizer->steps_taken()); }
-
-double unscaled_grad_norm(TrainingRun& run, float loss_scale) {
-  return run.engine->grad_norm() / loss_scale;
-}
-
-float clip_coefficient(double grad_norm, double max_norm) {
-  if (max_norm > 0 && grad_norm > max_norm) return static_cast<float>(max_norm / (grad_norm + 1e-6));
-  return 1.0f;
-}
-
-void apply_update(TrainingRun& run, float lr, float clip, float loss_scale) {
-  if (auto betas = run.schedule->betas(run.optimizer->steps_taken()))
-    run.optimizer->set_betas(betas->first, betas->second);
-  run.optimizer->step(lr, clip / loss_scale);
-  run.engine->after_optimizer_step();
-}
-
-void count_global_step(TrainingRun& run) { ++run.step; }
 
 double validation_loss(TrainingRun& run, int64_t batches) {
   if (run.data.val_shards.empty() || batches <= 0) return std::nan("");

@@ -1,8 +1,8 @@
 // What the `zerotrain train` loop (trainer.cpp) and the Accelerator API
 // (include/zerotrain/accelerator.h) share: the objects of a run built from a resolved
-// config, and the pieces of an optimizer step. Both loops call these same functions in
-// the same order, which is what makes a custom loop written with the API reproduce
-// `zerotrain train` bitwise (tests/e2e/accelerator_test.cpp).
+// config, checkpoints and evaluation. Their optimizer steps are one type,
+// train/step_protocol.h, which is what makes a custom loop written with the API reproduce
+// `zerotrain train` bitwise (tests/e2e/accelerator_test.cpp, tests/comm/accelerator_multirank_test.cpp).
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -102,42 +102,6 @@ std::string save_run_checkpoint(TrainingRun& run, const std::string& root);
 // checkpoint root and beside final/ (staging and aside directories, `latest` temporaries),
 // with a warning naming each. Collective: every rank calls it (the others wait).
 void remove_stale_outputs(TrainingRun& run);
-
-// One micro-batch: dropout seeded by micro_steps, forward and backward with gradients
-// scaled by loss_scale / (target tokens x grad_accum) — HF semantics: each micro-batch's
-// mean token loss divided by the accumulation steps. Returns the mean token loss.
-// The gradients are also divided by the world size (the ranks' sum is then the mean).
-// `last`: the final micro-batch of the accumulation (stages 0-1 reduce after it).
-double forward_backward_micro(TrainingRun& run, const Tensor& tokens, const Tensor& targets, float loss_scale,
-                              bool last = true);
-// Clears the accumulated gradients (at the start of each optimizer step).
-void zero_grads(TrainingRun& run);
-
-// At the accumulation boundary, in this order:
-//   skip_step           fp16: checks the gradients for inf/nan and updates the loss
-//                       scaler; true = overflow, the step must be skipped
-//   next_lr             the scheduled lr (a function of the optimizer steps taken, so
-//                       skipped steps do not advance it)
-//   unscaled_grad_norm  global norm of the gradients divided by the loss scale
-//   clip_coefficient    max_norm / (norm + 1e-6) when the norm exceeds max_norm > 0, else 1
-//   apply_update        scheduled betas, optimizer step with gradients multiplied by
-//                       clip / loss_scale (not on a skipped step)
-//   count_global_step   step + 1, whether the update was applied or skipped (DeepSpeed:
-//                       global_steps += 1 either way, skipped_steps += 1 on overflow)
-bool skip_step(TrainingRun& run);
-// skip_step and unscaled_grad_norm from one pass over the gradients (one host wait): the
-// global norm is inf/nan exactly when some gradient element is (the sum of squares
-// propagates it, and every rank gets the same sum). skipped: the step must be skipped.
-struct StepCheck {
-  bool skipped = false;
-  double unscaled_grad_norm = 0;
-};
-StepCheck check_step(TrainingRun& run, float loss_scale);
-float next_lr(const TrainingRun& run);
-double unscaled_grad_norm(TrainingRun& run, float loss_scale);
-float clip_coefficient(double grad_norm, double max_norm);
-void apply_update(TrainingRun& run, float lr, float clip, float loss_scale);
-void count_global_step(TrainingRun& run);
 
 // Mean loss over `batches` validation micro-batches (at most one epoch), always from the
 // start of the validation order so evaluations are comparable; NaN without validation

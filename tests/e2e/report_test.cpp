@@ -1,13 +1,17 @@
 // `zerotrain report` from the shell: the table names every section and key a bug report
-// needs, --json is one parseable object with the same keys, and a bad flag exits 2.
+// needs, --json is one parseable object with the same keys, every ZT_* variable of the
+// table (core/env_vars.h) is listed with its current value, and a bad flag exits 2.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "core/env_vars.h"
 
 namespace {
 
@@ -17,10 +21,10 @@ struct Result {
 };
 
 // stdout only (stderr to the test log), so --json output parses as it is.
-Result run(const std::string& args) {
+Result run(const std::string& args, const std::string& env_prefix = "") {
   const std::string bin = std::string(ZT_BINARY_DIR) + "/zerotrain";
   Result r{-1, ""};
-  FILE* p = ::popen((bin + " " + args).c_str(), "r");
+  FILE* p = ::popen((env_prefix + bin + " " + args).c_str(), "r");
   if (!p) return r;
   char buf[4096];
   for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) r.out.append(buf, n);
@@ -93,6 +97,32 @@ TEST(ReportCli, JsonParsesWithTheSameKeys) {
   EXPECT_TRUE(j["cpu"]["avx2"].is_boolean() || j["cpu"]["avx2"] == "unknown");
   EXPECT_GE(j["openmp"]["zerotrain_threads"].get<int>(), 1);
   EXPECT_EQ(j["zerotrain"]["cxx_standard"].get<std::string>().rfind("C++17", 0), 0u);
+}
+
+TEST(ReportCli, ListsEveryEnvironmentVariableWithItsValue) {
+  require_binary();
+  // One set, the others as the test's environment has them (normally unset).
+  const Result set = run("report --json", "env ZT_PEAK_TFLOPS=123.5 ");
+  ASSERT_EQ(set.rc, 0) << set.out;
+  const nlohmann::json j = nlohmann::json::parse(set.out);
+  ASSERT_TRUE(j.contains("environment")) << set.out;
+  const nlohmann::json& env = j["environment"];
+  EXPECT_EQ(env.size(), zt::env_var_table().size());
+  for (const zt::EnvVarSpec& spec : zt::env_var_table()) {
+    ASSERT_TRUE(env.contains(spec.name)) << spec.name;
+    const char* here = std::getenv(spec.name);
+    if (spec.var == zt::EnvVar::PeakTflops) {
+      EXPECT_EQ(env[spec.name], "123.5");
+    } else if (here == nullptr) {
+      EXPECT_TRUE(env[spec.name].is_null()) << spec.name;
+    } else {
+      EXPECT_EQ(env[spec.name], here) << spec.name;
+    }
+  }
+  const Result table = run("report");
+  ASSERT_EQ(table.rc, 0);
+  EXPECT_NE(table.out.find("\nenvironment\n"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("  ZT_TEST_FAIL_AT "), std::string::npos) << table.out;
 }
 
 TEST(ReportCli, UnknownFlagIsAUsageError) {

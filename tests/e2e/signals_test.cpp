@@ -1,5 +1,5 @@
 // Stop signals of `zerotrain train`, each case injected at a chosen point by the
-// trainer's test hook (ZT_TEST_SIGNALS, src/train/signal_test_hook.h) so nothing depends
+// fault injector (ZT_TEST_SIGNALS, src/core/fail_point.h) so nothing depends
 // on when a signal from outside lands: a doubled SIGTERM during the save is absorbed; a
 // third SIGINT and the grace timeout exit at once naming what was saved; a stop during a
 // long gradient accumulation stops at a micro-batch boundary, saves the last complete

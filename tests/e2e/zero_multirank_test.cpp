@@ -102,7 +102,8 @@ TEST(ZeroMultiRank, AKilledRankEndsTheJobAndMaxRestartsResumesIt) {
 
   // Rank 1 dies after step 4 (a checkpoint exists from step 3).
   const auto t0 = std::chrono::steady_clock::now();
-  Result r = sh(kMpiEnv + "ZT_TEST_KILL_RANK_AT_STEP=1:4 " + mpirun(2, common + (dir.path() / "x").string()));
+  const std::string drill = "ZT_TEST_FAIL_AT=train.step_done@rank1.step4 ";  // core/fail_point.h
+  Result r = sh(kMpiEnv + drill + mpirun(2, common + (dir.path() / "x").string()));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(r.rc, 0) << r.out;
   EXPECT_LT(secs, 30.0) << r.out;
@@ -110,7 +111,7 @@ TEST(ZeroMultiRank, AKilledRankEndsTheJobAndMaxRestartsResumesIt) {
   EXPECT_FALSE(fs::exists(dir.path() / "x" / "final")) << r.out;
 
   // Under the launcher with one restart: the second attempt resumes from step 3 and finishes.
-  r = sh(kMpiEnv + "ZT_TEST_KILL_RANK_AT_STEP=1:4 " + bin() +
+  r = sh(kMpiEnv + drill + bin() +
          " launch --nproc-per-node 2 --max-restarts 1 -- " + bin() + " train " + common +
          (dir.path() / "y").string());
   ASSERT_EQ(r.rc, 0) << r.out;

@@ -14,6 +14,7 @@
 #include "backend/cuda/attention_tc_backward_kernels.cuh"
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
+#include "core/env_vars.h"
 #include "core/error.h"
 
 namespace zt::cuda {
@@ -94,8 +95,7 @@ void launch_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, 
 
 bool attention_tensor_core_enabled() {
   static const bool enabled = [] {
-    const char* v = std::getenv("ZT_ATTENTION_TC");
-    return v == nullptr || std::strcmp(v, "0") != 0;
+    return !env_equals(EnvVar::AttentionTc, "0");
   }();
   return enabled;
 }

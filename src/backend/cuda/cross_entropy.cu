@@ -61,6 +61,7 @@
 #include "backend/cross_entropy_kernels.h"
 #include "backend/cuda/matmul.h"
 #include "core/dtype_dispatch.h"
+#include "core/env_vars.h"
 #include "core/error.h"
 
 namespace zt::cuda {
@@ -458,7 +459,7 @@ CrossEntropySums run(const Tensor* dinp, const Tensor* dweight, const Tensor& in
 
   // Logits dtype: the compute dtype, or f32 for 16-bit compute with ZT_CE_F32_LOGITS=1.
   static const bool f32_logits_env = [] {
-    const char* v = std::getenv("ZT_CE_F32_LOGITS");
+    const char* v = env_value(EnvVar::CeF32Logits);
     return v != nullptr && v[0] == '1';
   }();
   const DType zdt = f32_logits_env ? DType::F32 : ct;

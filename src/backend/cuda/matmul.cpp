@@ -34,6 +34,7 @@
 #include "backend/cuda/convert.h"
 #include "backend/cuda/stream.h"
 #include "backend/cuda_api.h"
+#include "core/env_vars.h"
 #include "core/error.h"
 
 namespace zt::cuda {
@@ -116,8 +117,7 @@ void set_gemm_autotune(bool on) { g_autotune.store(on ? 1 : 0); }
 bool gemm_autotune() {
   int v = g_autotune.load();
   if (v < 0) {
-    const char* env = std::getenv("ZT_GEMM_AUTOTUNE");
-    v = env != nullptr && std::strcmp(env, "1") == 0 ? 1 : 0;
+    v = env_equals(EnvVar::GemmAutotune, "1") ? 1 : 0;
     int expected = -1;
     g_autotune.compare_exchange_strong(expected, v);
     v = g_autotune.load();

@@ -1,0 +1,126 @@
+#include "train/step_protocol.h"
+
+#include <algorithm>
+#include <exception>
+
+#include "core/error.h"
+#include "model/transformer.h"
+
+namespace zt::train {
+namespace {
+
+// The gradients are checked for inf/nan and the step skipped on one, through the global
+// norm: it is inf/nan exactly when some gradient element is (the sum of squares
+// propagates it, and every rank gets the same sum), so one pass gives both.
+struct StepCheck {
+  bool skipped = false;
+  double unscaled_grad_norm = 0;
+};
+
+StepCheck check_step(TrainingRun& run, float loss_scale) {
+  StepCheck c;
+  const double norm = run.engine->grad_norm();
+  c.skipped = run.scaler.update(checks_overflow(run) && !std::isfinite(norm));
+  c.unscaled_grad_norm = norm / loss_scale;
+  return c;
+}
+
+// max_norm / (norm + 1e-6) when the norm exceeds max_norm > 0 (PyTorch's clip_grad_norm_), else 1.
+float clip_coefficient(double grad_norm, double max_norm) {
+  if (max_norm > 0 && grad_norm > max_norm) return static_cast<float>(max_norm / (grad_norm + 1e-6));
+  return 1.0f;
+}
+
+// Scheduled betas, then the optimizer step with gradients multiplied by clip / loss_scale;
+// stages 1-3 then bring every rank's parameters up to date.
+void apply_update(TrainingRun& run, float lr, float clip, float loss_scale) {
+  if (auto betas = run.schedule->betas(run.optimizer->steps_taken()))
+    run.optimizer->set_betas(betas->first, betas->second);
+  run.optimizer->step(lr, clip / loss_scale);
+  run.engine->after_optimizer_step();
+}
+
+}  // namespace
+
+float next_lr(const TrainingRun& run) { return run.schedule->lr(run.optimizer->steps_taken()); }
+
+// ---- OptimizerStep ----------------------------------------------------------------------
+
+OptimizerStep::OptimizerStep(TrainingRun& run, Gradients start) : run_(run), scale_(run.scaler.scale()) {
+  if (start == Gradients::Clear) run_.engine->zero_grads();
+}
+
+OptimizerStep::MicroBatch OptimizerStep::micro_batch() {
+  ZT_CHECK(!finished_, "OptimizerStep: micro_batch() after finish()");
+  ZT_CHECK(!open_, "OptimizerStep: micro_batch() while the previous micro-batch's scope is open");
+  ZT_CHECK(!broken_, "OptimizerStep: micro_batch() after a micro-batch failed; start a new step");
+  ZT_CHECK(done_ < run_.grad_accum, "OptimizerStep: micro-batch ", done_ + 1, " of a step of ", run_.grad_accum);
+  return MicroBatch(*this);
+}
+
+double OptimizerStep::grad_norm() { return run_.engine->grad_norm() / scale_; }
+
+StepOutcome OptimizerStep::finish(double max_norm) {
+  ZT_CHECK(!finished_, "OptimizerStep: finish() twice");
+  ZT_CHECK(complete(), "OptimizerStep: finish() after ", done_, " of ", run_.grad_accum, " micro-batches",
+           broken_ ? " (one failed)" : "");
+  finished_ = true;
+  if (run_.timer) run_.timer->mark(Phase::Optimizer);
+  StepOutcome out;
+  const StepCheck check = check_step(run_, scale_);
+  out.lr = next_lr(run_);  // before the update: the rate it uses
+  if (!check.skipped) {
+    out.applied = true;
+    out.grad_norm = check.unscaled_grad_norm;
+    apply_update(run_, out.lr, clip_coefficient(out.grad_norm, max_norm), scale_);
+  }
+  ++run_.step;  // a skipped step is a global step too
+  if (run_.timer) run_.timer->mark(Phase::Other);
+  return out;
+}
+
+// ---- MicroBatch -------------------------------------------------------------------------
+
+OptimizerStep::MicroBatch::MicroBatch(OptimizerStep& step)
+    : step_(&step), uncaught_at_start_(std::uncaught_exceptions()) {
+  TrainingRun& run = step.run_;
+  step.open_ = true;
+  if (run.timer) run.timer->mark(Phase::Forward);
+  // Each rank draws its own dropout masks (rank 0's are the single-process ones).
+  run.model().set_dropout_seed(run.config.seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(run.rank())),
+                               static_cast<uint64_t>(run.micro_steps));
+  run.engine->begin_micro_batch(step.done_ + 1 == run.grad_accum);
+}
+
+OptimizerStep::MicroBatch::MicroBatch(MicroBatch&& other) noexcept
+    : step_(other.step_), uncaught_at_start_(other.uncaught_at_start_), ran_(other.ran_) {
+  other.step_ = nullptr;
+}
+
+double OptimizerStep::MicroBatch::forward_backward(const Tensor& tokens, const Tensor& targets) {
+  ZT_CHECK(step_ != nullptr, "MicroBatch: forward_backward() on a moved-from scope");
+  ZT_CHECK(!ran_, "MicroBatch: one forward_backward() per micro-batch");
+  TrainingRun& run = step_->run_;
+  const int64_t count = std::max<int64_t>(1, model::count_targets(targets));
+  const auto r = run.model().forward_backward(
+      tokens, targets, step_->scale_ / static_cast<float>(count * run.grad_accum * run.world_size()));
+  ran_ = true;
+  return r.loss_sum / static_cast<double>(count);
+}
+
+OptimizerStep::MicroBatch::~MicroBatch() noexcept(false) {
+  if (step_ == nullptr) return;
+  OptimizerStep& step = *step_;
+  step.open_ = false;
+  if (std::uncaught_exceptions() > uncaught_at_start_ || !ran_) {
+    step.broken_ = true;  // no collective: the other ranks may be elsewhere
+    return;
+  }
+  TrainingRun& run = step.run_;
+  run.engine->end_micro_batch();
+  if (run.timer) run.timer->mark(Phase::Other);
+  ++run.micro_steps;
+  ++step.done_;
+}
+
+}  // namespace zt::train
