@@ -22,15 +22,24 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     const std::string v = argv[i + 1];
-    if (k == "--layers") layers = std::stoll(v);
-    else if (k == "--width") width = std::stoll(v);
-    else if (k == "--heads") heads = std::stoll(v);
-    else if (k == "--seq") T = std::stoll(v);
-    else if (k == "--batch") B = std::stoll(v);
-    else if (k == "--vocab") vocab = std::stoll(v);
-    else if (k == "--steps") steps = std::stoll(v);
-    else if (k == "--warmup") warmup = std::stoll(v);
-    else if (k == "--family") family = v;
+    if (k == "--layers")
+      layers = std::stoll(v);
+    else if (k == "--width")
+      width = std::stoll(v);
+    else if (k == "--heads")
+      heads = std::stoll(v);
+    else if (k == "--seq")
+      T = std::stoll(v);
+    else if (k == "--batch")
+      B = std::stoll(v);
+    else if (k == "--vocab")
+      vocab = std::stoll(v);
+    else if (k == "--steps")
+      steps = std::stoll(v);
+    else if (k == "--warmup")
+      warmup = std::stoll(v);
+    else if (k == "--family")
+      family = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;

@@ -56,10 +56,14 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--preset") preset = next();
-    else if (a == "--batch") B = std::atoll(next().c_str());
-    else if (a == "--seq") T = std::atoll(next().c_str());
-    else if (a == "--reps") reps = std::atoi(next().c_str());
+    if (a == "--preset")
+      preset = next();
+    else if (a == "--batch")
+      B = std::atoll(next().c_str());
+    else if (a == "--seq")
+      T = std::atoll(next().c_str());
+    else if (a == "--reps")
+      reps = std::atoi(next().c_str());
     else {
       std::fprintf(stderr, "usage: gpu_op_bench [--preset NAME] [--batch B] [--seq T] [--reps N]\n");
       return 2;
@@ -85,7 +89,8 @@ int main(int argc, char** argv) {
     auto att = device({B, T, HD}, bf), datt = device({B, T, HD}, bf);
     auto lse = device({B, static_cast<int64_t>(Hq), T}, DType::F32);
     auto w_qkv = device({QKV, C}, bf), dw_qkv = device({QKV, C}, bf);
-    auto w_fc = device({F, C}, bf), dw_fc = device({F, C}, bf), w_down = device({C, F}, bf), dw_down = device({C, F}, bf);
+    auto w_fc = device({F, C}, bf), dw_fc = device({F, C}, bf), w_down = device({C, F}, bf),
+         dw_down = device({C, F}, bf);
     auto h = device({N, F}, bf), dh = device({N, F}, bf);
     auto w_head = device({Vp, C}, bf), dw_head = device({Vp, C}, bf);
     OwnedTensor targets({N}, DType::I32);
@@ -102,9 +107,7 @@ int main(int argc, char** argv) {
     add("layernorm fwd", 2, [&] { ops::layernorm_forward(y, mean, rstd, x, gain, bias, 1e-5f); });
     add("layernorm bwd", 2, [&] { ops::layernorm_backward(dx, dgain, dbias, y, x, gain, mean, rstd); });
     add("qkv linear fwd", 1, [&] { ops::linear_forward(qkv->reshape({N, QKV}), x, w_qkv, Tensor(), L); });
-    add("qkv linear bwd", 1, [&] {
-      ops::linear_backward(dx, dw_qkv, Tensor(), dqkv->reshape({N, QKV}), x, w_qkv, L);
-    });
+    add("qkv linear bwd", 1, [&] { ops::linear_backward(dx, dw_qkv, Tensor(), dqkv->reshape({N, QKV}), x, w_qkv, L); });
     add("attention fwd", 1, [&] { ops::attention_forward(att, lse, qkv, Hq, Hkv, scale); });
     add("attention bwd", 1, [&] { ops::attention_backward(dqkv, datt, qkv, att, lse, Hq, Hkv, scale); });
     add("mlp up linear fwd", 1, [&] { ops::linear_forward(h, x, w_fc, Tensor(), L); });

@@ -66,9 +66,10 @@ void print_profile(const std::vector<cuda::Timeline::Interval>& intervals, int64
   }
   std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(by_label.begin(), by_label.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
-  std::printf("where a step's GPU time goes (CUDA events at unit boundaries, %lld steps; an interval is named by "
-              "the mark that starts it)\n",
-              static_cast<long long>(steps));
+  std::printf(
+      "where a step's GPU time goes (CUDA events at unit boundaries, %lld steps; an interval is named by "
+      "the mark that starts it)\n",
+      static_cast<long long>(steps));
   std::printf("  %-36s %10s %8s %7s\n", "interval from", "ms/step", "count", "share");
   for (const auto& [label, v] : rows)
     std::printf("  %-36s %10.2f %8lld %6.1f%%\n", label.c_str(), v.first / static_cast<double>(steps),
@@ -85,14 +86,22 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--preset") preset = next();
-    else if (a == "--batch") B = std::atoll(next().c_str());
-    else if (a == "--seq") T = std::atoll(next().c_str());
-    else if (a == "--steps") steps = std::atoll(next().c_str());
-    else if (a == "--f32") f32 = true;
-    else if (a == "--fp16") fp16 = true;
-    else if (a == "--profile") profile_steps = std::atoll(next().c_str());
-    else if (a == "--no-master") no_master = true;
+    if (a == "--preset")
+      preset = next();
+    else if (a == "--batch")
+      B = std::atoll(next().c_str());
+    else if (a == "--seq")
+      T = std::atoll(next().c_str());
+    else if (a == "--steps")
+      steps = std::atoll(next().c_str());
+    else if (a == "--f32")
+      f32 = true;
+    else if (a == "--fp16")
+      fp16 = true;
+    else if (a == "--profile")
+      profile_steps = std::atoll(next().c_str());
+    else if (a == "--no-master")
+      no_master = true;
     else {
       std::fprintf(stderr,
                    "usage: gpu_train_step --preset NAME --batch B --seq T --steps N [--f32|--fp16] [--profile N] "
@@ -162,15 +171,19 @@ int main(int argc, char** argv) {
     const double secs = seconds_since(t0);
     const double tokens_per_s = static_cast<double>(B * T * steps) / secs;
     const double flops = config.flops_per_token(T) * tokens_per_s;
-    std::printf("zerotrain %s %s B=%lld T=%lld: %.0f tokens/s, %.1f ms/step, MFU %.1f%% of measured bf16 GEMM "
-                "%.0f TFLOP/s, peak memory %.2f GiB, loss %.4f; recipe: %s (optimizer state %.2f GiB)\n",
-                preset.c_str(), dtype_label, static_cast<long long>(B), static_cast<long long>(T),
-                tokens_per_s, 1000.0 * secs / static_cast<double>(steps), 100.0 * flops / peak, peak / 1e12,
-                static_cast<double>(cuda::peak_bytes()) / (1024.0 * 1024.0 * 1024.0), loss, recipe,
-                static_cast<double>(optimizer->state_bytes()) / (1024.0 * 1024.0 * 1024.0));
+    std::printf(
+        "zerotrain %s %s B=%lld T=%lld: %.0f tokens/s, %.1f ms/step, MFU %.1f%% of measured bf16 GEMM "
+        "%.0f TFLOP/s, peak memory %.2f GiB, loss %.4f; recipe: %s (optimizer state %.2f GiB)\n",
+        preset.c_str(), dtype_label, static_cast<long long>(B), static_cast<long long>(T), tokens_per_s,
+        1000.0 * secs / static_cast<double>(steps), 100.0 * flops / peak, peak / 1e12,
+        static_cast<double>(cuda::peak_bytes()) / (1024.0 * 1024.0 * 1024.0), loss, recipe,
+        static_cast<double>(optimizer->state_bytes()) / (1024.0 * 1024.0 * 1024.0));
     std::printf("RESULT zerotrain tokens_per_s=%.0f peak_gib=%.3f gemm_tflops=%.1f recipe=%s\n", tokens_per_s,
                 static_cast<double>(cuda::peak_bytes()) / (1024.0 * 1024.0 * 1024.0), peak / 1e12,
-                no_master ? "no-master" : f32 ? "f32" : fp16 ? "fp16-master" : "master");
+                no_master ? "no-master"
+                : f32     ? "f32"
+                : fp16    ? "fp16-master"
+                          : "master");
 
     if (profile_steps > 0) {
       cuda::Timeline timeline;

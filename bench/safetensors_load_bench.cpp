@@ -62,12 +62,18 @@ int run(int argc, char** argv) {
       if (i + 1 >= argc) ZT_THROW_INPUT(a, " needs a value");
       return argv[++i];
     };
-    if (a == "--preset") preset = value();
-    else if (a == "--dir") base = value();
-    else if (a == "--runs") runs = std::max(1, std::atoi(value().c_str()));
-    else if (a == "--threads") set_num_threads(std::atoi(value().c_str()));
-    else if (a == "--keep") keep = true;
-    else ZT_THROW_INPUT("unknown flag ", a, " (flags: --preset NAME --dir DIR --runs N --threads N --keep)");
+    if (a == "--preset")
+      preset = value();
+    else if (a == "--dir")
+      base = value();
+    else if (a == "--runs")
+      runs = std::max(1, std::atoi(value().c_str()));
+    else if (a == "--threads")
+      set_num_threads(std::atoi(value().c_str()));
+    else if (a == "--keep")
+      keep = true;
+    else
+      ZT_THROW_INPUT("unknown flag ", a, " (flags: --preset NAME --dir DIR --runs N --threads N --keep)");
   }
   const model::ModelConfig config = model::preset_config(preset);
   model::ModelOptions options;
@@ -128,12 +134,14 @@ int run(int argc, char** argv) {
   const uint64_t got = checksum(reg);
   const double gb = static_cast<double>(size) / 1e9;
   std::printf("cat > /dev/null      %.3f s  %6.2f GB/s\n", best_cat, gb / best_cat);
-  std::printf("load_hf_weights      %.3f s  %6.2f GB/s   (open + validate alone: %.4f s)\n", best_load,
-              gb / best_load, best_open);
+  std::printf("load_hf_weights      %.3f s  %6.2f GB/s   (open + validate alone: %.4f s)\n", best_load, gb / best_load,
+              best_open);
   std::printf("ratio load/cat throughput: %.2f (target >= 0.8)%s\n", best_cat / best_load,
               got == want ? "" : "   CHECKSUM MISMATCH");
-  if (!keep) fs::remove_all(dir);
-  else std::printf("kept %s\n", file.c_str());
+  if (!keep)
+    fs::remove_all(dir);
+  else
+    std::printf("kept %s\n", file.c_str());
   return got == want ? 0 : 1;
 }
 

@@ -26,11 +26,10 @@ std::vector<std::string> make_corpus(size_t bytes) {
   std::vector<std::string> lines;
   std::istringstream in(text);
   for (std::string l; std::getline(in, l);) lines.push_back(l + "\n");
-  const std::vector<std::string> extra = {
-      "    for (int i = 0; i < n; ++i) { acc += x[i] * w[i]; }\n",
-      "loss=2.3456 lr=3e-4 step 123456 tokens/s 98765.4\n",
-      "Straße café naïve Ωμέγα данные 日本語のテキスト 中文 한국어 🎉🚀\n",
-      "\t\tdef f(self, x):  return x ** 2   # comment\n"};
+  const std::vector<std::string> extra = {"    for (int i = 0; i < n; ++i) { acc += x[i] * w[i]; }\n",
+                                          "loss=2.3456 lr=3e-4 step 123456 tokens/s 98765.4\n",
+                                          "Straße café naïve Ωμέγα данные 日本語のテキスト 中文 한국어 🎉🚀\n",
+                                          "\t\tdef f(self, x):  return x ** 2   # comment\n"};
   std::mt19937_64 rng(42);
   std::vector<std::string> docs;
   std::string doc;
@@ -53,8 +52,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 double python_mb_s(const std::string& vocab_dir, const std::string& corpus, int threads) {
   const char* env = std::getenv("ZT_PYTHON3");
   const std::string py = env ? env : std::string(ZT_SOURCE_DIR) + "/.venv/bin/python3";
-  const std::string cmd = py + " " + ZT_SOURCE_DIR + "/tools/tokenizer_oracle.py bench " + vocab_dir + " " +
-                          corpus + " " + std::to_string(threads) + " 2>/dev/null";
+  const std::string cmd = py + " " + ZT_SOURCE_DIR + "/tools/tokenizer_oracle.py bench " + vocab_dir + " " + corpus +
+                          " " + std::to_string(threads) + " 2>/dev/null";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return -1;
   double v = -1;
@@ -89,8 +88,8 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < docs.size(); ++i) counts[i] = tok->encode(docs[i]).size();
     mt = bytes / seconds_since(t0) / 1e6;
   }
-  std::printf("corpus: %.1f MB in %zu documents, %zu GPT-2 tokens (%.2f bytes/token)\n", bytes / 1e6,
-              docs.size(), n_tokens, static_cast<double>(bytes) / n_tokens);
+  std::printf("corpus: %.1f MB in %zu documents, %zu GPT-2 tokens (%.2f bytes/token)\n", bytes / 1e6, docs.size(),
+              n_tokens, static_cast<double>(bytes) / n_tokens);
   std::printf("zerotrain encode: %.1f MB/s on 1 thread, %.1f MB/s on %d threads\n", st, mt, threads);
 
   char tmpl[] = "/tmp/zt_tokenizer_bench_XXXXXX";

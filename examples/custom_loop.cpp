@@ -19,8 +19,12 @@
 int main(int argc, char** argv) try {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty())
-    args = {std::string(ZT_SOURCE_DIR) + "/examples/default_run.yaml", "--max_steps", "20",
-            "--output_dir", "out/custom_loop", "--overwrite_output_dir"};  // a re-run replaces the last one
+    args = {std::string(ZT_SOURCE_DIR) + "/examples/default_run.yaml",
+            "--max_steps",
+            "20",
+            "--output_dir",
+            "out/custom_loop",
+            "--overwrite_output_dir"};  // a re-run replaces the last one
 
   // Builds the model, tokenizer, data loader, optimizer, LR schedule and loss scaler.
   zt::Accelerator acc(args);

@@ -97,7 +97,7 @@ class Accelerator {
   int64_t global_step() const;
   int64_t optimizer_steps() const;  // updates applied: global_step() - skipped_steps()
   int64_t skipped_steps() const;    // steps skipped on fp16 overflow
-  int64_t max_steps() const;    // the run's total global steps (max_steps, or from epochs and the data)
+  int64_t max_steps() const;        // the run's total global steps (max_steps, or from epochs and the data)
   int64_t gradient_accumulation_steps() const;
   const std::string& output_dir() const;  // the config's output_dir (created)
 

@@ -21,21 +21,21 @@ namespace zt::cuda {
 constexpr int kAttentionMaxHeadDim = 128;
 }  // namespace zt::cuda
 
-#define ZT_ATTENTION_KERNELS(K) \
-  K(void, attention_forward,                                                                          \
-    (const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads, int n_kv_heads, float scale)) \
-  K(void, attention_backward,                                                                         \
-    (const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,      \
-     int n_q_heads, int n_kv_heads, float scale))
+#define ZT_ATTENTION_KERNELS(K)                                                                                      \
+  K(void, attention_forward,                                                                                         \
+    (const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads, int n_kv_heads, float scale))           \
+  K(void, attention_backward,                                                                                        \
+    (const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse, int n_q_heads, \
+     int n_kv_heads, float scale))
 // CUDA only: the two above take the tensor-core kernels (attention_tc.h) for bf16/f16 with
 // head dim 64 or 128, unless ZT_ATTENTION_TC=0. These always run the f32-FMA kernels (every
 // dtype and head dim <= 128): the reference the tensor-core kernels are tested against.
-#define ZT_ATTENTION_CUDA_ONLY_KERNELS(K) \
-  K(void, attention_forward_fma,                                                                      \
-    (const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads, int n_kv_heads, float scale)) \
-  K(void, attention_backward_fma,                                                                     \
-    (const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,      \
-     int n_q_heads, int n_kv_heads, float scale))
+#define ZT_ATTENTION_CUDA_ONLY_KERNELS(K)                                                                            \
+  K(void, attention_forward_fma,                                                                                     \
+    (const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads, int n_kv_heads, float scale))           \
+  K(void, attention_backward_fma,                                                                                    \
+    (const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse, int n_q_heads, \
+     int n_kv_heads, float scale))
 
 namespace zt::cpu {
 ZT_ATTENTION_KERNELS(ZT_DECLARE_KERNEL)

@@ -32,13 +32,13 @@ struct CrossEntropySums {
 // lm_head_cross_entropy_forward: inp [N, C], weight [Vp, C], targets [N]; losses optional
 // [N]. ..._forward_backward: L = grad_scale * loss_sum, dinp [N, C] (=), dweight [Vp, C] (+=).
 // chunk_rows: rows per logits chunk, 0 = the kernels' own choice.
-#define ZT_CROSS_ENTROPY_KERNELS(K) \
-  K(CrossEntropySums, lm_head_cross_entropy_forward,                                                  \
-    (const Tensor& inp, const Tensor& weight, const Tensor& targets, int64_t vocab_size, int ignore_index, \
-     const Tensor& losses, int64_t chunk_rows))                                                        \
-  K(CrossEntropySums, lm_head_cross_entropy_forward_backward,                                         \
-    (const Tensor& dinp, const Tensor& dweight, const Tensor& inp, const Tensor& weight,               \
-     const Tensor& targets, int64_t vocab_size, int ignore_index, float grad_scale, int64_t chunk_rows))
+#define ZT_CROSS_ENTROPY_KERNELS(K)                                                                             \
+  K(CrossEntropySums, lm_head_cross_entropy_forward,                                                            \
+    (const Tensor& inp, const Tensor& weight, const Tensor& targets, int64_t vocab_size, int ignore_index,      \
+     const Tensor& losses, int64_t chunk_rows))                                                                 \
+  K(CrossEntropySums, lm_head_cross_entropy_forward_backward,                                                   \
+    (const Tensor& dinp, const Tensor& dweight, const Tensor& inp, const Tensor& weight, const Tensor& targets, \
+     int64_t vocab_size, int ignore_index, float grad_scale, int64_t chunk_rows))
 
 namespace zt::cpu {
 ZT_CROSS_ENTROPY_KERNELS(ZT_DECLARE_KERNEL)

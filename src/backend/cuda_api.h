@@ -120,7 +120,7 @@ Allocator& pinned_host_allocator();
 // backend's conversion kernel (f32 <-> bf16, f32 <-> f16, or a same-dtype copy) and copies the
 // result back to host dst. `misalign` shifts both device pointers by that many elements, so
 // that the unaligned (scalar) paths of the kernel are tested too. Needs init().
-void convert_on_device_for_test(const void* src, DType src_dtype, void* dst, DType dst_dtype,
-                                size_t n, size_t misalign = 0);
+void convert_on_device_for_test(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n,
+                                size_t misalign = 0);
 
 }  // namespace zt::cuda

@@ -10,8 +10,8 @@
 #include "backend/kernel_list.h"
 #include "core/tensor.h"
 
-#define ZT_DROPOUT_KERNELS(K) \
-  K(void, dropout_forward, (const Tensor& out, const Tensor& inp, float p, const Philox& rng))        \
+#define ZT_DROPOUT_KERNELS(K)                                                                  \
+  K(void, dropout_forward, (const Tensor& out, const Tensor& inp, float p, const Philox& rng)) \
   K(void, dropout_backward, (const Tensor& dinp, const Tensor& dout, float p, const Philox& rng))
 
 namespace zt::cpu {

@@ -13,11 +13,11 @@
 
 // sum_of_squares: in double (each element widened before squaring, as the CPU does), partial
 // sums combined in a fixed order: the same result on every call.
-#define ZT_ELEMENTWISE_KERNELS(K) \
-  K(void, add, (const Tensor& out, const Tensor& a, const Tensor& b))                                 \
-  K(void, add_inplace, (const Tensor& acc, const Tensor& x))                                          \
-  K(void, scale_inplace, (const Tensor& x, float alpha))                                              \
-  K(double, sum_of_squares, (const Tensor& x))                                                        \
+#define ZT_ELEMENTWISE_KERNELS(K)                                     \
+  K(void, add, (const Tensor& out, const Tensor& a, const Tensor& b)) \
+  K(void, add_inplace, (const Tensor& acc, const Tensor& x))          \
+  K(void, scale_inplace, (const Tensor& x, float alpha))              \
+  K(double, sum_of_squares, (const Tensor& x))                        \
   K(bool, all_finite, (const Tensor& x))
 
 // CUDA only: sum_of_squares_accumulate: *acc += sum_of_squares(x) on the device (acc points

@@ -29,10 +29,9 @@ struct TokenCheck {
 
 // embedding_backward: dwte (dwpe) is checked (written) only when defined. Deterministic: the same bits on every
 // run (see embedding.cu).
-#define ZT_EMBEDDING_KERNELS(K) \
+#define ZT_EMBEDDING_KERNELS(K)                                                                                     \
   K(TokenCheck, embedding_forward, (const Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe)) \
-  K(TokenCheck, embedding_backward,                                                                   \
-    (const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens))
+  K(TokenCheck, embedding_backward, (const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens))
 
 namespace zt::cpu {
 ZT_EMBEDDING_KERNELS(ZT_DECLARE_KERNEL)

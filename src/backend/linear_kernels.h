@@ -19,10 +19,10 @@
 #include "core/tensor.h"
 
 // CUDA: the bias is fused as a cuBLASLt epilogue.
-#define ZT_LINEAR_KERNELS(K) \
-  K(void, linear_forward,                                                                             \
-    (const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias, WeightLayout layout)) \
-  K(void, linear_backward,                                                                            \
+#define ZT_LINEAR_KERNELS(K)                                                                                \
+  K(void, linear_forward,                                                                                   \
+    (const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias, WeightLayout layout))  \
+  K(void, linear_backward,                                                                                  \
     (const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout, const Tensor& inp, \
      const Tensor& weight, WeightLayout layout))
 

@@ -14,29 +14,29 @@
 #include "backend/kernel_list.h"
 #include "core/tensor.h"
 
-#define ZT_NORM_KERNELS(K) \
-  K(void, layernorm_forward, \
-    (const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp, const Tensor& weight, \
-     const Tensor& bias, float eps)) \
-  K(void, layernorm_backward, \
-    (const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout, const Tensor& inp, \
-     const Tensor& weight, const Tensor& mean, const Tensor& rstd, GradWrite dinp_write)) \
-  K(void, rmsnorm_forward, \
-    (const Tensor& out, const Tensor& rstd, const Tensor& inp, const Tensor& weight, float eps)) \
-  K(void, rmsnorm_backward, \
+#define ZT_NORM_KERNELS(K)                                                                                   \
+  K(void, layernorm_forward,                                                                                 \
+    (const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp, const Tensor& weight,     \
+     const Tensor& bias, float eps))                                                                         \
+  K(void, layernorm_backward,                                                                                \
+    (const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout, const Tensor& inp,  \
+     const Tensor& weight, const Tensor& mean, const Tensor& rstd, GradWrite dinp_write))                    \
+  K(void, rmsnorm_forward,                                                                                   \
+    (const Tensor& out, const Tensor& rstd, const Tensor& inp, const Tensor& weight, float eps))             \
+  K(void, rmsnorm_backward,                                                                                  \
     (const Tensor& dinp, const Tensor& dweight, const Tensor& dout, const Tensor& inp, const Tensor& weight, \
      const Tensor& rstd, GradWrite dinp_write))
 
 // CUDA only (the CPU composes ops::add and the norm): add_*_forward: res = a + b, then the
 // norm of res, in one kernel; a, b, res one dtype; res may alias a or b; out may not alias
 // any of them.
-#define ZT_NORM_CUDA_ONLY_KERNELS(K) \
-  K(void, add_layernorm_forward, \
-    (const Tensor& res, const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& a, \
-     const Tensor& b, const Tensor& weight, const Tensor& bias, float eps)) \
-  K(void, add_rmsnorm_forward, \
-    (const Tensor& res, const Tensor& out, const Tensor& rstd, const Tensor& a, const Tensor& b, \
-     const Tensor& weight, float eps))
+#define ZT_NORM_CUDA_ONLY_KERNELS(K)                                                                                   \
+  K(void, add_layernorm_forward,                                                                                       \
+    (const Tensor& res, const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& a, const Tensor& b,   \
+     const Tensor& weight, const Tensor& bias, float eps))                                                             \
+  K(void, add_rmsnorm_forward,                                                                                         \
+    (const Tensor& res, const Tensor& out, const Tensor& rstd, const Tensor& a, const Tensor& b, const Tensor& weight, \
+     float eps))
 
 namespace zt::cpu {
 ZT_NORM_KERNELS(ZT_DECLARE_KERNEL)

@@ -39,8 +39,8 @@ struct SgdHyper {
 
 struct LionHyper {
   float lr = 1e-4f;
-  float beta1 = 0.9f;  // interpolation for the update direction
-  float beta2 = 0.99f;  // momentum decay
+  float beta1 = 0.9f;         // interpolation for the update direction
+  float beta2 = 0.99f;        // momentum decay
   float weight_decay = 0.0f;  // decoupled: p *= 1 - lr*wd
   float grad_scale = 1.0f;
 };

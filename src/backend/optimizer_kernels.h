@@ -15,23 +15,22 @@
 
 // momentum_buf is undefined when h.momentum == 0. *_segments: each segment with its own
 // weight decay (h.weight_decay is ignored).
-#define ZT_OPTIMIZER_KERNELS(K) \
-  K(void, adamw_step,                                                                                 \
-    (const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v,     \
-     const AdamWHyper& h))                                                                             \
-  K(void, sgd_step,                                                                                   \
-    (const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& momentum_buf,          \
-     const SgdHyper& h))                                                                               \
-  K(void, lion_step,                                                                                  \
-    (const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const LionHyper& h)) \
-  K(void, adamw_step_segments,                                                                        \
-    (const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v,     \
-     const AdamWHyper& h, const OptimizerSegments& segments))                                          \
-  K(void, sgd_step_segments,                                                                          \
-    (const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& momentum_buf,          \
-     const SgdHyper& h, const OptimizerSegments& segments))                                            \
-  K(void, lion_step_segments,                                                                         \
-    (const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const LionHyper& h, \
+#define ZT_OPTIMIZER_KERNELS(K)                                                                                     \
+  K(void, adamw_step,                                                                                               \
+    (const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v,               \
+     const AdamWHyper& h))                                                                                          \
+  K(void, sgd_step,                                                                                                 \
+    (const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& momentum_buf, const SgdHyper& h)) \
+  K(void, lion_step,                                                                                                \
+    (const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const LionHyper& h))           \
+  K(void, adamw_step_segments,                                                                                      \
+    (const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v,               \
+     const AdamWHyper& h, const OptimizerSegments& segments))                                                       \
+  K(void, sgd_step_segments,                                                                                        \
+    (const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& momentum_buf, const SgdHyper& h,  \
+     const OptimizerSegments& segments))                                                                            \
+  K(void, lion_step_segments,                                                                                       \
+    (const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& m, const LionHyper& h,            \
      const OptimizerSegments& segments))
 
 namespace zt::cpu {

@@ -18,10 +18,10 @@
 #include "core/tensor.h"
 
 // start: the position of the first row (0 in training; the cache length when decoding).
-#define ZT_ROPE_KERNELS(K) \
-  K(void, rope_forward_inplace,                                                                       \
+#define ZT_ROPE_KERNELS(K)                                                                                   \
+  K(void, rope_forward_inplace,                                                                              \
     (const Tensor& qkv, int n_q_heads, int n_kv_heads, const Tensor& cos, const Tensor& sin, int64_t start)) \
-  K(void, rope_backward_inplace,                                                                      \
+  K(void, rope_backward_inplace,                                                                             \
     (const Tensor& dqkv, int n_q_heads, int n_kv_heads, const Tensor& cos, const Tensor& sin, int64_t start))
 
 namespace zt::cpu {

@@ -9,7 +9,9 @@
 
 namespace zt::cli {
 
-void ArgParser::value(const std::string& f, std::function<void(const std::string&)> set) { values_[f] = std::move(set); }
+void ArgParser::value(const std::string& f, std::function<void(const std::string&)> set) {
+  values_[f] = std::move(set);
+}
 void ArgParser::flag(const std::string& f, std::function<void()> set) { flags_[f] = std::move(set); }
 void ArgParser::positional(std::function<void(const std::string&)> add) { positional_ = std::move(add); }
 

@@ -13,7 +13,8 @@
 namespace zt::cli {
 namespace {
 
-constexpr const char* kHelp = R"(usage: zerotrain bench comm [--device cpu|cuda] [--ops all_reduce,reduce_scatter,all_gather]
+constexpr const char* kHelp =
+    R"(usage: zerotrain bench comm [--device cpu|cuda] [--ops all_reduce,reduce_scatter,all_gather]
                             [--dtype f32|bf16] [--min-bytes 1K] [--max-bytes 64M] [--factor 2]
                             [--warmup 5] [--iters 20] [--check on|off] [--json FILE]
 
@@ -109,7 +110,8 @@ CommBenchOptions parse_comm_options(const Args& args) {
 }
 
 int run_bench(const Args& args) {
-  constexpr const char* kList = "benchmarks: comm (collectives over sizes, nccl-tests columns); see 'zerotrain bench --help'";
+  constexpr const char* kList =
+      "benchmarks: comm (collectives over sizes, nccl-tests columns); see 'zerotrain bench --help'";
   if (args.empty()) {
     std::fprintf(stderr, "usage: zerotrain bench <benchmark> [options]\n%s\n", kList);
     return 2;

@@ -21,9 +21,12 @@ namespace zt::cli {
 
 const char* collective_name(Collective op) {
   switch (op) {
-    case Collective::AllReduce: return "all_reduce";
-    case Collective::ReduceScatter: return "reduce_scatter";
-    case Collective::AllGather: return "all_gather";
+    case Collective::AllReduce:
+      return "all_reduce";
+    case Collective::ReduceScatter:
+      return "reduce_scatter";
+    case Collective::AllGather:
+      return "all_gather";
   }
   return "?";
 }
@@ -163,9 +166,12 @@ class Case {
 
   comm::WorkPtr start(comm::Communicator& comm) const {
     switch (op_) {
-      case Collective::AllReduce: return comm.all_reduce_async(input_, comm::ReduceOp::Sum);
-      case Collective::ReduceScatter: return comm.reduce_scatter_async(input_, output_);
-      case Collective::AllGather: return comm.all_gather_async(input_, output_);
+      case Collective::AllReduce:
+        return comm.all_reduce_async(input_, comm::ReduceOp::Sum);
+      case Collective::ReduceScatter:
+        return comm.reduce_scatter_async(input_, output_);
+      case Collective::AllGather:
+        return comm.all_gather_async(input_, output_);
     }
     ZT_CHECK(false, "unknown collective");
   }
@@ -190,8 +196,12 @@ class Case {
       const auto index = static_cast<int64_t>(i);
       float expected = 0;
       switch (op_) {
-        case Collective::AllReduce: expected = pattern.sum(index); break;
-        case Collective::ReduceScatter: expected = pattern.sum(rank_ * count_ + index); break;
+        case Collective::AllReduce:
+          expected = pattern.sum(index);
+          break;
+        case Collective::ReduceScatter:
+          expected = pattern.sum(rank_ * count_ + index);
+          break;
         case Collective::AllGather:
           expected = pattern.value(static_cast<int>(index / count_), index % count_);
           break;
@@ -324,7 +334,8 @@ int run_comm_bench(const CommBenchOptions& o) {
     print_comm_summary(rows, o);
     if (!o.json_path.empty()) write_comm_json(o.json_path, o, setup, rows);
   }
-  const bool any_wrong = std::any_of(rows.begin(), rows.end(), [](const CommBenchRow& r) { return r.wrong.value_or(0) > 0; });
+  const bool any_wrong =
+      std::any_of(rows.begin(), rows.end(), [](const CommBenchRow& r) { return r.wrong.value_or(0) > 0; });
   return any_wrong ? 1 : 0;
 }
 

@@ -30,8 +30,8 @@ void print_comm_header(const CommBenchOptions& o, const CommBenchSetup& setup) {
   std::printf("# sizes %zu..%zu B x%lld, warmup %lld, iters %lld, check %s\n#\n", o.min_bytes, o.max_bytes,
               static_cast<long long>(o.factor), static_cast<long long>(o.warmup), static_cast<long long>(o.iters),
               o.check ? "on" : "off");
-  std::printf("# %12s  %12s  %5s  %14s  %10s  %8s  %8s  %6s\n", "size", "count", "type", "op", "time", "algbw",
-              "busbw", "#wrong");
+  std::printf("# %12s  %12s  %5s  %14s  %10s  %8s  %8s  %6s\n", "size", "count", "type", "op", "time", "algbw", "busbw",
+              "#wrong");
   std::printf("# %12s  %12s  %5s  %14s  %10s  %8s  %8s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)");
   std::fflush(stdout);
 }

@@ -12,7 +12,7 @@ struct Command {
   std::string name;
   std::string summary;  // one line for `zerotrain help`
   int (*run)(const Args& args);
-  std::string help;     // full help for `zerotrain <name> --help`
+  std::string help;  // full help for `zerotrain <name> --help`
 };
 
 struct Registrar {

@@ -22,7 +22,8 @@
 namespace zt::cli {
 namespace {
 
-constexpr const char* kHelp = R"(usage: zerotrain config check [FILE...] [--deepspeed DS.json] [--config_file ACCELERATE.yaml]
+constexpr const char* kHelp =
+    R"(usage: zerotrain config check [FILE...] [--deepspeed DS.json] [--config_file ACCELERATE.yaml]
                               [--world_size N] [--section.key VALUE ...]
        zerotrain config keys [--markdown] [zero_optimization|activation_checkpointing|aio|run]
 
@@ -101,12 +102,19 @@ int run_check(const Args& args) {
     }
     ++files;
     switch (classify(a)) {
-      case Kind::Accelerate: load_args.insert(load_args.end(), {"--config_file", a}); break;
-      case Kind::DeepSpeed: load_args.insert(load_args.end(), {"--deepspeed", a}); break;
-      case Kind::Run: load_args.push_back(a); break;
+      case Kind::Accelerate:
+        load_args.insert(load_args.end(), {"--config_file", a});
+        break;
+      case Kind::DeepSpeed:
+        load_args.insert(load_args.end(), {"--deepspeed", a});
+        break;
+      case Kind::Run:
+        load_args.push_back(a);
+        break;
     }
   }
-  if (files == 0 && load_args.empty()) ZT_THROW_INPUT("config check needs at least one config file; see 'zerotrain config --help'");
+  if (files == 0 && load_args.empty())
+    ZT_THROW_INPUT("config check needs at least one config file; see 'zerotrain config --help'");
   const train::TrainConfig cfg = train::load_train_config(load_args, options);
   train::check_named_paths(cfg);
   std::fputs(train::describe_config(cfg).c_str(), stdout);
@@ -129,11 +137,12 @@ int run_keys(const Args& args) {
   std::string section;
   for (const std::string& a : args) {
     if (a == "--markdown") continue;  // the only format
-    const bool known = std::any_of(std::begin(kKeyTables), std::end(kKeyTables),
-                                   [&](const KeyTable& t) { return a == t.section; });
+    const bool known =
+        std::any_of(std::begin(kKeyTables), std::end(kKeyTables), [&](const KeyTable& t) { return a == t.section; });
     if (!section.empty() || !known)
-      ZT_THROW_INPUT("zerotrain config keys: unknown argument '", a,
-                     "'; usage: zerotrain config keys [--markdown] [zero_optimization|activation_checkpointing|aio|run]");
+      ZT_THROW_INPUT(
+          "zerotrain config keys: unknown argument '", a,
+          "'; usage: zerotrain config keys [--markdown] [zero_optimization|activation_checkpointing|aio|run]");
     section = a;
   }
   for (const KeyTable& t : kKeyTables) {
@@ -153,7 +162,10 @@ int run_config(const Args& args) {
                  "; usage: zerotrain config check FILE... | zerotrain config keys --markdown");
 }
 
-const Registrar registrar{{"config", "check configs (ds_config.json, Accelerate YAML, run config) and print the resolved values; list the keys", run_config, kHelp}};
+const Registrar registrar{
+    {"config",
+     "check configs (ds_config.json, Accelerate YAML, run config) and print the resolved values; list the keys",
+     run_config, kHelp}};
 
 }  // namespace
 }  // namespace zt::cli

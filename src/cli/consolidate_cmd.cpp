@@ -58,16 +58,17 @@ int run_consolidate(const Args& args) {
     };
   }
   const train::ConsolidateSummary s = train::consolidate_checkpoint(positional[0], positional[1], o);
-  std::printf("consolidated %s (step %lld, %d rank%s, from <unit>.%s): %lld parameters, %.1f MB of %s in %.2f s "
-              "-> %s\n",
-              s.checkpoint_dir.c_str(), static_cast<long long>(s.step), s.world_size, s.world_size == 1 ? "" : "s",
-              s.source.c_str(), static_cast<long long>(s.parameters), static_cast<double>(s.bytes) / 1e6,
-              dtype_name(o.dtype), s.seconds, positional[1].c_str());
+  std::printf(
+      "consolidated %s (step %lld, %d rank%s, from <unit>.%s): %lld parameters, %.1f MB of %s in %.2f s "
+      "-> %s\n",
+      s.checkpoint_dir.c_str(), static_cast<long long>(s.step), s.world_size, s.world_size == 1 ? "" : "s",
+      s.source.c_str(), static_cast<long long>(s.parameters), static_cast<double>(s.bytes) / 1e6, dtype_name(o.dtype),
+      s.seconds, positional[1].c_str());
   return 0;
 }
 
-const Registrar registrar{{"consolidate", "write a training checkpoint's weights as an HF model directory",
-                           run_consolidate, kHelp}};
+const Registrar registrar{
+    {"consolidate", "write a training checkpoint's weights as an HF model directory", run_consolidate, kHelp}};
 
 }  // namespace
 }  // namespace zt::cli

@@ -64,14 +64,16 @@ int run_eval(const Args& args) {
   p.value("--log-level", [&](const std::string& v) { set_log_level(parse_log_level(v)); });
   p.parse(args);
   if (model_dir.empty()) ZT_THROW_INPUT("eval: --model DIR is required (a HF model directory)");
-  if (data.empty()) ZT_THROW_INPUT("eval: --data FILE is required (.txt, .jsonl, or token shards: .bin or a directory)");
+  if (data.empty())
+    ZT_THROW_INPUT("eval: --data FILE is required (.txt, .jsonl, or token shards: .bin or a directory)");
   if (o.seq_len < 0 || (o.seq_len == 0 && args.end() != std::find(args.begin(), args.end(), "--seq-len")))
     ZT_THROW_INPUT("--seq-len must be positive, got ", o.seq_len);
   const bool shards = ends_with(data, ".bin") || std::filesystem::is_directory(data);
   if (device.is_cuda()) {
     if (!cuda::available())
-      ZT_THROW_INPUT("eval: --device cuda, but no GPU is visible to this process, or this build has no CUDA "
-                     "backend (`zerotrain report` says which): use --device cpu");
+      ZT_THROW_INPUT(
+          "eval: --device cuda, but no GPU is visible to this process, or this build has no CUDA "
+          "backend (`zerotrain report` says which): use --device cpu");
     cuda::init(device.index);
   }
   model::InferenceModel m = model::load_for_inference(model_dir, DType::F32, device);
@@ -89,13 +91,14 @@ int run_eval(const Args& args) {
   }
   const train::EvalResult r = train::evaluate(*m.model, docs, o);
   std::printf("documents %lld | windows %lld | tokens %lld | mean loss %.6f | perplexity %.4f\n",
-              static_cast<long long>(r.documents), static_cast<long long>(r.windows),
-              static_cast<long long>(r.tokens), r.mean_loss(), r.perplexity());
+              static_cast<long long>(r.documents), static_cast<long long>(r.windows), static_cast<long long>(r.tokens),
+              r.mean_loss(), r.perplexity());
   std::fflush(stdout);
   return 0;
 }
 
-const Registrar registrar{{"eval", "mean loss and perplexity of a HF model directory on text or token shards", run_eval, kHelp}};
+const Registrar registrar{
+    {"eval", "mean loss and perplexity of a HF model directory on text or token shards", run_eval, kHelp}};
 
 }  // namespace
 }  // namespace zt::cli

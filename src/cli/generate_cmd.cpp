@@ -58,7 +58,8 @@ int run_generate(const Args& args) {
     have_prompt = true;
   });
   p.value("--max-new-tokens", [&](const std::string& v) { o.max_new_tokens = parse_int("--max-new-tokens", v); });
-  p.value("--temperature", [&](const std::string& v) { o.sampling.temperature = static_cast<float>(parse_double("--temperature", v)); });
+  p.value("--temperature",
+          [&](const std::string& v) { o.sampling.temperature = static_cast<float>(parse_double("--temperature", v)); });
   p.value("--top-k", [&](const std::string& v) { o.sampling.top_k = parse_int("--top-k", v); });
   p.value("--top-p", [&](const std::string& v) { o.sampling.top_p = static_cast<float>(parse_double("--top-p", v)); });
   p.value("--seed", [&](const std::string& v) { o.seed = static_cast<uint64_t>(parse_int("--seed", v)); });
@@ -121,7 +122,8 @@ int run_generate(const Args& args) {
   return 0;
 }
 
-const Registrar registrar{{"generate", "generate text from a HF model directory (KV cache, sampling)", run_generate, kHelp}};
+const Registrar registrar{
+    {"generate", "generate text from a HF model directory (KV cache, sampling)", run_generate, kHelp}};
 
 }  // namespace
 }  // namespace zt::cli

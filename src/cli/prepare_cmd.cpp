@@ -57,11 +57,12 @@ int run_prepare(const Args& args) {
   o.progress = quiet ? io::Progress::Never : io::Progress::Auto;
   const auto tok = tokenizer_path == "bytes" ? io::make_byte_tokenizer() : io::load_tokenizer(tokenizer_path);
   const io::PrepareSummary s = io::prepare_dataset(o, *tok);
-  std::printf("prepared %lld documents, %lld tokens (train %lld, val %lld) in %zu shard(s) from %.1f MB in %.2f s "
-              "(%.1f MB/s) -> %s\n",
-              static_cast<long long>(s.documents), static_cast<long long>(s.train_tokens + s.val_tokens),
-              static_cast<long long>(s.train_tokens), static_cast<long long>(s.val_tokens), s.shards.size(),
-              static_cast<double>(s.bytes) / 1e6, s.seconds, s.mb_per_s(), o.output_dir.c_str());
+  std::printf(
+      "prepared %lld documents, %lld tokens (train %lld, val %lld) in %zu shard(s) from %.1f MB in %.2f s "
+      "(%.1f MB/s) -> %s\n",
+      static_cast<long long>(s.documents), static_cast<long long>(s.train_tokens + s.val_tokens),
+      static_cast<long long>(s.train_tokens), static_cast<long long>(s.val_tokens), s.shards.size(),
+      static_cast<double>(s.bytes) / 1e6, s.seconds, s.mb_per_s(), o.output_dir.c_str());
   return 0;
 }
 

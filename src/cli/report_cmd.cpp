@@ -41,8 +41,8 @@ int run_report(const Args& args) {
   return 0;
 }
 
-const Registrar registrar{{"report", "print the build and the machine: version, compiler, CUDA, GPUs, BLAS, CPU",
-                           run_report, kHelp}};
+const Registrar registrar{
+    {"report", "print the build and the machine: version, compiler, CUDA, GPUs, BLAS, CPU", run_report, kHelp}};
 
 }  // namespace
 }  // namespace zt::cli

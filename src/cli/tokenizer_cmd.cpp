@@ -35,7 +35,10 @@ int run_encode(const Args& args) {
   io::SpecialTokens specials = io::SpecialTokens::Skip;
   ArgParser p("tokenizer encode");
   p.value("--tokenizer", [&](const std::string& v) { tokenizer = v; });
-  p.value("--text", [&](const std::string& v) { text = v; have_text = true; });
+  p.value("--text", [&](const std::string& v) {
+    text = v;
+    have_text = true;
+  });
   p.flag("--special", [&] { specials = io::SpecialTokens::Add; });
   p.positional([&](const std::string& v) {
     if (!file.empty()) ZT_THROW_INPUT("tokenizer encode: one input FILE at most (got '", file, "' and '", v, "')");
@@ -61,7 +64,10 @@ int run_decode(const Args& args) {
   bool have_ids = false, skip_special = false;
   ArgParser p("tokenizer decode");
   p.value("--tokenizer", [&](const std::string& v) { tokenizer = v; });
-  p.value("--ids", [&](const std::string& v) { ids_text = v; have_ids = true; });
+  p.value("--ids", [&](const std::string& v) {
+    ids_text = v;
+    have_ids = true;
+  });
   p.flag("--skip-special", [&] { skip_special = true; });
   p.positional([&](const std::string& v) {
     if (!file.empty()) ZT_THROW_INPUT("tokenizer decode: one input FILE at most");
@@ -117,7 +123,8 @@ int run_tokenizer(const Args& args) {
                  " (encode, decode, train)");
 }
 
-const Registrar registrar{{"tokenizer", "encode/decode text with a tokenizer, or train a byte-level BPE", run_tokenizer, kHelp}};
+const Registrar registrar{
+    {"tokenizer", "encode/decode text with a tokenizer, or train a byte-level BPE", run_tokenizer, kHelp}};
 
 }  // namespace
 }  // namespace zt::cli

@@ -82,8 +82,8 @@ int run_train(const Args& raw) {
   return 0;
 }
 
-const Registrar registrar{{"train", "train a model (no config: the built-in tiny GPT on the repo's text)", run_train,
-                           kHelp}};
+const Registrar registrar{
+    {"train", "train a model (no config: the built-in tiny GPT on the repo's text)", run_train, kHelp}};
 
 }  // namespace
 }  // namespace zt::cli

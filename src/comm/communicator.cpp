@@ -10,8 +10,10 @@ namespace zt::comm {
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Max: return "max";
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Max:
+      return "max";
   }
   return "?";
 }
@@ -43,9 +45,8 @@ void check_pair(const char* op, const Tensor& input, const Tensor& output, Buffe
 
 void check_reduce_scatter(const Tensor& input, const Tensor& output, int size, BufferPlace place) {
   check_pair("reduce_scatter", input, output, place);
-  ZT_CHECK(input.dtype() == output.dtype(), "reduce_scatter: input is ",
-           dtype_name(input.dtype()), " but output is ", dtype_name(output.dtype()),
-           "; both must have one dtype");
+  ZT_CHECK(input.dtype() == output.dtype(), "reduce_scatter: input is ", dtype_name(input.dtype()), " but output is ",
+           dtype_name(output.dtype()), "; both must have one dtype");
   ZT_CHECK(input.numel() == output.numel() * size, "reduce_scatter: input has ", input.numel(),
            " elements, expected group size ", size, " x output's ", output.numel(),
            " (pad the flat buffer to a multiple of the group size)");
@@ -57,22 +58,20 @@ void check_reduce_scatter(const Tensor& input, const Tensor& output, int size, B
 
 void check_all_gather(const Tensor& input, const Tensor& output, int size, BufferPlace place) {
   check_pair("all_gather", input, output, place);
-  ZT_CHECK(input.dtype() == output.dtype(), "all_gather: input is ", dtype_name(input.dtype()),
-           " but output is ", dtype_name(output.dtype()), "; both must have one dtype");
+  ZT_CHECK(input.dtype() == output.dtype(), "all_gather: input is ", dtype_name(input.dtype()), " but output is ",
+           dtype_name(output.dtype()), "; both must have one dtype");
   ZT_CHECK(output.numel() == input.numel() * size, "all_gather: output has ", output.numel(),
            " elements, expected group size ", size, " x input's ", input.numel());
 }
 
 bool is_gather_slice(const Tensor& input, const Tensor& output, int rank) {
-  const auto* slice = static_cast<const char*>(output.data()) +
-                      static_cast<size_t>(rank) * input.nbytes();
+  const auto* slice = static_cast<const char*>(output.data()) + static_cast<size_t>(rank) * input.nbytes();
   return input.data() == slice;
 }
 
 void check_peer(const char* op, int peer, int size) {
   if (peer < 0 || peer >= size) {
-    ZT_THROW_INPUT(op, ": peer rank ", peer, " is outside the group of ", size,
-                   " ranks (valid: 0..", size - 1, ")");
+    ZT_THROW_INPUT(op, ": peer rank ", peer, " is outside the group of ", size, " ranks (valid: 0..", size - 1, ")");
   }
 }
 

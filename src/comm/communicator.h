@@ -76,12 +76,8 @@ class Communicator {
 
   // Blocking forms: start and wait with timeout().
   void all_reduce(const Tensor& buffer, ReduceOp op) { all_reduce_async(buffer, op)->wait(); }
-  void reduce_scatter(const Tensor& input, const Tensor& output) {
-    reduce_scatter_async(input, output)->wait();
-  }
-  void all_gather(const Tensor& input, const Tensor& output) {
-    all_gather_async(input, output)->wait();
-  }
+  void reduce_scatter(const Tensor& input, const Tensor& output) { reduce_scatter_async(input, output)->wait(); }
+  void all_gather(const Tensor& input, const Tensor& output) { all_gather_async(input, output)->wait(); }
   void broadcast(const Tensor& buffer, int root) { broadcast_async(buffer, root)->wait(); }
   void send(const Tensor& buffer, int peer, int tag) { send_async(buffer, peer, tag)->wait(); }
   void recv(const Tensor& buffer, int peer, int tag) { recv_async(buffer, peer, tag)->wait(); }
@@ -96,7 +92,7 @@ double sum_over_ranks(Communicator& comm, double value);
 
 // Argument checks shared by the implementations: each throws zt::Error naming the
 // operation and what to change.
-void check_buffer(const char* op, const Tensor& t);  // host, contiguous, supported dtype
+void check_buffer(const char* op, const Tensor& t);             // host, contiguous, supported dtype
 void check_buffer_any_device(const char* op, const Tensor& t);  // the same on any device
 // Host: the buffers must be host memory (MPI); Any: any one device (the single-process
 // communicator copies device buffers too).

@@ -53,32 +53,28 @@ LaunchEnv read_launch_env(const EnvLookup& lookup) {
     env.rank = parse_int(s.rank, rank);
     const char* size = lookup(s.world_size);
     if (size == nullptr) {
-      ZT_THROW_INPUT(s.rank, " is set but ", s.world_size,
-                     " is not; the launcher must set both (or neither)");
+      ZT_THROW_INPUT(s.rank, " is set but ", s.world_size, " is not; the launcher must set both (or neither)");
     }
     env.world_size = parse_int(s.world_size, size);
     if (env.world_size < 1 || env.rank >= env.world_size) {
-      ZT_THROW_INPUT(s.rank, "=", env.rank, " is not a rank of ", s.world_size, "=",
-                     env.world_size, "; fix the launcher's variables");
+      ZT_THROW_INPUT(s.rank, "=", env.rank, " is not a rank of ", s.world_size, "=", env.world_size,
+                     "; fix the launcher's variables");
     }
     // A missing local rank means one process per node, as a bare `srun -n N` on N nodes.
     const char* local = lookup(s.local_rank);
     env.local_rank = local ? parse_int(s.local_rank, local) : 0;
     const char* local_size = s.local_world_size ? lookup(s.local_world_size) : nullptr;
-    env.local_world_size =
-        local_size ? parse_int(s.local_world_size, local_size) : env.local_rank + 1;
+    env.local_world_size = local_size ? parse_int(s.local_world_size, local_size) : env.local_rank + 1;
     if (env.local_world_size < 1 || env.local_rank >= env.local_world_size) {
-      ZT_THROW_INPUT(s.local_rank, "=", env.local_rank, " is not below the local world size ",
-                     env.local_world_size, "; fix the launcher's variables");
+      ZT_THROW_INPUT(s.local_rank, "=", env.local_rank, " is not below the local world size ", env.local_world_size,
+                     "; fix the launcher's variables");
     }
     return env;
   }
   return LaunchEnv{};
 }
 
-std::chrono::duration<double> collective_timeout_from_env() {
-  return collective_timeout_from_env(system_lookup);
-}
+std::chrono::duration<double> collective_timeout_from_env() { return collective_timeout_from_env(system_lookup); }
 
 std::chrono::duration<double> collective_timeout_from_env(const EnvLookup& lookup) {
   const char* value = lookup(env_name(EnvVar::CollectiveTimeoutS));

@@ -16,7 +16,7 @@ struct LaunchEnv {
   int rank = 0;
   int local_rank = 0;
   int world_size = 1;
-  int local_world_size = 1;  // 1 when the launcher does not say
+  int local_world_size = 1;        // 1 when the launcher does not say
   std::string source = "default";  // "torchrun", "openmpi", "pmi", "slurm", "default"
 };
 

@@ -44,8 +44,13 @@ class MpiWork final : public Work {
  public:
   MpiWork(std::string what, MPI_Request request, int rank, int size, Seconds timeout,
           MPI_Datatype recv_type = MPI_DATATYPE_NULL, int recv_count = 0)
-      : what_(std::move(what)), request_(request), rank_(rank), size_(size),
-        timeout_(timeout), recv_type_(recv_type), recv_count_(recv_count) {}
+      : what_(std::move(what)),
+        request_(request),
+        rank_(rank),
+        size_(size),
+        timeout_(timeout),
+        recv_type_(recv_type),
+        recv_count_(recv_count) {}
 
   ~MpiWork() override {
     if (done_ || mpi_finalized()) return;
@@ -69,13 +74,11 @@ class MpiWork final : public Work {
     while (!poll()) {
       const Seconds elapsed = Clock::now() - start;
       if (elapsed > timeout) {
-        throw Error(ErrorKind::Internal,
-                    str(what_, " timed out on rank ", rank_, " of ", size_, " (world rank ",
-                        world_rank(), ") after ", elapsed.count(), " s (timeout ",
-                        timeout.count(),
-                        " s, ZT_COLLECTIVE_TIMEOUT_S): not every rank of the group reached "
-                        "it — one failed, is stuck, or the ranks called collectives in "
-                        "different orders; see the other ranks' logs and abort the job"));
+        throw Error(ErrorKind::Internal, str(what_, " timed out on rank ", rank_, " of ", size_, " (world rank ",
+                                             world_rank(), ") after ", elapsed.count(), " s (timeout ", timeout.count(),
+                                             " s, ZT_COLLECTIVE_TIMEOUT_S): not every rank of the group reached "
+                                             "it — one failed, is stuck, or the ranks called collectives in "
+                                             "different orders; see the other ranks' logs and abort the job"));
       }
       if (elapsed < kSpinBudget) {
         std::this_thread::yield();
@@ -120,7 +123,8 @@ class MpiWork final : public Work {
 
 int mpi_count(const char* op, const Tensor& t) {
   if (t.numel() > INT_MAX) {
-    ZT_THROW_UNSUPPORTED(op, ": ", t.numel(), " elements exceed MPI's int count (2^31-1); "
+    ZT_THROW_UNSUPPORTED(op, ": ", t.numel(),
+                         " elements exceed MPI's int count (2^31-1); "
                          "use smaller buckets (reduce_bucket_size)");
   }
   return static_cast<int>(t.numel());
@@ -135,9 +139,7 @@ std::string describe(const char* op, const Tensor& t) {
 MpiCommunicator::MpiCommunicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 MpiCommunicator::~MpiCommunicator() = default;
 
-std::unique_ptr<MpiCommunicator> MpiCommunicator::world() {
-  return world(collective_timeout_from_env());
-}
+std::unique_ptr<MpiCommunicator> MpiCommunicator::world() { return world(collective_timeout_from_env()); }
 
 std::unique_ptr<MpiCommunicator> MpiCommunicator::world(Seconds timeout) {
   MpiRuntime::get();
@@ -152,9 +154,7 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::world(Seconds timeout) {
   return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(std::move(impl)));
 }
 
-bool MpiCommunicator::thread_multiple() {
-  return MpiRuntime::get().thread_level() >= MPI_THREAD_MULTIPLE;
-}
+bool MpiCommunicator::thread_multiple() { return MpiRuntime::get().thread_level() >= MPI_THREAD_MULTIPLE; }
 
 int MpiCommunicator::rank() const { return impl_->rank; }
 int MpiCommunicator::size() const { return impl_->size; }
@@ -162,13 +162,12 @@ Seconds MpiCommunicator::timeout() const { return impl_->timeout; }
 
 WorkPtr MpiCommunicator::all_reduce_async(const Tensor& buffer, ReduceOp op) {
   check_buffer("all_reduce", buffer);
-  const std::string what = str("all_reduce(", reduce_op_name(op), ", ",
-                               dtype_name(buffer.dtype()), ", ", buffer.numel(), " elements)");
+  const std::string what =
+      str("all_reduce(", reduce_op_name(op), ", ", dtype_name(buffer.dtype()), ", ", buffer.numel(), " elements)");
   const MpiRuntime& rt = MpiRuntime::get();
   MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buffer.data(), mpi_count("all_reduce", buffer),
-                           rt.datatype(buffer.dtype()), rt.op(buffer.dtype(), op), impl_->comm,
-                           &request),
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buffer.data(), mpi_count("all_reduce", buffer), rt.datatype(buffer.dtype()),
+                           rt.op(buffer.dtype(), op), impl_->comm, &request),
             what);
   return std::make_unique<MpiWork>(what, request, impl_->rank, impl_->size, impl_->timeout);
 }
@@ -178,11 +177,10 @@ WorkPtr MpiCommunicator::reduce_scatter_async(const Tensor& input, const Tensor&
   const std::string what = describe("reduce_scatter", input);
   const MpiRuntime& rt = MpiRuntime::get();
   MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Ireduce_scatter_block(input.data(), output.data(),
-                                      mpi_count("reduce_scatter", output),
-                                      rt.datatype(input.dtype()),
-                                      rt.op(input.dtype(), ReduceOp::Sum), impl_->comm, &request),
-            what);
+  check_mpi(
+      MPI_Ireduce_scatter_block(input.data(), output.data(), mpi_count("reduce_scatter", output),
+                                rt.datatype(input.dtype()), rt.op(input.dtype(), ReduceOp::Sum), impl_->comm, &request),
+      what);
   return std::make_unique<MpiWork>(what, request, impl_->rank, impl_->size, impl_->timeout);
 }
 
@@ -195,13 +193,10 @@ WorkPtr MpiCommunicator::all_gather_async(const Tensor& input, const Tensor& out
   mpi_count("all_gather", output);
   MPI_Request request = MPI_REQUEST_NULL;
   if (is_gather_slice(input, output, impl_->rank)) {
-    check_mpi(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, output.data(), count, type,
-                             impl_->comm, &request),
+    check_mpi(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, output.data(), count, type, impl_->comm, &request),
               what);
   } else {
-    check_mpi(MPI_Iallgather(input.data(), count, type, output.data(), count, type,
-                             impl_->comm, &request),
-              what);
+    check_mpi(MPI_Iallgather(input.data(), count, type, output.data(), count, type, impl_->comm, &request), what);
   }
   return std::make_unique<MpiWork>(what, request, impl_->rank, impl_->size, impl_->timeout);
 }
@@ -211,8 +206,8 @@ WorkPtr MpiCommunicator::broadcast_async(const Tensor& buffer, int root) {
   check_peer("broadcast (root)", root, impl_->size);
   const std::string what = str(describe("broadcast", buffer), " from root ", root);
   MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Ibcast(buffer.data(), mpi_count("broadcast", buffer),
-                       MpiRuntime::get().datatype(buffer.dtype()), root, impl_->comm, &request),
+  check_mpi(MPI_Ibcast(buffer.data(), mpi_count("broadcast", buffer), MpiRuntime::get().datatype(buffer.dtype()), root,
+                       impl_->comm, &request),
             what);
   return std::make_unique<MpiWork>(what, request, impl_->rank, impl_->size, impl_->timeout);
 }
@@ -223,9 +218,8 @@ WorkPtr MpiCommunicator::send_async(const Tensor& buffer, int peer, int tag) {
   ZT_CHECK(tag >= 0, "send: tag ", tag, " must be >= 0");
   const std::string what = str(describe("send", buffer), " to rank ", peer, " tag ", tag);
   MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Isend(buffer.data(), mpi_count("send", buffer),
-                      MpiRuntime::get().datatype(buffer.dtype()), peer, tag, impl_->comm,
-                      &request),
+  check_mpi(MPI_Isend(buffer.data(), mpi_count("send", buffer), MpiRuntime::get().datatype(buffer.dtype()), peer, tag,
+                      impl_->comm, &request),
             what);
   return std::make_unique<MpiWork>(what, request, impl_->rank, impl_->size, impl_->timeout);
 }
@@ -239,27 +233,23 @@ WorkPtr MpiCommunicator::recv_async(const Tensor& buffer, int peer, int tag) {
   const int count = mpi_count("recv", buffer);
   MPI_Request request = MPI_REQUEST_NULL;
   check_mpi(MPI_Irecv(buffer.data(), count, type, peer, tag, impl_->comm, &request), what);
-  return std::make_unique<MpiWork>(what, request, impl_->rank, impl_->size, impl_->timeout, type,
-                                   count);
+  return std::make_unique<MpiWork>(what, request, impl_->rank, impl_->size, impl_->timeout, type, count);
 }
 
 WorkPtr MpiCommunicator::barrier_async() {
   MPI_Request request = MPI_REQUEST_NULL;
   check_mpi(MPI_Ibarrier(impl_->comm, &request), "barrier");
-  return std::make_unique<MpiWork>("barrier", request, impl_->rank, impl_->size,
-                                   impl_->timeout);
+  return std::make_unique<MpiWork>("barrier", request, impl_->rank, impl_->size, impl_->timeout);
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
-  ZT_CHECK(color >= 0 || color == kNoColor, "split: color ", color,
-           " must be >= 0 (or kNoColor)");
+  ZT_CHECK(color >= 0 || color == kNoColor, "split: color ", color, " must be >= 0 (or kNoColor)");
   // MPI_Comm_split blocks without a deadline; a barrier with one first makes a missing
   // rank a timeout error rather than a hang.
   barrier_async()->wait();
   auto impl = std::make_unique<Impl>();
   impl->timeout = impl_->timeout;
-  check_mpi(MPI_Comm_split(impl_->comm, color == kNoColor ? MPI_UNDEFINED : color, key,
-                           &impl->comm),
+  check_mpi(MPI_Comm_split(impl_->comm, color == kNoColor ? MPI_UNDEFINED : color, key, &impl->comm),
             "split (MPI_Comm_split)");
   if (impl->comm == MPI_COMM_NULL) return nullptr;
   check_mpi(MPI_Comm_set_errhandler(impl->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");

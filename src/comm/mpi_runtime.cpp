@@ -49,9 +49,8 @@ void check_mpi(int rc, const std::string& what) {
   MPI_Error_string(rc, message, &length);
   int rank = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  throw Error(ErrorKind::Internal,
-              str(what, " failed on world rank ", rank, ": ", message,
-                  " (MPI error ", rc, "); the job cannot continue: abort it"));
+  throw Error(ErrorKind::Internal, str(what, " failed on world rank ", rank, ": ", message, " (MPI error ", rc,
+                                       "); the job cannot continue: abort it"));
 }
 
 MpiRuntime& MpiRuntime::get() {
@@ -68,12 +67,10 @@ MpiRuntime::MpiRuntime() {
     if (mpi_finalized()) {
       ZT_THROW_UNSUPPORTED("MPI was already finalised in this process; it cannot start again");
     }
-    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &thread_level_),
-              "MPI_Init_thread");
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &thread_level_), "MPI_Init_thread");
     owns_ = true;
     if (thread_level_ < MPI_THREAD_MULTIPLE) {
-      ZT_DEBUG("MPI offers thread level ", thread_level_,
-               " (< MULTIPLE): call communicators from one thread");
+      ZT_DEBUG("MPI offers thread level ", thread_level_, " (< MULTIPLE): call communicators from one thread");
     }
   }
   bf16_sum_ = create_op(&combine_half<bf16, ReduceOp::Sum>);
@@ -92,11 +89,15 @@ MpiRuntime::~MpiRuntime() {
 
 MPI_Datatype MpiRuntime::datatype(DType dtype) const {
   switch (dtype) {
-    case DType::F32: return MPI_FLOAT;
+    case DType::F32:
+      return MPI_FLOAT;
     case DType::BF16:
-    case DType::F16: return MPI_UINT16_T;  // bytes only; reductions use the user ops
-    case DType::I32: return MPI_INT32_T;
-    case DType::I64: return MPI_INT64_T;
+    case DType::F16:
+      return MPI_UINT16_T;  // bytes only; reductions use the user ops
+    case DType::I32:
+      return MPI_INT32_T;
+    case DType::I64:
+      return MPI_INT64_T;
   }
   ZT_THROW_UNSUPPORTED("MPI communicator: dtype ", dtype_name(dtype), " is not supported");
 }
@@ -104,9 +105,12 @@ MPI_Datatype MpiRuntime::datatype(DType dtype) const {
 MPI_Op MpiRuntime::op(DType dtype, ReduceOp op) const {
   const bool sum = op == ReduceOp::Sum;
   switch (dtype) {
-    case DType::BF16: return sum ? bf16_sum_ : bf16_max_;
-    case DType::F16: return sum ? f16_sum_ : f16_max_;
-    default: return sum ? MPI_SUM : MPI_MAX;
+    case DType::BF16:
+      return sum ? bf16_sum_ : bf16_max_;
+    case DType::F16:
+      return sum ? f16_sum_ : f16_max_;
+    default:
+      return sum ? MPI_SUM : MPI_MAX;
   }
 }
 

@@ -26,7 +26,8 @@
 #include "comm/env.h"
 
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 18, 0)
-#error "zerotrain needs NCCL >= 2.18 (ncclCommSplit, nonblocking communicators); install a newer NCCL or configure with -DZT_WITH_NCCL=OFF"
+#error \
+    "zerotrain needs NCCL >= 2.18 (ncclCommSplit, nonblocking communicators); install a newer NCCL or configure with -DZT_WITH_NCCL=OFF"
 #endif
 
 namespace zt::comm {
@@ -64,35 +65,39 @@ std::string nccl_message(ncclResult_t result, ncclComm_t comm) {
 }
 
 // For calls that must succeed at once (no communicator state involved).
-[[noreturn]] void throw_nccl_error(ncclResult_t result, const char* call, const char* file,
-                                   int line) {
-  throw Error(ErrorKind::Internal,
-              str(call, " failed: ", nccl_message(result, nullptr), " [", file, ":", line,
-                  "]; set NCCL_DEBUG=WARN (or INFO) for NCCL's own log"));
+[[noreturn]] void throw_nccl_error(ncclResult_t result, const char* call, const char* file, int line) {
+  throw Error(ErrorKind::Internal, str(call, " failed: ", nccl_message(result, nullptr), " [", file, ":", line,
+                                       "]; set NCCL_DEBUG=WARN (or INFO) for NCCL's own log"));
 }
 
-#define ZT_NCCL_CHECK(call)                                                        \
-  do {                                                                             \
-    const ncclResult_t zt_nccl_result_ = (call);                                   \
-    if (zt_nccl_result_ != ncclSuccess)                                            \
-      throw_nccl_error(zt_nccl_result_, #call, __FILE__, __LINE__);                \
+#define ZT_NCCL_CHECK(call)                                                                           \
+  do {                                                                                                \
+    const ncclResult_t zt_nccl_result_ = (call);                                                      \
+    if (zt_nccl_result_ != ncclSuccess) throw_nccl_error(zt_nccl_result_, #call, __FILE__, __LINE__); \
   } while (0)
 
 ncclDataType_t nccl_type(DType dtype) {
   switch (dtype) {
-    case DType::F32: return ncclFloat32;
-    case DType::BF16: return ncclBfloat16;
-    case DType::F16: return ncclFloat16;
-    case DType::I32: return ncclInt32;
-    case DType::I64: return ncclInt64;
+    case DType::F32:
+      return ncclFloat32;
+    case DType::BF16:
+      return ncclBfloat16;
+    case DType::F16:
+      return ncclFloat16;
+    case DType::I32:
+      return ncclInt32;
+    case DType::I64:
+      return ncclInt64;
   }
   ZT_THROW_UNSUPPORTED("the NCCL communicator has no datatype for dtype ", dtype_name(dtype));
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return ncclSum;
-    case ReduceOp::Max: return ncclMax;
+    case ReduceOp::Sum:
+      return ncclSum;
+    case ReduceOp::Max:
+      return ncclMax;
   }
   ZT_THROW_UNSUPPORTED("the NCCL communicator has no reduction ", reduce_op_name(op));
 }
@@ -154,8 +159,7 @@ struct PendingP2p {
 }  // namespace
 
 struct NcclCommunicator::Impl {
-  Impl(int device_index, int world, Seconds t)
-      : device(device_index), world_rank(world), timeout(t) {
+  Impl(int device_index, int world, Seconds t) : device(device_index), world_rank(world), timeout(t) {
     barrier_scratch = Buffer(sizeof(float), Device::cuda(device));
     barrier_scratch.zero();
   }
@@ -182,8 +186,7 @@ struct NcclCommunicator::Impl {
   void check_usable(const std::string& what) const {
     if (!failure.empty()) {
       throw Error(ErrorKind::Internal,
-                  str(what, " on ", where(), ": this NCCL communicator was aborted earlier: ",
-                      failure));
+                  str(what, " on ", where(), ": this NCCL communicator was aborted earlier: ", failure));
     }
   }
 
@@ -222,8 +225,7 @@ struct NcclCommunicator::Impl {
   }
 
   [[noreturn]] void fail_timeout(const std::string& what, Seconds elapsed, Seconds limit) {
-    fail(str(what, " timed out on ", where(), " after ", elapsed.count(), " s (timeout ",
-             limit.count(),
+    fail(str(what, " timed out on ", where(), " after ", elapsed.count(), " s (timeout ", limit.count(),
              " s, ZT_COLLECTIVE_TIMEOUT_S): not every rank of the group reached it — one "
              "failed, is stuck, or the ranks called collectives in different orders; the NCCL "
              "communicator was aborted (ncclCommAbort). See the other ranks' logs and abort the "
@@ -254,10 +256,9 @@ struct NcclCommunicator::Impl {
     if (pending.empty()) return;
     std::vector<PendingP2p> batch;
     batch.swap(pending);
-    const std::string what =
-        batch.size() == 1 ? batch.front().launch->what
-                          : str(batch.size(), " sends/receives (first: ",
-                                batch.front().launch->what, ")");
+    const std::string what = batch.size() == 1
+                                 ? batch.front().launch->what
+                                 : str(batch.size(), " sends/receives (first: ", batch.front().launch->what, ")");
     ZT_NCCL_CHECK(ncclGroupStart());
     ncclResult_t first_error = ncclSuccess;
     const char* failed_call = "";
@@ -343,8 +344,7 @@ class NcclWork final : public Work {
     if (launch_->done) return;
     impl_->check_usable(launch_->what);
     impl_->flush();
-    ZT_CHECK(launch_->done, launch_->what,
-             " was not launched by the flush of pending sends/receives");
+    ZT_CHECK(launch_->done, launch_->what, " was not launched by the flush of pending sends/receives");
   }
 
   bool poll() {
@@ -366,8 +366,8 @@ class NcclWork final : public Work {
 
 // Starts one NCCL collective on the comm stream, ordered after the compute stream.
 template <class Call>
-WorkPtr start(const std::shared_ptr<NcclCommunicator::Impl>& impl, const std::string& what,
-              const char* call_name, Call&& call) {
+WorkPtr start(const std::shared_ptr<NcclCommunicator::Impl>& impl, const std::string& what, const char* call_name,
+              Call&& call) {
   impl->check_usable(what);
   impl->flush();  // earlier sends/receives go first, as they were posted first
   impl->order_after_compute();
@@ -399,12 +399,12 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(Communicator& bootstr
   return create(bootstrap, collective_timeout_from_env());
 }
 
-std::unique_ptr<NcclCommunicator> NcclCommunicator::create(Communicator& bootstrap,
-                                                           Seconds timeout) {
+std::unique_ptr<NcclCommunicator> NcclCommunicator::create(Communicator& bootstrap, Seconds timeout) {
   if (!cuda::initialized()) {
-    ZT_THROW_UNSUPPORTED("NcclCommunicator::create: the CUDA backend is not initialized; call "
-                         "zt::cuda::init(<this rank's GPU>) first (make_nccl_world_communicator() "
-                         "does, with LOCAL_RANK)");
+    ZT_THROW_UNSUPPORTED(
+        "NcclCommunicator::create: the CUDA backend is not initialized; call "
+        "zt::cuda::init(<this rank's GPU>) first (make_nccl_world_communicator() "
+        "does, with LOCAL_RANK)");
   }
   const int device = cuda::current_device();
   ZT_CUDA_CHECK(cudaSetDevice(device));
@@ -425,8 +425,7 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(Communicator& bootstr
   message.data<int32_t>()[kWords] = id_error.empty() ? 1 : 0;
   if (bootstrap.size() > 1) bootstrap.broadcast(message, 0);
   if (message.data<int32_t>()[kWords] != 1) {
-    ZT_THROW_UNSUPPORTED("ncclGetUniqueId failed on rank 0",
-                         id_error.empty() ? "" : str(": ", id_error),
+    ZT_THROW_UNSUPPORTED("ncclGetUniqueId failed on rank 0", id_error.empty() ? "" : str(": ", id_error),
                          "; NCCL could not set up its bootstrap network (check NCCL_SOCKET_IFNAME "
                          "and run with NCCL_DEBUG=INFO)");
   }
@@ -436,19 +435,16 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(Communicator& bootstr
   impl->rank = bootstrap.rank();
   impl->size = bootstrap.size();
   ncclConfig_t config = nonblocking_config();
-  const ncclResult_t started =
-      ncclCommInitRankConfig(&impl->comm, bootstrap.size(), id, bootstrap.rank(), &config);
+  const ncclResult_t started = ncclCommInitRankConfig(&impl->comm, bootstrap.size(), id, bootstrap.rank(), &config);
   if (impl->comm == nullptr) {
-    throw Error(ErrorKind::Internal,
-                str("ncclCommInitRankConfig failed on ", impl->where(), ": ",
-                    nccl_message(started == ncclSuccess ? ncclInternalError : started, nullptr),
-                    "; run with NCCL_DEBUG=WARN for NCCL's own log"));
+    throw Error(ErrorKind::Internal, str("ncclCommInitRankConfig failed on ", impl->where(), ": ",
+                                         nccl_message(started == ncclSuccess ? ncclInternalError : started, nullptr),
+                                         "; run with NCCL_DEBUG=WARN for NCCL's own log"));
   }
   impl->settle(started, "ncclCommInitRankConfig", "NCCL initialisation");
   read_rank_and_size(*impl);
-  ZT_CHECK(impl->rank == bootstrap.rank() && impl->size == bootstrap.size(), "NCCL says rank ",
-           impl->rank, " of ", impl->size, " but the bootstrap communicator says ",
-           bootstrap.rank(), " of ", bootstrap.size());
+  ZT_CHECK(impl->rank == bootstrap.rank() && impl->size == bootstrap.size(), "NCCL says rank ", impl->rank, " of ",
+           impl->size, " but the bootstrap communicator says ", bootstrap.rank(), " of ", bootstrap.size());
   return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(std::move(impl)));
 }
 
@@ -463,44 +459,39 @@ int NcclCommunicator::device() const { return impl_->device; }
 
 WorkPtr NcclCommunicator::all_reduce_async(const Tensor& buffer, ReduceOp op) {
   check_device_buffer("all_reduce", buffer, impl_->device);
-  const std::string what = str("all_reduce(", reduce_op_name(op), ", ",
-                               dtype_name(buffer.dtype()), ", ", buffer.numel(), " elements)");
+  const std::string what =
+      str("all_reduce(", reduce_op_name(op), ", ", dtype_name(buffer.dtype()), ", ", buffer.numel(), " elements)");
   if (buffer.numel() == 0) return std::make_unique<CompletedWork>();
   const auto count = static_cast<size_t>(buffer.numel());
   return start(impl_, what, "ncclAllReduce", [&](ncclComm_t comm, cudaStream_t stream) {
-    return ncclAllReduce(buffer.data(), buffer.data(), count, nccl_type(buffer.dtype()),
-                         nccl_op(op), comm, stream);
+    return ncclAllReduce(buffer.data(), buffer.data(), count, nccl_type(buffer.dtype()), nccl_op(op), comm, stream);
   });
 }
 
 WorkPtr NcclCommunicator::reduce_scatter_async(const Tensor& input, const Tensor& output) {
   check_device_buffer("reduce_scatter", input, impl_->device);
   check_device_buffer("reduce_scatter", output, impl_->device);
-  ZT_CHECK(input.dtype() == output.dtype(), "reduce_scatter: input is ",
-           dtype_name(input.dtype()), " but output is ", dtype_name(output.dtype()),
-           "; both must have one dtype");
-  ZT_CHECK(input.numel() == output.numel() * impl_->size, "reduce_scatter: input has ",
-           input.numel(), " elements, expected group size ", impl_->size, " x output's ",
-           output.numel(), " (pad the flat buffer to a multiple of the group size)");
-  ZT_CHECK(!overlaps(input, output),
-           "reduce_scatter: output overlaps input; use a separate output buffer");
+  ZT_CHECK(input.dtype() == output.dtype(), "reduce_scatter: input is ", dtype_name(input.dtype()), " but output is ",
+           dtype_name(output.dtype()), "; both must have one dtype");
+  ZT_CHECK(input.numel() == output.numel() * impl_->size, "reduce_scatter: input has ", input.numel(),
+           " elements, expected group size ", impl_->size, " x output's ", output.numel(),
+           " (pad the flat buffer to a multiple of the group size)");
+  ZT_CHECK(!overlaps(input, output), "reduce_scatter: output overlaps input; use a separate output buffer");
   const std::string what = describe("reduce_scatter", input);
   if (output.numel() == 0) return std::make_unique<CompletedWork>();
   const auto count = static_cast<size_t>(output.numel());
   return start(impl_, what, "ncclReduceScatter", [&](ncclComm_t comm, cudaStream_t stream) {
-    return ncclReduceScatter(input.data(), output.data(), count, nccl_type(input.dtype()),
-                             ncclSum, comm, stream);
+    return ncclReduceScatter(input.data(), output.data(), count, nccl_type(input.dtype()), ncclSum, comm, stream);
   });
 }
 
 WorkPtr NcclCommunicator::all_gather_async(const Tensor& input, const Tensor& output) {
   check_device_buffer("all_gather", input, impl_->device);
   check_device_buffer("all_gather", output, impl_->device);
-  ZT_CHECK(input.dtype() == output.dtype(), "all_gather: input is ", dtype_name(input.dtype()),
-           " but output is ", dtype_name(output.dtype()), "; both must have one dtype");
-  ZT_CHECK(output.numel() == input.numel() * impl_->size, "all_gather: output has ",
-           output.numel(), " elements, expected group size ", impl_->size, " x input's ",
-           input.numel());
+  ZT_CHECK(input.dtype() == output.dtype(), "all_gather: input is ", dtype_name(input.dtype()), " but output is ",
+           dtype_name(output.dtype()), "; both must have one dtype");
+  ZT_CHECK(output.numel() == input.numel() * impl_->size, "all_gather: output has ", output.numel(),
+           " elements, expected group size ", impl_->size, " x input's ", input.numel());
   // In place (NCCL's own rule, as ZeRO gathers): input is exactly this rank's slice of output.
   ZT_CHECK(!overlaps(input, output) || is_gather_slice(input, output, impl_->rank),
            "all_gather: input overlaps output but is not rank ", impl_->rank,
@@ -509,8 +500,7 @@ WorkPtr NcclCommunicator::all_gather_async(const Tensor& input, const Tensor& ou
   if (input.numel() == 0) return std::make_unique<CompletedWork>();
   const auto count = static_cast<size_t>(input.numel());
   return start(impl_, what, "ncclAllGather", [&](ncclComm_t comm, cudaStream_t stream) {
-    return ncclAllGather(input.data(), output.data(), count, nccl_type(input.dtype()), comm,
-                         stream);
+    return ncclAllGather(input.data(), output.data(), count, nccl_type(input.dtype()), comm, stream);
   });
 }
 
@@ -521,21 +511,19 @@ WorkPtr NcclCommunicator::broadcast_async(const Tensor& buffer, int root) {
   if (buffer.numel() == 0) return std::make_unique<CompletedWork>();
   const auto count = static_cast<size_t>(buffer.numel());
   return start(impl_, what, "ncclBroadcast", [&](ncclComm_t comm, cudaStream_t stream) {
-    return ncclBroadcast(buffer.data(), buffer.data(), count, nccl_type(buffer.dtype()), root,
-                         comm, stream);
+    return ncclBroadcast(buffer.data(), buffer.data(), count, nccl_type(buffer.dtype()), root, comm, stream);
   });
 }
 
 namespace {
 
-WorkPtr post_p2p(const std::shared_ptr<NcclCommunicator::Impl>& impl, bool send,
-                 const Tensor& buffer, int peer, int tag) {
+WorkPtr post_p2p(const std::shared_ptr<NcclCommunicator::Impl>& impl, bool send, const Tensor& buffer, int peer,
+                 int tag) {
   const char* op = send ? "send" : "recv";
   check_device_buffer(op, buffer, impl->device);
   check_peer(op, peer, impl->size);
   ZT_CHECK(tag >= 0, op, ": tag ", tag, " must be >= 0");
-  const std::string what =
-      str(describe(op, buffer), send ? " to rank " : " from rank ", peer, " tag ", tag);
+  const std::string what = str(describe(op, buffer), send ? " to rank " : " from rank ", peer, " tag ", tag);
   impl->check_usable(what);
   if (buffer.numel() == 0) return std::make_unique<CompletedWork>();
   // The ordering after the compute stream is fixed now, at the call; the NCCL call follows
@@ -572,8 +560,7 @@ WorkPtr NcclCommunicator::barrier_async() {
 }
 
 std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
-  ZT_CHECK(color >= 0 || color == kNoColor, "split: color ", color,
-           " must be >= 0 (or kNoColor)");
+  ZT_CHECK(color >= 0 || color == kNoColor, "split: color ", color, " must be >= 0 (or kNoColor)");
   const std::string what = str("split(color ", color, ", key ", key, ")");
   impl_->check_usable(what);
   impl_->flush();
@@ -588,8 +575,8 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
   // leaked (one pointer) for kNoColor or after a failure, when NCCL may still write it.
   auto* slot = new ncclComm_t(nullptr);
   ncclConfig_t config = nonblocking_config();
-  const ncclResult_t started = ncclCommSplit(
-      impl_->comm, color == kNoColor ? NCCL_SPLIT_NOCOLOR : color, key, slot, &config);
+  const ncclResult_t started =
+      ncclCommSplit(impl_->comm, color == kNoColor ? NCCL_SPLIT_NOCOLOR : color, key, slot, &config);
   impl_->settle(started, "ncclCommSplit", what);  // waits for the parent's part
   if (color == kNoColor) return nullptr;
   Seconds elapsed{};

@@ -60,9 +60,8 @@ WorkPtr SingleCommunicator::recv_async(const Tensor& buffer, int peer, int tag) 
   std::vector<char> message = std::move(it->second.front());
   it->second.pop_front();
   if (message.size() != buffer.nbytes()) {
-    ZT_THROW_INPUT("recv with tag ", tag, ": the message has ", message.size(),
-                   " bytes but the buffer '", buffer.name(), "' holds ", buffer.nbytes(),
-                   "; send and receive the same count and dtype");
+    ZT_THROW_INPUT("recv with tag ", tag, ": the message has ", message.size(), " bytes but the buffer '",
+                   buffer.name(), "' holds ", buffer.nbytes(), "; send and receive the same count and dtype");
   }
   if (!message.empty()) std::memcpy(buffer.data(), message.data(), message.size());
   return done();

@@ -20,14 +20,13 @@ std::unique_ptr<Communicator> make_world_communicator() {
 #if ZT_WITH_MPI
   auto comm = MpiCommunicator::world();
   if (comm->size() != env.world_size) {
-    ZT_THROW_INPUT("the launcher says ", env.world_size, " ranks (", env.source,
-                   " variables) but MPI has ", comm->size(),
-                   "; start the processes with mpirun or srun, not ", env.source, " alone");
+    ZT_THROW_INPUT("the launcher says ", env.world_size, " ranks (", env.source, " variables) but MPI has ",
+                   comm->size(), "; start the processes with mpirun or srun, not ", env.source, " alone");
   }
   return comm;
 #else
-  ZT_THROW_UNSUPPORTED("this process is rank ", env.rank, " of ", env.world_size, " (",
-                       env.source, " variables) but zerotrain was built without MPI; "
+  ZT_THROW_UNSUPPORTED("this process is rank ", env.rank, " of ", env.world_size, " (", env.source,
+                       " variables) but zerotrain was built without MPI; "
                        "install libopenmpi-dev and rebuild");
 #endif
 }
@@ -40,21 +39,23 @@ namespace {
 int select_gpu(const LaunchEnv& env) {
   const int count = cuda::device_count();
   if (count == 0) {
-    ZT_THROW_UNSUPPORTED("rank ", env.rank, ": the NCCL communicator needs a GPU but none is "
+    ZT_THROW_UNSUPPORTED("rank ", env.rank,
+                         ": the NCCL communicator needs a GPU but none is "
                          "visible (check the driver, nvidia-smi and CUDA_VISIBLE_DEVICES)");
   }
   if (env.local_rank < count) return env.local_rank;
   if (count == 1) return 0;
-  ZT_THROW_INPUT("rank ", env.rank, " has local rank ", env.local_rank, " (", env.source,
-                 " variables) but sees only ", count, " GPUs; start at most ", count,
+  ZT_THROW_INPUT("rank ", env.rank, " has local rank ", env.local_rank, " (", env.source, " variables) but sees only ",
+                 count, " GPUs; start at most ", count,
                  " ranks per node, or give each rank its own GPU with CUDA_VISIBLE_DEVICES");
 }
 #else
 [[noreturn]] void throw_no_nccl() {
-  ZT_THROW_UNSUPPORTED("zerotrain was built without NCCL, which collectives on GPU buffers "
-                       "need; install NCCL (nccl.h and libnccl.so: the CUDA toolkit's, or "
-                       "apt-get install libnccl-dev) and rebuild with the CUDA backend "
-                       "(cmake --preset cuda)");
+  ZT_THROW_UNSUPPORTED(
+      "zerotrain was built without NCCL, which collectives on GPU buffers "
+      "need; install NCCL (nccl.h and libnccl.so: the CUDA toolkit's, or "
+      "apt-get install libnccl-dev) and rebuild with the CUDA backend "
+      "(cmake --preset cuda)");
 }
 #endif
 

@@ -49,8 +49,7 @@ Allocator& allocator_for(Device device) {
   return *g_cuda_allocator;
 }
 
-Buffer::Buffer(size_t bytes, Device device)
-    : bytes_(bytes), device_(device), allocator_(&allocator_for(device)) {
+Buffer::Buffer(size_t bytes, Device device) : bytes_(bytes), device_(device), allocator_(&allocator_for(device)) {
   data_ = allocator_->allocate(bytes);
 }
 

@@ -6,9 +6,7 @@
 
 namespace zt {
 
-std::string Device::name() const {
-  return is_cpu() ? std::string("cpu") : str("cuda:", index);
-}
+std::string Device::name() const { return is_cpu() ? std::string("cpu") : str("cuda:", index); }
 
 Device parse_device(const std::string& text) {
   if (text == "cpu") return Device::cpu();

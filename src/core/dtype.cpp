@@ -9,29 +9,37 @@ namespace zt {
 
 size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::F32: return 4;
-    case DType::BF16: return 2;
-    case DType::F16: return 2;
-    case DType::I32: return 4;
-    case DType::I64: return 8;
+    case DType::F32:
+      return 4;
+    case DType::BF16:
+      return 2;
+    case DType::F16:
+      return 2;
+    case DType::I32:
+      return 4;
+    case DType::I64:
+      return 8;
   }
   return 0;
 }
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::F32: return "f32";
-    case DType::BF16: return "bf16";
-    case DType::F16: return "f16";
-    case DType::I32: return "i32";
-    case DType::I64: return "i64";
+    case DType::F32:
+      return "f32";
+    case DType::BF16:
+      return "bf16";
+    case DType::F16:
+      return "f16";
+    case DType::I32:
+      return "i32";
+    case DType::I64:
+      return "i64";
   }
   return "?";
 }
 
-bool is_floating(DType dtype) {
-  return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16;
-}
+bool is_floating(DType dtype) { return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16; }
 
 DType parse_dtype(const std::string& raw) {
   std::string name = raw;
@@ -48,8 +56,10 @@ DType parse_dtype(const std::string& raw) {
 namespace {
 template <class S>
 float load_any(const S* p, size_t i) {
-  if constexpr (std::is_same_v<S, int32_t> || std::is_same_v<S, int64_t>) return static_cast<float>(p[i]);
-  else return load_f32(p[i]);
+  if constexpr (std::is_same_v<S, int32_t> || std::is_same_v<S, int64_t>)
+    return static_cast<float>(p[i]);
+  else
+    return load_f32(p[i]);
 }
 template <class S, class D>
 void convert_typed(const S* src, D* dst, size_t n) {
@@ -67,11 +77,21 @@ void convert_typed(const S* src, D* dst, size_t n) {
 template <class Fn>
 void dispatch_any(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::F32: fn(float{}); return;
-    case DType::BF16: fn(bf16{}); return;
-    case DType::F16: fn(f16{}); return;
-    case DType::I32: fn(int32_t{}); return;
-    case DType::I64: fn(int64_t{}); return;
+    case DType::F32:
+      fn(float{});
+      return;
+    case DType::BF16:
+      fn(bf16{});
+      return;
+    case DType::F16:
+      fn(f16{});
+      return;
+    case DType::I32:
+      fn(int32_t{});
+      return;
+    case DType::I64:
+      fn(int64_t{});
+      return;
   }
 }
 }  // namespace

@@ -12,7 +12,7 @@ namespace zt {
 enum class DType : uint8_t { F32, BF16, F16, I32, I64 };
 
 size_t dtype_size(DType dtype);
-const char* dtype_name(DType dtype);          // "f32", "bf16", ...
+const char* dtype_name(DType dtype);  // "f32", "bf16", ...
 bool is_floating(DType dtype);
 // Parses our names and the common spellings ("float32", "bfloat16", "fp16", "half",
 // "torch.float16", safetensors' "F32"/"BF16"/"F16"/"I32"/"I64"). Throws BadInput.
@@ -70,7 +70,7 @@ inline f16 to_f16(float f) {
     if (abs < 0x33000000u) return f16{sign};  // below half the smallest subnormal: zero
     const uint32_t exp = abs >> 23;
     const uint32_t man = (abs & 0x7fffffu) | 0x800000u;
-      // value / 2^-24 = man * 2^(exp - 126): drop (126 - exp) bits, 14..24 here.
+    // value / 2^-24 = man * 2^(exp - 126): drop (126 - exp) bits, 14..24 here.
     const uint32_t shift = 126u - exp;
     uint32_t result = man >> shift;
     const uint32_t rem = man & ((1u << shift) - 1u);
@@ -91,19 +91,40 @@ inline float load_f32(f16 v) { return to_f32(v); }
 template <class T>
 inline T store_as(float v);
 template <>
-inline float store_as<float>(float v) { return v; }
+inline float store_as<float>(float v) {
+  return v;
+}
 template <>
-inline bf16 store_as<bf16>(float v) { return to_bf16(v); }
+inline bf16 store_as<bf16>(float v) {
+  return to_bf16(v);
+}
 template <>
-inline f16 store_as<f16>(float v) { return to_f16(v); }
+inline f16 store_as<f16>(float v) {
+  return to_f16(v);
+}
 
 template <class T>
 struct dtype_of;
-template <> struct dtype_of<float> { static constexpr DType value = DType::F32; };
-template <> struct dtype_of<bf16> { static constexpr DType value = DType::BF16; };
-template <> struct dtype_of<f16> { static constexpr DType value = DType::F16; };
-template <> struct dtype_of<int32_t> { static constexpr DType value = DType::I32; };
-template <> struct dtype_of<int64_t> { static constexpr DType value = DType::I64; };
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::F32;
+};
+template <>
+struct dtype_of<bf16> {
+  static constexpr DType value = DType::BF16;
+};
+template <>
+struct dtype_of<f16> {
+  static constexpr DType value = DType::F16;
+};
+template <>
+struct dtype_of<int32_t> {
+  static constexpr DType value = DType::I32;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr DType value = DType::I64;
+};
 
 // Calls fn(T{}) with T the C++ type of a floating dtype (float, bf16, f16).
 template <class Fn>

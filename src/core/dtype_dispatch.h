@@ -5,10 +5,14 @@ namespace zt {
 template <class Fn>
 decltype(auto) dispatch_float(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::F32: return fn(float{});
-    case DType::BF16: return fn(bf16{});
-    case DType::F16: return fn(f16{});
-    default: break;
+    case DType::F32:
+      return fn(float{});
+    case DType::BF16:
+      return fn(bf16{});
+    case DType::F16:
+      return fn(f16{});
+    default:
+      break;
   }
   throw Error(ErrorKind::Internal, str("expected a floating dtype, got ", dtype_name(dtype)));
 }

@@ -37,7 +37,7 @@ enum class EnvAudience { User, Test };
 
 struct EnvVarSpec {
   EnvVar var;
-  const char* name;     // ZT_...
+  const char* name;  // ZT_...
   EnvAudience audience;
   const char* read_by;  // the source file(s) that act on it
   const char* meaning;  // one line, with the accepted values and the default

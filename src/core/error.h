@@ -11,8 +11,7 @@ enum class ErrorKind { Internal, BadInput, Unsupported, Io };
 
 class Error : public std::runtime_error {
  public:
-  Error(ErrorKind kind, std::string message)
-      : std::runtime_error(std::move(message)), kind_(kind) {}
+  Error(ErrorKind kind, std::string message) : std::runtime_error(std::move(message)), kind_(kind) {}
   ErrorKind kind() const { return kind_; }
   int exit_code() const { return kind_ == ErrorKind::Internal ? 1 : 2; }
 
@@ -37,19 +36,17 @@ std::string str(const Args&... args) {
   return os.str();
 }
 
-[[noreturn]] void throw_check_failure(const char* file, int line, const char* expr,
-                                      const std::string& message);
+[[noreturn]] void throw_check_failure(const char* file, int line, const char* expr, const std::string& message);
 
 }  // namespace zt
 
 // Internal invariant: failure means a bug in zerotrain.
-#define ZT_CHECK(cond, ...)                                                      \
-  do {                                                                           \
+#define ZT_CHECK(cond, ...)                                                                    \
+  do {                                                                                         \
     if (!(cond)) ::zt::throw_check_failure(__FILE__, __LINE__, #cond, ::zt::str(__VA_ARGS__)); \
   } while (0)
 
 // User-facing errors: bad input (exit code 2), with a message naming the thing and the fix.
 #define ZT_THROW_INPUT(...) throw ::zt::Error(::zt::ErrorKind::BadInput, ::zt::str(__VA_ARGS__))
-#define ZT_THROW_UNSUPPORTED(...) \
-  throw ::zt::Error(::zt::ErrorKind::Unsupported, ::zt::str(__VA_ARGS__))
+#define ZT_THROW_UNSUPPORTED(...) throw ::zt::Error(::zt::ErrorKind::Unsupported, ::zt::str(__VA_ARGS__))
 #define ZT_THROW_IO(...) throw ::zt::Error(::zt::ErrorKind::Io, ::zt::str(__VA_ARGS__))

@@ -37,9 +37,12 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 const char* point_name(TrainPoint point) {
   switch (point) {
-    case TrainPoint::StepDone: return "train.step_done";
-    case TrainPoint::BeforeMicroBatch: return "train.before_micro_batch";
-    case TrainPoint::Save: return "train.save";
+    case TrainPoint::StepDone:
+      return "train.step_done";
+    case TrainPoint::BeforeMicroBatch:
+      return "train.before_micro_batch";
+    case TrainPoint::Save:
+      return "train.save";
   }
   return "train.unknown";
 }
@@ -60,8 +63,10 @@ void fail_point(const char* point, const char* detail) {
 
 bool simulated(Simulated condition) {
   switch (condition) {
-    case Simulated::NoRenameExchange: return env_equals(EnvVar::TestNoRenameExchange, "1");
-    case Simulated::CorruptBenchResult: return env_value(EnvVar::TestBenchCorrupt) != nullptr;
+    case Simulated::NoRenameExchange:
+      return env_equals(EnvVar::TestNoRenameExchange, "1");
+    case Simulated::CorruptBenchResult:
+      return env_value(EnvVar::TestBenchCorrupt) != nullptr;
   }
   return false;
 }

@@ -14,10 +14,9 @@ void log_line(LogLevel level, const std::string& message);
 
 }  // namespace zt
 
-#define ZT_LOG(level, ...)                                                   \
-  do {                                                                       \
-    if (static_cast<int>(level) >= static_cast<int>(::zt::log_level()))      \
-      ::zt::log_line(level, ::zt::str(__VA_ARGS__));                         \
+#define ZT_LOG(level, ...)                                                                                             \
+  do {                                                                                                                 \
+    if (static_cast<int>(level) >= static_cast<int>(::zt::log_level())) ::zt::log_line(level, ::zt::str(__VA_ARGS__)); \
   } while (0)
 #define ZT_DEBUG(...) ZT_LOG(::zt::LogLevel::Debug, __VA_ARGS__)
 #define ZT_INFO(...) ZT_LOG(::zt::LogLevel::Info, __VA_ARGS__)

@@ -28,7 +28,7 @@ void set_num_threads(int64_t n, const char* source) {
 
 void init_threads_from_env() {
   const std::pair<const char*, const char*> sources[] = {{env_name(EnvVar::NumThreads), env_value(EnvVar::NumThreads)},
-                                                          {"OMP_NUM_THREADS", std::getenv("OMP_NUM_THREADS")}};
+                                                         {"OMP_NUM_THREADS", std::getenv("OMP_NUM_THREADS")}};
   for (const auto& [var, v] : sources) {
     if (v) {
       const long long n = std::atoll(v);

@@ -45,8 +45,7 @@ void fill_uniform(const Tensor& t, const Philox& rng, float low, float high) {
     using T = decltype(tag);
     T* p = static_cast<T*>(t.data());
 #pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i)
-      p[i] = store_as<T>(low + (high - low) * rng.uniform(static_cast<uint64_t>(i)));
+    for (int64_t i = 0; i < n; ++i) p[i] = store_as<T>(low + (high - low) * rng.uniform(static_cast<uint64_t>(i)));
   });
 }
 

@@ -50,8 +50,8 @@ class Philox {
       : key_{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}, stream_(stream) {}
   // Four words for block `index` of this stream.
   std::array<uint32_t, 4> block(uint64_t index) const {
-    uint32_t c[4] = {static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
-                     static_cast<uint32_t>(stream_), static_cast<uint32_t>(stream_ >> 32)};
+    uint32_t c[4] = {static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), static_cast<uint32_t>(stream_),
+                     static_cast<uint32_t>(stream_ >> 32)};
     philox4x32_10(c, key_);
     return {c[0], c[1], c[2], c[3]};
   }

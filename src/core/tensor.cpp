@@ -35,8 +35,12 @@ Tensor::Tensor(void* data, Shape shape, DType dtype, Device device, std::string 
 }
 
 Tensor::Tensor(void* data, Shape shape, Shape strides, DType dtype, Device device, std::string name)
-    : data_(data), shape_(std::move(shape)), strides_(std::move(strides)), dtype_(dtype),
-      device_(device), name_(std::move(name)) {
+    : data_(data),
+      shape_(std::move(shape)),
+      strides_(std::move(strides)),
+      dtype_(dtype),
+      device_(device),
+      name_(std::move(name)) {
   ZT_CHECK(shape_.size() == strides_.size(), "shape and strides differ in rank");
 }
 
@@ -68,8 +72,8 @@ Tensor Tensor::reshape(Shape shape) const {
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   if (d < 0) d += dim();
   ZT_CHECK(d >= 0 && d < dim(), "narrow: bad dimension");
-  ZT_CHECK(start >= 0 && length >= 0 && start + length <= shape_[d], "narrow [", start, ", ",
-           start + length, ") out of range for ", shape_str(shape_), " (", name_, ")");
+  ZT_CHECK(start >= 0 && length >= 0 && start + length <= shape_[d], "narrow [", start, ", ", start + length,
+           ") out of range for ", shape_str(shape_), " (", name_, ")");
   Shape shape = shape_;
   shape[d] = length;
   char* p = static_cast<char*>(data_) + start * strides_[d] * static_cast<int64_t>(dtype_size(dtype_));
@@ -79,8 +83,8 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
 Tensor Tensor::select(int64_t i) const {
   ZT_CHECK(dim() >= 1 && i >= 0 && i < shape_[0], "select ", i, " out of range for ", shape_str(shape_));
   char* p = static_cast<char*>(data_) + i * strides_[0] * static_cast<int64_t>(dtype_size(dtype_));
-  return Tensor(p, Shape(shape_.begin() + 1, shape_.end()), Shape(strides_.begin() + 1, strides_.end()),
-                dtype_, device_, name_);
+  return Tensor(p, Shape(shape_.begin() + 1, shape_.end()), Shape(strides_.begin() + 1, strides_.end()), dtype_,
+                device_, name_);
 }
 
 Tensor Tensor::with_name(std::string name) const {
@@ -90,8 +94,7 @@ Tensor Tensor::with_name(std::string name) const {
 }
 
 void Tensor::check_type(DType dtype) const {
-  ZT_CHECK(dtype == dtype_, "tensor '", name_, "' has dtype ", dtype_name(dtype_), ", expected ",
-           dtype_name(dtype));
+  ZT_CHECK(dtype == dtype_, "tensor '", name_, "' has dtype ", dtype_name(dtype_), ", expected ", dtype_name(dtype));
 }
 
 namespace {

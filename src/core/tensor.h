@@ -55,9 +55,9 @@ class Tensor {
   float get_f32(int64_t flat_index) const;
   void set_f32(int64_t flat_index, float value) const;
   std::vector<float> to_f32_vector() const;  // host, contiguous
-  void fill_f32(float value) const;         // host
-  void zero() const;                        // host or device, contiguous
-  void copy_from(const Tensor& src) const;  // host, same shape; converts dtype
+  void fill_f32(float value) const;          // host
+  void zero() const;                         // host or device, contiguous
+  void copy_from(const Tensor& src) const;   // host, same shape; converts dtype
 
   void check_type(DType dtype) const;
 
@@ -80,7 +80,9 @@ class OwnedTensor {
   operator const Tensor&() const { return view_; }
   const Tensor* operator->() const { return &view_; }
   template <class T>
-  T* data() const { return view_.data_as<T>(); }
+  T* data() const {
+    return view_.data_as<T>();
+  }
 
  private:
   Buffer buffer_;

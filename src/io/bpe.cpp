@@ -109,8 +109,8 @@ struct BpeModel::Cache {
 };
 
 BpeModel::BpeModel(const std::vector<std::pair<std::string, int32_t>>& vocab,
-                   const std::vector<std::pair<std::string, std::string>>& merges,
-                   BpeOptions options, const std::string& where)
+                   const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options,
+                   const std::string& where)
     : options_(std::move(options)), cache_(std::make_unique<Cache>()) {
   int32_t max_id = -1;
   for (const auto& [token, id] : vocab) {
@@ -123,8 +123,8 @@ BpeModel::BpeModel(const std::vector<std::pair<std::string, int32_t>>& vocab,
   fallback_ids_.fill(-1);
   for (const auto& [token, id] : vocab) {
     if (present_[static_cast<size_t>(id)] && id_to_token_[static_cast<size_t>(id)] != token)
-      ZT_THROW_INPUT(where, ": vocab id ", id, " is given to both '", id_to_token_[static_cast<size_t>(id)],
-                     "' and '", token, "'; each id must name one token");
+      ZT_THROW_INPUT(where, ": vocab id ", id, " is given to both '", id_to_token_[static_cast<size_t>(id)], "' and '",
+                     token, "'; each id must name one token");
     id_to_token_[static_cast<size_t>(id)] = token;
     present_[static_cast<size_t>(id)] = true;
     file_vocab_[token] = id;
@@ -144,7 +144,8 @@ BpeModel::BpeModel(const std::vector<std::pair<std::string, int32_t>>& vocab,
   if (options_.unk_token) {
     auto it = file_vocab_.find(*options_.unk_token);
     if (it == file_vocab_.end())
-      ZT_THROW_INPUT(where, ": unk_token '", *options_.unk_token, "' is not in the vocab; add it or set unk_token to null");
+      ZT_THROW_INPUT(where, ": unk_token '", *options_.unk_token,
+                     "' is not in the vocab; add it or set unk_token to null");
     unk_id_ = it->second;
   }
   pairs_ = std::make_unique<PairMap>(merges.size());
@@ -154,9 +155,12 @@ BpeModel::BpeModel(const std::vector<std::pair<std::string, int32_t>>& vocab,
     const auto& [a, b] = merges[r];
     auto ia = file_vocab_.find(a), ib = file_vocab_.find(b), iab = file_vocab_.find(a + b);
     const std::string which = str(where, ": merge #", r, " ('", a, "' + '", b, "')");
-    if (ia == file_vocab_.end()) ZT_THROW_INPUT(which, " uses '", a, "', which is not in the vocab; the merges do not belong to this vocab");
-    if (ib == file_vocab_.end()) ZT_THROW_INPUT(which, " uses '", b, "', which is not in the vocab; the merges do not belong to this vocab");
-    if (iab == file_vocab_.end()) ZT_THROW_INPUT(which, " makes '", a + b, "', which is not in the vocab; the merges do not belong to this vocab");
+    if (ia == file_vocab_.end())
+      ZT_THROW_INPUT(which, " uses '", a, "', which is not in the vocab; the merges do not belong to this vocab");
+    if (ib == file_vocab_.end())
+      ZT_THROW_INPUT(which, " uses '", b, "', which is not in the vocab; the merges do not belong to this vocab");
+    if (iab == file_vocab_.end())
+      ZT_THROW_INPUT(which, " makes '", a + b, "', which is not in the vocab; the merges do not belong to this vocab");
     pairs_->put(ia->second, ib->second, static_cast<int32_t>(r), iab->second);
   }
 }
@@ -183,8 +187,10 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<int32_t>& out)
   };
   if (options_.alphabet == Alphabet::Bytes) {
     for (unsigned char b : word) {
-      if (byte_ids_[b] >= 0) out.push_back(byte_ids_[b]);
-      else push_unk();
+      if (byte_ids_[b] >= 0)
+        out.push_back(byte_ids_[b]);
+      else
+        push_unk();
     }
     return;
   }
@@ -218,7 +224,8 @@ void BpeModel::merge(std::vector<int32_t>& ids) const {
     bool alive;
   };
   std::vector<Sym> syms(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) syms[static_cast<size_t>(i)] = {ids[static_cast<size_t>(i)], i - 1, i + 1 < n ? i + 1 : -1, true};
+  for (int i = 0; i < n; ++i)
+    syms[static_cast<size_t>(i)] = {ids[static_cast<size_t>(i)], i - 1, i + 1 < n ? i + 1 : -1, true};
   struct Item {
     int32_t rank;
     int pos;

@@ -72,8 +72,8 @@ class BpeModel {
   std::vector<bool> present_;
   std::unordered_map<std::string, int32_t> file_vocab_;  // as spelled in the file
   std::unordered_map<std::string, int32_t> word_vocab_;  // raw bytes (Bytes) or text (Chars)
-  std::array<int32_t, 256> byte_ids_{};                   // Bytes: id of each single byte, or -1
-  std::array<int32_t, 256> fallback_ids_{};               // Chars: id of <0xXX>, or -1
+  std::array<int32_t, 256> byte_ids_{};                  // Bytes: id of each single byte, or -1
+  std::array<int32_t, 256> fallback_ids_{};              // Chars: id of <0xXX>, or -1
   std::optional<int32_t> unk_id_;
   std::unique_ptr<PairMap> pairs_;
   std::unique_ptr<Cache> cache_;

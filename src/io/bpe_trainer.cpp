@@ -30,8 +30,7 @@ struct Candidate {
 };
 
 // Merges (a, b) -> id in one word, left to right; reports the pair count changes.
-void merge_word(std::vector<int32_t>& w, int32_t a, int32_t b, int32_t id,
-                std::vector<std::pair<Pair, int>>& changes) {
+void merge_word(std::vector<int32_t>& w, int32_t a, int32_t b, int32_t id, std::vector<std::pair<Pair, int>>& changes) {
   for (size_t i = 0; i + 1 < w.size(); ++i) {
     if (w[i] != a || w[i + 1] != b) continue;
     if (i > 0) {
@@ -199,8 +198,7 @@ std::string train_bpe_tokenizer_json(const std::vector<std::string>& texts, cons
   for (size_t i = 0; i < vocab.size(); ++i) v[vocab[i]] = static_cast<int32_t>(i);
   model["vocab"] = std::move(v);
   nlohmann::ordered_json m = nlohmann::ordered_json::array();
-  for (const auto& [a, b] : merges)
-    m.push_back({vocab[static_cast<size_t>(a)], vocab[static_cast<size_t>(b)]});
+  for (const auto& [a, b] : merges) m.push_back({vocab[static_cast<size_t>(a)], vocab[static_cast<size_t>(b)]});
   model["merges"] = std::move(m);
   j["model"] = std::move(model);
   return j.dump(2) + "\n";

@@ -13,7 +13,7 @@
 namespace zt::io {
 
 struct BpeTrainOptions {
-  int64_t vocab_size = 512;  // including the 256 bytes and the special tokens
+  int64_t vocab_size = 512;   // including the 256 bytes and the special tokens
   int64_t min_frequency = 2;  // pairs seen fewer times are not merged
   std::vector<std::string> special_tokens{"<|endoftext|>"};
 };

@@ -17,7 +17,8 @@ enum class Prefault { No, Yes };
 class MappedFile {
  public:
   MappedFile() = default;
-  explicit MappedFile(const std::string& path, Prefault prefault = Prefault::No);  // BadInput if absent, Io if unreadable
+  explicit MappedFile(const std::string& path,
+                      Prefault prefault = Prefault::No);  // BadInput if absent, Io if unreadable
   ~MappedFile();
   MappedFile(MappedFile&& other) noexcept;
   MappedFile& operator=(MappedFile&& other) noexcept;

@@ -37,7 +37,8 @@ bool is_jsonl(const std::string& path) { return ends_with(path, ".jsonl") || end
 // file one document per non-empty line (its `field`).
 class DocumentReader {
  public:
-  DocumentReader(std::vector<std::string> files, std::string field) : files_(std::move(files)), field_(std::move(field)) {}
+  DocumentReader(std::vector<std::string> files, std::string field)
+      : files_(std::move(files)), field_(std::move(field)) {}
 
   // Appends up to about `max_bytes` of documents; false when the input is exhausted.
   bool next_chunk(std::vector<std::string>& docs, size_t max_bytes, int64_t& bytes_read) {
@@ -157,8 +158,12 @@ class ShardSink {
 class ProgressReporter {
  public:
   ProgressReporter(Progress mode, double interval, int64_t total_bytes)
-      : enabled_(mode != Progress::Never), tty_(::isatty(2) == 1), interval_(interval), total_(total_bytes),
-        start_(Clock::now()), last_(start_) {}
+      : enabled_(mode != Progress::Never),
+        tty_(::isatty(2) == 1),
+        interval_(interval),
+        total_(total_bytes),
+        start_(Clock::now()),
+        last_(start_) {}
   void update(int64_t bytes, int64_t docs, int64_t tokens, bool final = false) {
     if (!enabled_) return;
     const auto now = Clock::now();
@@ -170,9 +175,9 @@ class ProgressReporter {
     const double mbs = elapsed > 0 ? static_cast<double>(bytes) / 1e6 / elapsed : 0.0;
     const double eta = frac > 0 && frac < 1 ? elapsed * (1 - frac) / frac : 0.0;
     char line[256];
-    std::snprintf(line, sizeof line, "%5.1f%% %.1f/%.1f MB, %lld docs, %lld tokens, %.1f MB/s, ETA %.0f s",
-                  100 * frac, static_cast<double>(bytes) / 1e6, static_cast<double>(total_) / 1e6,
-                  static_cast<long long>(docs), static_cast<long long>(tokens), mbs, eta);
+    std::snprintf(line, sizeof line, "%5.1f%% %.1f/%.1f MB, %lld docs, %lld tokens, %.1f MB/s, ETA %.0f s", 100 * frac,
+                  static_cast<double>(bytes) / 1e6, static_cast<double>(total_) / 1e6, static_cast<long long>(docs),
+                  static_cast<long long>(tokens), mbs, eta);
     if (tty_) {
       constexpr int kWidth = 30;
       const int filled = static_cast<int>(frac * kWidth);
@@ -226,7 +231,8 @@ std::vector<std::string> list_prepare_inputs(const std::vector<std::string>& inp
 PrepareSummary prepare_dataset(const PrepareOptions& o, const Tokenizer& tokenizer) {
   const auto start = Clock::now();
   if (o.output_dir.empty()) ZT_THROW_INPUT("prepare: an output directory is needed (--out DIR)");
-  if (o.shard_size < 1) ZT_THROW_INPUT("prepare: --shard-size must be a positive number of tokens (got ", o.shard_size, ")");
+  if (o.shard_size < 1)
+    ZT_THROW_INPUT("prepare: --shard-size must be a positive number of tokens (got ", o.shard_size, ")");
   if (!(o.val_fraction >= 0.0 && o.val_fraction < 1.0))
     ZT_THROW_INPUT("prepare: --val-fraction must be in [0, 1) (got ", o.val_fraction, ")");
   const int64_t vocab = tokenizer.vocab_size();
@@ -269,9 +275,8 @@ PrepareSummary prepare_dataset(const PrepareOptions& o, const Tokenizer& tokeniz
     for (auto& doc : ids) {
       const int64_t d = s.documents++;
       // The epsilon keeps k * 0.1 == integer exact despite binary rounding.
-      const bool is_val = o.val_fraction > 0 &&
-                          std::floor(static_cast<double>(d + 1) * o.val_fraction + 1e-9) >
-                              std::floor(static_cast<double>(d) * o.val_fraction + 1e-9);
+      const bool is_val = o.val_fraction > 0 && std::floor(static_cast<double>(d + 1) * o.val_fraction + 1e-9) >
+                                                    std::floor(static_cast<double>(d) * o.val_fraction + 1e-9);
       ShardSink& sink = is_val ? val : train;
       (is_val ? s.val_documents : s.train_documents)++;
       if (eos >= 0) sink.push(static_cast<int32_t>(eos));
@@ -291,19 +296,21 @@ PrepareSummary prepare_dataset(const PrepareOptions& o, const Tokenizer& tokeniz
   s.val_tokens = val.tokens();
 
   // A manifest for people and tools; the shards are self-describing without it.
-  nlohmann::json manifest = {{"format", "zerotrain-tokens-v1"},
-                             {"tokenizer", tokenizer.kind()},
-                             {"vocab_size", vocab},
-                             {"eos_id", eos},
-                             {"documents", s.documents},
-                             {"train", {{"documents", s.train_documents}, {"tokens", s.train_tokens}, {"shards", train.names()}}},
-                             {"val", {{"documents", s.val_documents}, {"tokens", s.val_tokens}, {"shards", val.names()}}},
-                             {"shard_size", o.shard_size},
-                             {"val_fraction", o.val_fraction},
-                             {"input_bytes", s.bytes}};
+  nlohmann::json manifest = {
+      {"format", "zerotrain-tokens-v1"},
+      {"tokenizer", tokenizer.kind()},
+      {"vocab_size", vocab},
+      {"eos_id", eos},
+      {"documents", s.documents},
+      {"train", {{"documents", s.train_documents}, {"tokens", s.train_tokens}, {"shards", train.names()}}},
+      {"val", {{"documents", s.val_documents}, {"tokens", s.val_tokens}, {"shards", val.names()}}},
+      {"shard_size", o.shard_size},
+      {"val_fraction", o.val_fraction},
+      {"input_bytes", s.bytes}};
   const std::string text = manifest.dump(2) + "\n";
   write_file_atomic(staging.file("dataset.json"), [&](std::FILE* f) {
-    if (std::fwrite(text.data(), 1, text.size(), f) != text.size()) ZT_THROW_IO(staging.file("dataset.json"), ": write failed");
+    if (std::fwrite(text.data(), 1, text.size(), f) != text.size())
+      ZT_THROW_IO(staging.file("dataset.json"), ": write failed");
   });
   staging.commit([](const std::string& name) {
     const bool ours = name == "dataset.json" ||

@@ -21,7 +21,7 @@ class Tokenizer;
 enum class Progress { Auto, Never };  // Auto: a bar on a terminal, else a line every interval
 
 struct PrepareOptions {
-  std::vector<std::string> inputs;   // files (.txt / any text, .jsonl / .json lines) or directories
+  std::vector<std::string> inputs;  // files (.txt / any text, .jsonl / .json lines) or directories
   std::string output_dir;
   std::string jsonl_field = "text";  // the field holding the document in JSONL records
   int64_t shard_size = 100'000'000;  // tokens per shard

@@ -7,8 +7,7 @@
 
 namespace zt::io {
 
-const char* const kGpt2Regex =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+const char* const kGpt2Regex = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 const char* const kLlama3Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 const char* const kQwen2Regex =
@@ -101,8 +100,7 @@ size_t match_llama3(std::string_view s, size_t i, int max_digits) {
   if (c.cls == CodePointClass::Letter) return run_of(s, i + c.len, CodePointClass::Letter);
   if (c.cp != '\r' && c.cp != '\n' && c.cls != CodePointClass::Number && i + c.len < n) {
     const Char next = char_at(s, i + c.len);
-    if (next.cls == CodePointClass::Letter)
-      return run_of(s, i + c.len + next.len, CodePointClass::Letter);
+    if (next.cls == CodePointClass::Letter) return run_of(s, i + c.len + next.len, CodePointClass::Letter);
   }
   // `\p{N}{1,3}` (Llama-3) or `\p{N}` (Qwen2)
   if (c.cls == CodePointClass::Number) {
@@ -196,24 +194,30 @@ void apply_behavior(std::string_view piece, const std::vector<std::pair<size_t, 
       break;
     case SplitBehavior::MergedWithPrevious:
       for (const Part& p : parts) {
-        if (p.is_match && !previous_match && !merged.empty()) merged.back().e = p.e;
-        else merged.push_back(p);
+        if (p.is_match && !previous_match && !merged.empty())
+          merged.back().e = p.e;
+        else
+          merged.push_back(p);
         previous_match = p.is_match;
       }
       break;
     case SplitBehavior::MergedWithNext:
       for (size_t k = parts.size(); k-- > 0;) {
         const Part& p = parts[k];
-        if (p.is_match && !previous_match && !merged.empty()) merged.back().b = p.b;
-        else merged.push_back(p);
+        if (p.is_match && !previous_match && !merged.empty())
+          merged.back().b = p.b;
+        else
+          merged.push_back(p);
         previous_match = p.is_match;
       }
       std::reverse(merged.begin(), merged.end());
       break;
     case SplitBehavior::Contiguous:
       for (const Part& p : parts) {
-        if (p.is_match == previous_match && !merged.empty()) merged.back().e = p.e;
-        else merged.push_back(p);
+        if (p.is_match == previous_match && !merged.empty())
+          merged.back().e = p.e;
+        else
+          merged.push_back(p);
         previous_match = p.is_match;
       }
       break;
@@ -226,16 +230,17 @@ void apply_behavior(std::string_view piece, const std::vector<std::pair<size_t, 
 
 size_t match_known_regex(KnownRegex re, std::string_view text, size_t i) {
   switch (re) {
-    case KnownRegex::Gpt2: return match_gpt2(text, i);
-    case KnownRegex::Llama3: return match_llama3(text, i, 3);
-    case KnownRegex::Qwen2: return match_llama3(text, i, 1);
+    case KnownRegex::Gpt2:
+      return match_gpt2(text, i);
+    case KnownRegex::Llama3:
+      return match_llama3(text, i, 3);
+    case KnownRegex::Qwen2:
+      return match_llama3(text, i, 1);
   }
   return text.size();
 }
 
-std::unique_ptr<Matcher> make_known_regex_matcher(KnownRegex re) {
-  return std::make_unique<KnownRegexMatcher>(re);
-}
+std::unique_ptr<Matcher> make_known_regex_matcher(KnownRegex re) { return std::make_unique<KnownRegexMatcher>(re); }
 std::unique_ptr<Matcher> make_literal_matcher(std::string literal) {
   return std::make_unique<LiteralMatcher>(std::move(literal));
 }

@@ -58,8 +58,7 @@ class PreTokenizer {
   explicit PreTokenizer(std::vector<PreTokenizerStep> steps) : steps_(std::move(steps)) {}
   bool empty() const { return steps_.empty(); }
   // Cuts `text` into pieces (views into `text` or into strings kept in `storage`).
-  void run(std::string_view text, std::vector<std::string_view>& pieces,
-           std::deque<std::string>& storage) const;
+  void run(std::string_view text, std::vector<std::string_view>& pieces, std::deque<std::string>& storage) const;
 
  private:
   std::vector<PreTokenizerStep> steps_;

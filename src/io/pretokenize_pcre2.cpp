@@ -23,8 +23,8 @@ class Pcre2Matcher final : public Matcher {
   Pcre2Matcher(const std::string& pattern, const std::string& where) {
     int error = 0;
     PCRE2_SIZE offset = 0;
-    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                          PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
+    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP, &error,
+                          &offset, nullptr);
     if (!code_) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(error, message, sizeof(message));
@@ -43,8 +43,8 @@ class Pcre2Matcher final : public Matcher {
         pcre2_match_data_create_from_pattern(code_, nullptr), &pcre2_match_data_free);
     size_t pos = 0;
     while (pos <= text.size()) {
-      const int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), pos,
-                                 PCRE2_NO_UTF_CHECK, data.get(), nullptr);
+      const int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), pos, PCRE2_NO_UTF_CHECK,
+                                 data.get(), nullptr);
       if (rc < 0) break;
       const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(data.get());
       const size_t b = ov[0], e = ov[1];

@@ -28,12 +28,12 @@ struct DtypeEntry {
   DType dtype;
 };
 constexpr DtypeEntry kDtypes[] = {
-    {"F32", 32, true, DType::F32},   {"BF16", 16, true, DType::BF16},  {"F16", 16, true, DType::F16},
-    {"I32", 32, true, DType::I32},   {"I64", 64, true, DType::I64},    {"F64", 64, false, DType::F32},
-    {"I16", 16, false, DType::F32},  {"I8", 8, false, DType::F32},     {"U8", 8, false, DType::F32},
-    {"BOOL", 8, false, DType::F32},  {"U16", 16, false, DType::F32},   {"U32", 32, false, DType::F32},
-    {"U64", 64, false, DType::F32},  {"F8_E4M3", 8, false, DType::F32}, {"F8_E5M2", 8, false, DType::F32},
-    {"F8_E8M0", 8, false, DType::F32}, {"F4", 4, false, DType::F32},   {"F6_E2M3", 6, false, DType::F32},
+    {"F32", 32, true, DType::F32},     {"BF16", 16, true, DType::BF16},   {"F16", 16, true, DType::F16},
+    {"I32", 32, true, DType::I32},     {"I64", 64, true, DType::I64},     {"F64", 64, false, DType::F32},
+    {"I16", 16, false, DType::F32},    {"I8", 8, false, DType::F32},      {"U8", 8, false, DType::F32},
+    {"BOOL", 8, false, DType::F32},    {"U16", 16, false, DType::F32},    {"U32", 32, false, DType::F32},
+    {"U64", 64, false, DType::F32},    {"F8_E4M3", 8, false, DType::F32}, {"F8_E5M2", 8, false, DType::F32},
+    {"F8_E8M0", 8, false, DType::F32}, {"F4", 4, false, DType::F32},      {"F6_E2M3", 6, false, DType::F32},
     {"F6_E3M2", 6, false, DType::F32},
 };
 
@@ -47,11 +47,16 @@ const DtypeEntry* find_dtype(const std::string& name) {
 // Larger dtypes first keeps every tensor naturally aligned.
 int write_rank(DType dtype) {
   switch (dtype) {
-    case DType::I64: return 4;
-    case DType::F32: return 3;
-    case DType::I32: return 2;
-    case DType::BF16: return 1;
-    case DType::F16: return 0;
+    case DType::I64:
+      return 4;
+    case DType::F32:
+      return 3;
+    case DType::I32:
+      return 2;
+    case DType::BF16:
+      return 1;
+    case DType::F16:
+      return 0;
   }
   return 0;
 }
@@ -103,8 +108,7 @@ SafetensorsReader::SafetensorsReader(const std::string& path, Prefault prefault)
   json header;
   try {
     json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
-      if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
-          depth > 8)
+      if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) && depth > 8)
         throw HeaderViolation{"JSON nested too deeply"};
       if (event == json::parse_event_t::object_start) keys.emplace_back();
       if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
@@ -132,15 +136,13 @@ SafetensorsReader::SafetensorsReader(const std::string& path, Prefault prefault)
       if (!v.is_object()) ZT_THROW_INPUT(p, ": '__metadata__' must be an object of strings");
       for (auto m = v.begin(); m != v.end(); ++m) {
         if (!m.value().is_string())
-          ZT_THROW_INPUT(p, ": '__metadata__' value for '", m.key(), "' must be a string (got ",
-                         m.value().type_name(), ")");
+          ZT_THROW_INPUT(p, ": '__metadata__' value for '", m.key(), "' must be a string (got ", m.value().type_name(),
+                         ")");
         metadata_[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
-    auto bad = [&](const std::string& what) -> void {
-      ZT_THROW_INPUT(p, ": tensor '", name, "': ", what);
-    };
+    auto bad = [&](const std::string& what) -> void { ZT_THROW_INPUT(p, ": tensor '", name, "': ", what); };
     if (!v.is_object()) bad(str("entry must be an object (got ", v.type_name(), ")"));
     TensorInfo info;
     info.name = name;
@@ -171,8 +173,7 @@ SafetensorsReader::SafetensorsReader(const std::string& path, Prefault prefault)
     const uint64_t nbytes = bits / 8;
     // data_offsets
     auto o = v.find("data_offsets");
-    if (o == v.end() || !o->is_array() || o->size() != 2 || !as_u64((*o)[0], info.begin) ||
-        !as_u64((*o)[1], info.end))
+    if (o == v.end() || !o->is_array() || o->size() != 2 || !as_u64((*o)[0], info.begin) || !as_u64((*o)[1], info.end))
       bad("'data_offsets' must be [begin, end] with non-negative integers");
     if (info.end < info.begin) bad(str("data_offsets [", info.begin, ", ", info.end, "] end before begin"));
     if (info.end - info.begin != nbytes)
@@ -201,8 +202,7 @@ SafetensorsReader::SafetensorsReader(const std::string& path, Prefault prefault)
     if (t->begin > covered)
       ZT_THROW_INPUT(p, ": tensor '", t->name, "' starts at data byte ", t->begin, " but ",
                      prev ? str("tensor '", prev->name, "' ends at ", covered) : std::string("the data starts at 0"),
-                     ": a gap of ", t->begin - covered,
-                     " bytes (corrupt file; safetensors data must be contiguous)");
+                     ": a gap of ", t->begin - covered, " bytes (corrupt file; safetensors data must be contiguous)");
     covered = t->end;
     prev = t;
   }
@@ -237,11 +237,16 @@ Tensor SafetensorsReader::tensor(const std::string& name) const {
 
 const char* safetensors_dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::F32: return "F32";
-    case DType::BF16: return "BF16";
-    case DType::F16: return "F16";
-    case DType::I32: return "I32";
-    case DType::I64: return "I64";
+    case DType::F32:
+      return "F32";
+    case DType::BF16:
+      return "BF16";
+    case DType::F16:
+      return "F16";
+    case DType::I32:
+      return "I32";
+    case DType::I64:
+      return "I64";
   }
   return "?";
 }
@@ -303,9 +308,8 @@ void write_safetensors(const std::string& path, const std::vector<TensorSource>&
     const TensorSource& t = tensors[i];
     const size_t nbytes = static_cast<size_t>(shape_numel(t.shape)) * dtype_size(t.dtype);
     max_bytes = std::max(max_bytes, nbytes);
-    header[t.name] = {{"dtype", safetensors_dtype_name(t.dtype)},
-                      {"shape", t.shape},
-                      {"data_offsets", {offset, offset + nbytes}}};
+    header[t.name] = {
+        {"dtype", safetensors_dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
   }
   std::string text;

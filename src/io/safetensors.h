@@ -39,8 +39,8 @@ constexpr uint64_t kMaxSafetensorsHeader = 100ull * 1024 * 1024;
 
 struct TensorInfo {
   std::string name;
-  std::string dtype_name;  // as in the file: "F32", "BF16", ...
-  bool supported = false;  // dtype is one of F32, BF16, F16, I32, I64
+  std::string dtype_name;    // as in the file: "F32", "BF16", ...
+  bool supported = false;    // dtype is one of F32, BF16, F16, I32, I64
   DType dtype = DType::F32;  // meaningful when supported
   Shape shape;
   uint64_t begin = 0;  // byte offsets relative to the data region

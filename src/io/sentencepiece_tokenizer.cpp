@@ -71,7 +71,8 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& path) {
 #else
 
 std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& path) {
-  ZT_THROW_UNSUPPORTED(path, ": this zerotrain was built without SentencePiece; install "
+  ZT_THROW_UNSUPPORTED(path,
+                       ": this zerotrain was built without SentencePiece; install "
                        "libsentencepiece-dev and rebuild, or use the model's tokenizer.json");
 }
 

@@ -40,7 +40,12 @@ class MappedShard final : public TokenShard {
  public:
   MappedShard(MappedFile file, ShardFormat format, uint64_t offset, int width, int64_t count, int64_t vocab,
               int64_t eos)
-      : file_(std::move(file)), format_(format), offset_(offset), width_(width), count_(count), vocab_(vocab),
+      : file_(std::move(file)),
+        format_(format),
+        offset_(offset),
+        width_(width),
+        count_(count),
+        vocab_(vocab),
         eos_(eos) {}
   int64_t size() const override { return count_; }
   int32_t at(int64_t i) const override {
@@ -59,7 +64,8 @@ class MappedShard final : public TokenShard {
       for (int64_t i = 0; i < n; ++i) {
         const uint32_t v = le32(p + 4 * i);
         if (v > static_cast<uint32_t>(INT32_MAX))
-          ZT_THROW_INPUT(file_.path(), ": token ", start + i, " has id ", v, ", beyond the int32 range (corrupt shard)");
+          ZT_THROW_INPUT(file_.path(), ": token ", start + i, " has id ", v,
+                         ", beyond the int32 range (corrupt shard)");
         out[i] = static_cast<int32_t>(v);
       }
     }
@@ -105,9 +111,8 @@ std::unique_ptr<TokenShard> open_token_shard(const std::string& path) {
     if (count > data / width || count * width != data)
       ZT_THROW_INPUT(path, ": header says ", count, " tokens (", count * width, " bytes) but the file holds ", data,
                      " bytes of tokens: the shard is truncated or corrupt; re-create it with `zerotrain prepare`");
-    return std::make_unique<MappedShard>(std::move(file), ShardFormat::Zerotrain, kHeaderBytes,
-                                         static_cast<int>(width), static_cast<int64_t>(count),
-                                         static_cast<int64_t>(vocab), eos);
+    return std::make_unique<MappedShard>(std::move(file), ShardFormat::Zerotrain, kHeaderBytes, static_cast<int>(width),
+                                         static_cast<int64_t>(count), static_cast<int64_t>(vocab), eos);
   }
   if (size >= 4 && static_cast<int32_t>(le32(d)) == kLlmcMagic) {
     if (size < kLlmcHeaderBytes)
@@ -140,7 +145,8 @@ std::vector<std::string> list_token_shards(const std::string& pattern) {
       if (name.empty() || name[0] == '.' || !ends_with(name, ".bin") || !e.is_regular_file(ec)) continue;
       out.push_back(e.path().string());
     }
-    if (out.empty()) ZT_THROW_INPUT(pattern, ": directory holds no .bin token shards (make them with `zerotrain prepare`)");
+    if (out.empty())
+      ZT_THROW_INPUT(pattern, ": directory holds no .bin token shards (make them with `zerotrain prepare`)");
   } else if (fs::exists(pattern, ec)) {
     out.push_back(pattern);
   } else {
@@ -171,7 +177,8 @@ void write_token_shard(const std::string& path, const int32_t* ids, int64_t n, i
   put64(header + 32, static_cast<uint64_t>(eos_id));
   write_file_atomic(path, [&](std::FILE* f) {
     auto put = [&](const void* p, size_t bytes) {
-      if (bytes && std::fwrite(p, 1, bytes, f) != bytes) ZT_THROW_IO(path, ": write failed (", std::strerror(errno), ")");
+      if (bytes && std::fwrite(p, 1, bytes, f) != bytes)
+        ZT_THROW_IO(path, ": write failed (", std::strerror(errno), ")");
     };
     put(header, sizeof header);
     std::vector<uint8_t> buf;
@@ -249,7 +256,8 @@ BatchLoader::BatchLoader(std::vector<std::string> shard_paths, int64_t micro_bat
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   if (shard_paths.empty()) ZT_THROW_INPUT("no token shards given");
-  if (micro_batch < 1 || seq_len < 1) ZT_THROW_INPUT("batch size (", micro_batch, ") and sequence length (", seq_len, ") must be positive");
+  if (micro_batch < 1 || seq_len < 1)
+    ZT_THROW_INPUT("batch size (", micro_batch, ") and sequence length (", seq_len, ") must be positive");
   if (world_size < 1 || rank < 0 || rank >= world_size)
     ZT_THROW_INPUT("rank ", rank, " is outside the world of ", world_size, " processes");
   m.B = micro_batch;

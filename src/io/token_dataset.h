@@ -26,7 +26,7 @@ enum class ShardFormat { Zerotrain, LlmC, RawU16 };
 class TokenShard {
  public:
   virtual ~TokenShard() = default;
-  virtual int64_t size() const = 0;                 // tokens
+  virtual int64_t size() const = 0;  // tokens
   virtual int32_t at(int64_t i) const = 0;
   // Copies tokens [start, start + n) into out.
   virtual void read(int64_t start, int64_t n, int32_t* out) const = 0;

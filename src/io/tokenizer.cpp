@@ -44,7 +44,8 @@ void apply_tokenizer_config(const std::string& dir, BpeSpec& spec) {
   for (auto [key, target] : {std::pair{"bos_token", &spec.bos_token}, std::pair{"eos_token", &spec.eos_token}}) {
     auto it = j.find(key);
     if (it == j.end()) continue;
-    if (it->is_string()) *target = it->get<std::string>();
+    if (it->is_string())
+      *target = it->get<std::string>();
     else if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
       *target = (*it)["content"].get<std::string>();
   }
@@ -74,7 +75,8 @@ std::unique_ptr<Tokenizer> load_json(const std::string& path) {
 std::unique_ptr<Tokenizer> load_vocab(const std::string& vocab_path) {
   const std::string merges = dir_of(vocab_path) + "/merges.txt";
   if (!is_file(merges))
-    ZT_THROW_INPUT(vocab_path, ": merges.txt not found beside it (", merges, "); GPT-2 style tokenizers need both files");
+    ZT_THROW_INPUT(vocab_path, ": merges.txt not found beside it (", merges,
+                   "); GPT-2 style tokenizers need both files");
   BpeSpec spec = parse_gpt2_files(vocab_path, merges);
   apply_tokenizer_config(dir_of(vocab_path), spec);
   return make_bpe_tokenizer(std::move(spec));
@@ -107,7 +109,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   if (ends_with(path, ".model")) return load_sentencepiece(path);
   if (ends_with(path, "vocab.json")) return load_vocab(path);
   if (ends_with(path, ".json")) return load_json(path);
-  ZT_THROW_INPUT(path, ": unknown tokenizer file; pass a tokenizer.json, vocab.json (with merges.txt), "
+  ZT_THROW_INPUT(path,
+                 ": unknown tokenizer file; pass a tokenizer.json, vocab.json (with merges.txt), "
                  "a SentencePiece .model, or a directory holding one");
 }
 

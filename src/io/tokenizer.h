@@ -19,7 +19,7 @@ class Tokenizer {
   virtual int32_t bos_id() const = 0;      // -1 when none
   virtual int32_t eos_id() const = 0;      // -1 when none
   virtual std::string token(int32_t id) const = 0;
-  virtual std::string kind() const = 0;    // "bpe", "sentencepiece", "bytes"
+  virtual std::string kind() const = 0;  // "bpe", "sentencepiece", "bytes"
 };
 
 // `path` is a tokenizer.json, a .model file, a vocab.json (merges.txt beside it), or a

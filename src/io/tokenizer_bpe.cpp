@@ -20,9 +20,8 @@ class AddedTokenMatcher {
     if (t->content.empty()) return;
     tokens_.push_back(t);
     first_[static_cast<unsigned char>(t->content[0])] = true;
-    std::stable_sort(tokens_.begin(), tokens_.end(), [](const AddedToken* a, const AddedToken* b) {
-      return a->content.size() > b->content.size();
-    });
+    std::stable_sort(tokens_.begin(), tokens_.end(),
+                     [](const AddedToken* a, const AddedToken* b) { return a->content.size() > b->content.size(); });
   }
   bool empty() const { return tokens_.empty(); }
   // First match at or after `from`: (begin, token), or token == nullptr.
@@ -102,7 +101,8 @@ void split_added(std::string_view s, const AddedTokenMatcher& m, std::vector<Seg
 class BpeTokenizer final : public Tokenizer {
  public:
   explicit BpeTokenizer(BpeSpec spec)
-      : spec_(std::move(spec)), model_(spec_.vocab, spec_.merges, spec_.options, spec_.where),
+      : spec_(std::move(spec)),
+        model_(spec_.vocab, spec_.merges, spec_.options, spec_.where),
         pre_(spec_.pre_tokenizer) {
     int64_t size = model_.size();
     for (const AddedToken& t : spec_.added) {
@@ -197,9 +197,7 @@ class BpeTokenizer final : public Tokenizer {
   std::string kind() const override { return "bpe"; }
 
  private:
-  bool has_normalizer() const {
-    return !spec_.normalizer_prepend.empty() || !spec_.normalizer_replace.empty();
-  }
+  bool has_normalizer() const { return !spec_.normalizer_prepend.empty() || !spec_.normalizer_replace.empty(); }
   std::string normalize(std::string_view s) const {
     std::string out(s);
     if (!spec_.normalizer_prepend.empty() && !out.empty()) out = spec_.normalizer_prepend + out;
@@ -224,7 +222,8 @@ class BpeTokenizer final : public Tokenizer {
   }
   void check_id(int32_t id, const char* key) const {
     if (id < 0 || id >= vocab_size_ || (!added_by_id_[static_cast<size_t>(id)] && !model_.has_id(id)))
-      ZT_THROW_INPUT(spec_.where, ": ", key, " uses token id ", id, ", which is neither in the vocab nor an added token");
+      ZT_THROW_INPUT(spec_.where, ": ", key, " uses token id ", id,
+                     ", which is neither in the vocab nor an added token");
   }
   // What HF's ByteLevel decoder makes of one token.
   std::string decode_piece(const std::string& tok) const {
@@ -280,8 +279,6 @@ class BpeTokenizer final : public Tokenizer {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> make_bpe_tokenizer(BpeSpec spec) {
-  return std::make_unique<BpeTokenizer>(std::move(spec));
-}
+std::unique_ptr<Tokenizer> make_bpe_tokenizer(BpeSpec spec) { return std::make_unique<BpeTokenizer>(std::move(spec)); }
 
 }  // namespace zt::io

@@ -22,8 +22,8 @@ struct AddedToken {
 };
 
 enum class DecoderKind {
-  None,       // tokens joined with spaces (HF without a decoder)
-  ByteLevel,  // byte map back to bytes, then lossy UTF-8
+  None,           // tokens joined with spaces (HF without a decoder)
+  ByteLevel,      // byte map back to bytes, then lossy UTF-8
   SentencePiece,  // Replace '▁' -> ' ', ByteFallback, Fuse, Strip(' ', 1, 0) as Llama-2's
 };
 
@@ -39,7 +39,7 @@ struct BpeSpec {
   std::vector<std::pair<std::string, std::string>> normalizer_replace;
   DecoderKind decoder = DecoderKind::ByteLevel;
   std::vector<int32_t> post_prefix, post_suffix;  // special token ids around one sequence
-  std::string bos_token, eos_token;                   // "" when unknown
+  std::string bos_token, eos_token;               // "" when unknown
 };
 
 std::unique_ptr<Tokenizer> make_bpe_tokenizer(BpeSpec spec);

@@ -54,7 +54,8 @@ void parse_model(const json& model, const std::string& ctx, BpeSpec& spec) {
   if (!model.is_object()) ZT_THROW_INPUT(ctx, ": expected an object, got ", type_name(model));
   auto t = model.find("type");
   if (t != model.end() && !(t->is_string() && t->get<std::string>() == "BPE"))
-    ZT_THROW_UNSUPPORTED(ctx, ".type is ", t->dump(), "; zerotrain reads BPE tokenizer.json files "
+    ZT_THROW_UNSUPPORTED(ctx, ".type is ", t->dump(),
+                         "; zerotrain reads BPE tokenizer.json files "
                          "(for SentencePiece models pass the tokenizer.model file)");
   const json& vocab = need(model, "vocab", ctx);
   if (!vocab.is_object()) ZT_THROW_INPUT(ctx, ".vocab: expected an object {token: id}, got ", type_name(vocab));
@@ -99,7 +100,8 @@ SplitBehavior parse_behavior(const std::string& s, const std::string& ctx) {
   if (s == "MergedWithPrevious") return SplitBehavior::MergedWithPrevious;
   if (s == "MergedWithNext") return SplitBehavior::MergedWithNext;
   if (s == "Contiguous") return SplitBehavior::Contiguous;
-  ZT_THROW_INPUT(ctx, ".behavior '", s, "' is not one of Isolated, Removed, MergedWithPrevious, MergedWithNext, Contiguous");
+  ZT_THROW_INPUT(ctx, ".behavior '", s,
+                 "' is not one of Isolated, Removed, MergedWithPrevious, MergedWithNext, Contiguous");
 }
 
 void parse_pre_tokenizer(const json& p, const std::string& ctx, BpeSpec& spec, bool& byte_level) {
@@ -149,7 +151,8 @@ void parse_normalizer(const json& n, const std::string& ctx, BpeSpec& spec) {
     const json& pattern = need(n, "pattern", ctx);
     if (!pattern.is_object() || !pattern.contains("String"))
       ZT_THROW_UNSUPPORTED(ctx, ".pattern: only {\"String\": ...} replacements are supported, got ", pattern.dump());
-    spec.normalizer_replace.emplace_back(get_string(pattern, "String", ctx + ".pattern"), get_string(n, "content", ctx));
+    spec.normalizer_replace.emplace_back(get_string(pattern, "String", ctx + ".pattern"),
+                                         get_string(n, "content", ctx));
   } else {
     ZT_THROW_UNSUPPORTED(ctx, ".type '", type, "' is not supported (null, Prepend, Replace, Sequence are)");
   }
@@ -170,7 +173,9 @@ void parse_decoder(const json& d, const std::string& ctx, BpeSpec& spec) {
     const json& list = need(d, "decoders", ctx);
     std::string types;
     if (list.is_array())
-      for (const json& e : list) types += (e.is_object() && e.contains("type") && e["type"].is_string() ? e["type"].get<std::string>() : "?") + ",";
+      for (const json& e : list)
+        types +=
+            (e.is_object() && e.contains("type") && e["type"].is_string() ? e["type"].get<std::string>() : "?") + ",";
     if (types == "Replace,ByteFallback,Fuse,Strip," || types == "Replace,ByteFallback,Fuse,") {
       spec.decoder = DecoderKind::SentencePiece;
       return;
@@ -205,7 +210,8 @@ void parse_post_processor(const json& p, const std::string& ctx, BpeSpec& spec) 
     return;
   }
   if (type != "TemplateProcessing")
-    ZT_THROW_UNSUPPORTED(ctx, ".type '", type, "' is not supported (TemplateProcessing, ByteLevel, RobertaProcessing, BertProcessing)");
+    ZT_THROW_UNSUPPORTED(ctx, ".type '", type,
+                         "' is not supported (TemplateProcessing, ByteLevel, RobertaProcessing, BertProcessing)");
   const json& single = need(p, "single", ctx);
   const json& specials = need(p, "special_tokens", ctx);
   if (!single.is_array()) ZT_THROW_INPUT(ctx, ".single: expected a list, got ", type_name(single));
@@ -255,7 +261,8 @@ BpeSpec parse_tokenizer_json(const std::string& text, const std::string& path) {
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {
-    ZT_THROW_INPUT(path, ": not valid JSON (", e.what(), "); a HF tokenizer.json is expected "
+    ZT_THROW_INPUT(path, ": not valid JSON (", e.what(),
+                   "); a HF tokenizer.json is expected "
                    "(re-save it with tokenizer.save() or re-download it)");
   }
   if (!j.is_object()) ZT_THROW_INPUT(path, ": expected a JSON object, got ", type_name(j));

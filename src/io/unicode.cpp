@@ -56,8 +56,8 @@ CodePointClass classify(uint32_t cp) {
   if (cp < 0x10000) return bmp_table()[cp];
   const CodePointRange* begin = kCodePointRanges;
   const CodePointRange* end = kCodePointRanges + kNumCodePointRanges;
-  const CodePointRange* it = std::upper_bound(
-      begin, end, cp, [](uint32_t c, const CodePointRange& r) { return c < r.first; });
+  const CodePointRange* it =
+      std::upper_bound(begin, end, cp, [](uint32_t c, const CodePointRange& r) { return c < r.first; });
   if (it == begin) return CodePointClass::Other;
   --it;
   return cp <= it->last ? it->cls : CodePointClass::Other;

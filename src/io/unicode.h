@@ -26,10 +26,19 @@ inline bool is_space(uint32_t cp) { return classify(cp) == CodePointClass::Space
 // Decodes the code point at s[i] of VALID UTF-8 (see to_valid_utf8) and its byte length.
 inline uint32_t decode_at(std::string_view s, size_t i, size_t* len) {
   const auto b0 = static_cast<unsigned char>(s[i]);
-  if (b0 < 0x80) { *len = 1; return b0; }
+  if (b0 < 0x80) {
+    *len = 1;
+    return b0;
+  }
   auto cont = [&](size_t k) { return static_cast<uint32_t>(static_cast<unsigned char>(s[i + k]) & 0x3F); };
-  if (b0 < 0xE0) { *len = 2; return ((b0 & 0x1Fu) << 6) | cont(1); }
-  if (b0 < 0xF0) { *len = 3; return ((b0 & 0x0Fu) << 12) | (cont(1) << 6) | cont(2); }
+  if (b0 < 0xE0) {
+    *len = 2;
+    return ((b0 & 0x1Fu) << 6) | cont(1);
+  }
+  if (b0 < 0xF0) {
+    *len = 3;
+    return ((b0 & 0x0Fu) << 12) | (cont(1) << 6) | cont(2);
+  }
   *len = 4;
   return ((b0 & 0x07u) << 18) | (cont(1) << 12) | (cont(2) << 6) | cont(3);
 }

@@ -167,8 +167,8 @@ void embed_forward(const ModelConfig& c, const UnitWeights& embed, const Tensor&
 }
 
 void embed_backward(const ModelConfig& c, const UnitWeights& g, const Tensor& dx, const Tensor& tokens) {
-  ops::embedding_backward(g[F::TokenEmbedding], c.position == PositionKind::Learned ? g[F::PositionEmbedding] : Tensor(),
-                          dx, tokens);
+  ops::embedding_backward(g[F::TokenEmbedding],
+                          c.position == PositionKind::Learned ? g[F::PositionEmbedding] : Tensor(), dx, tokens);
 }
 
 void final_norm_forward(const ModelConfig& c, const UnitWeights& head, const Tensor& out, const Tensor& mean,

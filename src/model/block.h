@@ -30,8 +30,8 @@ struct BlockActivations {
   Tensor att;                 // [N, Hq D]
   Tensor lse;                 // [B, Hq, T]; written only without a cache
   Tensor ln2_mean, ln2_rstd;
-  Tensor fc;                  // Gelu: pre-GELU [N, F]; GatedSilu: [gate | up] [N, 2F]
-  Tensor act;                 // [N, F]
+  Tensor fc;   // Gelu: pre-GELU [N, F]; GatedSilu: [gate | up] [N, 2F]
+  Tensor act;  // [N, F]
 };
 
 // Shared scratch: the normalised branch input (recomputed by the backward from the saved
@@ -60,8 +60,8 @@ Philox dropout_rng(uint64_t seed, uint64_t step, int layer, int site);
 
 struct BlockCall {
   int layer = 0;
-  int64_t batch = 0, tokens = 0;  // B, T: rows are B * T tokens
-  int64_t start = 0;              // position of the first token (tokens already in the cache)
+  int64_t batch = 0, tokens = 0;         // B, T: rows are B * T tokens
+  int64_t start = 0;                     // position of the first token (tokens already in the cache)
   const ops::RopeTable* rope = nullptr;  // PositionKind::Rotary: rows up to start + T
   const KvCacheLayer* cache = nullptr;   // null: attend over these T tokens only (start 0)
   ResidualDropout dropout;

@@ -26,8 +26,7 @@ T get_or(const json& j, const char* key, T fallback, const std::string& source) 
 
 template <class T>
 T require(const json& j, const char* key, const std::string& source) {
-  if (!j.contains(key) || j.at(key).is_null())
-    ZT_THROW_INPUT(source, ": required key '", key, "' is missing");
+  if (!j.contains(key) || j.at(key).is_null()) ZT_THROW_INPUT(source, ": required key '", key, "' is missing");
   return get_or<T>(j, key, T{}, source);
 }
 
@@ -42,8 +41,7 @@ ops::RopeScaling parse_rope_scaling(const json& s, const std::string& source, co
     out.factor = get_or<float>(s, "factor", 8.0f, source);
     out.low_freq_factor = get_or<float>(s, "low_freq_factor", 1.0f, source);
     out.high_freq_factor = get_or<float>(s, "high_freq_factor", 4.0f, source);
-    out.original_max_position_embeddings =
-        get_or<int>(s, "original_max_position_embeddings", 8192, source);
+    out.original_max_position_embeddings = get_or<int>(s, "original_max_position_embeddings", 8192, source);
     return out;
   }
   if (type == "linear") {
@@ -185,9 +183,10 @@ double ModelConfig::num_parameters_f64() const { return count_parameters<double>
 double ModelConfig::flops_per_token(int64_t seq_len) const {
   // 6 FLOPs per parameter per token (forward + backward), embeddings excluded, plus the
   // attention score and value matmuls: 6 * L * T * (Hq * D) * 2 / 2 (causal half).
-  const double n = static_cast<double>(num_parameters() - vocab_size * hidden_size -
-                                       (position == PositionKind::Learned ? max_position_embeddings * hidden_size : 0)) +
-                   static_cast<double>(vocab_size * hidden_size);  // the head matmul counts
+  const double n =
+      static_cast<double>(num_parameters() - vocab_size * hidden_size -
+                          (position == PositionKind::Learned ? max_position_embeddings * hidden_size : 0)) +
+      static_cast<double>(vocab_size * hidden_size);  // the head matmul counts
   const double attn = 6.0 * num_layers * seq_len * num_heads * head_dim;
   return 6.0 * n + attn;
 }
@@ -224,8 +223,7 @@ ModelConfig config_from_hf_json(const json& j, const std::string& source) {
   } else if (type.empty()) {
     ZT_THROW_INPUT(source, ": 'model_type' is missing (expected gpt2, llama, mistral or qwen2)");
   } else {
-    ZT_THROW_UNSUPPORTED(source, ": model_type '", type,
-                         "' is not supported (supported: gpt2, llama, mistral, qwen2)");
+    ZT_THROW_UNSUPPORTED(source, ": model_type '", type, "' is not supported (supported: gpt2, llama, mistral, qwen2)");
   }
   c.validate(source);
   return c;

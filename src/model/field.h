@@ -12,14 +12,14 @@ enum class Field : uint8_t {
   PositionEmbedding,  // PositionKind::Learned
   // units "block.i"
   Norm1Weight,
-  Norm1Bias,      // LayerNorm
-  QkvWeight,      // [q; k; v] rows: one GEMM
+  Norm1Bias,  // LayerNorm
+  QkvWeight,  // [q; k; v] rows: one GEMM
   QkvBias,
   AttnOutWeight,
   AttnOutBias,
   Norm2Weight,
   Norm2Bias,
-  MlpInWeight,    // Gelu: fc [F]; GatedSilu: [gate; up] rows [2F]: one GEMM
+  MlpInWeight,  // Gelu: fc [F]; GatedSilu: [gate; up] rows [2F]: one GEMM
   MlpInBias,
   MlpOutWeight,
   MlpOutBias,

@@ -48,8 +48,8 @@ void check_hf_config_against_weights(const ModelConfig& config, const std::strin
   // tensors); more would be allocated and then found missing.
   if (layers > 0 && config.num_layers > layers)
     ZT_THROW_INPUT(config_source, ": the config has ", config.num_layers, " layers (",
-                   hf_name_table(config.family).layers_key, ") but the weights in ", weights,
-                   " hold ", layers, "; the config.json does not belong to these weights");
+                   hf_name_table(config.family).layers_key, ") but the weights in ", weights, " hold ", layers,
+                   "; the config.json does not belong to these weights");
   // Shapes from the headers, through a registry that allocates nothing.
   ModelOptions o;
   o.allocate_params = false;
@@ -61,12 +61,12 @@ void check_hf_config_against_weights(const ModelConfig& config, const std::strin
     const std::string& prefix = hf_name_table(config.family).legacy_prefix;
     if (it == where.end() && !prefix.empty() && e.name().rfind(prefix, 0) == 0)
       it = where.find(e.name().substr(prefix.size()));  // old hub files (the original gpt2's)
-    if (it == where.end()) return;  // missing tensors are reported by the load, with the whole list
+    if (it == where.end()) return;                      // missing tensors are reported by the load, with the whole list
     const HfTensorLayout l = hf_layout(config, e.spec);
     const Shape& got = it->second->info(it->first).shape;
     if (got != l.shape)
-      ZT_THROW_INPUT(config_source, ": the config gives tensor '", it->first, "' shape ", shape_str(l.shape),
-                     " but ", it->second->path(), " holds ", shape_str(got),
+      ZT_THROW_INPUT(config_source, ": the config gives tensor '", it->first, "' shape ", shape_str(l.shape), " but ",
+                     it->second->path(), " holds ", shape_str(got),
                      "; the config.json does not match its weights (check hidden_size, intermediate_size, "
                      "vocab_size, heads)");
   });

@@ -28,16 +28,19 @@ bool ends_with(const std::string& s, const std::string& p) {
 
 const char* torch_dtype_name(DType d) {
   switch (d) {
-    case DType::BF16: return "bfloat16";
-    case DType::F16: return "float16";
-    default: return "float32";
+    case DType::BF16:
+      return "bfloat16";
+    case DType::F16:
+      return "float16";
+    default:
+      return "float32";
   }
 }
 
 // Files a HF tokenizer consists of (what AutoTokenizer.save_pretrained writes).
-const char* const kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                                       "vocab.json",     "merges.txt",            "tokenizer.model",
-                                       "added_tokens.json"};
+const char* const kTokenizerFiles[] = {
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+    "merges.txt",     "tokenizer.model",       "added_tokens.json"};
 
 bool is_tokenizer_file(const std::string& name) {
   for (const char* t : kTokenizerFiles)
@@ -78,16 +81,26 @@ uint64_t parse_byte_size(const std::string& text, const std::string& what) {
   }
   // huggingface_hub's parse_size: decimal units (GB = 1e9); binary ones accepted too.
   double mult = 0;
-  if (unit.empty() || unit == "B") mult = 1;
-  else if (unit == "KB") mult = 1e3;
-  else if (unit == "MB") mult = 1e6;
-  else if (unit == "GB") mult = 1e9;
-  else if (unit == "TB") mult = 1e12;
-  else if (unit == "KIB") mult = 1024.0;
-  else if (unit == "MIB") mult = 1024.0 * 1024;
-  else if (unit == "GIB") mult = 1024.0 * 1024 * 1024;
-  else if (unit == "TIB") mult = 1024.0 * 1024 * 1024 * 1024;
-  else ZT_THROW_INPUT(what, ": unknown unit '", text.substr(i), "' in '", text, "' (use B, KB, MB, GB, KiB, MiB, GiB)");
+  if (unit.empty() || unit == "B")
+    mult = 1;
+  else if (unit == "KB")
+    mult = 1e3;
+  else if (unit == "MB")
+    mult = 1e6;
+  else if (unit == "GB")
+    mult = 1e9;
+  else if (unit == "TB")
+    mult = 1e12;
+  else if (unit == "KIB")
+    mult = 1024.0;
+  else if (unit == "MIB")
+    mult = 1024.0 * 1024;
+  else if (unit == "GIB")
+    mult = 1024.0 * 1024 * 1024;
+  else if (unit == "TIB")
+    mult = 1024.0 * 1024 * 1024 * 1024;
+  else
+    ZT_THROW_INPUT(what, ": unknown unit '", text.substr(i), "' in '", text, "' (use B, KB, MB, GB, KiB, MiB, GiB)");
   const double bytes = value * mult;
   if (!(bytes >= 1) || bytes > 1e18) ZT_THROW_INPUT(what, ": size '", text, "' must be at least 1 byte");
   return static_cast<uint64_t>(std::llround(bytes));
@@ -211,8 +224,7 @@ void save_pretrained(const Transformer& model, const std::string& dir, const Sav
   if (config.bos_token_id >= 0) gen["bos_token_id"] = config.bos_token_id;
   if (config.eos_token_id >= 0) gen["eos_token_id"] = config.eos_token_id;
   write_json_atomic(staging.file("generation_config.json"), gen);
-  for (const std::string& t : tokenizer_files)
-    io::copy_file_atomic(t, staging.file(fs::path(t).filename().string()));
+  for (const std::string& t : tokenizer_files) io::copy_file_atomic(t, staging.file(fs::path(t).filename().string()));
   for (const auto& [src, name] : o.tokenizer_copies) io::copy_file_atomic(src, staging.file(name));
   const bool writes_tokenizer = !tokenizer_files.empty() || !o.tokenizer_copies.empty();
   staging.commit([writes_tokenizer](const std::string& name) {

@@ -7,14 +7,15 @@ namespace {
 
 HfNameTable gpt2_table() {
   HfNameTable t;
-  t.embed = {{Field::TokenEmbedding, {"transformer.wte.weight"}}, {Field::PositionEmbedding, {"transformer.wpe.weight"}}};
+  t.embed = {{Field::TokenEmbedding, {"transformer.wte.weight"}},
+             {Field::PositionEmbedding, {"transformer.wpe.weight"}}};
   const std::string b = "transformer.h.{L}.";
-  t.block = {{Field::Norm1Weight, {b + "ln_1.weight"}},        {Field::Norm1Bias, {b + "ln_1.bias"}},
-             {Field::QkvWeight, {b + "attn.c_attn.weight"}},   {Field::QkvBias, {b + "attn.c_attn.bias"}},
+  t.block = {{Field::Norm1Weight, {b + "ln_1.weight"}},          {Field::Norm1Bias, {b + "ln_1.bias"}},
+             {Field::QkvWeight, {b + "attn.c_attn.weight"}},     {Field::QkvBias, {b + "attn.c_attn.bias"}},
              {Field::AttnOutWeight, {b + "attn.c_proj.weight"}}, {Field::AttnOutBias, {b + "attn.c_proj.bias"}},
-             {Field::Norm2Weight, {b + "ln_2.weight"}},        {Field::Norm2Bias, {b + "ln_2.bias"}},
-             {Field::MlpInWeight, {b + "mlp.c_fc.weight"}},    {Field::MlpInBias, {b + "mlp.c_fc.bias"}},
-             {Field::MlpOutWeight, {b + "mlp.c_proj.weight"}}, {Field::MlpOutBias, {b + "mlp.c_proj.bias"}}};
+             {Field::Norm2Weight, {b + "ln_2.weight"}},          {Field::Norm2Bias, {b + "ln_2.bias"}},
+             {Field::MlpInWeight, {b + "mlp.c_fc.weight"}},      {Field::MlpInBias, {b + "mlp.c_fc.bias"}},
+             {Field::MlpOutWeight, {b + "mlp.c_proj.weight"}},   {Field::MlpOutBias, {b + "mlp.c_proj.bias"}}};
   t.head = {{Field::FinalNormWeight, {"transformer.ln_f.weight"}},
             {Field::FinalNormBias, {"transformer.ln_f.bias"}},
             {Field::LmHead, {"lm_head.weight"}}};

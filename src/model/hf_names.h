@@ -25,9 +25,9 @@ struct HfNameTable {
   // skipped; a field the config needs and the table lacks is an error.
   std::vector<HfField> embed, block, head;
   WeightLayout linear_layout = WeightLayout::OutIn;  // how its files hold linear weights
-  std::vector<std::string> skipped_suffixes;        // non-parameter buffers found in files
-  std::string legacy_prefix;                        // dropped by old hub files ("transformer.")
-  std::string layers_key;                           // config.json's layer count, for messages
+  std::vector<std::string> skipped_suffixes;         // non-parameter buffers found in files
+  std::string legacy_prefix;                         // dropped by old hub files ("transformer.")
+  std::string layers_key;                            // config.json's layer count, for messages
 };
 
 const HfNameTable& hf_name_table(Family family);

@@ -67,9 +67,15 @@ void transpose_typed(const T* src, T* dst, int64_t R, int64_t C) {
 }
 void transpose_bytes(const void* src, void* dst, int64_t R, int64_t C, size_t es) {
   switch (es) {
-    case 2: transpose_typed(static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), R, C); return;
-    case 4: transpose_typed(static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), R, C); return;
-    case 8: transpose_typed(static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst), R, C); return;
+    case 2:
+      transpose_typed(static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), R, C);
+      return;
+    case 4:
+      transpose_typed(static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), R, C);
+      return;
+    case 8:
+      transpose_typed(static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst), R, C);
+      return;
   }
   ZT_CHECK(false, "transpose of ", es, "-byte elements");
 }
@@ -153,8 +159,10 @@ void transpose_rows_typed(const T* src, T* dst, int64_t R, int64_t C, int64_t r0
             for (int64_t i = 0; i < kB; i += 8) {
               const T* sp = src + (rb + i) * C + cb + j;
               T* dp = dst + (cb + j) * R + rb + i;
-              if (aligned) transpose8x8_u16<true>(sp, C, dp, R);
-              else transpose8x8_u16<false>(sp, C, dp, R);
+              if (aligned)
+                transpose8x8_u16<true>(sp, C, dp, R);
+              else
+                transpose8x8_u16<false>(sp, C, dp, R);
             }
           continue;
         }
@@ -179,8 +187,10 @@ void transpose_rows(const void* src, void* dst, int64_t R, int64_t C, int64_t r0
       _mm_sfence();  // order the streaming stores before the job counts as done
 #endif
       return;
-    case 4: return transpose_rows_typed(static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), R, C, r0, r1);
-    case 8: return transpose_rows_typed(static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst), R, C, r0, r1);
+    case 4:
+      return transpose_rows_typed(static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), R, C, r0, r1);
+    case 8:
+      return transpose_rows_typed(static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst), R, C, r0, r1);
   }
   ZT_CHECK(false, "transpose of ", es, "-byte elements");
 }
@@ -241,8 +251,8 @@ void to_hf_layout(const ModelConfig& config, const ParamSpec& spec, const Tensor
            shape_str(spec.shape));
   ZT_CHECK(dst.shape() == l.shape, spec.name, ": destination shape ", shape_str(dst.shape()), " vs file ",
            shape_str(l.shape));
-  ZT_CHECK(ours.size() == spec.shape.size() && shape_numel(ours) <= shape_numel(spec.shape), spec.name,
-           ": hf_shape ", shape_str(ours), " does not fit in ", shape_str(spec.shape));
+  ZT_CHECK(ours.size() == spec.shape.size() && shape_numel(ours) <= shape_numel(spec.shape), spec.name, ": hf_shape ",
+           shape_str(ours), " does not fit in ", shape_str(spec.shape));
   const size_t n = static_cast<size_t>(shape_numel(ours));
   if (!l.transposed) {
     // The unpadded tensor is the leading rows: a contiguous prefix.
@@ -296,8 +306,9 @@ std::vector<std::string> hf_weight_files(const std::string& path) {
   const std::string index = path + "/model.safetensors.index.json";
   if (!is_file(index)) {
     if (is_file(path + "/pytorch_model.bin") || is_file(path + "/pytorch_model.bin.index.json"))
-      ZT_THROW_INPUT(path, ": holds only pytorch_model.bin (pickle), which zerotrain does not read; convert it "
-                           "to safetensors (e.g. model.save_pretrained(dir, safe_serialization=True))");
+      ZT_THROW_INPUT(path,
+                     ": holds only pytorch_model.bin (pickle), which zerotrain does not read; convert it "
+                     "to safetensors (e.g. model.save_pretrained(dir, safe_serialization=True))");
     ZT_THROW_INPUT(path, ": neither model.safetensors nor model.safetensors.index.json is present");
   }
   const std::string text = io::read_bounded_file(index, "safetensors index");
@@ -367,8 +378,8 @@ HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConf
     ZT_THROW_INPUT(path, ": ", missing.size(), " tensor", missing.size() == 1 ? " is" : "s are",
                    " missing from the weights: ", join_limited(missing, 20));
   if (!report.unused.empty() && (!only || only == registry.units().front().get()))
-    ZT_WARN(path, ": ignoring ", report.unused.size(), " tensor(s) the model does not use: ",
-            join_limited(report.unused, 10));
+    ZT_WARN(path, ": ignoring ", report.unused.size(),
+            " tensor(s) the model does not use: ", join_limited(report.unused, 10));
 
   // Validate everything first (nothing is written into the registry for a bad file), then
   // copy. The copy is the whole cost of a load: it runs as parallel jobs of a few MB each
@@ -392,9 +403,9 @@ HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConf
     const TensorInfo& info = reader->info(fname);
     const HfTensorLayout l = hf_layout(config, e.spec);
     if (info.shape != l.shape)
-      ZT_THROW_INPUT(reader->path(), ": tensor '", fname, "' has shape ", shape_str(info.shape), ", expected ",
-                     shape_str(l.shape), e.spec.hf_layout == WeightLayout::InOut ? " (GPT-2 Conv1D layout [in, out])" : "",
-                     " for this config");
+      ZT_THROW_INPUT(
+          reader->path(), ": tensor '", fname, "' has shape ", shape_str(info.shape), ", expected ", shape_str(l.shape),
+          e.spec.hf_layout == WeightLayout::InOut ? " (GPT-2 Conv1D layout [in, out])" : "", " for this config");
     if (info.supported && !is_floating(info.dtype))
       ZT_THROW_INPUT(reader->path(), ": tensor '", fname, "' has dtype ", info.dtype_name,
                      "; a floating dtype (F32, BF16, F16) is needed");
@@ -405,13 +416,15 @@ HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConf
     constexpr int64_t kChunk = 4 << 20;  // bytes per job
     if (src.dtype() == e.value.dtype() && aligned && !l.transposed) {
       const int64_t bytes = static_cast<int64_t>(src.nbytes());
-      for (int64_t b = 0; b < bytes; b += kChunk) jobs.push_back({&e.spec, src, e.value, Job::Kind::Copy, b, std::min(bytes, b + kChunk)});
+      for (int64_t b = 0; b < bytes; b += kChunk)
+        jobs.push_back({&e.spec, src, e.value, Job::Kind::Copy, b, std::min(bytes, b + kChunk)});
       const int64_t total = static_cast<int64_t>(e.value.nbytes());
       if (total > bytes) jobs.push_back({&e.spec, src, e.value, Job::Kind::Zero, bytes, total});  // vocab padding
     } else if (src.dtype() == e.value.dtype() && aligned && l.shape.size() == 2 && e.spec.shape == reversed(l.shape)) {
       const int64_t R = l.shape[0], C = l.shape[1];
       const int64_t rows = std::max<int64_t>(64, kChunk / std::max<int64_t>(1, C * static_cast<int64_t>(es)) / 64 * 64);
-      for (int64_t r = 0; r < R; r += rows) jobs.push_back({&e.spec, src, e.value, Job::Kind::Transpose, r, std::min(R, r + rows)});
+      for (int64_t r = 0; r < R; r += rows)
+        jobs.push_back({&e.spec, src, e.value, Job::Kind::Transpose, r, std::min(R, r + rows)});
     } else {
       jobs.push_back({&e.spec, src, e.value, Job::Kind::Convert, 0, 0});
     }
@@ -426,7 +439,8 @@ HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConf
       switch (job.kind) {
         case Job::Kind::Copy:
           copy_streaming(static_cast<char*>(job.dst.data()) + job.begin,
-                         static_cast<const char*>(job.src.data()) + job.begin, static_cast<size_t>(job.end - job.begin));
+                         static_cast<const char*>(job.src.data()) + job.begin,
+                         static_cast<size_t>(job.end - job.begin));
           break;
         case Job::Kind::Zero:
           std::memset(static_cast<char*>(job.dst.data()) + job.begin, 0, static_cast<size_t>(job.end - job.begin));
@@ -451,7 +465,8 @@ HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConf
 
 void save_hf_weights(const model::ParameterRegistry& registry, const ModelConfig& config, const std::string& path,
                      DType dtype) {
-  if (!is_floating(dtype)) ZT_THROW_INPUT(path, ": weights must be saved in f32, bf16 or f16 (got ", dtype_name(dtype), ")");
+  if (!is_floating(dtype))
+    ZT_THROW_INPUT(path, ": weights must be saved in f32, bf16 or f16 (got ", dtype_name(dtype), ")");
   const std::string file = is_dir(path) ? path + "/model.safetensors" : path;
   std::vector<TensorSource> sources;
   registry.for_each([&](const model::Unit& unit, const model::ParamEntry& e) {
@@ -473,7 +488,8 @@ namespace zt::model {
 
 void load_hf_unit_slice(const ModelConfig& config, const std::string& path, const Unit& unit, int64_t begin,
                         const Tensor& out) {
-  ZT_CHECK(out.dim() == 1 && out.is_contiguous() && out.device().is_cpu(), "load_hf_unit_slice: out must be a host "
+  ZT_CHECK(out.dim() == 1 && out.is_contiguous() && out.device().is_cpu(),
+           "load_hf_unit_slice: out must be a host "
            "1-D tensor");
   out.zero();  // alignment gaps and vocab padding rows
   const int64_t end = begin + out.numel();

@@ -36,8 +36,7 @@ bool hf_file_transposed(const model::ParamSpec& spec);
 // spec.shape; a GPU tensor is brought to the host first) into `dst` (host, contiguous,
 // shape hf_layout().shape, any floating dtype): drops padding rows, transposes Conv1D
 // weights, converts the dtype.
-void to_hf_layout(const model::ModelConfig& config, const model::ParamSpec& spec, const Tensor& src,
-                  const Tensor& dst);
+void to_hf_layout(const model::ModelConfig& config, const model::ParamSpec& spec, const Tensor& src, const Tensor& dst);
 // The inverse: `src` in file layout (host, contiguous; may be unaligned) into the
 // registry-layout `dst`; padding rows are set to zero.
 void from_hf_layout(const model::ModelConfig& config, const model::ParamSpec& spec, const Tensor& src,

@@ -25,15 +25,15 @@ struct InferenceEngine::Scratch {
 void check_generation_device(Device device) {
   if (device.is_cpu()) return;
   ZT_THROW_UNSUPPORTED("generation on ", device.name(), " is not available yet: the ",
-                       device.is_cuda() ? "CUDA" : device.name(), " backend has no KV-cache attention (ops::kv_cache_write and "
+                       device.is_cuda() ? "CUDA" : device.name(),
+                       " backend has no KV-cache attention (ops::kv_cache_write and "
                        "ops::decode_attention_forward with a start position); generate on the CPU (--device cpu)");
 }
 
 InferenceEngine::InferenceEngine(const Transformer& model, InferenceOptions options)
     : InferenceEngine(model.config(), model.registry(), options) {}
 
-InferenceEngine::InferenceEngine(const ModelConfig& config, const ParameterRegistry& registry,
-                                 InferenceOptions options)
+InferenceEngine::InferenceEngine(const ModelConfig& config, const ParameterRegistry& registry, InferenceOptions options)
     : config_(config), registry_(registry), options_(options) {
   config_.validate("model config");
   const ModelConfig& c = config_;
@@ -121,8 +121,8 @@ void InferenceEngine::forward(const Tensor& tokens, const Tensor& logits, Logits
 
   embed_forward(c, UnitWeights(embed_unit(registry_), Storage::Values), rows(s.x[0]).reshape({B, Tn, c.hidden_size}),
                 ids, start);
-  const BlockActivations acts{rows(s.x_mid), rows(s.mean), rows(s.rstd), rows(s.qkv),  rows(s.att),
-                              Tensor(),      rows(s.mean2), rows(s.rstd2), rows(s.fc), rows(s.act)};
+  const BlockActivations acts{rows(s.x_mid), rows(s.mean),  rows(s.rstd),  rows(s.qkv), rows(s.att),
+                              Tensor(),      rows(s.mean2), rows(s.rstd2), rows(s.fc),  rows(s.act)};
   const BlockScratch scratch{rows(s.ln), rows(s.proj)};
   int cur = 0;
   for (int64_t l = 0; l < c.num_layers; ++l) {

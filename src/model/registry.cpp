@@ -48,8 +48,8 @@ void Unit::allocate_params_uninitialized(DType dtype, Device device) {
   param_buffer_ = Buffer(static_cast<size_t>(padded_numel_) * dtype_size(dtype), device);
   char* base = static_cast<char*>(param_buffer_.data());
   for (auto& p : params_)
-    p.value = Tensor(base + p.offset * static_cast<int64_t>(dtype_size(dtype)), p.spec.shape, dtype, device,
-                     p.spec.name);
+    p.value =
+        Tensor(base + p.offset * static_cast<int64_t>(dtype_size(dtype)), p.spec.shape, dtype, device, p.spec.name);
 }
 
 void Unit::allocate_grads(DType dtype, Device device) {

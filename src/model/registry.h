@@ -20,17 +20,17 @@ namespace zt::model {
 enum class WeightDecay { Apply, Skip };  // HF Trainer: no decay for biases and norm gains
 
 enum class Init {
-  Normal,        // N(0, std)
+  Normal,  // N(0, std)
   Zeros,
   Ones,
 };
 
 // One parameter, as model/weights.h's table yields it.
 struct ParamSpec {
-  std::string name;  // HF tensor name, e.g. "model.layers.0.self_attn.q_proj.weight"
+  std::string name;                     // HF tensor name, e.g. "model.layers.0.self_attn.q_proj.weight"
   Field field = Field::TokenEmbedding;  // what the model uses it as (several HF tensors may form one field)
-  Shape shape;       // our shape (embedding/head rows padded to a multiple of 128)
-  Shape hf_shape;    // shape in HF files (leading rows <= shape's); equals shape when unpadded
+  Shape shape;                          // our shape (embedding/head rows padded to a multiple of 128)
+  Shape hf_shape;                       // shape in HF files (leading rows <= shape's); equals shape when unpadded
   WeightDecay decay = WeightDecay::Apply;
   Init init = Init::Normal;
   float init_std = 0.02f;

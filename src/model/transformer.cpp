@@ -33,15 +33,13 @@ struct LayerActs {
   OwnedTensor ln2_mean, ln2_rstd;
   OwnedTensor fc;   // Gelu: pre-GELU [N, F]; GatedSilu: [gate | up] [N, 2F]
   OwnedTensor act;  // [N, F]
-  BlockActivations views() const {
-    return {x_mid, ln1_mean, ln1_rstd, qkv, att, lse, ln2_mean, ln2_rstd, fc, act};
-  }
+  BlockActivations views() const { return {x_mid, ln1_mean, ln1_rstd, qkv, att, lse, ln2_mean, ln2_rstd, fc, act}; }
 };
 
 struct Transformer::Activations {
   int64_t B = 0, T = 0;
-  std::vector<OwnedTensor> x;         // residual stream at each block input, and the trunk output
-  std::vector<LayerActs> layers;      // one per layer, or one shared when checkpointing
+  std::vector<OwnedTensor> x;     // residual stream at each block input, and the trunk output
+  std::vector<LayerActs> layers;  // one per layer, or one shared when checkpointing
   OwnedTensor lnf, lnf_mean, lnf_rstd;
   // Backward scratch.
   OwnedTensor dx, d_ln, d_branch, d_qkv, d_att, d_fc, d_act, proj;
@@ -69,8 +67,7 @@ ModelOptions host_staging_options(ModelOptions options) {
   return options;
 }
 
-Transformer::Transformer(ModelConfig config, ModelOptions options)
-    : config_(std::move(config)), options_(options) {
+Transformer::Transformer(ModelConfig config, ModelOptions options) : config_(std::move(config)), options_(options) {
   config_.validate("model config");
   if (options_.activation_dtype != DType::F32 && !options_.device.is_cuda())
     ZT_THROW_UNSUPPORTED("activations in ", dtype_name(options_.activation_dtype),
@@ -108,8 +105,12 @@ void Transformer::init_unit_weights(Unit& unit, uint64_t seed) {
     const Tensor value = on_host ? p.value : staged.view();
     const Tensor rows = value.narrow(0, 0, p.spec.hf_shape[0]);
     switch (p.spec.init) {
-      case Init::Zeros: value.zero(); break;
-      case Init::Ones: value.fill_f32(1.0f); break;
+      case Init::Zeros:
+        value.zero();
+        break;
+      case Init::Ones:
+        value.fill_f32(1.0f);
+        break;
       case Init::Normal:
         value.zero();  // vocab padding rows stay zero
         fill_normal(rows, Philox(seed, hash_name(p.name().c_str())), 0.0f, p.spec.init_std);
@@ -159,8 +160,8 @@ void Transformer::ensure_activations(int64_t B, int64_t T) {
   if (acts_ && acts_->B == B && acts_->T == T) return;
   const ModelConfig& c = config_;
   if (T > c.max_position_embeddings)
-    ZT_THROW_INPUT("sequence length ", T, " exceeds the model's max_position_embeddings (",
-                   c.max_position_embeddings, "): use shorter sequences");
+    ZT_THROW_INPUT("sequence length ", T, " exceeds the model's max_position_embeddings (", c.max_position_embeddings,
+                   "): use shorter sequences");
   const Device dev = options_.device;
   const int64_t N = B * T, C = c.hidden_size, F = c.intermediate_size;
   const int64_t HD = c.num_heads * c.head_dim;
@@ -274,8 +275,7 @@ ops::CrossEntropyResult Transformer::forward_backward(const Tensor& host_tokens,
   require_grads(head);
   if (c.tie_word_embeddings) require_grads(embed);
   const ops::CrossEntropyResult r = ops::lm_head_cross_entropy_forward_backward(
-      s.d_ln, head_weight_grad(), s.lnf, head_weight(), targets.reshape({N}), c.vocab_size, kIgnoreIndex,
-      grad_scale);
+      s.d_ln, head_weight_grad(), s.lnf, head_weight(), targets.reshape({N}), c.vocab_size, kIgnoreIndex, grad_scale);
   final_norm_backward(c, UnitWeights(head, Storage::Values), UnitWeights(head, Storage::Grads), s.dx, s.d_ln,
                       s.x.back(), s.lnf_mean, s.lnf_rstd);
   hooks.after_backward(head);

@@ -28,7 +28,7 @@ namespace zt::model {
 struct LayerActs;
 
 enum class Checkpointing { None, EveryBlock };  // recompute block internals in backward
-enum class Mode { Train, Eval };               // Train applies dropout
+enum class Mode { Train, Eval };                // Train applies dropout
 
 struct ModelOptions {
   DType param_dtype = DType::F32;

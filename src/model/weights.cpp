@@ -11,8 +11,8 @@ namespace zt::model {
 
 const char* field_name(Field field) {
   static const char* const names[kFieldCount] = {
-      "token embedding", "position embedding", "norm1 weight",  "norm1 bias",   "qkv weight",     "qkv bias",
-      "attn out weight", "attn out bias",      "norm2 weight",  "norm2 bias",   "mlp in weight",  "mlp in bias",
+      "token embedding", "position embedding", "norm1 weight",      "norm1 bias",      "qkv weight",    "qkv bias",
+      "attn out weight", "attn out bias",      "norm2 weight",      "norm2 bias",      "mlp in weight", "mlp in bias",
       "mlp out weight",  "mlp out bias",       "final norm weight", "final norm bias", "lm head"};
   return names[static_cast<size_t>(field)];
 }
@@ -65,15 +65,15 @@ FieldDef field_def(const ModelConfig& c, Field f) {
   const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
   const float std = c.initializer_range;
   // GPT-2 scales the residual projections by 1/sqrt(2 L) at init (HF _init_weights).
-  const float residual_std = c.residual_init == ResidualInit::DepthScaled
-                                 ? std / std::sqrt(2.0f * static_cast<float>(c.num_layers))
-                                 : std;
+  const float residual_std =
+      c.residual_init == ResidualInit::DepthScaled ? std / std::sqrt(2.0f * static_cast<float>(c.num_layers)) : std;
   const std::vector<int64_t> qkv_rows{q, kv, kv};
   const std::vector<int64_t> mlp_rows =
       c.mlp == MlpKind::GatedSilu ? std::vector<int64_t>{F, F} : std::vector<int64_t>{F};  // [gate; up]
   const bool learned = c.position == PositionKind::Learned;
   switch (f) {
-    case Field::TokenEmbedding: return vocab_matrix(true, c);
+    case Field::TokenEmbedding:
+      return vocab_matrix(true, c);
     case Field::PositionEmbedding: {
       FieldDef d = matrix({c.max_position_embeddings}, C, std, TpSplit::None);
       d.present = learned;
@@ -82,19 +82,30 @@ FieldDef field_def(const ModelConfig& c, Field f) {
     }
     case Field::Norm1Weight:
     case Field::Norm2Weight:
-    case Field::FinalNormWeight: return vector_of(true, {C}, Init::Ones);
+    case Field::FinalNormWeight:
+      return vector_of(true, {C}, Init::Ones);
     case Field::Norm1Bias:
     case Field::Norm2Bias:
-    case Field::FinalNormBias: return vector_of(c.norm_has_bias(), {C}, Init::Zeros);
-    case Field::QkvWeight: return matrix(qkv_rows, C, std, TpSplit::Output);
-    case Field::QkvBias: return vector_of(c.qkv_bias, qkv_rows, Init::Zeros, TpSplit::Output);
-    case Field::AttnOutWeight: return matrix({C}, q, residual_std, TpSplit::Input);
-    case Field::AttnOutBias: return vector_of(c.attn_out_bias, {C}, Init::Zeros);
-    case Field::MlpInWeight: return matrix(mlp_rows, C, std, TpSplit::Output);
-    case Field::MlpInBias: return vector_of(c.mlp_bias, mlp_rows, Init::Zeros, TpSplit::Output);
-    case Field::MlpOutWeight: return matrix({C}, F, residual_std, TpSplit::Input);
-    case Field::MlpOutBias: return vector_of(c.mlp_bias, {C}, Init::Zeros);
-    case Field::LmHead: return vocab_matrix(!c.tie_word_embeddings, c);
+    case Field::FinalNormBias:
+      return vector_of(c.norm_has_bias(), {C}, Init::Zeros);
+    case Field::QkvWeight:
+      return matrix(qkv_rows, C, std, TpSplit::Output);
+    case Field::QkvBias:
+      return vector_of(c.qkv_bias, qkv_rows, Init::Zeros, TpSplit::Output);
+    case Field::AttnOutWeight:
+      return matrix({C}, q, residual_std, TpSplit::Input);
+    case Field::AttnOutBias:
+      return vector_of(c.attn_out_bias, {C}, Init::Zeros);
+    case Field::MlpInWeight:
+      return matrix(mlp_rows, C, std, TpSplit::Output);
+    case Field::MlpInBias:
+      return vector_of(c.mlp_bias, mlp_rows, Init::Zeros, TpSplit::Output);
+    case Field::MlpOutWeight:
+      return matrix({C}, F, residual_std, TpSplit::Input);
+    case Field::MlpOutBias:
+      return vector_of(c.mlp_bias, {C}, Init::Zeros);
+    case Field::LmHead:
+      return vocab_matrix(!c.tie_word_embeddings, c);
   }
   ZT_CHECK(false, "unknown field");
   return {};
@@ -103,12 +114,14 @@ FieldDef field_def(const ModelConfig& c, Field f) {
 // The fields each unit kind must have (whichever the config turns on).
 std::vector<Field> unit_fields(UnitKind kind) {
   switch (kind) {
-    case UnitKind::Embed: return {Field::TokenEmbedding, Field::PositionEmbedding};
+    case UnitKind::Embed:
+      return {Field::TokenEmbedding, Field::PositionEmbedding};
     case UnitKind::Block:
-      return {Field::Norm1Weight, Field::Norm1Bias,     Field::QkvWeight,    Field::QkvBias,
+      return {Field::Norm1Weight,   Field::Norm1Bias,   Field::QkvWeight,    Field::QkvBias,
               Field::AttnOutWeight, Field::AttnOutBias, Field::Norm2Weight,  Field::Norm2Bias,
-              Field::MlpInWeight, Field::MlpInBias,     Field::MlpOutWeight, Field::MlpOutBias};
-    case UnitKind::Head: return {Field::FinalNormWeight, Field::FinalNormBias, Field::LmHead};
+              Field::MlpInWeight,   Field::MlpInBias,   Field::MlpOutWeight, Field::MlpOutBias};
+    case UnitKind::Head:
+      return {Field::FinalNormWeight, Field::FinalNormBias, Field::LmHead};
   }
   return {};
 }
@@ -123,8 +136,8 @@ std::string with_layer(std::string name, int64_t layer) {
 void emit_field(const ModelConfig& c, const HfNameTable& table, const HfField& named, const FieldDef& d, int64_t layer,
                 const std::function<void(const ParamSpec&)>& fn) {
   const bool split = named.names.size() == d.rows.size() && d.rows.size() > 1;
-  ZT_CHECK(split || named.names.size() == 1, family_name(c.family), ": ", named.names.size(),
-           " HF tensors for the ", d.rows.size(), " row groups of ", field_name(named.field));
+  ZT_CHECK(split || named.names.size() == 1, family_name(c.family), ": ", named.names.size(), " HF tensors for the ",
+           d.rows.size(), " row groups of ", field_name(named.field));
   const bool in_out = d.linear && table.linear_layout == WeightLayout::InOut;
   ZT_CHECK(!(in_out && split), family_name(c.family), ": ", field_name(named.field),
            " in [in, out] layout cannot be split into row groups");
@@ -207,7 +220,8 @@ UnitWeights::UnitWeights(const Unit& unit, Storage storage) {
     size_t end = i + 1;
     int64_t rows = first.spec.shape[0];
     while (end < ps.size() && ps[end].spec.field == first.spec.field) {
-      ZT_CHECK(ps[end].offset == ps[end - 1].offset + ps[end - 1].numel() && ps[end].spec.shape.size() == first.spec.shape.size(),
+      ZT_CHECK(ps[end].offset == ps[end - 1].offset + ps[end - 1].numel() &&
+                   ps[end].spec.shape.size() == first.spec.shape.size(),
                unit.name(), ": the tensors of ", field_name(first.spec.field), " are not packed");
       rows += ps[end].spec.shape[0];
       ++end;

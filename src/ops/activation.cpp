@@ -18,8 +18,8 @@ namespace {
 bool activation_dtype_ok(const Tensor& t, DType dtype) { return t.dtype() == dtype && is_activation_dtype(t); }
 void check_activation(const char* op, const Tensor& t, int64_t n, DType dtype) {
   ZT_CHECK(activation_dtype_ok(t, dtype) && t.is_contiguous(), op, ": '", t.name(),
-           "' must be a contiguous f32 tensor (or bf16/f16 on CUDA) of the input's dtype, got ", dtype_name(t.dtype()), " ",
-           shape_str(t.shape()));
+           "' must be a contiguous f32 tensor (or bf16/f16 on CUDA) of the input's dtype, got ", dtype_name(t.dtype()),
+           " ", shape_str(t.shape()));
   ZT_CHECK(t.numel() == n, op, ": '", t.name(), "' has ", t.numel(), " elements, expected ", n);
 }
 }  // namespace
@@ -86,8 +86,7 @@ void swiglu_forward(const Tensor& out, const Tensor& gate, const Tensor& up) {
   ZT_RUN_KERNEL("swiglu_forward", dev, swiglu_forward(out, gate, up));
 }
 
-void swiglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dout, const Tensor& gate,
-                     const Tensor& up) {
+void swiglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dout, const Tensor& gate, const Tensor& up) {
   ZT_CHECK(gate.dim() >= 1, "swiglu_backward: gate must have a last dimension");
   const int64_t F = gate.size(-1), rows = F ? gate.numel() / F : 0;
   auto ld = [&](const Tensor& t) { check_rows("swiglu_backward", t, rows, F, gate.dtype()); };

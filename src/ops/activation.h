@@ -16,7 +16,6 @@ void silu_backward(const Tensor& dinp, const Tensor& dout, const Tensor& inp);
 // Llama MLP gate: out[N, F] = silu(gate[N, F]) * up[N, F].
 void swiglu_forward(const Tensor& out, const Tensor& gate, const Tensor& up);
 // dgate, dup (=). They may be two halves of one buffer.
-void swiglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dout, const Tensor& gate,
-                     const Tensor& up);
+void swiglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dout, const Tensor& gate, const Tensor& up);
 
 }  // namespace zt::ops

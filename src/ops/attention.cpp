@@ -21,8 +21,7 @@ struct AttnShape {
 AttnShape check_qkv(const char* op, const Tensor& qkv, int n_q_heads, int n_kv_heads) {
   ZT_CHECK(n_q_heads > 0 && n_kv_heads > 0 && n_q_heads % n_kv_heads == 0, op,
            ": need Hq % Hkv == 0 with both positive, got Hq=", n_q_heads, " Hkv=", n_kv_heads);
-  ZT_CHECK(qkv.defined() && qkv.dim() == 3, op, ": qkv must be [B, T, (Hq + 2 Hkv) * D], got ",
-           shape_str(qkv.shape()));
+  ZT_CHECK(qkv.defined() && qkv.dim() == 3, op, ": qkv must be [B, T, (Hq + 2 Hkv) * D], got ", shape_str(qkv.shape()));
   ZT_CHECK(is_activation_dtype(qkv), op, ": qkv must be f32 (or, on CUDA, bf16/f16), got ", dtype_name(qkv.dtype()));
   ZT_CHECK(qkv.is_contiguous(), op, ": qkv must be contiguous");
   const int64_t heads = n_q_heads + 2 * static_cast<int64_t>(n_kv_heads);
@@ -53,8 +52,8 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, 
   ZT_RUN_KERNEL(op, dev, attention_forward(out, lse, qkv, n_q_heads, n_kv_heads, scale));
 }
 
-void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                        const Tensor& lse, int n_q_heads, int n_kv_heads, float scale) {
+void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                        int n_q_heads, int n_kv_heads, float scale) {
   const char* op = "attention_backward";
   const AttnShape s = check_qkv(op, qkv, n_q_heads, n_kv_heads);
   check_act(op, "dqkv", dqkv, qkv.shape(), qkv.dtype());

@@ -15,7 +15,7 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, 
                        float scale);
 
 // dqkv (=): [B, T, (Hq + 2 Hkv) * D].
-void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                        const Tensor& lse, int n_q_heads, int n_kv_heads, float scale);
+void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                        int n_q_heads, int n_kv_heads, float scale);
 
 }  // namespace zt::ops

@@ -14,11 +14,10 @@
 namespace zt::ops {
 namespace {
 
-void check_common(const char* op, const Tensor& inp, const Tensor& weight, const Tensor& targets,
-                  int64_t vocab_size) {
+void check_common(const char* op, const Tensor& inp, const Tensor& weight, const Tensor& targets, int64_t vocab_size) {
   ZT_CHECK(inp.defined() && inp.dim() == 2, op, ": inp must be [N, C], got ", shape_str(inp.shape()));
-  ZT_CHECK(is_activation_dtype(inp), op,
-           ": inp must be f32 (or bf16/f16 on CUDA), got ", dtype_name(inp.dtype()), " on ", inp.device().name());
+  ZT_CHECK(is_activation_dtype(inp), op, ": inp must be f32 (or bf16/f16 on CUDA), got ", dtype_name(inp.dtype()),
+           " on ", inp.device().name());
   ZT_CHECK(inp.is_contiguous(), op, ": inp must be contiguous");
   ZT_CHECK(weight.defined() && weight.dim() == 2 && weight.size(1) == inp.size(1), op, ": weight must be [Vp, ",
            inp.size(1), "], got ", shape_str(weight.shape()));
@@ -53,16 +52,13 @@ CrossEntropyResult lm_head_cross_entropy_forward(const Tensor& inp, const Tensor
   return {s.loss_sum, s.count};
 }
 
-CrossEntropyResult lm_head_cross_entropy_forward_backward(const Tensor& dinp, const Tensor& dweight,
-                                                          const Tensor& inp, const Tensor& weight,
-                                                          const Tensor& targets, int64_t vocab_size,
-                                                          int ignore_index, float grad_scale) {
+CrossEntropyResult lm_head_cross_entropy_forward_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& inp,
+                                                          const Tensor& weight, const Tensor& targets,
+                                                          int64_t vocab_size, int ignore_index, float grad_scale) {
   const char* op = "lm_head_cross_entropy_forward_backward";
   check_common(op, inp, weight, targets, vocab_size);
-  ZT_CHECK(dinp.defined() && dinp.shape() == inp.shape() &&
-               is_activation_dtype(dinp) &&
-               dinp.is_contiguous(),
-           op, ": dinp must be contiguous f32 (or bf16/f16 on CUDA) ", shape_str(inp.shape()), ", got ",
+  ZT_CHECK(dinp.defined() && dinp.shape() == inp.shape() && is_activation_dtype(dinp) && dinp.is_contiguous(), op,
+           ": dinp must be contiguous f32 (or bf16/f16 on CUDA) ", shape_str(inp.shape()), ", got ",
            dtype_name(dinp.dtype()), " ", shape_str(dinp.shape()));
   ZT_CHECK(dweight.defined() && dweight.shape() == weight.shape() && dweight.dtype() == weight.dtype() &&
                dweight.is_contiguous(),
@@ -70,10 +66,10 @@ CrossEntropyResult lm_head_cross_entropy_forward_backward(const Tensor& dinp, co
            dtype_name(dweight.dtype()), " ", shape_str(dweight.shape()));
   const Device dev = common_device(op, {&dinp, &dweight, &inp, &weight, &targets});
   if (inp.size(0) == 0) return {};
-  const CrossEntropySums s = ZT_RUN_KERNEL(op, dev,
-                                            lm_head_cross_entropy_forward_backward(
-                                                dinp, dweight, inp, weight, targets, vocab_size, ignore_index,
-                                                grad_scale, 0));
+  const CrossEntropySums s =
+      ZT_RUN_KERNEL(op, dev,
+                    lm_head_cross_entropy_forward_backward(dinp, dweight, inp, weight, targets, vocab_size,
+                                                           ignore_index, grad_scale, 0));
   return {s.loss_sum, s.count};
 }
 

@@ -15,8 +15,8 @@ struct DecodeShape {
   int64_t B, Tn, D, S;
 };
 
-DecodeShape check_args(const char* op, const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache,
-                       int n_q_heads, int n_kv_heads, int64_t start) {
+DecodeShape check_args(const char* op, const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, int n_q_heads,
+                       int n_kv_heads, int64_t start) {
   ZT_CHECK(n_q_heads > 0 && n_kv_heads > 0 && n_q_heads % n_kv_heads == 0, op,
            ": need Hq % Hkv == 0 with both positive, got Hq=", n_q_heads, " Hkv=", n_kv_heads);
   ZT_CHECK(qkv.defined() && qkv.dim() == 3 && qkv.dtype() == DType::F32 && qkv.is_contiguous(), op,
@@ -34,8 +34,8 @@ DecodeShape check_args(const char* op, const Tensor& qkv, const Tensor& k_cache,
   }
   ZT_CHECK(k_cache.shape() == v_cache.shape(), op, ": k and v caches differ in shape");
   const int64_t S = k_cache.size(2);
-  ZT_CHECK(start >= 0 && start + Tn <= S, op, ": positions ", start, "..", start + Tn - 1,
-           " do not fit a cache of ", S, " tokens");
+  ZT_CHECK(start >= 0 && start + Tn <= S, op, ": positions ", start, "..", start + Tn - 1, " do not fit a cache of ", S,
+           " tokens");
   return {B, Tn, D, S};
 }
 
@@ -48,8 +48,8 @@ void kv_cache_write(const Tensor& k_cache, const Tensor& v_cache, const Tensor& 
   const Device dev = common_device(op, {&k_cache, &v_cache, &qkv});
   if (!dev.is_cpu()) no_kernel(op, dev);
   if (qkv.numel() == 0) return;
-  cpu::kv_cache_write(k_cache.data_as<float>(), v_cache.data_as<float>(), qkv.data_as<float>(), s.B, s.Tn,
-                      n_q_heads, n_kv_heads, s.D, s.S, start);
+  cpu::kv_cache_write(k_cache.data_as<float>(), v_cache.data_as<float>(), qkv.data_as<float>(), s.B, s.Tn, n_q_heads,
+                      n_kv_heads, s.D, s.S, start);
 }
 
 void decode_attention_forward(const Tensor& out, const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache,

@@ -39,9 +39,9 @@ inline bool is_activation_dtype(const Tensor& t) {
 // the backend of `dev` (cuda:: or cpu::, both declared from the family's kernel list in
 // backend/X_kernels.h) after the op has checked its tensors; its value is the kernel's.
 // Another device has no kernel in this build.
-#define ZT_RUN_KERNEL(op, dev, call)                   \
-  ([&]() -> decltype(auto) {                           \
-    if ((dev).is_cuda()) return ::zt::cuda::call;      \
+#define ZT_RUN_KERNEL(op, dev, call)                    \
+  ([&]() -> decltype(auto) {                            \
+    if ((dev).is_cuda()) return ::zt::cuda::call;       \
     if (!(dev).is_cpu()) ::zt::ops::no_kernel(op, dev); \
-    return ::zt::cpu::call;                            \
+    return ::zt::cpu::call;                             \
   }())

@@ -16,8 +16,8 @@ void check(const char* op, const Tensor& y, const Tensor& x, float p) {
   for (const Tensor* t : {&y, &x}) {
     const bool dtype_ok = is_activation_dtype(*t);
     ZT_CHECK(dtype_ok && t->dtype() == x.dtype() && t->is_contiguous(), op, ": '", t->name(),
-             "' must be a contiguous f32 tensor (or bf16/f16 on CUDA) of the input's dtype, got ", dtype_name(t->dtype()),
-             " ", shape_str(t->shape()));
+             "' must be a contiguous f32 tensor (or bf16/f16 on CUDA) of the input's dtype, got ",
+             dtype_name(t->dtype()), " ", shape_str(t->shape()));
   }
   ZT_CHECK(y.numel() == x.numel(), op, ": sizes ", shape_str(y.shape()), " and ", shape_str(x.shape()));
 }

@@ -20,8 +20,8 @@ void check_tokens(const char* op, const Tensor& tokens) {
 }
 // Activations are f32; CUDA kernels also take bf16.
 void check_act(const char* op, const Tensor& t, int64_t B, int64_t T, int64_t C) {
-  ZT_CHECK(is_activation_dtype(t) && t.is_contiguous() && t.numel() == B * T * C && t.dim() >= 1 && t.size(-1) == C,
-           op, ": '", t.name(), "' must be a contiguous f32 (or, on CUDA, bf16/f16) [", B, ", ", T, ", ", C,
+  ZT_CHECK(is_activation_dtype(t) && t.is_contiguous() && t.numel() == B * T * C && t.dim() >= 1 && t.size(-1) == C, op,
+           ": '", t.name(), "' must be a contiguous f32 (or, on CUDA, bf16/f16) [", B, ", ", T, ", ", C,
            "] tensor, got ", dtype_name(t.dtype()), " ", shape_str(t.shape()));
 }
 bool present(const Tensor& t) { return t.defined() && t.data() != nullptr; }
@@ -43,10 +43,10 @@ void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wt
   check_act("embedding_forward", out, B, T, C);
   const bool has_wpe = present(wpe);
   if (has_wpe) {
-    ZT_CHECK(wpe.dim() == 2 && wpe.is_contiguous() && wpe.size(1) == C && wpe.size(0) >= T &&
-                 wpe.dtype() == wte.dtype(),
-             "embedding_forward: wpe must be a contiguous [>= ", T, ", ", C, "] tensor of wte's dtype, got ",
-             dtype_name(wpe.dtype()), " ", shape_str(wpe.shape()));
+    ZT_CHECK(
+        wpe.dim() == 2 && wpe.is_contiguous() && wpe.size(1) == C && wpe.size(0) >= T && wpe.dtype() == wte.dtype(),
+        "embedding_forward: wpe must be a contiguous [>= ", T, ", ", C, "] tensor of wte's dtype, got ",
+        dtype_name(wpe.dtype()), " ", shape_str(wpe.shape()));
   }
   const Device dev = common_device("embedding_forward", {&out, &tokens, &wte, &wpe});
   const TokenCheck bad = ZT_RUN_KERNEL("embedding_forward", dev, embedding_forward(out, tokens, wte, wpe));

@@ -16,11 +16,11 @@ namespace zt::ops {
 namespace {
 // Rows of a contiguous activation (f32, or bf16 on CUDA) whose last dimension must be `features`.
 int64_t rows_of(const char* op, const Tensor& t, int64_t features) {
-  ZT_CHECK(is_activation_dtype(t), op, ": activation '",
-           t.name(), "' must be f32 (or bf16/f16 on CUDA), got ", dtype_name(t.dtype()), " on ", t.device().name());
+  ZT_CHECK(is_activation_dtype(t), op, ": activation '", t.name(), "' must be f32 (or bf16/f16 on CUDA), got ",
+           dtype_name(t.dtype()), " on ", t.device().name());
   ZT_CHECK(t.is_contiguous(), op, ": activation '", t.name(), "' must be contiguous");
-  ZT_CHECK(t.dim() >= 1 && t.size(-1) == features, op, ": activation '", t.name(), "' has shape ",
-           shape_str(t.shape()), ", expected last dimension ", features);
+  ZT_CHECK(t.dim() >= 1 && t.size(-1) == features, op, ": activation '", t.name(), "' has shape ", shape_str(t.shape()),
+           ", expected last dimension ", features);
   return t.numel() / (features ? features : 1);
 }
 }  // namespace
@@ -32,8 +32,8 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
   const bool in_out = layout == WeightLayout::InOut;
   const int64_t O = weight.size(in_out ? 1 : 0), I = weight.size(in_out ? 0 : 1);
   const int64_t N = rows_of("linear_forward", inp, I);
-  ZT_CHECK(rows_of("linear_forward", out, O) == N, "linear_forward: out ", shape_str(out.shape()),
-           " and inp ", shape_str(inp.shape()), " have different row counts");
+  ZT_CHECK(rows_of("linear_forward", out, O) == N, "linear_forward: out ", shape_str(out.shape()), " and inp ",
+           shape_str(inp.shape()), " have different row counts");
   const bool has_bias = bias.defined() && bias.data() != nullptr;
   if (has_bias) {
     ZT_CHECK(bias.numel() == O && bias.is_contiguous() && bias.dtype() == weight.dtype(),
@@ -55,20 +55,19 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
   const bool has_dw = dweight.defined() && dweight.data() != nullptr;
   const bool has_db = dbias.defined() && dbias.data() != nullptr;
   if (has_dinp) {
-    ZT_CHECK(rows_of("linear_backward", dinp, I) == N, "linear_backward: dinp ", shape_str(dinp.shape()),
-             " and dout ", shape_str(dout.shape()), " have different row counts");
+    ZT_CHECK(rows_of("linear_backward", dinp, I) == N, "linear_backward: dinp ", shape_str(dinp.shape()), " and dout ",
+             shape_str(dout.shape()), " have different row counts");
   }
   if (has_dw) {
-    ZT_CHECK(rows_of("linear_backward", inp, I) == N, "linear_backward: inp ", shape_str(inp.shape()),
-             " and dout ", shape_str(dout.shape()), " have different row counts");
+    ZT_CHECK(rows_of("linear_backward", inp, I) == N, "linear_backward: inp ", shape_str(inp.shape()), " and dout ",
+             shape_str(dout.shape()), " have different row counts");
     ZT_CHECK(dweight.shape() == weight.shape() && dweight.is_contiguous() && is_floating(dweight.dtype()),
              "linear_backward: dweight must be a contiguous floating ", shape_str(weight.shape()), " tensor, got ",
              shape_str(dweight.shape()));
   }
   if (has_db) {
     ZT_CHECK(dbias.numel() == O && dbias.is_contiguous() && is_floating(dbias.dtype()),
-             "linear_backward: dbias must be a contiguous floating [", O, "] tensor, got ",
-             shape_str(dbias.shape()));
+             "linear_backward: dbias must be a contiguous floating [", O, "] tensor, got ", shape_str(dbias.shape()));
   }
   if (has_dw && has_db) {
     ZT_CHECK(dweight.dtype() == dbias.dtype(), "linear_backward: dweight is ", dtype_name(dweight.dtype()),

@@ -16,8 +16,7 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
 // dinp[N, I] = dout @ weight        (=, skipped when dinp is undefined)
 // dweight[O, I] += dout^T @ inp     (skipped when undefined; InOut: dweight[I, O] += inp^T @ dout)
 // dbias[O] += sum over rows of dout (skipped when undefined)
-void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
-                     const Tensor& dout, const Tensor& inp, const Tensor& weight,
-                     WeightLayout layout = WeightLayout::OutIn);
+void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                     const Tensor& inp, const Tensor& weight, WeightLayout layout = WeightLayout::OutIn);
 
 }  // namespace zt::ops

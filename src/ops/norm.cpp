@@ -25,8 +25,7 @@ int64_t rows_of(const char* op, const Tensor& t, int64_t C) {
 }
 void check_param(const char* op, const Tensor& p, int64_t C) {
   ZT_CHECK(is_floating(p.dtype()) && p.is_contiguous() && p.numel() == C, op, ": parameter '", p.name(),
-           "' must be a contiguous floating [", C, "] tensor, got ", dtype_name(p.dtype()), " ",
-           shape_str(p.shape()));
+           "' must be a contiguous floating [", C, "] tensor, got ", dtype_name(p.dtype()), " ", shape_str(p.shape()));
 }
 void check_stat(const char* op, const Tensor& s, int64_t N) {
   ZT_CHECK(s.dtype() == DType::F32 && s.is_contiguous() && s.numel() == N, op, ": statistic '", s.name(),
@@ -86,7 +85,8 @@ void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor&
   ZT_CHECK(dinp_write == GradWrite::Overwrite || !present(dinp) || dinp.data() != dout.data(),
            "layernorm_backward: an accumulated dinp may not alias dout");
   const Device dev = common_device("layernorm_backward", {&dinp, &dweight, &dbias, &dout, &inp, &weight, &mean, &rstd});
-  ZT_RUN_KERNEL("layernorm_backward", dev, layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, dinp_write));
+  ZT_RUN_KERNEL("layernorm_backward", dev,
+                layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, dinp_write));
 }
 
 namespace {
@@ -95,8 +95,8 @@ Device check_add_norm(const char* op, const Tensor& res, const Tensor& out, cons
   ZT_CHECK(a.numel() == res.numel() && b.numel() == res.numel() && a.dtype() == res.dtype() &&
                b.dtype() == res.dtype() && a.is_contiguous() && b.is_contiguous(),
            op, ": res, a and b must be contiguous with one shape and dtype, got ", shape_str(res.shape()), " ",
-           dtype_name(res.dtype()), ", ", shape_str(a.shape()), " ", dtype_name(a.dtype()), ", ",
-           shape_str(b.shape()), " ", dtype_name(b.dtype()));
+           dtype_name(res.dtype()), ", ", shape_str(a.shape()), " ", dtype_name(a.dtype()), ", ", shape_str(b.shape()),
+           " ", dtype_name(b.dtype()));
   ZT_CHECK(out.data() != res.data() && out.data() != a.data() && out.data() != b.data(), op,
            ": out may not alias res, a or b");
   return common_device(op, {&res, &out, &a, &b});

@@ -37,8 +37,8 @@ Device check_common(const char* op, const Tensor& param, const Tensor& master, c
   }
   const Device dev = common_device(op, {&param, &master, &grad});
   for (const Tensor* s : state)
-    if (defined_data(*s)) ZT_CHECK(s->device() == dev, op, ": state on ", s->device().name(), ", parameter on ",
-                                   dev.name());
+    if (defined_data(*s))
+      ZT_CHECK(s->device() == dev, op, ": state on ", s->device().name(), ", parameter on ", dev.name());
   if (!dev.is_cpu() && !dev.is_cuda()) no_kernel(op, dev);
   return dev;
 }
@@ -48,8 +48,8 @@ void check_segments(const char* op, const Tensor& param, const OptimizerSegments
   const int64_t n = param.numel();
   int64_t end = 0;
   for (const OptimizerSegment& s : segments) {
-    ZT_CHECK(s.offset >= 0 && s.length >= 0 && s.offset <= n && s.length <= n - s.offset, op, ": segment [",
-             s.offset, ", +", s.length, ") is outside the range of ", n, " elements (", param.name(), ")");
+    ZT_CHECK(s.offset >= 0 && s.length >= 0 && s.offset <= n && s.length <= n - s.offset, op, ": segment [", s.offset,
+             ", +", s.length, ") is outside the range of ", n, " elements (", param.name(), ")");
     ZT_CHECK(s.offset >= end, op, ": segment at ", s.offset, " overlaps or precedes the previous one, which ends at ",
              end, " (", param.name(), ")");
     end = s.offset + s.length;

@@ -50,7 +50,8 @@ ZT_NO_FP_CONTRACT void apply_llama3(std::vector<float>& inv, const RopeScaling& 
   const float high_freq_wavelen = static_cast<float>(old_context_len / static_cast<double>(high_freq_factor));
   const float two_pi = static_cast<float>(2.0 * M_PI);
   const float old_ctx_f = static_cast<float>(old_context_len);
-  const float freq_span = static_cast<float>(static_cast<double>(high_freq_factor) - static_cast<double>(low_freq_factor));
+  const float freq_span =
+      static_cast<float>(static_cast<double>(high_freq_factor) - static_cast<double>(low_freq_factor));
   for (float& f : inv) {
     const float wavelen = (1.0f / f) * two_pi;
     float llama = wavelen > low_freq_wavelen ? f / factor : f;
@@ -127,18 +128,15 @@ RopeTable make_rope_table(const RopeConfig& config, int max_positions, Device de
 namespace {
 
 void check_rope_args(const char* op, const Tensor& qkv, int n_q_heads, int n_kv_heads, const RopeTable& table) {
-  ZT_CHECK(qkv.defined() && qkv.dim() == 3, op, ": qkv must be [B, T, (Hq + 2 Hkv) * D], got ",
-           shape_str(qkv.shape()));
-  ZT_CHECK(is_activation_dtype(qkv), op,
-           ": qkv must be f32 (or, on CUDA, bf16/f16), got ", dtype_name(qkv.dtype()));
+  ZT_CHECK(qkv.defined() && qkv.dim() == 3, op, ": qkv must be [B, T, (Hq + 2 Hkv) * D], got ", shape_str(qkv.shape()));
+  ZT_CHECK(is_activation_dtype(qkv), op, ": qkv must be f32 (or, on CUDA, bf16/f16), got ", dtype_name(qkv.dtype()));
   ZT_CHECK(qkv.is_contiguous(), op, ": qkv must be contiguous");
   ZT_CHECK(n_q_heads > 0 && n_kv_heads > 0, op, ": head counts must be positive");
   ZT_CHECK(table.head_dim > 0 && table.head_dim % 2 == 0, op, ": bad rope table head_dim ", table.head_dim);
-  ZT_CHECK(qkv.size(2) == static_cast<int64_t>(n_q_heads + 2 * n_kv_heads) * table.head_dim, op,
-           ": qkv last dim ", qkv.size(2), " != (Hq + 2 Hkv) * D = (", n_q_heads, " + 2*", n_kv_heads, ") * ",
-           table.head_dim);
-  ZT_CHECK(qkv.size(1) <= table.max_positions, op, ": sequence length ", qkv.size(1),
-           " exceeds the rope table's ", table.max_positions, " positions");
+  ZT_CHECK(qkv.size(2) == static_cast<int64_t>(n_q_heads + 2 * n_kv_heads) * table.head_dim, op, ": qkv last dim ",
+           qkv.size(2), " != (Hq + 2 Hkv) * D = (", n_q_heads, " + 2*", n_kv_heads, ") * ", table.head_dim);
+  ZT_CHECK(qkv.size(1) <= table.max_positions, op, ": sequence length ", qkv.size(1), " exceeds the rope table's ",
+           table.max_positions, " positions");
   ZT_CHECK(table.cos->dtype() == DType::F32 && table.sin->dtype() == DType::F32, op, ": rope table must be f32");
 }
 
@@ -153,7 +151,8 @@ void rope_forward_inplace(const Tensor& qkv, int n_q_heads, int n_kv_heads, cons
 void rope_backward_inplace(const Tensor& dqkv, int n_q_heads, int n_kv_heads, const RopeTable& table) {
   check_rope_args("rope_backward_inplace", dqkv, n_q_heads, n_kv_heads, table);
   const Device dev = common_device("rope_backward_inplace", {&dqkv, &table.cos.view(), &table.sin.view()});
-  ZT_RUN_KERNEL("rope_backward_inplace", dev, rope_backward_inplace(dqkv, n_q_heads, n_kv_heads, table.cos, table.sin, 0));
+  ZT_RUN_KERNEL("rope_backward_inplace", dev,
+                rope_backward_inplace(dqkv, n_q_heads, n_kv_heads, table.cos, table.sin, 0));
 }
 
 }  // namespace zt::ops

@@ -24,21 +24,37 @@ const std::vector<std::string> kTop = {
     "fp16", "bf16"};
 
 // The DeepSpeed plugin keys of deepspeed_config (inline ds_config sections are allowed too).
-const std::vector<std::string> kPlugin = {
-    "deepspeed_config_file", "zero_stage", "offload_optimizer_device", "offload_param_device",
-    "offload_optimizer_nvme_path", "offload_param_nvme_path", "gradient_accumulation_steps", "gradient_clipping",
-    "zero3_init_flag", "zero3_save_16bit_model", "deepspeed_hostfile", "deepspeed_multinode_launcher",
-    "deepspeed_inclusion_filter", "deepspeed_exclusion_filter", "deepspeed_moe_layer_cls_names"};
+const std::vector<std::string> kPlugin = {"deepspeed_config_file",
+                                          "zero_stage",
+                                          "offload_optimizer_device",
+                                          "offload_param_device",
+                                          "offload_optimizer_nvme_path",
+                                          "offload_param_nvme_path",
+                                          "gradient_accumulation_steps",
+                                          "gradient_clipping",
+                                          "zero3_init_flag",
+                                          "zero3_save_16bit_model",
+                                          "deepspeed_hostfile",
+                                          "deepspeed_multinode_launcher",
+                                          "deepspeed_inclusion_filter",
+                                          "deepspeed_exclusion_filter",
+                                          "deepspeed_moe_layer_cls_names"};
 
 // Plugin keys that are DeepSpeed settings (the ones a JSON file would also hold).
-const std::vector<std::string> kPluginDsSettings = {
-    "zero_stage", "offload_optimizer_device", "offload_param_device", "offload_optimizer_nvme_path",
-    "offload_param_nvme_path", "gradient_accumulation_steps", "gradient_clipping", "zero3_save_16bit_model"};
+const std::vector<std::string> kPluginDsSettings = {"zero_stage",
+                                                    "offload_optimizer_device",
+                                                    "offload_param_device",
+                                                    "offload_optimizer_nvme_path",
+                                                    "offload_param_nvme_path",
+                                                    "gradient_accumulation_steps",
+                                                    "gradient_clipping",
+                                                    "zero3_save_16bit_model"};
 
 bool has(const json& j, const std::string& k) { return j.contains(k) && !j[k].is_null(); }
 
 // Sets doc[path...] = v unless the YAML already says something else there.
-void set_ds(json& doc, const std::vector<std::string>& path, const json& v, const Where& from, const std::string& source) {
+void set_ds(json& doc, const std::vector<std::string>& path, const json& v, const Where& from,
+            const std::string& source) {
   json* node = &doc;
   std::string dotted;
   for (size_t i = 0; i + 1 < path.size(); ++i) {
@@ -56,7 +72,8 @@ void set_ds(json& doc, const std::vector<std::string>& path, const json& v, cons
 std::string device_value(const json& dc, const std::string& key, const Where& w) {
   const std::string d = lower(read_string(dc, key, w, "none").value);
   if (d != "none" && d != "cpu" && d != "nvme")
-    ZT_THROW_INPUT(w.key(key).str(), ": '", d, "' is not one of none, cpu, nvme", did_you_mean(d, {"none", "cpu", "nvme"}));
+    ZT_THROW_INPUT(w.key(key).str(), ": '", d, "' is not one of none, cpu, nvme",
+                   did_you_mean(d, {"none", "cpu", "nvme"}));
   return d;
 }
 
@@ -73,8 +90,8 @@ void parse_deepspeed(const json& dc, const Where& w, const std::string& source, 
     acc.ds_keys_in_yaml.push_back(w.key(kv.key()).path);
   }
   for (const auto& k : kPluginDsSettings)
-    if (has(dc, k) && std::find(acc.ds_keys_in_yaml.begin(), acc.ds_keys_in_yaml.end(), w.key(k).path) ==
-                          acc.ds_keys_in_yaml.end())
+    if (has(dc, k) &&
+        std::find(acc.ds_keys_in_yaml.begin(), acc.ds_keys_in_yaml.end(), w.key(k).path) == acc.ds_keys_in_yaml.end())
       acc.ds_keys_in_yaml.push_back(w.key(k).path);
 
   if (has(dc, "zero_stage")) {
@@ -110,7 +127,8 @@ void parse_deepspeed(const json& dc, const Where& w, const std::string& source, 
     const std::string l = lower(acc.launch.deepspeed_multinode_launcher);
     if (std::find(launchers.begin(), launchers.end(), l) == launchers.end())
       ZT_THROW_INPUT(w.key("deepspeed_multinode_launcher").str(), ": '", l,
-                     "' is not one of pdsh, standard, openmpi, mvapich, mpich, nossh, slurm", did_you_mean(l, launchers));
+                     "' is not one of pdsh, standard, openmpi, mvapich, mpich, nossh, slurm",
+                     did_you_mean(l, launchers));
   }
 
   const std::string file = read_string(dc, "deepspeed_config_file", w, "").value;
@@ -118,9 +136,8 @@ void parse_deepspeed(const json& dc, const Where& w, const std::string& source, 
     // Accelerate opens it from the current directory; also try beside the YAML.
     namespace fs = std::filesystem;
     const fs::path beside = fs::path(source).parent_path() / file;
-    acc.deepspeed_config_file = fs::exists(file) || fs::path(file).is_absolute() || !fs::exists(beside)
-                                    ? file
-                                    : beside.string();
+    acc.deepspeed_config_file =
+        fs::exists(file) || fs::path(file).is_absolute() || !fs::exists(beside) ? file : beside.string();
     return;
   }
   // As Accelerate builds the plugin's config: batch sizes from the run, stage 2 default.
@@ -134,24 +151,30 @@ void parse_deepspeed(const json& dc, const Where& w, const std::string& source, 
 
 // FSDP maps onto ZeRO: FULL_SHARD = stage 3, SHARD_GRAD_OP = stage 2, NO_SHARD = stage 0.
 void parse_fsdp(const json& fc, const Where& w, AccelerateConfig& acc) {
-  check_known_keys(fc,
-                   {"fsdp_version", "fsdp_sharding_strategy", "fsdp_reshard_after_forward", "fsdp_offload_params",
-                    "fsdp_auto_wrap_policy", "fsdp_transformer_layer_cls_to_wrap", "fsdp_min_num_params",
-                    "fsdp_state_dict_type", "fsdp_activation_checkpointing", "fsdp_backward_prefetch",
-                    "fsdp_forward_prefetch", "fsdp_use_orig_params", "fsdp_cpu_ram_efficient_loading",
-                    "fsdp_sync_module_states", "fsdp_backward_prefetch_policy"},
-                   w, kFix);
+  check_known_keys(
+      fc,
+      {"fsdp_version", "fsdp_sharding_strategy", "fsdp_reshard_after_forward", "fsdp_offload_params",
+       "fsdp_auto_wrap_policy", "fsdp_transformer_layer_cls_to_wrap", "fsdp_min_num_params", "fsdp_state_dict_type",
+       "fsdp_activation_checkpointing", "fsdp_backward_prefetch", "fsdp_forward_prefetch", "fsdp_use_orig_params",
+       "fsdp_cpu_ram_efficient_loading", "fsdp_sync_module_states", "fsdp_backward_prefetch_policy"},
+      w, kFix);
   int stage = 3;
   if (has(fc, "fsdp_sharding_strategy")) {
     const json& s = fc["fsdp_sharding_strategy"];
-    const std::string name = s.is_number() ? std::to_string(s.get<int>()) : lower(read_string(fc, "fsdp_sharding_strategy", w, "").value);
-    if (name == "1" || name == "full_shard") stage = 3;
-    else if (name == "2" || name == "shard_grad_op") stage = 2;
-    else if (name == "3" || name == "no_shard") stage = 0;
+    const std::string name =
+        s.is_number() ? std::to_string(s.get<int>()) : lower(read_string(fc, "fsdp_sharding_strategy", w, "").value);
+    if (name == "1" || name == "full_shard")
+      stage = 3;
+    else if (name == "2" || name == "shard_grad_op")
+      stage = 2;
+    else if (name == "3" || name == "no_shard")
+      stage = 0;
     else if (name == "4" || name == "5" || name == "hybrid_shard" || name == "hybrid_shard_zero2")
-      ZT_THROW_UNSUPPORTED(w.key("fsdp_sharding_strategy").str(), ": hybrid sharding is not supported by zerotrain; use FULL_SHARD or SHARD_GRAD_OP");
+      ZT_THROW_UNSUPPORTED(w.key("fsdp_sharding_strategy").str(),
+                           ": hybrid sharding is not supported by zerotrain; use FULL_SHARD or SHARD_GRAD_OP");
     else
-      ZT_THROW_INPUT(w.key("fsdp_sharding_strategy").str(), ": '", name, "' is not one of FULL_SHARD, SHARD_GRAD_OP, NO_SHARD");
+      ZT_THROW_INPUT(w.key("fsdp_sharding_strategy").str(), ": '", name,
+                     "' is not one of FULL_SHARD, SHARD_GRAD_OP, NO_SHARD");
   } else if (has(fc, "fsdp_reshard_after_forward")) {
     stage = read_bool(fc, "fsdp_reshard_after_forward", w, true).value ? 3 : 2;
   }
@@ -161,7 +184,8 @@ void parse_fsdp(const json& fc, const Where& w, AccelerateConfig& acc) {
   ds["gradient_accumulation_steps"] = "auto";
   ds["zero_optimization"]["stage"] = stage;
   if (read_bool(fc, "fsdp_offload_params", w, false).value) {
-    if (stage == 0) ZT_THROW_INPUT(w.key("fsdp_offload_params").str(), ": offload needs sharding; use FULL_SHARD or SHARD_GRAD_OP");
+    if (stage == 0)
+      ZT_THROW_INPUT(w.key("fsdp_offload_params").str(), ": offload needs sharding; use FULL_SHARD or SHARD_GRAD_OP");
     ds["zero_optimization"]["offload_optimizer"]["device"] = "cpu";
     if (stage == 3) ds["zero_optimization"]["offload_param"]["device"] = "cpu";
   }
@@ -183,14 +207,17 @@ AccelerateConfig parse_accelerate_config(const json& doc, const std::string& sou
 
   const std::string env = read_string(doc, "compute_environment", top, "LOCAL_MACHINE").value;
   if (env == "AMAZON_SAGEMAKER")
-    ZT_THROW_UNSUPPORTED(top.key("compute_environment").str(), ": SageMaker launching is not supported; use LOCAL_MACHINE (and mpirun/srun via zerotrain launch)");
+    ZT_THROW_UNSUPPORTED(
+        top.key("compute_environment").str(),
+        ": SageMaker launching is not supported; use LOCAL_MACHINE (and mpirun/srun via zerotrain launch)");
   if (env != "LOCAL_MACHINE")
-    ZT_THROW_INPUT(top.key("compute_environment").str(), ": '", env, "' is not LOCAL_MACHINE", did_you_mean(env, {"LOCAL_MACHINE"}));
+    ZT_THROW_INPUT(top.key("compute_environment").str(), ": '", env, "' is not LOCAL_MACHINE",
+                   did_you_mean(env, {"LOCAL_MACHINE"}));
 
   auto& l = acc.launch;
   const std::vector<std::string> supported = {"NO", "MULTI_CPU", "MULTI_GPU", "DEEPSPEED", "FSDP"};
-  const std::vector<std::string> refused = {"XLA", "TPU", "MEGATRON_LM", "MULTI_NPU", "MULTI_MLU", "MULTI_SDAA",
-                                            "MULTI_MUSA", "MULTI_XPU", "MULTI_HPU"};
+  const std::vector<std::string> refused = {"XLA",        "TPU",        "MEGATRON_LM", "MULTI_NPU", "MULTI_MLU",
+                                            "MULTI_SDAA", "MULTI_MUSA", "MULTI_XPU",   "MULTI_HPU"};
   l.distributed_type = read_string(doc, "distributed_type", top, "NO").value;
   if (std::find(refused.begin(), refused.end(), l.distributed_type) != refused.end())
     ZT_THROW_UNSUPPORTED(top.key("distributed_type").str(), ": ", l.distributed_type,
@@ -202,12 +229,16 @@ AccelerateConfig parse_accelerate_config(const json& doc, const std::string& sou
   if (has(doc, "mixed_precision")) {
     // Unquoted `no` is a boolean false in YAML 1.1; Accelerate means "no" by it.
     const json& mp = doc["mixed_precision"];
-    const std::string m = mp.is_boolean() && !mp.get<bool>() ? "no" : lower(read_string(doc, "mixed_precision", top, "no").value);
+    const std::string m =
+        mp.is_boolean() && !mp.get<bool>() ? "no" : lower(read_string(doc, "mixed_precision", top, "no").value);
     if (m == "fp8")
       ZT_THROW_UNSUPPORTED(top.key("mixed_precision").str(), ": fp8 training is not supported; use bf16 or fp16");
     if (m != "no" && m != "fp16" && m != "bf16")
-      ZT_THROW_INPUT(top.key("mixed_precision").str(), ": '", m, "' is not one of no, fp16, bf16", did_you_mean(m, {"no", "fp16", "bf16"}));
-    acc.mixed_precision = Setting<Precision>(Given::Set, m == "fp16" ? Precision::F16 : m == "bf16" ? Precision::BF16 : Precision::F32);
+      ZT_THROW_INPUT(top.key("mixed_precision").str(), ": '", m, "' is not one of no, fp16, bf16",
+                     did_you_mean(m, {"no", "fp16", "bf16"}));
+    acc.mixed_precision = Setting<Precision>(Given::Set, m == "fp16"   ? Precision::F16
+                                                         : m == "bf16" ? Precision::BF16
+                                                                       : Precision::F32);
   }
   acc.use_cpu = read_bool(doc, "use_cpu", top, false).value;
   l.num_processes = static_cast<int>(read_int(doc, "num_processes", top, 0).value);
@@ -236,9 +267,11 @@ AccelerateConfig parse_accelerate_config(const json& doc, const std::string& sou
     if (read_bool(doc, key, top, false).value)
       acc.warnings.push_back(top.key(key).str() + ": accepted but has no effect (" + why + ")");
   if (has(doc, "dynamo_config") && doc["dynamo_config"].is_object()) {
-    const std::string backend = read_string(doc["dynamo_config"], "dynamo_backend", top.key("dynamo_config"), "NO").value;
+    const std::string backend =
+        read_string(doc["dynamo_config"], "dynamo_backend", top.key("dynamo_config"), "NO").value;
     if (lower(backend) != "no")
-      acc.warnings.push_back(top.key("dynamo_config").str() + ": accepted but has no effect (zerotrain compiles ahead of time)");
+      acc.warnings.push_back(top.key("dynamo_config").str() +
+                             ": accepted but has no effect (zerotrain compiles ahead of time)");
   }
 
   // Top-level fp16/bf16 blocks: DeepSpeed's schema, written here by users; mapped.
@@ -259,8 +292,8 @@ AccelerateConfig parse_accelerate_config(const json& doc, const std::string& sou
   }
   if (has(doc, "fsdp_config")) {
     if (l.distributed_type != "FSDP")
-      ZT_THROW_INPUT(top.key("fsdp_config").str(), ": only used with distributed_type: FSDP (it is ", l.distributed_type,
-                     "); set distributed_type: FSDP or remove the block");
+      ZT_THROW_INPUT(top.key("fsdp_config").str(), ": only used with distributed_type: FSDP (it is ",
+                     l.distributed_type, "); set distributed_type: FSDP or remove the block");
     require_object(doc["fsdp_config"], top.key("fsdp_config"));
     parse_fsdp(doc["fsdp_config"], top.key("fsdp_config"), acc);
   } else if (l.distributed_type == "FSDP") {

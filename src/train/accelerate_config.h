@@ -20,8 +20,8 @@ struct AccelerateConfig {
   // mixed_precision: no | fp16 | bf16 (is_set() only when written).
   Setting<Precision> mixed_precision{Precision::F32};
   bool use_cpu = false;
-  bool zero3_init = false;               // deepspeed_config.zero3_init_flag
-  bool activation_checkpointing = false; // fsdp_config.fsdp_activation_checkpointing
+  bool zero3_init = false;                // deepspeed_config.zero3_init_flag
+  bool activation_checkpointing = false;  // fsdp_config.fsdp_activation_checkpointing
   // deepspeed_config.deepspeed_config_file, as a path usable from the current directory.
   std::string deepspeed_config_file;
   // The DeepSpeed settings the YAML itself carries, as a ds_config document ({} if none).

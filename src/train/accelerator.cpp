@@ -50,11 +50,13 @@ Accelerator::Accelerator(const train::TrainConfig& config) : impl_(std::make_uni
   train::TrainingRun& run = *impl_->run;
   // The reports of `zerotrain train`'s log; a custom loop prints what it wants.
   if (run.config.wall_clock_breakdown)
-    ZT_WARN("wall_clock_breakdown: no effect in the Accelerator API (`zerotrain train` prints the per-step times; "
-            "time your own loop)");
+    ZT_WARN(
+        "wall_clock_breakdown: no effect in the Accelerator API (`zerotrain train` prints the per-step times; "
+        "time your own loop)");
   if (run.config.memory_breakdown)
-    ZT_WARN("memory_breakdown: no effect in the Accelerator API (`zerotrain train` prints it; your loop prints "
-            "what it wants)");
+    ZT_WARN(
+        "memory_breakdown: no effect in the Accelerator API (`zerotrain train` prints it; your loop prints "
+        "what it wants)");
   train::remove_stale_outputs(run);  // as `zerotrain train`: what killed saves left
   if (!run.config.resume.empty()) train::load_run_checkpoint(run, run.config.resume);
   impl_->tokens = OwnedTensor({run.micro_batch, run.seq_len}, DType::I32);

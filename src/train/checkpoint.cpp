@@ -23,7 +23,6 @@ using nlohmann::json;
 
 namespace {
 
-
 std::string step_dir_name(int64_t step) { return "global_step" + std::to_string(step); }
 
 std::string shard_name(int rank) { return "shard_rank" + std::to_string(rank) + ".safetensors"; }
@@ -34,8 +33,8 @@ json unit_layout(const model::ParameterRegistry& registry) {
     json params = json::array();
     for (const auto& p : u->params())
       params.push_back({{"name", p.name()}, {"offset", p.offset}, {"shape", p.spec.shape}});
-    units.push_back({{"name", u->name()}, {"numel", u->numel()}, {"padded_numel", u->padded_numel()},
-                     {"params", params}});
+    units.push_back(
+        {{"name", u->name()}, {"numel", u->numel()}, {"padded_numel", u->padded_numel()}, {"params", params}});
   }
   return units;
 }
@@ -142,20 +141,20 @@ std::string save_checkpoint(const std::string& root_str, const model::ParameterR
 
   if (r == 0) {
     try {
-      json manifest = {{"format", kCheckpointFormat},
-                       {"version", kCheckpointVersion},
-                       {"step", state.step},
-                       {"micro_steps", state.micro_steps},
-                       {"world_size", W},
-                       {"zero_stage", options.zero_stage},
-                       {"param_dtype",
-                        registry.units().empty() ? "f32" : dtype_name(registry.units()[0]->param_dtype())},
-                       {"units", unit_layout(registry)},
-                       {"optimizer_state", json::array()},
-                       {"data", {{"epoch", state.data_epoch}, {"position", state.data_position}}},
-                       {"seed", state.seed},
-                       {"loss_scaler", state.loss_scaler},
-                       {"extra", state.extra}};
+      json manifest = {
+          {"format", kCheckpointFormat},
+          {"version", kCheckpointVersion},
+          {"step", state.step},
+          {"micro_steps", state.micro_steps},
+          {"world_size", W},
+          {"zero_stage", options.zero_stage},
+          {"param_dtype", registry.units().empty() ? "f32" : dtype_name(registry.units()[0]->param_dtype())},
+          {"units", unit_layout(registry)},
+          {"optimizer_state", json::array()},
+          {"data", {{"epoch", state.data_epoch}, {"position", state.data_position}}},
+          {"seed", state.seed},
+          {"loss_scaler", state.loss_scaler},
+          {"extra", state.extra}};
       for (const FlatSlice& s : slices)
         if (s.name.size() < 7 || s.name.compare(s.name.size() - 7, 7, ".params") != 0)
           manifest["optimizer_state"].push_back(s.name);
@@ -167,8 +166,7 @@ std::string save_checkpoint(const std::string& root_str, const model::ParameterR
       // new directory in atomically: `latest` may name this very step.
       io::replace_directory(tmp_dir.string(), final_dir.string(), (root / ("." + name + ".old")).string());
       fail_point("checkpoint.renamed", name.c_str());
-      io::write_file_atomic((root / "latest").string(),
-                            [&](std::FILE* f) { std::fprintf(f, "%s\n", name.c_str()); });
+      io::write_file_atomic((root / "latest").string(), [&](std::FILE* f) { std::fprintf(f, "%s\n", name.c_str()); });
       fail_point("checkpoint.latest_written", name.c_str());
       prune(root, options.keep_last, name);
     } catch (const std::exception& e) {
@@ -297,8 +295,8 @@ std::vector<std::string> remove_stale_checkpoint_temps(const std::string& root) 
     std::error_code rec;
     fs::remove_all(entry.path(), rec);
     if (rec) {
-      ZT_WARN("could not remove the stale temporary ", entry.path().string(), " of an interrupted save: ",
-              rec.message());
+      ZT_WARN("could not remove the stale temporary ", entry.path().string(),
+              " of an interrupted save: ", rec.message());
     } else {
       removed.push_back(entry.path().string());
     }

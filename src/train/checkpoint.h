@@ -32,13 +32,13 @@
 namespace zt::train {
 
 struct CheckpointState {
-  int64_t step = 0;              // optimizer steps taken
-  int64_t micro_steps = 0;       // forward/backward passes taken
+  int64_t step = 0;         // optimizer steps taken
+  int64_t micro_steps = 0;  // forward/backward passes taken
   uint64_t data_epoch = 0;
   uint64_t data_position = 0;
   uint64_t seed = 0;
-  nlohmann::json loss_scaler;    // LossScaler::State as JSON (null when unused)
-  nlohmann::json extra;          // anything else the trainer wants back (config, metrics)
+  nlohmann::json loss_scaler;  // LossScaler::State as JSON (null when unused)
+  nlohmann::json extra;        // anything else the trainer wants back (config, metrics)
   // Filled by load_checkpoint: the optimizer state names the manifest lists, and the
   // optional targets the checkpoint did not have (left untouched).
   std::vector<std::string> saved_optimizer_state;

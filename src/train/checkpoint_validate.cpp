@@ -101,9 +101,8 @@ void read_units(const Fields& f, const json& j, CheckpointManifest& m) {
     const int64_t W = m.world_size, base = std::max<int64_t>(u.numel, 1);
     u.padded_numel = f.integer(ju, "padded_numel", uf + ".padded_numel", 1, 2 * kMaxElements);
     if (u.padded_numel < base || u.padded_numel % W != 0)
-      f.bad(uf + ".padded_numel",
-            "is " + std::to_string(u.padded_numel) + "; it must be a multiple of world_size " + std::to_string(W) +
-                " and at least max(numel, 1) = " + std::to_string(base));
+      f.bad(uf + ".padded_numel", "is " + std::to_string(u.padded_numel) + "; it must be a multiple of world_size " +
+                                      std::to_string(W) + " and at least max(numel, 1) = " + std::to_string(base));
     u.part = u.padded_numel / W;
     const json& params = f.array(ju, "params", uf + ".params");
     int64_t end = 0;
@@ -119,7 +118,8 @@ void read_units(const Fields& f, const json& j, CheckpointManifest& m) {
         p.shape.push_back(dim);
         n = dim == 0 || n == 0 ? 0 : (n > kMaxElements / dim ? kMaxElements + 1 : n * dim);
       }
-      if (p.offset < end) f.bad(pf + ".offset", "overlaps the previous parameter (ends at " + std::to_string(end) + ")");
+      if (p.offset < end)
+        f.bad(pf + ".offset", "overlaps the previous parameter (ends at " + std::to_string(end) + ")");
       if (n > u.numel || p.offset > u.numel - n)
         f.bad(pf, shape_str(p.shape) + " at offset " + std::to_string(p.offset) + " lies past the unit's numel " +
                       std::to_string(u.numel));
@@ -181,11 +181,10 @@ CheckpointManifest read_checkpoint_manifest(const std::string& dir) {
   if (!j.is_object() || !j.contains("format") || j.at("format") != kCheckpointFormat)
     ZT_THROW_INPUT("'", m.path, "' is not a zerotrain checkpoint manifest (no \"format\": \"", kCheckpointFormat,
                    "\")");
-  const int64_t version =
-      f.integer_or(j, "version", "version", 0, std::numeric_limits<int>::max(), kCheckpointVersion);
+  const int64_t version = f.integer_or(j, "version", "version", 0, std::numeric_limits<int>::max(), kCheckpointVersion);
   if (version != kCheckpointVersion)
-    f.bad("version", "is " + std::to_string(version) + "; this zerotrain reads version " +
-                         std::to_string(kCheckpointVersion));
+    f.bad("version",
+          "is " + std::to_string(version) + "; this zerotrain reads version " + std::to_string(kCheckpointVersion));
   m.world_size = static_cast<int>(f.integer(j, "world_size", "world_size", 1, kMaxCheckpointWorldSize));
   m.zero_stage = static_cast<int>(f.integer_or(j, "zero_stage", "zero_stage", 0, 3, 0));
   m.step = f.integer(j, "step", "step", 0, kMaxCount);
@@ -253,8 +252,8 @@ void check_shards_present(const CheckpointManifest& m) {
   for (int r = 0; r < m.world_size; ++r) {
     std::error_code ec;
     if (!fs::is_regular_file(m.shard_path(r), ec))
-      ZT_THROW_INPUT("checkpoint '", m.dir, "' is missing rank ", r, "'s shard ", fs::path(m.shard_path(r)).filename().string(),
-                     " (it was saved by ", m.world_size,
+      ZT_THROW_INPUT("checkpoint '", m.dir, "' is missing rank ", r, "'s shard ",
+                     fs::path(m.shard_path(r)).filename().string(), " (it was saved by ", m.world_size,
                      " ranks): copy every rank's shard_rank<r>.safetensors into the directory");
   }
 }

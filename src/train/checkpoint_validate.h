@@ -57,9 +57,9 @@ struct CheckpointManifest {
   uint64_t data_epoch = 0;
   uint64_t data_position = 0;
   uint64_t seed = 0;
-  nlohmann::json loss_scaler;  // null, or an object with checked fields
-  nlohmann::json extra;        // an object (maybe empty)
-  nlohmann::json model_config; // extra.model_config, null when absent
+  nlohmann::json loss_scaler;   // null, or an object with checked fields
+  nlohmann::json extra;         // an object (maybe empty)
+  nlohmann::json model_config;  // extra.model_config, null when absent
 
   const ManifestUnit* find_unit(const std::string& name) const;
   std::string shard_path(int rank) const;

@@ -24,12 +24,12 @@ namespace zt::train {
 enum class Precision { F32, BF16, F16 };
 enum class OffloadDevice { None, CPU, NVMe };
 enum class CheckpointSaves { Steps, None };  // save_strategy: steps | no
-enum class OutputDirOverwrite { No, Yes };    // overwrite_output_dir
+enum class OutputDirOverwrite { No, Yes };   // overwrite_output_dir
 
 struct ModelSection {
-  std::string preset;        // a built-in preset name, or
-  std::string path;          // an HF model directory (config.json + safetensors)
-  std::string tokenizer;     // tokenizer file/dir; default: the model dir, or trained for the built-in run
+  std::string preset;     // a built-in preset name, or
+  std::string path;       // an HF model directory (config.json + safetensors)
+  std::string tokenizer;  // tokenizer file/dir; default: the model dir, or trained for the built-in run
   bool activation_checkpointing = false;
 };
 
@@ -37,7 +37,7 @@ struct DataSection {
   std::vector<std::string> train;  // text files/dirs/JSONL, or token shards (.bin)
   std::vector<std::string> validation;
   std::string jsonl_field = "text";
-  int64_t seq_len = 0;       // 0: the model's context
+  int64_t seq_len = 0;                // 0: the model's context
   double validation_fraction = 0.05;  // split off the train text when no validation set
 };
 
@@ -107,7 +107,7 @@ struct LaunchSection {
   int machine_rank = 0;
   std::string main_process_ip;
   int main_process_port = 29500;
-  std::string gpu_ids;                  // "" or "all" or "0,1,..."
+  std::string gpu_ids;  // "" or "all" or "0,1,..."
   std::string deepspeed_hostfile;
   std::string deepspeed_multinode_launcher;
 };
@@ -128,10 +128,10 @@ struct TrainConfig {
   Precision precision = Precision::F32;
   zero::LossScalerConfig loss_scaler;  // fp16 only
   zero::OptimizerSpec optimizer;
-  nlohmann::json scheduler;             // ds_config "scheduler" block, or {} for none
-  std::string hf_scheduler;             // HF lr_scheduler_type when no ds scheduler ("" = constant)
-  int64_t warmup_steps = 0;             // for hf_scheduler
-  float gradient_clipping = 1.0f;       // 0 = off
+  nlohmann::json scheduler;        // ds_config "scheduler" block, or {} for none
+  std::string hf_scheduler;        // HF lr_scheduler_type when no ds scheduler ("" = constant)
+  int64_t warmup_steps = 0;        // for hf_scheduler
+  float gradient_clipping = 1.0f;  // 0 = off
   ZeroSection zero;
   AioSection aio;
   ActivationCheckpointingSection activation_checkpointing;
@@ -153,7 +153,7 @@ struct TrainConfig {
   bool fp16_auto_cast = false;
 
   // Loop.
-  int64_t max_steps = 0;     // optimizer steps; 0: from epochs
+  int64_t max_steps = 0;  // optimizer steps; 0: from epochs
   double epochs = 1.0;
   int64_t steps_per_print = 10;
   int64_t eval_interval = 0;  // steps; 0 = only at the end
@@ -168,8 +168,8 @@ struct TrainConfig {
   OutputDirOverwrite overwrite_output_dir = OutputDirOverwrite::No;
   int64_t stop_grace_seconds = 0;  // first stop signal -> immediate exit after this long (0: none)
   uint64_t seed = 1234;
-  std::string resume;         // "" | "latest" | a checkpoint dir
-  std::string device = "cpu"; // cpu | cuda
+  std::string resume;          // "" | "latest" | a checkpoint dir
+  std::string device = "cpu";  // cpu | cuda
 
   // Samples printed after training (and at eval when sample_every_eval).
   std::vector<std::string> sample_prompts;

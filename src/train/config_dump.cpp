@@ -125,10 +125,12 @@ std::string describe_config(const TrainConfig& c) {
     }
   }
   if (z.stage == 3) p.line("zero3_init", z.zero3_init);
-  p.line("zero_optimization.offload_optimizer", std::string(offload_device_name(z.offload_optimizer)) +
-                                                    (z.offload_optimizer_nvme_path.empty() ? "" : " " + z.offload_optimizer_nvme_path));
-  p.line("zero_optimization.offload_param", std::string(offload_device_name(z.offload_param)) +
-                                                (z.offload_param_nvme_path.empty() ? "" : " " + z.offload_param_nvme_path));
+  p.line("zero_optimization.offload_optimizer",
+         std::string(offload_device_name(z.offload_optimizer)) +
+             (z.offload_optimizer_nvme_path.empty() ? "" : " " + z.offload_optimizer_nvme_path));
+  p.line("zero_optimization.offload_param",
+         std::string(offload_device_name(z.offload_param)) +
+             (z.offload_param_nvme_path.empty() ? "" : " " + z.offload_param_nvme_path));
   if (z.offload_optimizer == OffloadDevice::NVMe || z.offload_param == OffloadDevice::NVMe) {
     p.line("aio.block_size", c.aio.block_size);
     p.line("aio.queue_depth", c.aio.queue_depth);

@@ -35,10 +35,10 @@ enum class AutoRule { None, HiddenSquared, NineTenthsHiddenSquared, TenHidden };
 // When a key whose value changes nothing in this run warns (inert_keys.cpp).
 enum class InertWhen {
   Never,
-  NotDefault,              // any value but the default
-  NotDefaultBelowStage3,   // ... when the run's stage is below 3
-  NotDefaultOneProcess,    // ... with one process
-  WrittenTrueOneProcess,   // written (not defaulted) as true, with one process
+  NotDefault,             // any value but the default
+  NotDefaultBelowStage3,  // ... when the run's stage is below 3
+  NotDefaultOneProcess,   // ... with one process
+  WrittenTrueOneProcess,  // written (not defaulted) as true, with one process
 };
 
 // Whether `zerotrain config check` prints the key.
@@ -66,7 +66,7 @@ struct SectionKey {
   int64_t refuse_above;      // Refused: a value above this is refused
   std::string refused_what;  // Refused: the Unsupported error after "section.KEY: "
   Shown shown;
-  std::string doc;           // docs/configs.md's status column
+  std::string doc;  // docs/configs.md's status column
 };
 
 using ZeroKey = SectionKey<ZeroSection>;

@@ -13,8 +13,21 @@ using A = AioSection;
 
 AioKey resolved(std::string key, std::vector<std::string> aliases, KeyType type, int64_t dflt, std::string dflt_text,
                 KeyField<A> target, std::string doc) {
-  return {std::move(key), std::move(aliases), type, dflt, std::move(dflt_text), type == KeyType::Int ? 1 : INT64_MIN,
-          AutoRule::None, KeyStatus::Resolved, target, InertWhen::Never, "", INT64_MAX, "", Shown::No, std::move(doc)};
+  return {std::move(key),
+          std::move(aliases),
+          type,
+          dflt,
+          std::move(dflt_text),
+          type == KeyType::Int ? 1 : INT64_MIN,
+          AutoRule::None,
+          KeyStatus::Resolved,
+          target,
+          InertWhen::Never,
+          "",
+          INT64_MAX,
+          "",
+          Shown::No,
+          std::move(doc)};
 }
 
 std::vector<AioKey> make_table() {
@@ -28,10 +41,21 @@ std::vector<AioKey> make_table() {
                "resolved; both names at once is an error"),
       resolved("single_submit", {}, B, 0, "false", &A::single_submit, "resolved"),
       resolved("overlap_events", {}, B, 1, "true", &A::overlap_events, "resolved"),
-      {"use_gds", {}, B, 0, "false", INT64_MIN, AutoRule::None, KeyStatus::Refused, &A::use_gds, InertWhen::Never, "",
+      {"use_gds",
+       {},
+       B,
+       0,
+       "false",
+       INT64_MIN,
+       AutoRule::None,
+       KeyStatus::Refused,
+       &A::use_gds,
+       InertWhen::Never,
+       "",
        0,
        "GPUDirect Storage is not supported by zerotrain; set use_gds false (NVMe I/O goes through pinned host memory)",
-       Shown::No, "refused when true (GPUDirect Storage)"},
+       Shown::No,
+       "refused when true (GPUDirect Storage)"},
   };
 }
 

@@ -13,8 +13,21 @@ using A = ActivationCheckpointingSection;
 
 CheckpointingKey accepted(std::string key, KeyType type, std::string dflt_text, KeyField<A> target, std::string why,
                           std::string doc) {
-  return {std::move(key), {}, type, 0, std::move(dflt_text), type == KeyType::Int ? 0 : INT64_MIN, AutoRule::None,
-          KeyStatus::Accepted, target, InertWhen::NotDefault, std::move(why), INT64_MAX, "", Shown::No, std::move(doc)};
+  return {std::move(key),
+          {},
+          type,
+          0,
+          std::move(dflt_text),
+          type == KeyType::Int ? 0 : INT64_MIN,
+          AutoRule::None,
+          KeyStatus::Accepted,
+          target,
+          InertWhen::NotDefault,
+          std::move(why),
+          INT64_MAX,
+          "",
+          Shown::No,
+          std::move(doc)};
 }
 
 std::vector<CheckpointingKey> make_table() {

@@ -21,7 +21,8 @@ std::string key_cell(const std::string& key, const std::vector<std::string>& ali
 template <class S>
 std::string section_markdown(const std::vector<SectionKey<S>>& keys) {
   std::string s = "| key | default | status |\n|-----|---------|--------|\n";
-  for (const SectionKey<S>& k : keys) s += "| " + key_cell(k.key, k.aliases) + " | " + k.default_text + " | " + k.doc + " |\n";
+  for (const SectionKey<S>& k : keys)
+    s += "| " + key_cell(k.key, k.aliases) + " | " + k.default_text + " | " + k.doc + " |\n";
   return s;
 }
 
@@ -33,7 +34,8 @@ std::string aio_keys_markdown() { return section_markdown(aio_keys()); }
 
 std::string run_keys_markdown() {
   std::string s = "| key | default | meaning |\n|-----|---------|---------|\n";
-  for (const RunKey& k : run_keys()) s += "| " + key_cell(k.key, k.aliases) + " | " + k.default_text + " | " + k.doc + " |\n";
+  for (const RunKey& k : run_keys())
+    s += "| " + key_cell(k.key, k.aliases) + " | " + k.default_text + " | " + k.doc + " |\n";
   return s;
 }
 

@@ -20,29 +20,81 @@ using Z = ZeroSection;
 ZeroKey resolved(std::string key, std::vector<std::string> aliases, KeyType type, int64_t dflt, std::string dflt_text,
                  int64_t min, AutoRule rule, KeyField<Z> target, InertWhen inert, std::string why, Shown shown,
                  std::string doc) {
-  return {std::move(key), std::move(aliases), type, dflt, std::move(dflt_text), min, rule, KeyStatus::Resolved,
-          target, inert, std::move(why), kNever, "", shown, std::move(doc)};
+  return {std::move(key),
+          std::move(aliases),
+          type,
+          dflt,
+          std::move(dflt_text),
+          min,
+          rule,
+          KeyStatus::Resolved,
+          target,
+          inert,
+          std::move(why),
+          kNever,
+          "",
+          shown,
+          std::move(doc)};
 }
 
 // Accepted without effect: kept (when a field exists) so the warning can say so.
 ZeroKey accepted(std::string key, std::vector<std::string> aliases, KeyType type, int64_t dflt, std::string dflt_text,
                  int64_t min, KeyField<Z> target, InertWhen inert, std::string why, Shown shown, std::string doc) {
-  return {std::move(key), std::move(aliases), type, dflt, std::move(dflt_text), min, AutoRule::None,
-          KeyStatus::Accepted, target, inert, std::move(why), kNever, "", shown, std::move(doc)};
+  return {std::move(key),
+          std::move(aliases),
+          type,
+          dflt,
+          std::move(dflt_text),
+          min,
+          AutoRule::None,
+          KeyStatus::Accepted,
+          target,
+          inert,
+          std::move(why),
+          kNever,
+          "",
+          shown,
+          std::move(doc)};
 }
 
 // Accepted silently: zerotrain's flat units make the choice the key tunes.
 ZeroKey decided(std::string key, std::vector<std::string> aliases, KeyType type, int64_t dflt) {
   std::string text = type == KeyType::Bool ? (dflt != 0 ? "true" : "false") : std::to_string(dflt);
-  return {std::move(key), std::move(aliases), type, dflt, std::move(text), kNoMin, AutoRule::None, KeyStatus::Accepted,
-          std::monostate{}, InertWhen::Never, "", kNever, "", Shown::No, "accepted: zerotrain's flat units decide this"};
+  return {std::move(key),
+          std::move(aliases),
+          type,
+          dflt,
+          std::move(text),
+          kNoMin,
+          AutoRule::None,
+          KeyStatus::Accepted,
+          std::monostate{},
+          InertWhen::Never,
+          "",
+          kNever,
+          "",
+          Shown::No,
+          "accepted: zerotrain's flat units decide this"};
 }
 
 // `message`: the Unsupported error after "zero_optimization.KEY: ".
 ZeroKey refused(std::string key, KeyType type, int64_t dflt, std::string dflt_text, int64_t above, std::string message,
                 std::string doc) {
-  return {std::move(key), {}, type, dflt, std::move(dflt_text), kNoMin, AutoRule::None, KeyStatus::Refused,
-          std::monostate{}, InertWhen::Never, "", above, std::move(message), Shown::No, std::move(doc)};
+  return {std::move(key),
+          {},
+          type,
+          dflt,
+          std::move(dflt_text),
+          kNoMin,
+          AutoRule::None,
+          KeyStatus::Refused,
+          std::monostate{},
+          InertWhen::Never,
+          "",
+          above,
+          std::move(message),
+          Shown::No,
+          std::move(doc)};
 }
 
 // ZeRO++ and MiCS: refused when on, so configs that spell out the defaults still load.
@@ -53,8 +105,21 @@ std::string unsupported(const std::string& what) {
 // Read by ds_config_zero.cpp's offload parser (objects, deprecated booleans).
 ZeroKey offload(std::string key, std::vector<std::string> aliases, KeyType type, int64_t dflt, std::string dflt_text,
                 KeyStatus status, std::string doc) {
-  return {std::move(key), std::move(aliases), type, dflt, std::move(dflt_text), kNoMin, AutoRule::None, status,
-          std::monostate{}, InertWhen::Never, "", kNever, "", Shown::No, std::move(doc)};
+  return {std::move(key),
+          std::move(aliases),
+          type,
+          dflt,
+          std::move(dflt_text),
+          kNoMin,
+          AutoRule::None,
+          status,
+          std::monostate{},
+          InertWhen::Never,
+          "",
+          kNever,
+          "",
+          Shown::No,
+          std::move(doc)};
 }
 
 std::vector<ZeroKey> make_table() {
@@ -121,7 +186,8 @@ std::vector<ZeroKey> make_table() {
               "memory is saved)"),
       offload("offload_param", {}, KeyType::Object, 0, "none", KeyStatus::Resolved,
               "resolved; needs stage 3; as `offload_optimizer`"),
-      offload("cpu_offload", {}, B, 0, "false", KeyStatus::Mapped, "deprecated: mapped to `offload_optimizer.device: cpu`"),
+      offload("cpu_offload", {}, B, 0, "false", KeyStatus::Mapped,
+              "deprecated: mapped to `offload_optimizer.device: cpu`"),
       offload("cpu_offload_param", {"cpu_offload_params"}, B, 0, "false", KeyStatus::Mapped,
               "deprecated: mapped to `offload_param.device: cpu`"),
       offload("cpu_offload_use_pin_memory", {}, B, 1, "true", KeyStatus::Mapped,
@@ -133,18 +199,21 @@ std::vector<ZeroKey> make_table() {
       decided("log_trace_cache_warnings", {}, B, 0),
       decided("stage3_module_granularity_threshold", {"module_granularity_threshold"}, I, 0),
       decided("stage3_use_all_reduce_for_fetch_params", {"use_all_reduce_for_fetch_params"}, B, 0),
-      refused("legacy_stage1", B, 0, "false", 0, "DeepSpeed's legacy stage-1 implementation is not supported; remove the key (stage 1 is the current one)",
+      refused("legacy_stage1", B, 0, "false", 0,
+              "DeepSpeed's legacy stage-1 implementation is not supported; remove the key (stage 1 is the current one)",
               "refused when true"),
       refused("zero_hpz_partition_size", I, 1, "1", 1, unsupported("ZeRO++ hierarchical partitioning (hpZ)"),
               "refused when > 1 (ZeRO++ hpZ)"),
-      refused("zero_quantized_weights", B, 0, "false", 0, unsupported("ZeRO++ quantized weights (qwZ)"), "refused when true (ZeRO++)"),
-      refused("zero_quantized_nontrainable_weights", B, 0, "false", 0, unsupported("ZeRO++ quantized non-trainable weights"),
+      refused("zero_quantized_weights", B, 0, "false", 0, unsupported("ZeRO++ quantized weights (qwZ)"),
               "refused when true (ZeRO++)"),
+      refused("zero_quantized_nontrainable_weights", B, 0, "false", 0,
+              unsupported("ZeRO++ quantized non-trainable weights"), "refused when true (ZeRO++)"),
       refused("zero_quantized_gradients", B, 0, "false", 0, unsupported("ZeRO++ quantized gradients (qgZ)"),
               "refused when true (ZeRO++)"),
       refused("zeropp_loco_param", KeyType::Any, 0, "null", 0, unsupported("ZeRO++ LoCo"), "refused when set (ZeRO++)"),
       refused("mics_shard_size", I, -1, "-1", 0, unsupported("MiCS sharding"), "refused when > 0 (MiCS)"),
-      refused("mics_hierarchical_params_gather", B, 0, "false", 0, unsupported("MiCS hierarchical gather"), "refused when true (MiCS)"),
+      refused("mics_hierarchical_params_gather", B, 0, "false", 0, unsupported("MiCS hierarchical gather"),
+              "refused when true (MiCS)"),
   };
 }
 
@@ -158,10 +227,14 @@ const std::vector<ZeroKey>& zero_keys() {
 int64_t auto_value(AutoRule rule, int64_t hidden) {
   const double h = static_cast<double>(hidden);
   switch (rule) {
-    case AutoRule::HiddenSquared: return static_cast<int64_t>(1.0 * std::pow(h, 2));
-    case AutoRule::NineTenthsHiddenSquared: return static_cast<int64_t>(0.9 * std::pow(h, 2));
-    case AutoRule::TenHidden: return static_cast<int64_t>(10.0 * std::pow(h, 1));
-    case AutoRule::None: break;
+    case AutoRule::HiddenSquared:
+      return static_cast<int64_t>(1.0 * std::pow(h, 2));
+    case AutoRule::NineTenthsHiddenSquared:
+      return static_cast<int64_t>(0.9 * std::pow(h, 2));
+    case AutoRule::TenHidden:
+      return static_cast<int64_t>(10.0 * std::pow(h, 1));
+    case AutoRule::None:
+      break;
   }
   ZT_CHECK(false, "no auto rule");
   return 0;
@@ -169,10 +242,14 @@ int64_t auto_value(AutoRule rule, int64_t hidden) {
 
 std::string auto_rule_text(AutoRule rule) {
   switch (rule) {
-    case AutoRule::HiddenSquared: return "h * h";
-    case AutoRule::NineTenthsHiddenSquared: return "0.9 * h * h";
-    case AutoRule::TenHidden: return "10 * h";
-    case AutoRule::None: break;
+    case AutoRule::HiddenSquared:
+      return "h * h";
+    case AutoRule::NineTenthsHiddenSquared:
+      return "0.9 * h * h";
+    case AutoRule::TenHidden:
+      return "10 * h";
+    case AutoRule::None:
+      break;
   }
   return "";
 }

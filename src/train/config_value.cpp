@@ -139,13 +139,15 @@ json load_document(const std::string& path) {
     try {
       doc = json::parse(text);
     } catch (const json::parse_error& e) {
-      ZT_THROW_INPUT(path, ": not valid JSON (", e.what(), "); fix the syntax (JSON allows no comments or trailing commas)");
+      ZT_THROW_INPUT(path, ": not valid JSON (", e.what(),
+                     "); fix the syntax (JSON allows no comments or trailing commas)");
     }
   } else {
     doc = parse_yaml_text(text, path);
   }
   if (doc.is_null()) doc = json::object();  // an empty file is an empty config
-  if (!doc.is_object()) ZT_THROW_INPUT(path, ": the top level must be a mapping of keys to values, got ", type_name(doc));
+  if (!doc.is_object())
+    ZT_THROW_INPUT(path, ": the top level must be a mapping of keys to values, got ", type_name(doc));
   return doc;
 }
 
@@ -176,15 +178,15 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
 }
 
 void require_object(const json& j, const Where& w) {
-  if (!j.is_object()) ZT_THROW_INPUT(w.str(), ": expected a mapping of keys to values, got ", type_name(j), " ", shown(j));
+  if (!j.is_object())
+    ZT_THROW_INPUT(w.str(), ": expected a mapping of keys to values, got ", type_name(j), " ", shown(j));
 }
 
 void check_known_keys(const json& j, const std::vector<std::string>& known, const Where& w, const std::string& fix) {
   require_object(j, w);
   for (const auto& kv : j.items()) {
     if (std::find(known.begin(), known.end(), kv.key()) != known.end()) continue;
-    ZT_THROW_INPUT(w.key(kv.key()).str(), ": unknown key '", kv.key(), "'", did_you_mean(kv.key(), known), "; ",
-                   fix);
+    ZT_THROW_INPUT(w.key(kv.key()).str(), ": unknown key '", kv.key(), "'", did_you_mean(kv.key(), known), "; ", fix);
   }
 }
 
@@ -204,8 +206,7 @@ double to_number(const json& v, const Where& w) {
 int64_t to_int(const json& v, const Where& w) {
   if (v.is_number_integer()) return v.get<int64_t>();
   const double x = to_number(v, w);
-  if (x != std::floor(x) || std::fabs(x) > 9.0e18)
-    ZT_THROW_INPUT(w.str(), ": expected a whole number, got ", shown(v));
+  if (x != std::floor(x) || std::fabs(x) > 9.0e18) ZT_THROW_INPUT(w.str(), ": expected a whole number, got ", shown(v));
   return static_cast<int64_t>(x);
 }
 

@@ -40,7 +40,8 @@ model::ModelConfig model_config(const CheckpointManifest& m, const std::string& 
     return model::config_from_hf_json(read_json_file(config_path, "model config"), config_path);
   }
   if (m.model_config.is_null())
-    ZT_THROW_INPUT("'", m.path, "' has no extra.model_config (a checkpoint saved before zerotrain recorded it): "
+    ZT_THROW_INPUT("'", m.path,
+                   "' has no extra.model_config (a checkpoint saved before zerotrain recorded it): "
                    "give the model's HF config with --config DIR|config.json");
   return model::config_from_hf_json(m.model_config, m.path + " (extra.model_config)");
 }
@@ -55,7 +56,8 @@ ConsolidateSummary consolidate_checkpoint(const std::string& checkpoint, const s
   std::error_code ec;
   // resolve_checkpoint's own message is about --resume; say what consolidate wants.
   if (!fs::exists(fs::path(checkpoint) / "manifest.json", ec) && !fs::exists(fs::path(checkpoint) / "latest", ec))
-    ZT_THROW_INPUT("'", checkpoint, "' is not a checkpoint: give a checkpoint directory (global_stepN, holding "
+    ZT_THROW_INPUT("'", checkpoint,
+                   "' is not a checkpoint: give a checkpoint directory (global_stepN, holding "
                    "manifest.json) or a checkpoint root (holding `latest`, e.g. OUTPUT_DIR/checkpoints)");
   ConsolidateSummary summary;
   summary.checkpoint_dir = resolve_checkpoint(checkpoint);
@@ -71,7 +73,8 @@ ConsolidateSummary consolidate_checkpoint(const std::string& checkpoint, const s
   mo.param_dtype = options.dtype;
   mo.allocate_grads = false;
   model::Transformer model(config, mo);
-  check_manifest_layout(m, model.registry(), " (a checkpoint of another model? with --config, is it this checkpoint's config?)");
+  check_manifest_layout(m, model.registry(),
+                        " (a checkpoint of another model? with --config, is it this checkpoint's config?)");
   check_shards_present(m);  // a missing one fails before any work
   std::vector<std::unique_ptr<io::SafetensorsReader>> shards;
   for (int r = 0; r < m.world_size; ++r) shards.push_back(std::make_unique<io::SafetensorsReader>(m.shard_path(r)));

@@ -45,9 +45,9 @@ struct ConsolidateSummary {
   std::string checkpoint_dir;  // the resolved checkpoint directory
   int64_t step = 0;
   int world_size = 0;
-  int64_t parameters = 0;      // as written to the HF files (no vocab padding)
-  uint64_t bytes = 0;          // bytes of weights written
-  std::string source;          // "master" or "params" (the tensors read)
+  int64_t parameters = 0;  // as written to the HF files (no vocab padding)
+  uint64_t bytes = 0;      // bytes of weights written
+  std::string source;      // "master" or "params" (the tensors read)
   double seconds = 0;
 };
 

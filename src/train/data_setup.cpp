@@ -13,9 +13,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // A directory `zerotrain prepare` wrote: train_*.bin and val_*.bin beside dataset.json.
-bool is_prepared_dir(const std::string& p) {
-  return fs::is_directory(p) && fs::exists(fs::path(p) / "dataset.json");
-}
+bool is_prepared_dir(const std::string& p) { return fs::is_directory(p) && fs::exists(fs::path(p) / "dataset.json"); }
 
 bool is_shard_path(const std::string& p) {
   if (is_prepared_dir(p)) return true;
@@ -80,8 +78,7 @@ TrainConfig config_reading_prepared_files(const TrainConfig& c, const fs::path& 
   TrainConfig f = c;
   if (c.model.path.empty() && c.model.tokenizer.empty()) f.model.tokenizer = (out / "tokenizer.json").string();
   if (!std::all_of(c.data.train.begin(), c.data.train.end(), is_shard_path)) f.data.train = {(out / "data").string()};
-  if (!c.data.validation.empty() &&
-      !std::all_of(c.data.validation.begin(), c.data.validation.end(), is_shard_path))
+  if (!c.data.validation.empty() && !std::all_of(c.data.validation.begin(), c.data.validation.end(), is_shard_path))
     f.data.validation = {(out / "data_validation").string()};
   return f;
 }

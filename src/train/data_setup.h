@@ -23,6 +23,7 @@ struct DataSetup {
 // writes them.
 TrainConfig config_reading_prepared_files(const TrainConfig& config, const std::filesystem::path& output_dir);
 
-DataSetup setup_data(const TrainConfig& config, const io::Tokenizer& tokenizer, const std::filesystem::path& output_dir);
+DataSetup setup_data(const TrainConfig& config, const io::Tokenizer& tokenizer,
+                     const std::filesystem::path& output_dir);
 
 }  // namespace zt::train

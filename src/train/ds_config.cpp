@@ -20,18 +20,16 @@ const char* kFix = "see docs/configs.md for the keys zerotrain reads";
 // Keys we accept, and keys of DeepSpeed features that are refused when switched on.
 const std::vector<std::string> kTopLevel = {
     "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "gradient_clipping",
-    "steps_per_print", "wall_clock_breakdown", "memory_breakdown", "prescale_gradients",
-    "gradient_predivide_factor", "communication_data_type", "zero_allow_untested_optimizer",
-    "zero_force_ds_cpu_optimizer", "data_types", "checkpoint", "dataloader_drop_last", "seed", "aio", "fp16",
-    "bf16", "bfloat16", "optimizer", "scheduler", "zero_optimization", "activation_checkpointing", "dump_state",
+    "steps_per_print", "wall_clock_breakdown", "memory_breakdown", "prescale_gradients", "gradient_predivide_factor",
+    "communication_data_type", "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer", "data_types",
+    "checkpoint", "dataloader_drop_last", "seed", "aio", "fp16", "bf16", "bfloat16", "optimizer", "scheduler",
+    "zero_optimization", "activation_checkpointing", "dump_state",
     // refused when enabled / inert monitors:
-    "amp", "sparse_gradients", "elasticity", "autotuning", "flops_profiler", "tensorboard", "wandb",
-    "csv_monitor", "comet", "compression_training", "data_efficiency", "curriculum_learning",
-    "sequence_parallel_size", "tensor_parallel", "pipeline"};
+    "amp", "sparse_gradients", "elasticity", "autotuning", "flops_profiler", "tensorboard", "wandb", "csv_monitor",
+    "comet", "compression_training", "data_efficiency", "curriculum_learning", "sequence_parallel_size",
+    "tensor_parallel", "pipeline"};
 
-std::string type_key_name(const json& block, const Where& w) {
-  return read_string(block, "type", w, "").value;
-}
+std::string type_key_name(const json& block, const Where& w) { return read_string(block, "type", w, "").value; }
 
 // A refused feature: Unsupported error naming the key and what to do instead.
 [[noreturn]] void refuse(const Where& w, const std::string& what, const std::string& fix) {
@@ -49,8 +47,9 @@ bool block_enabled(const json& doc, const std::string& key, const Where& w) {
 void parse_precision(const json& doc, const Where& top, DsConfig& ds) {
   if (auto it = doc.find("fp16"); it != doc.end() && !it->is_null()) {
     const Where w = top.key("fp16");
-    check_known_keys(*it, {"enabled", "auto_cast", "loss_scale", "initial_scale_power", "loss_scale_window",
-                           "hysteresis", "consecutive_hysteresis", "min_loss_scale", "fp16_master_weights_and_grads"},
+    check_known_keys(*it,
+                     {"enabled", "auto_cast", "loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
+                      "consecutive_hysteresis", "min_loss_scale", "fp16_master_weights_and_grads"},
                      w, kFix + std::string("#fp16"));
     ds.fp16_enabled = read_bool(*it, "enabled", w, false, AutoOk::Yes);
     ds.fp16_auto_cast = read_bool(*it, "auto_cast", w, false).value;
@@ -61,7 +60,8 @@ void parse_precision(const json& doc, const Where& top, DsConfig& ds) {
     ls.hysteresis = static_cast<int>(read_int(*it, "hysteresis", w, 2).value);
     ls.consecutive_hysteresis = read_bool(*it, "consecutive_hysteresis", w, false).value;
     ls.min_loss_scale = static_cast<float>(read_number(*it, "min_loss_scale", w, 1.0).value);
-    if (ls.loss_scale < 0) ZT_THROW_INPUT(w.key("loss_scale").str(), ": must be 0 (dynamic) or a positive static scale");
+    if (ls.loss_scale < 0)
+      ZT_THROW_INPUT(w.key("loss_scale").str(), ": must be 0 (dynamic) or a positive static scale");
     if (ls.initial_scale_power < 0 || ls.initial_scale_power > 64)
       ZT_THROW_INPUT(w.key("initial_scale_power").str(), ": must be in 0..64 (the scale starts at 2^power)");
     if (ls.loss_scale_window < 1) ZT_THROW_INPUT(w.key("loss_scale_window").str(), ": must be at least 1");
@@ -73,19 +73,20 @@ void parse_precision(const json& doc, const Where& top, DsConfig& ds) {
   }
   const bool has_bf16 = doc.contains("bf16") && !doc["bf16"].is_null();
   const bool has_bfloat16 = doc.contains("bfloat16") && !doc["bfloat16"].is_null();
-  if (has_bf16 && has_bfloat16)
-    ZT_THROW_INPUT(top.str(), ": both 'bf16' and its alias 'bfloat16' are given; keep one");
+  if (has_bf16 && has_bfloat16) ZT_THROW_INPUT(top.str(), ": both 'bf16' and its alias 'bfloat16' are given; keep one");
   if (has_bf16 || has_bfloat16) {
     const std::string key = has_bf16 ? "bf16" : "bfloat16";
     const Where w = top.key(key);
     const json& b = doc[key];
-    check_known_keys(b, {"enabled", "check_grad_overflow", "immediate_grad_update", "bf16_master_weights_and_grads",
-                         "bf16_optimizer_states"},
+    check_known_keys(b,
+                     {"enabled", "check_grad_overflow", "immediate_grad_update", "bf16_master_weights_and_grads",
+                      "bf16_optimizer_states"},
                      w, kFix + std::string("#bf16"));
     ds.bf16_enabled = read_bool(b, "enabled", w, false, AutoOk::Yes);
     ds.bf16_check_grad_overflow = read_bool(b, "check_grad_overflow", w, true).value;
     ds.bf16_immediate_grad_update = read_bool(b, "immediate_grad_update", w, false).value;
-    if (read_bool(b, "bf16_master_weights_and_grads", w, false).value || read_bool(b, "bf16_optimizer_states", w, false).value)
+    if (read_bool(b, "bf16_master_weights_and_grads", w, false).value ||
+        read_bool(b, "bf16_optimizer_states", w, false).value)
       refuse(w, "bf16 master weights / optimizer states",
              "remove bf16_master_weights_and_grads / bf16_optimizer_states: master weights and states are fp32");
   }
@@ -106,8 +107,8 @@ void parse_optimizer(const json& doc, const Where& top, DsConfig& ds) {
   std::vector<std::string> params_known;
   if (t == "adam" || t == "adamw") {
     ds.optimizer_type = t == "adam" ? zero::OptimizerType::Adam : zero::OptimizerType::AdamW;
-    params_known = {"lr", "betas", "eps", "weight_decay", "adam_w_mode", "bias_correction", "amsgrad", "torch_adam",
-                    "fused", "set_grad_none", "fp32_optimizer_states"};
+    params_known = {"lr",      "betas",      "eps",   "weight_decay",  "adam_w_mode",          "bias_correction",
+                    "amsgrad", "torch_adam", "fused", "set_grad_none", "fp32_optimizer_states"};
   } else if (t == "sgd") {
     ds.optimizer_type = zero::OptimizerType::SGD;
     params_known = {"lr", "momentum", "dampening", "weight_decay", "nesterov"};
@@ -116,8 +117,8 @@ void parse_optimizer(const json& doc, const Where& top, DsConfig& ds) {
     ds.beta2 = Setting<double>(0.99);
     params_known = {"lr", "betas", "weight_decay"};
   } else {
-    static const std::vector<std::string> kRefused = {"lamb", "onebitadam", "zerooneadam", "onebitlamb", "adagrad",
-                                                      "muadam", "muadamw", "musgd", "muon"};
+    static const std::vector<std::string> kRefused = {"lamb",   "onebitadam", "zerooneadam", "onebitlamb", "adagrad",
+                                                      "muadam", "muadamw",    "musgd",       "muon"};
     if (std::find(kRefused.begin(), kRefused.end(), t) != kRefused.end())
       refuse(w.key("type"), "optimizer '" + name + "'",
              "use Adam, AdamW, SGD or Lion (AdamW is what most recipes mean)");
@@ -139,7 +140,8 @@ void parse_optimizer(const json& doc, const Where& top, DsConfig& ds) {
     if (is_auto(*b)) {
       ds.beta1.given = ds.beta2.given = Given::Auto;
     } else {
-      if (!b->is_array() || b->size() != 2) ZT_THROW_INPUT(bw.str(), ": expected two numbers [beta1, beta2] or \"auto\"");
+      if (!b->is_array() || b->size() != 2)
+        ZT_THROW_INPUT(bw.str(), ": expected two numbers [beta1, beta2] or \"auto\"");
       ds.beta1 = Setting<double>(is_auto((*b)[0]) ? Given::Auto : Given::Set,
                                  is_auto((*b)[0]) ? ds.beta1.value : to_number((*b)[0], bw.index(0)));
       ds.beta2 = Setting<double>(is_auto((*b)[1]) ? Given::Auto : Given::Set,
@@ -186,12 +188,14 @@ void parse_misc(const json& doc, const Where& top, DsConfig& ds) {
   ds.memory_breakdown = read_bool(doc, "memory_breakdown", top, false).value;
   ds.prescale_gradients = read_bool(doc, "prescale_gradients", top, false).value;
   ds.gradient_predivide_factor = read_number(doc, "gradient_predivide_factor", top, 1.0).value;
-  if (ds.gradient_predivide_factor <= 0) ZT_THROW_INPUT(top.key("gradient_predivide_factor").str(), ": must be positive");
+  if (ds.gradient_predivide_factor <= 0)
+    ZT_THROW_INPUT(top.key("gradient_predivide_factor").str(), ": must be positive");
   ds.dataloader_drop_last = read_bool(doc, "dataloader_drop_last", top, false).value;
   read_bool(doc, "zero_allow_untested_optimizer", top, false);
   read_bool(doc, "zero_force_ds_cpu_optimizer", top, true);
   if (read_bool(doc, "dump_state", top, false).value)
-    ds.warnings.push_back(top.key("dump_state").str() + ": accepted but has no effect (`zerotrain config check` prints "
+    ds.warnings.push_back(top.key("dump_state").str() +
+                          ": accepted but has no effect (`zerotrain config check` prints "
                           "the resolved config)");
   const std::vector<std::string> dtypes = {"fp16", "bf16", "fp32"};
   auto check_dtype = [&](const std::string& v, const Where& w) {
@@ -214,7 +218,8 @@ void parse_misc(const json& doc, const Where& top, DsConfig& ds) {
       ZT_THROW_INPUT(w.key("tag_validation").str(), ": '", tv, "' is not one of Ignore, Warn, Fail");
     read_bool(*it, "load_universal", w, false);
     if (read_bool(*it, "use_node_local_storage", w, false).value)
-      ds.warnings.push_back(w.key("use_node_local_storage").str() + ": accepted but has no effect (every rank writes "
+      ds.warnings.push_back(w.key("use_node_local_storage").str() +
+                            ": accepted but has no effect (every rank writes "
                             "its shard under output_dir; use a local output_dir for node-local storage)");
   }
   // Features that cannot be honoured: refused only when switched on, so configs that
@@ -258,9 +263,10 @@ DsConfig parse_ds_config(const json& doc, const std::string& source) {
   ds.train_batch_size = read_int(doc, "train_batch_size", top, 0, AutoOk::Yes);
   ds.micro_batch = read_int(doc, "train_micro_batch_size_per_gpu", top, 0, AutoOk::Yes);
   ds.grad_accum = read_int(doc, "gradient_accumulation_steps", top, 0, AutoOk::Yes);
-  for (const auto& [key, s] : {std::pair<const char*, const Setting<int64_t>*>{"train_batch_size", &ds.train_batch_size},
-                               {"train_micro_batch_size_per_gpu", &ds.micro_batch},
-                               {"gradient_accumulation_steps", &ds.grad_accum}})
+  for (const auto& [key, s] :
+       {std::pair<const char*, const Setting<int64_t>*>{"train_batch_size", &ds.train_batch_size},
+        {"train_micro_batch_size_per_gpu", &ds.micro_batch},
+        {"gradient_accumulation_steps", &ds.grad_accum}})
     if (s->is_set() && s->value < 1) ZT_THROW_INPUT(top.key(key).str(), ": must be a positive whole number");
   ds.gradient_clipping = read_number(doc, "gradient_clipping", top, 1.0, AutoOk::Yes);
   if (ds.gradient_clipping.is_set() && ds.gradient_clipping.value < 0)

@@ -21,7 +21,7 @@ namespace zt::train {
 // spirit). A Setting that is_set() was written explicitly by the user; a ds_config value
 // that differs from an explicit run value is an error (HF Trainer's "mismatch" rule).
 struct RunContext {
-  int world_size = 1;  // data-parallel ranks
+  int world_size = 1;                        // data-parallel ranks
   Setting<int64_t> micro_batch{8};           // per_device_train_batch_size
   Setting<int64_t> grad_accum{1};            // gradient_accumulation_steps
   Setting<double> lr{5e-5};                  // learning_rate
@@ -31,8 +31,8 @@ struct RunContext {
   Setting<double> max_grad_norm{1.0};
   Setting<Precision> precision{Precision::F32};  // bf16/fp16 flags, Accelerate mixed_precision
   int64_t warmup_steps = 0;
-  int64_t total_steps = 0;  // optimizer steps; 0 = not known yet (epoch-based run)
-  int64_t hidden_size = 0;  // 0 = not known; needed only by the size "auto"s
+  int64_t total_steps = 0;                    // optimizer steps; 0 = not known yet (epoch-based run)
+  int64_t hidden_size = 0;                    // 0 = not known; needed only by the size "auto"s
   std::string run_source = "the run config";  // names the run's side in mismatch errors
 };
 

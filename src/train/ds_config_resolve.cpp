@@ -33,7 +33,8 @@ void check_match_int(const std::string& ds_source, const std::string& ds_key, in
 
 int64_t hidden_size(const RunContext& run, const std::string& source, const std::string& key) {
   if (run.hidden_size <= 0)
-    ZT_THROW_INPUT(source, ": ", key, " is \"auto\", which needs the model's hidden size, and no model is known; "
+    ZT_THROW_INPUT(source, ": ", key,
+                   " is \"auto\", which needs the model's hidden size, and no model is known; "
                    "set model.preset or model.path in the run config, or write a number");
   return run.hidden_size;
 }
@@ -51,8 +52,10 @@ void resolve_batch(const DsConfig& ds, const RunContext& run, TrainConfig& out) 
   const int64_t bv = b.is_set() ? b.value : 0;
   const BatchSizes r = derive_batch_sizes(bv, mv, gv, run.world_size, ds.source);
   // Derived values must still agree with what the run asks for explicitly.
-  if (!m.is_set()) check_match_int(ds.source, "train_micro_batch_size_per_gpu (derived)", r.micro_batch, run, run.micro_batch, from_m);
-  if (!g.is_set()) check_match_int(ds.source, "gradient_accumulation_steps (derived)", r.grad_accum, run, run.grad_accum, from_g);
+  if (!m.is_set())
+    check_match_int(ds.source, "train_micro_batch_size_per_gpu (derived)", r.micro_batch, run, run.micro_batch, from_m);
+  if (!g.is_set())
+    check_match_int(ds.source, "gradient_accumulation_steps (derived)", r.grad_accum, run, run.grad_accum, from_g);
   out.train_batch_size = r.train_batch_size;
   out.micro_batch_per_gpu = r.micro_batch;
   out.grad_accum_steps = r.grad_accum;
@@ -72,8 +75,8 @@ void resolve_precision(const DsConfig& ds, const RunContext& run, TrainConfig& o
     if (s.is_auto() || s.is_absent()) return Setting<bool>(s.given, run.precision.value == p);
     // Written explicitly: an explicit run precision must agree.
     if (run.precision.is_set() && (run.precision.value == p) != s.value)
-      ZT_THROW_INPUT(ds.source, ": ", key, " is ", s.value ? "true" : "false", " but ", run.run_source,
-                     " asks for ", precision_name(run.precision.value),
+      ZT_THROW_INPUT(ds.source, ": ", key, " is ", s.value ? "true" : "false", " but ", run.run_source, " asks for ",
+                     precision_name(run.precision.value),
                      " precision; set it in one place (or write \"auto\" in the ds_config)");
     return s;
   };
@@ -85,9 +88,9 @@ void resolve_precision(const DsConfig& ds, const RunContext& run, TrainConfig& o
   out.precision = fp16.value ? Precision::F16 : bf16.value ? Precision::BF16 : Precision::F32;
   const Setting<bool>& decided = fp16.value ? ds.fp16_enabled : ds.bf16_enabled;
   out.origin["precision"] = decided.is_set() ? ds.source
-                            : run.precision.is_set() ? (decided.is_auto() ? "auto (" : "") + run.run_source +
-                                                          (decided.is_auto() ? ")" : "")
-                                                    : "default";
+                            : run.precision.is_set()
+                                ? (decided.is_auto() ? "auto (" : "") + run.run_source + (decided.is_auto() ? ")" : "")
+                                : "default";
   out.loss_scaler = ds.loss_scaler;
   out.loss_scaler.enabled = out.precision == Precision::F16;
   out.fp16_auto_cast = ds.fp16_auto_cast;
@@ -148,8 +151,8 @@ void resolve_scheduler(const DsConfig& ds, const RunContext& run, TrainConfig& o
     } else if (k == "warmup_num_steps") {
       // A warmup_ratio needs the total; set_total_steps fills it once that is known.
       if (out.warmup_ratio > 0 && run.total_steps <= 0) continue;
-      kv.value() = out.warmup_ratio > 0 ? static_cast<int64_t>(std::ceil(out.warmup_ratio * run.total_steps))
-                                        : run.warmup_steps;
+      kv.value() =
+          out.warmup_ratio > 0 ? static_cast<int64_t>(std::ceil(out.warmup_ratio * run.total_steps)) : run.warmup_steps;
     } else if (k == "total_num_steps") {
       if (run.total_steps > 0) kv.value() = run.total_steps;  // else set_total_steps fills it
     }
@@ -249,8 +252,8 @@ void resolve_ds_config(const DsConfig& ds, const RunContext& run, TrainConfig& o
   } else {
     out.gradient_clipping = static_cast<float>(run.max_grad_norm.value);
   }
-  out.origin["gradient_clipping"] = gc.is_set()   ? ds.source
-                                    : gc.is_auto() ? "auto (max_grad_norm)"
+  out.origin["gradient_clipping"] = gc.is_set()                  ? ds.source
+                                    : gc.is_auto()               ? "auto (max_grad_norm)"
                                     : run.max_grad_norm.is_set() ? run.run_source
                                                                  : "default";
   if (ds.steps_per_print.is_set()) {

@@ -84,14 +84,16 @@ json validate_scheduler(const json& block, const Where& w) {
   std::string list;
   for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
   if (type.empty()) ZT_THROW_INPUT(w.key("type").str(), ": missing; write one of ", list);
-  if (!found) ZT_THROW_INPUT(w.key("type").str(), ": unknown scheduler '", type, "'", did_you_mean(type, names),
-                             "; supported: ", list);
+  if (!found)
+    ZT_THROW_INPUT(w.key("type").str(), ": unknown scheduler '", type, "'", did_you_mean(type, names),
+                   "; supported: ", list);
   json out = {{"type", found->type}, {"params", json::object()}};
   const Where pw = w.key("params");
   const json params = block.contains("params") && !block["params"].is_null() ? block["params"] : json::object();
   std::vector<std::string> known;
   for (const auto& p : found->params) known.push_back(p.name);
-  check_known_keys(params, known, pw, std::string("valid params for ") + found->type + ": see docs/configs.md#scheduler");
+  check_known_keys(params, known, pw,
+                   std::string("valid params for ") + found->type + ": see docs/configs.md#scheduler");
   for (const auto& p : found->params) {
     auto it = params.find(p.name);
     if (it == params.end() || it->is_null()) continue;
@@ -106,8 +108,9 @@ json validate_scheduler(const json& block, const Where& w) {
         // Step counts stay integers even when written 1e3 or "1000" (YAML).
         const double v = to_number(*it, kw);
         const std::string n = p.name;
-        const bool count = n.find("rate") == std::string::npos && (n.find("step") != std::string::npos || n.find("count") != std::string::npos ||
-                           n.find("iteration") != std::string::npos);
+        const bool count = n.find("rate") == std::string::npos &&
+                           (n.find("step") != std::string::npos || n.find("count") != std::string::npos ||
+                            n.find("iteration") != std::string::npos);
         if (count && v == static_cast<double>(static_cast<int64_t>(v))) {
           out["params"][p.name] = static_cast<int64_t>(v);
         } else {
@@ -129,7 +132,8 @@ json validate_scheduler(const json& block, const Where& w) {
   }
   for (const auto& r : found->required)
     if (!out["params"].contains(r))
-      ZT_THROW_INPUT(pw.key(r).str(), ": required by ", found->type, "; give a value (or \"auto\" to take it from the run)");
+      ZT_THROW_INPUT(pw.key(r).str(), ": required by ", found->type,
+                     "; give a value (or \"auto\" to take it from the run)");
   return out;
 }
 

@@ -58,7 +58,8 @@ DsOffload parse_offload(const json& z, const std::string& key, const Where& zw) 
     ZT_THROW_INPUT(w.str(), ": buffer_count and buffer_size must be positive, max_in_cpu not negative");
   if (!(o.ratio > 0 && o.ratio <= 1)) ZT_THROW_INPUT(w.key("ratio").str(), ": must be in (0, 1]");
   if (o.device == OffloadDevice::NVMe && o.nvme_path.empty())
-    ZT_THROW_INPUT(w.key("nvme_path").str(), ": device is nvme but nvme_path is missing; set it to a directory on a local NVMe drive");
+    ZT_THROW_INPUT(w.key("nvme_path").str(),
+                   ": device is nvme but nvme_path is missing; set it to a directory on a local NVMe drive");
   return o;
 }
 
@@ -87,14 +88,18 @@ void parse_zero_section(const json& doc, const Where& top, DsConfig& ds) {
   const auto pin = read_bool(z, "cpu_offload_use_pin_memory", w, true);
   if (cpu_offload) {
     if (ds.offload_optimizer.given == Given::Set)
-      ZT_THROW_INPUT(w.key("cpu_offload").str(), ": deprecated spelling of offload_optimizer.device=cpu, and offload_optimizer is also given; keep offload_optimizer");
+      ZT_THROW_INPUT(w.key("cpu_offload").str(),
+                     ": deprecated spelling of offload_optimizer.device=cpu, and offload_optimizer is also given; keep "
+                     "offload_optimizer");
     ds.offload_optimizer.given = Given::Set;
     ds.offload_optimizer.device = OffloadDevice::CPU;
     if (pin.is_set()) ds.offload_optimizer.pin_memory = pin.value;
   }
   if (cpu_offload_param) {
     if (ds.offload_param.given == Given::Set)
-      ZT_THROW_INPUT(w.key("cpu_offload_param").str(), ": deprecated spelling of offload_param.device=cpu, and offload_param is also given; keep offload_param");
+      ZT_THROW_INPUT(
+          w.key("cpu_offload_param").str(),
+          ": deprecated spelling of offload_param.device=cpu, and offload_param is also given; keep offload_param");
     ds.offload_param.given = Given::Set;
     ds.offload_param.device = OffloadDevice::CPU;
     if (pin.is_set()) ds.offload_param.pin_memory = pin.value;
@@ -103,8 +108,9 @@ void parse_zero_section(const json& doc, const Where& top, DsConfig& ds) {
     ZT_THROW_INPUT(w.key("offload_param").str(), ": parameter offload needs ZeRO stage 3 (stage is ", stage,
                    "); set zero_optimization.stage to 3 or remove offload_param");
   if (ds.offload_optimizer.device != OffloadDevice::None && stage == 0)
-    ZT_THROW_INPUT(w.key("offload_optimizer").str(),
-                   ": optimizer offload needs ZeRO stage 1, 2 or 3; set zero_optimization.stage or remove offload_optimizer");
+    ZT_THROW_INPUT(
+        w.key("offload_optimizer").str(),
+        ": optimizer offload needs ZeRO stage 1, 2 or 3; set zero_optimization.stage or remove offload_optimizer");
 }
 
 }  // namespace zt::train::detail

@@ -22,8 +22,8 @@ EvalResult evaluate(model::Transformer& model, const std::vector<std::vector<int
   const model::ModelConfig& c = model.config();
   int64_t T = o.seq_len > 0 ? o.seq_len : c.max_position_embeddings;
   if (T > c.max_position_embeddings)
-    ZT_THROW_INPUT("--seq-len ", T, " exceeds the model's context (max_position_embeddings ",
-                   c.max_position_embeddings, "): use at most that");
+    ZT_THROW_INPUT("--seq-len ", T, " exceeds the model's context (max_position_embeddings ", c.max_position_embeddings,
+                   "): use at most that");
   if (o.batch_size < 1) ZT_THROW_INPUT("evaluation batch size must be positive, got ", o.batch_size);
 
   // Window starts (document, offset); the longest window decides T (short documents
@@ -95,8 +95,7 @@ std::vector<std::string> read_text_documents(const std::string& path, const std:
     }
     if (!j.is_object() || !j.contains(field))
       ZT_THROW_INPUT(path, ":", lineno, ": no field \"", field, "\"; name the text field with --jsonl-field");
-    if (!j[field].is_string())
-      ZT_THROW_INPUT(path, ":", lineno, ": field \"", field, "\" is not a string");
+    if (!j[field].is_string()) ZT_THROW_INPUT(path, ":", lineno, ": field \"", field, "\" is not a string");
     docs.push_back(j[field].get<std::string>());
   }
   if (docs.empty()) ZT_THROW_INPUT(path, ": no JSON lines found");

@@ -25,7 +25,9 @@ int64_t kept_distribution(const float* logits, int64_t V, const SamplingOptions&
   s.order.resize(static_cast<size_t>(V));
   s.probs.resize(static_cast<size_t>(V));
   std::iota(s.order.begin(), s.order.end(), 0);
-  const auto by_logit = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  const auto by_logit = [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
   int64_t k = o.top_k > 0 ? std::min<int64_t>(o.top_k, V) : V;
   // Without a filter the draw needs no order: ids stay in vocabulary order.
   if (o.top_p < 1.0f || k < V) std::partial_sort(s.order.begin(), s.order.begin() + k, s.order.end(), by_logit);
@@ -81,12 +83,13 @@ std::vector<double> sampling_distribution(const float* logits, int64_t V, const 
   }
   SamplerScratch s;
   const int64_t k = kept_distribution(logits, V, o, s);
-  for (int64_t i = 0; i < k; ++i) dist[static_cast<size_t>(s.order[static_cast<size_t>(i)])] = s.probs[static_cast<size_t>(i)];
+  for (int64_t i = 0; i < k; ++i)
+    dist[static_cast<size_t>(s.order[static_cast<size_t>(i)])] = s.probs[static_cast<size_t>(i)];
   return dist;
 }
 
-GenerateResult generate(model::InferenceEngine& engine, const std::vector<int32_t>& prompt,
-                        const GenerateOptions& o, const TokenCallback& on_token) {
+GenerateResult generate(model::InferenceEngine& engine, const std::vector<int32_t>& prompt, const GenerateOptions& o,
+                        const TokenCallback& on_token) {
   validate(o.sampling);
   if (prompt.empty()) ZT_THROW_INPUT("generate: the prompt has no tokens (give some text, or start from BOS)");
   if (o.max_new_tokens < 0) ZT_THROW_INPUT("max new tokens must be >= 0, got ", o.max_new_tokens);
@@ -98,7 +101,8 @@ GenerateResult generate(model::InferenceEngine& engine, const std::vector<int32_
   GenerateResult result;
 
   // The context the cache holds: the prompt (its last `cap` tokens) and what follows.
-  std::vector<int32_t> context(prompt.end() - std::min<int64_t>(static_cast<int64_t>(prompt.size()), cap), prompt.end());
+  std::vector<int32_t> context(prompt.end() - std::min<int64_t>(static_cast<int64_t>(prompt.size()), cap),
+                               prompt.end());
   engine.reset();
   std::vector<float> logits = engine.forward(context);
   for (int64_t step = 0; step < o.max_new_tokens; ++step) {

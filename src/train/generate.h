@@ -31,8 +31,7 @@ struct SamplerScratch {
 
 // The next token from logits[V] given u uniform in [0, 1). Greedy takes the first
 // maximum. Bad options (top_p outside (0, 1], negative top_k) are BadInput errors.
-int32_t pick_token(const float* logits, int64_t V, const SamplingOptions& options, float u,
-                   SamplerScratch& scratch);
+int32_t pick_token(const float* logits, int64_t V, const SamplingOptions& options, float u, SamplerScratch& scratch);
 // The distribution pick_token draws from (after temperature, top-k, top-p), for tests
 // and diagnostics: probabilities [V], zero outside the kept set.
 std::vector<double> sampling_distribution(const float* logits, int64_t V, const SamplingOptions& options);
@@ -70,7 +69,7 @@ struct SampleOptions {
   int top_k = 0;             // 0: whole vocabulary
   float top_p = 1.0f;
   uint64_t seed = 0;
-  int64_t stop_token = -1;   // stop after emitting this id (e.g. EOS); -1: never
+  int64_t stop_token = -1;  // stop after emitting this id (e.g. EOS); -1: never
 };
 std::vector<int32_t> sample(model::Transformer& model, std::vector<int32_t> prompt, const SampleOptions& options);
 

@@ -35,14 +35,18 @@ std::vector<std::string> inert_key_warnings(const TrainConfig& c, int world_size
     if (dev == OffloadDevice::None) continue;
     const std::string what = key == "offload_optimizer" ? "optimizer state" : "parameters";
     if (gpu) {
-      w.push_back(str("!!! ", pre, key, ".device ", offload_name(dev), " on --device cuda: offload is not implemented "
-                      "yet, the ", what, " stay in GPU memory and no memory is saved; a model that needs the offload "
-                      "to fit will run out of GPU memory (remove ", key, " to silence this)"));
+      w.push_back(str("!!! ", pre, key, ".device ", offload_name(dev),
+                      " on --device cuda: offload is not implemented "
+                      "yet, the ",
+                      what,
+                      " stay in GPU memory and no memory is saved; a model that needs the offload "
+                      "to fit will run out of GPU memory (remove ",
+                      key, " to silence this)"));
     } else if (dev == OffloadDevice::CPU) {
       warn(pre + key + ".device cpu", "on --device cpu the " + what + " already live in host memory");
     } else {
-      warn(pre + key + ".device nvme", "NVMe offload is not implemented yet: the " + what +
-                                           " stay in host memory and no memory is saved");
+      warn(pre + key + ".device nvme",
+           "NVMe offload is not implemented yet: the " + what + " stay in host memory and no memory is saved");
     }
   }
   const bool nvme = z.offload_optimizer == OffloadDevice::NVMe || z.offload_param == OffloadDevice::NVMe;
@@ -65,11 +69,20 @@ std::vector<std::string> inert_key_warnings(const TrainConfig& c, int world_size
     const bool differs = v != k.default_value;
     bool inert = false;
     switch (k.inert_when) {
-      case InertWhen::Never: break;
-      case InertWhen::NotDefault: inert = differs; break;
-      case InertWhen::NotDefaultBelowStage3: inert = differs && z.stage < 3; break;
-      case InertWhen::NotDefaultOneProcess: inert = differs && one; break;
-      case InertWhen::WrittenTrueOneProcess: inert = one && v != 0 && written(c, pre + k.key); break;
+      case InertWhen::Never:
+        break;
+      case InertWhen::NotDefault:
+        inert = differs;
+        break;
+      case InertWhen::NotDefaultBelowStage3:
+        inert = differs && z.stage < 3;
+        break;
+      case InertWhen::NotDefaultOneProcess:
+        inert = differs && one;
+        break;
+      case InertWhen::WrittenTrueOneProcess:
+        inert = one && v != 0 && written(c, pre + k.key);
+        break;
     }
     // A boolean switched off from its default is named with its value ("reduce_scatter false").
     if (inert) warn(pre + k.key + (k.type == KeyType::Bool && v == 0 ? " false" : ""), k.inert_why);
@@ -83,7 +96,8 @@ std::vector<std::string> inert_key_warnings(const TrainConfig& c, int world_size
   if (!c.grad_accum_dtype.empty())
     warn("data_types.grad_accum_dtype", "gradients accumulate in their own dtype (f32 partitions in stages 2-3)");
   if (c.dataloader_drop_last) warn("dataloader_drop_last", "every batch is full: the loader wraps around epochs");
-  if (c.precision == Precision::F16 && c.fp16_auto_cast) warn("fp16.auto_cast", "the model computes in fp16 throughout");
+  if (c.precision == Precision::F16 && c.fp16_auto_cast)
+    warn("fp16.auto_cast", "the model computes in fp16 throughout");
   if (c.bf16_immediate_grad_update) warn("bf16.immediate_grad_update", "gradients are applied at the boundary");
   if (c.precision != Precision::BF16 && !c.bf16_check_grad_overflow)
     warn("bf16.check_grad_overflow false", "this run is not bf16");

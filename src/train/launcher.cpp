@@ -155,8 +155,10 @@ std::optional<ConfigLaunch> read_config_launch(const std::string& path, std::vec
   const json doc = load_document(path);
   if (!doc.empty() && !is_accelerate_document(doc)) {
     // `--config_file ds_config.json` is a common mix-up; the file belongs to the training command.
-    notes.push_back(path + " has no Accelerate keys (a DeepSpeed config?), so it sets no launch values; "
-                           "give it to the training command instead (zerotrain train --deepspeed " + path + ")");
+    notes.push_back(path +
+                    " has no Accelerate keys (a DeepSpeed config?), so it sets no launch values; "
+                    "give it to the training command instead (zerotrain train --deepspeed " +
+                    path + ")");
     return std::nullopt;
   }
   const AccelerateConfig acc = parse_accelerate_config(doc, path);  // validates, with its messages
@@ -206,13 +208,13 @@ Layout layout_from_hostfile(const std::string& hostfile, const Given& nproc, con
   for (const HostSlots& h : l.hosts) sum += h.slots;
   const std::string listing = describe(l.hosts);
   if (nodes.given() && nodes.value != n)
-    ZT_THROW_INPUT(hostfile, ": lists ", n, " host(s) (", listing, ") but ", nodes.from, " is ", nodes.value,
-                   "; list ", nodes.value, " hosts in the hostfile, or set ", nodes.from, " to ", n,
+    ZT_THROW_INPUT(hostfile, ": lists ", n, " host(s) (", listing, ") but ", nodes.from, " is ", nodes.value, "; list ",
+                   nodes.value, " hosts in the hostfile, or set ", nodes.from, " to ", n,
                    " (or leave it out: the hostfile decides)");
   if (total.given() && total.value != sum)
-    ZT_THROW_INPUT(hostfile, ": the slots add up to ", sum, " processes (", listing, ") but ", total.from,
-                   " asks for ", total.value, "; make the slots add up to ", total.value, ", or set ", total.from,
-                   " to ", sum, " (or leave it out: the hostfile decides)");
+    ZT_THROW_INPUT(hostfile, ": the slots add up to ", sum, " processes (", listing, ") but ", total.from, " asks for ",
+                   total.value, "; make the slots add up to ", total.value, ", or set ", total.from, " to ", sum,
+                   " (or leave it out: the hostfile decides)");
   if (nproc.given())
     for (const HostSlots& h : l.hosts)
       if (h.slots != nproc.value)
@@ -229,7 +231,7 @@ Layout layout_from_counts(const Given& nproc, const Given& total, const Given& n
   Layout l;
   // Inside a SLURM allocation its node and task counts are the defaults.
   const bool slurm_nodes = slurm && !nodes.given();
-  l.nnodes = nodes.given()  ? nodes.value
+  l.nnodes = nodes.given() ? nodes.value
              : slurm_nodes ? env_int(ctx, "SLURM_JOB_NUM_NODES", env_int(ctx, "SLURM_NNODES", 1))
                            : 1;
   const std::string nodes_from = nodes.given() ? nodes.from : slurm_nodes ? "the SLURM allocation" : "the default";
@@ -276,10 +278,10 @@ Layout resolve_layout(const LaunchOptions& o, const LaunchContext& ctx, bool slu
                    ": zerotrain launch starts the ranks of every node from one place (mpirun over ssh, or srun), "
                    "so run it once, on the first node (node rank 0), not once per node");
   const char* nodelist = ctx.get("SLURM_JOB_NODELIST") ? ctx.get("SLURM_JOB_NODELIST") : ctx.get("SLURM_NODELIST");
-  l.master_addr = !addr.empty()                ? addr
-                  : !l.hosts.empty()           ? l.hosts[0].host
+  l.master_addr = !addr.empty()                  ? addr
+                  : !l.hosts.empty()             ? l.hosts[0].host
                   : slurm && nodelist != nullptr ? first_slurm_host(nodelist)
-                                               : "127.0.0.1";
+                                                 : "127.0.0.1";
   l.master_port = port > 0 ? port : 29500;
   return l;
 }
@@ -315,8 +317,9 @@ bool has_resume_flag(const std::vector<std::string>& command) {
 
 LaunchPlan build_launch_plan(const LaunchOptions& o, const LaunchContext& ctx) {
   if (o.command.empty())
-    ZT_THROW_INPUT("launch: no command to run; put it after the options, e.g. "
-                   "zerotrain launch --nproc-per-node 2 -- zerotrain train run.yaml");
+    ZT_THROW_INPUT(
+        "launch: no command to run; put it after the options, e.g. "
+        "zerotrain launch --nproc-per-node 2 -- zerotrain train run.yaml");
   LaunchPlan plan;
   plan.command = o.command;
   const std::string srun = ctx.get("SLURM_JOB_ID") != nullptr ? find_program("srun", ctx) : "";
@@ -324,10 +327,13 @@ LaunchPlan build_launch_plan(const LaunchOptions& o, const LaunchContext& ctx) {
   plan.world_size = l.world;
   plan.nnodes = l.nnodes;
   // A hostfile names the hosts, which only mpirun takes; SLURM otherwise knows its nodes.
-  plan.runner = !l.hosts.empty() ? Runner::Mpirun : !srun.empty() ? Runner::Srun
-                : l.world == 1   ? Runner::Direct : Runner::Mpirun;
+  plan.runner = !l.hosts.empty() ? Runner::Mpirun
+                : !srun.empty()  ? Runner::Srun
+                : l.world == 1   ? Runner::Direct
+                                 : Runner::Mpirun;
   if (plan.runner == Runner::Mpirun && l.hosts.empty() && l.nnodes > 1)
-    ZT_THROW_INPUT("launch: ", l.nnodes, " nodes need a --hostfile naming them (one line per host: "
+    ZT_THROW_INPUT("launch: ", l.nnodes,
+                   " nodes need a --hostfile naming them (one line per host: "
                    "'hostname slots=N'), or a SLURM allocation to run in");
 
   if (plan.runner == Runner::Direct) {
@@ -346,13 +352,20 @@ LaunchPlan build_launch_plan(const LaunchOptions& o, const LaunchContext& ctx) {
   plan.rank_wrapper = {ctx.self_exe.empty() ? "zerotrain" : ctx.self_exe, "launch", "--rank-env", "--"};
   const std::string world = std::to_string(l.world);
   if (plan.runner == Runner::Srun) {
-    plan.launcher = {srun, "--ntasks", world, "--nodes", std::to_string(l.nnodes), "--ntasks-per-node",
-                     std::to_string(l.world / l.nnodes), "--kill-on-bad-exit=1"};
+    plan.launcher = {srun,
+                     "--ntasks",
+                     world,
+                     "--nodes",
+                     std::to_string(l.nnodes),
+                     "--ntasks-per-node",
+                     std::to_string(l.world / l.nnodes),
+                     "--kill-on-bad-exit=1"};
     return plan;
   }
   const std::string mpirun = find_program("mpirun", ctx);
   if (mpirun.empty())
-    ZT_THROW_INPUT("launch: mpirun is not on PATH, and ", l.world, " processes need it; install OpenMPI "
+    ZT_THROW_INPUT("launch: mpirun is not on PATH, and ", l.world,
+                   " processes need it; install OpenMPI "
                    "(apt-get install openmpi-bin), or for one process run the command directly");
   plan.launcher = {mpirun, "-np", world};
   if (ctx.is_root) plan.launcher.push_back("--allow-run-as-root");
@@ -364,8 +377,8 @@ LaunchPlan build_launch_plan(const LaunchOptions& o, const LaunchContext& ctx) {
   }
   plan.launcher.insert(plan.launcher.end(), {"--bind-to", "none", "--map-by", "slot", "--host", hosts});
   for (const auto& kv : ctx.env) {
-    const bool ours = std::any_of(plan.exports.begin(), plan.exports.end(),
-                                  [&](const auto& e) { return e.first == kv.first; });
+    const bool ours =
+        std::any_of(plan.exports.begin(), plan.exports.end(), [&](const auto& e) { return e.first == kv.first; });
     if (forwarded_to_ranks(kv.first) && !ours) plan.forwarded.push_back(kv.first);
   }
   std::sort(plan.forwarded.begin(), plan.forwarded.end());
@@ -502,8 +515,8 @@ std::vector<std::string> environment_with(const std::vector<std::pair<std::strin
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string entry = *e;
     const std::string name = entry.substr(0, entry.find('='));
-    const bool replaced = std::any_of(overrides.begin(), overrides.end(),
-                                      [&](const auto& kv) { return kv.first == name; });
+    const bool replaced =
+        std::any_of(overrides.begin(), overrides.end(), [&](const auto& kv) { return kv.first == name; });
     if (!replaced) out.push_back(entry);
   }
   for (const auto& kv : overrides) out.push_back(kv.first + "=" + kv.second);

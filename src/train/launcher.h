@@ -26,23 +26,23 @@ std::vector<HostSlots> parse_hostfile_text(const std::string& text, const std::s
 // The command-line flags. A zero / negative / empty value means "not given": the config
 // file, the hostfile, the SLURM allocation or the default decides it.
 struct LaunchOptions {
-  int nproc_per_node = 0;  // processes per node (torchrun --nproc-per-node)
-  int num_processes = 0;   // processes over all nodes (accelerate --num_processes)
-  int nnodes = 0;          // --nnodes / --num_machines
-  int node_rank = -1;      // --node-rank / --machine_rank
-  std::string master_addr;  // --master-addr / --main_process_ip
-  int master_port = 0;      // --master-port / --main_process_port
-  std::string hostfile;     // DeepSpeed format
-  std::string config_file;  // Accelerate YAML (a DeepSpeed config here is accepted and ignored)
+  int nproc_per_node = 0;            // processes per node (torchrun --nproc-per-node)
+  int num_processes = 0;             // processes over all nodes (accelerate --num_processes)
+  int nnodes = 0;                    // --nnodes / --num_machines
+  int node_rank = -1;                // --node-rank / --machine_rank
+  std::string master_addr;           // --master-addr / --main_process_ip
+  int master_port = 0;               // --master-port / --main_process_port
+  std::string hostfile;              // DeepSpeed format
+  std::string config_file;           // Accelerate YAML (a DeepSpeed config here is accepted and ignored)
   std::vector<std::string> command;  // what every rank runs
 };
 
 // What the plan depends on besides the flags: this process's environment and identity.
 struct LaunchContext {
   std::vector<std::pair<std::string, std::string>> env;  // PATH, SLURM_*, ZT_*, ...
-  bool is_root = false;  // mpirun refuses root unless told --allow-run-as-root
-  std::string self_exe;  // this zerotrain, which wraps each rank (--rank-env)
-  int cpu_count = 1;     // for the default CPU threads per rank
+  bool is_root = false;                                  // mpirun refuses root unless told --allow-run-as-root
+  std::string self_exe;                                  // this zerotrain, which wraps each rank (--rank-env)
+  int cpu_count = 1;                                     // for the default CPU threads per rank
   static LaunchContext current();
   const char* get(const std::string& name) const;  // nullptr when unset
 };

@@ -23,7 +23,8 @@ struct Warmup {
 
   // DeepSpeed's _get_gamma during warmup (it < num_steps).
   double gamma(int64_t it) const {
-    if (type == WarmupType::Log) return std::log(static_cast<double>(it + 1)) / std::log(static_cast<double>(num_steps));
+    if (type == WarmupType::Log)
+      return std::log(static_cast<double>(it + 1)) / std::log(static_cast<double>(num_steps));
     return static_cast<double>(it) / static_cast<double>(num_steps);
   }
   const char* type_name() const { return type == WarmupType::Log ? "log" : "linear"; }
@@ -32,7 +33,8 @@ struct Warmup {
 int64_t read_steps(ScheduleParams& p, const std::string& key, int64_t dflt, int64_t auto_value, const char* what) {
   if (p.is_auto(key)) {
     p.accept(key);
-    if (auto_value < 0) p.fail(key, std::string("\"auto\" needs the run's ") + what + ", which is not known here; write a number");
+    if (auto_value < 0)
+      p.fail(key, std::string("\"auto\" needs the run's ") + what + ", which is not known here; write a number");
     return auto_value;
   }
   const auto v = p.integer(key);
@@ -47,9 +49,12 @@ Warmup read_warmup(ScheduleParams& p, const ScheduleRun& run) {
   // DeepSpeed falls back to log with a warning for unknown names; a typo should not
   // silently change the schedule, so we refuse it.
   const std::string type = p.string("warmup_type").value_or("log");
-  if (type == "log") w.type = WarmupType::Log;
-  else if (type == "linear") w.type = WarmupType::Linear;
-  else p.fail("warmup_type", "unknown warmup type \"" + type + "\"; use \"log\" or \"linear\"");
+  if (type == "log")
+    w.type = WarmupType::Log;
+  else if (type == "linear")
+    w.type = WarmupType::Linear;
+  else
+    p.fail("warmup_type", "unknown warmup type \"" + type + "\"; use \"log\" or \"linear\"");
   return w;
 }
 
@@ -64,8 +69,7 @@ double read_lr(ScheduleParams& p, const std::string& key, double dflt, double au
 }
 
 int64_t read_total(ScheduleParams& p, const ScheduleRun& run) {
-  if (!p.has("total_num_steps"))
-    p.fail("total_num_steps", "required; set it to the run's number of optimizer steps");
+  if (!p.has("total_num_steps")) p.fail("total_num_steps", "required; set it to the run's number of optimizer steps");
   const int64_t t = read_steps(p, "total_num_steps", 0, run.total_steps, "total optimizer steps");
   if (t < 0) p.fail("total_num_steps", "must be >= 0");
   return t;
@@ -98,8 +102,8 @@ class WarmupLr final : public LrSchedule {
   double gamma(int64_t it) const {
     if (it < warmup_.num_steps) return warmup_.gamma(it);
     if (!total_) return 1.0;
-    return std::max(0.0, static_cast<double>(*total_ - it) /
-                             std::max(1.0, static_cast<double>(*total_ - warmup_.num_steps)));
+    return std::max(
+        0.0, static_cast<double>(*total_ - it) / std::max(1.0, static_cast<double>(*total_ - warmup_.num_steps)));
   }
   double min_, delta_;
   Warmup warmup_;
@@ -109,22 +113,23 @@ class WarmupLr final : public LrSchedule {
 class WarmupCosineLr final : public LrSchedule {
  public:
   WarmupCosineLr(double base_lr, int64_t total, double warmup_min_ratio, double cos_min_ratio, Warmup warmup)
-      : base_(base_lr), total_(total), warmup_min_ratio_(warmup_min_ratio), cos_min_ratio_(cos_min_ratio),
+      : base_(base_lr),
+        total_(total),
+        warmup_min_ratio_(warmup_min_ratio),
+        cos_min_ratio_(cos_min_ratio),
         warmup_(warmup) {}
 
   float lr(int64_t step) const override { return static_cast<float>(base_ * ratio(step - 1)); }
   std::string describe() const override {
-    return "WarmupCosineLR(total_num_steps=" + std::to_string(total_) + ", warmup_min_ratio=" +
-           num(warmup_min_ratio_) + ", warmup_num_steps=" + std::to_string(warmup_.num_steps) +
-           ", cos_min_ratio=" + num(cos_min_ratio_) + ", warmup_type=" + warmup_.type_name() + ", lr=" + num(base_) +
-           ")";
+    return "WarmupCosineLR(total_num_steps=" + std::to_string(total_) + ", warmup_min_ratio=" + num(warmup_min_ratio_) +
+           ", warmup_num_steps=" + std::to_string(warmup_.num_steps) + ", cos_min_ratio=" + num(cos_min_ratio_) +
+           ", warmup_type=" + warmup_.type_name() + ", lr=" + num(base_) + ")";
   }
 
  private:
   double ratio(int64_t it) const {
     if (it < 0) return 0.0;
-    if (it < warmup_.num_steps)
-      return warmup_min_ratio_ + warmup_.gamma(it) * (1.0 - warmup_min_ratio_);
+    if (it < warmup_.num_steps) return warmup_min_ratio_ + warmup_.gamma(it) * (1.0 - warmup_min_ratio_);
     const double real_last = static_cast<double>(it - warmup_.num_steps + 1);
     const double real_total = static_cast<double>(std::max<int64_t>(1, total_ - warmup_.num_steps));
     const double progress = std::min(1.0, real_last / real_total);
@@ -157,7 +162,8 @@ class OneCycle final : public LrSchedule {
   float lr(int64_t step) const override {
     const int64_t it = step - 1;
     if (it < 0) return static_cast<float>(p_.min_lr);
-    if (static_cast<double>(it) < total_size_) return static_cast<float>(p_.min_lr + (p_.max_lr - p_.min_lr) * scale(it));
+    if (static_cast<double>(it) < total_size_)
+      return static_cast<float>(p_.min_lr + (p_.max_lr - p_.min_lr) * scale(it));
     if (skip_lr_decay_) return static_cast<float>(p_.min_lr);
     const double interval = static_cast<double>(it) - total_size_ + 1.0;
     return static_cast<float>(p_.min_lr / (1.0 + p_.decay_lr_rate * (interval / p_.decay_step_size)));
@@ -258,7 +264,8 @@ std::unique_ptr<LrSchedule> make_one_cycle(ScheduleParams& p) {
     if (!p.has(key)) p.fail(key, "required by OneCycle; set the cycle's learning-rate bounds");
   c.min_lr = *p.number("cycle_min_lr");
   c.max_lr = *p.number("cycle_max_lr");
-  if (c.min_lr < 0 || c.max_lr < 0) p.fail(c.min_lr < 0 ? "cycle_min_lr" : "cycle_max_lr", "a learning rate must be >= 0");
+  if (c.min_lr < 0 || c.max_lr < 0)
+    p.fail(c.min_lr < 0 ? "cycle_min_lr" : "cycle_max_lr", "a learning rate must be >= 0");
   c.decay_lr_rate = p.number("decay_lr_rate").value_or(0.0);
   c.first_size = static_cast<double>(p.integer("cycle_first_step_size").value_or(2000));
   if (c.first_size <= 0) p.fail("cycle_first_step_size", "must be a positive number of steps");
@@ -296,8 +303,9 @@ std::unique_ptr<LrSchedule> make_deepspeed_schedule(const nlohmann::json& block,
       ZT_THROW_INPUT(source, ": scheduler.", item.key(), ": unknown key; a scheduler has only \"type\" and \"params\"");
   const auto t = block.find("type");
   if (t == block.end() || !t->is_string())
-    ZT_THROW_INPUT(source, ": scheduler.type: required string; one of WarmupLR, WarmupDecayLR, WarmupCosineLR, "
-                           "OneCycle, LRRangeTest");
+    ZT_THROW_INPUT(source,
+                   ": scheduler.type: required string; one of WarmupLR, WarmupDecayLR, WarmupCosineLR, "
+                   "OneCycle, LRRangeTest");
   const std::string type = t->get<std::string>();
   static const nlohmann::json kEmpty = nlohmann::json::object();
   const auto pit = block.find("params");
@@ -307,11 +315,16 @@ std::unique_ptr<LrSchedule> make_deepspeed_schedule(const nlohmann::json& block,
     p.fail("last_batch_iteration", "not supported: the schedule resumes from the checkpoint's step; remove it");
 
   std::unique_ptr<LrSchedule> s;
-  if (type == "WarmupLR") s = make_warmup(p, false, base_lr, run);
-  else if (type == "WarmupDecayLR") s = make_warmup(p, true, base_lr, run);
-  else if (type == "WarmupCosineLR") s = make_cosine(p, base_lr, run);
-  else if (type == "OneCycle") s = make_one_cycle(p);
-  else if (type == "LRRangeTest") s = make_range_test(p);
+  if (type == "WarmupLR")
+    s = make_warmup(p, false, base_lr, run);
+  else if (type == "WarmupDecayLR")
+    s = make_warmup(p, true, base_lr, run);
+  else if (type == "WarmupCosineLR")
+    s = make_cosine(p, base_lr, run);
+  else if (type == "OneCycle")
+    s = make_one_cycle(p);
+  else if (type == "LRRangeTest")
+    s = make_range_test(p);
   else
     ZT_THROW_INPUT(source, ": scheduler.type: unknown scheduler \"", type,
                    "\"; use one of WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest (exact case)");

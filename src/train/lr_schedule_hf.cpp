@@ -33,12 +33,14 @@ class HfSchedule final : public LrSchedule {
     if (step < warmup_) return s / std::max(1.0, static_cast<double>(warmup_));
     switch (kind_) {
       case HfKind::Constant:
-      case HfKind::ConstantWithWarmup: return 1.0;
+      case HfKind::ConstantWithWarmup:
+        return 1.0;
       case HfKind::Linear:
         return std::max(0.0, static_cast<double>(total_ - step) / std::max(1.0, static_cast<double>(total_ - warmup_)));
       case HfKind::Cosine: {
         // num_cycles = 0.5; HF does not clamp progress past the end, neither do we.
-        const double progress = (s - static_cast<double>(warmup_)) / std::max(1.0, static_cast<double>(total_ - warmup_));
+        const double progress =
+            (s - static_cast<double>(warmup_)) / std::max(1.0, static_cast<double>(total_ - warmup_));
         double f = 0.5 * (1.0 + std::cos(M_PI * 0.5 * 2.0 * progress));
         if (min_ratio_ > 0) f = f * (1.0 - min_ratio_) + min_ratio_;  // get_cosine_with_min_lr_schedule_with_warmup
         return std::max(0.0, f);
@@ -59,10 +61,14 @@ std::unique_ptr<LrSchedule> make_hf_schedule(const std::string& type, float base
                                              int64_t total_steps, float min_lr_ratio) {
   const std::string name = type.empty() ? "constant" : type;
   HfKind kind;
-  if (name == "constant") kind = HfKind::Constant;
-  else if (name == "constant_with_warmup") kind = HfKind::ConstantWithWarmup;
-  else if (name == "linear") kind = HfKind::Linear;
-  else if (name == "cosine" || name == "cosine_with_min_lr") kind = HfKind::Cosine;
+  if (name == "constant")
+    kind = HfKind::Constant;
+  else if (name == "constant_with_warmup")
+    kind = HfKind::ConstantWithWarmup;
+  else if (name == "linear")
+    kind = HfKind::Linear;
+  else if (name == "cosine" || name == "cosine_with_min_lr")
+    kind = HfKind::Cosine;
   else
     ZT_THROW_INPUT("lr_scheduler_type \"", type,
                    "\" is not supported: use constant, constant_with_warmup, linear, cosine or cosine_with_min_lr");

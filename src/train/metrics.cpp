@@ -59,9 +59,9 @@ PeakFlops peak_flops(ComputeDevice device, const std::string& gpu_name, PeakPrec
     // Dense tensor-core peaks (no sparsity), SXM parts unless named; first match wins,
     // so the more specific names come first.
     static const Entry table[] = {
-        {"gh200", 989.0, 67.0},  {"h200", 989.0, 67.0},     {"h100 pcie", 756.0, 51.0}, {"h100", 989.0, 67.0},
-        {"b200", 2250.0, 80.0},  {"a100", 312.0, 19.5},     {"a10g", 125.0, 31.2},      {"a10", 125.0, 31.2},
-        {"l40s", 362.0, 91.6},   {"l4", 121.0, 30.3},       {"v100", 125.0, 15.7},      {"rtx 4090", 165.0, 82.6},
+        {"gh200", 989.0, 67.0},   {"h200", 989.0, 67.0}, {"h100 pcie", 756.0, 51.0}, {"h100", 989.0, 67.0},
+        {"b200", 2250.0, 80.0},   {"a100", 312.0, 19.5}, {"a10g", 125.0, 31.2},      {"a10", 125.0, 31.2},
+        {"l40s", 362.0, 91.6},    {"l4", 121.0, 30.3},   {"v100", 125.0, 15.7},      {"rtx 4090", 165.0, 82.6},
         {"rtx 3090", 71.0, 35.6}, {"t4", 65.0, 8.1},
     };
     const std::string n = lower(gpu_name);

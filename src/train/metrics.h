@@ -12,7 +12,7 @@ namespace zt::train {
 // The MFU denominator: peak dense FLOP/s for the dtype the step computes in, and where
 // the number comes from, for the log's first lines.
 struct PeakFlops {
-  double flops = 0;  // 0: unknown (an unlisted GPU): MFU is not reported
+  double flops = 0;    // 0: unknown (an unlisted GPU): MFU is not reported
   std::string source;  // "NVIDIA H200, dense bf16 table", "CPU: 2 cores x AVX2 FMA x 2.5 GHz", ...
   bool known() const { return flops > 0; }
   // "989 TFLOPS (NVIDIA H200, dense bf16 table)", or why there is no MFU.

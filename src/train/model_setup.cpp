@@ -24,7 +24,8 @@ std::vector<std::string> training_texts(const TrainConfig& c) {
   for (const std::string& p : c.data.train) {
     if (fs::is_directory(p)) {
       for (const auto& e : fs::recursive_directory_iterator(p))
-        if (e.is_regular_file() && e.path().extension() != ".bin") texts.push_back(io::read_text_file(e.path().string()));
+        if (e.is_regular_file() && e.path().extension() != ".bin")
+          texts.push_back(io::read_text_file(e.path().string()));
     } else if (fs::path(p).extension() != ".bin") {
       texts.push_back(io::read_text_file(p));
     }
@@ -36,9 +37,12 @@ std::vector<std::string> training_texts(const TrainConfig& c) {
 
 DType storage_dtype(Precision p) {
   switch (p) {
-    case Precision::BF16: return DType::BF16;
-    case Precision::F16: return DType::F16;
-    case Precision::F32: return DType::F32;
+    case Precision::BF16:
+      return DType::BF16;
+    case Precision::F16:
+      return DType::F16;
+    case Precision::F32:
+      return DType::F32;
   }
   return DType::F32;
 }

@@ -30,7 +30,6 @@ DType storage_dtype(Precision p);
 ModelSetup setup_model(const TrainConfig& config, const std::filesystem::path& output_dir);
 
 // Writes the HF directory (config.json, generation_config.json, safetensors, tokenizer).
-void save_final_model(const model::Transformer& model, const ModelSetup& setup, const std::string& dir,
-                      DType dtype);
+void save_final_model(const model::Transformer& model, const ModelSetup& setup, const std::string& dir, DType dtype);
 
 }  // namespace zt::train

@@ -59,9 +59,7 @@ std::string proc_field(const char* file, const std::string& key) {
 }
 
 // "16318412 kB" (/proc/meminfo) -> bytes; 0 when unreadable.
-double meminfo_bytes(const std::string& key) {
-  return std::atof(proc_field("/proc/meminfo", key).c_str()) * 1024.0;
-}
+double meminfo_bytes(const std::string& key) { return std::atof(proc_field("/proc/meminfo", key).c_str()) * 1024.0; }
 
 std::string openmp_version(long v) {
   static const std::pair<long, const char*> known[] = {{200505, "2.5"}, {200805, "3.0"}, {201107, "3.1"},
@@ -140,8 +138,10 @@ ReportSection cpu_section() {
   std::set<std::string> have;
   for (std::string f; flags >> f;) have.insert(f);
   for (const char* f : {"avx2", "fma", "f16c", "avx512f", "avx512_bf16", "amx_bf16"}) {
-    if (have.empty()) s.items.push_back({f, "unknown", ""});
-    else s.items.push_back({f, have.count(f) != 0, ""});
+    if (have.empty())
+      s.items.push_back({f, "unknown", ""});
+    else
+      s.items.push_back({f, have.count(f) != 0, ""});
   }
   // What this build was compiled to need (a CPU without it dies on an illegal instruction).
   std::string needs;
@@ -207,16 +207,19 @@ ReportSection features_section() {
 #ifdef ZT_WITH_SENTENCEPIECE
   s.items.push_back({"sentencepiece", true, ""});
 #else
-  s.items.push_back({"sentencepiece", false, "no (.model tokenizers refused; install libsentencepiece-dev and re-configure)"});
+  s.items.push_back(
+      {"sentencepiece", false, "no (.model tokenizers refused; install libsentencepiece-dev and re-configure)"});
 #endif
 #ifdef ZT_WITH_PCRE2
   s.items.push_back({"pcre2", true, str("yes (", PCRE2_MAJOR, ".", PCRE2_MINOR, ")")});
 #else
-  s.items.push_back({"pcre2", false, "no (only the built-in pre-tokenizer regexes; install libpcre2-dev and re-configure)"});
+  s.items.push_back(
+      {"pcre2", false, "no (only the built-in pre-tokenizer regexes; install libpcre2-dev and re-configure)"});
 #endif
   s.items.push_back({"yaml_cpp", true, "yes (required)"});
-  s.items.push_back({"nlohmann_json", str(NLOHMANN_JSON_VERSION_MAJOR, ".", NLOHMANN_JSON_VERSION_MINOR, ".",
-                                          NLOHMANN_JSON_VERSION_PATCH), ""});
+  s.items.push_back(
+      {"nlohmann_json",
+       str(NLOHMANN_JSON_VERSION_MAJOR, ".", NLOHMANN_JSON_VERSION_MINOR, ".", NLOHMANN_JSON_VERSION_PATCH), ""});
 #ifdef ZT_WITH_NCCL
   s.items.push_back({"nccl", true, ""});
 #else

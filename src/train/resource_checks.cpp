@@ -15,9 +15,12 @@ namespace {
 int optimizer_moments(const zero::OptimizerSpec& o) {
   switch (o.type) {
     case zero::OptimizerType::AdamW:
-    case zero::OptimizerType::Adam: return 2;
-    case zero::OptimizerType::Lion: return 1;
-    case zero::OptimizerType::SGD: return o.momentum > 0.0f ? 1 : 0;
+    case zero::OptimizerType::Adam:
+      return 2;
+    case zero::OptimizerType::Lion:
+      return 1;
+    case zero::OptimizerType::SGD:
+      return o.momentum > 0.0f ? 1 : 0;
   }
   return 2;
 }
@@ -47,8 +50,7 @@ void check_model_state_fits(const TrainConfig& c, const model::ModelConfig& mc, 
   if (c.device == "cuda") {
     // Free memory when the driver says (other processes on the GPU count), else the total.
     const size_t free = cuda::free_device_memory();
-    const double device =
-        static_cast<double>(free > 0 ? free : cuda::device_info(cuda::current_device()).total_memory);
+    const double device = static_cast<double>(free > 0 ? free : cuda::device_info(cuda::current_device()).total_memory);
     if (total > device)
       ZT_THROW_INPUT(c.source, ": ", what, " need ", bytes_str(total), " of GPU memory, but only ", bytes_str(device),
                      free > 0 ? " is free" : " is the GPU's total",
@@ -69,8 +71,8 @@ void check_global_batch_fits_data(const TrainConfig& c, int64_t windows, int64_t
   const bool too_big = gas > windows || B * W > windows || B * W * gas > windows;
   if (!too_big) return;
   ZT_THROW_INPUT(c.source, ": the global batch train_batch_size = train_micro_batch_size_per_gpu ", B,
-                 " x gradient_accumulation_steps ", gas, " x world size ", W,
-                 " is more than the training data's ", windows, " windows of ", seq_len,
+                 " x gradient_accumulation_steps ", gas, " x world size ", W, " is more than the training data's ",
+                 windows, " windows of ", seq_len,
                  " tokens per epoch, so one optimizer step would repeat the data: lower gradient_accumulation_steps "
                  "or the batch size, or use more data");
 }

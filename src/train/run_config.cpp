@@ -29,7 +29,8 @@ void move_alias(json& doc, const std::string& alias, const std::string& target, 
     dest = &doc[section];
   }
   if (dest->contains(key))
-    ZT_THROW_INPUT(top.key(alias).str(), ": '", alias, "' and '", target, "' are the same setting; keep '", target, "'");
+    ZT_THROW_INPUT(top.key(alias).str(), ": '", alias, "' and '", target, "' are the same setting; keep '", target,
+                   "'");
   (*dest)[key] = doc[alias];
   doc.erase(alias);
 }
@@ -213,20 +214,24 @@ RunConfig parse_run_config(const json& raw, const std::string& source) {
     ZT_THROW_INPUT(top.key("epochs").str(), ": must be positive when max_steps is not given");
   if (r.learning_rate.value < 0) ZT_THROW_INPUT(top.key("learning_rate").str(), ": must not be negative");
   if (r.weight_decay.value < 0) ZT_THROW_INPUT(top.key("weight_decay").str(), ": must not be negative");
-  if (r.max_grad_norm.value < 0) ZT_THROW_INPUT(top.key("max_grad_norm").str(), ": must be >= 0 (0 turns clipping off)");
+  if (r.max_grad_norm.value < 0)
+    ZT_THROW_INPUT(top.key("max_grad_norm").str(), ": must be >= 0 (0 turns clipping off)");
   if (r.warmup_ratio.value < 0 || r.warmup_ratio.value > 1)
     ZT_THROW_INPUT(top.key("warmup_ratio").str(), ": must be in [0, 1]");
   if (r.warmup_ratio.is_set() && r.warmup_steps.is_set() && r.warmup_steps.value > 0)
     ZT_THROW_INPUT(top.key("warmup_ratio").str(), ": warmup_steps is also given; keep one of them");
   if (r.bf16.value && r.fp16.value) ZT_THROW_INPUT(top.str(), ": bf16 and fp16 are both true; choose one");
   check_one_of(r.device, {"auto", "cpu", "cuda"}, top.key("device"));
-  const std::vector<std::string> refused_schedules = {"cosine_with_restarts", "polynomial", "inverse_sqrt",
-                                                      "reduce_lr_on_plateau", "cosine_with_min_lr",
-                                                      "warmup_stable_decay"};
-  if (std::find(refused_schedules.begin(), refused_schedules.end(), r.lr_scheduler_type.value) != refused_schedules.end())
-    ZT_THROW_UNSUPPORTED(top.key("lr_scheduler_type").str(), ": '", r.lr_scheduler_type.value,
-                         "' is not supported; use constant, constant_with_warmup, linear or cosine (or a ds_config scheduler block)");
-  check_one_of(r.lr_scheduler_type, {"constant", "constant_with_warmup", "linear", "cosine"}, top.key("lr_scheduler_type"));
+  const std::vector<std::string> refused_schedules = {"cosine_with_restarts", "polynomial",
+                                                      "inverse_sqrt",         "reduce_lr_on_plateau",
+                                                      "cosine_with_min_lr",   "warmup_stable_decay"};
+  if (std::find(refused_schedules.begin(), refused_schedules.end(), r.lr_scheduler_type.value) !=
+      refused_schedules.end())
+    ZT_THROW_UNSUPPORTED(
+        top.key("lr_scheduler_type").str(), ": '", r.lr_scheduler_type.value,
+        "' is not supported; use constant, constant_with_warmup, linear or cosine (or a ds_config scheduler block)");
+  check_one_of(r.lr_scheduler_type, {"constant", "constant_with_warmup", "linear", "cosine"},
+               top.key("lr_scheduler_type"));
   check_one_of(r.optim, {"adamw", "adamw_torch", "adamw_torch_fused", "adamw_hf", "adam", "sgd", "lion", "lion_32bit"},
                top.key("optim"));
   return r;

@@ -41,8 +41,8 @@ struct RunConfig {
   // false: bf16 parameters are updated in place with bf16 optimizer state and no f32 master
   // copy (PyTorch's pure-bf16 AdamW; zero::MasterWeights::None). bf16 runs only.
   Setting<bool> master_weights{true};
-  std::string deepspeed;           // ds_config.json path ("" = none)
-  std::string accelerate_config;   // Accelerate YAML path ("" = none)
+  std::string deepspeed;          // ds_config.json path ("" = none)
+  std::string accelerate_config;  // Accelerate YAML path ("" = none)
   // The canonical keys (config_keys_run.cpp) this document writes, for the origins that
   // `zerotrain config check` prints.
   std::vector<std::string> written;

@@ -102,7 +102,9 @@ void note(TrainConfig& cfg, const std::string& key, const Setting<T>& s, const s
 Setting<Precision> run_precision(const RunConfig& run, const AccelerateConfig& acc) {
   Setting<Precision> p{Precision::F32};
   if (run.bf16.is_set() || run.fp16.is_set())
-    p = Setting<Precision>(Given::Set, run.bf16.value ? Precision::BF16 : run.fp16.value ? Precision::F16 : Precision::F32);
+    p = Setting<Precision>(Given::Set, run.bf16.value   ? Precision::BF16
+                                       : run.fp16.value ? Precision::F16
+                                                        : Precision::F32);
   if (acc.mixed_precision.is_set()) {
     if (p.is_set() && p.value != acc.mixed_precision.value)
       ZT_THROW_INPUT(acc.source, ": mixed_precision disagrees with bf16/fp16 in ", run.source,
@@ -159,11 +161,13 @@ void apply_master_weights(const RunConfig& r, TrainConfig& cfg) {
   if (r.master_weights.value) return;
   const std::string where = Where{r.source, "master_weights"}.str();
   if (cfg.precision == Precision::F32)
-    ZT_THROW_INPUT(where, ": false needs bf16 parameters, but this run trains in fp32 (f32 parameters are their "
-                          "own master weights): add bf16: true (--bf16 true), or remove master_weights: false");
+    ZT_THROW_INPUT(where,
+                   ": false needs bf16 parameters, but this run trains in fp32 (f32 parameters are their "
+                   "own master weights): add bf16: true (--bf16 true), or remove master_weights: false");
   if (cfg.precision == Precision::F16)
-    ZT_THROW_INPUT(where, ": false is not supported with fp16 (fp16 training needs f32 master weights under loss "
-                          "scaling): use bf16 or keep master weights (master_weights: true)");
+    ZT_THROW_INPUT(where,
+                   ": false is not supported with fp16 (fp16 training needs f32 master weights under loss "
+                   "scaling): use bf16 or keep master weights (master_weights: true)");
 }
 
 // The built-in run's settings that a ds_config takes over: for each group of ds_config
@@ -213,9 +217,8 @@ void yield_builtin_run(json& run_doc, const json& ds_doc, const std::vector<std:
     if (std::none_of(s.ds_keys.begin(), s.ds_keys.end(), [&](const std::string& k) { return written(ds_doc, k); }))
       continue;
     for (const std::string& k : s.run_keys) {
-      const bool overridden = std::any_of(run_overridden.begin(), run_overridden.end(), [&](const std::string& o) {
-        return o.substr(0, o.find('.')) == k;
-      });
+      const bool overridden = std::any_of(run_overridden.begin(), run_overridden.end(),
+                                          [&](const std::string& o) { return o.substr(0, o.find('.')) == k; });
       if (!overridden) run_doc.erase(k);
     }
   }
@@ -274,8 +277,8 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
     if (!from_run.empty() && !acc.deepspeed_config_file.empty() &&
         std::filesystem::path(from_run).lexically_normal() !=
             std::filesystem::path(acc.deepspeed_config_file).lexically_normal())
-      ZT_THROW_INPUT(run_source, ": deepspeed names ", from_run, " but ", acc.source,
-                     " names deepspeed_config_file ", acc.deepspeed_config_file, "; name one DeepSpeed config");
+      ZT_THROW_INPUT(run_source, ": deepspeed names ", from_run, " but ", acc.source, " names deepspeed_config_file ",
+                     acc.deepspeed_config_file, "; name one DeepSpeed config");
     ds_path = !from_run.empty() ? from_run : acc.deepspeed_config_file;
   }
   json ds_doc;
@@ -340,7 +343,9 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
 
   RunContext ctx;
   ctx.run_source = run_source;
-  ctx.world_size = options.world_size > 0 ? options.world_size : acc.launch.num_processes > 0 ? acc.launch.num_processes : 1;
+  ctx.world_size = options.world_size > 0         ? options.world_size
+                   : acc.launch.num_processes > 0 ? acc.launch.num_processes
+                                                  : 1;
   ctx.micro_batch = run.per_device_train_batch_size;
   ctx.grad_accum = run.gradient_accumulation_steps;
   ctx.lr = run.learning_rate;
@@ -383,7 +388,7 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
                    " has a scheduler block; choose the schedule in one place");
   }
   cfg.launch = acc.launch;
-  cfg.origin["world_size"] = options.world_size > 0          ? "the running job"
+  cfg.origin["world_size"] = options.world_size > 0         ? "the running job"
                              : acc.launch.num_processes > 0 ? acc.source + " (num_processes)"
                                                             : "default";
   if (acc.zero3_init) cfg.zero.zero3_init = true;

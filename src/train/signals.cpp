@@ -121,8 +121,7 @@ int StopSignals::signal() const { return g_signal; }
 
 void StopSignals::saving(int64_t step) {
   set_text("the checkpoint of step " + std::to_string(step) +
-           " was being written and is not complete (a partial checkpoint is never named by latest); " +
-           saved_part());
+           " was being written and is not complete (a partial checkpoint is never named by latest); " + saved_part());
 }
 
 void StopSignals::saved(const std::string& checkpoint, int64_t step) {

@@ -30,8 +30,8 @@ enum class Gradients { Clear, Keep };
 
 // What finish() did.
 struct StepOutcome {
-  bool applied = false;          // false: inf/nan gradients, the step was skipped
-  float lr = 0;                  // the scheduled rate (the update's when applied)
+  bool applied = false;             // false: inf/nan gradients, the step was skipped
+  float lr = 0;                     // the scheduled rate (the update's when applied)
   double grad_norm = std::nan("");  // global norm, loss scale removed, before clipping; NaN when skipped
 };
 
@@ -95,8 +95,8 @@ class OptimizerStep {
   TrainingRun& run_;
   float scale_;
   int64_t done_ = 0;
-  bool open_ = false;      // a MicroBatch scope is alive
-  bool broken_ = false;    // a scope ended by an exception or without its pass
+  bool open_ = false;    // a MicroBatch scope is alive
+  bool broken_ = false;  // a scope ended by an exception or without its pass
   bool finished_ = false;
 };
 

@@ -9,10 +9,14 @@ namespace zt::train {
 namespace {
 const char* label(Phase p) {
   switch (p) {
-    case Phase::Forward: return "fwd";
-    case Phase::Backward: return "bwd";
-    case Phase::Optimizer: return "step";
-    case Phase::Other: break;
+    case Phase::Forward:
+      return "fwd";
+    case Phase::Backward:
+      return "bwd";
+    case Phase::Optimizer:
+      return "step";
+    case Phase::Other:
+      break;
   }
   return "other";
 }

@@ -32,11 +32,12 @@ namespace {
 void log_memory_plan(TrainingRun& run) {
   const zero::ZeroEngine& e = *run.engine;
   const zero::ModelStateBytes m = e.memory(static_cast<int64_t>(run.optimizer->state_bytes()));
-  ZT_INFO("ZeRO stage ", e.stage(), " over ", e.world_size(), " rank", e.world_size() == 1 ? "" : "s",
-          " (", run.comm->backend_name(), "), overlap_comm ", e.options().overlap_comm == zero::OverlapComm::On ? "on" : "off",
-          "; per rank: parameters ", human_bytes(static_cast<double>(m.params)), ", gradients ",
-          human_bytes(static_cast<double>(m.grads)), ", optimizer state ", human_bytes(static_cast<double>(m.optimizer)),
-          " = ", human_bytes(static_cast<double>(m.model_states())));
+  ZT_INFO("ZeRO stage ", e.stage(), " over ", e.world_size(), " rank", e.world_size() == 1 ? "" : "s", " (",
+          run.comm->backend_name(), "), overlap_comm ",
+          e.options().overlap_comm == zero::OverlapComm::On ? "on" : "off", "; per rank: parameters ",
+          human_bytes(static_cast<double>(m.params)), ", gradients ", human_bytes(static_cast<double>(m.grads)),
+          ", optimizer state ", human_bytes(static_cast<double>(m.optimizer)), " = ",
+          human_bytes(static_cast<double>(m.model_states())));
 }
 
 // The MFU denominator of this run's device and precision, always known: the table's peak,
@@ -58,7 +59,9 @@ PeakFlops run_peak(const TrainConfig& c) {
 // wall_clock_breakdown's numbers: per-step means since the last log line.
 struct StepTimes {
   double forward_ms = 0, backward_ms = 0, optimizer_ms = 0, comm_ms = 0;
-  json to_json() const { return {{"fwd", forward_ms}, {"bwd", backward_ms}, {"step", optimizer_ms}, {"comm", comm_ms}}; }
+  json to_json() const {
+    return {{"fwd", forward_ms}, {"bwd", backward_ms}, {"step", optimizer_ms}, {"comm", comm_ms}};
+  }
 };
 
 StepTimes take_step_times(TrainingRun& run, double comm_seconds, int64_t steps) {
@@ -91,8 +94,7 @@ TrainResult run_training(const TrainConfig& config) {
   ZT_INFO("model: ", mc.model_type, ", ", mc.num_parameters(), " parameters (", mc.num_layers, " layers, width ",
           mc.hidden_size, "), ", precision_name(c.precision),
           c.optimizer.master_weights == zero::MasterWeights::None ? " (no master weights: bf16 optimizer state)" : "",
-          ", activation checkpointing ",
-          c.model.activation_checkpointing ? "on" : "off");
+          ", activation checkpointing ", c.model.activation_checkpointing ? "on" : "off");
   ZT_INFO("data: ", run.windows, " windows of ", T, " tokens; batch ", c.train_batch_size, " = micro ", B,
           " x accumulation ", gas, " x world ", c.world_size, "; ", total_steps, " steps; lr ",
           run.schedule->describe());
@@ -123,8 +125,8 @@ TrainResult run_training(const TrainConfig& config) {
   // ZeRO-3 writes a full model only with stage3_gather_16bit_weights_on_model_save, as
   // DeepSpeed does; the checkpoint then is the result (zerotrain consolidate), so it is
   // written at the end even with save_strategy: no.
-  const bool write_final = run.engine->stage() < 3 || run.world_size() == 1 ||
-                           c.zero.stage3_gather_16bit_weights_on_model_save;
+  const bool write_final =
+      run.engine->stage() < 3 || run.world_size() == 1 || c.zero.stage3_gather_16bit_weights_on_model_save;
   auto save = [&]() {
     signals.saving(step);
     drills.at(TrainPoint::Save, step);
@@ -138,8 +140,9 @@ TrainResult run_training(const TrainConfig& config) {
   auto stop_and_save = [&](const std::string& during) {
     if (saved_step != step) save();
     // A rank the signal did not reach stops because another one asked (any_rank).
-    const std::string what = signals.signal() != 0 ? "received signal " + std::to_string(signals.signal())
-                                                   : "stopping with the other ranks (a stop signal reached one of them)";
+    const std::string what = signals.signal() != 0
+                                 ? "received signal " + std::to_string(signals.signal())
+                                 : "stopping with the other ranks (a stop signal reached one of them)";
     std::printf("%s%s: saved %s at step %lld; resume with --resume latest\n", what.c_str(), during.c_str(),
                 saved_dir.c_str(), static_cast<long long>(step));
     std::fflush(stdout);
@@ -214,10 +217,11 @@ TrainResult run_training(const TrainConfig& config) {
       const std::string comm = run.world_size() > 1 ? " | comm " + human_bytes(comm_per_step) + "/step" : "";
       const std::string gpu =
           cuda::initialized() ? " | gpu peak " + human_bytes(static_cast<double>(cuda::peak_bytes())) : "";
-      std::printf("step %6lld/%lld | loss %.4f | lr %.3e | grad norm %7.4f | scale %g | %8.0f tok/s | MFU %5.1f%% | "
-                  "mem %s%s%s",
-                  static_cast<long long>(step), static_cast<long long>(total_steps), loss, lr, grad_norm, scale, tps,
-                  100.0 * mfu, human_bytes(static_cast<double>(mem.rss_bytes)).c_str(), gpu.c_str(), comm.c_str());
+      std::printf(
+          "step %6lld/%lld | loss %.4f | lr %.3e | grad norm %7.4f | scale %g | %8.0f tok/s | MFU %5.1f%% | "
+          "mem %s%s%s",
+          static_cast<long long>(step), static_cast<long long>(total_steps), loss, lr, grad_norm, scale, tps,
+          100.0 * mfu, human_bytes(static_cast<double>(mem.rss_bytes)).c_str(), gpu.c_str(), comm.c_str());
       if (skip) std::printf(" | overflow: skipped (%lld so far)", static_cast<long long>(skipped_so_far));
       std::printf("\n");
       json record = {{"step", step},
@@ -278,8 +282,10 @@ TrainResult run_training(const TrainConfig& config) {
   result.optimizer_steps = run.optimizer->steps_taken();
 
   if (!result.stopped_by_signal && !write_final) {
-    ZT_INFO("ZeRO-3: no final model directory (stage3_gather_16bit_weights_on_model_save is false); write one with "
-            "`zerotrain consolidate ", result.last_checkpoint, " ", (run.output_dir / "final").string(), "`");
+    ZT_INFO(
+        "ZeRO-3: no final model directory (stage3_gather_16bit_weights_on_model_save is false); write one with "
+        "`zerotrain consolidate ",
+        result.last_checkpoint, " ", (run.output_dir / "final").string(), "`");
   } else if (!result.stopped_by_signal) {
     run.engine->gather_full_model();
     result.final_model_dir = (run.output_dir / "final").string();
@@ -313,4 +319,3 @@ TrainResult run_training(const TrainConfig& config) {
 }
 
 }  // namespace zt::train
-

@@ -27,5 +27,4 @@ struct TrainResult {
 
 TrainResult run_training(const TrainConfig& config);
 
-
 }  // namespace zt::train

@@ -50,7 +50,7 @@ zero::ZeroOptions zero_options(const TrainConfig& c, int stage) {
 // leaving them waiting in setup's barrier.
 void claim_output_dir_on_rank0(TrainingRun& run) {
   const TrainConfig& c = run.config;
-  const OutputDirUse use = !c.resume.empty()                                     ? OutputDirUse::Resume
+  const OutputDirUse use = !c.resume.empty()                                   ? OutputDirUse::Resume
                            : c.overwrite_output_dir == OutputDirOverwrite::Yes ? OutputDirUse::Overwrite
                                                                                : OutputDirUse::Fresh;
   std::exception_ptr refused;
@@ -63,8 +63,7 @@ void claim_output_dir_on_rank0(TrainingRun& run) {
   }
   const bool any_refused = comm::any_rank(*run.comm, refused != nullptr);
   if (refused) std::rethrow_exception(refused);
-  if (any_refused)
-    ZT_THROW_INPUT("output_dir '", c.output_dir, "': rank 0 refused it (its error says why)");
+  if (any_refused) ZT_THROW_INPUT("output_dir '", c.output_dir, "': rank 0 refused it (its error says why)");
   if (run.comm->rank() != 0) {
     // Ranks on other machines (a local output_dir) need the directory too.
     std::error_code ec;
@@ -88,7 +87,8 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   if (c.device == "cuda") {
     // One GPU per process: the launcher's local rank picks it.
     if (!cuda::available())
-      ZT_THROW_INPUT(c.source, ": device cuda, but no GPU is visible to this process, or this build has no CUDA "
+      ZT_THROW_INPUT(c.source,
+                     ": device cuda, but no GPU is visible to this process, or this build has no CUDA "
                      "backend (`zerotrain report` says which): use --device cpu");
     cuda::init(comm::read_launch_env().local_rank % cuda::device_count());
     if (run->comm->size() > 1) run->device_comm = comm::make_nccl_world_communicator(*run->comm);
@@ -144,8 +144,8 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   // Data: token shards (prepared from text when needed).
   run->data = setup_data(setup_config, *run->setup.tokenizer, run->output_dir);
   if (run->comm->size() > 1 && !follower) run->comm->barrier_async()->wait(setup_wait);
-  run->loader = std::make_unique<io::BatchLoader>(run->data.train_shards, B, T, c.seed, run->comm->rank(),
-                                                  run->comm->size());
+  run->loader =
+      std::make_unique<io::BatchLoader>(run->data.train_shards, B, T, c.seed, run->comm->rank(), run->comm->size());
   run->loader->set_vocab_size(model.config().vocab_size);  // ids past the vocabulary are bad data
   run->windows = run->loader->windows_per_epoch();
   if (run->windows < B)
@@ -162,9 +162,8 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
 
   // The ZeRO engine shards the model (stage 3: slice by slice into a model built without
   // parameters), then the optimizer is built over this rank's partitions.
-  run->engine = std::make_unique<zero::ZeroEngine>(
-      model.registry(), run->device_comm ? *run->device_comm : *run->comm, zero_options(c, run->stage),
-      run->comm.get());
+  run->engine = std::make_unique<zero::ZeroEngine>(model.registry(), run->device_comm ? *run->device_comm : *run->comm,
+                                                   zero_options(c, run->stage), run->comm.get());
   if (run->setup.fill_slice) {
     run->engine->shard_model_from_slices(run->setup.fill_slice);
   } else {
@@ -230,16 +229,17 @@ std::string load_run_checkpoint(TrainingRun& run, const std::string& which) {
   const CheckpointState s = load_checkpoint(dir, run.model().registry(), checkpoint_slices(run, true));
   run.engine->refresh_after_load();
   if (!s.absent.empty()) {
-    ZT_INFO("checkpoint ", dir, " has no f32 master weights (saved with master_weights: false): initialising them "
+    ZT_INFO("checkpoint ", dir,
+            " has no f32 master weights (saved with master_weights: false): initialising them "
             "from its bf16 parameters; the bf16 optimizer state widens to f32 exactly");
     run.optimizer->init_master_from_params();
   }
-  const bool saved_master = std::any_of(s.saved_optimizer_state.begin(), s.saved_optimizer_state.end(),
-                                        [](const std::string& n) {
-                                          return n.size() > 7 && n.compare(n.size() - 7, 7, ".master") == 0;
-                                        });
+  const bool saved_master =
+      std::any_of(s.saved_optimizer_state.begin(), s.saved_optimizer_state.end(),
+                  [](const std::string& n) { return n.size() > 7 && n.compare(n.size() - 7, 7, ".master") == 0; });
   if (saved_master && run.optimizer->spec().master_weights == zero::MasterWeights::None)
-    ZT_INFO("checkpoint ", dir, " has f32 master weights; this run has master_weights: false, so it continues from "
+    ZT_INFO("checkpoint ", dir,
+            " has f32 master weights; this run has master_weights: false, so it continues from "
             "the saved bf16 parameters and rounds the f32 optimizer state to bf16");
   run.step = s.step;
   run.micro_steps = s.micro_steps;
@@ -250,15 +250,16 @@ std::string load_run_checkpoint(TrainingRun& run, const std::string& which) {
     run.scaler.restore({s.loss_scaler.at("scale").get<float>(), s.loss_scaler.at("hysteresis_left").get<int>(),
                         s.loss_scaler.at("clean_steps").get<int64_t>(),
                         s.loss_scaler.at("skipped_steps").get<int64_t>()});
-  ZT_INFO("resumed from ", dir, " at step ", run.step, " (", run.world_size(), " rank", run.world_size() == 1 ? "" : "s",
-          ", ZeRO stage ", run.engine->stage(), ")");
+  ZT_INFO("resumed from ", dir, " at step ", run.step, " (", run.world_size(), " rank",
+          run.world_size() == 1 ? "" : "s", ", ZeRO stage ", run.engine->stage(), ")");
   return dir;
 }
 
 void remove_stale_outputs(TrainingRun& run) {
   if (run.is_main_rank()) {
     std::vector<std::string> removed = remove_stale_checkpoint_temps(run.checkpoint_root().string());
-    for (std::string& p : io::remove_stale_staging((run.output_dir / "final").string())) removed.push_back(std::move(p));
+    for (std::string& p : io::remove_stale_staging((run.output_dir / "final").string()))
+      removed.push_back(std::move(p));
     // The tokenizer and token shards a killed run was writing (prepared files).
     for (const fs::path& dir : {run.output_dir, run.output_dir / "data"})
       for (std::string& p : io::remove_stale_atomic_temps(dir.string())) removed.push_back(std::move(p));
@@ -278,7 +279,9 @@ std::string save_run_checkpoint(TrainingRun& run, const std::string& root) {
   s.seed = run.config.seed;
   if (run.scaler.config().enabled) {
     const auto st = run.scaler.state();
-    s.loss_scaler = {{"scale", st.scale}, {"hysteresis_left", st.hysteresis_left}, {"clean_steps", st.clean_steps},
+    s.loss_scaler = {{"scale", st.scale},
+                     {"hysteresis_left", st.hysteresis_left},
+                     {"clean_steps", st.clean_steps},
                      {"skipped_steps", st.skipped_steps}};
   }
   // model_config: the HF config.json, so that `zerotrain consolidate` can write an HF

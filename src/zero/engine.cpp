@@ -113,8 +113,7 @@ void ZeroEngine::partition_gradients(size_t unit) {
   u.release_grads();
 }
 
-void ZeroEngine::shard_model_from_slices(
-    const std::function<void(model::Unit&, int64_t, const Tensor&)>& fill_slice) {
+void ZeroEngine::shard_model_from_slices(const std::function<void(model::Unit&, int64_t, const Tensor&)>& fill_slice) {
   ZT_CHECK(options_.stage >= 3, "shard_model_from_slices is for stage 3");
   ZT_CHECK(!sharded_, "the model is already sharded");
   sharded_ = true;

@@ -58,9 +58,9 @@ struct CommVolume {
 
 // Model-state bytes held by this rank.
 struct ModelStateBytes {
-  int64_t params = 0;     // persistent parameter storage (stage 3: slices + persistent units)
-  int64_t grads = 0;      // persistent gradient storage (stages 2-3: the f32 partitions)
-  int64_t optimizer = 0;  // master weights and moments of the owned slices
+  int64_t params = 0;        // persistent parameter storage (stage 3: slices + persistent units)
+  int64_t grads = 0;         // persistent gradient storage (stages 2-3: the f32 partitions)
+  int64_t optimizer = 0;     // master weights and moments of the owned slices
   int64_t buffers_peak = 0;  // transient: gathered units, a unit's full gradients, comm scratch
   int64_t model_states() const { return params + grads + optimizer; }
 };
@@ -151,10 +151,10 @@ class ZeroEngine final : public model::UnitHooks {
  private:
   enum class Gathered { No, InFlight, Yes };
   struct UnitState {
-    int64_t slice = 0;           // P: elements per rank
-    bool persistent = false;     // stage 3: never released
-    OwnedTensor param_part;      // stage 3: the owned slice of the parameters
-    OwnedTensor grad_part;       // stages 2-3: f32 gradient accumulator of the owned slice
+    int64_t slice = 0;        // P: elements per rank
+    bool persistent = false;  // stage 3: never released
+    OwnedTensor param_part;   // stage 3: the owned slice of the parameters
+    OwnedTensor grad_part;    // stages 2-3: f32 gradient accumulator of the owned slice
     Gathered gathered = Gathered::Yes;
     comm::WorkPtr gather_work;
     bool release_pending = false;  // stage 3: release at the next other unit's hook
@@ -166,7 +166,7 @@ class ZeroEngine final : public model::UnitHooks {
     std::vector<OwnedTensor> packed;  // bucket inputs packed from strided slices, or converted
     // Stage 0 in another communication dtype: where each packed bucket goes back.
     std::vector<int64_t> unpack_begin;
-    OwnedTensor output;               // [P] reduce-scatter result (communication dtype)
+    OwnedTensor output;  // [P] reduce-scatter result (communication dtype)
   };
 
   size_t index_of(const model::Unit& unit) const;

@@ -11,7 +11,8 @@ LossScaler::LossScaler(LossScalerConfig config) : config_(config) {
   if (!config_.enabled) return;
   const LossScalerConfig& c = config_;
   if (!std::isfinite(c.loss_scale) || c.loss_scale < 0.0f)
-    ZT_THROW_INPUT("fp16.loss_scale = ", c.loss_scale, " is invalid: use 0 for dynamic scaling or a positive static scale");
+    ZT_THROW_INPUT("fp16.loss_scale = ", c.loss_scale,
+                   " is invalid: use 0 for dynamic scaling or a positive static scale");
   if (c.loss_scale > 0.0f) {
     scale_ = c.loss_scale;
     return;

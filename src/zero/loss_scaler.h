@@ -19,8 +19,8 @@
 namespace zt::zero {
 
 struct LossScalerConfig {
-  bool enabled = false;        // fp16 on
-  float loss_scale = 0.0f;     // 0 = dynamic
+  bool enabled = false;     // fp16 on
+  float loss_scale = 0.0f;  // 0 = dynamic
   int initial_scale_power = 16;
   int loss_scale_window = 1000;
   int hysteresis = 2;

@@ -29,10 +29,14 @@ void check_betas(const OptimizerSpec& s) {
 
 const char* optimizer_type_name(OptimizerType type) {
   switch (type) {
-    case OptimizerType::AdamW: return "AdamW";
-    case OptimizerType::Adam: return "Adam";
-    case OptimizerType::SGD: return "SGD";
-    case OptimizerType::Lion: return "Lion";
+    case OptimizerType::AdamW:
+      return "AdamW";
+    case OptimizerType::Adam:
+      return "Adam";
+    case OptimizerType::SGD:
+      return "SGD";
+    case OptimizerType::Lion:
+      return "Lion";
   }
   return "?";
 }
@@ -42,8 +46,9 @@ std::unique_ptr<Optimizer> make_optimizer(model::ParameterRegistry& registry, co
   if (spec.master_weights == MasterWeights::None) {
     for (const auto& u : registry.units())
       if (u->param_dtype() == DType::F16)
-        ZT_THROW_INPUT("master_weights: false with fp16 parameters is not supported (fp16 needs f32 master "
-                       "weights under loss scaling): use bf16 or keep master weights (master_weights: true)");
+        ZT_THROW_INPUT(
+            "master_weights: false with fp16 parameters is not supported (fp16 needs f32 master "
+            "weights under loss scaling): use bf16 or keep master weights (master_weights: true)");
   }
   check_range("lr", spec.lr, 0.0f, ">= 0", INFINITY, "set a non-negative learning rate");
   check_range("weight_decay", spec.weight_decay, 0.0f, ">= 0", INFINITY, "set a non-negative weight decay");

@@ -43,9 +43,9 @@ struct OptimizerSpec {
   // (torch.optim.Adam). Type AdamW is always decoupled.
   bool adam_w_mode = true;
   bool bias_correction = true;
-  float momentum = 0.0f;    // SGD
-  bool nesterov = false;    // SGD
-  float dampening = 0.0f;   // SGD
+  float momentum = 0.0f;   // SGD
+  bool nesterov = false;   // SGD
+  float dampening = 0.0f;  // SGD
   // The run config's master_weights (true: F32, false: None).
   MasterWeights master_weights = MasterWeights::F32;
 };

@@ -51,9 +51,10 @@ void FlatOptimizer::step(float lr, float grad_scale) {
     model::Unit& u = registry_.unit(ui);
     const UnitPartition part = partition(ui);
     UnitState& s = units_[ui];
-    ZT_CHECK(part.begin == s.begin && part.numel() == s.numel, "the partition of unit ", u.name(), " changed after the optimizer was built");
-    ZT_CHECK(part.grads.data() != nullptr && part.grads.numel() == part.numel(), "optimizer step without gradients for unit ",
-             u.name());
+    ZT_CHECK(part.begin == s.begin && part.numel() == s.numel, "the partition of unit ", u.name(),
+             " changed after the optimizer was built");
+    ZT_CHECK(part.grads.data() != nullptr && part.grads.numel() == part.numel(),
+             "optimizer step without gradients for unit ", u.name());
     // One segment per parameter overlapping the partition, in the unit's (ascending) order.
     r.segments.clear();
     for (const model::ParamEntry& p : u.params()) {

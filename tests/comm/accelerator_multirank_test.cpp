@@ -42,8 +42,8 @@ comm::Communicator& job() {
 fs::path job_dir(const std::string& name) {
   comm::Communicator& w = job();
   const double pid = comm::sum_over_ranks(w, w.rank() == 0 ? static_cast<double>(::getpid()) : 0.0);
-  const fs::path dir = fs::path(ZT_BINARY_DIR) / "test_tmp" /
-                       str("accelerator_mr_", name, "_", static_cast<long long>(pid));
+  const fs::path dir =
+      fs::path(ZT_BINARY_DIR) / "test_tmp" / str("accelerator_mr_", name, "_", static_cast<long long>(pid));
   if (w.rank() == 0) {
     fs::remove_all(dir);
     fs::create_directories(dir);

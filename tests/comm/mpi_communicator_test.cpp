@@ -32,18 +32,20 @@ float value(int r, int64_t i) {
 
 float round_to(DType dt, float v) {
   switch (dt) {
-    case DType::BF16: return zt::to_f32(zt::to_bf16(v));
-    case DType::F16: return zt::to_f32(zt::to_f16(v));
+    case DType::BF16:
+      return zt::to_f32(zt::to_bf16(v));
+    case DType::F16:
+      return zt::to_f32(zt::to_f16(v));
     case DType::I32:
-    case DType::I64: return static_cast<float>(static_cast<int64_t>(v));
-    default: return v;
+    case DType::I64:
+      return static_cast<float>(static_cast<int64_t>(v));
+    default:
+      return v;
   }
 }
 
 // Integers get whole values (value() * 2), floats value().
-float element(DType dt, int r, int64_t i) {
-  return zt::is_floating(dt) ? value(r, i) : 2 * value(r, i);
-}
+float element(DType dt, int r, int64_t i) { return zt::is_floating(dt) ? value(r, i) : 2 * value(r, i); }
 
 OwnedTensor filled(DType dt, int64_t n, int r, int64_t offset = 0) {
   OwnedTensor t({n}, dt);
@@ -63,8 +65,7 @@ TEST_P(AllReduce, SumAndMaxMatchLocalReduction) {
     for (int64_t i = 0; i < n; ++i) {
       float expected = element(dt, 0, i);
       for (int r = 1; r < comm.size(); ++r) {
-        expected = op == ReduceOp::Sum ? expected + element(dt, r, i)
-                                       : std::max(expected, element(dt, r, i));
+        expected = op == ReduceOp::Sum ? expected + element(dt, r, i) : std::max(expected, element(dt, r, i));
       }
       ASSERT_EQ(t->get_f32(i), round_to(dt, expected))
           << zt::dtype_name(dt) << " " << zt::comm::reduce_op_name(op) << " i=" << i;
@@ -73,8 +74,7 @@ TEST_P(AllReduce, SumAndMaxMatchLocalReduction) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, AllReduce,
-                         ::testing::Values(DType::F32, DType::BF16, DType::F16, DType::I32,
-                                           DType::I64),
+                         ::testing::Values(DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64),
                          [](const auto& info) { return std::string(zt::dtype_name(info.param)); });
 
 TEST(MpiCommunicator, Bf16SumRoundsThroughF32) {
@@ -100,8 +100,7 @@ TEST(MpiCommunicator, ReduceScatterEqualsAllReduceSlice) {
     comm.reduce_scatter(input, output);
     comm.all_reduce(reduced, ReduceOp::Sum);
     for (int64_t i = 0; i < n; ++i) {
-      ASSERT_EQ(output->get_f32(i), reduced->get_f32(comm.rank() * n + i))
-          << zt::dtype_name(dt) << " i=" << i;
+      ASSERT_EQ(output->get_f32(i), reduced->get_f32(comm.rank() * n + i)) << zt::dtype_name(dt) << " i=" << i;
     }
   }
 }
@@ -247,11 +246,8 @@ TEST(MpiCommunicator, TimeoutNamesOperationAndRank) {
     } catch (const zt::Error& e) {
       const Seconds elapsed = std::chrono::steady_clock::now() - start;
       const std::string message = e.what();
-      EXPECT_NE(message.find("all_reduce(sum, f32, 8 elements) timed out"), std::string::npos)
-          << message;
-      EXPECT_NE(message.find(zt::str("on rank ", quick->rank(), " of ", quick->size())),
-                std::string::npos)
-          << message;
+      EXPECT_NE(message.find("all_reduce(sum, f32, 8 elements) timed out"), std::string::npos) << message;
+      EXPECT_NE(message.find(zt::str("on rank ", quick->rank(), " of ", quick->size())), std::string::npos) << message;
       EXPECT_GE(elapsed.count(), 1.0);
       EXPECT_LT(elapsed.count(), 2.5);
     }

@@ -62,17 +62,16 @@ class ReleaseNccl : public ::testing::Environment {
  public:
   void TearDown() override { nccl_slot().reset(); }
 };
-[[maybe_unused]] ::testing::Environment* const kReleaseNccl =
-    ::testing::AddGlobalTestEnvironment(new ReleaseNccl);
+[[maybe_unused]] ::testing::Environment* const kReleaseNccl = ::testing::AddGlobalTestEnvironment(new ReleaseNccl);
 
 // Same decision on every rank of one machine: the GPUs are counted, not probed.
 bool enough_gpus() { return zt::cuda::device_count() >= mpi_world().size(); }
 
-#define ZT_REQUIRE_GPU_PER_RANK()                                                   \
-  do {                                                                              \
-    if (!enough_gpus())                                                             \
-      GTEST_SKIP() << "needs a GPU per rank: " << zt::cuda::device_count()          \
-                   << " GPU(s) for " << mpi_world().size() << " ranks";             \
+#define ZT_REQUIRE_GPU_PER_RANK()                                                                                  \
+  do {                                                                                                             \
+    if (!enough_gpus())                                                                                            \
+      GTEST_SKIP() << "needs a GPU per rank: " << zt::cuda::device_count() << " GPU(s) for " << mpi_world().size() \
+                   << " ranks";                                                                                    \
   } while (0)
 
 Communicator& world() {
@@ -90,9 +89,7 @@ float value(int r, int64_t i) {
   return ((r + i) % 3 == 0) ? -v : v;
 }
 
-float element(DType dt, int r, int64_t i) {
-  return zt::is_floating(dt) ? value(r, i) : 2 * value(r, i);
-}
+float element(DType dt, int r, int64_t i) { return zt::is_floating(dt) ? value(r, i) : 2 * value(r, i); }
 
 OwnedTensor filled(DType dt, int64_t n, int r, int64_t offset = 0) {
   OwnedTensor h({n}, dt);
@@ -124,18 +121,15 @@ TEST_P(NcclAllReduce, SumAndMaxMatchLocalReduction) {
     for (int64_t i = 0; i < n; ++i) {
       float expected = element(dt, 0, i);
       for (int r = 1; r < comm.size(); ++r) {
-        expected = op == ReduceOp::Sum ? expected + element(dt, r, i)
-                                       : std::max(expected, element(dt, r, i));
+        expected = op == ReduceOp::Sum ? expected + element(dt, r, i) : std::max(expected, element(dt, r, i));
       }
-      ASSERT_EQ(h->get_f32(i), expected)
-          << zt::dtype_name(dt) << " " << zt::comm::reduce_op_name(op) << " i=" << i;
+      ASSERT_EQ(h->get_f32(i), expected) << zt::dtype_name(dt) << " " << zt::comm::reduce_op_name(op) << " i=" << i;
     }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, NcclAllReduce,
-                         ::testing::Values(DType::F32, DType::BF16, DType::F16, DType::I32,
-                                           DType::I64),
+                         ::testing::Values(DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64),
                          [](const auto& info) { return std::string(zt::dtype_name(info.param)); });
 
 TEST(NcclCommunicator, WorldMatchesMpi) {
@@ -159,8 +153,7 @@ TEST(NcclCommunicator, ReduceScatterEqualsAllReduceSlice) {
     OwnedTensor out = host(output);
     OwnedTensor all = host(reduced);
     for (int64_t i = 0; i < n; ++i) {
-      ASSERT_EQ(out->get_f32(i), all->get_f32(comm.rank() * n + i))
-          << zt::dtype_name(dt) << " i=" << i;
+      ASSERT_EQ(out->get_f32(i), all->get_f32(comm.rank() * n + i)) << zt::dtype_name(dt) << " i=" << i;
     }
   }
 }
@@ -318,9 +311,7 @@ TEST(NcclCommunicator, TimeoutNamesOperationAndRankAndAborts) {
       const Seconds elapsed = std::chrono::steady_clock::now() - start;
       const std::string message = e.what();
       EXPECT_NE(message.find("all_reduce(sum, f32, 8 elements)"), std::string::npos) << message;
-      EXPECT_NE(message.find(zt::str("on rank ", quick->rank(), " of ", quick->size())),
-                std::string::npos)
-          << message;
+      EXPECT_NE(message.find(zt::str("on rank ", quick->rank(), " of ", quick->size())), std::string::npos) << message;
       EXPECT_NE(message.find("ncclCommAbort"), std::string::npos) << message;
       EXPECT_GE(elapsed.count(), 1.0);
       EXPECT_LT(elapsed.count(), 10.0);  // the timeout plus ncclCommAbort: no hang

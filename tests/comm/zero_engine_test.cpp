@@ -198,7 +198,8 @@ TEST_P(ZeroEquivalence, F32ParametersMatchOneProcess) {
   const RunResult want = reference(spec);
   const RunResult got = train(world(), spec, kMicroBatch);
   char what[64];
-  std::snprintf(what, sizeof what, "gpt2 f32 sgd stage %d gas %lld", spec.stage, static_cast<long long>(spec.grad_accum));
+  std::snprintf(what, sizeof what, "gpt2 f32 sgd stage %d gas %lld", spec.stage,
+                static_cast<long long>(spec.grad_accum));
   expect_same_parameters(got, want, 1e-6, what);
 }
 
@@ -211,7 +212,8 @@ TEST_P(ZeroEquivalence, Bf16ParametersMatchOneProcess) {
   const RunResult want = reference(spec);
   const RunResult got = train(world(), spec, kMicroBatch);
   char what[64];
-  std::snprintf(what, sizeof what, "gpt2 bf16 sgd stage %d gas %lld", spec.stage, static_cast<long long>(spec.grad_accum));
+  std::snprintf(what, sizeof what, "gpt2 bf16 sgd stage %d gas %lld", spec.stage,
+                static_cast<long long>(spec.grad_accum));
   expect_same_parameters(got, want, 2e-2, what);
 }
 
@@ -232,8 +234,7 @@ INSTANTIATE_TEST_SUITE_P(StagesAndAccumulation, ZeroEquivalence,
                          ::testing::Values(MatrixCase{0, 1}, MatrixCase{0, 3}, MatrixCase{1, 1}, MatrixCase{1, 3},
                                            MatrixCase{2, 1}, MatrixCase{2, 3}, MatrixCase{3, 1}, MatrixCase{3, 3}),
                          [](const ::testing::TestParamInfo<MatrixCase>& i) {
-                           return "stage" + std::to_string(i.param.stage) + "_gas" +
-                                  std::to_string(i.param.grad_accum);
+                           return "stage" + std::to_string(i.param.stage) + "_gas" + std::to_string(i.param.grad_accum);
                          });
 
 TEST(ZeroEngine, UntiedLlamaWithPersistentUnitsMatchesOneProcess) {
@@ -266,9 +267,10 @@ TEST(ZeroEngine, UntiedLlamaWithPersistentUnitsMatchesOneProcess) {
 TEST(ZeroEngine, ModelStateBytesFollowTheZeroFormulas) {
   const int W = world().size();
   if (world().rank() == 0)
-    std::printf("[zero-memory] world %d, bf16 params/grads, AdamW (f32 master + 2 moments = 12 B/param)\n"
-                "[zero-memory] stage | params B | grads B | optimizer B | total B | formula B | paper 2+2+12 B\n",
-                W);
+    std::printf(
+        "[zero-memory] world %d, bf16 params/grads, AdamW (f32 master + 2 moments = 12 B/param)\n"
+        "[zero-memory] stage | params B | grads B | optimizer B | total B | formula B | paper 2+2+12 B\n",
+        W);
   for (int stage = 0; stage <= 3; ++stage) {
     RunSpec spec;
     spec.stage = stage;

@@ -8,10 +8,10 @@
 
 // Reports the test as skipped when no GPU is visible; otherwise makes sure the backend is
 // initialised on GPU 0.
-#define ZT_REQUIRE_GPU()                                          \
-  do {                                                            \
+#define ZT_REQUIRE_GPU()                                            \
+  do {                                                              \
     if (!::zt::cuda::available()) GTEST_SKIP() << "no GPU visible"; \
-    ::zt::cuda::init(0);                                          \
+    ::zt::cuda::init(0);                                            \
   } while (0)
 
 namespace zt::testing {

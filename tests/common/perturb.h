@@ -18,9 +18,15 @@ inline void perturb(model::Transformer& m, uint64_t seed) {
     for (int64_t i = 0; i < rows.numel(); ++i) {
       float v = rows.get_f32(i);
       switch (e.spec.init) {
-        case model::Init::Normal: v *= 4.0f; break;
-        case model::Init::Ones: v = 1.0f + 0.3f * u(rng); break;
-        case model::Init::Zeros: v = 0.1f * u(rng); break;
+        case model::Init::Normal:
+          v *= 4.0f;
+          break;
+        case model::Init::Ones:
+          v = 1.0f + 0.3f * u(rng);
+          break;
+        case model::Init::Zeros:
+          v = 0.1f * u(rng);
+          break;
       }
       rows.set_f32(i, v);
     }

@@ -15,7 +15,8 @@ inline std::string current_test_name() { return ::testing::UnitTest::GetInstance
 
 // <build>/test_tmp/<prefix><pid>_<test name>: the scratch path of TempDir's build-tree tests.
 inline std::filesystem::path build_temp_path(const std::string& prefix) {
-  return std::filesystem::path(ZT_BINARY_DIR) / "test_tmp" / (prefix + std::to_string(::getpid()) + "_" + current_test_name());
+  return std::filesystem::path(ZT_BINARY_DIR) / "test_tmp" /
+         (prefix + std::to_string(::getpid()) + "_" + current_test_name());
 }
 
 // <system temp>/<prefix><gtest random seed>_<test name>: the scratch path of the config tests.

@@ -134,8 +134,8 @@ TEST(CudaActivation, SiluMatchesCpu) {
 // contiguous out, and in place into gate) and backward (into the halves of a fused gradient
 // buffer, or separate tensors, and in place over the inputs).
 void check_swiglu(Shape lead, int64_t F, bool fused, DType dt, int64_t offset, uint32_t seed) {
-  SCOPED_TRACE(str(dtype_name(dt), " lead=", shape_str(lead), " F=", F, fused ? " fused" : " separate",
-                   " offset=", offset));
+  SCOPED_TRACE(
+      str(dtype_name(dt), " lead=", shape_str(lead), " F=", F, fused ? " fused" : " separate", " offset=", offset));
   int64_t rows = 1;
   for (int64_t d : lead) rows *= d;
   Shape half = lead, full = lead;

@@ -184,7 +184,8 @@ std::vector<TcCase> tc_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttentionTensorCore,
-                         ::testing::Combine(::testing::ValuesIn(tc_cases()), ::testing::Values(DType::BF16, DType::F16)),
+                         ::testing::Combine(::testing::ValuesIn(tc_cases()),
+                                            ::testing::Values(DType::BF16, DType::F16)),
                          [](const ::testing::TestParamInfo<CudaAttentionTensorCore::ParamType>& info) {
                            return std::get<0>(info.param).str() + "_" + dtype_name(std::get<1>(info.param));
                          });

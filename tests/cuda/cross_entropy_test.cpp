@@ -137,8 +137,8 @@ void compare_with_cpu(const CeCase& c, const std::vector<int32_t>& targets, floa
   EXPECT_EQ(fb_count, fb_cpu.count);
   ASSERT_TRUE(std::isfinite(fwd_sum) && std::isfinite(fb_sum));
   EXPECT_LE(scalar_rel(fwd_sum, fwd_cpu.loss_sum), tol) << "forward loss sum " << fwd_sum << " vs " << fwd_cpu.loss_sum;
-  EXPECT_LE(scalar_rel(fb_sum, fb_cpu.loss_sum), tol) << "forward_backward loss sum " << fb_sum << " vs "
-                                                      << fb_cpu.loss_sum;
+  EXPECT_LE(scalar_rel(fb_sum, fb_cpu.loss_sum), tol)
+      << "forward_backward loss sum " << fb_sum << " vs " << fb_cpu.loss_sum;
   const auto losses = host_values(losses_d);
   EXPECT_LE(rel_err(losses, losses_cpu->to_f32_vector()), tol) << "per-row losses";
   for (int64_t i = 0; i < N; ++i) {
@@ -180,10 +180,10 @@ std::vector<CeCase> odd_cases() {
     cases.push_back({37, 19, 101, 128, t[0], t[1], 0});  // one chunk, through ops/
     cases.push_back({37, 19, 101, 128, t[0], t[1], 8});  // 5 chunks, the last of 5 rows
   }
-  cases.push_back({13, 8, 77, 77, F32, F32, 4});   // no padding rows
+  cases.push_back({13, 8, 77, 77, F32, F32, 4});  // no padding rows
   cases.push_back({13, 8, 77, 77, BF16, BF16, 4});
-  cases.push_back({1, 1, 1, 1, F32, F32, 0});      // a single class: loss 0
-  cases.push_back({5, 3, 2, 64, BF16, BF16, 1});   // one row per chunk
+  cases.push_back({1, 1, 1, 1, F32, F32, 0});     // a single class: loss 0
+  cases.push_back({5, 3, 2, 64, BF16, BF16, 1});  // one row per chunk
   cases.push_back({70, 64, 1000, 1024, BF16, BF16, 0});
   cases.push_back({70, 64, 1000, 1024, F32, F32, 32});  // 3 chunks, the last of 6 rows
   // V = 10007 (prime, V % 4 == 3): rows of several tiles of the in-place dlogits pass (f32 in
@@ -196,15 +196,13 @@ INSTANTIATE_TEST_SUITE_P(Odd, CudaCrossEntropy, ::testing::ValuesIn(odd_cases())
 
 // GPT-2: vocabulary 50257 padded to 50304, C = 768. chunk 64: three chunks, so bf16
 // dweight goes through the f32 accumulator; chunk 0: one chunk (direct beta = 1).
-INSTANTIATE_TEST_SUITE_P(Gpt2, CudaCrossEntropy,
-                         ::testing::Values(CeCase{192, 768, 50257, 50304, F32, F32, 0},
-                                           CeCase{192, 768, 50257, 50304, F32, F32, 64},
-                                           CeCase{192, 768, 50257, 50304, BF16, BF16, 0},
-                                           CeCase{192, 768, 50257, 50304, BF16, BF16, 64},
-                                           CeCase{192, 768, 50257, 50304, F16, F16, 0},
-                                           CeCase{192, 768, 50257, 50304, F16, F16, 64},
-                                           CeCase{192, 768, 50257, 50304, F32, BF16, 64}),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Gpt2, CudaCrossEntropy,
+    ::testing::Values(CeCase{192, 768, 50257, 50304, F32, F32, 0}, CeCase{192, 768, 50257, 50304, F32, F32, 64},
+                      CeCase{192, 768, 50257, 50304, BF16, BF16, 0}, CeCase{192, 768, 50257, 50304, BF16, BF16, 64},
+                      CeCase{192, 768, 50257, 50304, F16, F16, 0}, CeCase{192, 768, 50257, 50304, F16, F16, 64},
+                      CeCase{192, 768, 50257, 50304, F32, BF16, 64}),
+    case_name);
 
 TEST(CudaCrossEntropyRows, AllRowsIgnored) {
   ZT_REQUIRE_GPU();
@@ -300,8 +298,8 @@ TEST(CudaCrossEntropyRows, NanLogitPropagatesToItsRow) {
         }
         const OwnedTensor dinp_d = to_device(OwnedTensor({N, C}, F32));
         const OwnedTensor dw_d = to_device(OwnedTensor::zeros({Vp, C}, wt));
-        const auto fb = zt::cuda::lm_head_cross_entropy_forward_backward(dinp_d, dw_d, x_d, w_d, tg_d, V, kIgnore,
-                                                                         0.2f, chunk_rows);
+        const auto fb = zt::cuda::lm_head_cross_entropy_forward_backward(dinp_d, dw_d, x_d, w_d, tg_d, V, kIgnore, 0.2f,
+                                                                         chunk_rows);
         EXPECT_EQ(fb.count, 5);
         EXPECT_TRUE(std::isnan(fb.loss_sum)) << fb.loss_sum;
       }

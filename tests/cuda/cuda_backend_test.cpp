@@ -22,10 +22,10 @@ using zt::Buffer;
 using zt::Device;
 using zt::DType;
 
-#define ZT_REQUIRE_GPU()                                              \
-  do {                                                                \
-    if (!zt::cuda::available()) GTEST_SKIP() << "no GPU visible";     \
-    zt::cuda::init(0);                                                \
+#define ZT_REQUIRE_GPU()                                          \
+  do {                                                            \
+    if (!zt::cuda::available()) GTEST_SKIP() << "no GPU visible"; \
+    zt::cuda::init(0);                                            \
   } while (0)
 
 TEST(CudaApi, WithoutGpuNothingPretendsToWork) {
@@ -45,8 +45,7 @@ TEST(CudaApi, WithoutGpuNothingPretendsToWork) {
   EXPECT_THROW(Buffer(16, Device::cuda()), zt::Error);
   float x = 1.f;
   zt::bf16 y;
-  EXPECT_THROW(zt::cuda::convert_on_device_for_test(&x, DType::F32, &y, DType::BF16, 1),
-               zt::Error);
+  EXPECT_THROW(zt::cuda::convert_on_device_for_test(&x, DType::F32, &y, DType::BF16, 1), zt::Error);
 }
 
 TEST(CudaApi, InitIsIdempotentAndChecksTheDevice) {
@@ -141,12 +140,30 @@ TEST(CudaAllocator, PinnedHostMemory) {
 // Inputs that exercise rounding: specials, ties, f16 subnormals and overflow, random values.
 std::vector<float> conversion_inputs(size_t n) {
   const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> v = {0.f, -0.f, 1.f, -1.f, inf, -inf, std::nanf(""), -std::nanf(""),
-                          std::numeric_limits<float>::max(), std::numeric_limits<float>::min(),
-                          std::numeric_limits<float>::denorm_min(), 65504.f, 65519.f, 65520.f,
-                          6.0e-8f, 2.9e-8f, 3.0e-8f, 6.1e-5f, 1.00390625f, 1.01171875f,
-                          zt::bits_f32(0x3f808000u), zt::bits_f32(0x3f818000u),
-                          zt::bits_f32(0x7f7fffffu), zt::bits_f32(0x7fa00001u)};
+  std::vector<float> v = {0.f,
+                          -0.f,
+                          1.f,
+                          -1.f,
+                          inf,
+                          -inf,
+                          std::nanf(""),
+                          -std::nanf(""),
+                          std::numeric_limits<float>::max(),
+                          std::numeric_limits<float>::min(),
+                          std::numeric_limits<float>::denorm_min(),
+                          65504.f,
+                          65519.f,
+                          65520.f,
+                          6.0e-8f,
+                          2.9e-8f,
+                          3.0e-8f,
+                          6.1e-5f,
+                          1.00390625f,
+                          1.01171875f,
+                          zt::bits_f32(0x3f808000u),
+                          zt::bits_f32(0x3f818000u),
+                          zt::bits_f32(0x7f7fffffu),
+                          zt::bits_f32(0x7fa00001u)};
   std::mt19937 rng(1234);
   std::uniform_int_distribution<uint32_t> bits;
   std::normal_distribution<float> normal(0.f, 10.f);
@@ -163,20 +180,17 @@ TEST_P(CudaConvert, MatchesCoreConversions) {
   const std::vector<float> x = conversion_inputs(n);
 
   std::vector<zt::bf16> got_bf16(n);
-  zt::cuda::convert_on_device_for_test(x.data(), DType::F32, got_bf16.data(), DType::BF16, n,
-                                       misalign);
+  zt::cuda::convert_on_device_for_test(x.data(), DType::F32, got_bf16.data(), DType::BF16, n, misalign);
   for (size_t i = 0; i < n; ++i)
     ASSERT_EQ(got_bf16[i].bits, zt::to_bf16(x[i]).bits) << "f32->bf16 of " << x[i] << " at " << i;
 
   std::vector<float> back(n);
-  zt::cuda::convert_on_device_for_test(got_bf16.data(), DType::BF16, back.data(), DType::F32, n,
-                                       misalign);
+  zt::cuda::convert_on_device_for_test(got_bf16.data(), DType::BF16, back.data(), DType::F32, n, misalign);
   for (size_t i = 0; i < n; ++i)
     ASSERT_EQ(zt::f32_bits(back[i]), zt::f32_bits(zt::to_f32(got_bf16[i]))) << "bf16->f32 at " << i;
 
   std::vector<zt::f16> got_f16(n);
-  zt::cuda::convert_on_device_for_test(x.data(), DType::F32, got_f16.data(), DType::F16, n,
-                                       misalign);
+  zt::cuda::convert_on_device_for_test(x.data(), DType::F32, got_f16.data(), DType::F16, n, misalign);
   for (size_t i = 0; i < n; ++i) {
     const zt::f16 want = zt::to_f16(x[i]);
     if (std::isnan(x[i]))  // NaN payloads differ; NaN-ness must not
@@ -185,8 +199,7 @@ TEST_P(CudaConvert, MatchesCoreConversions) {
       ASSERT_EQ(got_f16[i].bits, want.bits) << "f32->f16 of " << x[i] << " at " << i;
   }
 
-  zt::cuda::convert_on_device_for_test(got_f16.data(), DType::F16, back.data(), DType::F32, n,
-                                       misalign);
+  zt::cuda::convert_on_device_for_test(got_f16.data(), DType::F16, back.data(), DType::F32, n, misalign);
   for (size_t i = 0; i < n; ++i) {
     const float want = zt::to_f32(got_f16[i]);
     if (std::isnan(want))
@@ -198,9 +211,8 @@ TEST_P(CudaConvert, MatchesCoreConversions) {
 
 // Sizes around the 8-element vector width; misalign 1 forces the scalar path.
 INSTANTIATE_TEST_SUITE_P(Sizes, CudaConvert,
-                         ::testing::Combine(::testing::Values(size_t{0}, size_t{1}, size_t{7},
-                                                              size_t{8}, size_t{9}, size_t{4099},
-                                                              size_t{1} << 20),
+                         ::testing::Combine(::testing::Values(size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9},
+                                                              size_t{4099}, size_t{1} << 20),
                                             ::testing::Values(size_t{0}, size_t{1})));
 
 }  // namespace

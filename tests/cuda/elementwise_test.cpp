@@ -66,9 +66,7 @@ int64_t first_difference(const std::vector<uint32_t>& a, const std::vector<uint3
 const std::vector<DType> kFloatTypes = {DType::F32, DType::BF16, DType::F16};
 const std::vector<int64_t> kSizes = {1, 2, 7, 8, 9, 31, 33, 768, 1600, 2048 * 3 + 5, 123457};
 
-std::string case_name(DType dt, int64_t n, int64_t offset) {
-  return str(dtype_name(dt), " n=", n, " offset=", offset);
-}
+std::string case_name(DType dt, int64_t n, int64_t offset) { return str(dtype_name(dt), " n=", n, " offset=", offset); }
 
 TEST(CudaElementwise, AddIsBitwiseTheCpuAdd) {
   ZT_REQUIRE_GPU();
@@ -155,8 +153,8 @@ TEST(CudaElementwise, SumOfSquaresMatchesTheCpuInDouble) {
   ZT_REQUIRE_GPU();
   uint32_t seed = 300;
   std::vector<int64_t> sizes = kSizes;
-  sizes.push_back(50304);                // a GPT-2 vocabulary row
-  sizes.push_back(int64_t{1} << 22);     // past one grid of the reduction (1024 x 256 x 8)
+  sizes.push_back(50304);             // a GPT-2 vocabulary row
+  sizes.push_back(int64_t{1} << 22);  // past one grid of the reduction (1024 x 256 x 8)
   for (DType dt : kFloatTypes)
     for (int64_t n : sizes)
       for (int64_t offset : {0, 1}) {

@@ -106,9 +106,15 @@ std::vector<int32_t> make_ids(const EmbCase& k, uint32_t seed) {
   std::vector<int32_t> ids(static_cast<size_t>(k.B * k.T));
   for (auto& id : ids) {
     switch (k.tokens) {
-      case Tokens::Random: id = static_cast<int32_t>(gen() % static_cast<uint32_t>(k.V)); break;
-      case Tokens::FewDistinct: id = static_cast<int32_t>(gen() % std::min<uint32_t>(5, static_cast<uint32_t>(k.V))); break;
-      case Tokens::AllSame: id = static_cast<int32_t>(k.V - 1); break;
+      case Tokens::Random:
+        id = static_cast<int32_t>(gen() % static_cast<uint32_t>(k.V));
+        break;
+      case Tokens::FewDistinct:
+        id = static_cast<int32_t>(gen() % std::min<uint32_t>(5, static_cast<uint32_t>(k.V)));
+        break;
+      case Tokens::AllSame:
+        id = static_cast<int32_t>(k.V - 1);
+        break;
     }
   }
   if (k.tokens == Tokens::Random && !ids.empty()) ids.back() = static_cast<int32_t>(k.V - 1);  // the last row

@@ -177,17 +177,16 @@ std::vector<LinearCase> odd_cases() {
 INSTANTIATE_TEST_SUITE_P(Odd, CudaLinear, ::testing::ValuesIn(odd_cases()), case_name);
 
 // GPT-2 sizes: c_attn (768 -> 2304, Conv1D InOut), the XL MLP (1600 -> 6400 -> 1600).
-INSTANTIATE_TEST_SUITE_P(
-    Real, CudaLinear,
-    ::testing::Values(LinearCase{512, 768, 2304, kIO, F32, F32, F32, true},
-                      LinearCase{512, 768, 2304, kIO, BF16, BF16, BF16, true},
-                      LinearCase{512, 768, 2304, kOI, F32, BF16, BF16, true},
-                      LinearCase{512, 768, 2304, kOI, BF16, F32, F32, true},
-                      LinearCase{256, 1600, 6400, kIO, F32, F32, F32, true},
-                      LinearCase{256, 1600, 6400, kIO, BF16, BF16, BF16, true},
-                      LinearCase{256, 6400, 1600, kOI, BF16, BF16, BF16, true},
-                      LinearCase{256, 6400, 1600, kOI, F32, F32, F32, false}),
-    case_name);
+INSTANTIATE_TEST_SUITE_P(Real, CudaLinear,
+                         ::testing::Values(LinearCase{512, 768, 2304, kIO, F32, F32, F32, true},
+                                           LinearCase{512, 768, 2304, kIO, BF16, BF16, BF16, true},
+                                           LinearCase{512, 768, 2304, kOI, F32, BF16, BF16, true},
+                                           LinearCase{512, 768, 2304, kOI, BF16, F32, F32, true},
+                                           LinearCase{256, 1600, 6400, kIO, F32, F32, F32, true},
+                                           LinearCase{256, 1600, 6400, kIO, BF16, BF16, BF16, true},
+                                           LinearCase{256, 6400, 1600, kOI, BF16, BF16, BF16, true},
+                                           LinearCase{256, 6400, 1600, kOI, F32, F32, F32, false}),
+                         case_name);
 
 // Views at odd element offsets (only 4- or 2-byte aligned): cuBLASLt must be told the real
 // alignment; the bias is copied to aligned scratch for the epilogue.
@@ -226,8 +225,8 @@ TEST(CudaLinearShapes, EmptyDimensions) {
       const int64_t N = 0, I = 3, O = 2;
       const OwnedTensor w = make(randn(static_cast<size_t>(O * I), 5), in_out ? Shape{I, O} : Shape{O, I});
       const OwnedTensor dw_d = to_device(w), db_d = to_device(make({1.0f, 2.0f}, {O}));
-      zt::ops::linear_forward(to_device(OwnedTensor({N, O}, F32)), to_device(OwnedTensor({N, I}, F32)),
-                              to_device(w), Tensor{}, l);
+      zt::ops::linear_forward(to_device(OwnedTensor({N, O}, F32)), to_device(OwnedTensor({N, I}, F32)), to_device(w),
+                              Tensor{}, l);
       zt::ops::linear_backward(to_device(OwnedTensor({N, I}, F32)), dw_d, db_d, to_device(OwnedTensor({N, O}, F32)),
                                to_device(OwnedTensor({N, I}, F32)), to_device(w), l);
       EXPECT_EQ(host_values(dw_d), w->to_f32_vector());
@@ -256,8 +255,10 @@ TEST(CudaLinearAccumulation, BackwardTwiceAddsTwice) {
   const OwnedTensor w = make(randn(static_cast<size_t>(O * I), 3), {O, I});
   const OwnedTensor x_d = to_device(make(x, {N, I})), dy_d = to_device(make(dy, {N, O})), w_d = to_device(w);
   const OwnedTensor dinp_d = device_nan({N, I}, F32);
-  const OwnedTensor dw_once = to_device(OwnedTensor::zeros({O, I}, F32)), db_once = to_device(OwnedTensor::zeros({O}, F32));
-  const OwnedTensor dw_twice = to_device(OwnedTensor::zeros({O, I}, F32)), db_twice = to_device(OwnedTensor::zeros({O}, F32));
+  const OwnedTensor dw_once = to_device(OwnedTensor::zeros({O, I}, F32)),
+                    db_once = to_device(OwnedTensor::zeros({O}, F32));
+  const OwnedTensor dw_twice = to_device(OwnedTensor::zeros({O, I}, F32)),
+                    db_twice = to_device(OwnedTensor::zeros({O}, F32));
   zt::ops::linear_backward(dinp_d, dw_once, db_once, dy_d, x_d, w_d);
   const auto dinp1 = host_values(dinp_d);
   zt::ops::linear_backward(dinp_d, dw_twice, db_twice, dy_d, x_d, w_d);

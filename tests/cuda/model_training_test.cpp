@@ -74,7 +74,8 @@ void compare_one_step(const char* preset, DType dtype, double tolerance, DType g
     const model::Unit& b = cpu.registry().unit(u);
     const double d = rel_diff(a.flat_grads(), b.flat_grads());
     EXPECT_LE(d, tolerance) << preset << " " << dtype_name(dtype) << " gradient of unit " << b.name();
-    std::printf("[gpu-vs-cpu] %s %s unit %-8s grad max rel diff %.2e\n", preset, dtype_name(dtype), b.name().c_str(), d);
+    std::printf("[gpu-vs-cpu] %s %s unit %-8s grad max rel diff %.2e\n", preset, dtype_name(dtype), b.name().c_str(),
+                d);
   }
 }
 

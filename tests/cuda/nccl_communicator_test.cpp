@@ -69,15 +69,12 @@ OwnedTensor device_copy(const zt::Tensor& host) {
   return d;
 }
 
-OwnedTensor device_filled(DType dt, int64_t n, int64_t offset = 0) {
-  return device_copy(host_filled(dt, n, offset));
-}
+OwnedTensor device_filled(DType dt, int64_t n, int64_t offset = 0) { return device_copy(host_filled(dt, n, offset)); }
 
 void expect_elements(const zt::Tensor& device, DType dt, int64_t offset, const char* what) {
   OwnedTensor h = to_host(device);
   for (int64_t i = 0; i < h->numel(); ++i) {
-    ASSERT_EQ(h->get_f32(i), element(dt, offset + i)) << what << " " << zt::dtype_name(dt)
-                                                      << " i=" << i;
+    ASSERT_EQ(h->get_f32(i), element(dt, offset + i)) << what << " " << zt::dtype_name(dt) << " i=" << i;
   }
 }
 
@@ -121,8 +118,7 @@ TEST_P(NcclAllReduce, SumAndMaxLeaveTheValues) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, NcclAllReduce,
-                         ::testing::Values(DType::F32, DType::BF16, DType::F16, DType::I32,
-                                           DType::I64),
+                         ::testing::Values(DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64),
                          [](const auto& info) { return std::string(zt::dtype_name(info.param)); });
 
 TEST(NcclWorld1, ReduceScatterAndAllGatherCopy) {
@@ -281,8 +277,8 @@ TEST(NcclWorld1, BadArgumentsFailWithoutCommunicating) {
     EXPECT_THROW(comm->all_reduce(elsewhere, ReduceOp::Sum), zt::Error);
   }
   OwnedTensor out = OwnedTensor::zeros({4}, DType::F32, gpu());
-  EXPECT_THROW(comm->reduce_scatter(d, out), zt::Error);              // 8 != 1 x 4
-  EXPECT_THROW(comm->reduce_scatter(d, d->narrow(0, 0, 8)), zt::Error);  // overlap
+  EXPECT_THROW(comm->reduce_scatter(d, out), zt::Error);                              // 8 != 1 x 4
+  EXPECT_THROW(comm->reduce_scatter(d, d->narrow(0, 0, 8)), zt::Error);               // overlap
   EXPECT_THROW(comm->all_gather(d->narrow(0, 2, 4), d->narrow(0, 0, 4)), zt::Error);  // overlap
   EXPECT_THROW(comm->send(d, 1, 0), zt::Error);
   EXPECT_THROW(comm->send(d, 0, -1), zt::Error);
@@ -308,8 +304,7 @@ TEST(NcclWorld1, StuckOperationTimesOutAndAborts) {
   } catch (const zt::Error& e) {
     const Seconds elapsed = std::chrono::steady_clock::now() - start;
     const std::string message = e.what();
-    EXPECT_NE(message.find("recv(f32, 8 elements) from rank 0 tag 0"), std::string::npos)
-        << message;
+    EXPECT_NE(message.find("recv(f32, 8 elements) from rank 0 tag 0"), std::string::npos) << message;
     EXPECT_NE(message.find("rank 0 of 1"), std::string::npos) << message;
     EXPECT_NE(message.find("abort"), std::string::npos) << message;
     EXPECT_LT(elapsed.count(), 30.0);

@@ -296,7 +296,7 @@ TEST(CudaNormResidual, AddNormIsAddThenNorm) {
               ref_rstd(stat, DType::F32, dev);
           zt::ops::add(ref_res, a.gpu, b.gpu);
           OwnedTensor res(act, dt, dev), out = nan_output(act, dt), mean = nan_output(stat, DType::F32),
-                                       rstd = nan_output(stat, DType::F32);
+                                         rstd = nan_output(stat, DType::F32);
           const Tensor r = in_place ? a.gpu.view() : res.view();
           if (layernorm) {
             zt::ops::layernorm_forward(ref_out, ref_mean, ref_rstd, ref_res, w.gpu, bias.gpu, kEps);
@@ -341,8 +341,9 @@ TEST(CudaNormAccumulate, DinpAddsToTheOldValue) {
       std::vector<float> want = old.cpu->to_f32_vector();
       const std::vector<float> fresh = dinp_c->to_f32_vector();
       for (size_t i = 0; i < want.size(); ++i) want[i] += fresh[i];
-      expect_close(old.gpu, make(want, act), tol_for(act_dtype),
-                   std::string(layernorm ? "layernorm" : "rmsnorm") + " accumulated dinp, " + zt::dtype_name(act_dtype));
+      expect_close(
+          old.gpu, make(want, act), tol_for(act_dtype),
+          std::string(layernorm ? "layernorm" : "rmsnorm") + " accumulated dinp, " + zt::dtype_name(act_dtype));
     }
 }
 

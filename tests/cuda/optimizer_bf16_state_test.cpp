@@ -126,21 +126,27 @@ void update(const OptCase& c, int64_t step, const Tensor& param, const Tensor& g
     case Kind::AdamW: {
       AdamWHyper h = c.adam;
       h.step = c.first_step + step - 1;
-      if (segmented) ops::adamw_step_segments(param, Tensor(), grad, s1, s2, h, segs);
-      else ops::adamw_step(param, Tensor(), grad, s1, s2, h);
+      if (segmented)
+        ops::adamw_step_segments(param, Tensor(), grad, s1, s2, h, segs);
+      else
+        ops::adamw_step(param, Tensor(), grad, s1, s2, h);
       return;
     }
     case Kind::Sgd: {
       SgdHyper h = c.sgd;
       h.buffer = step == 1 ? MomentumBuffer::Empty : MomentumBuffer::Filled;
       const Tensor buf = has_s1(c) ? s1 : Tensor();
-      if (segmented) ops::sgd_step_segments(param, Tensor(), grad, buf, h, segs);
-      else ops::sgd_step(param, Tensor(), grad, buf, h);
+      if (segmented)
+        ops::sgd_step_segments(param, Tensor(), grad, buf, h, segs);
+      else
+        ops::sgd_step(param, Tensor(), grad, buf, h);
       return;
     }
     case Kind::Lion:
-      if (segmented) ops::lion_step_segments(param, Tensor(), grad, s1, c.lion, segs);
-      else ops::lion_step(param, Tensor(), grad, s1, c.lion);
+      if (segmented)
+        ops::lion_step_segments(param, Tensor(), grad, s1, c.lion, segs);
+      else
+        ops::lion_step(param, Tensor(), grad, s1, c.lion);
       return;
   }
 }
@@ -149,9 +155,9 @@ void check_case(const OptCase& c, DType gdt, int64_t n, int64_t offset, int step
   SCOPED_TRACE(str(c.name, ": grad ", dtype_name(gdt), " n=", n, " offset=", offset));
   const OwnedTensor param = make(noise(n, seed, 1.0f), {n}, DType::BF16);
   OwnedTensor s1, s2;
-  if (has_s1(c)) s1 = make(c.kind == Kind::Sgd ? std::vector<float>(static_cast<size_t>(n), 0.0f)
-                                               : noise(n, seed + 1, 0.01f),
-                           {n}, DType::BF16);
+  if (has_s1(c))
+    s1 = make(c.kind == Kind::Sgd ? std::vector<float>(static_cast<size_t>(n), 0.0f) : noise(n, seed + 1, 0.01f), {n},
+              DType::BF16);
   if (c.kind == Kind::AdamW) {
     std::vector<float> v = noise(n, seed + 2, 1e-2f);
     for (float& x : v) x = x * x;
@@ -164,8 +170,9 @@ void check_case(const OptCase& c, DType gdt, int64_t n, int64_t offset, int step
     std::fill(in_segment.begin() + sg.offset, in_segment.begin() + sg.offset + sg.length, 1);
 
   const float beta1 = c.kind == Kind::AdamW ? c.adam.beta1 : c.kind == Kind::Lion ? c.lion.beta1 : c.sgd.momentum;
-  const float grad_scale = c.kind == Kind::AdamW ? c.adam.grad_scale : c.kind == Kind::Sgd ? c.sgd.grad_scale
-                                                                                         : c.lion.grad_scale;
+  const float grad_scale = c.kind == Kind::AdamW ? c.adam.grad_scale
+                           : c.kind == Kind::Sgd ? c.sgd.grad_scale
+                                                 : c.lion.grad_scale;
   const float lr = c.kind == Kind::AdamW ? c.adam.lr : c.kind == Kind::Sgd ? c.sgd.lr : c.lion.lr;
   constexpr double kF32 = 8.0 / 16777216.0;
   int64_t differ = 0;
@@ -218,8 +225,8 @@ void check_case(const OptCase& c, DType gdt, int64_t n, int64_t offset, int step
         }
         const double terms = pr.name[0] == 'p' ? std::fabs(p0[i]) + 10.0 * lr : m_terms + std::fabs(p0[i]);
         ASSERT_LE(std::fabs(f(got[i]) - f(want[i])), std::fabs(f(want[i])) / 128.0 + kF32 * terms)
-            << pr.name << "[" << i << "] step " << step << ": gpu " << f(got[i]) << ", cpu " << f(want[i]) << " ("
-            << d << " ulp)";
+            << pr.name << "[" << i << "] step " << step << ": gpu " << f(got[i]) << ", cpu " << f(want[i]) << " (" << d
+            << " ulp)";
       }
     }
   }

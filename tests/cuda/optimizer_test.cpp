@@ -144,21 +144,27 @@ void update(const OptCase& c, int64_t step, const Tensor& param, const Tensor& m
     case Kind::AdamW: {
       AdamWHyper h = c.adam;
       h.step = c.first_step + step - 1;
-      if (segmented) ops::adamw_step_segments(param, master, grad, s1, s2, h, segs);
-      else ops::adamw_step(param, master, grad, s1, s2, h);
+      if (segmented)
+        ops::adamw_step_segments(param, master, grad, s1, s2, h, segs);
+      else
+        ops::adamw_step(param, master, grad, s1, s2, h);
       return;
     }
     case Kind::Sgd: {
       SgdHyper h = c.sgd;
       h.buffer = step == 1 ? MomentumBuffer::Empty : MomentumBuffer::Filled;
       const Tensor buf = uses_first_state(c) ? s1 : Tensor();
-      if (segmented) ops::sgd_step_segments(param, master, grad, buf, h, segs);
-      else ops::sgd_step(param, master, grad, buf, h);
+      if (segmented)
+        ops::sgd_step_segments(param, master, grad, buf, h, segs);
+      else
+        ops::sgd_step(param, master, grad, buf, h);
       return;
     }
     case Kind::Lion:
-      if (segmented) ops::lion_step_segments(param, master, grad, s1, c.lion, segs);
-      else ops::lion_step(param, master, grad, s1, c.lion);
+      if (segmented)
+        ops::lion_step_segments(param, master, grad, s1, c.lion, segs);
+      else
+        ops::lion_step(param, master, grad, s1, c.lion);
       return;
   }
 }

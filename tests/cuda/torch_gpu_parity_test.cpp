@@ -53,7 +53,8 @@ void run_case(const Case& c) {
   ZT_REQUIRE_GPU();
   const std::string why = zt::testing::torch_unavailable();
   if (!why.empty()) GTEST_SKIP() << why;
-  const fs::path dir = fs::path(ZT_BINARY_DIR) / "test_tmp" / ("torch_gpu_" + std::to_string(::getpid()) + "_" + c.label);
+  const fs::path dir =
+      fs::path(ZT_BINARY_DIR) / "test_tmp" / ("torch_gpu_" + std::to_string(::getpid()) + "_" + c.label);
   fs::remove_all(dir);
   fs::create_directories(dir);
 

@@ -27,8 +27,8 @@ namespace {
 // This file's named scratch directories: build/test_tmp/accelerator_<name>_<pid>, emptied first.
 fs::path temp_dir(const std::string& name) { return zt::testing::fresh_test_dir("accelerator_", name); }
 
-using zt::testing::small_run;
 using zt::testing::file_bytes;
+using zt::testing::small_run;
 
 // Every parameter byte, in registry order.
 std::string weight_bytes(model::Transformer& m) {
@@ -95,7 +95,8 @@ TEST(Accelerator, CustomLoopMatchesRunTrainingBitwiseAndResumesIdentically) {
   for (size_t i = 0; i < 6; ++i) EXPECT_EQ(r.losses[i], full.losses[i]) << "step " << i + 1;
   EXPECT_EQ(acc.evaluate(), full.final_val_loss);
   acc.save_pretrained((b / "final").string());
-  EXPECT_EQ(file_bytes(b / "final" / "model.safetensors"), file_bytes(fs::path(full.final_model_dir) / "model.safetensors"));
+  EXPECT_EQ(file_bytes(b / "final" / "model.safetensors"),
+            file_bytes(fs::path(full.final_model_dir) / "model.safetensors"));
   EXPECT_TRUE(fs::exists(b / "final" / "tokenizer.json"));
   EXPECT_EQ(fs::path(step3).filename(), "global_step3");
 
@@ -161,7 +162,8 @@ TEST(Accelerator, Fp16OverflowSkipsTheStepLikeRunTraining) {
   for (size_t i = 0; i < losses.size(); ++i) EXPECT_EQ(losses[i], full.losses[i]) << "step " << i + 1;
   EXPECT_LT(acc.loss_scale(), std::ldexp(1.0f, 18));
   acc.save_pretrained((b / "final").string());
-  EXPECT_EQ(file_bytes(b / "final" / "model.safetensors"), file_bytes(fs::path(full.final_model_dir) / "model.safetensors"));
+  EXPECT_EQ(file_bytes(b / "final" / "model.safetensors"),
+            file_bytes(fs::path(full.final_model_dir) / "model.safetensors"));
   fs::remove_all(a);
   fs::remove_all(b);
 }

@@ -124,8 +124,9 @@ TEST(BenchComm, TwoRanksReportBusBandwidthAndAJsonThatMatchesTheSweep) {
 
 TEST(BenchComm, TwoRanksInBf16AreExactWithFactorFourSizes) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun is not on PATH";
-  const auto r = sh(mpirun(2) + " bench comm --dtype bf16 --min-bytes 2K --max-bytes 128K --factor 4 --iters 2 "
-                                "--warmup 0 --ops all_gather,reduce_scatter");
+  const auto r = sh(mpirun(2) +
+                    " bench comm --dtype bf16 --min-bytes 2K --max-bytes 128K --factor 4 --iters 2 "
+                    "--warmup 0 --ops all_gather,reduce_scatter");
   ASSERT_EQ(r.rc, 0) << r.out;
   const auto rows = table_rows(r.out);
   ASSERT_EQ(rows.size(), 2u * 4u) << r.out;  // 2K 8K 32K 128K

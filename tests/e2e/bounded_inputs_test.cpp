@@ -50,8 +50,9 @@ TEST(BoundedInputs, HugeAccumulationAndThreadCountsAreCheckedAgainstDataAndCores
 }
 
 TEST(BoundedInputs, ThreadCountsBelowOneOrOutOfRangeAreErrors) {
-  for (const std::string& cmd : {std::string("train"), std::string("generate --model x --prompt y"),
-                                 std::string("eval --model x --data y"), std::string("prepare --tokenizer x --out y z")}) {
+  for (const std::string& cmd :
+       {std::string("train"), std::string("generate --model x --prompt y"), std::string("eval --model x --data y"),
+        std::string("prepare --tokenizer x --out y z")}) {
     const zt::testing::ShellResult zero = sh(kZ + " " + cmd + " --threads 0");
     EXPECT_EQ(zero.rc, 2) << cmd << ": " << zero.out;
     EXPECT_HAS(zero.out, "--threads 0: give at least 1");

@@ -30,7 +30,8 @@ fs::path write_config(const fs::path& dir) {
   const fs::path yaml = dir / "run.yaml";
   std::ofstream(yaml) << "model: {preset: tiny-gpt2}\n"
                          "data:\n  train: ['"
-                      << ZT_SOURCE_DIR << "/data/text/artistic.txt']\n  seq_len: 32\n"
+                      << ZT_SOURCE_DIR
+                      << "/data/text/artistic.txt']\n  seq_len: 32\n"
                          "per_device_train_batch_size: 2\ngradient_accumulation_steps: 1\n"
                          "learning_rate: 1.0e-3\nmax_steps: 4\nsave_interval: 2\nkeep_last: 5\n"
                          "steps_per_print: 1\nseed: 3\noutput_dir: '"
@@ -71,7 +72,8 @@ void expect_no_temporaries(const fs::path& run) {
     for (const auto& e : fs::directory_iterator(d)) {
       const std::string n = e.path().filename().string();
       EXPECT_TRUE(n.find(".tmp") == std::string::npos && n.find(".old") == std::string::npos &&
-                  n.find(".del") == std::string::npos) << e.path();
+                  n.find(".del") == std::string::npos)
+          << e.path();
     }
 }
 
@@ -101,10 +103,8 @@ TEST(CheckpointCrash, ResaveOfTheLatestStepKilledAtEachPoint) {
     const char* env;
   };
   const std::vector<Case> cases = {
-      {"checkpoint.shard_written@global_step4", ""},
-      {"checkpoint.manifest_written@global_step4", ""},
-      {"replace.swapped@global_step4", ""},
-      {"replace.aside@global_step4", "ZT_TEST_NO_RENAME_EXCHANGE=1"},
+      {"checkpoint.shard_written@global_step4", ""},  {"checkpoint.manifest_written@global_step4", ""},
+      {"replace.swapped@global_step4", ""},           {"replace.aside@global_step4", "ZT_TEST_NO_RENAME_EXCHANGE=1"},
       {"checkpoint.latest_written@global_step4", ""},
   };
   for (const Case& c : cases) {

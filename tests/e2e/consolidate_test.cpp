@@ -257,8 +257,8 @@ TEST(ConsolidateCli, DamagedManifestFieldsExitTwoNamingTheField) {
   TempDir dir;
   const ShardedCheckpoint c = save_sharded(dir.path() / "ckpt", model::preset_config("tiny-gpt2"), 2);
   const std::string out = dir.file("hf");
-  for (const auto& [field, value] : std::vector<std::pair<std::string, json>>{
-           {"world_size", 0}, {"world_size", int64_t{1} << 40}, {"step", -3}}) {
+  for (const auto& [field, value] :
+       std::vector<std::pair<std::string, json>>{{"world_size", 0}, {"world_size", int64_t{1} << 40}, {"step", -3}}) {
     const fs::path bad = dir.path() / ("bad_" + field + value.dump());
     fs::copy(c.dir, bad, fs::copy_options::recursive);
     rewrite_manifest(bad, [&, f = field, v = value](json& m) { m[f] = v; });

@@ -42,8 +42,8 @@ namespace {
 
 constexpr double kLossRelTol = 1e-5;
 
-using zt::testing::run_command;
 using zt::testing::read_text;
+using zt::testing::run_command;
 using zt::testing::torch_unavailable;
 
 using zt::testing::perturb;
@@ -118,12 +118,10 @@ void check_greedy(const ModelDir& dir, int64_t V) {
 }
 
 void check_eval(const ModelDir& dir, int64_t V) {
-  const std::vector<std::vector<int32_t>> docs = {random_tokens(53, V, 1), random_tokens(7, V, 2), {3},
-                                                  random_tokens(17, V, 3), random_tokens(32, V, 4)};
+  const std::vector<std::vector<int32_t>> docs = {
+      random_tokens(53, V, 1), random_tokens(7, V, 2), {3}, random_tokens(17, V, 3), random_tokens(32, V, 4)};
   const int64_t T = 16;
-  {
-    std::ofstream(dir.path() / "docs.json") << nlohmann::json(docs).dump();
-  }
+  { std::ofstream(dir.path() / "docs.json") << nlohmann::json(docs).dump(); }
   const nlohmann::json ref =
       dir.reference("eval", "--eval '" + (dir.path() / "docs.json").string() + "' --seq-len " + std::to_string(T));
   ASSERT_TRUE(ref.contains("mean_loss"));
@@ -194,8 +192,9 @@ TEST(GenerateParity, EvalAndGenerateCommandsOnAGpt2Directory) {
   const auto tok = io::load_tokenizer(dir.path().string());
 
   // eval: the loss the command prints equals the reference's on the same tokens.
-  const std::string text = "Hello world, this is a test of the evaluation command. It reads a file and scores it "
-                           "in windows of the context; every token but the first is predicted once.";
+  const std::string text =
+      "Hello world, this is a test of the evaluation command. It reads a file and scores it "
+      "in windows of the context; every token but the first is predicted once.";
   std::ofstream(dir.path() / "data.txt") << text;
   const std::vector<std::vector<int32_t>> docs = {tok->encode(text, io::SpecialTokens::Add)};
   std::ofstream(dir.path() / "docs.json") << nlohmann::json(docs).dump();
@@ -211,8 +210,7 @@ TEST(GenerateParity, EvalAndGenerateCommandsOnAGpt2Directory) {
   const double loss = std::stod(printed.substr(at + 10));
   const double want = ref["mean_loss"].get<double>();
   EXPECT_LT(std::fabs(loss - want) / want, 1e-5) << printed;  // printed with 6 decimals
-  EXPECT_NE(printed.find("tokens " + std::to_string(ref["tokens"].get<int64_t>()) + " "), std::string::npos)
-      << printed;
+  EXPECT_NE(printed.find("tokens " + std::to_string(ref["tokens"].get<int64_t>()) + " "), std::string::npos) << printed;
 
   // generate --greedy: the prompt, then the reference's greedy tokens as text.
   const std::string prompt = "The quick brown fox";
@@ -220,9 +218,8 @@ TEST(GenerateParity, EvalAndGenerateCommandsOnAGpt2Directory) {
   const nlohmann::json g = dir.reference("cli_greedy", "--generate --prompt-ids " + join(ids) + " --max-new-tokens 12");
   const std::string want_text = prompt + tok->decode(g["tokens"].get<std::vector<int32_t>>(), true) + "\n";
   const fs::path gout = dir.path() / "generate.out";
-  const std::string gcmd = "'" + exe.string() + "' generate --model '" + dir.path().string() + "' --prompt '" +
-                           prompt + "' --greedy --ignore-eos --max-new-tokens 12 --log-level warn > '" +
-                           gout.string() + "'";
+  const std::string gcmd = "'" + exe.string() + "' generate --model '" + dir.path().string() + "' --prompt '" + prompt +
+                           "' --greedy --ignore-eos --max-new-tokens 12 --log-level warn > '" + gout.string() + "'";
   ASSERT_EQ(run_command(gcmd), 0) << gcmd;
   EXPECT_EQ(read_text(gout), want_text);
 

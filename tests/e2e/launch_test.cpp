@@ -38,8 +38,9 @@ class LaunchCli : public ::testing::Test {
 
 TEST_F(LaunchCli, DryRunPrintsTheMpirunCommand) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun is not on PATH";
-  const Result r = sh(zerotrain() + " launch --dry-run --num_processes 2 --main_process_port 29600 -- zerotrain train "
-                                    "run.yaml --max_steps 5");
+  const Result r = sh(zerotrain() +
+                      " launch --dry-run --num_processes 2 --main_process_port 29600 -- zerotrain train "
+                      "run.yaml --max_steps 5");
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_HAS(r.out, "mpirun -np 2 ");
   EXPECT_HAS(r.out, "--host localhost:2");
@@ -71,9 +72,10 @@ TEST_F(LaunchCli, UnknownOptionSuggestsTheRightOne) {
 
 TEST_F(LaunchCli, TwoRanksSeeTheirRankVariables) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun is not on PATH";
-  const Result r = sh(kMpiEnv + zerotrain() + " launch --nproc-per-node 2 -- sh -c "
-                                              "'echo rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE "
-                                              "master=$MASTER_ADDR:$MASTER_PORT restarts=$ZT_RESTART_COUNT'");
+  const Result r = sh(kMpiEnv + zerotrain() +
+                      " launch --nproc-per-node 2 -- sh -c "
+                      "'echo rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE "
+                      "master=$MASTER_ADDR:$MASTER_PORT restarts=$ZT_RESTART_COUNT'");
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_HAS(r.out, "rank=0 local=0 world=2 master=127.0.0.1:29500 restarts=0");
   EXPECT_HAS(r.out, "rank=1 local=1 world=2 master=127.0.0.1:29500 restarts=0");
@@ -83,8 +85,8 @@ TEST_F(LaunchCli, MaxRestartsRerunsAFailedJob) {
   TempDir dir;
   // Fails the first time (leaving a marker), succeeds the second.
   const std::string marker = dir.file("failed_once");
-  const std::string job = "'echo attempt=$ZT_RESTART_COUNT; if [ -e " + marker + " ]; then exit 0; fi; touch " +
-                          marker + "; exit 3'";
+  const std::string job =
+      "'echo attempt=$ZT_RESTART_COUNT; if [ -e " + marker + " ]; then exit 0; fi; touch " + marker + "; exit 3'";
   const Result r = sh(zerotrain() + " launch --max-restarts 2 -- sh -c " + job);
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_HAS(r.out, "attempt=0");
@@ -121,11 +123,11 @@ TEST_F(LaunchCli, SigtermIsForwardedToTheJobAndNotRestarted) {
   const std::string ready = dir.file("ready");
   // The job traps SIGTERM and exits 5; the launcher must pass the signal on, wait, and
   // return 5 without a restart although restarts are allowed.
-  const std::string job = "'trap \"echo job got TERM; exit 5\" TERM; touch " + ready +
-                          "; while :; do sleep 0.05; done'";
-  const std::string script = dir.write(
-      "signal.sh", zerotrain() + " launch --max-restarts 3 -- sh -c " + job + " &\npid=$!\nwhile [ ! -e " + ready +
-                       " ]; do sleep 0.05; done\nkill -TERM $pid\nwait $pid\necho launcher=$?\n");
+  const std::string job =
+      "'trap \"echo job got TERM; exit 5\" TERM; touch " + ready + "; while :; do sleep 0.05; done'";
+  const std::string script =
+      dir.write("signal.sh", zerotrain() + " launch --max-restarts 3 -- sh -c " + job + " &\npid=$!\nwhile [ ! -e " +
+                                 ready + " ]; do sleep 0.05; done\nkill -TERM $pid\nwait $pid\necho launcher=$?\n");
   const Result r = sh("sh " + script);
   EXPECT_HAS(r.out, "job got TERM");
   EXPECT_HAS(r.out, "launcher=5");

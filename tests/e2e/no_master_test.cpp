@@ -125,18 +125,16 @@ TEST(NoMasterTraining, CheckpointsCrossRecipesBothWays) {
   run_logged(small_run(without, {"--bf16", "true", "--master_weights", "false", "--max_steps", "3"}), log);
 
   // master -> none: continues from the bf16 parameters, state rounded to bf16.
-  const train::TrainResult r1 = run_logged(
-      small_run(x, {"--bf16", "true", "--master_weights", "false", "--resume",
-                    (with / "run" / "checkpoints" / "global_step3").string()}),
-      log);
+  const train::TrainResult r1 = run_logged(small_run(x, {"--bf16", "true", "--master_weights", "false", "--resume",
+                                                         (with / "run" / "checkpoints" / "global_step3").string()}),
+                                           log);
   EXPECT_NE(log.find("rounds the f32 optimizer state to bf16"), std::string::npos) << log;
   ASSERT_EQ(r1.losses.size(), 3u);
   for (double l : r1.losses) EXPECT_TRUE(std::isfinite(l));
 
   // none -> master: the master is initialised from the parameters.
-  const train::TrainResult r2 =
-      run_logged(small_run(y, {"--bf16", "true", "--resume", (without / "run" / "checkpoints" / "global_step3").string()}),
-                 log);
+  const train::TrainResult r2 = run_logged(
+      small_run(y, {"--bf16", "true", "--resume", (without / "run" / "checkpoints" / "global_step3").string()}), log);
   EXPECT_NE(log.find("initialising them from its bf16 parameters"), std::string::npos) << log;
   ASSERT_EQ(r2.losses.size(), 3u);
   for (double l : r2.losses) EXPECT_TRUE(std::isfinite(l));
@@ -156,13 +154,16 @@ TEST(NoMasterTraining, CommandLineWithoutBf16ExitsTwoNamingTheKey) {
   const std::string exe = zt::testing::zerotrain_binary();
   if (!fs::exists(exe)) GTEST_SKIP() << "zerotrain executable not built";
   const fs::path a = temp_dir("cli");
-  const auto r = zt::testing::sh("'" + exe + "' train --device cpu --max_steps 1 --master_weights false --output_dir '" +
-                                 (a / "run").string() + "'");
+  const auto r =
+      zt::testing::sh("'" + exe + "' train --device cpu --max_steps 1 --master_weights false --output_dir '" +
+                      (a / "run").string() + "'");
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("master_weights"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("bf16"), std::string::npos) << r.out;
-  const auto f = zt::testing::sh("'" + exe + "' train --device cpu --max_steps 1 --fp16 true --master_weights false "
-                                 "--output_dir '" + (a / "run").string() + "'");
+  const auto f = zt::testing::sh("'" + exe +
+                                 "' train --device cpu --max_steps 1 --fp16 true --master_weights false "
+                                 "--output_dir '" +
+                                 (a / "run").string() + "'");
   EXPECT_EQ(f.rc, 2) << f.out;
   EXPECT_NE(f.out.find("use bf16 or keep master weights"), std::string::npos) << f.out;
   fs::remove_all(a);
@@ -223,7 +224,8 @@ for k in range(cfg["steps"]):
 )PY";
 
 void write_bits(const fs::path& path, const Tensor& t) {
-  std::ofstream(path, std::ios::binary).write(static_cast<const char*>(t.data()), static_cast<std::streamsize>(t.nbytes()));
+  std::ofstream(path, std::ios::binary)
+      .write(static_cast<const char*>(t.data()), static_cast<std::streamsize>(t.nbytes()));
 }
 
 std::vector<uint16_t> read_bits(const fs::path& path, int64_t n) {
@@ -254,8 +256,8 @@ TEST(NoMasterParity, TenAdamWStepsMatchPyTorchOpmathOnBf16) {
   h.beta2 = 0.95f;
   h.eps = 1e-8f;
   h.grad_scale = 0.5f;
-  nlohmann::json cfg = {{"steps", steps}, {"beta1", h.beta1}, {"beta2", h.beta2}, {"eps", h.eps},
-                        {"grad_scale", h.grad_scale}};
+  nlohmann::json cfg = {
+      {"steps", steps}, {"beta1", h.beta1}, {"beta2", h.beta2}, {"eps", h.eps}, {"grad_scale", h.grad_scale}};
   cfg["segments"] = nlohmann::json::array();
   for (const OptimizerSegment& s : segs)
     cfg["segments"].push_back({s.offset, s.length, static_cast<double>(s.weight_decay)});
@@ -295,8 +297,8 @@ TEST(NoMasterParity, TenAdamWStepsMatchPyTorchOpmathOnBf16) {
   std::ofstream(dir / "cfg.json") << cfg.dump();
   std::ofstream(dir / "oracle.py") << kOracle;
   const std::string log = (dir / "oracle.log").string();
-  const int rc = zt::testing::run_command("'" + std::string(ZT_PYTHON3) + "' '" + (dir / "oracle.py").string() +
-                                          "' '" + dir.string() + "' > '" + log + "' 2>&1");
+  const int rc = zt::testing::run_command("'" + std::string(ZT_PYTHON3) + "' '" + (dir / "oracle.py").string() + "' '" +
+                                          dir.string() + "' > '" + log + "' 2>&1");
   if (rc == 3) GTEST_SKIP() << zt::testing::read_text(log);
   ASSERT_EQ(rc, 0) << zt::testing::read_text(log);
   constexpr double kF32 = 8.0 / 16777216.0;  // 8 ulp of f32, relative to the terms
@@ -304,9 +306,10 @@ TEST(NoMasterParity, TenAdamWStepsMatchPyTorchOpmathOnBf16) {
   for (int64_t k = 0; k < steps; ++k) {
     const std::string ks = std::to_string(k);
     const std::vector<float>&pb = p_before[static_cast<size_t>(k)], &mb = m_before[static_cast<size_t>(k)],
-                   &gk = g_scaled[static_cast<size_t>(k)];
+          &gk = g_scaled[static_cast<size_t>(k)];
     const double ss = step_sizes[static_cast<size_t>(k)];
-    for (auto [name, got] : {std::make_pair("p", &p_after), std::make_pair("m", &m_after), std::make_pair("v", &v_after)}) {
+    for (auto [name, got] :
+         {std::make_pair("p", &p_after), std::make_pair("m", &m_after), std::make_pair("v", &v_after)}) {
       const std::vector<uint16_t> want = read_bits(dir / (std::string(name) + "_out" + ks + ".bin"), n);
       const std::vector<uint16_t>& ours = (*got)[static_cast<size_t>(k)];
       for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
@@ -331,10 +334,11 @@ TEST(NoMasterParity, TenAdamWStepsMatchPyTorchOpmathOnBf16) {
       }
     }
   }
-  std::printf("bf16 AdamW vs PyTorch opmath, %lld steps x 3 x %lld values: %lld equal, %lld 1 ulp apart, %lld more "
-              "where terms cancel\n",
-              static_cast<long long>(steps), static_cast<long long>(n), static_cast<long long>(exact),
-              static_cast<long long>(one_ulp), static_cast<long long>(cancelled));
+  std::printf(
+      "bf16 AdamW vs PyTorch opmath, %lld steps x 3 x %lld values: %lld equal, %lld 1 ulp apart, %lld more "
+      "where terms cancel\n",
+      static_cast<long long>(steps), static_cast<long long>(n), static_cast<long long>(exact),
+      static_cast<long long>(one_ulp), static_cast<long long>(cancelled));
   EXPECT_LE(one_ulp + cancelled, 3 * n * steps / 500);
   EXPECT_LE(cancelled, 3 * n * steps / 10000);
   if (!HasFailure()) fs::remove_all(dir);

@@ -104,8 +104,7 @@ model::ParameterRegistry make_registry(DType dtype) {
     return s;
   };
   model::ParameterRegistry reg;
-  reg.add_unit("embed", {spec("w", {16, 12}, model::WeightDecay::Apply), spec("b", {12}, model::WeightDecay::Skip)},
-               2);
+  reg.add_unit("embed", {spec("w", {16, 12}, model::WeightDecay::Apply), spec("b", {12}, model::WeightDecay::Skip)}, 2);
   reg.add_unit("block.0",
                {spec("big", {33000}, model::WeightDecay::Apply), spec("gain", {9}, model::WeightDecay::Skip)}, 1);
   uint64_t stream = 0;
@@ -148,8 +147,8 @@ nlohmann::json config_json(const Case& c, model::ParameterRegistry& reg) {
   return j;
 }
 
-using zt::testing::run_command;
 using zt::testing::read_text;
+using zt::testing::run_command;
 
 // Writes DIR/<case>.in.safetensors for every case: the initial parameters and every
 // step's gradients (drawn in the gradient dtype), with the config as metadata.
@@ -186,7 +185,8 @@ void check_case(const Case& c, const fs::path& dir) {
   // 16-bit parameters: compare the f32 master (and check the parameter is it, rounded).
   std::map<std::string, Tensor> master;
   for (auto& [name, t] : opt->state_tensors())
-    if (name.size() > 7 && name.compare(name.size() - 7, 7, ".master") == 0) master[name.substr(0, name.size() - 7)] = t;
+    if (name.size() > 7 && name.compare(name.size() - 7, 7, ".master") == 0)
+      master[name.substr(0, name.size() - 7)] = t;
   double worst = 0.0, worst_ratio = 0.0;
   for (auto& u : reg.units()) {
     for (auto& p : u->params()) {

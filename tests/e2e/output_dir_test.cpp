@@ -83,9 +83,9 @@ TEST_F(OutputDir, ARunOnALockedDirectoryExits2NamingTheHoldersPid) {
 TEST_F(OutputDir, UnderMpirunARefusedDirectoryEndsEveryRank) {
   if (!zt::testing::have_mpirun()) GTEST_SKIP() << "mpirun is not on PATH";
   ASSERT_EQ(train().rc, 0);
-  const ShellResult r = sh(zt::testing::kMpirunEnv + "ZT_COLLECTIVE_TIMEOUT_S=60 OMP_NUM_THREADS=1 mpirun -np 2 " +
-                           zt::testing::zerotrain_binary() + " train " + yaml +
-                           " --per_device_train_batch_size 2 --threads 1");
+  const ShellResult r =
+      sh(zt::testing::kMpirunEnv + "ZT_COLLECTIVE_TIMEOUT_S=60 OMP_NUM_THREADS=1 mpirun -np 2 " +
+         zt::testing::zerotrain_binary() + " train " + yaml + " --per_device_train_batch_size 2 --threads 1");
   EXPECT_EQ(r.rc, 2) << "mpirun returns the ranks' bad-input exit code\n" << r.out;
   EXPECT_HAS(r.out, "holds a previous run");
   EXPECT_HAS(r.out, "rank 0 refused it");

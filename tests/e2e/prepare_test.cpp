@@ -44,8 +44,8 @@ TEST(PrepareCli, Gpt2TokensMatchPypiTokenizers) {
   }
   const std::string gpt2 = std::string(ZT_SOURCE_DIR) + "/tests/data/gpt2";
   const std::string out = dir.file("out");
-  const Result r = sh(bin + " prepare --tokenizer " + gpt2 + " --out " + out + " --shard-size 16 " +
-                      dir.file("docs.jsonl"));
+  const Result r =
+      sh(bin + " prepare --tokenizer " + gpt2 + " --out " + out + " --shard-size 16 " + dir.file("docs.jsonl"));
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("prepared 4 documents"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("MB/s"), std::string::npos) << r.out;

@@ -53,7 +53,7 @@ TEST(SafetensorsPypi, OurFilesLoadInPypiAndResaveIdentically) {
     Shape shape;
     DType dtype;
   };
-  const Spec specs[] = {{"w.f32", {3, 5}, DType::F32}, {"w.bf16", {7}, DType::BF16}, {"w.f16", {2, 3}, DType::F16},
+  const Spec specs[] = {{"w.f32", {3, 5}, DType::F32}, {"w.bf16", {7}, DType::BF16},    {"w.f16", {2, 3}, DType::F16},
                         {"ids.i32", {4}, DType::I32},  {"ids.i64", {2, 2}, DType::I64}, {"empty", {0, 4}, DType::F32},
                         {"a.f16", {3}, DType::F16}};
   std::vector<OwnedTensor> owned;

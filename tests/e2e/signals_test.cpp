@@ -122,8 +122,8 @@ TEST_F(SignalRun, AHugeAccumulationDoesNotOutlastTheSignal) {
   // A step of as many micro-batches as the data holds (70 of its 79 windows: a larger
   // global batch is refused up front); the stop lands before micro-batch 3, not at the
   // step's end.
-  const ShellResult r = train("ZT_TEST_SIGNALS='micro@1.3:TERM'",
-                              "--gradient_accumulation_steps 70 --per_device_train_batch_size 1");
+  const ShellResult r =
+      train("ZT_TEST_SIGNALS='micro@1.3:TERM'", "--gradient_accumulation_steps 70 --per_device_train_batch_size 1");
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_HAS(r.out, "during step 1 (before micro-batch 3 of 70");
   EXPECT_EQ(latest(), "global_step0");

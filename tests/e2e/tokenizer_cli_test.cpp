@@ -24,8 +24,8 @@ TEST(TokenizerCli, TrainEncodeDecodeRoundTrip) {
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
   const std::string json = dir + "/tokenizer.json";
-  const Result train = sh(bin + " tokenizer train --vocab-size 400 --out " + json + " " + ZT_SOURCE_DIR +
-                          "/data/text/gpl-3.txt");
+  const Result train =
+      sh(bin + " tokenizer train --vocab-size 400 --out " + json + " " + ZT_SOURCE_DIR + "/data/text/gpl-3.txt");
   ASSERT_EQ(train.rc, 0) << train.out;
   EXPECT_EQ(zt::io::load_tokenizer(json)->vocab_size(), 400);
 

@@ -66,13 +66,14 @@ class TokenizerParity : public ::testing::Test {
       if (tok.decode(want, false) != exp["decoded"][i].get<std::string>() ||
           tok.decode(want, true) != exp["decoded_skip"][i].get<std::string>()) {
         if (++decode_mismatches <= 3)
-          ADD_FAILURE() << name << ": decode of document " << i << " gives '" << tok.decode(want, false)
-                        << "', want '" << exp["decoded"][i].get<std::string>() << "'";
+          ADD_FAILURE() << name << ": decode of document " << i << " gives '" << tok.decode(want, false) << "', want '"
+                        << exp["decoded"][i].get<std::string>() << "'";
       }
     }
     EXPECT_EQ(mismatches, 0u) << name << ": documents whose ids differ, of " << docs_.size();
     EXPECT_EQ(decode_mismatches, 0u) << name;
-    EXPECT_EQ(tok.encode(whole, SpecialTokens::Skip), exp["whole"].get<std::vector<int32_t>>()) << name << ": whole corpus";
+    EXPECT_EQ(tok.encode(whole, SpecialTokens::Skip), exp["whole"].get<std::vector<int32_t>>())
+        << name << ": whole corpus";
   }
 
   static std::string dir_;
@@ -127,8 +128,8 @@ TEST_F(TokenizerParity, TrainedByZerotrainLoadsInHfTokenizers) {
     out << train_bpe_tokenizer_json(texts, o);
   }
   const std::string exp_path = dir_ + "/trained_expected.json";
-  ASSERT_EQ(run(std::string(ZT_PYTHON3) + " " + ZT_TOOLS_DIR + "/tokenizer_oracle.py encode " + path + " " +
-                dir_ + "/corpus.bin " + exp_path),
+  ASSERT_EQ(run(std::string(ZT_PYTHON3) + " " + ZT_TOOLS_DIR + "/tokenizer_oracle.py encode " + path + " " + dir_ +
+                "/corpus.bin " + exp_path),
             0);
   const auto tok = load_tokenizer(path);
   EXPECT_EQ(tok->vocab_size(), 700);

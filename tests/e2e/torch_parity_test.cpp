@@ -51,8 +51,8 @@ constexpr double kGradTol = 1e-4;
 constexpr double kFloor = 1e-2;
 constexpr double kSlack = 4.0;
 
-using zt::testing::run_command;
 using zt::testing::read_text;
+using zt::testing::run_command;
 using zt::testing::torch_unavailable;
 
 struct Err {
@@ -96,7 +96,8 @@ void run_case(const Case& c) {
   const std::string why = torch_unavailable();
   if (!why.empty()) GTEST_SKIP() << "PyTorch parity skipped: " << why;
 
-  const fs::path dir = fs::path(ZT_BINARY_DIR) / "test_tmp" / ("torch_parity_" + std::to_string(::getpid()) + "_" + c.label);
+  const fs::path dir =
+      fs::path(ZT_BINARY_DIR) / "test_tmp" / ("torch_parity_" + std::to_string(::getpid()) + "_" + c.label);
   fs::remove_all(dir);
   fs::create_directories(dir);
 
@@ -176,10 +177,11 @@ void run_case(const Case& c) {
   const double torch32_loss_err = std::fabs(read(ref32, "loss").at(0) - ref_loss) / std::fabs(ref_loss);
   EXPECT_EQ(ref.info("logits").shape, (Shape{B, T, V}));
   const Err le = measure("logits", logits->to_f32_vector());
-  std::printf("[parity %s] loss %.9f (ref %.9f): rel err %.1e (torch f32 %.1e) | logits: scaled err %.1e, "
-              "elementwise err %.1e (torch f32 %.1e), abs-error ratio to torch f32 %.2f, |ref| max %.2f\n",
-              c.label.c_str(), loss, ref_loss, loss_err, torch32_loss_err, le.scaled, le.elementwise,
-              le.torch32_elementwise, le.ratio(), le.ref_max);
+  std::printf(
+      "[parity %s] loss %.9f (ref %.9f): rel err %.1e (torch f32 %.1e) | logits: scaled err %.1e, "
+      "elementwise err %.1e (torch f32 %.1e), abs-error ratio to torch f32 %.2f, |ref| max %.2f\n",
+      c.label.c_str(), loss, ref_loss, loss_err, torch32_loss_err, le.scaled, le.elementwise, le.torch32_elementwise,
+      le.ratio(), le.ref_max);
   EXPECT_LT(loss_err, kLossTol) << c.label;
   EXPECT_LT(le.scaled, kLogitsTol) << c.label << " logits";
   EXPECT_LE(le.ratio(), kSlack) << c.label << " logits: max abs error " << le.max_abs << " vs torch f32 "
@@ -216,10 +218,11 @@ void run_case(const Case& c) {
   const Row ws = worst([](const Row& r) { return r.err.scaled; });
   const Row we = worst([](const Row& r) { return r.err.elementwise; });
   const Row wr = worst([](const Row& r) { return r.err.ratio(); });
-  std::printf("[parity %s] %zu grads: worst scaled err %.1e (%s); worst elementwise err %.1e (%s; torch f32 %.1e); "
-              "worst abs-error ratio to torch f32 %.2f (%s)\n",
-              c.label.c_str(), rows.size(), ws.err.scaled, ws.name.c_str(), we.err.elementwise, we.name.c_str(),
-              we.err.torch32_elementwise, wr.err.ratio(), wr.name.c_str());
+  std::printf(
+      "[parity %s] %zu grads: worst scaled err %.1e (%s); worst elementwise err %.1e (%s; torch f32 %.1e); "
+      "worst abs-error ratio to torch f32 %.2f (%s)\n",
+      c.label.c_str(), rows.size(), ws.err.scaled, ws.name.c_str(), we.err.elementwise, we.name.c_str(),
+      we.err.torch32_elementwise, wr.err.ratio(), wr.name.c_str());
   for (const auto& r : rows) {
     EXPECT_LT(r.err.scaled, kGradTol) << c.label << " grad of " << r.name << " (|ref| max " << r.err.ref_max << ")";
     EXPECT_LE(r.err.ratio(), kSlack) << c.label << " grad of " << r.name << ": max abs error " << r.err.max_abs

@@ -34,8 +34,8 @@ namespace {
 // This file's named scratch directories: build/test_tmp/trainer_<name>_<pid>, emptied first.
 fs::path temp_dir(const std::string& name) { return zt::testing::fresh_test_dir("trainer_", name); }
 
-using zt::testing::small_run;
 using zt::testing::file_bytes;
+using zt::testing::small_run;
 
 }  // namespace
 
@@ -139,9 +139,8 @@ TEST(Trainer, ASecondRunWithAnotherTokenizerFileLeavesOnlyItsOwnInFinal) {
   io::BpeTrainOptions o;
   o.vocab_size = 400;  // another tokenizer: other merges, other ids
   const fs::path other = a / "other_tok.json";
-  std::ofstream(other) << io::train_bpe_tokenizer_json({io::read_text_file(std::string(ZT_SOURCE_DIR) +
-                                                                            "/data/text/gpl-3.txt")},
-                                                       o);
+  std::ofstream(other) << io::train_bpe_tokenizer_json(
+      {io::read_text_file(std::string(ZT_SOURCE_DIR) + "/data/text/gpl-3.txt")}, o);
   const std::vector<int32_t> other_ids = io::load_tokenizer(other.string())->encode(text);
   ASSERT_NE(other_ids, first_ids);
 
@@ -197,8 +196,8 @@ size_t count_of(const std::string& text, const std::string& piece) {
 TEST(Trainer, Fp16OverflowSkippedStepsCountAsGlobalSteps) {
   const fs::path a = temp_dir("fp16_overflow"), b = temp_dir("fp16_overflow_resumed");
   const int kPower = 21;
-  const std::vector<std::string> fp16{"--fp16", "true", "--fp16.initial_scale_power", std::to_string(kPower),
-                                      "--fp16.hysteresis", "1"};
+  const std::vector<std::string> fp16{
+      "--fp16", "true", "--fp16.initial_scale_power", std::to_string(kPower), "--fp16.hysteresis", "1"};
   ::testing::internal::CaptureStdout();
   const train::TrainResult r = train::run_training(small_run(a, fp16));
   const std::string log = ::testing::internal::GetCapturedStdout();
@@ -278,8 +277,8 @@ TEST(Trainer, Fp16OverflowSkippedStepsCountAsGlobalSteps) {
 // process) say so once each. Timing does not change the numbers.
 TEST(Trainer, WallClockAndMemoryBreakdownsAreReported) {
   const fs::path a = temp_dir("breakdown"), b = temp_dir("breakdown_off");
-  const std::vector<std::string> common{"--max_steps", "2", "--zero_optimization.stage", "2",
-                                        "--communication_data_type", "bf16"};
+  const std::vector<std::string> common{
+      "--max_steps", "2", "--zero_optimization.stage", "2", "--communication_data_type", "bf16"};
   std::vector<std::string> on = common;
   on.insert(on.end(), {"--wall_clock_breakdown", "true", "--memory_breakdown", "true"});
   ::testing::internal::CaptureStdout();

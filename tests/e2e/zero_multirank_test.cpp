@@ -71,18 +71,20 @@ TEST(ZeroMultiRank, CheckpointOfFourRanksStage2ResumesAtTwoRanksStage3AndOneRank
   zt::testing::TempDir dir(zt::testing::build_temp_path("zero_mr_"));
   const std::string run = write_run(dir.path());
   const fs::path a = dir.path() / "a", b = dir.path() / "b", c = dir.path() / "c";
-  Result r = sh(mpirun(4, run + " --per_device_train_batch_size 1 --zero_optimization.stage 2 --output_dir " + a.string()));
+  Result r =
+      sh(mpirun(4, run + " --per_device_train_batch_size 1 --zero_optimization.stage 2 --output_dir " + a.string()));
   ASSERT_EQ(r.rc, 0) << r.out;
   const fs::path step3 = a / "checkpoints" / "global_step3";
   ASSERT_TRUE(fs::exists(step3 / "shard_rank3.safetensors")) << r.out;
 
-  r = sh(mpirun(2, run + " --per_device_train_batch_size 2 --zero_optimization.stage 3 "
-                         "--zero_optimization.stage3_gather_16bit_weights_on_model_save true --output_dir " +
+  r = sh(mpirun(2, run +
+                       " --per_device_train_batch_size 2 --zero_optimization.stage 3 "
+                       "--zero_optimization.stage3_gather_16bit_weights_on_model_save true --output_dir " +
                        b.string() + " --resume " + step3.string()));
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("saved by 4 ranks"), std::string::npos) << r.out;
-  r = sh(kMpiEnv + bin() + " train " + run + " --per_device_train_batch_size 4 --output_dir " +
-         c.string() + " --resume " + step3.string());
+  r = sh(kMpiEnv + bin() + " train " + run + " --per_device_train_batch_size 4 --output_dir " + c.string() +
+         " --resume " + step3.string());
   ASSERT_EQ(r.rc, 0) << r.out;
 
   const double db = weight_difference(b / "final" / "model.safetensors", a / "final" / "model.safetensors");
@@ -111,8 +113,7 @@ TEST(ZeroMultiRank, AKilledRankEndsTheJobAndMaxRestartsResumesIt) {
   EXPECT_FALSE(fs::exists(dir.path() / "x" / "final")) << r.out;
 
   // Under the launcher with one restart: the second attempt resumes from step 3 and finishes.
-  r = sh(kMpiEnv + drill + bin() +
-         " launch --nproc-per-node 2 --max-restarts 1 -- " + bin() + " train " + common +
+  r = sh(kMpiEnv + drill + bin() + " launch --nproc-per-node 2 --max-restarts 1 -- " + bin() + " train " + common +
          (dir.path() / "y").string());
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("restart 1/1"), std::string::npos) << r.out;
@@ -125,8 +126,8 @@ TEST(ZeroMultiRank, Stage3RanksReadTheirSlicesOfAnHfModelAndSaveItBack) {
   zt::testing::TempDir dir(zt::testing::build_temp_path("zero_hf3_"));
   const std::string run = write_run(dir.path());
   const fs::path base = dir.path() / "base", tuned = dir.path() / "tuned";
-  Result r = sh(kMpiEnv + bin() + " train " + run +
-                " --per_device_train_batch_size 4 --max_steps 2 --output_dir " + base.string());
+  Result r = sh(kMpiEnv + bin() + " train " + run + " --per_device_train_batch_size 4 --max_steps 2 --output_dir " +
+                base.string());
   ASSERT_EQ(r.rc, 0) << r.out;
 
   // Fine-tune the saved HF directory at stage 3 on 2 ranks with lr 0: the slices each rank
@@ -139,8 +140,10 @@ TEST(ZeroMultiRank, Stage3RanksReadTheirSlicesOfAnHfModelAndSaveItBack) {
                       << tuned.string() << "'\n";
   // Every unit sharded, then the default threshold (the embedding and head stay gathered).
   for (const char* threshold : {"0", "100000"}) {
-    r = sh(mpirun(2, yaml.string() + " --zero_optimization.stage 3 --zero_optimization.stage3_param_persistence_threshold " +
-                         threshold + " --zero_optimization.stage3_gather_16bit_weights_on_model_save true"
+    r = sh(mpirun(2, yaml.string() +
+                         " --zero_optimization.stage 3 --zero_optimization.stage3_param_persistence_threshold " +
+                         threshold +
+                         " --zero_optimization.stage3_gather_16bit_weights_on_model_save true"
                          " --overwrite_output_dir"));
     ASSERT_EQ(r.rc, 0) << r.out;
     EXPECT_EQ(weight_difference(tuned / "final" / "model.safetensors", base / "final" / "model.safetensors"), 0.0)

@@ -22,7 +22,6 @@ using zt::testing::numeric_gradient;
 using zt::testing::randn;
 using zt::testing::to_d;
 
-
 // HF "gelu_new" / GPT-2, literally.
 double gelu_ref(double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
 double silu_ref(double x) { return x / (1.0 + std::exp(-x)); }
@@ -75,7 +74,8 @@ void check_unary(const char* name, FwdFn fwd, BwdFn bwd, double (*ref)(double)) 
   fwd(ob, tb);
   const auto obv = ob->to_f32_vector();
   double worst = 0;
-  for (int i = 0; i < n; ++i) worst = std::max(worst, std::fabs(obv[i] - ref(big[i])) / std::max(1e-6, std::fabs(ref(big[i]))));
+  for (int i = 0; i < n; ++i)
+    worst = std::max(worst, std::fabs(obv[i] - ref(big[i])) / std::max(1e-6, std::fabs(ref(big[i]))));
   EXPECT_LT(worst, 1e-5) << name << " large";
 }
 

@@ -90,8 +90,8 @@ std::vector<double> to_vec(const Tensor& t) {
 }
 
 // Runs forward + backward; returns the analytic dqkv.
-std::vector<double> run_op(const AttnCase& c, const std::vector<double>& x, const std::vector<double>& w,
-                           float scale, std::vector<double>* out, std::vector<double>* lse) {
+std::vector<double> run_op(const AttnCase& c, const std::vector<double>& x, const std::vector<double>& w, float scale,
+                           std::vector<double>* out, std::vector<double>* lse) {
   OwnedTensor qkv = to_tensor(x, c.qkv_shape());
   OwnedTensor o(c.out_shape(), DType::F32);
   OwnedTensor l({c.B, c.Hq, c.T}, DType::F32);

@@ -35,7 +35,8 @@ double ce_ref(const std::vector<double>& inp, const std::vector<double>& w, cons
     double mx = -INFINITY;
     for (int64_t v = 0; v < c.V; ++v) {
       double s = 0;
-      for (int64_t k = 0; k < c.C; ++k) s += inp[static_cast<size_t>(i * c.C + k)] * w[static_cast<size_t>(v * c.C + k)];
+      for (int64_t k = 0; k < c.C; ++k)
+        s += inp[static_cast<size_t>(i * c.C + k)] * w[static_cast<size_t>(v * c.C + k)];
       z[static_cast<size_t>(v)] = s;
       mx = std::max(mx, s);
     }
@@ -61,7 +62,8 @@ void ce_ref_grad(const std::vector<double>& inp, const std::vector<double>& w, c
     double mx = -INFINITY;
     for (int64_t v = 0; v < c.V; ++v) {
       double s = 0;
-      for (int64_t k = 0; k < c.C; ++k) s += inp[static_cast<size_t>(i * c.C + k)] * w[static_cast<size_t>(v * c.C + k)];
+      for (int64_t k = 0; k < c.C; ++k)
+        s += inp[static_cast<size_t>(i * c.C + k)] * w[static_cast<size_t>(v * c.C + k)];
       z[static_cast<size_t>(v)] = s;
       mx = std::max(mx, s);
     }
@@ -143,8 +145,7 @@ void run_case(const CeCase& c, DType wdtype, int ignore_every, bool fd) {
   int64_t ref_count = 0;
   for (int32_t t : d.targets) ref_count += t != kIgnore;
 
-  const ops::CrossEntropyResult fwd =
-      ops::lm_head_cross_entropy_forward(inp, w, targets, c.V, kIgnore, losses);
+  const ops::CrossEntropyResult fwd = ops::lm_head_cross_entropy_forward(inp, w, targets, c.V, kIgnore, losses);
   EXPECT_EQ(fwd.count, ref_count);
   const double loss_err = std::fabs(fwd.loss_sum - ref) / std::max(std::fabs(ref), 1e-30);
   EXPECT_LT(loss_err, 1e-5) << "loss";

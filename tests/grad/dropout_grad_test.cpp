@@ -61,8 +61,10 @@ TEST(Dropout, MaskStableAcrossCallsAndThreads) {
     omp_set_num_threads(threads);
     OwnedTensor y({n}, DType::F32);
     zt::ops::dropout_forward(y, x, p, rng);
-    if (first.empty()) first = y->to_f32_vector();
-    else EXPECT_EQ(y->to_f32_vector(), first) << threads << " threads";
+    if (first.empty())
+      first = y->to_f32_vector();
+    else
+      EXPECT_EQ(y->to_f32_vector(), first) << threads << " threads";
   }
   omp_set_num_threads(omp_get_num_procs());
   // A different stream gives a different mask.

@@ -86,8 +86,10 @@ TEST(Elementwise, SumOfSquares) {
         omp_set_num_threads(threads);
         const double s = zt::ops::sum_of_squares(x);
         EXPECT_NEAR(s, static_cast<double>(ref), 1e-12 * static_cast<double>(ref) + 1e-30) << zt::dtype_name(dt) << n;
-        if (first < 0) first = s;
-        else EXPECT_EQ(s, first) << "thread count changed the result";
+        if (first < 0)
+          first = s;
+        else
+          EXPECT_EQ(s, first) << "thread count changed the result";
       }
       omp_set_num_threads(omp_get_num_procs());
     }

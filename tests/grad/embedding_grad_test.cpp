@@ -23,7 +23,6 @@ using zt::testing::numeric_gradient;
 using zt::testing::randn;
 using zt::testing::to_d;
 
-
 std::vector<double> ref_embed(const std::vector<int32_t>& tok, const std::vector<double>& wte,
                               const std::vector<double>* wpe, int B, int T, int C) {
   std::vector<double> out(static_cast<size_t>(B * T * C));
@@ -57,7 +56,9 @@ TEST(EmbeddingGrad, ForwardAndFiniteDifferences) {
     const auto g0e = randn(V * C, 4), g0p = randn(P * C, 5);
     OwnedTensor dout = make(wl, {B, T, C}), dwte = make(g0e, {V, C}), dwpe = make(g0p, {P, C});
     zt::ops::embedding_backward(dwte, with_wpe ? dwpe.view() : zt::Tensor{}, dout, ttok);
-    auto Le = [&](const std::vector<double>& v) { return dot(ref_embed(tok, v, with_wpe ? &wped : nullptr, B, T, C), wld); };
+    auto Le = [&](const std::vector<double>& v) {
+      return dot(ref_embed(tok, v, with_wpe ? &wped : nullptr, B, T, C), wld);
+    };
     auto Lp = [&](const std::vector<double>& v) { return dot(ref_embed(tok, wted, &v, B, T, C), wld); };
     auto ge = dwte->to_f32_vector();
     for (size_t i = 0; i < ge.size(); ++i) ge[i] -= g0e[i];

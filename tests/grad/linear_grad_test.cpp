@@ -63,8 +63,12 @@ TEST_P(LinearGrad, ForwardAndFiniteDifferences) {
   OwnedTensor tdw = make(g0w, {O, I}), tdb = make(g0b, {O});
   zt::ops::linear_backward(tdinp, tdw, has_bias ? tdb.view() : zt::Tensor{}, tdout, tx, tw);
 
-  auto L_x = [&](const std::vector<double>& v) { return dot(ref_forward(v, wd, has_bias ? &bd : nullptr, N, I, O), wld); };
-  auto L_w = [&](const std::vector<double>& v) { return dot(ref_forward(xd, v, has_bias ? &bd : nullptr, N, I, O), wld); };
+  auto L_x = [&](const std::vector<double>& v) {
+    return dot(ref_forward(v, wd, has_bias ? &bd : nullptr, N, I, O), wld);
+  };
+  auto L_w = [&](const std::vector<double>& v) {
+    return dot(ref_forward(xd, v, has_bias ? &bd : nullptr, N, I, O), wld);
+  };
   auto L_b = [&](const std::vector<double>& v) { return dot(ref_forward(xd, wd, &v, N, I, O), wld); };
 
   const double ex = err(to_d(tdinp->to_f32_vector()), numeric_gradient(L_x, xd));
@@ -82,8 +86,8 @@ TEST_P(LinearGrad, ForwardAndFiniteDifferences) {
   } else {
     EXPECT_EQ(tdb->to_f32_vector(), g0b);  // untouched
   }
-  std::printf("linear N=%d I=%d O=%d bias=%d: fwd %.2e dinp %.2e dw %.2e db %.2e\n", N, I, O, has_bias, fwd_err,
-              ex, ew, eb);
+  std::printf("linear N=%d I=%d O=%d bias=%d: fwd %.2e dinp %.2e dw %.2e db %.2e\n", N, I, O, has_bias, fwd_err, ex, ew,
+              eb);
 
   // Activation gradient is overwritten: a second backward gives the same dinp, param grads add again.
   const auto dinp1 = tdinp->to_f32_vector();
@@ -163,8 +167,10 @@ TEST(Linear, LeadingDimsAndDeterminism) {
     OwnedTensor db = OwnedTensor::zeros({O}, DType::F32), out({B, T, O}, DType::F32);
     zt::ops::linear_forward(out, tx, tw, tb);
     zt::ops::linear_backward(zt::Tensor{}, zt::Tensor{}, db, tdout, tx, tw);
-    if (ref_db.empty()) ref_db = db->to_f32_vector();
-    else EXPECT_EQ(db->to_f32_vector(), ref_db) << threads << " threads";
+    if (ref_db.empty())
+      ref_db = db->to_f32_vector();
+    else
+      EXPECT_EQ(db->to_f32_vector(), ref_db) << threads << " threads";
   }
   omp_set_num_threads(omp_get_num_procs());
 }
@@ -193,7 +199,8 @@ TEST(LinearGrad, InOutLayoutMatchesTheTransposedOutInWeight) {
   zt::ops::linear_forward(y2, x, w_io, b, zt::WeightLayout::InOut);
   for (int64_t k = 0; k < N * O; ++k) EXPECT_NEAR(y1->get_f32(k), y2->get_f32(k), 1e-5f);
   zt::OwnedTensor dx1({N, I}, zt::DType::F32), dx2({N, I}, zt::DType::F32);
-  zt::OwnedTensor dw_oi = zt::OwnedTensor::zeros({O, I}, zt::DType::F32), dw_io = zt::OwnedTensor::zeros({I, O}, zt::DType::F32);
+  zt::OwnedTensor dw_oi = zt::OwnedTensor::zeros({O, I}, zt::DType::F32),
+                  dw_io = zt::OwnedTensor::zeros({I, O}, zt::DType::F32);
   zt::OwnedTensor db1 = zt::OwnedTensor::zeros({O}, zt::DType::F32), db2 = zt::OwnedTensor::zeros({O}, zt::DType::F32);
   zt::ops::linear_backward(dx1, dw_oi, db1, dout, x, w_oi);
   zt::ops::linear_backward(dx2, dw_io, db2, dout, x, w_io, zt::WeightLayout::InOut);
@@ -205,6 +212,5 @@ TEST(LinearGrad, InOutLayoutMatchesTheTransposedOutInWeight) {
   // bf16 gradient accumulation in the InOut layout goes through the f32 scratch path.
   zt::OwnedTensor dw_bf = zt::OwnedTensor::zeros({I, O}, zt::DType::BF16);
   zt::ops::linear_backward(zt::Tensor(), dw_bf, zt::Tensor(), dout, x, w_io, zt::WeightLayout::InOut);
-  for (int64_t k = 0; k < I * O; ++k)
-    EXPECT_EQ(dw_bf->get_f32(k), zt::to_f32(zt::to_bf16(dw_io->get_f32(k))));
+  for (int64_t k = 0; k < I * O; ++k) EXPECT_EQ(dw_bf->get_f32(k), zt::to_f32(zt::to_bf16(dw_io->get_f32(k))));
 }

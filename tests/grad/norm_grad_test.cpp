@@ -239,8 +239,7 @@ TEST(Norm, AccumulatedDinpAddsToTheOldValue) {
     if (layernorm) {
       zt::ops::layernorm_forward(out, mean, rstd, tx, tw, tb, 1e-5f);
       zt::ops::layernorm_backward(fresh, zt::Tensor{}, zt::Tensor{}, dout, tx, tw, mean, rstd);
-      zt::ops::layernorm_backward(acc, zt::Tensor{}, zt::Tensor{}, dout, tx, tw, mean, rstd,
-                                  zt::GradWrite::Accumulate);
+      zt::ops::layernorm_backward(acc, zt::Tensor{}, zt::Tensor{}, dout, tx, tw, mean, rstd, zt::GradWrite::Accumulate);
       EXPECT_THROW(zt::ops::layernorm_backward(dout, zt::Tensor{}, zt::Tensor{}, dout, tx, tw, mean, rstd,
                                                zt::GradWrite::Accumulate),
                    zt::Error);

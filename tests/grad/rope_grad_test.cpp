@@ -87,16 +87,16 @@ TEST(RopeGrad, InvFreqLlama3MatchesTransformers) {
   ASSERT_EQ(inv.size(), 64u);
   // transformers' _compute_llama3_parameters on torch 1.13 (f32), Llama 3.1 rope_scaling.
   const float torch_values[64] = {
-      0x1p+0f,        0x1.a11582p-1f, 0x1.53c38cp-1f, 0x1.14c708p-1f, 0x1.c2ef78p-2f, 0x1.6f56fap-2f,
-      0x1.2b3dc6p-2f, 0x1.e788c2p-3f, 0x1.8d276p-3f,  0x1.43874p-3f,  0x1.078d4p-3f,  0x1.ad6338p-4f,
-      0x1.5dc95ap-4f, 0x1.1cf13p-4f,  0x1.d03ccep-5f, 0x1.7a2d08p-5f, 0x1.34119p-5f,  0x1.f5ea7ep-6f,
-      0x1.98de92p-6f, 0x1.4d1272p-6f, 0x1.0f5386p-6f, 0x1.ba0dd8p-7f, 0x1.681adap-7f, 0x1.2558fep-7f,
-      0x1.ddee9ep-8f, 0x1.8554ecp-8f, 0x1.3d2804p-8f, 0x1.025c6ap-8f, 0x1.a4ee4p-9f,  0x1.1bfa0cp-9f,
-      0x1.67a23ap-10f, 0x1.c12f3cp-11f, 0x1.132ba4p-11f, 0x1.47e21p-12f, 0x1.765ba4p-13f, 0x1.90d10cp-14f,
+      0x1p+0f,         0x1.a11582p-1f,  0x1.53c38cp-1f,  0x1.14c708p-1f,  0x1.c2ef78p-2f,  0x1.6f56fap-2f,
+      0x1.2b3dc6p-2f,  0x1.e788c2p-3f,  0x1.8d276p-3f,   0x1.43874p-3f,   0x1.078d4p-3f,   0x1.ad6338p-4f,
+      0x1.5dc95ap-4f,  0x1.1cf13p-4f,   0x1.d03ccep-5f,  0x1.7a2d08p-5f,  0x1.34119p-5f,   0x1.f5ea7ep-6f,
+      0x1.98de92p-6f,  0x1.4d1272p-6f,  0x1.0f5386p-6f,  0x1.ba0dd8p-7f,  0x1.681adap-7f,  0x1.2558fep-7f,
+      0x1.ddee9ep-8f,  0x1.8554ecp-8f,  0x1.3d2804p-8f,  0x1.025c6ap-8f,  0x1.a4ee4p-9f,   0x1.1bfa0cp-9f,
+      0x1.67a23ap-10f, 0x1.c12f3cp-11f, 0x1.132ba4p-11f, 0x1.47e21p-12f,  0x1.765ba4p-13f, 0x1.90d10cp-14f,
       0x1.46831ap-14f, 0x1.09fb7ep-14f, 0x1.b15902p-15f, 0x1.610332p-15f, 0x1.1f91fp-15f,  0x1.d484dep-16f,
       0x1.7da9e8p-16f, 0x1.36e8eap-16f, 0x1.fa8b86p-17f, 0x1.9ca3eap-17f, 0x1.5024d6p-17f, 0x1.11d41ep-17f,
-      0x1.be2188p-18f, 0x1.6b6d0ep-18f, 0x1.280d96p-18f, 0x1.e257p-19f,  0x1.88ec2p-19f,  0x1.4014d2p-19f,
-      0x1.04be68p-19f, 0x1.a8d01p-20f,  0x1.5a0f4ep-20f, 0x1.19e8p-20f,  0x1.cb4a9ap-21f, 0x1.76258ep-21f,
+      0x1.be2188p-18f, 0x1.6b6d0ep-18f, 0x1.280d96p-18f, 0x1.e257p-19f,   0x1.88ec2p-19f,  0x1.4014d2p-19f,
+      0x1.04be68p-19f, 0x1.a8d01p-20f,  0x1.5a0f4ep-20f, 0x1.19e8p-20f,   0x1.cb4a9ap-21f, 0x1.76258ep-21f,
       0x1.30c94ep-21f, 0x1.f09184p-22f, 0x1.94836p-22f,  0x1.4985fep-22f};
   const std::vector<double> ref = inv_freq_ref(c);
   int exact = 0;

@@ -83,7 +83,8 @@ deepspeed_config:
   EXPECT_EQ(c.zero.stage, 2);
   EXPECT_EQ(c.zero.offload_optimizer, OffloadDevice::None);
   // Overrides of Accelerate keys edit the YAML before it is read.
-  const TrainConfig o = load_train_config({"--config_file", y, "--num_processes", "2", "--deepspeed_config.zero_stage", "1"});
+  const TrainConfig o =
+      load_train_config({"--config_file", y, "--num_processes", "2", "--deepspeed_config.zero_stage", "1"});
   EXPECT_EQ(o.world_size, 2);
   EXPECT_EQ(o.zero.stage, 1);
   EXPECT_EQ(o.origin.at("deepspeed_config.zero_stage"), "command line");
@@ -94,19 +95,25 @@ deepspeed_config:
 
 TEST(AccelerateConfig, JsonFileMayNotBeRepeatedInTheYaml) {
   TempDir dir;
-  const std::string ds = dir.write("ds.json", R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 1}})");
-  const std::string ok = dir.write("ok.yaml", "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: " +
-                                                  ds + "\n  zero3_init_flag: false\nnum_processes: 1\n");
+  const std::string ds =
+      dir.write("ds.json", R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 1}})");
+  const std::string ok =
+      dir.write("ok.yaml", "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: " + ds +
+                               "\n  zero3_init_flag: false\nnum_processes: 1\n");
   const TrainConfig c = load_train_config({"--config_file", ok});
   EXPECT_EQ(c.zero.stage, 1);
   EXPECT_EQ(c.micro_batch_per_gpu, 2);
   // A relative deepspeed_config_file is found beside the YAML too.
-  const std::string rel = dir.write("rel.yaml", "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json\n");
+  const std::string rel =
+      dir.write("rel.yaml", "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json\n");
   EXPECT_EQ(load_train_config({"--config_file", rel}).zero.stage, 1);
 
-  const std::string dup = dir.write("dup.yaml", "distributed_type: DEEPSPEED\nmixed_precision: fp16\ndeepspeed_config:\n"
-                                                "  deepspeed_config_file: " + ds + "\n  zero_stage: 3\n"
-                                                "  gradient_accumulation_steps: 2\n");
+  const std::string dup = dir.write("dup.yaml",
+                                    "distributed_type: DEEPSPEED\nmixed_precision: fp16\ndeepspeed_config:\n"
+                                    "  deepspeed_config_file: " +
+                                        ds +
+                                        "\n  zero_stage: 3\n"
+                                        "  gradient_accumulation_steps: 2\n");
   const std::string e = load_error({"--config_file", dup});
   EXPECT_HAS(e, "deepspeed_config.zero_stage");
   EXPECT_HAS(e, "deepspeed_config.gradient_accumulation_steps");
@@ -129,9 +136,11 @@ TEST(AccelerateConfig, Errors) {
   EXPECT_HAS(err("distributed_type: MULTI_GPU\ndeepspeed_config:\n  zero_stage: 2\n"), "distributed_type: DEEPSPEED");
   EXPECT_HAS(err("num_processes: 3\nnum_machines: 2\n"), "split evenly");
   EXPECT_HAS(err("num_processes: two\n"), "expected a number");
-  EXPECT_HAS(err("distributed_type: DEEPSPEED\ndeepspeed_config:\n  offload_optimizer_device: disk\n"), "none, cpu, nvme");
-  EXPECT_HAS(err("distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 2\n  zero_optimization:\n    stage: 3\n"),
-             "keep one of them");
+  EXPECT_HAS(err("distributed_type: DEEPSPEED\ndeepspeed_config:\n  offload_optimizer_device: disk\n"),
+             "none, cpu, nvme");
+  EXPECT_HAS(
+      err("distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 2\n  zero_optimization:\n    stage: 3\n"),
+      "keep one of them");
   EXPECT_HAS(err("a: [1, 2\n"), "not valid YAML");
   EXPECT_HAS(err("compute_environment: AMAZON_SAGEMAKER\n"), "SageMaker");
 }
@@ -176,7 +185,8 @@ fsdp_config:
   EXPECT_TRUE(c.model.activation_checkpointing);
   const std::string g = dir.write("g.yaml", "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: 2\n");
   EXPECT_EQ(load_train_config({"--config_file", g}).zero.stage, 2);
-  const std::string h = dir.write("h.yaml", "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: HYBRID_SHARD\n");
+  const std::string h =
+      dir.write("h.yaml", "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: HYBRID_SHARD\n");
   EXPECT_HAS(load_error({"--config_file", h}), "hybrid");
 }
 

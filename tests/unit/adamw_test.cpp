@@ -32,7 +32,7 @@ TEST(AdamW, MatchesTorchFormulaOverSeveralSteps) {
   for (AdamDecay decay : {AdamDecay::Decoupled, AdamDecay::L2}) {
     const int64_t n = 1000;
     OwnedTensor p({n}, DType::F32), g({n}, DType::F32), m = OwnedTensor::zeros({n}, DType::F32),
-        v = OwnedTensor::zeros({n}, DType::F32);
+                                                        v = OwnedTensor::zeros({n}, DType::F32);
     fill_normal(p, Philox(1, 1), 0.0f, 1.0f);
     RefState ref{std::vector<double>(n), std::vector<double>(n, 0.0), std::vector<double>(n, 0.0)};
     for (int64_t i = 0; i < n; ++i) ref.p[i] = p->get_f32(i);

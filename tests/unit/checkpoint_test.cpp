@@ -25,8 +25,9 @@ model::ModelConfig small() { return zt::testing::small_llama_config(); }
 struct TempDir {
   fs::path path;
   TempDir() {
-    path = fs::path(ZT_BINARY_DIR) / "test_tmp" / ("ckpt_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-                                                   "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    path = fs::path(ZT_BINARY_DIR) / "test_tmp" /
+           ("ckpt_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(path);
     fs::create_directories(path);
   }

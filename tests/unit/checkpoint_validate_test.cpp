@@ -113,11 +113,20 @@ TEST(CheckpointValidate, MalformedManifestsNameTheFieldNotInternalError) {
       {[](json& j) { j["units"][0].erase("numel"); }, "units[0].numel"},
       {[](json& j) { j["units"][0]["name"] = 3; }, "units[0].name"},
       {[](json& j) { j["units"][0]["params"][0]["offset"] = -1; }, "units[0].params[0].offset"},
-      {[](json& j) { j["units"][0]["params"][0]["shape"] = {1 << 30, 1 << 30}; }, "units[0].params[0]"},
+      {[](json& j) {
+         j["units"][0]["params"][0]["shape"] = {1 << 30, 1 << 30};
+       },
+       "units[0].params[0]"},
       {[](json& j) { j["units"][0]["params"][0]["shape"] = "x"; }, "units[0].params[0].shape"},
       {[](json& j) { j["optimizer_state"] = {"nounit.exp_avg"}; }, "optimizer_state[0]"},
-      {[](json& j) { j["loss_scaler"] = {{"scale", -1.0}}; }, "loss_scaler.scale"},
-      {[](json& j) { j["loss_scaler"] = {{"scale", 8.0}}; }, "loss_scaler.hysteresis_left"},
+      {[](json& j) {
+         j["loss_scaler"] = {{"scale", -1.0}};
+       },
+       "loss_scaler.scale"},
+      {[](json& j) {
+         j["loss_scaler"] = {{"scale", 8.0}};
+       },
+       "loss_scaler.hysteresis_left"},
       {[](json& j) { j["param_dtype"] = "i32"; }, "param_dtype"},
       {[](json& j) { j["version"] = 99; }, "version"},
       {[](json& j) { j["extra"] = "x"; }, "'extra'"},

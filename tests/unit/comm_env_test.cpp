@@ -40,8 +40,7 @@ TEST(LaunchEnv, EachLauncher) {
   EXPECT_EQ(env.source, "pmi");
   EXPECT_EQ(env.rank, 2);
   EXPECT_EQ(env.local_rank, 0);
-  env = read_launch_env(
-      env_of({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "1"}}));
+  env = read_launch_env(env_of({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "1"}}));
   EXPECT_EQ(env.source, "slurm");
   EXPECT_EQ(env.rank, 3);
   EXPECT_EQ(env.local_rank, 1);
@@ -50,10 +49,8 @@ TEST(LaunchEnv, EachLauncher) {
 
 TEST(LaunchEnv, TorchrunThenMpiThenSlurm) {
   // mpirun inside a SLURM allocation: OpenMPI's variables are the ones that are right.
-  auto env = read_launch_env(env_of({{"OMPI_COMM_WORLD_RANK", "1"},
-                                     {"OMPI_COMM_WORLD_SIZE", "2"},
-                                     {"SLURM_PROCID", "0"},
-                                     {"SLURM_NTASKS", "1"}}));
+  auto env = read_launch_env(env_of(
+      {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}));
   EXPECT_EQ(env.source, "openmpi");
   EXPECT_EQ(env.rank, 1);
   env = read_launch_env(env_of({{"RANK", "3"},
@@ -67,11 +64,11 @@ TEST(LaunchEnv, TorchrunThenMpiThenSlurm) {
 }
 
 TEST(LaunchEnv, BadValuesNameTheVariable) {
-  for (const auto& vars : std::vector<std::map<std::string, std::string>>{
-           {{"RANK", "x"}, {"WORLD_SIZE", "2"}},
-           {{"RANK", "2"}, {"WORLD_SIZE", "2"}},
-           {{"RANK", "0"}},
-           {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "-1"}}}) {
+  for (const auto& vars :
+       std::vector<std::map<std::string, std::string>>{{{"RANK", "x"}, {"WORLD_SIZE", "2"}},
+                                                       {{"RANK", "2"}, {"WORLD_SIZE", "2"}},
+                                                       {{"RANK", "0"}},
+                                                       {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "-1"}}}) {
     try {
       read_launch_env(env_of(vars));
       FAIL() << "accepted " << vars.begin()->first;
@@ -84,12 +81,9 @@ TEST(LaunchEnv, BadValuesNameTheVariable) {
 
 TEST(CollectiveTimeout, DefaultAndOverride) {
   EXPECT_EQ(collective_timeout_from_env(env_of({})).count(), 300.0);
-  EXPECT_EQ(collective_timeout_from_env(env_of({{"ZT_COLLECTIVE_TIMEOUT_S", "1.5"}})).count(),
-            1.5);
+  EXPECT_EQ(collective_timeout_from_env(env_of({{"ZT_COLLECTIVE_TIMEOUT_S", "1.5"}})).count(), 1.5);
   for (const char* bad : {"0", "-3", "abc", "5s", "inf"}) {
-    EXPECT_THROW(collective_timeout_from_env(env_of({{"ZT_COLLECTIVE_TIMEOUT_S", bad}})),
-                 zt::Error)
-        << bad;
+    EXPECT_THROW(collective_timeout_from_env(env_of({{"ZT_COLLECTIVE_TIMEOUT_S", bad}})), zt::Error) << bad;
   }
 }
 

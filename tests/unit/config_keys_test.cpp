@@ -94,7 +94,9 @@ TEST(ConfigKeys, AioTableDefaultsAreTheStructDefaultsAndItsChecksHold) {
   const DsConfig ds = parse_ds_config(json{{"aio", {{"thread_count", 3}, {"block_size", 4096}}}}, "ds.json");
   EXPECT_EQ(ds.aio.intra_op_parallelism, 3);
   EXPECT_EQ(ds.aio.block_size, 4096);
-  EXPECT_HAS(input_error_of([] { parse_ds_config(json{{"aio", {{"queue_depth", 0}}}}, "ds.json"); }),
+  EXPECT_HAS(input_error_of([] {
+               parse_ds_config(json{{"aio", {{"queue_depth", 0}}}}, "ds.json");
+             }),
              "ds.json: aio.queue_depth: must be positive");
   try {
     parse_ds_config(json{{"aio", {{"use_gds", true}}}}, "ds.json");
@@ -105,9 +107,9 @@ TEST(ConfigKeys, AioTableDefaultsAreTheStructDefaultsAndItsChecksHold) {
 }
 
 TEST(ConfigKeys, ZeroValuesReachTheEngineOptionsWithoutACopy) {
-  const TrainConfig c = load_train_config({"--zero_optimization.stage", "3", "--zero_optimization.prefetch_bucket_size",
-                                           "123", "--zero_optimization.stage3_max_live_parameters", "456",
-                                           "--communication_data_type", "bf16"});
+  const TrainConfig c =
+      load_train_config({"--zero_optimization.stage", "3", "--zero_optimization.prefetch_bucket_size", "123",
+                         "--zero_optimization.stage3_max_live_parameters", "456", "--communication_data_type", "bf16"});
   const zero::ZeroOptions& o = c.zero;  // what training_run hands the engine
   EXPECT_EQ(o.stage, 3);
   EXPECT_EQ(o.stage3_prefetch_bucket_size, 123);
@@ -157,8 +159,9 @@ TEST(ConfigKeys, RunTableSpellingsAreAccepted) {
 TEST(ConfigCheckOrigins, KeysWrittenInTheRunConfigNameIt) {
   TempDir dir;
   dir.write("tok512.json", "{}");
-  const std::string run = dir.write("run.yaml", "model:\n  preset: tiny-gpt2\n  tokenizer: tok512.json\n"
-                                                "eval_steps: 5\nsave_strategy: \"no\"\nwarmup_steps: 3\n");
+  const std::string run = dir.write("run.yaml",
+                                    "model:\n  preset: tiny-gpt2\n  tokenizer: tok512.json\n"
+                                    "eval_steps: 5\nsave_strategy: \"no\"\nwarmup_steps: 3\n");
   const TrainConfig c = load_train_config({run});
   EXPECT_EQ(c.origin.at("model.tokenizer"), run);
   EXPECT_EQ(c.origin.at("model"), run);
@@ -202,10 +205,15 @@ TEST(ConfigCheckPaths, AMissingModelDirectoryIsNamed) {
 TEST(ConfigCheckPaths, MissingDataAndTokenizerAreNamed) {
   TempDir dir;
   const std::string run = dir.write("run.yaml", "model:\n  preset: tiny-gpt2\n  tokenizer: missing_tok.json\n");
-  EXPECT_HAS(input_error_of([&] { check_named_paths(load_train_config({run})); }), "model.tokenizer: 'missing_tok.json'");
-  EXPECT_HAS(input_error_of([&] { check_named_paths(load_train_config({"--data.train", "/nope"})); }),
+  EXPECT_HAS(input_error_of([&] { check_named_paths(load_train_config({run})); }),
+             "model.tokenizer: 'missing_tok.json'");
+  EXPECT_HAS(input_error_of([&] {
+               check_named_paths(load_train_config({"--data.train", "/nope"}));
+             }),
              "data.train: '/nope' does not exist");
-  EXPECT_HAS(input_error_of([&] { check_named_paths(load_train_config({"--data.validation", "/nope_val"})); }),
+  EXPECT_HAS(input_error_of([&] {
+               check_named_paths(load_train_config({"--data.validation", "/nope_val"}));
+             }),
              "data.validation: '/nope_val'");
 }
 

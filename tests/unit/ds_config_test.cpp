@@ -63,7 +63,7 @@ TEST(DsConfig, SeedLargeBatchDerivesMicroFromWorld) {
   const TrainConfig c = load_train_config({"--deepspeed", f}, eight);
   EXPECT_EQ(c.train_batch_size, 4096);
   EXPECT_EQ(c.grad_accum_steps, 8);
-  EXPECT_EQ(c.micro_batch_per_gpu, 64);  // 4096 / (8 * 8)
+  EXPECT_EQ(c.micro_batch_per_gpu, 64);                // 4096 / (8 * 8)
   EXPECT_EQ(c.zero.allgather_bucket_size, 500000000);  // written 5e8
   EXPECT_EQ(c.zero.overlap_comm, zero::OverlapComm::On);
   EXPECT_TRUE(c.zero.offload_pin_memory);
@@ -199,7 +199,9 @@ TEST(DsConfig, ExplicitValuesMustMatchTheRun) {
   run = RunContext{};
   run.lr = Setting<double>(Given::Set, 1e-4);
   EXPECT_HAS(error_of(json::parse(R"({"train_micro_batch_size_per_gpu": 1,
-      "optimizer": {"type": "adam", "params": {"lr": 3e-4}}})"), run), "optimizer.params.lr");
+      "optimizer": {"type": "adam", "params": {"lr": 3e-4}}})"),
+                      run),
+             "optimizer.params.lr");
   run = RunContext{};
   run.precision = Setting<Precision>(Given::Set, Precision::BF16);
   EXPECT_HAS(error_of(json::parse(R"({"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": true}})"), run),
@@ -207,9 +209,11 @@ TEST(DsConfig, ExplicitValuesMustMatchTheRun) {
 }
 
 TEST(DsConfig, PrecisionBlocks) {
-  const json both = json::parse(R"({"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": true}, "bf16": {"enabled": true}})");
+  const json both =
+      json::parse(R"({"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": true}, "bf16": {"enabled": true}})");
   EXPECT_HAS(error_of(both), "both true");
-  const TrainConfig alias = resolve(json::parse(R"({"train_micro_batch_size_per_gpu": 1, "bfloat16": {"enabled": true}})"));
+  const TrainConfig alias =
+      resolve(json::parse(R"({"train_micro_batch_size_per_gpu": 1, "bfloat16": {"enabled": true}})"));
   EXPECT_EQ(alias.precision, Precision::BF16);
   EXPECT_HAS(error_of(json::parse(R"({"bf16": {"enabled": true}, "bfloat16": {"enabled": true}})")), "alias");
   EXPECT_HAS(error_of(json::parse(R"({"fp16": {"enabled": true, "loss_scale_windw": 10}})")),
@@ -265,14 +269,17 @@ TEST(DsConfig, Schedulers) {
   const std::pair<const char*, const char*> each[] = {
       {"WarmupDecayLR", R"({"warmup_min_lr": 0, "warmup_max_lr": 1e-3, "total_num_steps": 100})"},
       {"WarmupCosineLR", R"({"total_num_steps": 100, "warmup_min_ratio": 0.1, "cos_min_ratio": 0.01})"},
-      {"OneCycle", R"({"cycle_min_lr": 1e-4, "cycle_max_lr": 1e-3, "cycle_first_step_size": 10, "cycle_momentum": false})"},
-      {"LRRangeTest", R"({"lr_range_test_min_lr": 1e-5, "lr_range_test_step_rate": 1.0, "lr_range_test_staircase": "yes"})"}};
+      {"OneCycle",
+       R"({"cycle_min_lr": 1e-4, "cycle_max_lr": 1e-3, "cycle_first_step_size": 10, "cycle_momentum": false})"},
+      {"LRRangeTest",
+       R"({"lr_range_test_min_lr": 1e-5, "lr_range_test_step_rate": 1.0, "lr_range_test_staircase": "yes"})"}};
   for (const auto& [type, params] : each) {
     const json s = sched(std::string(R"({"type": ")") + type + R"(", "params": )" + params + "}");
     EXPECT_EQ(s["type"], type);
   }
   // A rate stays a float; a YAML-style boolean string becomes a boolean.
-  const json r = sched(R"({"type": "LRRangeTest", "params": {"lr_range_test_step_rate": 1.0, "lr_range_test_staircase": "yes"}})");
+  const json r =
+      sched(R"({"type": "LRRangeTest", "params": {"lr_range_test_step_rate": 1.0, "lr_range_test_staircase": "yes"}})");
   EXPECT_TRUE(r["params"]["lr_range_test_step_rate"].is_number_float());
   EXPECT_EQ(r["params"]["lr_range_test_staircase"], true);
   EXPECT_THROW(sched(R"({"type": "OneCycle", "params": {"cycle_min_lr": 1e-4}})"), Error);  // cycle_max_lr required
@@ -311,8 +318,9 @@ TEST(DsConfig, ZeroSection) {
   EXPECT_TRUE(old.zero.stage3_gather_16bit_weights_on_model_save);
   EXPECT_EQ(old.zero.stage3_prefetch_bucket_size, 1000);
   EXPECT_EQ(old.zero.stage3_max_live_parameters, 7);
-  EXPECT_HAS(error_of(json::parse(R"({"zero_optimization": {"prefetch_bucket_size": 1, "stage3_prefetch_bucket_size": 2}})")),
-             "keep 'stage3_prefetch_bucket_size'");
+  EXPECT_HAS(
+      error_of(json::parse(R"({"zero_optimization": {"prefetch_bucket_size": 1, "stage3_prefetch_bucket_size": 2}})")),
+      "keep 'stage3_prefetch_bucket_size'");
   // ZeRO++: refused when switched on, accepted at its defaults.
   for (const char* on : {R"("zero_quantized_weights": true)", R"("zero_hpz_partition_size": 8)",
                          R"("zero_quantized_gradients": true)", R"("mics_shard_size": 4)"}) {

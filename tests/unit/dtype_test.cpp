@@ -95,9 +95,13 @@ TEST(DType, F16NormalRoundingAndOverflow) {
 }
 
 TEST(DType, NaNStaysNaN) {
-  const float nans[] = {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
-                        std::numeric_limits<float>::signaling_NaN(), from_bits(0x7f800001u), from_bits(0xff800001u),
-                        from_bits(0x7fc00000u), from_bits(0x7f802000u)};
+  const float nans[] = {std::numeric_limits<float>::quiet_NaN(),
+                        -std::numeric_limits<float>::quiet_NaN(),
+                        std::numeric_limits<float>::signaling_NaN(),
+                        from_bits(0x7f800001u),
+                        from_bits(0xff800001u),
+                        from_bits(0x7fc00000u),
+                        from_bits(0x7f802000u)};
   for (float n : nans) {
     EXPECT_TRUE(std::isnan(fh(h(n)))) << std::hex << zt::f32_bits(n);
     EXPECT_TRUE(std::isnan(fb(b(n)))) << std::hex << zt::f32_bits(n);

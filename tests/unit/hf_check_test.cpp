@@ -71,8 +71,7 @@ TEST(HfCheck, AHugeLayerCountIsRefusedBeforeAllocating) {
   TempDir tmp;
   const std::string dir = model_with(tmp, "n_layer", 1000000000);
   const std::string e = input_error_of([&] { load_pretrained(dir); });
-  EXPECT_HAS(e, dir + "/config.json: the config has 1000000000 layers (n_layer) but the weights in " + dir +
-                    " hold 4");
+  EXPECT_HAS(e, dir + "/config.json: the config has 1000000000 layers (n_layer) but the weights in " + dir + " hold 4");
   EXPECT_HAS(input_error_of([&] { load_for_inference(dir, DType::F32); }), "1000000000 layers");
   EXPECT_HAS(input_error_of([&] { check_hf_config_against_weights(load_hf_config(dir), "c.json", dir); }),
              "c.json: the config has 1000000000 layers");

@@ -261,10 +261,9 @@ TEST(HfConfig, WrittenConfigsReadBack) {
     EXPECT_EQ(b.bos_token_id, a.bos_token_id);
     EXPECT_EQ(b.eos_token_id, a.eos_token_id);
     EXPECT_EQ(b.num_parameters(), a.num_parameters());
-    EXPECT_EQ(written["architectures"][0].get<std::string>(),
-              a.model_type == "gpt2"      ? "GPT2LMHeadModel"
-              : a.model_type == "mistral" ? "MistralForCausalLM"
-              : a.model_type == "qwen2"   ? "Qwen2ForCausalLM"
-                                          : "LlamaForCausalLM");
+    EXPECT_EQ(written["architectures"][0].get<std::string>(), a.model_type == "gpt2"      ? "GPT2LMHeadModel"
+                                                              : a.model_type == "mistral" ? "MistralForCausalLM"
+                                                              : a.model_type == "qwen2"   ? "Qwen2ForCausalLM"
+                                                                                          : "LlamaForCausalLM");
   }
 }

@@ -278,7 +278,7 @@ TEST(HfDir, ReplacesOldDirectoryKeepingOtherFilesAndCopiesTokenizer) {
   save_pretrained(*model, dir, o);  // now one file: the old shards and index must go
   std::set<std::string> names;
   for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
-  const std::set<std::string> expected = {"README.md",   "config.json",    "generation_config.json",
+  const std::set<std::string> expected = {"README.md",         "config.json",    "generation_config.json",
                                           "model.safetensors", "tokenizer.json", "tokenizer_config.json"};
   EXPECT_EQ(names, expected);
   EXPECT_EQ(read_all(dir + "/README.md"), "notes");
@@ -437,11 +437,12 @@ TEST(HfDir, HostStagingOptionsOfA16BitGpuRunLoadOnTheCpu) {
     gpu_run.param_dtype = gpu_run.grad_dtype = gpu_run.activation_dtype = d;
     gpu_run.device = Device::cuda(0);
     gpu_run.allocate_params = false;
-    EXPECT_THROW(Transformer(preset_config("tiny-gpt2"), [&] {
-                   ModelOptions o = gpu_run;
-                   o.device = Device::cpu();
-                   return o;
-                 }()),
+    EXPECT_THROW(Transformer(preset_config("tiny-gpt2"),
+                             [&] {
+                               ModelOptions o = gpu_run;
+                               o.device = Device::cpu();
+                               return o;
+                             }()),
                  Error);
     const ModelOptions host = host_staging_options(gpu_run);
     EXPECT_TRUE(host.device.is_cpu());

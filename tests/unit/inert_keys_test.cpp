@@ -27,8 +27,8 @@ std::vector<std::string> warnings_of(const std::vector<std::string>& args, int w
 // How many warnings name `key` (as "key: ..." or "key <value>: ...").
 int naming(const std::vector<std::string>& w, const std::string& key) {
   int n = 0;
-  for (const std::string& s : w) n += s.rfind(key + ":", 0) == 0 || s.rfind(key + " ", 0) == 0 ||
-                                      s.rfind("!!! " + key, 0) == 0;
+  for (const std::string& s : w)
+    n += s.rfind(key + ":", 0) == 0 || s.rfind(key + " ", 0) == 0 || s.rfind("!!! " + key, 0) == 0;
   return n;
 }
 
@@ -45,9 +45,14 @@ TEST(InertKeys, DefaultsSayNothing) {
 }
 
 TEST(InertKeys, ZeroKeysOverOneProcessWarnOnceAndActOverSeveral) {
-  const std::vector<std::string> args{"--zero_optimization.stage", "2", "--zero_optimization.overlap_comm", "true",
-                                      "--zero_optimization.reduce_bucket_size", "1000",
-                                      "--communication_data_type", "bf16"};
+  const std::vector<std::string> args{"--zero_optimization.stage",
+                                      "2",
+                                      "--zero_optimization.overlap_comm",
+                                      "true",
+                                      "--zero_optimization.reduce_bucket_size",
+                                      "1000",
+                                      "--communication_data_type",
+                                      "bf16"};
   const auto one = warnings_of(args);
   EXPECT_EQ(naming(one, "zero_optimization.stage"), 1) << joined(one);
   EXPECT_EQ(naming(one, "zero_optimization.overlap_comm"), 1) << joined(one);
@@ -60,8 +65,12 @@ TEST(InertKeys, ZeroKeysOverOneProcessWarnOnceAndActOverSeveral) {
 }
 
 TEST(InertKeys, OffloadIsLoudOnTheGpuAndNamedOnTheCpu) {
-  const std::vector<std::string> args{"--zero_optimization.stage", "3", "--zero_optimization.offload_optimizer.device",
-                                      "cpu", "--zero_optimization.offload_param.device", "cpu"};
+  const std::vector<std::string> args{"--zero_optimization.stage",
+                                      "3",
+                                      "--zero_optimization.offload_optimizer.device",
+                                      "cpu",
+                                      "--zero_optimization.offload_param.device",
+                                      "cpu"};
   const auto gpu = warnings_of(args, 2, "cuda");
   ASSERT_EQ(gpu.size(), 2u) << joined(gpu);
   for (const std::string& w : gpu) {
@@ -109,18 +118,21 @@ TEST(InertKeys, SeedConfigsNameEachInertKeyOnce) {
 // each (in the config's warnings, which the run logs once); their defaults say nothing.
 TEST(InertKeys, AccelerateKeysSwitchedOnSayTheyDoNothing) {
   zt::testing::TempDir dir(zt::testing::system_temp_path("zt_inert_"));
-  const std::string on = dir.write("on.yaml", "distributed_type: MULTI_CPU\ndowncast_bf16: 'yes'\ndebug: true\n"
-                                               "enable_cpu_affinity: true\nsame_network: true\nnum_processes: 1\n");
+  const std::string on = dir.write("on.yaml",
+                                   "distributed_type: MULTI_CPU\ndowncast_bf16: 'yes'\ndebug: true\n"
+                                   "enable_cpu_affinity: true\nsame_network: true\nnum_processes: 1\n");
   const TrainConfig c = load_train_config({"--config_file", on});
   for (const char* key : {"downcast_bf16", "debug", "enable_cpu_affinity"})
     EXPECT_EQ(naming(c.warnings, on + ": " + key), 1) << key << "\n" << joined(c.warnings);
   EXPECT_EQ(c.warnings.size(), 3u) << joined(c.warnings);
-  const std::string off = dir.write("off.yaml", "distributed_type: MULTI_CPU\ndowncast_bf16: 'no'\ndebug: false\n"
-                                                 "same_network: true\nnum_processes: 1\n");
+  const std::string off = dir.write("off.yaml",
+                                    "distributed_type: MULTI_CPU\ndowncast_bf16: 'no'\ndebug: false\n"
+                                    "same_network: true\nnum_processes: 1\n");
   EXPECT_TRUE(load_train_config({"--config_file", off}).warnings.empty());
   // zero3_init_flag below stage 3.
-  const std::string z = dir.write("z.yaml", "distributed_type: DEEPSPEED\nnum_processes: 1\ndeepspeed_config:\n"
-                                             "  zero_stage: 2\n  zero3_init_flag: true\n");
+  const std::string z = dir.write("z.yaml",
+                                  "distributed_type: DEEPSPEED\nnum_processes: 1\ndeepspeed_config:\n"
+                                  "  zero_stage: 2\n  zero3_init_flag: true\n");
   const auto w = warnings_of({"--config_file", z}, 2);
   EXPECT_EQ(naming(w, "zero3_init_flag"), 1) << joined(w);
 }

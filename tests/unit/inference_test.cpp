@@ -85,15 +85,18 @@ double scaled_err(const float* a, const float* b, int64_t n) {
 
 constexpr double kLogitsTol = 1e-5;
 
-
 class DecodeParity : public ::testing::TestWithParam<int> {
  protected:
   static ModelConfig config(int i) {
     switch (i) {
-      case 0: return preset_config("tiny-gpt2");
-      case 1: return gpt2_untied();
-      case 2: return preset_config("tiny-llama");
-      default: return llama_gqa_llama3();
+      case 0:
+        return preset_config("tiny-gpt2");
+      case 1:
+        return gpt2_untied();
+      case 2:
+        return preset_config("tiny-llama");
+      default:
+        return llama_gqa_llama3();
     }
   }
 };
@@ -137,12 +140,12 @@ TEST_P(DecodeParity, ChunkedBatchedPrefillEqualsFullForward) {
   for (int64_t start = 0, chunk = 1; start < T; start += chunk, chunk = chunk % 5 + 2) {
     const int64_t n = std::min(chunk, T - start);
     std::vector<int32_t> part(static_cast<size_t>(B * n));
-    for (int64_t b = 0; b < B; ++b)
-      std::copy_n(ids.begin() + b * T + start, n, part.begin() + b * n);
+    for (int64_t b = 0; b < B; ++b) std::copy_n(ids.begin() + b * T + start, n, part.begin() + b * n);
     OwnedTensor last({B, V}, DType::F32);
     engine.forward(Tensor(part.data(), {B, n}, DType::I32), last, LogitsFor::LastToken);
     for (int64_t b = 0; b < B; ++b)
-      worst = std::max(worst, scaled_err(last.data<float>() + b * V, full.data<float>() + (b * T + start + n - 1) * V, V));
+      worst =
+          std::max(worst, scaled_err(last.data<float>() + b * V, full.data<float>() + (b * T + start + n - 1) * V, V));
   }
   EXPECT_EQ(engine.position(), T);
   EXPECT_LT(worst, kLogitsTol);
@@ -212,7 +215,8 @@ std::vector<double> frequencies(const train::SamplingOptions& o, int draws) {
   const Philox rng(42, 7);
   std::vector<double> f(kLogits.size(), 0.0);
   for (int i = 0; i < draws; ++i)
-    f[static_cast<size_t>(train::pick_token(kLogits.data(), 6, o, rng.uniform(static_cast<uint64_t>(i)), s))] += 1.0 / draws;
+    f[static_cast<size_t>(train::pick_token(kLogits.data(), 6, o, rng.uniform(static_cast<uint64_t>(i)), s))] +=
+        1.0 / draws;
   return f;
 }
 
@@ -440,8 +444,8 @@ TEST(Generate, SlidesTheWindowWhenTheCacheIsFull) {
 TEST(Evaluate, WindowsCoverEveryTokenButTheFirstOnce) {
   auto m = make_model(preset_config("tiny-gpt2"), 21);
   const int64_t V = m->config().vocab_size, T = 16;
-  const std::vector<std::vector<int32_t>> docs = {random_tokens(2 * T + 5, V, 1), random_tokens(7, V, 2), {5},
-                                                  random_tokens(T + 1, V, 3)};
+  const std::vector<std::vector<int32_t>> docs = {
+      random_tokens(2 * T + 5, V, 1), random_tokens(7, V, 2), {5}, random_tokens(T + 1, V, 3)};
   train::EvalOptions o;
   o.seq_len = T;
   o.batch_size = 3;

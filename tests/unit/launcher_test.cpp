@@ -87,8 +87,8 @@ std::string hostfile_error(const std::string& text) {
 }
 
 TEST(Hostfile, ReadsDeepSpeedFormatWithCommentsAndBlankLines) {
-  const auto hosts = parse_hostfile_text("# the cluster\n\nworker-1 slots=4\r\n  worker-2   slots=2  # half a node\n",
-                                         "hosts.txt");
+  const auto hosts =
+      parse_hostfile_text("# the cluster\n\nworker-1 slots=4\r\n  worker-2   slots=2  # half a node\n", "hosts.txt");
   ASSERT_EQ(hosts.size(), 2u);
   EXPECT_EQ(hosts[0].host, "worker-1");
   EXPECT_EQ(hosts[0].slots, 4);
@@ -294,9 +294,7 @@ TEST_F(LaunchPlanTest, InconsistentCountsWithoutHostfileAreBadInput) {
   EXPECT_HAS(plan_error(o), "run it once, on the first node");
 }
 
-TEST_F(LaunchPlanTest, NoCommandIsBadInput) {
-  EXPECT_HAS(plan_error(options({})), "no command to run");
-}
+TEST_F(LaunchPlanTest, NoCommandIsBadInput) { EXPECT_HAS(plan_error(options({})), "no command to run"); }
 
 TEST_F(LaunchPlanTest, MissingMpirunSaysWhatToInstall) {
   context_.env = {{"PATH", (dir_.path() / "empty").string()}};
@@ -317,9 +315,9 @@ TEST_F(LaunchPlanTest, InsideSlurmUsesSrunAndTheAllocation) {
   const Words argv = p.argv();
   EXPECT_EQ(slice(argv, bin() + "/srun", 7),
             (Words{bin() + "/srun", "--ntasks", "8", "--nodes", "2", "--ntasks-per-node", "4"}));
-  EXPECT_EQ(slice(argv, "--export=ALL,MASTER_ADDR=gpu03,MASTER_PORT=29500,ZT_NUM_THREADS=2,ZT_RESTART_COUNT=0", 1)
-                .size(),
-            1u);
+  EXPECT_EQ(
+      slice(argv, "--export=ALL,MASTER_ADDR=gpu03,MASTER_PORT=29500,ZT_NUM_THREADS=2,ZT_RESTART_COUNT=0", 1).size(),
+      1u);
   EXPECT_EQ(tail(argv, 7),
             (Words{"/opt/zt/zerotrain", "launch", "--rank-env", "--", "zerotrain", "train", "run.yaml"}));
 

@@ -59,8 +59,7 @@ TEST(LossScaler, HysteresisDelaysTheDecreaseAndRefillsOnlyAtTheWindow) {
   // o: hysteresis used up, 32 -> 16. c c c: doubled at the third clean step since the
   // overflow, hysteresis refilled to 2. o: 2 -> 1. c: hysteresis stays 1 (not
   // consecutive). o: halves to 16. c. o: halves to 8.
-  EXPECT_EQ(run(s, "cccoocccococo"),
-            (std::vector<float>{16, 16, 32, 32, 16, 16, 16, 32, 32, 32, 16, 16, 8}));
+  EXPECT_EQ(run(s, "cccoocccococo"), (std::vector<float>{16, 16, 32, 32, 16, 16, 16, 32, 32, 32, 16, 16, 8}));
   EXPECT_EQ(s.skipped_steps(), 5);
 }
 
@@ -68,8 +67,7 @@ TEST(LossScaler, ConsecutiveHysteresisRefillsAfterEveryCleanStep) {
   LossScaler s(dynamic_config(4, 3, 2, true, 1.0f));
   // Same script; from step 11 on, each overflow follows a clean step that refilled the
   // hysteresis, so it only uses it up and the scale stays 32.
-  EXPECT_EQ(run(s, "cccoocccococo"),
-            (std::vector<float>{16, 16, 32, 32, 16, 16, 16, 32, 32, 32, 32, 32, 32}));
+  EXPECT_EQ(run(s, "cccoocccococo"), (std::vector<float>{16, 16, 32, 32, 16, 16, 16, 32, 32, 32, 32, 32, 32}));
 }
 
 TEST(LossScaler, HysteresisOneHalvesAtEveryOverflowAndWindowCountsFromTheOverflow) {

@@ -41,11 +41,11 @@ void expect_error(const std::string& text, const std::string& needle, ScheduleRu
 TEST(DeepSpeedSchedule, WarmupLrLog) {
   auto s = ds(R"({"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 0.01,
                  "warmup_num_steps": 10}})");
-  expect_lr(*s, 0, 0.0);                                  // constructor: min
-  expect_lr(*s, 1, 0.0);                                  // it 0: log(1) = 0
+  expect_lr(*s, 0, 0.0);                                    // constructor: min
+  expect_lr(*s, 1, 0.0);                                    // it 0: log(1) = 0
   expect_lr(*s, 2, 0.01 * std::log(2.0) / std::log(10.0));  // it 1: 0.0030103
-  expect_lr(*s, 5, 0.0069897000433601885);                // log(5)/log(10)
-  expect_lr(*s, 10, 0.01);                                // it 9: log(10)/log(10)
+  expect_lr(*s, 5, 0.0069897000433601885);                  // log(5)/log(10)
+  expect_lr(*s, 10, 0.01);                                  // it 9: log(10)/log(10)
   expect_lr(*s, 11, 0.01);
   expect_lr(*s, 100000, 0.01);
 }
@@ -55,10 +55,10 @@ TEST(DeepSpeedSchedule, WarmupLrLinearAndMaxDefaultsToOptimizerLr) {
                  "warmup_type": "linear"}})",
               0.011f);
   expect_lr(*s, 0, 0.001);
-  expect_lr(*s, 1, 0.001);    // it 0: 0/10
-  expect_lr(*s, 6, 0.006);    // it 5: 0.001 + 0.010 * 0.5
-  expect_lr(*s, 10, 0.01);    // it 9
-  expect_lr(*s, 11, 0.011);   // it 10: warmup over
+  expect_lr(*s, 1, 0.001);   // it 0: 0/10
+  expect_lr(*s, 6, 0.006);   // it 5: 0.001 + 0.010 * 0.5
+  expect_lr(*s, 10, 0.01);   // it 9
+  expect_lr(*s, 11, 0.011);  // it 10: warmup over
   // warmup_num_steps 1 is raised to 2 as DeepSpeed does: it 1 = log(2)/log(2) = 1.
   auto one = ds(R"({"type": "WarmupLR", "params": {"warmup_num_steps": 1}})", 0.5f);
   expect_lr(*one, 1, 0.0);
@@ -86,9 +86,9 @@ TEST(DeepSpeedSchedule, WarmupCosineLr) {
   auto s = ds(R"({"type": "WarmupCosineLR", "params": {"total_num_steps": 20, "warmup_num_steps": 10,
                  "warmup_min_ratio": 0.1, "cos_min_ratio": 0.01, "warmup_type": "linear"}})",
               0.1f);
-  expect_lr(*s, 0, 0.0);      // constructor: ratio 0
-  expect_lr(*s, 1, 0.01);     // it 0: ratio 0.1
-  expect_lr(*s, 6, 0.055);    // it 5: 0.1 + 0.5 * 0.9
+  expect_lr(*s, 0, 0.0);    // constructor: ratio 0
+  expect_lr(*s, 1, 0.01);   // it 0: ratio 0.1
+  expect_lr(*s, 6, 0.055);  // it 5: 0.1 + 0.5 * 0.9
   // it 10: progress 1/10; (1 + cos(0.1 pi)) / 2 = 0.9755283; 0.01 + 0.99 * that = 0.9757730
   expect_lr(*s, 11, 0.1 * (0.01 + 0.99 * (1 + std::cos(M_PI * 0.1)) / 2));
   expect_lr(*s, 15, 0.0505);  // it 14: progress 0.5 -> 0.01 + 0.99 * 0.5
@@ -106,11 +106,11 @@ TEST(DeepSpeedSchedule, OneCycleLrAndMomentum) {
   expect_lr(*s, 8, 0.01);    // b 8: next cycle, x 0
   expect_lr(*s, 9, 0.01);    // after the cycle, no decay configured
   ASSERT_TRUE(s->betas(0).has_value());
-  EXPECT_FLOAT_EQ(s->betas(0)->first, 0.8f);   // constructor: cycle_min_mom
+  EXPECT_FLOAT_EQ(s->betas(0)->first, 0.8f);  // constructor: cycle_min_mom
   EXPECT_FLOAT_EQ(s->betas(0)->second, 0.99f);
   EXPECT_FLOAT_EQ(s->betas(1)->first, 0.875f);  // 0.9 - 0.1 * 0.25
   EXPECT_FLOAT_EQ(s->betas(4)->first, 0.8f);
-  EXPECT_FLOAT_EQ(s->betas(20)->first, 0.9f);   // after the cycle: cycle_max_mom
+  EXPECT_FLOAT_EQ(s->betas(20)->first, 0.9f);  // after the cycle: cycle_max_mom
 
   auto decay = ds(R"({"type": "OneCycle", "params": {"cycle_min_lr": 0.01, "cycle_max_lr": 0.1,
                      "cycle_first_step_size": 4, "decay_lr_rate": 0.5, "decay_step_size": 2,

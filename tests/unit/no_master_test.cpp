@@ -143,7 +143,8 @@ TEST(NoMasterKernel, AdamWMatchesDoubleOpmathReferenceWithinOneUlp) {
                 << "p[" << i << "] step " << step << ": " << to_f32(p1[k]) << " vs " << pi;
             ASSERT_TRUE(ok(m1[k], mi, m_terms, dm))
                 << "m[" << i << "] step " << step << ": " << to_f32(m1[k]) << " vs " << mi;
-            ASSERT_TRUE(ok(v1[k], vi, vi, dv)) << "v[" << i << "] step " << step << ": " << to_f32(v1[k]) << " vs " << vi;
+            ASSERT_TRUE(ok(v1[k], vi, vi, dv))
+                << "v[" << i << "] step " << step << ": " << to_f32(v1[k]) << " vs " << vi;
             ASSERT_LE(dv, 1) << "v[" << i << "] step " << step;
             off_by_one += (dp + dm + dv) != 0;
             cancelled += dp > 1 || dm > 1;
@@ -172,7 +173,7 @@ TEST(NoMasterKernel, AdamWChangesTheWeightsAsTheF32PathDoesOverSteps) {
   // small updates below it are lost, as in PyTorch's pure-bf16 training.
   const int64_t n = 64;
   OwnedTensor p({n}, DType::BF16), g({n}, DType::BF16), m = OwnedTensor::zeros({n}, DType::BF16),
-      v = OwnedTensor::zeros({n}, DType::BF16);
+                                                        v = OwnedTensor::zeros({n}, DType::BF16);
   p->fill_f32(1.0f);
   g->fill_f32(1.0f);
   ops::AdamWHyper h;
@@ -329,8 +330,8 @@ TEST(NoMasterOptimizer, StateIsBf16WithoutMasterAndHalvesModelState) {
     EXPECT_EQ(t.dtype(), DType::BF16) << name;
     bytes += t.nbytes();
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"embed.exp_avg", "embed.exp_avg_sq", "block.0.exp_avg",
-                                             "block.0.exp_avg_sq"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"embed.exp_avg", "embed.exp_avg_sq", "block.0.exp_avg", "block.0.exp_avg_sq"}));
   EXPECT_EQ(bytes, without->state_bytes());
   // Adam: master + m + v = 12 bytes per element with the master, m + v = 4 without; with
   // the bf16 parameters and gradients (4 bytes), 16 -> 8 bytes of model state.

@@ -115,11 +115,16 @@ TEST(LionKernel, ZeroDirectionLeavesOnlyTheDecay) {
 enum class SegKind { AdamW, AdamL2, Sgd, SgdMomentum, Lion };
 const char* seg_kind_name(SegKind k) {
   switch (k) {
-    case SegKind::AdamW: return "AdamW";
-    case SegKind::AdamL2: return "Adam L2";
-    case SegKind::Sgd: return "SGD";
-    case SegKind::SgdMomentum: return "SGD Nesterov momentum";
-    case SegKind::Lion: return "Lion";
+    case SegKind::AdamW:
+      return "AdamW";
+    case SegKind::AdamL2:
+      return "Adam L2";
+    case SegKind::Sgd:
+      return "SGD";
+    case SegKind::SgdMomentum:
+      return "SGD Nesterov momentum";
+    case SegKind::Lion:
+      return "Lion";
   }
   return "?";
 }
@@ -168,12 +173,16 @@ void seg_step(SegKind kind, int64_t step, const SegBuffers& b, const OptimizerSe
   if (!per_segment) {
     switch (kind) {
       case SegKind::AdamW:
-      case SegKind::AdamL2: ops::adamw_step_segments(b.param, b.m(), b.grad, b.s1, b.s2, ah, segs); return;
+      case SegKind::AdamL2:
+        ops::adamw_step_segments(b.param, b.m(), b.grad, b.s1, b.s2, ah, segs);
+        return;
       case SegKind::Sgd:
       case SegKind::SgdMomentum:
         ops::sgd_step_segments(b.param, b.m(), b.grad, momentum ? b.s1.view() : Tensor(), sh, segs);
         return;
-      case SegKind::Lion: ops::lion_step_segments(b.param, b.m(), b.grad, b.s1, lh, segs); return;
+      case SegKind::Lion:
+        ops::lion_step_segments(b.param, b.m(), b.grad, b.s1, lh, segs);
+        return;
     }
   }
   for (const OptimizerSegment& sg : segs) {
@@ -183,10 +192,16 @@ void seg_step(SegKind kind, int64_t step, const SegBuffers& b, const OptimizerSe
     ah.weight_decay = sh.weight_decay = lh.weight_decay = sg.weight_decay;
     switch (kind) {
       case SegKind::AdamW:
-      case SegKind::AdamL2: ops::adamw_step(p, ms, g, s1, s2, ah); break;
+      case SegKind::AdamL2:
+        ops::adamw_step(p, ms, g, s1, s2, ah);
+        break;
       case SegKind::Sgd:
-      case SegKind::SgdMomentum: ops::sgd_step(p, ms, g, momentum ? s1 : Tensor(), sh); break;
-      case SegKind::Lion: ops::lion_step(p, ms, g, s1, lh); break;
+      case SegKind::SgdMomentum:
+        ops::sgd_step(p, ms, g, momentum ? s1 : Tensor(), sh);
+        break;
+      case SegKind::Lion:
+        ops::lion_step(p, ms, g, s1, lh);
+        break;
     }
   }
 }
@@ -204,8 +219,8 @@ std::vector<uint32_t> bits_of(const Tensor& t) {
 TEST(SegmentedUpdate, EqualsPerSegmentCallsBitwise) {
   // Segments of odd lengths and offsets, gaps between some (left untouched), weight decays
   // that differ, and one segment above the CPU kernels' parallel threshold.
-  const OptimizerSegments segs = {{0, 5, 0.1f},      {5, 3, 0.0f},      {16, 1000, 0.2f}, {1016, 7, 0.0f},
-                                  {1030, 1, 0.05f},  {1100, 40001, 0.1f}, {41101, 9, 0.0f}, {41200, 77, 0.3f}};
+  const OptimizerSegments segs = {{0, 5, 0.1f},     {5, 3, 0.0f},        {16, 1000, 0.2f}, {1016, 7, 0.0f},
+                                  {1030, 1, 0.05f}, {1100, 40001, 0.1f}, {41101, 9, 0.0f}, {41200, 77, 0.3f}};
   const int64_t n = 41300;
   std::vector<char> in_segment(static_cast<size_t>(n), 0);
   for (const auto& sg : segs)
@@ -313,8 +328,7 @@ OptimizerSpec spec_of(OptimizerType type) {
   return s;
 }
 
-const OptimizerType kAllTypes[] = {OptimizerType::AdamW, OptimizerType::Adam, OptimizerType::SGD,
-                                   OptimizerType::Lion};
+const OptimizerType kAllTypes[] = {OptimizerType::AdamW, OptimizerType::Adam, OptimizerType::SGD, OptimizerType::Lion};
 
 TEST(Optimizer, WeightDecaySkipsNoDecayParameters) {
   // Zero gradients: AdamW and Lion then only apply their decoupled decay, p *= 1 - lr*wd
@@ -384,8 +398,8 @@ TEST(Optimizer, StateTensorsAreNamedPerUnit) {
   };
   Model f32(DType::F32), bf16(DType::BF16);
   auto adam = make_optimizer(f32.reg, spec_of(OptimizerType::AdamW));
-  EXPECT_EQ(names(*adam), (std::vector<std::string>{"embed.exp_avg", "embed.exp_avg_sq", "block.0.exp_avg",
-                                                    "block.0.exp_avg_sq"}));
+  EXPECT_EQ(names(*adam),
+            (std::vector<std::string>{"embed.exp_avg", "embed.exp_avg_sq", "block.0.exp_avg", "block.0.exp_avg_sq"}));
   auto lion = make_optimizer(bf16.reg, spec_of(OptimizerType::Lion));
   EXPECT_EQ(names(*lion),
             (std::vector<std::string>{"embed.master", "embed.exp_avg", "block.0.master", "block.0.exp_avg"}));

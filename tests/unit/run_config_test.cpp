@@ -126,9 +126,9 @@ TEST(RunConfig, JsonRunConfigNamingDeepSpeedAndOverrides) {
   // The run config names the ds_config relative to itself.
   const std::string run = dir.write("run.json", R"({"deepspeed": "ds.json", "max_steps": 100, "warmup_steps": 10,
                                                   "per_device_train_batch_size": 2})");
-  const TrainConfig c = load_train_config({run, "--optimizer.params.lr", "3e-4", "--max_steps=20",
-                                           "--zero_optimization.stage", "3", "--gradient_accumulation_steps", "4",
-                                           "--data.seq_len", "32"});
+  const TrainConfig c =
+      load_train_config({run, "--optimizer.params.lr", "3e-4", "--max_steps=20", "--zero_optimization.stage", "3",
+                         "--gradient_accumulation_steps", "4", "--data.seq_len", "32"});
   EXPECT_FLOAT_EQ(c.optimizer.lr, 3e-4f);
   EXPECT_EQ(c.max_steps, 20);
   EXPECT_EQ(c.zero.stage, 3);

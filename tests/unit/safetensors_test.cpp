@@ -75,8 +75,7 @@ TEST(Safetensors, RoundTripAllDtypesAndLayout) {
   for (int i = 0; i < 5; ++i) i64.data<int64_t>()[i] = (int64_t{1} << 40) + i;
   scalar->set_f32(0, 3.0f);
   const std::string path = dir.file("x.safetensors");
-  io::save_safetensors(path,
-                       {{"b.w", f32}, {"a", bf}, {"z", i64}, {"h", h}, {"i", i32}, {"s", scalar}, {"e", empty}},
+  io::save_safetensors(path, {{"b.w", f32}, {"a", bf}, {"z", i64}, {"h", h}, {"i", i32}, {"s", scalar}, {"e", empty}},
                        {{"format", "pt"}});
   // No temporary file is left behind.
   int files = 0;
@@ -200,8 +199,7 @@ TEST(Safetensors, MalformedHeadersAreBadInput) {
       {raw_file(R"({"t":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8), "non-negative"},
       {raw_file(R"({"t":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}})", 8), "non-negative"},
       {raw_file(R"({"t":{"dtype":"F32","shape":["2"],"data_offsets":[0,8]}})", 8), "non-negative"},
-      {raw_file(R"({"t":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,8]}})", 8),
-       "too large"},
+      {raw_file(R"({"t":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,8]}})", 8), "too large"},
       {raw_file(R"({"t":{"dtype":"F32","shape":[2]}})", 8), "data_offsets"},
       {raw_file(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", 8), "data_offsets"},
       {raw_file(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8,9]}})", 8), "data_offsets"},
@@ -209,8 +207,7 @@ TEST(Safetensors, MalformedHeadersAreBadInput) {
       {raw_file(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", 8), "end before begin"},
       {raw_file(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,12]}})", 12), "needs 8"},
       {raw_file(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,12]}})", 8), "run past the data region"},
-      {raw_file(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[18446744073709551608,0]}})", 8),
-       "end before begin"},
+      {raw_file(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[18446744073709551608,0]}})", 8), "end before begin"},
       {raw_file("{" + t + R"(,"u":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12), "overlap"},
       {raw_file("{" + t + R"(,"u":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", 8), "overlap"},
       {raw_file("{" + t + "," + t + "}", 8), "duplicate key 't'"},
@@ -221,8 +218,8 @@ TEST(Safetensors, MalformedHeadersAreBadInput) {
       {raw_file(R"({"t":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})", 2), "whole bytes"},
   };
   // A very deep nesting must not overflow the stack.
-  cases.push_back({raw_file("{\"t\":" + std::string(100000, '[') + std::string(100000, ']') + "}", 0),
-                   "nested too deeply"});
+  cases.push_back(
+      {raw_file("{\"t\":" + std::string(100000, '[') + std::string(100000, ']') + "}", 0), "nested too deeply"});
   int k = 0;
   for (const auto& c : cases) {
     const std::string path = dir.file("bad" + std::to_string(k++) + ".safetensors");
@@ -385,13 +382,14 @@ struct TinyGpt2 {
     reg.add_unit("embed", {spec("transformer.wte.weight", {128, C}, {10, C}), spec("transformer.wpe.weight", {6, C})},
                  1);
     const std::string p = "transformer.h.0.";
-    reg.add_unit("block.0",
-                 {spec(p + "ln_1.weight", {C}), spec(p + "ln_1.bias", {C}), conv1d(p + "attn.c_attn.weight", {3 * C, C}),
-                  spec(p + "attn.c_attn.bias", {3 * C}), conv1d(p + "attn.c_proj.weight", {C, C}),
-                  spec(p + "attn.c_proj.bias", {C}), spec(p + "ln_2.weight", {C}), spec(p + "ln_2.bias", {C}),
-                  conv1d(p + "mlp.c_fc.weight", {4 * C, C}), spec(p + "mlp.c_fc.bias", {4 * C}),
-                  conv1d(p + "mlp.c_proj.weight", {C, 4 * C}), spec(p + "mlp.c_proj.bias", {C})},
-                 2);
+    reg.add_unit(
+        "block.0",
+        {spec(p + "ln_1.weight", {C}), spec(p + "ln_1.bias", {C}), conv1d(p + "attn.c_attn.weight", {3 * C, C}),
+         spec(p + "attn.c_attn.bias", {3 * C}), conv1d(p + "attn.c_proj.weight", {C, C}),
+         spec(p + "attn.c_proj.bias", {C}), spec(p + "ln_2.weight", {C}), spec(p + "ln_2.bias", {C}),
+         conv1d(p + "mlp.c_fc.weight", {4 * C, C}), spec(p + "mlp.c_fc.bias", {4 * C}),
+         conv1d(p + "mlp.c_proj.weight", {C, 4 * C}), spec(p + "mlp.c_proj.bias", {C})},
+        2);
     reg.add_unit("head", {spec("transformer.ln_f.weight", {C}), spec("transformer.ln_f.bias", {C})}, 1);
     for (auto& u : reg.units()) u->allocate_params(DType::F32, Device::cpu());
     int v = 1;
@@ -428,7 +426,7 @@ TEST(HfWeights, Gpt2SaveLayoutAndRoundTrip) {
   EXPECT_EQ(r.info("transformer.h.0.mlp.c_proj.weight").shape, (Shape{16, 4}));
   // Conv1D: file[i][o] == ours[o][i].
   const Tensor ours = src.reg.find("transformer.h.0.mlp.c_proj.weight")->value;  // [4, 16]
-  const Tensor file = r.tensor("transformer.h.0.mlp.c_proj.weight");          // [16, 4]
+  const Tensor file = r.tensor("transformer.h.0.mlp.c_proj.weight");             // [16, 4]
   for (int64_t o = 0; o < 4; ++o)
     for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(file.get_f32(i * 4 + o), ours.get_f32(o * 16 + i));
 
@@ -542,9 +540,9 @@ TEST(HfWeights, LlamaNamesArePassedThrough) {
   c.tie_word_embeddings = false;
   model::ParameterRegistry reg;
   reg.add_unit("embed", {spec("model.embed_tokens.weight", {128, 4}, {5, 4})}, 1);
-  reg.add_unit("block.0", {spec("model.layers.0.self_attn.q_proj.weight", {4, 4}),
-                           spec("model.layers.0.mlp.down_proj.weight", {4, 6})},
-               1);
+  reg.add_unit(
+      "block.0",
+      {spec("model.layers.0.self_attn.q_proj.weight", {4, 4}), spec("model.layers.0.mlp.down_proj.weight", {4, 6})}, 1);
   reg.add_unit("head", {spec("model.norm.weight", {4}), spec("lm_head.weight", {128, 4}, {5, 4})}, 1);
   for (auto& u : reg.units()) u->allocate_params(DType::F32, Device::cpu());
   float v = 1.0f;

@@ -42,12 +42,13 @@ class TempDir {
 // A tiny valid byte-level tokenizer.json; `model` replaces the model object when given.
 std::string tiny_json(const std::string& model = "", const std::string& extra = "") {
   const std::string m = model.empty()
-      ? R"({"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4, "abc": 5, "Ġ": 6},
+                            ? R"({"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4, "abc": 5, "Ġ": 6},
            "merges": ["b c", ["a", "b"]]})"
-      : model;
+                            : model;
   return R"({"version": "1.0", "added_tokens": [], "normalizer": null,
     "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
-    "post_processor": null, "decoder": {"type": "ByteLevel"}, )" + extra + R"("model": )" + m + "}";
+    "post_processor": null, "decoder": {"type": "ByteLevel"}, )" +
+         extra + R"("model": )" + m + "}";
 }
 
 // Loads `text` as a tokenizer.json and returns the error it raises.
@@ -86,8 +87,7 @@ TEST(Tokenizer, MalformedJsonIsBadInput) {
   expect_bad_input(tiny_json(R"({"type": "BPE", "vocab": {"a": 0}, "merges": ["a"]})"), "merges[0]");
   expect_bad_input(tiny_json(R"({"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": [["a", "x"]]})"),
                    "'x', which is not in the vocab");
-  expect_bad_input(tiny_json(R"({"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a b"]})"),
-                   "makes 'ab'");
+  expect_bad_input(tiny_json(R"({"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a b"]})"), "makes 'ab'");
   expect_bad_input(tiny_json(R"({"type": "BPE", "vocab": {"a": 0, "b": 0}, "merges": []})"), "id 0");
   expect_bad_input(tiny_json("", R"("added_tokens": [{"id": "x", "content": "<s>"}], )"), "added_tokens[0]");
   expect_bad_input(tiny_json("", R"("added_tokens": {"id": 1}, )"), "added_tokens");
@@ -134,8 +134,10 @@ TEST(Tokenizer, MergeRanksAndIgnoreMerges) {
   EXPECT_EQ(tok->encode("ab"), (std::vector<int32_t>{3}));
   EXPECT_EQ(tok->decode({0, 4, 6, 3}), "abc ab");
   // ignore_merges: a word found whole in the vocab is one token.
-  auto ignoring = load_tokenizer(dir.write("ignore.json", tiny_json(
-      R"({"type": "BPE", "ignore_merges": true, "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4, "abc": 5},
+  auto ignoring = load_tokenizer(dir.write(
+      "ignore.json",
+      tiny_json(
+          R"({"type": "BPE", "ignore_merges": true, "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4, "abc": 5},
           "merges": [["b", "c"], ["a", "b"]]})")));
   EXPECT_EQ(ignoring->encode("abc"), (std::vector<int32_t>{5}));
 }
@@ -153,7 +155,9 @@ TEST(Tokenizer, ByteTokenizer) {
 TEST(Unicode, InvalidUtf8BecomesReplacementPerMaximalSubpart) {
   const std::string r = "\xEF\xBF\xBD";
   // As Python's bytes.decode("utf-8", errors="replace").
-  EXPECT_EQ(unicode::to_valid_utf8("a\xE2\x82" "b"), "a" + r + "b");
+  EXPECT_EQ(unicode::to_valid_utf8("a\xE2\x82"
+                                   "b"),
+            "a" + r + "b");
   EXPECT_EQ(unicode::to_valid_utf8("\xC0\xAF"), r + r);
   EXPECT_EQ(unicode::to_valid_utf8("\xED\xA0\x80"), r + r + r);
   EXPECT_EQ(unicode::to_valid_utf8("\xF4\x90\x80\x80"), r + r + r + r);
@@ -165,9 +169,9 @@ TEST(Unicode, Classes) {
   using unicode::classify;
   using C = unicode::CodePointClass;
   EXPECT_EQ(classify('a'), C::Letter);
-  EXPECT_EQ(classify(0x65E5), C::Letter);   // 日
-  EXPECT_EQ(classify(0x0663), C::Number);   // Arabic-Indic three
-  EXPECT_EQ(classify(0x00BD), C::Number);   // ½
+  EXPECT_EQ(classify(0x65E5), C::Letter);  // 日
+  EXPECT_EQ(classify(0x0663), C::Number);  // Arabic-Indic three
+  EXPECT_EQ(classify(0x00BD), C::Number);  // ½
   EXPECT_EQ(classify(0x3000), C::Space);
   EXPECT_EQ(classify(0x200B), C::Other);    // zero width space is not \s
   EXPECT_EQ(classify(0x1F389), C::Other);   // 🎉
@@ -194,8 +198,8 @@ TEST(PreTokenize, Llama3Regex) {
   // Checked against tokenizers' Split(Llama-3 regex): case-insensitive contractions
   // (ASCII only), one leading non-letter, digits in threes, line breaks kept with punctuation.
   EXPECT_EQ(split(KnownRegex::Llama3, "'Sam 'ſam IT'S 1234567 (x) a.\n\nb \t\n c"),
-            (std::vector<std::string>{"'S", "am", " '", "ſam", " IT", "'S", " ", "123", "456", "7", " (", "x",
-                                      ")", " a", ".\n\n", "b", " \t\n", " c"}));
+            (std::vector<std::string>{"'S", "am", " '", "ſam", " IT", "'S", " ", "123", "456", "7", " (", "x", ")",
+                                      " a", ".\n\n", "b", " \t\n", " c"}));
   EXPECT_EQ(split(KnownRegex::Qwen2, "12345"), (std::vector<std::string>{"1", "2", "3", "4", "5"}));
 }
 
@@ -220,7 +224,7 @@ TEST(PreTokenize, SplitBehaviors) {
 }
 
 TEST(Bpe, ByteMap) {
-  EXPECT_EQ(bytes_to_byte_level(" "), "\xC4\xA0");  // Ġ
+  EXPECT_EQ(bytes_to_byte_level(" "), "\xC4\xA0");   // Ġ
   EXPECT_EQ(bytes_to_byte_level("\n"), "\xC4\x8A");  // Ċ
   for (int b = 0; b < 256; ++b)
     EXPECT_EQ(byte_level_to_bytes(bytes_to_byte_level(std::string(1, static_cast<char>(b)))),

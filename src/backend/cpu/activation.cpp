@@ -50,7 +50,7 @@ constexpr float kGeluA = 0.044715f;
 // so gate and up may be the two column halves of one fused [rows, 2F] projection.
 struct SwigluLayout {
   int64_t rows, F;
-  int64_t ld_out, ld_gate, ld_up;  // forward: out; backward: ld_out is dout's
+  int64_t ld_out, ld_gate, ld_up;    // forward: out; backward: ld_out is dout's
   int64_t ld_dgate = 0, ld_dup = 0;  // backward only
 };
 
@@ -108,7 +108,7 @@ void swiglu_forward_f32(float* out, const float* gate, const float* up, const Sw
 }
 
 void swiglu_backward_f32(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
-                     const SwigluLayout& L) {
+                         const SwigluLayout& L) {
   const int64_t F = L.F;
 #pragma omp parallel for schedule(static) if (L.rows * F > kParallelMin)
   for (int64_t r = 0; r < L.rows; ++r) {
@@ -146,12 +146,11 @@ void swiglu_forward(const Tensor& out, const Tensor& gate, const Tensor& up) {
   const int64_t F = gate.size(-1), rows = F ? gate.numel() / F : 0;
   swiglu_forward_f32(mf(out), cf(gate), cf(up), {rows, F, row_stride(out, F), row_stride(gate, F), row_stride(up, F)});
 }
-void swiglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dout, const Tensor& gate,
-                     const Tensor& up) {
+void swiglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dout, const Tensor& gate, const Tensor& up) {
   const int64_t F = gate.size(-1), rows = F ? gate.numel() / F : 0;
-  swiglu_backward_f32(mf(dgate), mf(dup), cf(dout), cf(gate), cf(up),
-                      {rows, F, row_stride(dout, F), row_stride(gate, F), row_stride(up, F), row_stride(dgate, F),
-                       row_stride(dup, F)});
+  swiglu_backward_f32(
+      mf(dgate), mf(dup), cf(dout), cf(gate), cf(up),
+      {rows, F, row_stride(dout, F), row_stride(gate, F), row_stride(up, F), row_stride(dgate, F), row_stride(dup, F)});
 }
 
 }  // namespace zt::cpu

@@ -35,8 +35,8 @@ struct Dims {
 };
 
 // One query block [r0, r1) of query head h of batch b. S: scratch of kBlock * T floats.
-ZT_VECTOR_MATH void forward_block(float* out, float* lse, const float* qkv, const Dims& d, float scale, int64_t b, int64_t h,
-                   int64_t blk, float* S) {
+ZT_VECTOR_MATH void forward_block(float* out, float* lse, const float* qkv, const Dims& d, float scale, int64_t b,
+                                  int64_t h, int64_t blk, float* S) {
   const int64_t ld = d.qkv_ld();
   const int64_t r0 = blk * kBlock;
   const int64_t r1 = std::min(d.T, r0 + kBlock);
@@ -50,9 +50,8 @@ ZT_VECTOR_MATH void forward_block(float* out, float* lse, const float* qkv, cons
   float* O = out + (b * d.T + r0) * d.out_ld() + h * d.D;
   float* L = lse + (b * d.Hq + h) * d.T + r0;
 
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
-              static_cast<int>(d.D), scale, Q, static_cast<int>(ld), K, static_cast<int>(ld), 0.0f, S,
-              static_cast<int>(n));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(d.D),
+              scale, Q, static_cast<int>(ld), K, static_cast<int>(ld), 0.0f, S, static_cast<int>(n));
   float inv_sum[kBlock];
   for (int64_t i = 0; i < m; ++i) {
     float* s = S + i * n;
@@ -84,8 +83,8 @@ ZT_VECTOR_MATH void forward_block(float* out, float* lse, const float* qkv, cons
 // Backward of query head h of batch b: writes dQ (=) into dqkv, adds dK and dV (+=) into
 // dK/dV (row stride ld_kv). S and dP: scratch of kBlock * T floats each.
 ZT_VECTOR_MATH void backward_head(float* dqkv, float* dK, float* dV, int64_t ld_kv, const float* dout, const float* qkv,
-                   const float* out, const float* lse, const Dims& d, float scale, int64_t b, int64_t h, float* S,
-                   float* dP) {
+                                  const float* out, const float* lse, const Dims& d, float scale, int64_t b, int64_t h,
+                                  float* S, float* dP) {
   const int64_t ld = d.qkv_ld();
   const int64_t ldo = d.out_ld();
   const int64_t g = h / d.group();
@@ -149,7 +148,7 @@ void zero_rows(float* p, int64_t rows, int64_t cols, int64_t ld) {
 // qkv: [B, T, (Hq + 2 Hkv) * D] (q heads, then k heads, then v heads); query head h reads
 // kv head h / (Hq / Hkv). out: [B, T, Hq * D]. lse: [B, Hq, T] = logsumexp_j<=i(scale q_i.k_j).
 void attention_forward_f32(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t n_q_heads,
-                       int64_t n_kv_heads, int64_t head_dim, float scale) {
+                           int64_t n_kv_heads, int64_t head_dim, float scale) {
   const Dims d{B, T, n_q_heads, n_kv_heads, head_dim};
   if (B == 0 || T == 0) return;
   const int64_t nb = d.n_blocks();
@@ -171,7 +170,8 @@ void attention_forward_f32(float* out, float* lse, const float* qkv, int64_t B, 
 // dqkv (=): [B, T, (Hq + 2 Hkv) * D]. dout, out: [B, T, Hq * D]. Probabilities are recomputed
 // from q, k and lse; D_i = rowsum(dout_i * out_i).
 void attention_backward_f32(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
-                        int64_t B, int64_t T, int64_t n_q_heads, int64_t n_kv_heads, int64_t head_dim, float scale) {
+                            int64_t B, int64_t T, int64_t n_q_heads, int64_t n_kv_heads, int64_t head_dim,
+                            float scale) {
   const Dims d{B, T, n_q_heads, n_kv_heads, head_dim};
   if (B == 0 || T == 0) return;
   const int64_t ld = d.qkv_ld();
@@ -243,8 +243,8 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, 
                         n_q_heads, n_kv_heads, D, scale);
 }
 
-void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                        const Tensor& lse, int n_q_heads, int n_kv_heads, float scale) {
+void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                        int n_q_heads, int n_kv_heads, float scale) {
   const int64_t D = qkv.size(2) / (n_q_heads + 2 * static_cast<int64_t>(n_kv_heads));
   attention_backward_f32(dqkv.data_as<float>(), dout.data_as<float>(), qkv.data_as<float>(), out.data_as<float>(),
                          lse.data_as<float>(), qkv.size(0), qkv.size(1), n_q_heads, n_kv_heads, D, scale);

@@ -22,10 +22,18 @@ BlasInfo blas_info() {
   if (const char* c = openblas_get_config()) b.config = trimmed(c);
   if (const char* c = openblas_get_corename()) b.core = c;
   switch (openblas_get_parallel()) {
-    case 0: b.threading = "sequential"; break;
-    case 1: b.threading = "pthreads"; break;
-    case 2: b.threading = "OpenMP"; break;
-    default: b.threading = "unknown"; break;
+    case 0:
+      b.threading = "sequential";
+      break;
+    case 1:
+      b.threading = "pthreads";
+      break;
+    case 2:
+      b.threading = "OpenMP";
+      break;
+    default:
+      b.threading = "unknown";
+      break;
   }
   b.threads = openblas_get_num_threads();
   return b;

@@ -33,7 +33,6 @@
 namespace zt::cpu {
 namespace {
 
-
 constexpr int64_t kSumBlock = 512;
 
 // Partial max and sum of exp over one slice of a row; keeps e = exp(z - max) in z.
@@ -76,10 +75,9 @@ ZT_VECTOR_MATH float slice_sum_exp(const float* z, int64_t n, float* out_max) {
 }
 
 // The CPU kernel: logits in chunks of rows; dinp/dweight null for the forward only.
-CrossEntropySums lm_head_cross_entropy(const float* inp, const void* weight, DType weight_dtype,
-                                       const int32_t* targets, int64_t N, int64_t C, int64_t V, int64_t Vp,
-                                       int ignore_index, float* losses, float* dinp, void* dweight,
-                                       float grad_scale) {
+CrossEntropySums lm_head_cross_entropy(const float* inp, const void* weight, DType weight_dtype, const int32_t* targets,
+                                       int64_t N, int64_t C, int64_t V, int64_t Vp, int ignore_index, float* losses,
+                                       float* dinp, void* dweight, float grad_scale) {
   ZT_CHECK(V > 0 && V <= Vp, "lm_head_cross_entropy: vocab_size ", V, " must be in [1, ", Vp, "]");
   ZT_CHECK(weight_dtype == DType::F32 || weight_dtype == DType::BF16 || weight_dtype == DType::F16,
            "lm_head_cross_entropy: weight must be f32, bf16 or f16");
@@ -115,7 +113,7 @@ CrossEntropySums lm_head_cross_entropy(const float* inp, const void* weight, DTy
   std::unique_ptr<float[]> dinp_part(backward ? new float[static_cast<size_t>(want_slices * rows_max * C)] : nullptr);
 
   BlasSingleThread single;
-#pragma omp parallel num_threads(static_cast<int>(want_slices))
+#pragma omp parallel num_threads(static_cast <int>(want_slices))
   {
     const int64_t nt = omp_get_num_threads();
     const int64_t k = omp_get_thread_num();
@@ -125,8 +123,8 @@ CrossEntropySums lm_head_cross_entropy(const float* inp, const void* weight, DTy
     std::vector<float> Z(static_cast<size_t>(rows_max * std::max<int64_t>(nv, 1)));
 
     if (!f32_weight && nv > 0)
-      convert(static_cast<const char*>(weight) + v0 * C * static_cast<int64_t>(dtype_size(weight_dtype)),
-              weight_dtype, w_conv.get() + v0 * C, DType::F32, static_cast<size_t>(nv * C));
+      convert(static_cast<const char*>(weight) + v0 * C * static_cast<int64_t>(dtype_size(weight_dtype)), weight_dtype,
+              w_conv.get() + v0 * C, DType::F32, static_cast<size_t>(nv * C));
     if (backward && !f32_weight && nv > 0) std::memset(dW + v0 * C, 0, static_cast<size_t>(nv * C) * sizeof(float));
 #pragma omp barrier
 
@@ -138,8 +136,8 @@ CrossEntropySums lm_head_cross_entropy(const float* inp, const void* weight, DTy
       float* psum = part_sum.data() + k * rows_max;
       if (nv > 0) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(nv),
-                    static_cast<int>(C), 1.0f, X, static_cast<int>(C), W + v0 * C, static_cast<int>(C), 0.0f,
-                    Z.data(), static_cast<int>(nv));
+                    static_cast<int>(C), 1.0f, X, static_cast<int>(C), W + v0 * C, static_cast<int>(C), 0.0f, Z.data(),
+                    static_cast<int>(nv));
       }
       for (int64_t i = 0; i < m; ++i) {
         float* z = Z.data() + i * nv;
@@ -193,8 +191,8 @@ CrossEntropySums lm_head_cross_entropy(const float* inp, const void* weight, DTy
                     static_cast<int>(m), 1.0f, Z.data(), static_cast<int>(nv), X, static_cast<int>(C), 1.0f,
                     dW + v0 * C, static_cast<int>(C));
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(C),
-                    static_cast<int>(nv), 1.0f, Z.data(), static_cast<int>(nv), W + v0 * C, static_cast<int>(C),
-                    0.0f, dpart, static_cast<int>(C));
+                    static_cast<int>(nv), 1.0f, Z.data(), static_cast<int>(nv), W + v0 * C, static_cast<int>(C), 0.0f,
+                    dpart, static_cast<int>(C));
       } else {
         std::memset(dpart, 0, static_cast<size_t>(m * C) * sizeof(float));
       }
@@ -239,9 +237,8 @@ CrossEntropySums lm_head_cross_entropy_forward(const Tensor& inp, const Tensor& 
 }
 
 CrossEntropySums lm_head_cross_entropy_forward_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& inp,
-                                                        const Tensor& weight, const Tensor& targets,
-                                                        int64_t vocab_size, int ignore_index, float grad_scale,
-                                                        int64_t /*chunk_rows*/) {
+                                                        const Tensor& weight, const Tensor& targets, int64_t vocab_size,
+                                                        int ignore_index, float grad_scale, int64_t /*chunk_rows*/) {
   return lm_head_cross_entropy(inp.data_as<float>(), weight.data(), weight.dtype(), targets.data_as<int32_t>(),
                                inp.size(0), inp.size(1), vocab_size, weight.size(0), ignore_index, nullptr,
                                dinp.data_as<float>(), dweight.data(), grad_scale);

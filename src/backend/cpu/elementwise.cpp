@@ -21,9 +21,9 @@
 namespace zt::cpu {
 namespace {
 
-constexpr int64_t kBlock = 1024;        // elements staged in f32 at a time
+constexpr int64_t kBlock = 1024;           // elements staged in f32 at a time
 constexpr int64_t kParallelMin = 1 << 15;  // below this, one thread
-constexpr int64_t kChunk = 1 << 16;     // sum_of_squares / all_finite chunk
+constexpr int64_t kChunk = 1 << 16;        // sum_of_squares / all_finite chunk
 
 template <class T>
 inline void load_block(const T* src, float* dst, int64_t n) {
@@ -205,12 +205,12 @@ bool all_finite(const T* x, int64_t n) {
   return bad == 0;
 }
 
-#define ZT_INST_UNARY(T)                                              \
-  template void convert_to_f32<T>(const T*, float*, int64_t);         \
-  template void accumulate_f32<T>(T*, const float*, int64_t);         \
-  template void add<T>(T*, const T*, const T*, int64_t);              \
-  template void scale_inplace<T>(T*, float, int64_t);                 \
-  template double sum_of_squares<T>(const T*, int64_t);               \
+#define ZT_INST_UNARY(T)                                      \
+  template void convert_to_f32<T>(const T*, float*, int64_t); \
+  template void accumulate_f32<T>(T*, const float*, int64_t); \
+  template void add<T>(T*, const T*, const T*, int64_t);      \
+  template void scale_inplace<T>(T*, float, int64_t);         \
+  template double sum_of_squares<T>(const T*, int64_t);       \
   template bool all_finite<T>(const T*, int64_t);
 ZT_INST_UNARY(float)
 ZT_INST_UNARY(bf16)

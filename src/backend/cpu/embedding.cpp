@@ -36,7 +36,7 @@ inline void load_row(float* row, const W* w, int64_t C) {
 }
 template <class W>
 void embedding_forward_f32(float* out, const int32_t* tokens, const W* wte, const W* wpe, int64_t B, int64_t T,
-                       int64_t C) {
+                           int64_t C) {
   const int64_t N = B * T;
 #pragma omp parallel for schedule(static) if (N * C > (1 << 15))
   for (int64_t i = 0; i < N; ++i) {
@@ -48,7 +48,7 @@ void embedding_forward_f32(float* out, const int32_t* tokens, const W* wte, cons
 
 template <class G>
 void embedding_backward_f32(G* dwte, G* dwpe, const float* dout, const int32_t* tokens, int64_t B, int64_t T,
-                        int64_t C) {
+                            int64_t C) {
   const int64_t N = B * T;
   if (N == 0 || C == 0) return;
   if (dwte) {

@@ -49,8 +49,8 @@ inline int blas_int(int64_t v) { return static_cast<int>(v); }
 // out[N, O] = inp[N, I] @ weight[O, I]^T (+ bias[O]); bias may be null. With
 // WeightLayout::InOut the weight is [I, O] and out = inp @ weight.
 template <class W>
-void linear_forward_f32(float* out, const float* inp, const W* weight, const W* bias, int64_t N, int64_t I,
-                    int64_t O, WeightLayout layout) {
+void linear_forward_f32(float* out, const float* inp, const W* weight, const W* bias, int64_t N, int64_t I, int64_t O,
+                        WeightLayout layout) {
   const bool in_out = layout == WeightLayout::InOut;
   if (N == 0 || O == 0) return;
   float beta = 0.0f;
@@ -66,8 +66,8 @@ void linear_forward_f32(float* out, const float* inp, const W* weight, const W* 
     return;
   }
   const float* w = as_f32(weight, O * I, weight_scratch());
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, in_out ? CblasNoTrans : CblasTrans, blas_int(N), blas_int(O),
-              blas_int(I), 1.0f, inp, blas_int(I), w, in_out ? blas_int(O) : blas_int(I), beta, out, blas_int(O));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, in_out ? CblasNoTrans : CblasTrans, blas_int(N), blas_int(O), blas_int(I),
+              1.0f, inp, blas_int(I), w, in_out ? blas_int(O) : blas_int(I), beta, out, blas_int(O));
 }
 
 // dinp[N, I] = dout @ weight (null: skipped); dweight[O, I] += dout^T @ inp (null: skipped);
@@ -75,7 +75,7 @@ void linear_forward_f32(float* out, const float* inp, const W* weight, const W* 
 // dweight[I, O] += inp^T @ dout. W is the weight's storage type, G the gradient's.
 template <class W, class G>
 void linear_backward_f32(float* dinp, G* dweight, G* dbias, const float* dout, const float* inp, const W* weight,
-                     int64_t N, int64_t I, int64_t O, WeightLayout layout) {
+                         int64_t N, int64_t I, int64_t O, WeightLayout layout) {
   const bool in_out = layout == WeightLayout::InOut;
   if (dinp && N > 0 && I > 0) {
     if (O == 0) {
@@ -83,8 +83,7 @@ void linear_backward_f32(float* dinp, G* dweight, G* dbias, const float* dout, c
     } else {
       const float* w = as_f32(weight, O * I, weight_scratch());
       cblas_sgemm(CblasRowMajor, CblasNoTrans, in_out ? CblasTrans : CblasNoTrans, blas_int(N), blas_int(I),
-                  blas_int(O), 1.0f, dout, blas_int(O), w, in_out ? blas_int(O) : blas_int(I), 0.0f, dinp,
-                  blas_int(I));
+                  blas_int(O), 1.0f, dout, blas_int(O), w, in_out ? blas_int(O) : blas_int(I), 0.0f, dinp, blas_int(I));
     }
   }
   if (dweight && N > 0 && O > 0 && I > 0) {
@@ -132,8 +131,8 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
   dispatch_float(weight.dtype(), [&](auto tag) {
     using W = decltype(tag);
     linear_forward_f32(static_cast<float*>(out.data()), static_cast<const float*>(inp.data()),
-                       static_cast<const W*>(weight.data()), has_bias ? static_cast<const W*>(bias.data()) : nullptr,
-                       N, I, O, layout);
+                       static_cast<const W*>(weight.data()), has_bias ? static_cast<const W*>(bias.data()) : nullptr, N,
+                       I, O, layout);
   });
 }
 
@@ -150,12 +149,11 @@ void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& db
     dispatch_float(gdt, [&](auto gtag) {
       using W = decltype(wtag);
       using G = decltype(gtag);
-      linear_backward_f32<W, G>(has_dinp ? static_cast<float*>(dinp.data()) : nullptr,
-                                has_dw ? static_cast<G*>(dweight.data()) : nullptr,
-                                has_db ? static_cast<G*>(dbias.data()) : nullptr,
-                                static_cast<const float*>(dout.data()),
-                                has_dw ? static_cast<const float*>(inp.data()) : nullptr,
-                                static_cast<const W*>(weight.data()), N, I, O, layout);
+      linear_backward_f32<W, G>(
+          has_dinp ? static_cast<float*>(dinp.data()) : nullptr, has_dw ? static_cast<G*>(dweight.data()) : nullptr,
+          has_db ? static_cast<G*>(dbias.data()) : nullptr, static_cast<const float*>(dout.data()),
+          has_dw ? static_cast<const float*>(inp.data()) : nullptr, static_cast<const W*>(weight.data()), N, I, O,
+          layout);
     });
   });
 }

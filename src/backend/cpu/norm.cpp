@@ -53,7 +53,8 @@ void column_sums(G* const grads[K], int64_t N, int64_t C, const Kernel& kernel) 
       alignas(64) float acc[K][kColBlock];
       for (int k = 0; k < K; ++k) std::fill(acc[k], acc[k] + nc, 0.0f);
       for (int64_t n = r0; n < r1; ++n) kernel(n, c0, nc, acc);
-      for (int k = 0; k < K; ++k) std::copy(acc[k], acc[k] + nc, &partial[static_cast<size_t>((k * nrc + rc) * C + c0)]);
+      for (int k = 0; k < K; ++k)
+        std::copy(acc[k], acc[k] + nc, &partial[static_cast<size_t>((k * nrc + rc) * C + c0)]);
     }
   }
 #pragma omp parallel for schedule(static) if (go_parallel(N, C))
@@ -76,7 +77,7 @@ void column_sums(G* const grads[K], int64_t N, int64_t C, const Kernel& kernel) 
 
 template <class W>
 void layernorm_forward_f32(float* out, float* mean, float* rstd, const float* inp, const W* weight, const W* bias,
-                       int64_t N, int64_t C, float eps) {
+                           int64_t N, int64_t C, float eps) {
   std::vector<float> ws, bs;
   const float* w = staged(weight, C, ws);
   const float* b = staged(bias, C, bs);
@@ -107,11 +108,11 @@ void layernorm_forward_f32(float* out, float* mean, float* rstd, const float* in
 
 template <class W, class G>
 void layernorm_backward_f32(float* dinp, G* dweight, G* dbias, const float* dout, const float* inp, const W* weight,
-                        const float* mean, const float* rstd, int64_t N, int64_t C, GradWrite dinp_write) {
+                            const float* mean, const float* rstd, int64_t N, int64_t C, GradWrite dinp_write) {
   if (N == 0 || C == 0) return;
   if (dweight || dbias) {
     G* const grads[2] = {dweight, dbias};
-    column_sums<2, G>(grads, N, C, [&](int64_t n, int64_t c0, int64_t nc, float (*acc)[kColBlock]) {
+    column_sums<2, G>(grads, N, C, [&](int64_t n, int64_t c0, int64_t nc, float(*acc)[kColBlock]) {
       const float m = mean[n], r = rstd[n];
       const float* x = inp + n * C + c0;
       const float* d = dout + n * C + c0;
@@ -173,11 +174,11 @@ void rmsnorm_forward_f32(float* out, float* rstd, const float* inp, const W* wei
 
 template <class W, class G>
 void rmsnorm_backward_f32(float* dinp, G* dweight, const float* dout, const float* inp, const W* weight,
-                      const float* rstd, int64_t N, int64_t C, GradWrite dinp_write) {
+                          const float* rstd, int64_t N, int64_t C, GradWrite dinp_write) {
   if (N == 0 || C == 0) return;
   if (dweight) {
     G* const grads[1] = {dweight};
-    column_sums<1, G>(grads, N, C, [&](int64_t n, int64_t c0, int64_t nc, float (*acc)[kColBlock]) {
+    column_sums<1, G>(grads, N, C, [&](int64_t n, int64_t c0, int64_t nc, float(*acc)[kColBlock]) {
       const float r = rstd[n];
       const float* x = inp + n * C + c0;
       const float* d = dout + n * C + c0;

@@ -90,7 +90,9 @@ void lion_step(P* param, float* master, const G* grad, S* m, int64_t n, const Li
 // per-element arithmetic and every scalar factor are exactly a per-segment call's).
 namespace {
 template <class T>
-T* advance(T* p, int64_t off) { return p ? p + off : nullptr; }
+T* advance(T* p, int64_t off) {
+  return p ? p + off : nullptr;
+}
 }  // namespace
 
 template <class P, class G, class S>
@@ -99,8 +101,7 @@ void adamw_step_segments(P* param, float* master, const G* grad, S* m, S* v, con
   AdamWHyper hs = h;
   for (const OptimizerSegment& s : segs) {
     hs.weight_decay = s.weight_decay;
-    adamw_step(param + s.offset, advance(master, s.offset), grad + s.offset, m + s.offset, v + s.offset, s.length,
-               hs);
+    adamw_step(param + s.offset, advance(master, s.offset), grad + s.offset, m + s.offset, v + s.offset, s.length, hs);
   }
 }
 
@@ -125,12 +126,12 @@ void lion_step_segments(P* param, float* master, const G* grad, S* m, const Opti
 }
 
 #define ZT_INSTANTIATE(P, G, S)                                                                                  \
-  template void adamw_step<P, G, S>(P*, float*, const G*, S*, S*, int64_t, const AdamWHyper&);                     \
-  template void sgd_step<P, G, S>(P*, float*, const G*, S*, int64_t, const SgdHyper&);                             \
-  template void lion_step<P, G, S>(P*, float*, const G*, S*, int64_t, const LionHyper&);                           \
-  template void adamw_step_segments<P, G, S>(P*, float*, const G*, S*, S*, const OptimizerSegments&,               \
-                                             const AdamWHyper&);                                                   \
-  template void sgd_step_segments<P, G, S>(P*, float*, const G*, S*, const OptimizerSegments&, const SgdHyper&);    \
+  template void adamw_step<P, G, S>(P*, float*, const G*, S*, S*, int64_t, const AdamWHyper&);                   \
+  template void sgd_step<P, G, S>(P*, float*, const G*, S*, int64_t, const SgdHyper&);                           \
+  template void lion_step<P, G, S>(P*, float*, const G*, S*, int64_t, const LionHyper&);                         \
+  template void adamw_step_segments<P, G, S>(P*, float*, const G*, S*, S*, const OptimizerSegments&,             \
+                                             const AdamWHyper&);                                                 \
+  template void sgd_step_segments<P, G, S>(P*, float*, const G*, S*, const OptimizerSegments&, const SgdHyper&); \
   template void lion_step_segments<P, G, S>(P*, float*, const G*, S*, const OptimizerSegments&, const LionHyper&);
 ZT_INSTANTIATE(float, float, float)
 ZT_INSTANTIATE(float, bf16, float)
@@ -254,8 +255,7 @@ void lion_step_segments(const Tensor& param, const Tensor& master, const Tensor&
                         const LionHyper& h, const OptimizerSegments& segments) {
   if (bf16_state(param, master)) {
     dispatch_grad(grad, [&](const auto* g) {
-      cpu::lion_step_segments(static_cast<bf16*>(param.data()), nullptr, g, static_cast<bf16*>(m.data()), segments,
-                              h);
+      cpu::lion_step_segments(static_cast<bf16*>(param.data()), nullptr, g, static_cast<bf16*>(m.data()), segments, h);
     });
     return;
   }

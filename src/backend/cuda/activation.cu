@@ -180,10 +180,17 @@ void launch_rows(const Op& op, int64_t rows, int64_t F, bool aligned) {
 template <class Fn>
 void dispatch_activation(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::F32: fn(float{}); return;
-    case DType::BF16: fn(bf16{}); return;
-    case DType::F16: fn(f16{}); return;
-    default: break;
+    case DType::F32:
+      fn(float{});
+      return;
+    case DType::BF16:
+      fn(bf16{});
+      return;
+    case DType::F16:
+      fn(f16{});
+      return;
+    default:
+      break;
   }
   ZT_THROW_UNSUPPORTED("CUDA activations take f32, bf16 or f16 tensors, got ", dtype_name(dtype));
 }
@@ -242,8 +249,7 @@ void swiglu_forward(const Tensor& out, const Tensor& gate, const Tensor& up) {
   });
 }
 
-void swiglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dout, const Tensor& gate,
-                     const Tensor& up) {
+void swiglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dout, const Tensor& gate, const Tensor& up) {
   const int64_t F = gate.size(-1), rows = F ? gate.numel() / F : 0;
   const int64_t ld_dgate = row_stride(dgate, F), ld_dup = row_stride(dup, F), ld_dout = row_stride(dout, F),
                 ld_gate = row_stride(gate, F), ld_up = row_stride(up, F);
@@ -253,8 +259,8 @@ void swiglu_backward(const Tensor& dgate, const Tensor& dup, const Tensor& dout,
                        rows_aligned(up, ld_up, es);
   dispatch_activation(gate.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    launch_rows(SwigluBackwardOp<T>{mut<T>(dgate), mut<T>(dup), in<T>(dout), in<T>(gate), in<T>(up), ld_dgate,
-                                    ld_dup, ld_dout, ld_gate, ld_up},
+    launch_rows(SwigluBackwardOp<T>{mut<T>(dgate), mut<T>(dup), in<T>(dout), in<T>(gate), in<T>(up), ld_dgate, ld_dup,
+                                    ld_dout, ld_gate, ld_up},
                 rows, F, aligned);
   });
 }

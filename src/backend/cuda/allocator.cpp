@@ -29,8 +29,7 @@ size_t CachingDeviceAllocator::size_class(size_t bytes) {
   return round_up(bytes, 2 * kMiB);
 }
 
-CachingDeviceAllocator::CachingDeviceAllocator(int device, cudaStream_t stream)
-    : device_(device), stream_(stream) {}
+CachingDeviceAllocator::CachingDeviceAllocator(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
 
 CachingDeviceAllocator::~CachingDeviceAllocator() {
   // Normally never runs (the backend context lives until exit). Live blocks are left alone.
@@ -76,10 +75,9 @@ void* CachingDeviceAllocator::device_malloc(size_t size) {
       cudaGetLastError();
       size_t free_b = 0, total_b = 0;
       cudaMemGetInfo(&free_b, &total_b);
-      ZT_THROW_IO("out of GPU memory on cuda:", device_, " allocating ", size, " bytes (",
-                  mib(size), "): zerotrain holds ", mib(stats_.bytes_in_use), " in use and ",
-                  mib(stats_.bytes_reserved), " reserved; the device has ", mib(free_b),
-                  " free of ", mib(total_b),
+      ZT_THROW_IO("out of GPU memory on cuda:", device_, " allocating ", size, " bytes (", mib(size),
+                  "): zerotrain holds ", mib(stats_.bytes_in_use), " in use and ", mib(stats_.bytes_reserved),
+                  " reserved; the device has ", mib(free_b), " free of ", mib(total_b),
                   ". Lower the micro-batch size, enable activation checkpointing, or use a "
                   "higher ZeRO stage / offload");
     }

@@ -38,10 +38,14 @@ struct Tag {
 template <class Fn>
 void dispatch_dtype(const char* op, DType dt, Fn&& fn) {
   switch (dt) {
-    case DType::F32: return fn(Tag<float>{});
-    case DType::BF16: return fn(Tag<__nv_bfloat16>{});
-    case DType::F16: return fn(Tag<__half>{});
-    default: break;
+    case DType::F32:
+      return fn(Tag<float>{});
+    case DType::BF16:
+      return fn(Tag<__nv_bfloat16>{});
+    case DType::F16:
+      return fn(Tag<__half>{});
+    default:
+      break;
   }
   ZT_THROW_UNSUPPORTED(op, ": CUDA attention takes f32, bf16 or f16 activations, got ", dtype_name(dt));
 }
@@ -94,8 +98,8 @@ void launch_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, Dim
 }
 
 template <int kD, class T>
-void launch_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                     const Tensor& lse, Dims dm, int B, float scale) {
+void launch_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                     Dims dm, int B, float scale) {
   cudaStream_t stream = compute_stream();
 
   // delta = rowsum(dO * O): one warp per (b, t, h), 8 warps per block.
@@ -113,9 +117,9 @@ void launch_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, 
     static const bool ready = allow_shared_memory(attn::attention_backward_dkdv_kernel<kD, T>, smem);
     (void)ready;
     const dim3 grid(tiles(dm.T, Tiles<kD>::kK), dm.Hkv, B);
-    attn::attention_backward_dkdv_kernel<kD, T><<<grid, kThreads, smem, stream>>>(
-        ptr<T>(dqkv), ptr<const T>(dout), ptr<const T>(qkv), ptr<const float>(lse), delta.data<float>(), dm, scale,
-        scale_log2);
+    attn::attention_backward_dkdv_kernel<kD, T>
+        <<<grid, kThreads, smem, stream>>>(ptr<T>(dqkv), ptr<const T>(dout), ptr<const T>(qkv), ptr<const float>(lse),
+                                           delta.data<float>(), dm, scale, scale_log2);
     ZT_CUDA_CHECK_LAST();
   }
   {
@@ -123,9 +127,9 @@ void launch_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, 
     static const bool ready = allow_shared_memory(attn::attention_backward_dq_kernel<kD, T>, smem);
     (void)ready;
     const dim3 grid(tiles(dm.T, Tiles<kD>::kQ), dm.Hq, B);
-    attn::attention_backward_dq_kernel<kD, T><<<grid, kThreads, smem, stream>>>(
-        ptr<T>(dqkv), ptr<const T>(dout), ptr<const T>(qkv), ptr<const float>(lse), delta.data<float>(), dm, scale,
-        scale_log2);
+    attn::attention_backward_dq_kernel<kD, T>
+        <<<grid, kThreads, smem, stream>>>(ptr<T>(dqkv), ptr<const T>(dout), ptr<const T>(qkv), ptr<const float>(lse),
+                                           delta.data<float>(), dm, scale, scale_log2);
     ZT_CUDA_CHECK_LAST();
   }
   // `delta` goes back to the cache here; the stream-ordered allocator hands it out again only
@@ -154,9 +158,8 @@ void attention_backward_fma(const Tensor& dqkv, const Tensor& dout, const Tensor
   if (B == 0 || dm.T == 0) return;
   dispatch_dtype(op, qkv.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    dispatch_head_dim(op, dm.D, [&](auto kd) {
-      launch_backward<decltype(kd)::value, T>(dqkv, dout, qkv, out, lse, dm, B, scale);
-    });
+    dispatch_head_dim(
+        op, dm.D, [&](auto kd) { launch_backward<decltype(kd)::value, T>(dqkv, dout, qkv, out, lse, dm, B, scale); });
   });
 }
 
@@ -170,8 +173,8 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, 
   attention_forward_fma(out, lse, qkv, n_q_heads, n_kv_heads, scale);
 }
 
-void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                        const Tensor& lse, int n_q_heads, int n_kv_heads, float scale) {
+void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                        int n_q_heads, int n_kv_heads, float scale) {
   dims_of("cuda attention_backward", qkv, n_q_heads, n_kv_heads);
   if (attention_tensor_core_enabled() &&
       attention_backward_tensor_core_supports(dqkv, dout, qkv, out, n_q_heads, n_kv_heads))

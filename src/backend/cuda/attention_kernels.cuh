@@ -53,11 +53,11 @@ constexpr float kLn2 = 0.6931471805599453f;
 template <int kD>
 struct Tiles {
   static_assert(kD % 32 == 0, "head dims are padded to a multiple of 32");
-  static constexpr int kQ = 64;               // query rows per tile
+  static constexpr int kQ = 64;                 // query rows per tile
   static constexpr int kK = kD > 64 ? 32 : 64;  // key rows per tile (fewer for big D: registers, smem)
-  static constexpr int kLd = kD + 4;          // row stride of [rows x kD] tiles
-  static constexpr int kLdQK = kK + 8;        // row stride of a [kQ x kK] score tile
-  static constexpr int kLdKQ = kQ + 8;        // row stride of a [kK x kQ] transposed score tile
+  static constexpr int kLd = kD + 4;            // row stride of [rows x kD] tiles
+  static constexpr int kLdQK = kK + 8;          // row stride of a [kQ x kK] score tile
+  static constexpr int kLdKQ = kQ + 8;          // row stride of a [kK x kQ] transposed score tile
 
   static constexpr size_t kForwardSmem = sizeof(float) * (kQ * kLd + 2 * kK * kLd + kQ * kLdQK);
   static constexpr size_t kDqSmem = sizeof(float) * (2 * kQ * kLd + 2 * kK * kLd + kQ * kLdQK + 2 * kQ);
@@ -129,8 +129,7 @@ __device__ __forceinline__ void load_row_values(float* dst, const float* src, in
 // s[i][j] = sum_{d < kD} A[ty + 16 i][d] * B[tx + 8 j][d]; A, B row-major in shared memory
 // (row strides lda, ldb: multiples of 4).
 template <int kM, int kN, int kD>
-__device__ __forceinline__ void gemm_nt(float (&s)[kM / 16][kN / 8], const float* A, int lda, const float* B,
-                                        int ldb) {
+__device__ __forceinline__ void gemm_nt(float (&s)[kM / 16][kN / 8], const float* A, int lda, const float* B, int ldb) {
   static_assert(kM % 16 == 0 && kN % 8 == 0 && kD % 4 == 0, "tile shape");
   const int ty = threadIdx.x / 8, tx = threadIdx.x % 8;
 #pragma unroll
@@ -296,8 +295,8 @@ __global__ void __launch_bounds__(kThreads)
 // delta[b, h, t] = sum_d dout[b, t, h, d] * out[b, t, h, d]. One warp per (b, t, h) row,
 // rows in memory order; n_rows = B * T * Hq; any block size that is a multiple of 32.
 template <class T>
-__global__ void attention_delta_kernel(float* __restrict__ delta, const T* __restrict__ dout,
-                                       const T* __restrict__ out, Dims dm, int64_t n_rows) {
+__global__ void attention_delta_kernel(float* __restrict__ delta, const T* __restrict__ dout, const T* __restrict__ out,
+                                       Dims dm, int64_t n_rows) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (r >= n_rows) return;  // the whole warp
   const int lane = threadIdx.x % 32;
@@ -377,8 +376,8 @@ __global__ void __launch_bounds__(kThreads)
 template <int kD, class T>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_dkdv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, const T* __restrict__ qkv,
-                                   const float* __restrict__ lse, const float* __restrict__ delta, Dims dm,
-                                   float scale, float scale_log2) {
+                                   const float* __restrict__ lse, const float* __restrict__ delta, Dims dm, float scale,
+                                   float scale_log2) {
   using Tl = Tiles<kD>;
   constexpr int kQ = Tl::kQ, kK = Tl::kK, kLd = Tl::kLd, kLdS = Tl::kLdKQ;
   float* Ks = shared_floats();  // [kK][kLd]

@@ -49,13 +49,14 @@ void launch(const Tensor& out, const Tensor& lse, const Tensor& qkv, attn_tc::Tc
   (void)ready;
   const dim3 grid((dm.T + attn_tc::kRowsQ - 1) / attn_tc::kRowsQ, dm.Hq, B);
   attn_tc::attention_forward_tc_kernel<kD, E><<<grid, attn_tc::kThreads, smem, compute_stream()>>>(
-      static_cast<E*>(out.data()), static_cast<float*>(lse.data()), static_cast<const E*>(qkv.data()), dm, scale * attn_tc::kLog2e);
+      static_cast<E*>(out.data()), static_cast<float*>(lse.data()), static_cast<const E*>(qkv.data()), dm,
+      scale * attn_tc::kLog2e);
   ZT_CUDA_CHECK_LAST();
 }
 
 template <int kD, class E>
-void launch_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                     const Tensor& lse, attn_tc::TcDims dm, int B, float scale) {
+void launch_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                     attn_tc::TcDims dm, int B, float scale) {
   using Tiles = attn_tc::BwdTiles<kD>;
   static const bool ready = [] {
     ZT_CUDA_CHECK(cudaFuncSetAttribute(attn_tc::attention_backward_dkdv_tc_kernel<kD, E>,
@@ -94,32 +95,30 @@ void launch_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, 
 }  // namespace
 
 bool attention_tensor_core_enabled() {
-  static const bool enabled = [] {
-    return !env_equals(EnvVar::AttentionTc, "0");
-  }();
+  static const bool enabled = [] { return !env_equals(EnvVar::AttentionTc, "0"); }();
   return enabled;
 }
 
 bool attention_forward_tensor_core_supports(const Tensor& out, const Tensor& qkv, int n_q_heads, int n_kv_heads) {
   const int64_t D = head_dim(qkv, n_q_heads, n_kv_heads);
-  return tc_dtype(qkv.dtype()) && out.dtype() == qkv.dtype() && (D == 64 || D == 128) &&
-         n_kv_heads > 0 && n_q_heads % n_kv_heads == 0 && qkv.size(0) <= 65535 && n_q_heads <= 65535 &&
-         qkv.size(1) <= INT_MAX / 2 && aligned(qkv.data(), 16) && aligned(out.data(), 4);
+  return tc_dtype(qkv.dtype()) && out.dtype() == qkv.dtype() && (D == 64 || D == 128) && n_kv_heads > 0 &&
+         n_q_heads % n_kv_heads == 0 && qkv.size(0) <= 65535 && n_q_heads <= 65535 && qkv.size(1) <= INT_MAX / 2 &&
+         aligned(qkv.data(), 16) && aligned(out.data(), 4);
 }
 
 bool attention_backward_tensor_core_supports(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
                                              const Tensor& out, int n_q_heads, int n_kv_heads) {
   return attention_forward_tensor_core_supports(out, qkv, n_q_heads, n_kv_heads) && dqkv.dtype() == qkv.dtype() &&
-         dout.dtype() == qkv.dtype() && aligned(dqkv.data(), 4) && aligned(dout.data(), 16) &&
-         aligned(out.data(), 16);
+         dout.dtype() == qkv.dtype() && aligned(dqkv.data(), 4) && aligned(dout.data(), 16) && aligned(out.data(), 16);
 }
 
 void attention_backward_tensor_core(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                                     const Tensor& lse, int n_q_heads, int n_kv_heads, float scale) {
   const char* op = "cuda attention_backward_tensor_core";
   if (!attention_backward_tensor_core_supports(dqkv, dout, qkv, out, n_q_heads, n_kv_heads))
-    ZT_THROW_UNSUPPORTED(op, ": needs bf16 or f16 tensors (one dtype), head dim 64 or 128, 16-byte aligned qkv/dout/out, "
-                             "B and Hq <= 65535");
+    ZT_THROW_UNSUPPORTED(op,
+                         ": needs bf16 or f16 tensors (one dtype), head dim 64 or 128, 16-byte aligned qkv/dout/out, "
+                         "B and Hq <= 65535");
   const int B = static_cast<int>(qkv.size(0));
   const attn_tc::TcDims dm{static_cast<int>(qkv.size(1)), n_q_heads, n_kv_heads};
   if (B == 0 || dm.T == 0) return;
@@ -137,7 +136,8 @@ void attention_forward_tensor_core(const Tensor& out, const Tensor& lse, const T
                                    int n_kv_heads, float scale) {
   const char* op = "cuda attention_forward_tensor_core";
   if (!attention_forward_tensor_core_supports(out, qkv, n_q_heads, n_kv_heads))
-    ZT_THROW_UNSUPPORTED(op, ": needs bf16 or f16 activations, head dim 64 or 128, 16-byte aligned qkv, B and Hq <= 65535");
+    ZT_THROW_UNSUPPORTED(op,
+                         ": needs bf16 or f16 activations, head dim 64 or 128, 16-byte aligned qkv, B and Hq <= 65535");
   const int B = static_cast<int>(qkv.size(0));
   const attn_tc::TcDims dm{static_cast<int>(qkv.size(1)), n_q_heads, n_kv_heads};
   if (B == 0 || dm.T == 0) return;

@@ -48,14 +48,13 @@ namespace zt::cuda::attn_tc {
 template <int kD>
 struct BwdTiles {
   static_assert(kD == 64 || kD == 128, "tensor-core attention: head dim 64 or 128");
-  static constexpr int kLds = kD + 8;              // shared row stride (bf16 elements), as the forward
-  static constexpr int kKeys = 64;                 // dK/dV: keys per block (16 per warp)
-  static constexpr int kQi = kD == 64 ? 64 : 32;   // dK/dV: queries per inner tile
-  static constexpr int kQ = 64;                    // dQ: queries per block (16 per warp)
-  static constexpr int kKt = kD == 64 ? 64 : 32;   // dQ: keys per inner tile
+  static constexpr int kLds = kD + 8;             // shared row stride (bf16 elements), as the forward
+  static constexpr int kKeys = 64;                // dK/dV: keys per block (16 per warp)
+  static constexpr int kQi = kD == 64 ? 64 : 32;  // dK/dV: queries per inner tile
+  static constexpr int kQ = 64;                   // dQ: queries per block (16 per warp)
+  static constexpr int kKt = kD == 64 ? 64 : 32;  // dQ: keys per inner tile
   // K, V + 2 x (Q, dO) bf16 tiles, then 2 x (lse, delta) f32 rows.
-  static constexpr size_t kDkDvSmem =
-      kElemBytes * (2 * kKeys + 4 * kQi) * kLds + sizeof(float) * 4 * kQi;
+  static constexpr size_t kDkDvSmem = kElemBytes * (2 * kKeys + 4 * kQi) * kLds + sizeof(float) * 4 * kQi;
   // Q, dO + 2 x (K, V) bf16 tiles.
   static constexpr size_t kDqSmem = kElemBytes * (2 * kQ + 4 * kKt) * kLds;
 };
@@ -88,8 +87,8 @@ __device__ __forceinline__ void load_a_rows(uint32_t (&frag)[kD / 16][4], const 
 // acc[16 x 8 kN] = A[16 x kD] B^T, B rows (row stride kD + 8) the n index: A given as
 // fragments (the forward's S = Q K^T).
 template <int kD, int kN, class E>
-__device__ __forceinline__ void mma_rows_nt(float (&acc)[kN / 8][4], const uint32_t (&a)[kD / 16][4],
-                                            const E* b_rows, int lane) {
+__device__ __forceinline__ void mma_rows_nt(float (&acc)[kN / 8][4], const uint32_t (&a)[kD / 16][4], const E* b_rows,
+                                            int lane) {
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 #pragma unroll
@@ -107,17 +106,17 @@ __device__ __forceinline__ void mma_rows_nt(float (&acc)[kN / 8][4], const uint3
 // acc[16 x kD] += P[16 x kN] B, P given as f32 accumulators (rounded to E here), B rows
 // (row stride kD + 8) the k index (the forward's O += P V).
 template <int kD, int kN, class E>
-__device__ __forceinline__ void mma_acc_pv(float (&acc)[kD / 8][4], const float (&p)[kN / 8][4],
-                                           const E* b_rows, int lane) {
+__device__ __forceinline__ void mma_acc_pv(float (&acc)[kD / 8][4], const float (&p)[kN / 8][4], const E* b_rows,
+                                           int lane) {
 #pragma unroll
   for (int kk = 0; kk < kN / 16; ++kk) {
     const uint32_t a[4] = {pack2<E>(p[2 * kk][0], p[2 * kk][1]), pack2<E>(p[2 * kk][2], p[2 * kk][3]),
-                           pack2<E>(p[2 * kk + 1][0], p[2 * kk + 1][1]),
-                           pack2<E>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+                           pack2<E>(p[2 * kk + 1][0], p[2 * kk + 1][1]), pack2<E>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
 #pragma unroll
     for (int dp = 0; dp < kD / 16; ++dp) {
       uint32_t bb[4];
-      ldmatrix_x4_trans(bb, b_rows + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * (kD + 8) + dp * 16 + (lane / 16) * 8);
+      ldmatrix_x4_trans(bb,
+                        b_rows + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * (kD + 8) + dp * 16 + (lane / 16) * 8);
       mma_16816<E>(acc[2 * dp], a, bb[0], bb[1]);
       mma_16816<E>(acc[2 * dp + 1], a, bb[2], bb[3]);
     }
@@ -127,8 +126,8 @@ __device__ __forceinline__ void mma_acc_pv(float (&acc)[kD / 8][4], const float 
 // Stores rows r0 + g and r0 + g + 8 (< T) of a 16 x kD accumulator times mul as E at
 // dst + row * ld (+ 2 t + 8 n).
 template <int kD, class E>
-__device__ __forceinline__ void store_rows(E* dst, int64_t ld, const float (&acc)[kD / 8][4], int r0,
-                                           int T, float mul, int lane) {
+__device__ __forceinline__ void store_rows(E* dst, int64_t ld, const float (&acc)[kD / 8][4], int r0, int T, float mul,
+                                           int lane) {
   const int g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -136,8 +135,7 @@ __device__ __forceinline__ void store_rows(E* dst, int64_t ld, const float (&acc
     if (row >= T) continue;
     E* d = dst + row * ld + 2 * t;
 #pragma unroll
-    for (int n = 0; n < kD / 8; ++n)
-      store2<E>(d + 8 * n, acc[n][2 * r] * mul, acc[n][2 * r + 1] * mul);
+    for (int n = 0; n < kD / 8; ++n) store2<E>(d + 8 * n, acc[n][2 * r] * mul, acc[n][2 * r + 1] * mul);
   }
 }
 
@@ -145,8 +143,8 @@ __device__ __forceinline__ void store_rows(E* dst, int64_t ld, const float (&acc
 // kD / 8 lanes per row; blocks of kThreads; n_rows = B T Hq. dout, out 16-byte aligned.
 template <int kD, class E>
 __global__ void __launch_bounds__(kThreads)
-    attention_delta_tc_kernel(float* __restrict__ delta, const E* __restrict__ dout,
-                              const E* __restrict__ out, TcDims dm, int64_t n_rows) {
+    attention_delta_tc_kernel(float* __restrict__ delta, const E* __restrict__ dout, const E* __restrict__ out,
+                              TcDims dm, int64_t n_rows) {
   constexpr int kLanes = kD / 8;
   const int64_t r = static_cast<int64_t>(blockIdx.x) * (kThreads / kLanes) + threadIdx.x / kLanes;
   const int lane = threadIdx.x % kLanes;
@@ -177,9 +175,9 @@ __global__ void __launch_bounds__(kThreads)
 // BwdTiles<kD>::kDkDvSmem bytes of dynamic shared memory.
 template <int kD, class E>
 __global__ void __launch_bounds__(kThreads)
-    attention_backward_dkdv_tc_kernel(E* __restrict__ dqkv, const E* __restrict__ dout,
-                                      const E* __restrict__ qkv, const float* __restrict__ lse,
-                                      const float* __restrict__ delta, TcDims dm, float scale, float scale_log2) {
+    attention_backward_dkdv_tc_kernel(E* __restrict__ dqkv, const E* __restrict__ dout, const E* __restrict__ qkv,
+                                      const float* __restrict__ lse, const float* __restrict__ delta, TcDims dm,
+                                      float scale, float scale_log2) {
   using Tl = BwdTiles<kD>;
   constexpr int kLds = Tl::kLds, kQi = Tl::kQi, kKeys = Tl::kKeys;
   constexpr int kNO = kD / 8;
@@ -300,9 +298,9 @@ __global__ void __launch_bounds__(kThreads)
 // BwdTiles<kD>::kDqSmem bytes of dynamic shared memory.
 template <int kD, class E>
 __global__ void __launch_bounds__(kThreads)
-    attention_backward_dq_tc_kernel(E* __restrict__ dqkv, const E* __restrict__ dout,
-                                    const E* __restrict__ qkv, const float* __restrict__ lse,
-                                    const float* __restrict__ delta, TcDims dm, float scale, float scale_log2) {
+    attention_backward_dq_tc_kernel(E* __restrict__ dqkv, const E* __restrict__ dout, const E* __restrict__ qkv,
+                                    const float* __restrict__ lse, const float* __restrict__ delta, TcDims dm,
+                                    float scale, float scale_log2) {
   using Tl = BwdTiles<kD>;
   constexpr int kLds = Tl::kLds, kQ = Tl::kQ, kKt = Tl::kKt;
   constexpr int kNO = kD / 8;

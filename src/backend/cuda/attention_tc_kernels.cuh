@@ -81,12 +81,13 @@ constexpr size_t kElemBytes = 2;  // bf16 and f16 operands alike
 
 // The operand types the kernels take.
 template <class E>
-struct IsElem : std::integral_constant<bool, std::is_same<E, __nv_bfloat16>::value || std::is_same<E, __half>::value> {};
+struct IsElem : std::integral_constant<bool, std::is_same<E, __nv_bfloat16>::value || std::is_same<E, __half>::value> {
+};
 
 template <int kD>
 struct TcTiles {
   static_assert(kD == 64 || kD == 128, "tensor-core attention: head dim 64 or 128");
-  static constexpr int kLds = kD + 8;  // shared row stride in bf16 elements
+  static constexpr int kLds = kD + 8;                                         // shared row stride in bf16 elements
   static constexpr size_t kSmem = kElemBytes * (kRowsQ + 4 * kRowsK) * kLds;  // Q, 2 x (K, V)
 };
 
@@ -171,8 +172,7 @@ __device__ __forceinline__ float2 unpack2(uint32_t w) {
 // 16-byte asynchronous copy global -> shared; zero-fills the 16 bytes (reads nothing) when
 // !valid. Both addresses 16-byte aligned.
 __device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(valid ? 16 : 0)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0)
                : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
@@ -201,15 +201,15 @@ __device__ __forceinline__ void load_tile(E* dst, const E* src, int64_t ld, int 
 // scale_log2 = scale * log2(e).
 template <int kD, class E>
 __global__ void __launch_bounds__(kThreads)
-    attention_forward_tc_kernel(E* __restrict__ out, float* __restrict__ lse,
-                                const E* __restrict__ qkv, TcDims dm, float scale_log2) {
+    attention_forward_tc_kernel(E* __restrict__ out, float* __restrict__ lse, const E* __restrict__ qkv, TcDims dm,
+                                float scale_log2) {
   constexpr int kLds = TcTiles<kD>::kLds;
-  constexpr int kNT = kRowsK / 8;   // score n-tiles (8 keys) per key tile
-  constexpr int kNO = kD / 8;       // output n-tiles (8 dims)
-  constexpr int kKD = kD / 16;      // k chunks (16 dims) of Q K^T
+  constexpr int kNT = kRowsK / 8;  // score n-tiles (8 keys) per key tile
+  constexpr int kNO = kD / 8;      // output n-tiles (8 dims)
+  constexpr int kKD = kD / 16;     // k chunks (16 dims) of Q K^T
   extern __shared__ uint4 attention_tc_smem[];
   E* Qs = reinterpret_cast<E*>(attention_tc_smem);  // [64][kLds]
-  E* KV = Qs + kRowsQ * kLds;  // buffer i: K at KV + 2 i kTile, V at KV + (2 i + 1) kTile
+  E* KV = Qs + kRowsQ * kLds;                       // buffer i: K at KV + 2 i kTile, V at KV + (2 i + 1) kTile
   constexpr int kTile = kRowsK * kLds;
 
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsQ;  // last tiles (most keys) first
@@ -244,8 +244,8 @@ __global__ void __launch_bounds__(kThreads)
   const int row0 = q0 + warp * 16 + g;  // row of c0, c1; row0 + 8: row of c2, c3
 
   for (int k0 = 0, buf = 0; k0 <= q0; k0 += kRowsK, buf ^= 1) {  // causal: k0 == q0 is the diagonal tile
-    cp_async_wait_all();  // this thread's copies of tile k0 landed (no-op for tile 0)
-    __syncthreads();      // everyone's did; every warp is done with the other buffer (tile k0 - 64)
+    cp_async_wait_all();      // this thread's copies of tile k0 landed (no-op for tile 0)
+    __syncthreads();          // everyone's did; every warp is done with the other buffer (tile k0 - 64)
     if (k0 + kRowsK <= q0) {  // prefetch the next key tile into the other buffer
       const int k1 = k0 + kRowsK;
       load_tile<kD>(KV + 2 * (buf ^ 1) * kTile, k_src + k1 * ld, ld, dm.T - k1);
@@ -344,8 +344,7 @@ __global__ void __launch_bounds__(kThreads)
     const float inv = 1.0f / l[r];
     E* dst = out_seq + row * out_ld + 2 * t;
 #pragma unroll
-    for (int n = 0; n < kNO; ++n)
-      store2<E>(dst + 8 * n, o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+    for (int n = 0; n < kNO; ++n) store2<E>(dst + 8 * n, o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
     if (t == 0) lse[(static_cast<int64_t>(b) * dm.Hq + h) * dm.T + row] = (m[r] + log2f(l[r])) * kLn2;
   }
 }

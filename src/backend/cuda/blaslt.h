@@ -15,8 +15,7 @@ class BlasLtHandle {
   // 32 MiB: what cuBLAS recommends for Hopper.
   static constexpr size_t kDefaultWorkspaceBytes = size_t{32} << 20;
 
-  explicit BlasLtHandle(Allocator& device_allocator,
-                        size_t workspace_bytes = kDefaultWorkspaceBytes);
+  explicit BlasLtHandle(Allocator& device_allocator, size_t workspace_bytes = kDefaultWorkspaceBytes);
   ~BlasLtHandle();
   BlasLtHandle(const BlasLtHandle&) = delete;
   BlasLtHandle& operator=(const BlasLtHandle&) = delete;

@@ -24,8 +24,8 @@ ErrorKind kind_of(cudaError_t err) {
 
 void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line) {
   cudaGetLastError();  // clear a sticky-free error so later calls do not report it again
-  throw Error(kind_of(err), str("CUDA call failed: ", call, " returned ", cudaGetErrorName(err),
-                                " (", cudaGetErrorString(err), ") at ", file, ":", line));
+  throw Error(kind_of(err), str("CUDA call failed: ", call, " returned ", cudaGetErrorName(err), " (",
+                                cudaGetErrorString(err), ") at ", file, ":", line));
 }
 
 void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
@@ -38,8 +38,8 @@ void warn_cuda_error(cudaError_t err, const char* call, const char* file, int li
   // At process exit the runtime may already be gone; nothing useful to say then.
   if (err == cudaErrorCudartUnloading) return;
   try {
-    ZT_WARN("CUDA call failed: ", call, " returned ", cudaGetErrorName(err), " (",
-            cudaGetErrorString(err), ") at ", file, ":", line);
+    ZT_WARN("CUDA call failed: ", call, " returned ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ") at ",
+            file, ":", line);
   } catch (...) {
   }
 }

@@ -12,32 +12,29 @@
 namespace zt::cuda {
 
 [[noreturn]] void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line);
-[[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* call, const char* file,
-                                     int line);
+[[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line);
 void warn_cuda_error(cudaError_t err, const char* call, const char* file, int line) noexcept;
 
 }  // namespace zt::cuda
 
-#define ZT_CUDA_CHECK(call)                                                        \
-  do {                                                                             \
-    const cudaError_t zt_cuda_err_ = (call);                                       \
-    if (zt_cuda_err_ != cudaSuccess)                                               \
-      ::zt::cuda::throw_cuda_error(zt_cuda_err_, #call, __FILE__, __LINE__);       \
+#define ZT_CUDA_CHECK(call)                                                                                 \
+  do {                                                                                                      \
+    const cudaError_t zt_cuda_err_ = (call);                                                                \
+    if (zt_cuda_err_ != cudaSuccess) ::zt::cuda::throw_cuda_error(zt_cuda_err_, #call, __FILE__, __LINE__); \
   } while (0)
 
 // Checks for a launch error of the kernel just launched (does not synchronize).
 #define ZT_CUDA_CHECK_LAST() ZT_CUDA_CHECK(cudaGetLastError())
 
-#define ZT_CUBLAS_CHECK(call)                                                      \
-  do {                                                                             \
-    const cublasStatus_t zt_cublas_st_ = (call);                                   \
-    if (zt_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                    \
-      ::zt::cuda::throw_cublas_error(zt_cublas_st_, #call, __FILE__, __LINE__);    \
+#define ZT_CUBLAS_CHECK(call)                                                   \
+  do {                                                                          \
+    const cublasStatus_t zt_cublas_st_ = (call);                                \
+    if (zt_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                 \
+      ::zt::cuda::throw_cublas_error(zt_cublas_st_, #call, __FILE__, __LINE__); \
   } while (0)
 
-#define ZT_CUDA_WARN(call)                                                         \
-  do {                                                                             \
-    const cudaError_t zt_cuda_err_ = (call);                                       \
-    if (zt_cuda_err_ != cudaSuccess)                                               \
-      ::zt::cuda::warn_cuda_error(zt_cuda_err_, #call, __FILE__, __LINE__);        \
+#define ZT_CUDA_WARN(call)                                                                                 \
+  do {                                                                                                     \
+    const cudaError_t zt_cuda_err_ = (call);                                                               \
+    if (zt_cuda_err_ != cudaSuccess) ::zt::cuda::warn_cuda_error(zt_cuda_err_, #call, __FILE__, __LINE__); \
   } while (0)

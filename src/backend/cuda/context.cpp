@@ -47,21 +47,22 @@ void init(int device) {
   std::lock_guard<std::mutex> lock(g_init_mutex);
   if (Context* ctx = g_context.load()) {
     if (ctx->device == device) return;
-    ZT_THROW_UNSUPPORTED("cuda::init(", device, "): this process already uses cuda:",
-                         ctx->device, " (one GPU per process; select it with the rank's "
+    ZT_THROW_UNSUPPORTED("cuda::init(", device, "): this process already uses cuda:", ctx->device,
+                         " (one GPU per process; select it with the rank's "
                          "local index or CUDA_VISIBLE_DEVICES)");
   }
   const int count = device_count();
   if (count == 0)
-    ZT_THROW_UNSUPPORTED("cuda::init(", device, "): no GPU is visible (check the driver, "
+    ZT_THROW_UNSUPPORTED("cuda::init(", device,
+                         "): no GPU is visible (check the driver, "
                          "nvidia-smi and CUDA_VISIBLE_DEVICES), or use --device cpu");
   if (device < 0 || device >= count)
     ZT_THROW_INPUT("device cuda:", device, " does not exist: ", count, " GPU(s) visible");
   auto* ctx = new Context(device);  // never deleted: see context.h
   set_device_allocator(DeviceType::CUDA, &ctx->allocator);
   g_context.store(ctx);
-  ZT_INFO("cuda:", device, ": ", ctx->props.name, ", sm_", ctx->props.major, ctx->props.minor,
-          ", ", ctx->props.totalGlobalMem >> 20, " MiB");
+  ZT_INFO("cuda:", device, ": ", ctx->props.name, ", sm_", ctx->props.major, ctx->props.minor, ", ",
+          ctx->props.totalGlobalMem >> 20, " MiB");
 }
 
 bool initialized() noexcept { return g_context.load() != nullptr; }
@@ -114,8 +115,7 @@ void copy_to_host(void* host_dst, const void* device_src, size_t bytes) {
 Allocator& pinned_host_allocator() {
   // Pinned memory needs a working driver but not init(): the host side may allocate first.
   static PinnedHostAllocator allocator;
-  if (!available())
-    ZT_THROW_UNSUPPORTED("pinned host memory needs a GPU, and none is visible");
+  if (!available()) ZT_THROW_UNSUPPORTED("pinned host memory needs a GPU, and none is visible");
   return allocator;
 }
 

@@ -22,12 +22,8 @@ __device__ __forceinline__ uint16_t f32_to_bf16_bits(float f) {
 __device__ __forceinline__ float bf16_bits_to_f32(uint16_t b) {
   return __uint_as_float(static_cast<uint32_t>(b) << 16);
 }
-__device__ __forceinline__ uint16_t f32_to_f16_bits(float f) {
-  return __half_as_ushort(__float2half_rn(f));
-}
-__device__ __forceinline__ float f16_bits_to_f32(uint16_t b) {
-  return __half2float(__ushort_as_half(b));
-}
+__device__ __forceinline__ uint16_t f32_to_f16_bits(float f) { return __half_as_ushort(__float2half_rn(f)); }
+__device__ __forceinline__ float f16_bits_to_f32(uint16_t b) { return __half2float(__ushort_as_half(b)); }
 
 struct ToBF16 {
   __device__ uint16_t operator()(float f) const { return f32_to_bf16_bits(f); }
@@ -42,17 +38,12 @@ struct FromF16 {
   __device__ float operator()(uint16_t b) const { return f16_bits_to_f32(b); }
 };
 
-__device__ __forceinline__ size_t thread_index() {
-  return static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ size_t grid_stride() {
-  return static_cast<size_t>(gridDim.x) * blockDim.x;
-}
+__device__ __forceinline__ size_t thread_index() { return static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ size_t grid_stride() { return static_cast<size_t>(gridDim.x) * blockDim.x; }
 
 // f32 -> 16-bit: two 16-byte loads, one 16-byte store per vector.
 template <class Op>
-__global__ void narrow_vec_kernel(const float4* __restrict__ src, uint4* __restrict__ dst,
-                                  size_t vectors, Op op) {
+__global__ void narrow_vec_kernel(const float4* __restrict__ src, uint4* __restrict__ dst, size_t vectors, Op op) {
   for (size_t i = thread_index(); i < vectors; i += grid_stride()) {
     const float4 a = src[2 * i], b = src[2 * i + 1];
     uint4 out;
@@ -66,15 +57,13 @@ __global__ void narrow_vec_kernel(const float4* __restrict__ src, uint4* __restr
 
 // 16-bit -> f32: one 16-byte load, two 16-byte stores per vector.
 template <class Op>
-__global__ void widen_vec_kernel(const uint4* __restrict__ src, float4* __restrict__ dst,
-                                 size_t vectors, Op op) {
+__global__ void widen_vec_kernel(const uint4* __restrict__ src, float4* __restrict__ dst, size_t vectors, Op op) {
   for (size_t i = thread_index(); i < vectors; i += grid_stride()) {
     const uint4 v = src[i];
     dst[2 * i] = make_float4(op(static_cast<uint16_t>(v.x)), op(static_cast<uint16_t>(v.x >> 16)),
                              op(static_cast<uint16_t>(v.y)), op(static_cast<uint16_t>(v.y >> 16)));
-    dst[2 * i + 1] =
-        make_float4(op(static_cast<uint16_t>(v.z)), op(static_cast<uint16_t>(v.z >> 16)),
-                    op(static_cast<uint16_t>(v.w)), op(static_cast<uint16_t>(v.w >> 16)));
+    dst[2 * i + 1] = make_float4(op(static_cast<uint16_t>(v.z)), op(static_cast<uint16_t>(v.z >> 16)),
+                                 op(static_cast<uint16_t>(v.w)), op(static_cast<uint16_t>(v.w >> 16)));
   }
 }
 
@@ -108,8 +97,8 @@ void narrow(const float* src, uint16_t* dst, size_t n, cudaStream_t stream, Op o
   if (aligned16(src) && aligned16(dst)) {
     const size_t vectors = n / kVec;
     if (vectors) {
-      narrow_vec_kernel<<<blocks_for(vectors), kThreads, 0, stream>>>(
-          reinterpret_cast<const float4*>(src), reinterpret_cast<uint4*>(dst), vectors, op);
+      narrow_vec_kernel<<<blocks_for(vectors), kThreads, 0, stream>>>(reinterpret_cast<const float4*>(src),
+                                                                      reinterpret_cast<uint4*>(dst), vectors, op);
       ZT_CUDA_CHECK_LAST();
     }
     done = vectors * kVec;
@@ -127,8 +116,8 @@ void widen(const uint16_t* src, float* dst, size_t n, cudaStream_t stream, Op op
   if (aligned16(src) && aligned16(dst)) {
     const size_t vectors = n / kVec;
     if (vectors) {
-      widen_vec_kernel<<<blocks_for(vectors), kThreads, 0, stream>>>(
-          reinterpret_cast<const uint4*>(src), reinterpret_cast<float4*>(dst), vectors, op);
+      widen_vec_kernel<<<blocks_for(vectors), kThreads, 0, stream>>>(reinterpret_cast<const uint4*>(src),
+                                                                     reinterpret_cast<float4*>(dst), vectors, op);
       ZT_CUDA_CHECK_LAST();
     }
     done = vectors * kVec;
@@ -148,11 +137,9 @@ void fill_bits(T* dst, T bits, size_t n, cudaStream_t stream) {
   if (aligned16(dst)) {
     const size_t vectors = n / per_vec;
     if (vectors) {
-      uint32_t word = sizeof(T) == 4 ? static_cast<uint32_t>(bits)
-                                     : static_cast<uint32_t>(bits) * 0x10001u;
+      uint32_t word = sizeof(T) == 4 ? static_cast<uint32_t>(bits) : static_cast<uint32_t>(bits) * 0x10001u;
       const uint4 pattern = make_uint4(word, word, word, word);
-      fill_vec_kernel<T><<<blocks_for(vectors), kThreads, 0, stream>>>(
-          reinterpret_cast<uint4*>(dst), pattern, vectors);
+      fill_vec_kernel<T><<<blocks_for(vectors), kThreads, 0, stream>>>(reinterpret_cast<uint4*>(dst), pattern, vectors);
       ZT_CUDA_CHECK_LAST();
     }
     done = vectors * per_vec;

@@ -67,11 +67,11 @@
 namespace zt::cuda {
 namespace {
 
-constexpr int kRowThreads = 512;        // one block per row of a chunk; 4 blocks per SM (<= 32 registers)
-constexpr int kPass1Vecs = 4;           // pass 1: float4 loads per thread per iteration (in flight together)
-constexpr int kTileVecs = 2;            // pass 2: float4s per thread per tile
-constexpr int kFinishThreads = 1024;    // the final reduction: one block (a power of two)
-constexpr int64_t kLdAlign = 64;        // row stride of the chunk's logits, in elements (a multiple of 4)
+constexpr int kRowThreads = 512;      // one block per row of a chunk; 4 blocks per SM (<= 32 registers)
+constexpr int kPass1Vecs = 4;         // pass 1: float4 loads per thread per iteration (in flight together)
+constexpr int kTileVecs = 2;          // pass 2: float4s per thread per tile
+constexpr int kFinishThreads = 1024;  // the final reduction: one block (a power of two)
+constexpr int64_t kLdAlign = 64;      // row stride of the chunk's logits, in elements (a multiple of 4)
 constexpr int64_t kChunkBudgetBytes = int64_t{1} << 30;  // the chunk's logits, in their dtype
 
 template <class T>
@@ -145,8 +145,7 @@ __device__ __forceinline__ void online_add(float& m, float& s, const float4* v) 
   const float r = exp_ref(m);
   float b = 0.0f;
 #pragma unroll
-  for (int k = 0; k < K; ++k)
-    b += (expf(v[k].x - r) + expf(v[k].y - r)) + (expf(v[k].z - r) + expf(v[k].w - r));
+  for (int k = 0; k < K; ++k) b += (expf(v[k].x - r) + expf(v[k].y - r)) + (expf(v[k].z - r) + expf(v[k].w - r));
   s += b;
 }
 
@@ -356,8 +355,8 @@ __global__ void __launch_bounds__(kRowThreads, 2048 / kRowThreads)
 
   // Pass 1: online max / sum over 8-element vectors; kPass1Vecs loads in flight per thread.
   const uint4* z8 = reinterpret_cast<const uint4*>(zr);
-  const int full = V / 8;              // vectors wholly inside [0, V)
-  const int used = (V + 7) / 8;        // the last may reach into the padding (ld % 8 == 0)
+  const int full = V / 8;        // vectors wholly inside [0, V)
+  const int used = (V + 7) / 8;  // the last may reach into the padding (ld % 8 == 0)
   float m = -INFINITY, s = 0.0f;
   int i = threadIdx.x;
   for (; i + (kPass1Vecs - 1) * step < full; i += kPass1Vecs * step) {
@@ -400,7 +399,7 @@ __global__ void __launch_bounds__(kRowThreads, 2048 / kRowThreads)
 struct DeviceSums {
   double loss_sum;
   long long count;
-  long long bad_row;     // first row with a target outside [0, V) that is not ignore_index; -1: none
+  long long bad_row;  // first row with a target outside [0, V) that is not ignore_index; -1: none
   long long bad_target;
 };
 
@@ -560,17 +559,16 @@ CrossEntropySums run(const Tensor* dinp, const Tensor* dweight, const Tensor& in
       });
       if (!backward) continue;
     } else if (!backward) {  // pass 1 only
-      softmax_xent_kernel<float><<<blocks, kRowThreads, 0, stream>>>(static_cast<float*>(z), ld, tg + r0, v_int,
-                                                                     ld_int, ignore_index, losses_c, nullptr, ld,
-                                                                     0.0f);
+      softmax_xent_kernel<float><<<blocks, kRowThreads, 0, stream>>>(static_cast<float*>(z), ld, tg + r0, v_int, ld_int,
+                                                                     ignore_index, losses_c, nullptr, ld, 0.0f);
       ZT_CUDA_CHECK_LAST();
       continue;
     } else {
       dispatch_float(ct, [&](auto tag) {
         using G = decltype(tag);
         softmax_xent_kernel<G><<<blocks, kRowThreads, 0, stream>>>(static_cast<float*>(z), ld, tg + r0, v_int, ld_int,
-                                                                   ignore_index, losses_c, reinterpret_cast<G*>(z),
-                                                                   ldg, grad_scale);
+                                                                   ignore_index, losses_c, reinterpret_cast<G*>(z), ldg,
+                                                                   grad_scale);
         ZT_CUDA_CHECK_LAST();
       });
     }
@@ -615,9 +613,8 @@ CrossEntropySums lm_head_cross_entropy_forward(const Tensor& inp, const Tensor& 
              chunk_rows);
 }
 
-CrossEntropySums lm_head_cross_entropy_forward_backward(const Tensor& dinp, const Tensor& dweight,
-                                                        const Tensor& inp, const Tensor& weight,
-                                                        const Tensor& targets, int64_t vocab_size,
+CrossEntropySums lm_head_cross_entropy_forward_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& inp,
+                                                        const Tensor& weight, const Tensor& targets, int64_t vocab_size,
                                                         int ignore_index, float grad_scale, int64_t chunk_rows) {
   return run(&dinp, &dweight, inp, weight, targets, vocab_size, ignore_index, nullptr, grad_scale, chunk_rows);
 }

@@ -42,8 +42,8 @@ struct DropoutOp {
 #pragma unroll
     for (int b = 0; b < 2; ++b) {
       const uint64_t block = static_cast<uint64_t>(i) / 4 + b;
-      uint32_t c[4] = {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-                       static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32)};
+      uint32_t c[4] = {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), static_cast<uint32_t>(stream),
+                       static_cast<uint32_t>(stream >> 32)};
       philox4x32_10(c, key);
 #pragma unroll
       for (int k = 0; k < 4; ++k) w[4 * b + k] = c[k];
@@ -68,15 +68,22 @@ void dropout_apply(const Tensor& y, const Tensor& x, float p, const Philox& rng)
   const bool aligned = aligned16(y.data()) && aligned16(x.data());
   auto run = [&](auto tag) {
     using T = decltype(tag);
-    launch_chunked(DropoutOp<T>{static_cast<T*>(y.data()), static_cast<const T*>(x.data()), p, scale, rng.key(),
-                                rng.stream()},
-                   n, aligned);
+    launch_chunked(
+        DropoutOp<T>{static_cast<T*>(y.data()), static_cast<const T*>(x.data()), p, scale, rng.key(), rng.stream()}, n,
+        aligned);
   };
   switch (x.dtype()) {
-    case DType::F32: run(float{}); return;
-    case DType::BF16: run(bf16{}); return;
-    case DType::F16: run(f16{}); return;
-    default: break;
+    case DType::F32:
+      run(float{});
+      return;
+    case DType::BF16:
+      run(bf16{});
+      return;
+    case DType::F16:
+      run(f16{});
+      return;
+    default:
+      break;
   }
   ZT_THROW_UNSUPPORTED("CUDA dropout takes f32, bf16 or f16 tensors, got ", dtype_name(x.dtype()));
 }

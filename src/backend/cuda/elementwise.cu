@@ -138,9 +138,9 @@ void add(const Tensor& out, const Tensor& a, const Tensor& b) {
   const bool aligned = aligned16(out.data()) && aligned16(a.data()) && aligned16(b.data());
   dispatch_float(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    launch_chunked(AddOp<T>{static_cast<T*>(out.data()), static_cast<const T*>(a.data()),
-                            static_cast<const T*>(b.data())},
-                   out.numel(), aligned);
+    launch_chunked(
+        AddOp<T>{static_cast<T*>(out.data()), static_cast<const T*>(a.data()), static_cast<const T*>(b.data())},
+        out.numel(), aligned);
   });
 }
 

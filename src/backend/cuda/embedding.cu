@@ -37,9 +37,9 @@
 namespace zt::cuda {
 namespace {
 
-constexpr int kThreads = 256;      // grid-stride kernels
+constexpr int kThreads = 256;       // grid-stride kernels
 constexpr int kGroupThreads = 128;  // threads per block of the dwte group kernel
-constexpr int kVec = 8;            // channels per thread on the vector path
+constexpr int kVec = 8;             // channels per thread on the vector path
 constexpr unsigned long long kNoBadToken = ~0ull;
 
 __device__ __forceinline__ int64_t thread_index() {
@@ -91,8 +91,8 @@ __global__ void check_and_index_kernel(const int32_t* __restrict__ tokens, int64
 // group's dout rows (ascending row order: the sort is stable) and adds the sum to dwte.
 template <int V, class A, class G>
 __global__ void embedding_wte_grad_kernel(G* __restrict__ dwte, const A* __restrict__ dout,
-                                          const uint32_t* __restrict__ keys, const int32_t* __restrict__ rows,
-                                          int N, int C, const unsigned long long* __restrict__ first_bad) {
+                                          const uint32_t* __restrict__ keys, const int32_t* __restrict__ rows, int N,
+                                          int C, const unsigned long long* __restrict__ first_bad) {
   if (*first_bad != kNoBadToken) return;
   const int k = blockIdx.x;
   const uint32_t tok = keys[k];
@@ -117,8 +117,8 @@ __global__ void embedding_wte_grad_kernel(G* __restrict__ dwte, const A* __restr
 
 // dwpe[t, c..c+V) += sum over b (in order) of dout[b, t, ...]. first_bad may be null.
 template <int V, class A, class G>
-__global__ void embedding_wpe_grad_kernel(G* __restrict__ dwpe, const A* __restrict__ dout, int64_t B, int64_t T,
-                                          int C, const unsigned long long* __restrict__ first_bad) {
+__global__ void embedding_wpe_grad_kernel(G* __restrict__ dwpe, const A* __restrict__ dout, int64_t B, int64_t T, int C,
+                                          const unsigned long long* __restrict__ first_bad) {
   if (first_bad && *first_bad != kNoBadToken) return;
   const int chunks = C / V;
   const int64_t total = T * chunks;
@@ -162,10 +162,14 @@ unsigned blocks_for(int64_t work, int threads) {
 template <class Fn>
 void dispatch_activation(DType dt, Fn&& fn) {
   switch (dt) {
-    case DType::F32: return fn(Tag<float>{});
-    case DType::BF16: return fn(Tag<__nv_bfloat16>{});
-    case DType::F16: return fn(Tag<__half>{});
-    default: break;
+    case DType::F32:
+      return fn(Tag<float>{});
+    case DType::BF16:
+      return fn(Tag<__nv_bfloat16>{});
+    case DType::F16:
+      return fn(Tag<__half>{});
+    default:
+      break;
   }
   ZT_THROW_UNSUPPORTED("cuda embedding: activations must be f32, bf16 or f16, got ", dtype_name(dt));
 }
@@ -209,8 +213,8 @@ int key_bits(int64_t vocab) {
 }
 
 template <class A, class G>
-void wte_grad(G* dwte, const A* dout, const int32_t* tokens, int64_t vocab, int N, int C,
-              unsigned long long* first_bad, cudaStream_t stream) {
+void wte_grad(G* dwte, const A* dout, const int32_t* tokens, int64_t vocab, int N, int C, unsigned long long* first_bad,
+              cudaStream_t stream) {
   // Sort (token, row) pairs by token. The ids are read as unsigned keys: valid ids are
   // non-negative; with a bad id the order is meaningless, but then nothing is written.
   Buffer rows_in(static_cast<size_t>(N) * sizeof(int32_t), Device::cuda());
@@ -229,8 +233,7 @@ void wte_grad(G* dwte, const A* dout, const int32_t* tokens, int64_t vocab, int 
   ZT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, kin, kout, rin, rout, N, 0, end_bit, stream));
   // Never a null pointer: CUB would take that for another size query.
   Buffer temp(std::max<size_t>(temp_bytes, 16), Device::cuda());
-  ZT_CUDA_CHECK(
-      cub::DeviceRadixSort::SortPairs(temp.data(), temp_bytes, kin, kout, rin, rout, N, 0, end_bit, stream));
+  ZT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data(), temp_bytes, kin, kout, rin, rout, N, 0, end_bit, stream));
 
   const bool vec = C % kVec == 0 && aligned16(dwte) && aligned16(dout);
   const int per_thread = vec ? kVec : 1;
@@ -251,11 +254,10 @@ void wpe_grad(G* dwpe, const A* dout, int64_t B, int64_t T, int C, const unsigne
               cudaStream_t stream) {
   const bool vec = C % kVec == 0 && aligned16(dwpe) && aligned16(dout);
   if (vec) {
-    embedding_wpe_grad_kernel<kVec><<<blocks_for(T * (C / kVec), kThreads), kThreads, 0, stream>>>(
-        dwpe, dout, B, T, C, first_bad);
+    embedding_wpe_grad_kernel<kVec>
+        <<<blocks_for(T * (C / kVec), kThreads), kThreads, 0, stream>>>(dwpe, dout, B, T, C, first_bad);
   } else {
-    embedding_wpe_grad_kernel<1><<<blocks_for(T * C, kThreads), kThreads, 0, stream>>>(dwpe, dout, B, T, C,
-                                                                                         first_bad);
+    embedding_wpe_grad_kernel<1><<<blocks_for(T * C, kThreads), kThreads, 0, stream>>>(dwpe, dout, B, T, C, first_bad);
   }
   ZT_CUDA_CHECK_LAST();
 }
@@ -279,11 +281,11 @@ TokenCheck embedding_forward(const Tensor& out, const Tensor& tokens, const Tens
       const W* pe = ptr<const W>(wpe);
       const bool vec = C % kVec == 0 && aligned16(y) && aligned16(te) && aligned16(pe);
       if (vec) {
-        embedding_forward_kernel<kVec><<<blocks_for(N * (C / kVec), kThreads), kThreads, 0, stream>>>(
-            y, tok, te, pe, N, T, C, vocab, first_bad);
+        embedding_forward_kernel<kVec>
+            <<<blocks_for(N * (C / kVec), kThreads), kThreads, 0, stream>>>(y, tok, te, pe, N, T, C, vocab, first_bad);
       } else {
-        embedding_forward_kernel<1><<<blocks_for(N * C, kThreads), kThreads, 0, stream>>>(y, tok, te, pe, N, T, C,
-                                                                                         vocab, first_bad);
+        embedding_forward_kernel<1>
+            <<<blocks_for(N * C, kThreads), kThreads, 0, stream>>>(y, tok, te, pe, N, T, C, vocab, first_bad);
       }
       ZT_CUDA_CHECK_LAST();
     });
@@ -298,8 +300,7 @@ TokenCheck embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tens
   const int64_t B = tokens.size(0), T = tokens.size(1), N = B * T;
   const int C = checked_channels("cuda::embedding_backward", ref.size(1));
   if (N == 0 || C == 0) return {};
-  ZT_CHECK(N <= INT_MAX, "cuda::embedding_backward: ", N, " tokens is too many for one call (at most ", INT_MAX,
-           ")");
+  ZT_CHECK(N <= INT_MAX, "cuda::embedding_backward: ", N, " tokens is too many for one call (at most ", INT_MAX, ")");
   cudaStream_t stream = compute_stream();
   const int32_t* tok = ptr<const int32_t>(tokens);
   // The flag exists only when dwte is updated: like the CPU path, ids are checked against

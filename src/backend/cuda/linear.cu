@@ -122,7 +122,7 @@ void accumulate_f32_into(void* dst, DType dst_dtype, const float* src, size_t n,
   dispatch_float(dst_dtype, [&](auto tag) {
     using T = decltype(tag);
     accumulate_kernel<T><<<grid_for(static_cast<int64_t>(n)), kThreads, 0, stream>>>(static_cast<T*>(dst), src,
-                                                                                      static_cast<int64_t>(n));
+                                                                                     static_cast<int64_t>(n));
     ZT_CUDA_CHECK_LAST();
   });
 }
@@ -152,8 +152,8 @@ void column_sums_into(void* dbias, DType dbias_dtype, const void* x, DType x_dty
   dispatch_float(x_dtype, [&](auto tag) {
     using X = decltype(tag);
     const dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>(splits));
-    column_partial_kernel<X><<<grid, dim3(kSumCols, kSumRows), 0, stream>>>(static_cast<const X*>(x), rows, cols,
-                                                                            rows_per_split, p);
+    column_partial_kernel<X>
+        <<<grid, dim3(kSumCols, kSumRows), 0, stream>>>(static_cast<const X*>(x), rows, cols, rows_per_split, p);
     ZT_CUDA_CHECK_LAST();
   });
   dispatch_float(dbias_dtype, [&](auto tag) {
@@ -180,8 +180,7 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
   const MatrixRef a{x, ct, N, I};
   // op(W) = [I, O]: OutIn stores [O, I] (transposed), InOut stores [I, O].
   const MatrixRef b = in_out ? MatrixRef{w, ct, I, O} : MatrixRef{w, ct, O, I, 0, true};
-  matmul_into(a, b, out.data(), out.dtype(), 0, /*accumulate=*/false, has_bias ? bias.data() : nullptr,
-              bias.dtype());
+  matmul_into(a, b, out.data(), out.dtype(), 0, /*accumulate=*/false, has_bias ? bias.data() : nullptr, bias.dtype());
 }
 
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,

@@ -42,10 +42,14 @@ namespace {
 
 cudaDataType_t cuda_type(DType t) {
   switch (t) {
-    case DType::F32: return CUDA_R_32F;
-    case DType::BF16: return CUDA_R_16BF;
-    case DType::F16: return CUDA_R_16F;
-    default: break;
+    case DType::F32:
+      return CUDA_R_32F;
+    case DType::BF16:
+      return CUDA_R_16BF;
+    case DType::F16:
+      return CUDA_R_16F;
+    default:
+      break;
   }
   ZT_CHECK(false, "cuBLASLt matmul: unsupported dtype ", dtype_name(t));
   return CUDA_R_32F;
@@ -85,7 +89,7 @@ struct CachedAlgo {
 
 constexpr int kTuneCandidates = 8;
 constexpr int kTuneReps = 3;
-constexpr double kTuneMinFlops = 1e9;                      // smaller products keep the heuristic's choice
+constexpr double kTuneMinFlops = 1e9;                    // smaller products keep the heuristic's choice
 constexpr size_t kTuneScratchBytes = size_t{256} << 20;  // scratch D for beta != 0
 
 std::atomic<int> g_autotune{-1};  // -1: not yet read from ZT_GEMM_AUTOTUNE
@@ -127,10 +131,14 @@ bool gemm_autotune() {
 
 bool matmul_output_supported(DType ab, DType d) {
   switch (ab) {
-    case DType::F32: return d == DType::F32;
-    case DType::BF16: return d == DType::BF16 || d == DType::F32;
-    case DType::F16: return d == DType::F16 || d == DType::F32;
-    default: return false;
+    case DType::F32:
+      return d == DType::F32;
+    case DType::BF16:
+      return d == DType::BF16 || d == DType::F32;
+    case DType::F16:
+      return d == DType::F16 || d == DType::F32;
+    default:
+      return false;
   }
 }
 
@@ -142,8 +150,7 @@ DType act_weight_compute_dtype(DType act, DType weight) {
 
 DType act_act_compute_dtype(DType a, DType b) { return a == b ? a : DType::F32; }
 
-const void* device_as_dtype(const void* src, DType from, DType to, size_t n, Buffer& holder,
-                            size_t min_align) {
+const void* device_as_dtype(const void* src, DType from, DType to, size_t n, Buffer& holder, size_t min_align) {
   if (n == 0) return src;
   const bool aligned = reinterpret_cast<uintptr_t>(src) % min_align == 0;
   if (from == to && aligned) return src;
@@ -177,14 +184,14 @@ const void* device_as_dtype(const void* src, DType from, DType to, size_t n, Buf
   return dst;
 }
 
-void matmul(const MatrixRef& a, const MatrixRef& b, void* d, DType d_dtype, int64_t d_ld, float alpha,
-            float beta, const void* bias) {
+void matmul(const MatrixRef& a, const MatrixRef& b, void* d, DType d_dtype, int64_t d_ld, float alpha, float beta,
+            const void* bias) {
   ZT_CHECK(a.dtype == b.dtype, "matmul: A is ", dtype_name(a.dtype), " but B is ", dtype_name(b.dtype));
-  ZT_CHECK(matmul_output_supported(a.dtype, d_dtype), "matmul: cuBLASLt cannot write ", dtype_name(d_dtype),
-           " from ", dtype_name(a.dtype), " inputs");
+  ZT_CHECK(matmul_output_supported(a.dtype, d_dtype), "matmul: cuBLASLt cannot write ", dtype_name(d_dtype), " from ",
+           dtype_name(a.dtype), " inputs");
   const int64_t M = a.op_rows(), K = a.op_cols(), N = b.op_cols();
-  ZT_CHECK(b.op_rows() == K, "matmul: inner dimensions differ: op(A) is [", M, ", ", K, "], op(B) is [",
-           b.op_rows(), ", ", N, "]");
+  ZT_CHECK(b.op_rows() == K, "matmul: inner dimensions differ: op(A) is [", M, ", ", K, "], op(B) is [", b.op_rows(),
+           ", ", N, "]");
   const int64_t ldd = d_ld ? d_ld : N;
   ZT_CHECK(a.stride() >= a.cols && b.stride() >= b.cols && ldd >= N, "matmul: a leading dimension is too small");
   ZT_CHECK(bias == nullptr || beta == 0.0f, "matmul: a bias needs beta = 0");
@@ -215,8 +222,7 @@ void matmul(const MatrixRef& a, const MatrixRef& b, void* d, DType d_dtype, int6
   ZT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
   if (bias) {
     // The bias has D's type (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE left at its default).
-    ZT_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    ZT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
     ZT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
   LayoutHolder lay_a, lay_b, lay_d;
@@ -232,8 +238,8 @@ void matmul(const MatrixRef& a, const MatrixRef& b, void* d, DType d_dtype, int6
   const size_t scratch_bytes = static_cast<size_t>(ldd) * static_cast<size_t>(M) * esize;
   const bool tune = gemm_autotune() && flops >= kTuneMinFlops && (beta == 0.0f || scratch_bytes <= kTuneScratchBytes);
   const std::string key =
-      str(static_cast<int>(a.dtype), ',', static_cast<int>(d_dtype), ',', a.trans, b.trans, ',', M, ',', N, ',', K,
-          ',', a.stride(), ',', b.stride(), ',', ldd, ',', align_a, ',', align_b, ',', align_d, ',',
+      str(static_cast<int>(a.dtype), ',', static_cast<int>(d_dtype), ',', a.trans, b.trans, ',', M, ',', N, ',', K, ',',
+          a.stride(), ',', b.stride(), ',', ldd, ',', align_a, ',', align_b, ',', align_d, ',',
           bias ? static_cast<int>(alignment_of(bias)) : 0, ',', beta == 0.0f, tune);
   CachedAlgo algo;
   bool cached = false;
@@ -251,14 +257,14 @@ void matmul(const MatrixRef& a, const MatrixRef& b, void* d, DType d_dtype, int6
     const uint64_t ws = lt.workspace_bytes();
     ZT_CUBLAS_CHECK(
         cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-    ZT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                                         &align_a, sizeof(align_a)));
-    ZT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                                         &align_b, sizeof(align_b)));
-    ZT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                                         &align_d, sizeof(align_d)));
-    ZT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                                         &align_d, sizeof(align_d)));
+    ZT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                                         sizeof(align_a)));
+    ZT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                                         sizeof(align_b)));
+    ZT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
+                                                         sizeof(align_d)));
+    ZT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
+                                                         sizeof(align_d)));
     cublasLtMatmulHeuristicResult_t results[kTuneCandidates]{};
     int returned = 0;
     const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt.get(), desc.d, lay_a.l, lay_b.l, lay_d.l, lay_d.l,
@@ -279,9 +285,8 @@ void matmul(const MatrixRef& a, const MatrixRef& b, void* d, DType d_dtype, int6
         const cublasLtMatmulAlgo_t* candidate = &results[i].algo;
         const float ms = time_candidate(
             [&]() {
-              return cublasLtMatmul(lt.get(), desc.d, &alpha, b.data, lay_a.l, a.data, lay_b.l, &beta, target,
-                                    lay_d.l, target, lay_d.l, candidate, lt.workspace(), lt.workspace_bytes(),
-                                    stream);
+              return cublasLtMatmul(lt.get(), desc.d, &alpha, b.data, lay_a.l, a.data, lay_b.l, &beta, target, lay_d.l,
+                                    target, lay_d.l, candidate, lt.workspace(), lt.workspace_bytes(), stream);
             },
             stream);
         if (ms >= 0.0f && (best < 0.0f || ms < best)) {
@@ -302,16 +307,17 @@ void matmul(const MatrixRef& a, const MatrixRef& b, void* d, DType d_dtype, int6
       matmul(a, b, d, d_dtype, ldd, alpha, 1.0f, nullptr);
       return;
     }
-    ZT_CHECK(false, "cuBLASLt has no algorithm for D[", M, ", ", N, "] ", dtype_name(d_dtype), " = op(A) op(B), K = ",
-             K, ", inputs ", dtype_name(a.dtype), ", transposes ", a.trans, "/", b.trans, ", leading dimensions ",
-             a.stride(), "/", b.stride(), "/", ldd, ", alignments ", align_b, "/", align_a, "/", align_d);
+    ZT_CHECK(false, "cuBLASLt has no algorithm for D[", M, ", ", N, "] ", dtype_name(d_dtype),
+             " = op(A) op(B), K = ", K, ", inputs ", dtype_name(a.dtype), ", transposes ", a.trans, "/", b.trans,
+             ", leading dimensions ", a.stride(), "/", b.stride(), "/", ldd, ", alignments ", align_b, "/", align_a,
+             "/", align_d);
   }
   ZT_CUBLAS_CHECK(cublasLtMatmul(lt.get(), desc.d, &alpha, b.data, lay_a.l, a.data, lay_b.l, &beta, d, lay_d.l, d,
                                  lay_d.l, &algo.algo, lt.workspace(), lt.workspace_bytes(), stream));
 }
 
-void matmul_into(const MatrixRef& a, const MatrixRef& b, void* out, DType out_dtype, int64_t out_ld,
-                 bool accumulate, const void* bias, DType bias_dtype) {
+void matmul_into(const MatrixRef& a, const MatrixRef& b, void* out, DType out_dtype, int64_t out_ld, bool accumulate,
+                 const void* bias, DType bias_dtype) {
   ZT_CHECK(!(accumulate && bias), "matmul_into: a bias only for = outputs");
   const int64_t M = a.op_rows(), N = b.op_cols();
   if (M == 0 || N == 0) return;

@@ -55,8 +55,7 @@ DType act_act_compute_dtype(DType a, DType b);
 // n elements at src (device) as dtype `to`: src itself when the dtype already matches and
 // src is aligned to min_align bytes, else a converted (or copied) version in `holder`
 // (from the caching allocator: 256-byte aligned).
-const void* device_as_dtype(const void* src, DType from, DType to, size_t n, Buffer& holder,
-                            size_t min_align = 1);
+const void* device_as_dtype(const void* src, DType from, DType to, size_t n, Buffer& holder, size_t min_align = 1);
 
 // D [M, N] (row stride d_ld, 0: packed) = alpha op(A) op(B) + beta D (+ bias).
 // A and B share one dtype; D's dtype must be supported for it (matmul_output_supported).
@@ -64,16 +63,16 @@ const void* device_as_dtype(const void* src, DType from, DType to, size_t n, Buf
 // fused as CUBLASLT_EPILOGUE_BIAS; when cuBLASLt has no algorithm with that epilogue for
 // the problem, D is filled with the broadcast bias and the product added with beta = 1.
 // K == 0 gives D = beta D (+ bias). M == 0 or N == 0 does nothing.
-void matmul(const MatrixRef& a, const MatrixRef& b, void* d, DType d_dtype, int64_t d_ld, float alpha,
-            float beta, const void* bias = nullptr);
+void matmul(const MatrixRef& a, const MatrixRef& b, void* d, DType d_dtype, int64_t d_ld, float alpha, float beta,
+            const void* bias = nullptr);
 
 // out [M, N] (=, or += when accumulate) op(A) op(B) (+ bias[N], only for =), out of any
 // floating dtype, packed or with row stride out_ld. Where cuBLASLt cannot write out's dtype
 // for the inputs' dtype, the product goes to f32 scratch and is then converted (=) or added
 // with one rounding (+=). Otherwise it is one matmul, with beta = 1 for +=. bias may have
 // any floating dtype (converted to the output type when needed).
-void matmul_into(const MatrixRef& a, const MatrixRef& b, void* out, DType out_dtype, int64_t out_ld,
-                 bool accumulate, const void* bias = nullptr, DType bias_dtype = DType::F32);
+void matmul_into(const MatrixRef& a, const MatrixRef& b, void* out, DType out_dtype, int64_t out_ld, bool accumulate,
+                 const void* bias = nullptr, DType bias_dtype = DType::F32);
 
 // ---- element-wise kernels (linear.cu) ----
 

@@ -56,8 +56,8 @@ __device__ __forceinline__ float warp_sum(float v) {
 // passes read it back from inp (this thread's own writes, from L1/L2). That saves the
 // separate add kernel's write and the norm's first read of the residual stream.
 template <int V, bool kLayerNorm, bool kResidual, class A, class W>
-__global__ void norm_forward_kernel(A* out, float* mean, float* rstd, A* inp, const W* weight, const W* bias,
-                                    int64_t N, int C, float eps, const A* ra, const A* rb) {
+__global__ void norm_forward_kernel(A* out, float* mean, float* rstd, A* inp, const W* weight, const W* bias, int64_t N,
+                                    int C, float eps, const A* ra, const A* rb) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
   if (row >= N) return;  // whole warps leave together: the shuffles below see full warps
   const int lane = threadIdx.x % kWarp;
@@ -65,7 +65,7 @@ __global__ void norm_forward_kernel(A* out, float* mean, float* rstd, A* inp, co
   A* y = out + row * C;
   const float inv_c = 1.0f / static_cast<float>(C);
   // The first pass's values of x[c .. c + V): loaded, or (kResidual) made and stored.
-  const auto first_load = [&](int c, float (&xv)[V]) {
+  const auto first_load = [&](int c, float(&xv)[V]) {
     if constexpr (kResidual) {
       float bv[V];
       load_vec<V>(ra + row * C + c, xv);
@@ -134,8 +134,7 @@ __global__ void norm_forward_kernel(A* out, float* mean, float* rstd, A* inp, co
 template <bool kLayerNorm, class A>
 __global__ void norm_param_partials_kernel(float* __restrict__ partial, const A* __restrict__ dout,
                                            const A* __restrict__ inp, const float* __restrict__ mean,
-                                           const float* __restrict__ rstd, int64_t N, int C,
-                                           int64_t rows_per_chunk) {
+                                           const float* __restrict__ rstd, int64_t N, int C, int64_t rows_per_chunk) {
   const int c = blockIdx.x * kColThreads + threadIdx.x;
   if (c >= C) return;
   const int64_t chunk = blockIdx.y, chunks = gridDim.y;
@@ -158,8 +157,7 @@ __global__ void norm_param_partials_kernel(float* __restrict__ partial, const A*
 
 // grad[c] += sum over chunks of partial[chunk][c], summed in chunk order in f32, one rounding.
 template <class G>
-__global__ void add_column_sums_kernel(G* __restrict__ grad, const float* __restrict__ partial, int64_t chunks,
-                                       int C) {
+__global__ void add_column_sums_kernel(G* __restrict__ grad, const float* __restrict__ partial, int64_t chunks, int C) {
   const int c = blockIdx.x * kColThreads + threadIdx.x;
   if (c >= C) return;
   float acc = partial[c];
@@ -237,10 +235,14 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 template <class Fn>
 void dispatch_activation(DType dt, Fn&& fn) {
   switch (dt) {
-    case DType::F32: return fn(Tag<float>{});
-    case DType::BF16: return fn(Tag<__nv_bfloat16>{});
-    case DType::F16: return fn(Tag<__half>{});
-    default: break;
+    case DType::F32:
+      return fn(Tag<float>{});
+    case DType::BF16:
+      return fn(Tag<__nv_bfloat16>{});
+    case DType::F16:
+      return fn(Tag<__half>{});
+    default:
+      break;
   }
   ZT_THROW_UNSUPPORTED("cuda norm: activations must be f32, bf16 or f16, got ", dtype_name(dt));
 }
@@ -275,8 +277,8 @@ void norm_forward(const char* op, const Tensor& out, const Tensor& mean, const T
                   const Tensor& rb = Tensor{}) {
   const Rows rows = rows_of(op, inp, weight);
   if (rows.N == 0 || rows.C == 0) return;
-  ZT_CHECK(out.dtype() == inp.dtype(), op, ": out and inp must have one dtype, got ", dtype_name(out.dtype()),
-           " and ", dtype_name(inp.dtype()));
+  ZT_CHECK(out.dtype() == inp.dtype(), op, ": out and inp must have one dtype, got ", dtype_name(out.dtype()), " and ",
+           dtype_name(inp.dtype()));
   const bool residual = present(ra);
   ZT_CHECK(!residual || (ra.dtype() == inp.dtype() && rb.dtype() == inp.dtype()), op,
            ": the residual add's inputs must have the dtype of res");
@@ -294,8 +296,8 @@ void norm_forward(const char* op, const Tensor& out, const Tensor& mean, const T
       const bool vec = rows.C % kVec == 0 && aligned16(y) && aligned16(x) && aligned16(w) && aligned16(b) &&
                        aligned16(a1) && aligned16(a2);
       const auto launch = [&](auto kernel) {
-        kernel<<<row_blocks(rows.N), kRowsPerBlock * kWarp, 0, stream>>>(y, ptr<float>(mean), ptr<float>(rstd), x, w,
-                                                                          b, rows.N, rows.C, eps, a1, a2);
+        kernel<<<row_blocks(rows.N), kRowsPerBlock * kWarp, 0, stream>>>(y, ptr<float>(mean), ptr<float>(rstd), x, w, b,
+                                                                         rows.N, rows.C, eps, a1, a2);
         ZT_CUDA_CHECK_LAST();
       };
       if (vec) {
@@ -313,8 +315,7 @@ void norm_forward(const char* op, const Tensor& out, const Tensor& mean, const T
 template <bool kLayerNorm>
 void norm_param_grads(const Tensor& dweight, const Tensor& dbias, const Tensor& dout, const Tensor& inp,
                       const Tensor& mean, const Tensor& rstd, Rows rows, cudaStream_t stream) {
-  const int64_t rows_per_chunk =
-      std::max(kMinChunkRows, (rows.N + kMaxChunks - 1) / kMaxChunks);  // depends only on N
+  const int64_t rows_per_chunk = std::max(kMinChunkRows, (rows.N + kMaxChunks - 1) / kMaxChunks);  // depends only on N
   const int64_t chunks = (rows.N + rows_per_chunk - 1) / rows_per_chunk;
   constexpr int K = kLayerNorm ? 2 : 1;
   Buffer partial(static_cast<size_t>(K * chunks * rows.C) * sizeof(float), Device::cuda());
@@ -322,10 +323,9 @@ void norm_param_grads(const Tensor& dweight, const Tensor& dbias, const Tensor& 
   const unsigned col_blocks = static_cast<unsigned>((rows.C + kColThreads - 1) / kColThreads);
   dispatch_activation(dout.dtype(), [&](auto at) {
     using A = typename decltype(at)::type;
-    norm_param_partials_kernel<kLayerNorm><<<dim3(col_blocks, static_cast<unsigned>(chunks)), kColThreads, 0,
-                                             stream>>>(part, ptr<const A>(dout), ptr<const A>(inp),
-                                                       ptr<const float>(mean), ptr<const float>(rstd), rows.N,
-                                                       rows.C, rows_per_chunk);
+    norm_param_partials_kernel<kLayerNorm><<<dim3(col_blocks, static_cast<unsigned>(chunks)), kColThreads, 0, stream>>>(
+        part, ptr<const A>(dout), ptr<const A>(inp), ptr<const float>(mean), ptr<const float>(rstd), rows.N, rows.C,
+        rows_per_chunk);
     ZT_CUDA_CHECK_LAST();
   });
   const Tensor* grads[2] = {&dweight, &dbias};
@@ -335,7 +335,7 @@ void norm_param_grads(const Tensor& dweight, const Tensor& dbias, const Tensor& 
     dispatch_param(g.dtype(), [&](auto gt) {
       using G = typename decltype(gt)::type;
       add_column_sums_kernel<<<col_blocks, kColThreads, 0, stream>>>(ptr<G>(g), part + k * chunks * rows.C, chunks,
-                                                                      rows.C);
+                                                                     rows.C);
       ZT_CUDA_CHECK_LAST();
     });
   }
@@ -344,9 +344,9 @@ void norm_param_grads(const Tensor& dweight, const Tensor& dbias, const Tensor& 
 }
 
 template <bool kLayerNorm>
-void norm_backward(const char* op, const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
-                   const Tensor& dout, const Tensor& inp, const Tensor& weight, const Tensor& mean,
-                   const Tensor& rstd, GradWrite dinp_write) {
+void norm_backward(const char* op, const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                   const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                   GradWrite dinp_write) {
   const Rows rows = rows_of(op, dout, weight);
   if (rows.N == 0 || rows.C == 0) return;
   ZT_CHECK(inp.dtype() == dout.dtype() && (!present(dinp) || dinp.dtype() == dout.dtype()), op,
@@ -374,9 +374,11 @@ void norm_backward(const char* op, const Tensor& dinp, const Tensor& dweight, co
       };
       const bool acc = dinp_write == GradWrite::Accumulate;
       if (vec) {
-        acc ? launch(norm_dinp_kernel<kVec, kLayerNorm, true, A, W>) : launch(norm_dinp_kernel<kVec, kLayerNorm, false, A, W>);
+        acc ? launch(norm_dinp_kernel<kVec, kLayerNorm, true, A, W>)
+            : launch(norm_dinp_kernel<kVec, kLayerNorm, false, A, W>);
       } else {
-        acc ? launch(norm_dinp_kernel<1, kLayerNorm, true, A, W>) : launch(norm_dinp_kernel<1, kLayerNorm, false, A, W>);
+        acc ? launch(norm_dinp_kernel<1, kLayerNorm, true, A, W>)
+            : launch(norm_dinp_kernel<1, kLayerNorm, false, A, W>);
       }
     });
   });

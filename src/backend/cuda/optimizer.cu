@@ -52,8 +52,10 @@ namespace {
 template <class P>
 __device__ __forceinline__ void load_weights(const P* param, const float* master, int64_t i, int count, bool vec,
                                              float (&w)[kChunk]) {
-  if (master) load_chunk(master, i, count, vec, w);
-  else load_chunk(param, i, count, vec, w);
+  if (master)
+    load_chunk(master, i, count, vec, w);
+  else
+    load_chunk(param, i, count, vec, w);
 }
 template <class P>
 __device__ __forceinline__ void store_weights(P* param, float* master, int64_t i, int count, bool vec,
@@ -99,7 +101,7 @@ struct SgdOp {
   P* param;
   float* master;
   const G* grad;
-  S* buf;  // nullptr without momentum
+  S* buf;                                // nullptr without momentum
   float lr, momentum, keep, grad_scale;  // keep = 1 - dampening
   bool nesterov, fresh;                  // fresh: the buffer holds nothing yet
   // Per segment: wd (L2, added to the gradient).
@@ -184,8 +186,10 @@ __global__ void segmented_kernel(const Op op, const __grid_constant__ SegmentTab
     int lo = 0, hi = t.count - 1;
     while (lo < hi) {
       const int mid = (lo + hi + 1) / 2;
-      if (t.chunk_start[mid] <= c) lo = mid;
-      else hi = mid - 1;
+      if (t.chunk_start[mid] <= c)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     const int64_t block = (first_chunk(t.begin[lo]) + (c - t.chunk_start[lo])) * kChunk;
     const int64_t i = block > t.begin[lo] ? block : t.begin[lo];
@@ -304,7 +308,7 @@ void adamw_step_segments(const Tensor& param, const Tensor& master, const Tensor
     dispatch_grad(grad, [&](const auto* g) {
       using G = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;
       launch_segmented(AdamWOp<bf16, G, bf16>{bf16_or_null(param), nullptr, g, bf16_or_null(m), bf16_or_null(v),
-                                               h.beta1, h.beta2, h.eps, h.grad_scale, step_size, bc2_sqrt},
+                                              h.beta1, h.beta2, h.eps, h.grad_scale, step_size, bc2_sqrt},
                        segs, aligned);
     });
     return;
@@ -312,8 +316,8 @@ void adamw_step_segments(const Tensor& param, const Tensor& master, const Tensor
   dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
     using P = std::remove_pointer_t<decltype(p)>;
     using G = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;
-    launch_segmented(AdamWOp<P, G>{p, f32_or_null(master), g, f32_or_null(m), f32_or_null(v), h.beta1, h.beta2,
-                                   h.eps, h.grad_scale, step_size, bc2_sqrt},
+    launch_segmented(AdamWOp<P, G>{p, f32_or_null(master), g, f32_or_null(m), f32_or_null(v), h.beta1, h.beta2, h.eps,
+                                   h.grad_scale, step_size, bc2_sqrt},
                      segs, aligned);
   });
 }
@@ -326,8 +330,8 @@ void sgd_step_segments(const Tensor& param, const Tensor& master, const Tensor& 
     dispatch_grad(grad, [&](const auto* g) {
       using G = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;
       launch_segmented(SgdOp<bf16, G, bf16>{bf16_or_null(param), nullptr, g, bf16_or_null(momentum_buf), h.lr,
-                                             h.momentum, 1.0f - h.dampening, h.grad_scale,
-                                             h.nesterov == Nesterov::On, h.buffer == MomentumBuffer::Empty},
+                                            h.momentum, 1.0f - h.dampening, h.grad_scale, h.nesterov == Nesterov::On,
+                                            h.buffer == MomentumBuffer::Empty},
                        segs, aligned);
     });
     return;
@@ -335,10 +339,10 @@ void sgd_step_segments(const Tensor& param, const Tensor& master, const Tensor& 
   dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
     using P = std::remove_pointer_t<decltype(p)>;
     using G = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;
-    launch_segmented(SgdOp<P, G>{p, f32_or_null(master), g, f32_or_null(momentum_buf), h.lr, h.momentum,
-                                 1.0f - h.dampening, h.grad_scale, h.nesterov == Nesterov::On,
-                                 h.buffer == MomentumBuffer::Empty},
-                     segs, aligned);
+    launch_segmented(
+        SgdOp<P, G>{p, f32_or_null(master), g, f32_or_null(momentum_buf), h.lr, h.momentum, 1.0f - h.dampening,
+                    h.grad_scale, h.nesterov == Nesterov::On, h.buffer == MomentumBuffer::Empty},
+        segs, aligned);
   });
 }
 
@@ -349,9 +353,9 @@ void lion_step_segments(const Tensor& param, const Tensor& master, const Tensor&
   if (bf16_state(param, master)) {
     dispatch_grad(grad, [&](const auto* g) {
       using G = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;
-      launch_segmented(LionOp<bf16, G, bf16>{bf16_or_null(param), nullptr, g, bf16_or_null(m), h.lr, h.beta1, h.beta2,
-                                              h.grad_scale},
-                       segs, aligned);
+      launch_segmented(
+          LionOp<bf16, G, bf16>{bf16_or_null(param), nullptr, g, bf16_or_null(m), h.lr, h.beta1, h.beta2, h.grad_scale},
+          segs, aligned);
     });
     return;
   }

@@ -30,8 +30,8 @@ constexpr int kThreads = 256;
 //   inverse:  g[i] <- g[i] c + g[i+D/2] s,   g[i+D/2] <- g[i+D/2] c - g[i] s
 // cos/sin point at the table row of position 0 of this call (start already applied).
 template <int V, bool kInverse, class A>
-__global__ void rope_kernel(A* __restrict__ qkv, int64_t rows, int64_t T, int rot_heads, int64_t row_stride,
-                            int half, const float* __restrict__ cos, const float* __restrict__ sin) {
+__global__ void rope_kernel(A* __restrict__ qkv, int64_t rows, int64_t T, int rot_heads, int64_t row_stride, int half,
+                            const float* __restrict__ cos, const float* __restrict__ sin) {
   const int chunks = half / V;
   const int64_t per_row = static_cast<int64_t>(rot_heads) * chunks;
   const int64_t total = rows * per_row;
@@ -74,17 +74,20 @@ unsigned blocks_for(int64_t work) {
 template <class Fn>
 void dispatch_activation(DType dt, Fn&& fn) {
   switch (dt) {
-    case DType::F32: return fn(Tag<float>{});
-    case DType::BF16: return fn(Tag<__nv_bfloat16>{});
-    case DType::F16: return fn(Tag<__half>{});
-    default: break;
+    case DType::F32:
+      return fn(Tag<float>{});
+    case DType::BF16:
+      return fn(Tag<__nv_bfloat16>{});
+    case DType::F16:
+      return fn(Tag<__half>{});
+    default:
+      break;
   }
   ZT_THROW_UNSUPPORTED("cuda rope: activations must be f32, bf16 or f16, got ", dtype_name(dt));
 }
 
 template <bool kInverse>
-void rope_apply(const Tensor& qkv, int n_q_heads, int n_kv_heads, const Tensor& cos, const Tensor& sin,
-                int64_t start) {
+void rope_apply(const Tensor& qkv, int n_q_heads, int n_kv_heads, const Tensor& cos, const Tensor& sin, int64_t start) {
   if (qkv.numel() == 0) return;
   const int64_t half = cos.size(1);
   ZT_CHECK(half > 0 && half <= INT_MAX / 2, "cuda rope: bad table width ", half);
@@ -104,8 +107,8 @@ void rope_apply(const Tensor& qkv, int n_q_heads, int n_kv_heads, const Tensor& 
       rope_kernel<kVec, kInverse><<<blocks_for(rows * rot_heads * (half / kVec)), kThreads, 0, stream>>>(
           x, rows, T, rot_heads, row_stride, h, c, s);
     } else {
-      rope_kernel<1, kInverse><<<blocks_for(rows * rot_heads * half), kThreads, 0, stream>>>(x, rows, T, rot_heads,
-                                                                                            row_stride, h, c, s);
+      rope_kernel<1, kInverse>
+          <<<blocks_for(rows * rot_heads * half), kThreads, 0, stream>>>(x, rows, T, rot_heads, row_stride, h, c, s);
     }
     ZT_CUDA_CHECK_LAST();
   });

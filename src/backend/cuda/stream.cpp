@@ -6,9 +6,7 @@
 
 namespace zt::cuda {
 
-Stream::Stream(int priority) {
-  ZT_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, priority));
-}
+Stream::Stream(int priority) { ZT_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, priority)); }
 
 Stream::~Stream() { destroy(); }
 
@@ -36,9 +34,7 @@ bool Stream::query() const {
   return true;
 }
 
-void Stream::wait(const Event& event) const {
-  ZT_CUDA_CHECK(cudaStreamWaitEvent(stream_, event.get(), 0));
-}
+void Stream::wait(const Event& event) const { ZT_CUDA_CHECK(cudaStreamWaitEvent(stream_, event.get(), 0)); }
 
 Event::Event(bool timing) {
   ZT_CUDA_CHECK(cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming));

@@ -6,8 +6,8 @@
 
 namespace zt::cuda {
 
-void convert_on_device_for_test(const void* src, DType src_dtype, void* dst, DType dst_dtype,
-                                size_t n, size_t misalign) {
+void convert_on_device_for_test(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n,
+                                size_t misalign) {
   Context& ctx = context();
   const cudaStream_t stream = ctx.compute.get();
   const size_t in_size = dtype_size(src_dtype), out_size = dtype_size(dst_dtype);

@@ -21,10 +21,9 @@
 namespace zt::cuda {
 namespace {
 
-
 constexpr int kThreads = 256;
-constexpr int kChunk = 8;              // elements per thread step: 16 bytes of 16-bit values
-constexpr int64_t kMaxBlocks = 8192;   // more work than this grid covers is grid-strided
+constexpr int kChunk = 8;             // elements per thread step: 16 bytes of 16-bit values
+constexpr int64_t kMaxBlocks = 8192;  // more work than this grid covers is grid-strided
 
 // f32 value of a stored element, and the stored element for an f32 value: bf16 rounds as
 // core/dtype.h's to_bf16 bit for bit (nearest even, NaN stays a quiet NaN), f16 as
