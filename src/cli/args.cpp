@@ -34,6 +34,12 @@ void ArgParser::parse(const Args& args) const {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
     }
+    // HF's spelling (--max_new_tokens) for ours (--max-new-tokens): the same option.
+    if (flags_.count(name) == 0 && values_.count(name) == 0) {
+      std::string dashed = name;
+      std::replace(dashed.begin() + 2, dashed.end(), '_', '-');
+      if (flags_.count(dashed) != 0 || values_.count(dashed) != 0) name = dashed;
+    }
     if (auto s = flags_.find(name); s != flags_.end() && !inline_value) {
       s->second();
       continue;

@@ -1,5 +1,6 @@
 // A small flag parser shared by the subcommands: --name value, --name=value, switches,
-// positional arguments; unknown flags get a "did you mean" from the known ones.
+// positional arguments; HF's underscores are accepted for our dashes (--max_new_tokens is
+// --max-new-tokens); unknown flags get a "did you mean" from the known ones.
 #pragma once
 #include <cstdint>
 #include <functional>
