@@ -40,6 +40,15 @@ class Tensor {
   Device device() const { return device_; }
   const std::string& name() const { return name_; }
   bool defined() const { return data_ != nullptr || numel() == 0; }
+  // Optional kernel arguments (a bias, a saved statistic, a gradient not wanted) come as an
+  // empty Tensor: true when this one carries memory.
+  bool has_data() const { return data_ != nullptr; }
+  // The memory as T with no dtype check, null when absent: for kernels that already
+  // dispatched on dtype() and name the element by a device type (__nv_bfloat16, half).
+  template <class T>
+  T* storage_as() const {
+    return static_cast<T*>(data_);
+  }
   bool is_contiguous() const;
 
   // Views (share memory). reshape needs a contiguous tensor.

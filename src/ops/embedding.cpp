@@ -24,7 +24,6 @@ void check_act(const char* op, const Tensor& t, int64_t B, int64_t T, int64_t C)
            ": '", t.name(), "' must be a contiguous f32 (or, on CUDA, bf16/f16) [", B, ", ", T, ", ", C,
            "] tensor, got ", dtype_name(t.dtype()), " ", shape_str(t.shape()));
 }
-bool present(const Tensor& t) { return t.defined() && t.data() != nullptr; }
 
 // The BadInput error for token id `id` at flat position `pos` (the same from both backends).
 [[noreturn]] void throw_bad_token(int32_t id, int64_t pos, int64_t V, const Tensor& table, const char* default_name,
@@ -41,7 +40,7 @@ void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wt
            "embedding_forward: wte must be a contiguous floating [V, C] tensor, got ", shape_str(wte.shape()));
   const int64_t B = tokens.size(0), T = tokens.size(1), V = wte.size(0), C = wte.size(1);
   check_act("embedding_forward", out, B, T, C);
-  const bool has_wpe = present(wpe);
+  const bool has_wpe = wpe.has_data();
   if (has_wpe) {
     ZT_CHECK(
         wpe.dim() == 2 && wpe.is_contiguous() && wpe.size(1) == C && wpe.size(0) >= T && wpe.dtype() == wte.dtype(),
@@ -55,7 +54,7 @@ void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wt
 
 void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
   check_tokens("embedding_backward", tokens);
-  const bool has_wte = present(dwte), has_wpe = present(dwpe);
+  const bool has_wte = dwte.has_data(), has_wpe = dwpe.has_data();
   if (!has_wte && !has_wpe) return;
   const Tensor& ref = has_wte ? dwte : dwpe;
   ZT_CHECK(ref.dim() == 2 && is_floating(ref.dtype()), "embedding_backward: gradients must be floating 2-D, got ",

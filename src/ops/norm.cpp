@@ -14,7 +14,6 @@
 namespace zt::ops {
 
 namespace {
-bool present(const Tensor& t) { return t.defined() && t.data() != nullptr; }
 
 // Activations are f32; CUDA kernels also take bf16.
 int64_t rows_of(const char* op, const Tensor& t, int64_t C) {
@@ -44,12 +43,12 @@ Rows check_layernorm_forward(const char* op, const Tensor& out, const Tensor& me
   const int64_t N = rows_of(op, inp, C);
   ZT_CHECK(rows_of(op, out, C) == N, op, ": out and inp differ in rows");
   ZT_CHECK(out.dtype() == inp.dtype(), op, ": out and inp dtypes differ");
-  if (present(bias)) {
+  if (bias.has_data()) {
     check_param(op, bias, C);
     ZT_CHECK(bias.dtype() == weight.dtype(), op, ": bias and weight dtypes differ");
   }
-  if (present(mean)) check_stat(op, mean, N);
-  if (present(rstd)) check_stat(op, rstd, N);
+  if (mean.has_data()) check_stat(op, mean, N);
+  if (rstd.has_data()) check_stat(op, rstd, N);
   return {N, C};
 }
 Rows check_rmsnorm_forward(const char* op, const Tensor& out, const Tensor& rstd, const Tensor& inp,
@@ -72,17 +71,17 @@ void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor&
   check_param("layernorm_backward", weight, C);
   const int64_t N = rows_of("layernorm_backward", dout, C);
   ZT_CHECK(rows_of("layernorm_backward", inp, C) == N, "layernorm_backward: inp and dout differ in rows");
-  if (present(dinp)) ZT_CHECK(rows_of("layernorm_backward", dinp, C) == N, "layernorm_backward: dinp rows");
-  ZT_CHECK(inp.dtype() == dout.dtype() && (!present(dinp) || dinp.dtype() == dout.dtype()),
+  if (dinp.has_data()) ZT_CHECK(rows_of("layernorm_backward", dinp, C) == N, "layernorm_backward: dinp rows");
+  ZT_CHECK(inp.dtype() == dout.dtype() && (!dinp.has_data() || dinp.dtype() == dout.dtype()),
            "layernorm_backward: dout, inp and dinp dtypes differ");
   check_stat("layernorm_backward", mean, N);
   check_stat("layernorm_backward", rstd, N);
-  if (present(dweight)) check_param("layernorm_backward", dweight, C);
-  if (present(dbias)) check_param("layernorm_backward", dbias, C);
-  if (present(dweight) && present(dbias)) {
+  if (dweight.has_data()) check_param("layernorm_backward", dweight, C);
+  if (dbias.has_data()) check_param("layernorm_backward", dbias, C);
+  if (dweight.has_data() && dbias.has_data()) {
     ZT_CHECK(dweight.dtype() == dbias.dtype(), "layernorm_backward: dweight and dbias dtypes differ");
   }
-  ZT_CHECK(dinp_write == GradWrite::Overwrite || !present(dinp) || dinp.data() != dout.data(),
+  ZT_CHECK(dinp_write == GradWrite::Overwrite || !dinp.has_data() || dinp.data() != dout.data(),
            "layernorm_backward: an accumulated dinp may not alias dout");
   const Device dev = common_device("layernorm_backward", {&dinp, &dweight, &dbias, &dout, &inp, &weight, &mean, &rstd});
   ZT_RUN_KERNEL("layernorm_backward", dev,
@@ -141,12 +140,12 @@ void rmsnorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& d
   check_param("rmsnorm_backward", weight, C);
   const int64_t N = rows_of("rmsnorm_backward", dout, C);
   ZT_CHECK(rows_of("rmsnorm_backward", inp, C) == N, "rmsnorm_backward: inp and dout differ in rows");
-  if (present(dinp)) ZT_CHECK(rows_of("rmsnorm_backward", dinp, C) == N, "rmsnorm_backward: dinp rows");
-  ZT_CHECK(inp.dtype() == dout.dtype() && (!present(dinp) || dinp.dtype() == dout.dtype()),
+  if (dinp.has_data()) ZT_CHECK(rows_of("rmsnorm_backward", dinp, C) == N, "rmsnorm_backward: dinp rows");
+  ZT_CHECK(inp.dtype() == dout.dtype() && (!dinp.has_data() || dinp.dtype() == dout.dtype()),
            "rmsnorm_backward: dout, inp and dinp dtypes differ");
   check_stat("rmsnorm_backward", rstd, N);
-  if (present(dweight)) check_param("rmsnorm_backward", dweight, C);
-  ZT_CHECK(dinp_write == GradWrite::Overwrite || !present(dinp) || dinp.data() != dout.data(),
+  if (dweight.has_data()) check_param("rmsnorm_backward", dweight, C);
+  ZT_CHECK(dinp_write == GradWrite::Overwrite || !dinp.has_data() || dinp.data() != dout.data(),
            "rmsnorm_backward: an accumulated dinp may not alias dout");
   const Device dev = common_device("rmsnorm_backward", {&dinp, &dweight, &dout, &inp, &weight, &rstd});
   ZT_RUN_KERNEL("rmsnorm_backward", dev, rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, dinp_write));

@@ -7,8 +7,6 @@
 namespace zt::ops {
 namespace {
 
-bool defined_data(const Tensor& t) { return t.data() != nullptr; }
-
 // Checks shared by every update: equal sizes, contiguous ranges, and either f32 state (with
 // a master copy exactly when the parameter is stored in 16 bits) or bf16 parameter and
 // state with no master. Returns the device (CPU or CUDA).
@@ -18,7 +16,7 @@ Device check_common(const char* op, const Tensor& param, const Tensor& master, c
   ZT_CHECK(grad.numel() == n, op, ": gradient of ", grad.numel(), " elements for ", n, " parameters (", param.name(),
            ")");
   ZT_CHECK(param.is_contiguous() && grad.is_contiguous(), op, ": parameter and gradient must be contiguous");
-  const bool no_master_16 = !defined_data(master) && param.dtype() != DType::F32;
+  const bool no_master_16 = !master.has_data() && param.dtype() != DType::F32;
   for (const Tensor* s : state) {
     ZT_CHECK(s->numel() == n && s->is_contiguous(), op, ": state size differs for ", param.name());
     if (no_master_16) {
@@ -28,7 +26,7 @@ Device check_common(const char* op, const Tensor& param, const Tensor& master, c
       ZT_CHECK(s->dtype() == DType::F32, op, ": optimizer state must be f32 (", param.name(), ")");
     }
   }
-  if (defined_data(master)) {
+  if (master.has_data()) {
     ZT_CHECK(master.dtype() == DType::F32 && master.numel() == n && master.is_contiguous(), op,
              ": master must be contiguous f32 of the parameter's size");
   } else {
@@ -37,7 +35,7 @@ Device check_common(const char* op, const Tensor& param, const Tensor& master, c
   }
   const Device dev = common_device(op, {&param, &master, &grad});
   for (const Tensor* s : state)
-    if (defined_data(*s))
+    if (s->has_data())
       ZT_CHECK(s->device() == dev, op, ": state on ", s->device().name(), ", parameter on ", dev.name());
   if (!dev.is_cpu() && !dev.is_cuda()) no_kernel(op, dev);
   return dev;
@@ -67,7 +65,7 @@ void adamw_step(const Tensor& param, const Tensor& master, const Tensor& grad, c
 
 void sgd_step(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& momentum_buf,
               const SgdHyper& h) {
-  const bool has_buf = defined_data(momentum_buf);
+  const bool has_buf = momentum_buf.has_data();
   ZT_CHECK(has_buf == (h.momentum != 0.0f), "sgd_step: a momentum buffer is needed exactly when momentum != 0");
   const Device dev = has_buf ? check_common("sgd_step", param, master, grad, {&momentum_buf})
                              : check_common("sgd_step", param, master, grad, {});
@@ -89,7 +87,7 @@ void adamw_step_segments(const Tensor& param, const Tensor& master, const Tensor
 
 void sgd_step_segments(const Tensor& param, const Tensor& master, const Tensor& grad, const Tensor& momentum_buf,
                        const SgdHyper& h, const OptimizerSegments& segments) {
-  const bool has_buf = defined_data(momentum_buf);
+  const bool has_buf = momentum_buf.has_data();
   ZT_CHECK(has_buf == (h.momentum != 0.0f),
            "sgd_step_segments: a momentum buffer is needed exactly when momentum != 0");
   const Device dev = has_buf ? check_common("sgd_step_segments", param, master, grad, {&momentum_buf})

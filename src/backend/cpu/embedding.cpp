@@ -101,8 +101,6 @@ void embedding_backward_f32(G* dwte, G* dwpe, const float* dout, const int32_t* 
   }
 }
 
-bool present(const Tensor& t) { return t.defined() && t.data() != nullptr; }
-
 }  // namespace
 
 TokenCheck embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) {
@@ -113,13 +111,13 @@ TokenCheck embedding_forward(const Tensor& out, const Tensor& tokens, const Tens
   dispatch_float(wte.dtype(), [&](auto tag) {
     using W = decltype(tag);
     embedding_forward_f32(static_cast<float*>(out.data()), tok, static_cast<const W*>(wte.data()),
-                          present(wpe) ? static_cast<const W*>(wpe.data()) : nullptr, B, T, C);
+                          wpe.storage_as<const W>(), B, T, C);
   });
   return {};
 }
 
 TokenCheck embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
-  const bool has_wte = present(dwte), has_wpe = present(dwpe);
+  const bool has_wte = dwte.has_data(), has_wpe = dwpe.has_data();
   const Tensor& ref = has_wte ? dwte : dwpe;
   const int64_t B = tokens.size(0), T = tokens.size(1), C = ref.size(1);
   const int32_t* tok = static_cast<const int32_t*>(tokens.data());

@@ -211,12 +211,6 @@ void rmsnorm_backward_f32(float* dinp, G* dweight, const float* dout, const floa
   }
 }
 
-bool present(const Tensor& t) { return t.defined() && t.data() != nullptr; }
-template <class T>
-T* ptr(const Tensor& t) {
-  return present(t) ? static_cast<T*>(t.data()) : nullptr;
-}
-
 }  // namespace
 
 void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp,
@@ -224,8 +218,9 @@ void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd
   const int64_t C = weight.numel(), N = inp.numel() / (C ? C : 1);
   dispatch_float(weight.dtype(), [&](auto tag) {
     using W = decltype(tag);
-    layernorm_forward_f32(ptr<float>(out), ptr<float>(mean), ptr<float>(rstd), ptr<const float>(inp),
-                          ptr<const W>(weight), ptr<const W>(bias), N, C, eps);
+    layernorm_forward_f32(out.storage_as<float>(), mean.storage_as<float>(), rstd.storage_as<float>(),
+                          inp.storage_as<const float>(), weight.storage_as<const W>(), bias.storage_as<const W>(), N, C,
+                          eps);
   });
 }
 
@@ -233,14 +228,15 @@ void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor&
                         const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
                         GradWrite dinp_write) {
   const int64_t C = weight.numel(), N = dout.numel() / (C ? C : 1);
-  const DType gdt = present(dweight) ? dweight.dtype() : present(dbias) ? dbias.dtype() : weight.dtype();
+  const DType gdt = dweight.has_data() ? dweight.dtype() : dbias.has_data() ? dbias.dtype() : weight.dtype();
   dispatch_float(weight.dtype(), [&](auto wtag) {
     dispatch_float(gdt, [&](auto gtag) {
       using W = decltype(wtag);
       using G = decltype(gtag);
-      layernorm_backward_f32<W, G>(ptr<float>(dinp), ptr<G>(dweight), ptr<G>(dbias), ptr<const float>(dout),
-                                   ptr<const float>(inp), ptr<const W>(weight), ptr<const float>(mean),
-                                   ptr<const float>(rstd), N, C, dinp_write);
+      layernorm_backward_f32<W, G>(dinp.storage_as<float>(), dweight.storage_as<G>(), dbias.storage_as<G>(),
+                                   dout.storage_as<const float>(), inp.storage_as<const float>(),
+                                   weight.storage_as<const W>(), mean.storage_as<const float>(),
+                                   rstd.storage_as<const float>(), N, C, dinp_write);
     });
   });
 }
@@ -249,20 +245,22 @@ void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& inp, c
   const int64_t C = weight.numel(), N = inp.numel() / (C ? C : 1);
   dispatch_float(weight.dtype(), [&](auto tag) {
     using W = decltype(tag);
-    rmsnorm_forward_f32(ptr<float>(out), ptr<float>(rstd), ptr<const float>(inp), ptr<const W>(weight), N, C, eps);
+    rmsnorm_forward_f32(out.storage_as<float>(), rstd.storage_as<float>(), inp.storage_as<const float>(),
+                        weight.storage_as<const W>(), N, C, eps);
   });
 }
 
 void rmsnorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dout, const Tensor& inp,
                       const Tensor& weight, const Tensor& rstd, GradWrite dinp_write) {
   const int64_t C = weight.numel(), N = dout.numel() / (C ? C : 1);
-  const DType gdt = present(dweight) ? dweight.dtype() : weight.dtype();
+  const DType gdt = dweight.has_data() ? dweight.dtype() : weight.dtype();
   dispatch_float(weight.dtype(), [&](auto wtag) {
     dispatch_float(gdt, [&](auto gtag) {
       using W = decltype(wtag);
       using G = decltype(gtag);
-      rmsnorm_backward_f32<W, G>(ptr<float>(dinp), ptr<G>(dweight), ptr<const float>(dout), ptr<const float>(inp),
-                                 ptr<const W>(weight), ptr<const float>(rstd), N, C, dinp_write);
+      rmsnorm_backward_f32<W, G>(dinp.storage_as<float>(), dweight.storage_as<G>(), dout.storage_as<const float>(),
+                                 inp.storage_as<const float>(), weight.storage_as<const W>(),
+                                 rstd.storage_as<const float>(), N, C, dinp_write);
     });
   });
 }

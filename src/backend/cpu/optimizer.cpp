@@ -150,13 +150,9 @@ ZT_INSTANTIATE(bf16, f16, bf16)
 
 namespace {
 
-bool defined_data(const Tensor& t) { return t.data() != nullptr; }
-float* f32_or_null(const Tensor& t) { return defined_data(t) ? static_cast<float*>(t.data()) : nullptr; }
-bf16* bf16_or_null(const Tensor& t) { return defined_data(t) ? static_cast<bf16*>(t.data()) : nullptr; }
-
 // bf16 parameter without a master: its state is bf16 (check_common verified it).
 bool bf16_state(const Tensor& param, const Tensor& master) {
-  return !defined_data(master) && param.dtype() == DType::BF16;
+  return !master.has_data() && param.dtype() == DType::BF16;
 }
 
 // Calls fn(const G*) with the gradient pointer cast to its dtype (the bf16-state path,
@@ -193,7 +189,7 @@ void adamw_step(const Tensor& param, const Tensor& master, const Tensor& grad, c
     return;
   }
   dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
-    cpu::adamw_step(p, f32_or_null(master), g, static_cast<float*>(m.data()), static_cast<float*>(v.data()),
+    cpu::adamw_step(p, master.storage_as<float>(), g, static_cast<float*>(m.data()), static_cast<float*>(v.data()),
                     param.numel(), h);
   });
 }
@@ -202,12 +198,12 @@ void sgd_step(const Tensor& param, const Tensor& master, const Tensor& grad, con
               const SgdHyper& h) {
   if (bf16_state(param, master)) {
     dispatch_grad(grad, [&](const auto* g) {
-      cpu::sgd_step(static_cast<bf16*>(param.data()), nullptr, g, bf16_or_null(momentum_buf), param.numel(), h);
+      cpu::sgd_step(static_cast<bf16*>(param.data()), nullptr, g, momentum_buf.storage_as<bf16>(), param.numel(), h);
     });
     return;
   }
   dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
-    cpu::sgd_step(p, f32_or_null(master), g, f32_or_null(momentum_buf), param.numel(), h);
+    cpu::sgd_step(p, master.storage_as<float>(), g, momentum_buf.storage_as<float>(), param.numel(), h);
   });
 }
 
@@ -219,7 +215,7 @@ void lion_step(const Tensor& param, const Tensor& master, const Tensor& grad, co
     return;
   }
   dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
-    cpu::lion_step(p, f32_or_null(master), g, static_cast<float*>(m.data()), param.numel(), h);
+    cpu::lion_step(p, master.storage_as<float>(), g, static_cast<float*>(m.data()), param.numel(), h);
   });
 }
 
@@ -233,8 +229,8 @@ void adamw_step_segments(const Tensor& param, const Tensor& master, const Tensor
     return;
   }
   dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
-    cpu::adamw_step_segments(p, f32_or_null(master), g, static_cast<float*>(m.data()), static_cast<float*>(v.data()),
-                             segments, h);
+    cpu::adamw_step_segments(p, master.storage_as<float>(), g, static_cast<float*>(m.data()),
+                             static_cast<float*>(v.data()), segments, h);
   });
 }
 
@@ -242,12 +238,13 @@ void sgd_step_segments(const Tensor& param, const Tensor& master, const Tensor& 
                        const SgdHyper& h, const OptimizerSegments& segments) {
   if (bf16_state(param, master)) {
     dispatch_grad(grad, [&](const auto* g) {
-      cpu::sgd_step_segments(static_cast<bf16*>(param.data()), nullptr, g, bf16_or_null(momentum_buf), segments, h);
+      cpu::sgd_step_segments(static_cast<bf16*>(param.data()), nullptr, g, momentum_buf.storage_as<bf16>(), segments,
+                             h);
     });
     return;
   }
   dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
-    cpu::sgd_step_segments(p, f32_or_null(master), g, f32_or_null(momentum_buf), segments, h);
+    cpu::sgd_step_segments(p, master.storage_as<float>(), g, momentum_buf.storage_as<float>(), segments, h);
   });
 }
 
@@ -260,7 +257,7 @@ void lion_step_segments(const Tensor& param, const Tensor& master, const Tensor&
     return;
   }
   dispatch_param_grad(param, grad, [&](auto* p, const auto* g) {
-    cpu::lion_step_segments(p, f32_or_null(master), g, static_cast<float*>(m.data()), segments, h);
+    cpu::lion_step_segments(p, master.storage_as<float>(), g, static_cast<float*>(m.data()), segments, h);
   });
 }
 

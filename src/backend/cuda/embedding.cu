@@ -144,13 +144,6 @@ __global__ void embedding_wpe_grad_kernel(G* __restrict__ dwpe, const A* __restr
 
 // ---- host side ----------------------------------------------------------------------
 
-bool present(const Tensor& t) { return t.defined() && t.data() != nullptr; }
-
-template <class T>
-T* ptr(const Tensor& t) {
-  return present(t) ? static_cast<T*>(t.data()) : nullptr;
-}
-
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 unsigned blocks_for(int64_t work, int threads) {
@@ -269,16 +262,16 @@ TokenCheck embedding_forward(const Tensor& out, const Tensor& tokens, const Tens
   const int C = checked_channels("cuda::embedding_forward", wte.size(1));
   if (N == 0 || C == 0) return {};
   cudaStream_t stream = compute_stream();
-  const int32_t* tok = ptr<const int32_t>(tokens);
+  const int32_t* tok = tokens.storage_as<const int32_t>();
   Buffer flag = make_flag(stream);
   unsigned long long* first_bad = static_cast<unsigned long long*>(flag.data());
   dispatch_activation(out.dtype(), [&](auto at) {
     dispatch_param(wte.dtype(), [&](auto wt) {
       using A = typename decltype(at)::type;
       using W = typename decltype(wt)::type;
-      A* y = ptr<A>(out);
-      const W* te = ptr<const W>(wte);
-      const W* pe = ptr<const W>(wpe);
+      A* y = out.storage_as<A>();
+      const W* te = wte.storage_as<const W>();
+      const W* pe = wpe.storage_as<const W>();
       const bool vec = C % kVec == 0 && aligned16(y) && aligned16(te) && aligned16(pe);
       if (vec) {
         embedding_forward_kernel<kVec>
@@ -294,7 +287,7 @@ TokenCheck embedding_forward(const Tensor& out, const Tensor& tokens, const Tens
 }
 
 TokenCheck embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
-  const bool has_wte = present(dwte), has_wpe = present(dwpe);
+  const bool has_wte = dwte.has_data(), has_wpe = dwpe.has_data();
   if (!has_wte && !has_wpe) return {};
   const Tensor& ref = has_wte ? dwte : dwpe;
   const int64_t B = tokens.size(0), T = tokens.size(1), N = B * T;
@@ -302,7 +295,7 @@ TokenCheck embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tens
   if (N == 0 || C == 0) return {};
   ZT_CHECK(N <= INT_MAX, "cuda::embedding_backward: ", N, " tokens is too many for one call (at most ", INT_MAX, ")");
   cudaStream_t stream = compute_stream();
-  const int32_t* tok = ptr<const int32_t>(tokens);
+  const int32_t* tok = tokens.storage_as<const int32_t>();
   // The flag exists only when dwte is updated: like the CPU path, ids are checked against
   // dwte's rows and not at all for dwpe alone.
   Buffer flag = has_wte ? make_flag(stream) : Buffer();
@@ -311,9 +304,9 @@ TokenCheck embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tens
     dispatch_param(ref.dtype(), [&](auto gt) {
       using A = typename decltype(at)::type;
       using G = typename decltype(gt)::type;
-      const A* d = ptr<const A>(dout);
-      if (has_wte) wte_grad(ptr<G>(dwte), d, tok, dwte.size(0), static_cast<int>(N), C, first_bad, stream);
-      if (has_wpe) wpe_grad(ptr<G>(dwpe), d, B, T, C, first_bad, stream);
+      const A* d = dout.storage_as<const A>();
+      if (has_wte) wte_grad(dwte.storage_as<G>(), d, tok, dwte.size(0), static_cast<int>(N), C, first_bad, stream);
+      if (has_wpe) wpe_grad(dwpe.storage_as<G>(), d, B, T, C, first_bad, stream);
     });
   });
   return has_wte ? read_flag(flag, tok, stream) : TokenCheck{};

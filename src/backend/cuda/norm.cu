@@ -222,13 +222,6 @@ __global__ void norm_dinp_kernel(A* dinp, const A* dout, const A* inp, const W* 
 
 // ---- host side ----------------------------------------------------------------------
 
-bool present(const Tensor& t) { return t.defined() && t.data() != nullptr; }
-
-template <class T>
-T* ptr(const Tensor& t) {
-  return present(t) ? static_cast<T*>(t.data()) : nullptr;
-}
-
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // Calls fn(Tag<A>) with A the device type of an activation dtype (f32, bf16 or f16).
@@ -279,7 +272,7 @@ void norm_forward(const char* op, const Tensor& out, const Tensor& mean, const T
   if (rows.N == 0 || rows.C == 0) return;
   ZT_CHECK(out.dtype() == inp.dtype(), op, ": out and inp must have one dtype, got ", dtype_name(out.dtype()), " and ",
            dtype_name(inp.dtype()));
-  const bool residual = present(ra);
+  const bool residual = ra.has_data();
   ZT_CHECK(!residual || (ra.dtype() == inp.dtype() && rb.dtype() == inp.dtype()), op,
            ": the residual add's inputs must have the dtype of res");
   cudaStream_t stream = compute_stream();
@@ -287,17 +280,17 @@ void norm_forward(const char* op, const Tensor& out, const Tensor& mean, const T
     dispatch_param(weight.dtype(), [&](auto wt) {
       using A = typename decltype(at)::type;
       using W = typename decltype(wt)::type;
-      A* y = ptr<A>(out);
-      A* x = ptr<A>(inp);
-      const W* w = ptr<const W>(weight);
-      const W* b = kLayerNorm ? ptr<const W>(bias) : nullptr;
-      const A* a1 = residual ? ptr<const A>(ra) : nullptr;
-      const A* a2 = residual ? ptr<const A>(rb) : nullptr;
+      A* y = out.storage_as<A>();
+      A* x = inp.storage_as<A>();
+      const W* w = weight.storage_as<const W>();
+      const W* b = kLayerNorm ? bias.storage_as<const W>() : nullptr;
+      const A* a1 = residual ? ra.storage_as<const A>() : nullptr;
+      const A* a2 = residual ? rb.storage_as<const A>() : nullptr;
       const bool vec = rows.C % kVec == 0 && aligned16(y) && aligned16(x) && aligned16(w) && aligned16(b) &&
                        aligned16(a1) && aligned16(a2);
       const auto launch = [&](auto kernel) {
-        kernel<<<row_blocks(rows.N), kRowsPerBlock * kWarp, 0, stream>>>(y, ptr<float>(mean), ptr<float>(rstd), x, w, b,
-                                                                         rows.N, rows.C, eps, a1, a2);
+        kernel<<<row_blocks(rows.N), kRowsPerBlock * kWarp, 0, stream>>>(
+            y, mean.storage_as<float>(), rstd.storage_as<float>(), x, w, b, rows.N, rows.C, eps, a1, a2);
         ZT_CUDA_CHECK_LAST();
       };
       if (vec) {
@@ -324,18 +317,18 @@ void norm_param_grads(const Tensor& dweight, const Tensor& dbias, const Tensor& 
   dispatch_activation(dout.dtype(), [&](auto at) {
     using A = typename decltype(at)::type;
     norm_param_partials_kernel<kLayerNorm><<<dim3(col_blocks, static_cast<unsigned>(chunks)), kColThreads, 0, stream>>>(
-        part, ptr<const A>(dout), ptr<const A>(inp), ptr<const float>(mean), ptr<const float>(rstd), rows.N, rows.C,
-        rows_per_chunk);
+        part, dout.storage_as<const A>(), inp.storage_as<const A>(), mean.storage_as<const float>(),
+        rstd.storage_as<const float>(), rows.N, rows.C, rows_per_chunk);
     ZT_CUDA_CHECK_LAST();
   });
   const Tensor* grads[2] = {&dweight, &dbias};
   for (int k = 0; k < K; ++k) {
     const Tensor& g = *grads[k];
-    if (!present(g)) continue;
+    if (!g.has_data()) continue;
     dispatch_param(g.dtype(), [&](auto gt) {
       using G = typename decltype(gt)::type;
-      add_column_sums_kernel<<<col_blocks, kColThreads, 0, stream>>>(ptr<G>(g), part + k * chunks * rows.C, chunks,
-                                                                     rows.C);
+      add_column_sums_kernel<<<col_blocks, kColThreads, 0, stream>>>(g.storage_as<G>(), part + k * chunks * rows.C,
+                                                                     chunks, rows.C);
       ZT_CUDA_CHECK_LAST();
     });
   }
@@ -349,24 +342,24 @@ void norm_backward(const char* op, const Tensor& dinp, const Tensor& dweight, co
                    GradWrite dinp_write) {
   const Rows rows = rows_of(op, dout, weight);
   if (rows.N == 0 || rows.C == 0) return;
-  ZT_CHECK(inp.dtype() == dout.dtype() && (!present(dinp) || dinp.dtype() == dout.dtype()), op,
+  ZT_CHECK(inp.dtype() == dout.dtype() && (!dinp.has_data() || dinp.dtype() == dout.dtype()), op,
            ": dout, inp and dinp must have one dtype, got ", dtype_name(dout.dtype()), ", ", dtype_name(inp.dtype()),
            ", ", dtype_name(dinp.dtype()));
   cudaStream_t stream = compute_stream();
-  if (present(dweight) || (kLayerNorm && present(dbias))) {
+  if (dweight.has_data() || (kLayerNorm && dbias.has_data())) {
     norm_param_grads<kLayerNorm>(dweight, dbias, dout, inp, mean, rstd, rows, stream);
   }
-  if (!present(dinp)) return;
+  if (!dinp.has_data()) return;
   dispatch_activation(dout.dtype(), [&](auto at) {
     dispatch_param(weight.dtype(), [&](auto wt) {
       using A = typename decltype(at)::type;
       using W = typename decltype(wt)::type;
-      A* dx = ptr<A>(dinp);
-      const A* d = ptr<const A>(dout);
-      const A* x = ptr<const A>(inp);
-      const W* w = ptr<const W>(weight);
-      const float* m = kLayerNorm ? ptr<const float>(mean) : nullptr;
-      const float* r = ptr<const float>(rstd);
+      A* dx = dinp.storage_as<A>();
+      const A* d = dout.storage_as<const A>();
+      const A* x = inp.storage_as<const A>();
+      const W* w = weight.storage_as<const W>();
+      const float* m = kLayerNorm ? mean.storage_as<const float>() : nullptr;
+      const float* r = rstd.storage_as<const float>();
       const bool vec = rows.C % kVec == 0 && aligned16(dx) && aligned16(d) && aligned16(x) && aligned16(w);
       const auto launch = [&](auto kernel) {
         kernel<<<row_blocks(rows.N), kRowsPerBlock * kWarp, 0, stream>>>(dx, d, x, w, m, r, rows.N, rows.C);
