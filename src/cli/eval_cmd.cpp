@@ -7,7 +7,7 @@
 
 #include "cli/args.h"
 #include "cli/command.h"
-#include "backend/cuda_api.h"
+#include "cli/device_init.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -69,13 +69,7 @@ int run_eval(const Args& args) {
   if (o.seq_len < 0 || (o.seq_len == 0 && args.end() != std::find(args.begin(), args.end(), "--seq-len")))
     ZT_THROW_INPUT("--seq-len must be positive, got ", o.seq_len);
   const bool shards = ends_with(data, ".bin") || std::filesystem::is_directory(data);
-  if (device.is_cuda()) {
-    if (!cuda::available())
-      ZT_THROW_INPUT(
-          "eval: --device cuda, but no GPU is visible to this process, or this build has no CUDA "
-          "backend (`zerotrain report` says which): use --device cpu");
-    cuda::init(device.index);
-  }
+  init_device("eval", device);
   model::InferenceModel m = model::load_for_inference(model_dir, DType::F32, device);
   const auto tok = tokenizer_path == "bytes" ? io::make_byte_tokenizer()
                                              : io::load_tokenizer(tokenizer_path.empty() ? model_dir : tokenizer_path);

@@ -5,6 +5,7 @@
 
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/device_init.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -33,8 +34,8 @@ The prompt is printed, then the new text as each token is chosen.
   --seed S               sampling seed (0); the same seed gives the same text
   --ignore-eos           keep going after an end-of-sequence token
   --tokenizer PATH       tokenizer file or directory (default: DIR); "bytes": byte ids
-  --device DEV           cpu (the default); cuda is refused until the CUDA backend has
-                         KV-cache attention (the error names the missing kernels)
+  --device DEV           cpu (the default) or cuda: the model (f32), its KV cache and
+                         every step run on the GPU; sampling reads the logits on the host
   --threads N            CPU threads (default: all cores)
   --log-level LEVEL      debug, info, warn, error
 )";
@@ -75,9 +76,9 @@ int run_generate(const Args& args) {
   if (o.max_new_tokens < 1) ZT_THROW_INPUT("--max-new-tokens must be positive, got ", o.max_new_tokens);
   if (o.sampling.temperature < 0.0f) ZT_THROW_INPUT("--temperature must be >= 0, got ", o.sampling.temperature);
   train::validate(o.sampling);
-  model::check_generation_device(device);  // before minutes of loading
+  init_device("generate", device);  // before minutes of loading
 
-  model::InferenceModel m = model::load_for_inference(model_dir);
+  model::InferenceModel m = model::load_for_inference(model_dir, DType::F32, device);
   const auto tok = tokenizer_path == "bytes" ? io::make_byte_tokenizer()
                                              : io::load_tokenizer(tokenizer_path.empty() ? model_dir : tokenizer_path);
   std::vector<int32_t> ids = tok->encode(prompt, io::SpecialTokens::Add);

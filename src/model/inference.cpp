@@ -22,14 +22,6 @@ struct InferenceEngine::Scratch {
   OwnedTensor tokens, logits;  // device copies when the caller's tensors live elsewhere
 };
 
-void check_generation_device(Device device) {
-  if (device.is_cpu()) return;
-  ZT_THROW_UNSUPPORTED("generation on ", device.name(), " is not available yet: the ",
-                       device.is_cuda() ? "CUDA" : device.name(),
-                       " backend has no KV-cache attention (ops::kv_cache_write and "
-                       "ops::decode_attention_forward with a start position); generate on the CPU (--device cpu)");
-}
-
 InferenceEngine::InferenceEngine(const Transformer& model, InferenceOptions options)
     : InferenceEngine(model.config(), model.registry(), options) {}
 
@@ -49,8 +41,12 @@ InferenceEngine::InferenceEngine(const ModelConfig& config, const ParameterRegis
     ZT_CHECK(u.has_params(), "inference: unit ", u.name(), " has no parameters (gathered?)");
     ZT_CHECK(p.value.device() == device_, "inference: ", p.name(), " is on ", p.value.device().name(), ", not ",
              device_.name());
+    // The activations and KV cache are f32; the CPU kernels also read 16-bit weights in
+    // place, the CUDA ones want one dtype per GEMM.
+    ZT_CHECK(device_.is_cpu() || p.value.dtype() == DType::F32, "inference: ", p.name(), " is ",
+             dtype_name(p.value.dtype()), " on ", device_.name(),
+             "; the GPU inference engine runs f32 parameters (load the model with f32 weights)");
   });
-  check_generation_device(device_);
 
   const Shape cache{options_.batch_size, c.num_kv_heads, options_.max_seq_len, c.head_dim};
   for (int64_t i = 0; i < c.num_layers; ++i) {

@@ -7,9 +7,8 @@
 // attention step differs (ops/decode_attention.h against the cache). Learned positions are
 // the rows wpe[start .. start+Tn).
 //
-// Device: the engine runs where the registry's parameters are. The CUDA backend has no
-// KV-cache attention yet (ops::kv_cache_write, ops::decode_attention_forward), so a GPU
-// registry is refused with an Unsupported error that says so (check_generation_device).
+// Device: the engine runs where the registry's parameters are (CPU or CUDA), with f32
+// activations and KV cache; parameters f32, or on the CPU also bf16 (read in place).
 //
 //   engine.forward(prompt)        prefill: positions 0 .. P-1, caches their keys/values
 //   engine.forward(next_token)    decode: position P, then P+1, ...
@@ -29,9 +28,6 @@
 namespace zt::model {
 
 class Transformer;
-
-// Throws Unsupported naming the missing ops when generation cannot run on `device`.
-void check_generation_device(Device device);
 
 enum class LogitsFor { LastToken, AllTokens };
 

@@ -23,8 +23,8 @@ struct InferenceModel {
 
 // `dir` holds config.json and model.safetensors (or a sharded index). Errors name the
 // file and the fix (BadInput). The weights are read on the host; for a GPU `device` (its
-// backend initialised) the model is then copied there, unit by unit (eval runs on the GPU;
-// generation refuses it, see inference.h).
+// backend initialised) the model is then copied there, unit by unit (eval and generate run
+// there).
 InferenceModel load_for_inference(const std::string& dir, DType param_dtype = DType::F32,
                                   Device device = Device::cpu());
 

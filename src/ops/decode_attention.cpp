@@ -4,7 +4,7 @@
 // overwrites out (=). Inference only: no backward, no parameters.
 #include "ops/decode_attention.h"
 
-#include "backend/cpu/decode_attention.h"
+#include "backend/decode_attention_kernels.h"
 #include "core/error.h"
 #include "ops/dispatch.h"
 
@@ -44,12 +44,10 @@ DecodeShape check_args(const char* op, const Tensor& qkv, const Tensor& k_cache,
 void kv_cache_write(const Tensor& k_cache, const Tensor& v_cache, const Tensor& qkv, int n_q_heads, int n_kv_heads,
                     int64_t start) {
   const char* op = "kv_cache_write";
-  const DecodeShape s = check_args(op, qkv, k_cache, v_cache, n_q_heads, n_kv_heads, start);
+  check_args(op, qkv, k_cache, v_cache, n_q_heads, n_kv_heads, start);
   const Device dev = common_device(op, {&k_cache, &v_cache, &qkv});
-  if (!dev.is_cpu()) no_kernel(op, dev);
   if (qkv.numel() == 0) return;
-  cpu::kv_cache_write(k_cache.data_as<float>(), v_cache.data_as<float>(), qkv.data_as<float>(), s.B, s.Tn, n_q_heads,
-                      n_kv_heads, s.D, s.S, start);
+  ZT_RUN_KERNEL(op, dev, kv_cache_write(k_cache, v_cache, qkv, n_q_heads, n_kv_heads, start));
 }
 
 void decode_attention_forward(const Tensor& out, const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache,
@@ -60,10 +58,8 @@ void decode_attention_forward(const Tensor& out, const Tensor& qkv, const Tensor
   ZT_CHECK(out.defined() && out.shape() == want && out.dtype() == DType::F32 && out.is_contiguous(), op,
            ": out must be contiguous f32 ", shape_str(want), ", got ", shape_str(out.shape()));
   const Device dev = common_device(op, {&out, &k_cache, &v_cache, &qkv});
-  if (!dev.is_cpu()) no_kernel(op, dev);
   if (qkv.numel() == 0) return;
-  cpu::decode_attention_forward(out.data_as<float>(), qkv.data_as<float>(), k_cache.data_as<float>(),
-                                v_cache.data_as<float>(), s.B, s.Tn, n_q_heads, n_kv_heads, s.D, s.S, start, scale);
+  ZT_RUN_KERNEL(op, dev, decode_attention_forward(out, qkv, k_cache, v_cache, n_q_heads, n_kv_heads, start, scale));
 }
 
 }  // namespace zt::ops

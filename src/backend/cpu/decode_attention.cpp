@@ -4,7 +4,7 @@
 // and plain loops beat GEMM calls; a long prefill still parallelises over tokens.
 //
 // Accumulation rule: kv_cache_write overwrites cache rows; the forward overwrites out.
-#include "backend/cpu/decode_attention.h"
+#include "backend/decode_attention_kernels.h"
 
 #include <omp.h>
 
@@ -14,9 +14,10 @@
 #include <vector>
 
 namespace zt::cpu {
+namespace {
 
-void kv_cache_write(float* k_cache, float* v_cache, const float* qkv, int64_t B, int64_t Tn, int64_t n_q_heads,
-                    int64_t n_kv_heads, int64_t head_dim, int64_t capacity, int64_t start) {
+void kv_cache_write_f32(float* k_cache, float* v_cache, const float* qkv, int64_t B, int64_t Tn, int64_t n_q_heads,
+                        int64_t n_kv_heads, int64_t head_dim, int64_t capacity, int64_t start) {
   const int64_t ld = (n_q_heads + 2 * n_kv_heads) * head_dim;
   const size_t bytes = static_cast<size_t>(head_dim) * sizeof(float);
   for (int64_t b = 0; b < B; ++b) {
@@ -31,9 +32,9 @@ void kv_cache_write(float* k_cache, float* v_cache, const float* qkv, int64_t B,
   }
 }
 
-void decode_attention_forward(float* out, const float* qkv, const float* k_cache, const float* v_cache, int64_t B,
-                              int64_t Tn, int64_t n_q_heads, int64_t n_kv_heads, int64_t head_dim, int64_t capacity,
-                              int64_t start, float scale) {
+void decode_attention_f32(float* out, const float* qkv, const float* k_cache, const float* v_cache, int64_t B,
+                          int64_t Tn, int64_t n_q_heads, int64_t n_kv_heads, int64_t head_dim, int64_t capacity,
+                          int64_t start, float scale) {
   const int64_t D = head_dim;
   const int64_t ld = (n_q_heads + 2 * n_kv_heads) * D;
   const int64_t group = n_q_heads / n_kv_heads;
@@ -82,6 +83,22 @@ void decode_attention_forward(float* out, const float* qkv, const float* k_cache
       for (int64_t d = 0; d < D; ++d) o[d] = acc[static_cast<size_t>(d)] * inv;
     }
   }
+}
+
+}  // namespace
+
+void kv_cache_write(const Tensor& k_cache, const Tensor& v_cache, const Tensor& qkv, int n_q_heads, int n_kv_heads,
+                    int64_t start) {
+  const int64_t D = k_cache.size(3);
+  kv_cache_write_f32(k_cache.data_as<float>(), v_cache.data_as<float>(), qkv.data_as<float>(), qkv.size(0), qkv.size(1),
+                     n_q_heads, n_kv_heads, D, k_cache.size(2), start);
+}
+
+void decode_attention_forward(const Tensor& out, const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache,
+                              int n_q_heads, int n_kv_heads, int64_t start, float scale) {
+  const int64_t D = k_cache.size(3);
+  decode_attention_f32(out.data_as<float>(), qkv.data_as<float>(), k_cache.data_as<float>(), v_cache.data_as<float>(),
+                       qkv.size(0), qkv.size(1), n_q_heads, n_kv_heads, D, k_cache.size(2), start, scale);
 }
 
 }  // namespace zt::cpu

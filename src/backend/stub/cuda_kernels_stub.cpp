@@ -5,6 +5,7 @@
 #include "backend/activation_kernels.h"
 #include "backend/attention_kernels.h"
 #include "backend/cross_entropy_kernels.h"
+#include "backend/decode_attention_kernels.h"
 #include "backend/dropout_kernels.h"
 #include "backend/elementwise_kernels.h"
 #include "backend/embedding_kernels.h"
@@ -26,6 +27,7 @@ ZT_ACTIVATION_KERNELS(ZT_MISSING_CUDA_KERNEL)
 ZT_ATTENTION_KERNELS(ZT_MISSING_CUDA_KERNEL)
 ZT_ATTENTION_CUDA_ONLY_KERNELS(ZT_MISSING_CUDA_KERNEL)
 ZT_CROSS_ENTROPY_KERNELS(ZT_MISSING_CUDA_KERNEL)
+ZT_DECODE_ATTENTION_KERNELS(ZT_MISSING_CUDA_KERNEL)
 ZT_DROPOUT_KERNELS(ZT_MISSING_CUDA_KERNEL)
 ZT_ELEMENTWISE_KERNELS(ZT_MISSING_CUDA_KERNEL)
 ZT_ELEMENTWISE_CUDA_ONLY_KERNELS(ZT_MISSING_CUDA_KERNEL)
