@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# fp16 `zerotrain train` against PyTorch AMP + GradScaler (and zerotrain bf16) on GPT-2 124M
+# fp16 `zerotrain train` against PyTorch AMP + GradScaler, DeepSpeed's fp16 recipe in PyTorch
+# (fp16 model, f32 master weights) and zerotrain bf16, on GPT-2 124M
 # from the same weights and tokens, in one call on the GPU machine (bench/fp16_parity.py
 # says how the runs are made comparable). Needs a CUDA build (bench/gpu.sh makes one).
 #   bench/fp16_parity.sh BUILD_DIR [steps=50] [initial scale power=24] [preset=gpt2] [device=cuda]
@@ -24,6 +25,8 @@ echo "== zerotrain fp16 (ds_config fp16 block, hysteresis 1)"
 echo "== zerotrain bf16"
 "$build/zerotrain" train "$work/run.yaml" --bf16 true --output_dir "$work/zt_bf16" --overwrite_output_dir 2>&1 | grep -E '^step|error' | tail -3
 echo "== torch AMP fp16 + GradScaler"
-"$py" "$root/bench/fp16_parity.py" torch "$work" | tail -3
+"$py" "$root/bench/fp16_parity.py" torch "$work" --mode amp | tail -n "$((steps + 2))"
+echo "== torch fp16 model + f32 master weights (DeepSpeed's fp16 recipe)"
+"$py" "$root/bench/fp16_parity.py" torch "$work" --mode half | tail -3
 echo "== comparison"
 "$py" "$root/bench/fp16_parity.py" compare "$work"
