@@ -56,9 +56,10 @@ void attention(const ModelConfig& c, const BlockCall& call, const BlockActivatio
   if (!call.cache) {
     ZT_CHECK(call.start == 0, "block: without a KV cache the tokens start at position 0");
     if (rotary) ops::rope_forward_inplace(qkv3, Hq, Hkv, *call.rope);
-    ops::attention_forward(att3, a.lse, qkv3, Hq, Hkv, attention_scale(c));
+    if (call.pass == BlockPass::Forward) ops::attention_forward(att3, a.lse, qkv3, Hq, Hkv, attention_scale(c));
     return;
   }
+  ZT_CHECK(call.pass == BlockPass::Forward, "block: a KV-cache call is never a recompute");
   if (rotary) ops::rope_forward_inplace_at(qkv3, Hq, Hkv, *call.rope, call.start);
   ops::kv_cache_write(call.cache->k, call.cache->v, qkv3, Hq, Hkv, call.start);
   ops::decode_attention_forward(att3, qkv3, call.cache->k, call.cache->v, Hq, Hkv, call.start, attention_scale(c));
@@ -103,6 +104,7 @@ void block_forward(const ModelConfig& c, const UnitWeights& w, const BlockCall& 
     const int64_t Fi = c.intermediate_size;
     ops::swiglu_forward(a.act, a.fc.narrow(1, 0, Fi), a.fc.narrow(1, Fi, Fi));
   }
+  if (call.pass == BlockPass::Recompute) return;  // the backward reads act, not x_out
   ops::linear_forward(proj, a.act, w[F::MlpOutWeight], w[F::MlpOutBias], w.layout(F::MlpOutWeight));
   if (dropout_on(call)) ops::dropout_forward(proj, proj, call.dropout.p, site_rng(call, 1));
   ops::add(x_out, a.x_mid, proj);

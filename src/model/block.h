@@ -58,8 +58,17 @@ struct ResidualDropout {
 };
 Philox dropout_rng(uint64_t seed, uint64_t step, int layer, int site);
 
+// Recompute: activation checkpointing's second forward, right before block_backward. It
+// rewrites what the backward reads (norm statistics, rotated qkv, x_mid, fc, act) from the
+// same x_in, bit for bit as the first pass, except what the first pass saved or the
+// backward never reads: the attention output and log-sum-exp are taken from `a` as saved
+// (no attention kernel), and the MLP-out GEMM, its dropout and the residual add are
+// skipped (x_out is neither read nor written).
+enum class BlockPass { Forward, Recompute };
+
 struct BlockCall {
   int layer = 0;
+  BlockPass pass = BlockPass::Forward;
   int64_t batch = 0, tokens = 0;         // B, T: rows are B * T tokens
   int64_t start = 0;                     // position of the first token (tokens already in the cache)
   const ops::RopeTable* rope = nullptr;  // PositionKind::Rotary: rows up to start + T

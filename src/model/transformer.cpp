@@ -40,6 +40,9 @@ struct Transformer::Activations {
   int64_t B = 0, T = 0;
   std::vector<OwnedTensor> x;     // residual stream at each block input, and the trunk output
   std::vector<LayerActs> layers;  // one per layer, or one shared when checkpointing
+  // Checkpointing: each layer's attention output [N, Hq D] and lse [B, Hq, T], kept from
+  // the forward so the recompute runs no attention (the shared LayerActs' att/lse unused).
+  std::vector<OwnedTensor> saved_att, saved_lse;
   OwnedTensor lnf, lnf_mean, lnf_rstd;
   // Backward scratch.
   OwnedTensor dx, d_ln, d_branch, d_qkv, d_att, d_fc, d_act, proj;
@@ -152,8 +155,18 @@ BlockCall Transformer::block_call(int layer) const {
   return call;
 }
 
-LayerActs& Transformer::layer_acts(int layer) {
-  return acts_->layers[acts_->layers.size() == 1 ? 0 : static_cast<size_t>(layer)];
+BlockActivations Transformer::layer_acts(int layer) const {
+  const Activations& s = *acts_;
+  if (s.saved_att.empty()) return s.layers[static_cast<size_t>(layer)].views();
+  BlockActivations a = s.layers[0].views();
+  a.att = s.saved_att[static_cast<size_t>(layer)];
+  a.lse = s.saved_lse[static_cast<size_t>(layer)];
+  return a;
+}
+
+void Transformer::set_checkpointing(Checkpointing c) {
+  if (c != options_.checkpointing) acts_.reset();
+  options_.checkpointing = c;
 }
 
 void Transformer::ensure_activations(int64_t B, int64_t T) {
@@ -173,20 +186,27 @@ void Transformer::ensure_activations(int64_t B, int64_t T) {
   auto act_t = [&](Shape s) { return OwnedTensor(std::move(s), options_.activation_dtype, dev); };
   auto f32 = [&](Shape s) { return OwnedTensor(std::move(s), DType::F32, dev); };
   for (int64_t i = 0; i <= c.num_layers; ++i) act->x.push_back(act_t({N, C}));
-  const int64_t n_layer_acts = options_.checkpointing == Checkpointing::EveryBlock ? 1 : c.num_layers;
+  const bool checkpointing = options_.checkpointing == Checkpointing::EveryBlock;
+  const int64_t n_layer_acts = checkpointing ? 1 : c.num_layers;
   for (int64_t i = 0; i < n_layer_acts; ++i) {
     LayerActs a;
     a.x_mid = act_t({N, C});
     a.ln1_mean = f32({N});
     a.ln1_rstd = f32({N});
     a.qkv = act_t({N, c.qkv_width()});
-    a.att = act_t({N, HD});
-    a.lse = f32({B, c.num_heads, T});
+    if (!checkpointing) {
+      a.att = act_t({N, HD});
+      a.lse = f32({B, c.num_heads, T});
+    }
     a.ln2_mean = f32({N});
     a.ln2_rstd = f32({N});
     a.fc = act_t({N, c.mlp_in_width()});
     a.act = act_t({N, F});
     act->layers.push_back(std::move(a));
+  }
+  for (int64_t i = 0; checkpointing && i < c.num_layers; ++i) {
+    act->saved_att.push_back(act_t({N, HD}));
+    act->saved_lse.push_back(f32({B, c.num_heads, T}));
   }
   act->lnf = act_t({N, C});
   act->lnf_mean = f32({N});
@@ -223,7 +243,7 @@ void Transformer::forward_trunk(const Tensor& host_tokens) {
   for (int l = 0; l < c.num_layers; ++l) {
     Unit& u = block_unit(registry_, l);
     hooks.before_forward(u);
-    block_forward(c, UnitWeights(u, Storage::Values), block_call(l), layer_acts(l).views(), s.scratch(),
+    block_forward(c, UnitWeights(u, Storage::Values), block_call(l), layer_acts(l), s.scratch(),
                   s.x[static_cast<size_t>(l)], s.x[static_cast<size_t>(l) + 1]);
     hooks.after_forward(u);
   }
@@ -285,10 +305,13 @@ ops::CrossEntropyResult Transformer::forward_backward(const Tensor& host_tokens,
     hooks.before_backward(u);
     require_grads(u);
     const UnitWeights w(u, Storage::Values);
-    const BlockCall call = block_call(l);
-    const BlockActivations a = layer_acts(l).views();
+    BlockCall call = block_call(l);
+    const BlockActivations a = layer_acts(l);
     const Tensor& x_in = s.x[static_cast<size_t>(l)];
-    if (recompute) block_forward(c, w, call, a, s.scratch(), x_in, s.x[static_cast<size_t>(l) + 1]);
+    if (recompute) {
+      call.pass = BlockPass::Recompute;
+      block_forward(c, w, call, a, s.scratch(), x_in, s.x[static_cast<size_t>(l) + 1]);
+    }
     block_backward(c, w, UnitWeights(u, Storage::Grads), call, a, s.scratch(), s.grad_scratch(), x_in, s.dx);
     hooks.after_backward(u);
   }

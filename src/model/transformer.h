@@ -26,9 +26,14 @@
 namespace zt::model {
 
 struct LayerActs;
+struct BlockActivations;
 
-enum class Checkpointing { None, EveryBlock };  // recompute block internals in backward
-enum class Mode { Train, Eval };                // Train applies dropout
+// EveryBlock: activation checkpointing, selective: each block keeps its input, its
+// attention output and log-sum-exp (2 B T C bytes in 16 bit + 4 B H T); the backward
+// recomputes the rest (norms, the q/k/v, attention-out and MLP-in GEMMs, the activation)
+// but neither the attention nor the MLP-out GEMM (model/block.h, BlockPass::Recompute).
+enum class Checkpointing { None, EveryBlock };
+enum class Mode { Train, Eval };  // Train applies dropout
 
 struct ModelOptions {
   DType param_dtype = DType::F32;
@@ -93,7 +98,8 @@ class Transformer {
     dropout_step_ = step;
   }
   void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
-  void set_checkpointing(Checkpointing c) { options_.checkpointing = c; }
+  // Changes the activation layout: the next step allocates it anew.
+  void set_checkpointing(Checkpointing c);
 
   // tokens, targets: i32 [B, T]. Loss only (no gradients, no saved activations).
   ops::CrossEntropyResult forward(const Tensor& tokens, const Tensor& targets);
@@ -108,7 +114,7 @@ class Transformer {
   // Runs embedding + blocks (model/block.h); leaves the final normalised hidden state in acts_.
   void forward_trunk(const Tensor& tokens);
   BlockCall block_call(int layer) const;
-  LayerActs& layer_acts(int layer);
+  BlockActivations layer_acts(int layer) const;  // views; att/lse per layer when checkpointing
   Tensor head_weight();
   Tensor head_weight_grad();
   Philox embed_dropout_rng() const;
