@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -98,6 +99,44 @@ TEST(CudaModel, ForwardBackwardMatchesCpuF16) {
   ZT_REQUIRE_GPU();
   compare_one_step("tiny-gpt2", DType::F16, 1e-2, DType::F16);
   compare_one_step("tiny-llama", DType::F16, 1e-2, DType::F16);
+}
+
+// Selective activation checkpointing on the GPU: the recompute skips the attention kernel
+// and the MLP-out GEMM and reads the saved attention output, so every gradient must be
+// bit for bit the one without checkpointing (same kernels, same inputs), in each precision.
+void expect_checkpointing_bitwise(const char* preset, DType dtype) {
+  const model::ModelConfig c = tiny(preset);
+  model::ModelOptions plain;
+  plain.param_dtype = plain.grad_dtype = plain.activation_dtype = dtype;
+  plain.device = Device::cuda();
+  model::ModelOptions ckpt = plain;
+  ckpt.checkpointing = model::Checkpointing::EveryBlock;
+  model::Transformer a(c, plain), b(c, ckpt);
+  a.init_weights(5);
+  b.init_weights(5);
+  const int64_t B = 2, T = 96;
+  OwnedTensor tok({B, T}, DType::I32), tgt({B, T}, DType::I32);
+  for (int64_t i = 0; i < B * T; ++i) {
+    tok.data<int32_t>()[i] = static_cast<int32_t>((i * 7919 + 3) % c.vocab_size);
+    tgt.data<int32_t>()[i] = static_cast<int32_t>((i * 104729 + 1) % c.vocab_size);
+  }
+  const float scale = 1.0f / static_cast<float>(B * T);
+  const auto ra = a.forward_backward(tok, tgt, scale);
+  const auto rb = b.forward_backward(tok, tgt, scale);
+  EXPECT_EQ(ra.loss_sum, rb.loss_sum) << preset << " " << dtype_name(dtype);
+  for (size_t u = 0; u < a.registry().size(); ++u) {
+    OwnedTensor ga(a.registry().unit(u).flat_grads().shape(), dtype), gb(ga->shape(), dtype);
+    ops::copy(ga, a.registry().unit(u).flat_grads());
+    ops::copy(gb, b.registry().unit(u).flat_grads());
+    EXPECT_EQ(0, std::memcmp(ga->data(), gb->data(), ga->nbytes()))
+        << preset << " " << dtype_name(dtype) << " gradient of unit " << a.registry().unit(u).name();
+  }
+}
+
+TEST(CudaModel, SelectiveCheckpointingGradientsAreBitwiseEqual) {
+  ZT_REQUIRE_GPU();
+  for (const char* preset : {"tiny-gpt2", "tiny-llama"})
+    for (DType d : {DType::F32, DType::BF16, DType::F16}) expect_checkpointing_bitwise(preset, d);
 }
 
 // A 50-step run (unless `extra` says otherwise) of the small text data on `device`; returns
