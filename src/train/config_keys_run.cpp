@@ -23,7 +23,7 @@ std::vector<RunKey> make_table() {
        "model",
        "an HF model directory (config.json + safetensors); not with model.preset"},
       {"model.tokenizer", {}, "the model's (trained for a preset)", "", "a tokenizer file or directory"},
-      {"model.activation_checkpointing", {"gradient_checkpointing"}, "false", "", "recompute each block in backward"},
+      {"model.activation_checkpointing", {"gradient_checkpointing"}, "false", "", "recompute each block in backward (selective: attention output kept)"},
       {"data.train", {}, "built-in text", "", "a path or a list: text files/dirs, JSONL, or token shards (.bin)"},
       {"data.validation", {}, "split off train", "", "a path or a list"},
       {"data.jsonl_field", {}, "text", "", "the JSONL field holding the text"},
