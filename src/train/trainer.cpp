@@ -287,11 +287,15 @@ TrainResult run_training(const TrainConfig& config) {
         "`zerotrain consolidate ",
         result.last_checkpoint, " ", (run.output_dir / "final").string(), "`");
   } else if (!result.stopped_by_signal) {
+    const auto save_start = std::chrono::steady_clock::now();
     run.engine->gather_full_model();
     result.final_model_dir = (run.output_dir / "final").string();
     if (main_rank) {
       save_final_model(model, run.setup, result.final_model_dir, storage_dtype(c.precision));
-      ZT_INFO("wrote the final model to ", result.final_model_dir, " (HF format)");
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - save_start).count();
+      char took[32];
+      std::snprintf(took, sizeof took, "%.1f s", secs);
+      ZT_INFO("wrote the final model to ", result.final_model_dir, " (HF format) in ", took);
     }
     run.comm->barrier();  // the directory is complete for every rank
     if (main_rank && c.sample_tokens > 0 && !c.sample_prompts.empty()) {

@@ -23,6 +23,7 @@
 #include "train/inert_keys.h"
 #include "train/resource_checks.h"
 #include "train/run_config.h"
+#include "train/startup_clock.h"
 
 namespace zt::train {
 namespace fs = std::filesystem;
@@ -80,6 +81,7 @@ int engine_stage(int configured_stage, int world_size) {
 }
 
 std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
+  StartupClock clock;
   auto run = std::make_unique<TrainingRun>();
   TrainConfig& c = run->config;
   c = config;
@@ -93,6 +95,7 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
     cuda::init(comm::read_launch_env().local_rank % cuda::device_count());
     if (run->comm->size() > 1) run->device_comm = comm::make_nccl_world_communicator(*run->comm);
   }
+  clock.lap(c.device == "cuda" ? "gpu" : "ranks");
   if (run->comm->size() != c.world_size)
     ZT_THROW_INPUT(c.source, ": the config is resolved for world_size ", c.world_size, " but this job has ",
                    run->comm->size(), " process(es): start it with `zerotrain launch --num_processes ", c.world_size,
@@ -130,7 +133,9 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   } else if (!c.model.preset.empty()) {
     check_model_state_fits(c, model::preset_config(c.model.preset), run->stage, run->comm->size(), ranks_on_host);
   }
+  clock.lap("output dir");
   run->setup = setup_model(setup_config, run->output_dir);
+  clock.lap(c.model.path.empty() ? "model init" : "model load");
   model::Transformer& model = run->model();
   const model::ModelConfig& mc = model.config();
   const int64_t T = c.data.seq_len > 0 ? c.data.seq_len : mc.max_position_embeddings;
@@ -143,6 +148,7 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
 
   // Data: token shards (prepared from text when needed).
   run->data = setup_data(setup_config, *run->setup.tokenizer, run->output_dir);
+  clock.lap("data");
   if (run->comm->size() > 1 && !follower) run->comm->barrier_async()->wait(setup_wait);
   run->loader =
       std::make_unique<io::BatchLoader>(run->data.train_shards, B, T, c.seed, run->comm->rank(), run->comm->size());
@@ -170,6 +176,7 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
     run->engine->shard_model();
   }
   model.set_hooks(run->engine.get());
+  clock.lap("ZeRO");
 
   // Optimizer, schedule, loss scaler.
   run->optimizer = zero::make_optimizer(model.registry(), c.optimizer, run->engine->partition_fn());
@@ -181,6 +188,8 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   model.set_checkpointing(c.model.activation_checkpointing ? model::Checkpointing::EveryBlock
                                                            : model::Checkpointing::None);
   model.set_mode(model::Mode::Train);
+  clock.lap("optimizer");
+  ZT_INFO("ready in ", clock.summary());
   return run;
 }
 
