@@ -112,6 +112,76 @@ class Timeline {
   std::unique_ptr<Impl> impl_;
 };
 
+// Copies that overlap compute (the seam ZeRO-Offload streams gradients and parameters
+// through): a stream of its own beside the compute stream, ordered against it only by
+// events. A copy reads and writes its buffers later, on the GPU's time: keep both alive and
+// unchanged until its event is done() (the caching allocator reuses freed device blocks in
+// compute-stream order and knows nothing of this stream). The host side should be pinned
+// (pinned_host_allocator, HostRegistration) to overlap; pageable memory is copied
+// synchronously by the driver.
+class CopyEvent {
+ public:
+  CopyEvent();
+  ~CopyEvent();
+  CopyEvent(CopyEvent&& other) noexcept;
+  CopyEvent& operator=(CopyEvent&& other) noexcept;
+  CopyEvent(const CopyEvent&) = delete;
+  CopyEvent& operator=(const CopyEvent&) = delete;
+
+  // True when the work recorded before it has finished (an event never recorded: true).
+  bool done() const;
+  // Blocks the host until then.
+  void wait() const;
+  // The compute stream's later work waits for it (no host wait).
+  void order_compute_after() const;
+
+ private:
+  friend class CopyStream;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+class CopyStream {
+ public:
+  // Needs init(); the CPU-only stub throws Unsupported.
+  CopyStream();
+  ~CopyStream();  // waits for its copies (their buffers may be freed right after)
+  CopyStream(const CopyStream&) = delete;
+  CopyStream& operator=(const CopyStream&) = delete;
+
+  // This stream's later copies wait for the compute work queued so far (e.g. the kernel
+  // that produced a gradient), with no host wait.
+  void wait_for_compute();
+  // Asynchronous copies in stream order.
+  void to_host(void* host_dst, const void* device_src, size_t bytes);
+  void to_device(void* device_dst, const void* host_src, size_t bytes);
+  // An event after the copies queued so far.
+  CopyEvent record();
+  // Blocks the host until every copy queued so far has finished.
+  void synchronize();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Existing host memory page-locked in place (cudaHostRegister) for the lifetime of this
+// object: exact-size pinned buffers (page-aligned allocations of any size) instead of a
+// pool's power-of-two blocks. Throws Unsupported in a CPU-only build, BadInput when the
+// driver refuses (the message names the bytes and the locked-memory limit to check).
+class HostRegistration {
+ public:
+  HostRegistration(void* host, size_t bytes);
+  ~HostRegistration();
+  HostRegistration(const HostRegistration&) = delete;
+  HostRegistration& operator=(const HostRegistration&) = delete;
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* host_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 // Page-locked host memory (cudaHostAlloc) for fast, asynchronous host<->device copies.
 // Its device() is Device::cpu(). Throws Unsupported in a CPU-only build.
 Allocator& pinned_host_allocator();

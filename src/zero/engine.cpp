@@ -132,6 +132,8 @@ void ZeroEngine::shard_model_from_slices(const std::function<void(model::Unit&, 
   }
 }
 
+Device ZeroEngine::optimizer_state_device(size_t unit) const { return registry_.unit(unit).device(); }
+
 UnitPartition ZeroEngine::partition(size_t unit) {
   model::Unit& u = registry_.unit(unit);
   UnitState& s = units_[unit];
@@ -139,6 +141,7 @@ UnitPartition ZeroEngine::partition(size_t unit) {
   const int64_t begin = rank_ * s.slice;
   UnitPartition p;
   p.begin = begin;
+  p.state_device = optimizer_state_device(unit);
   p.params = options_.stage >= 3 ? s.param_part.view() : u.flat_params().narrow(0, begin, s.slice);
   if (options_.stage >= 2) {
     p.grads = s.grad_part.view();
@@ -190,6 +193,7 @@ void ZeroEngine::begin_micro_batch(bool last) {
   // Stages 0-1 accumulate locally and reduce once per step; stages 2-3 reduce every
   // micro-batch so that no rank ever holds a full gradient across micro-batches.
   reduce_this_micro_batch_ = options_.stage >= 2 || last;
+  last_micro_batch_ = last;
 }
 
 void ZeroEngine::end_micro_batch() {
@@ -298,6 +302,7 @@ void ZeroEngine::finish_reduction(Reduction& r) {
   r.packed.clear();
   r.unpack_begin.clear();
   r.output = OwnedTensor();
+  if (last_micro_batch_ && gradient_ready_) gradient_ready_(r.unit, partition(r.unit).grads);
 }
 
 void ZeroEngine::finish_all_reductions() {

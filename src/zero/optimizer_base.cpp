@@ -15,7 +15,11 @@ FlatOptimizer::FlatOptimizer(model::ParameterRegistry& registry, OptimizerSpec s
     UnitState s;
     s.begin = part.begin;
     s.numel = part.numel();
-    const Device dev = part.params.device();
+    const Device dev = part.state_device;
+    // The step kernels run on the parameters' device; a host-side step for state on
+    // another device is ZeRO-Offload's (issue 17), not this optimizer's.
+    ZT_CHECK(dev == part.params.device() || part.numel() == 0, "optimizer state of unit ", registry_.unit(ui).name(),
+             " on ", dev.name(), " but its parameters on ", part.params.device().name());
     const bool sixteen_bit = part.params.dtype() != DType::F32;
     const bool no_master = sixteen_bit && spec_.master_weights == MasterWeights::None;
     // make_optimizer admits MasterWeights::None only with bf16 (or f32) parameters.

@@ -16,6 +16,9 @@ struct UnitPartition {
   int64_t begin = 0;  // first element of the unit's flat buffer this rank owns
   Tensor params;      // [numel] this rank's slice of the parameters (param dtype)
   Tensor grads;       // [numel] the reduced gradient of that slice (any float dtype)
+  // Where the optimizer keeps this slice's state (f32 master, moments): the engine's
+  // choice (ZeroEngine::optimizer_state_device), the parameters' device unless offloaded.
+  Device state_device = Device::cpu();
   int64_t numel() const { return params.numel(); }
 };
 
@@ -24,7 +27,7 @@ struct UnitPartition {
 using PartitionFn = std::function<UnitPartition(size_t unit_index)>;
 
 // The whole unit: the single-process / stage-0 partition.
-inline UnitPartition whole_unit(model::Unit& u) { return {0, u.flat_params(), u.flat_grads()}; }
+inline UnitPartition whole_unit(model::Unit& u) { return {0, u.flat_params(), u.flat_grads(), u.device()}; }
 
 // The overlap of a parameter [offset, offset + n) with [begin, begin + len), as local
 // offsets into the slice; empty (length 0) when they do not overlap.

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/small_models.h"
@@ -355,6 +356,67 @@ namespace {
 // An overflow on one rank's gradient slice is seen by every rank (so all skip the step),
 // and the global norm is the same on every rank and equals the per-unit host sum of
 // squares (summed over ranks) bit for bit.
+// The offload seam: on_gradient_ready fires once per unit per step, during the last
+// micro-batch only, in backward order (the head's unit first), with the partition's final
+// values: what it saw then equals what the optimizer reads at the boundary.
+TEST(ZeroEngine, GradientReadyFiresOncePerUnitWithTheFinalPartition) {
+  comm::Communicator& comm = world();
+  const int64_t gas = 3;
+  for (int stage = 0; stage <= 3; ++stage)
+    for (const zero::OverlapComm overlap : {zero::OverlapComm::On, zero::OverlapComm::Off}) {
+      const std::string what = "stage " + std::to_string(stage) +
+                               (overlap == zero::OverlapComm::On ? ", overlap" : ", no overlap") + ", rank " +
+                               std::to_string(comm.rank()) + " of " + std::to_string(comm.size());
+      model::ModelOptions mo;
+      mo.shard_count = comm.size();
+      mo.allocate_grads = stage < 2;
+      model::Transformer model(gpt2_config(), mo);
+      model.init_weights(5);
+      zero::ZeroOptions zo;
+      zo.stage = stage;
+      zo.overlap_comm = overlap;
+      zo.reduce_bucket_size = 500;
+      zero::ZeroEngine engine(model.registry(), comm, zo);
+      engine.shard_model();
+      model.set_hooks(&engine);
+      struct Fired {
+        size_t unit;
+        int64_t micro;
+        std::vector<float> values;
+        const void* data;
+      };
+      std::vector<Fired> fired;
+      int64_t micro = 0;
+      engine.on_gradient_ready([&](size_t unit, const Tensor& grads) {
+        fired.push_back({unit, micro, grads.to_f32_vector(), grads.data()});
+      });
+      OwnedTensor tok({kMicroBatch, kSeqLen}, DType::I32), tgt({kMicroBatch, kSeqLen}, DType::I32);
+      for (int step = 0; step < 2; ++step) {
+        fired.clear();
+        engine.zero_grads();
+        for (micro = 0; micro < gas; ++micro) {
+          for (int64_t i = 0; i < tok->numel(); ++i) {
+            tok.data<int32_t>()[i] = token(step * gas + micro, comm.rank() * 97 + i / kSeqLen, i % kSeqLen, 70);
+            tgt.data<int32_t>()[i] = token(step * gas + micro, comm.rank() * 97 + i / kSeqLen, i % kSeqLen + 1, 70);
+          }
+          engine.begin_micro_batch(micro == gas - 1);
+          model.forward_backward(tok, tgt, 1.0f / static_cast<float>(gas * comm.size()));
+          engine.end_micro_batch();
+        }
+        const size_t units = model.registry().size();
+        ASSERT_EQ(fired.size(), units) << what;
+        for (size_t k = 0; k < fired.size(); ++k) {
+          EXPECT_EQ(fired[k].unit, units - 1 - k) << what << ": backward order";
+          EXPECT_EQ(fired[k].micro, gas - 1) << what << ": only in the last micro-batch";
+          const zero::UnitPartition p = engine.partition(fired[k].unit);
+          EXPECT_EQ(fired[k].data, p.grads.data()) << what;
+          EXPECT_EQ(fired[k].values, p.grads.to_f32_vector()) << what << ", unit " << fired[k].unit;
+        }
+        engine.after_optimizer_step();
+      }
+    }
+}
+
 TEST(ZeroEngine, OverflowOnOneRankIsAgreedByAllAndTheNormIsGlobal) {
   comm::Communicator& comm = world();
   for (int stage = 0; stage <= 3; ++stage) {

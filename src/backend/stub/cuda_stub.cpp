@@ -42,6 +42,27 @@ void Timeline::mark(const std::string&) { no_cuda("cuda::Timeline::mark"); }
 std::vector<Timeline::Interval> Timeline::intervals() const { no_cuda("cuda::Timeline::intervals"); }
 void Timeline::clear() {}
 
+struct CopyEvent::Impl {};
+CopyEvent::CopyEvent() = default;  // never recorded: done
+CopyEvent::~CopyEvent() = default;
+CopyEvent::CopyEvent(CopyEvent&&) noexcept = default;
+CopyEvent& CopyEvent::operator=(CopyEvent&&) noexcept = default;
+bool CopyEvent::done() const { return true; }
+void CopyEvent::wait() const {}
+void CopyEvent::order_compute_after() const {}
+
+struct CopyStream::Impl {};
+CopyStream::CopyStream() { no_cuda("cuda::CopyStream"); }
+CopyStream::~CopyStream() = default;
+void CopyStream::wait_for_compute() { no_cuda("cuda::CopyStream"); }
+void CopyStream::to_host(void*, const void*, size_t) { no_cuda("cuda::CopyStream"); }
+void CopyStream::to_device(void*, const void*, size_t) { no_cuda("cuda::CopyStream"); }
+CopyEvent CopyStream::record() { no_cuda("cuda::CopyStream"); }
+void CopyStream::synchronize() { no_cuda("cuda::CopyStream"); }
+
+HostRegistration::HostRegistration(void*, size_t) { no_cuda("cuda::HostRegistration (pinned host memory)"); }
+HostRegistration::~HostRegistration() = default;
+
 Allocator& pinned_host_allocator() { no_cuda("pinned host memory"); }
 
 void convert_on_device_for_test(const void*, DType, void*, DType, size_t, size_t) {
