@@ -48,8 +48,15 @@ class Lion(torch.optim.Optimizer):
                 state = self.state[p]
                 if len(state) == 0:
                     state["exp_avg"] = torch.zeros_like(p)
+                    # Steps where sign(c) is a coin toss: |c| within a few roundings
+                    # of zero, where any order of the same float operations may flip it.
+                    state["ambiguous"] = torch.zeros_like(p)
                 exp_avg = state["exp_avg"]
                 p.mul_(1 - lr * wd)
+                a, b = exp_avg * beta1, p.grad * (1 - beta1)
+                c = a + b
+                tie = c.abs() <= 8 * torch.finfo(p.dtype).eps * (a.abs() + b.abs())
+                state["ambiguous"] += tie.to(p.dtype)
                 update = exp_avg.clone().mul_(beta1).add(p.grad, alpha=1 - beta1).sign_()
                 p.add_(update, alpha=-lr)
                 exp_avg.mul_(beta2).add_(p.grad, alpha=1 - beta2)
@@ -87,16 +94,21 @@ def run(tensors, cfg, dtype):
         for g in opt.param_groups:
             g["lr"] = lr
         opt.step()
-    return {n: p.detach() for n, p in params.items()}
+    ambiguous = {n: opt.state[p]["ambiguous"] for n, p in params.items() if "ambiguous" in opt.state[p]}
+    return {n: p.detach() for n, p in params.items()}, ambiguous
 
 
 def run_case(directory, case):
     tensors, metadata = st.load_file(os.path.join(directory, case + ".in.safetensors"))
     cfg = json.loads(metadata["config"])
     out = {}
-    for n, p in run(tensors, cfg, torch.float32).items():
+    result, ambiguous = run(tensors, cfg, torch.float32)
+    for n, p in result.items():
         out["p." + n] = p
-    for n, p in run(tensors, cfg, torch.float64).items():
+    # Lion: per element, the steps whose update sign was a tie in float32 (see Lion.step).
+    for n, count in ambiguous.items():
+        out["tie." + n] = count
+    for n, p in run(tensors, cfg, torch.float64)[0].items():
         hi = p.float()
         out["hi." + n] = hi
         out["lo." + n] = (p - hi.double()).float()

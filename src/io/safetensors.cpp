@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <future>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -329,14 +330,23 @@ void write_safetensors(const std::string& path, const std::vector<TensorSource>&
     };
     put(len, 8);
     put(text.data(), text.size());
-    Buffer scratch(max_bytes);
+    // Two buffers: one tensor is written while the next is filled (for a GPU model, its
+    // copy to the host), so the file's writes and the copies overlap. One write is in
+    // flight at a time, so the file sees the tensors in order.
+    Buffer scratch[2] = {Buffer(max_bytes), Buffer(max_bytes)};
+    std::future<void> writing;
+    int next = 0;
     for (size_t i : order) {
       const TensorSource& t = tensors[i];
       const size_t nbytes = static_cast<size_t>(shape_numel(t.shape)) * dtype_size(t.dtype);
       if (nbytes == 0) continue;
-      t.fill(scratch.data());
-      put(scratch.data(), nbytes);
+      void* buf = scratch[next].data();
+      t.fill(buf);  // this buffer's last write was waited for before the previous launch
+      if (writing.valid()) writing.get();
+      writing = std::async(std::launch::async, [&put, buf, nbytes] { put(buf, nbytes); });
+      next ^= 1;
     }
+    if (writing.valid()) writing.get();
   });
 }
 

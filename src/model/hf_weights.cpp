@@ -238,7 +238,15 @@ HfTensorLayout hf_layout(const ModelConfig&, const ParamSpec& spec) {
 
 void to_hf_layout(const ModelConfig& config, const ParamSpec& spec, const Tensor& src, const Tensor& dst) {
   if (!src.device().is_cpu()) {
-    // A GPU model's tensor comes to the host one at a time.
+    const HfTensorLayout l = hf_layout(config, spec);
+    const Shape ours = unpadded_shape(spec);
+    if (!l.transposed && src.dtype() == dst.dtype() && !ours.empty() && ours.size() == src.shape().size() &&
+        ours == l.shape && src.is_contiguous() && src.narrow(0, 0, ours[0]).shape() == ours) {
+      // The unpadded rows are a contiguous prefix: copied straight into the file's buffer.
+      ops::copy(Tensor(dst.data(), ours, dst.dtype()), src.narrow(0, 0, ours[0]));
+      return;
+    }
+    // Otherwise the GPU model's tensor comes to the host one at a time.
     OwnedTensor staged(src.shape(), src.dtype());
     ops::copy(staged, src);
     return to_hf_layout(config, spec, staged, dst);

@@ -12,6 +12,7 @@
 #include "backend/linear_kernels.h"
 #include "backend/norm_kernels.h"
 #include "backend/optimizer_kernels.h"
+#include "backend/random_kernels.h"
 #include "backend/rope_kernels.h"
 #include "backend/stub/no_cuda.h"
 
@@ -36,6 +37,7 @@ ZT_LINEAR_KERNELS(ZT_MISSING_CUDA_KERNEL)
 ZT_NORM_KERNELS(ZT_MISSING_CUDA_KERNEL)
 ZT_NORM_CUDA_ONLY_KERNELS(ZT_MISSING_CUDA_KERNEL)
 ZT_OPTIMIZER_KERNELS(ZT_MISSING_CUDA_KERNEL)
+ZT_RANDOM_KERNELS(ZT_MISSING_CUDA_KERNEL)
 ZT_ROPE_KERNELS(ZT_MISSING_CUDA_KERNEL)
 
 }  // namespace zt::cuda
