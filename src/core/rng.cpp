@@ -29,9 +29,7 @@ struct HostArith {
 };
 }  // namespace
 
-void normal_pair(uint32_t w0, uint32_t w1, float* z0, float* z1) {
-  rng_detail::normal_pair<HostArith>(w0, w1, z0, z1);
-}
+void normal_pair(uint32_t w0, uint32_t w1, float* z0, float* z1) { rng_detail::normal_pair<HostArith>(w0, w1, z0, z1); }
 
 float scaled_normal(float z, float mean, float stddev) { return rng_detail::scaled_normal<HostArith>(z, mean, stddev); }
 

