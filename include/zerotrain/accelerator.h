@@ -45,7 +45,7 @@ class Accelerator {
   //   [run.yaml|run.json] [--deepspeed ds_config.json] [--config_file accelerate.yaml]
   //   [--section.key value ...]            (docs/configs.md lists every key)
   explicit Accelerator(const std::vector<std::string>& args);
-  // A resolved config (train/run_config.h: load_train_config).
+  // A resolved config (config/run_config.h: load_train_config).
   explicit Accelerator(const train::TrainConfig& config);
   ~Accelerator();
   Accelerator(Accelerator&&) noexcept;

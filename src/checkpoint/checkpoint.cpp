@@ -1,4 +1,4 @@
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 #include <unistd.h>
 
@@ -15,7 +15,7 @@
 #include "io/safetensors.h"
 #include "io/staging_dir.h"
 #include "ops/copy.h"
-#include "train/checkpoint_validate.h"
+#include "checkpoint/checkpoint_validate.h"
 
 namespace zt::train {
 namespace fs = std::filesystem;

@@ -13,7 +13,7 @@
 // and renamed into place by rank 0 once all ranks succeeded (an existing step of the same
 // number is swapped out atomically, io::replace_directory), then `latest` is replaced
 // atomically: a crash at any point leaves `latest` naming a complete checkpoint. The
-// manifest and shards are validated on load (train/checkpoint_validate.h). Loading copies, for each buffer a rank holds (a whole flat
+// manifest and shards are validated on load (checkpoint/checkpoint_validate.h). Loading copies, for each buffer a rank holds (a whole flat
 // buffer, or its ZeRO slice), the overlapping pieces of the saved slices, reading only
 // the shards that overlap: a checkpoint loads at any world size and any ZeRO stage.
 // Multi-rank saving assumes the checkpoint directory is on a filesystem every rank sees.

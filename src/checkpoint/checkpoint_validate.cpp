@@ -1,4 +1,4 @@
-#include "train/checkpoint_validate.h"
+#include "checkpoint/checkpoint_validate.h"
 
 #include <cmath>
 #include <filesystem>

@@ -1,5 +1,5 @@
 // The one reader and validator of checkpoint manifests and shards, shared by resume
-// (train/checkpoint.cpp) and `zerotrain consolidate` (train/consolidate.cpp).
+// (checkpoint/checkpoint.cpp) and `zerotrain consolidate` (checkpoint/consolidate.cpp).
 //
 // Every field of manifest.json is type- and range-checked before anything divides by,
 // allocates from or indexes with it: world_size in [1, kMaxCheckpointWorldSize], step and

@@ -1,4 +1,4 @@
-#include "train/consolidate.h"
+#include "checkpoint/consolidate.h"
 
 #include <algorithm>
 #include <chrono>
@@ -14,8 +14,8 @@
 #include "model/config.h"
 #include "model/hf_weights.h"
 #include "model/transformer.h"
-#include "train/checkpoint.h"
-#include "train/checkpoint_validate.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_validate.h"
 
 namespace zt::train {
 namespace fs = std::filesystem;

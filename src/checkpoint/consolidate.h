@@ -1,7 +1,7 @@
 // Checkpoint -> Hugging Face model directory (`zerotrain consolidate`), the equivalent of
 // DeepSpeed's zero_to_fp32.py.
 //
-// A training checkpoint (train/checkpoint.h) holds every unit's flat parameter buffer cut
+// A training checkpoint (checkpoint/checkpoint.h) holds every unit's flat parameter buffer cut
 // into world_size slices, one per shard file, next to the optimizer state. Consolidating
 // rebuilds the model skeleton from the manifest's HF config (extra.model_config), checks
 // that the manifest's unit layout is that model's, copies each rank's slice of each unit

@@ -11,13 +11,13 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "core/error.h"
-#include "train/accelerate_config.h"
-#include "train/config_dump.h"
-#include "train/config_keys.h"
-#include "train/config_paths.h"
-#include "train/config_value.h"
-#include "train/ds_config.h"
-#include "train/run_config.h"
+#include "config/accelerate_config.h"
+#include "config/config_dump.h"
+#include "config/config_keys.h"
+#include "config/config_paths.h"
+#include "config/config_value.h"
+#include "config/ds_config.h"
+#include "config/run_config.h"
 
 namespace zt::cli {
 namespace {

@@ -6,7 +6,7 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "core/error.h"
-#include "train/consolidate.h"
+#include "checkpoint/consolidate.h"
 
 namespace zt::cli {
 namespace {

@@ -11,7 +11,7 @@
 #include "core/log.h"
 #include "core/parallel.h"
 #include "comm/env.h"
-#include "train/run_config.h"
+#include "config/run_config.h"
 #include "train/trainer.h"
 
 namespace zt::cli {

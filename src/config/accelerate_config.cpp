@@ -1,10 +1,10 @@
-#include "train/accelerate_config.h"
+#include "config/accelerate_config.h"
 
 #include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
-#include "train/ds_config.h"
+#include "config/ds_config.h"
 
 namespace zt::train {
 

@@ -1,10 +1,10 @@
-#include "train/config_dump.h"
+#include "config/config_dump.h"
 
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
-#include "train/config_keys.h"
+#include "config/config_keys.h"
 
 namespace zt::train {
 

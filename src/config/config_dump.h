@@ -4,7 +4,7 @@
 #pragma once
 #include <string>
 
-#include "train/config.h"
+#include "config/config.h"
 
 namespace zt::train {
 

@@ -15,7 +15,7 @@
 #include <variant>
 #include <vector>
 
-#include "train/config.h"
+#include "config/config.h"
 
 namespace zt::train {
 

@@ -3,7 +3,7 @@
 // implemented yet.
 #include <climits>
 
-#include "train/config_keys.h"
+#include "config/config_keys.h"
 
 namespace zt::train {
 

@@ -3,7 +3,7 @@
 // zerotrain's per-block checkpoints decide already: each one switched on warns.
 #include <climits>
 
-#include "train/config_keys.h"
+#include "config/config_keys.h"
 
 namespace zt::train {
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "train/config_keys.h"
+#include "config/config_keys.h"
 
 namespace zt::train {
 

@@ -4,7 +4,7 @@
 // docs/configs.md table derive from it; run_config.cpp reads the values.
 #include <algorithm>
 
-#include "train/config_keys.h"
+#include "config/config_keys.h"
 
 namespace zt::train {
 

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "train/config_keys.h"
+#include "config/config_keys.h"
 
 namespace zt::train {
 

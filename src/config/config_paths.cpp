@@ -1,4 +1,4 @@
-#include "train/config_paths.h"
+#include "config/config_paths.h"
 
 #include <glob.h>
 

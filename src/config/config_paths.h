@@ -2,7 +2,7 @@
 // says so up front (exit 2 naming the key, the path and where it was written) instead of
 // `config OK` for a run that would fail when it opens them.
 #pragma once
-#include "train/config.h"
+#include "config/config.h"
 
 namespace zt::train {
 

@@ -1,4 +1,4 @@
-#include "train/config_value.h"
+#include "config/config_value.h"
 
 #include <algorithm>
 #include <cctype>

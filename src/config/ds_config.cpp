@@ -2,12 +2,12 @@
 // Sections DeepSpeed validates strictly (zero_optimization, fp16, bf16, offload dicts)
 // reject unknown keys as DeepSpeed does; so does the top level, where DeepSpeed silently
 // ignores typos ("zero_optimisation" would quietly train without ZeRO).
-#include "train/ds_config.h"
+#include "config/ds_config.h"
 
 #include <algorithm>
 
 #include "core/error.h"
-#include "train/ds_config_internal.h"
+#include "config/ds_config_internal.h"
 
 namespace zt::train {
 

@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "train/config.h"
-#include "train/config_value.h"
+#include "config/config.h"
+#include "config/config_value.h"
 
 namespace zt::train {
 

@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "train/config_keys.h"
-#include "train/config_value.h"
-#include "train/ds_config.h"
+#include "config/config_keys.h"
+#include "config/config_value.h"
+#include "config/ds_config.h"
 
 namespace zt::train::detail {
 

@@ -5,9 +5,9 @@
 #include <optional>
 
 #include "core/error.h"
-#include "train/config_dump.h"
-#include "train/config_keys.h"
-#include "train/ds_config.h"
+#include "config/config_dump.h"
+#include "config/config_keys.h"
+#include "config/ds_config.h"
 
 namespace zt::train {
 

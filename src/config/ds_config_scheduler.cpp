@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "train/ds_config.h"
+#include "config/ds_config.h"
 
 namespace zt::train {
 

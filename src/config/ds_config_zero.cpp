@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "core/error.h"
-#include "train/config_keys.h"
-#include "train/ds_config_internal.h"
+#include "config/config_keys.h"
+#include "config/ds_config_internal.h"
 
 namespace zt::train::detail {
 

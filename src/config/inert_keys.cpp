@@ -1,9 +1,9 @@
-#include "train/inert_keys.h"
+#include "config/inert_keys.h"
 
 #include <algorithm>
 
 #include "core/error.h"
-#include "train/config_keys.h"
+#include "config/config_keys.h"
 
 namespace zt::train {
 

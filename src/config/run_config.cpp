@@ -1,11 +1,11 @@
 // Run config parsing: sections model/data/samples, loop keys, and HF Trainer-style keys.
-#include "train/run_config.h"
+#include "config/run_config.h"
 
 #include <algorithm>
 
 #include "core/error.h"
 #include "model/config.h"
-#include "train/config_keys.h"
+#include "config/config_keys.h"
 
 namespace zt::train {
 

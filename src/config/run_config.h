@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "train/config.h"
-#include "train/config_value.h"
-#include "train/ds_config.h"
+#include "config/config.h"
+#include "config/config_value.h"
+#include "config/ds_config.h"
 
 namespace zt::train {
 

@@ -11,9 +11,9 @@
 #include "core/error.h"
 #include "io/bounded_file.h"
 #include "model/config.h"
-#include "train/accelerate_config.h"
-#include "train/config_keys.h"
-#include "train/run_config.h"
+#include "config/accelerate_config.h"
+#include "config/config_keys.h"
+#include "config/run_config.h"
 
 namespace zt::train {
 

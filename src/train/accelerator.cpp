@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "comm/env.h"
-#include "train/run_config.h"
+#include "config/run_config.h"
 #include "train/step_protocol.h"
 #include "train/training_run.h"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "io/tokenizer.h"
-#include "train/config.h"
+#include "config/config.h"
 
 namespace zt::train {
 

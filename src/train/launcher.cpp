@@ -25,8 +25,8 @@
 #include "core/error.h"
 #include "io/bounded_file.h"
 #include "comm/env.h"
-#include "train/accelerate_config.h"
-#include "train/config_value.h"
+#include "config/accelerate_config.h"
+#include "config/config_value.h"
 
 extern char** environ;
 

@@ -10,7 +10,7 @@
 
 #include "io/tokenizer.h"
 #include "model/transformer.h"
-#include "train/config.h"
+#include "config/config.h"
 
 namespace zt::train {
 

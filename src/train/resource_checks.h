@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "model/config.h"
-#include "train/config.h"
+#include "config/config.h"
 
 namespace zt::train {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "train/config.h"
+#include "config/config.h"
 
 namespace zt::train {
 

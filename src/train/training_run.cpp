@@ -19,10 +19,10 @@
 #include "io/staging_dir.h"
 #include "model/hf_check.h"
 #include "model/hf_dir.h"
-#include "train/checkpoint.h"
-#include "train/inert_keys.h"
+#include "checkpoint/checkpoint.h"
+#include "config/inert_keys.h"
 #include "train/resource_checks.h"
-#include "train/run_config.h"
+#include "config/run_config.h"
 #include "train/startup_clock.h"
 
 namespace zt::train {
@@ -254,7 +254,7 @@ std::string load_run_checkpoint(TrainingRun& run, const std::string& which) {
   run.micro_steps = s.micro_steps;
   run.optimizer->set_steps_taken(s.extra.value("optimizer_steps", s.step));
   run.loader->restore({s.data_epoch, s.data_position});
-  // The manifest's loss_scaler fields were range-checked (train/checkpoint_validate.h).
+  // The manifest's loss_scaler fields were range-checked (checkpoint/checkpoint_validate.h).
   if (s.loss_scaler.is_object() && !s.loss_scaler.empty())
     run.scaler.restore({s.loss_scaler.at("scale").get<float>(), s.loss_scaler.at("hysteresis_left").get<int>(),
                         s.loss_scaler.at("clean_steps").get<int64_t>(),

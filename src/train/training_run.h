@@ -13,7 +13,7 @@
 #include "comm/communicator.h"
 #include "io/token_dataset.h"
 #include "model/transformer.h"
-#include "train/config.h"
+#include "config/config.h"
 #include "train/data_setup.h"
 #include "train/lr_schedule.h"
 #include "train/model_setup.h"

@@ -1,6 +1,6 @@
 // What the ZeRO engine is asked to do: the engine-facing part of ds_config's
 // zero_optimization. Its own header (no engine, model or comm includes) so that
-// train/config.h can hold it directly: TrainConfig's ZeroSection *is* a ZeroOptions, and
+// config/config.h can hold it directly: TrainConfig's ZeroSection *is* a ZeroOptions, and
 // the engine takes the config's struct instead of a field-by-field copy.
 #pragma once
 #include <cstdint>

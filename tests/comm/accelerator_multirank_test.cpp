@@ -23,7 +23,7 @@
 #include "comm/mpi_communicator.h"
 #include "core/error.h"
 #include "core/parallel.h"
-#include "train/run_config.h"
+#include "config/run_config.h"
 #include "train/trainer.h"
 #include "zerotrain/accelerator.h"
 

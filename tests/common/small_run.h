@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "train/run_config.h"
+#include "config/run_config.h"
 
 namespace zt::testing {
 

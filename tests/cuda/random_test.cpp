@@ -33,7 +33,8 @@ int64_t first_byte_difference(const Tensor& a, const Tensor& b) {
 
 TEST(CudaFillNormal, EveryValueIsTheHostsBitForBit) {
   ZT_REQUIRE_GPU();
-  const std::vector<Philox> streams = {Philox(0, 0), Philox(42, 7), Philox(0x0123456789abcdefULL, 0xfedcba9876543210ULL)};
+  const std::vector<Philox> streams = {Philox(0, 0), Philox(42, 7),
+                                       Philox(0x0123456789abcdefULL, 0xfedcba9876543210ULL)};
   for (DType dtype : {DType::F32, DType::BF16, DType::F16})
     for (int64_t n : {1, 2, 3, 4, 5, 7, 8, 9, 17, 1001, 70001, (1 << 21) + 5})
       for (int64_t offset : {0, 1})

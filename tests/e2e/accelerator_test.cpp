@@ -15,7 +15,7 @@
 #include "common/temp_dir.h"
 #include "core/error.h"
 #include "model/transformer.h"
-#include "train/run_config.h"
+#include "config/run_config.h"
 #include "train/trainer.h"
 #include "zerotrain/accelerator.h"
 

@@ -15,8 +15,8 @@
 #include "common/shell.h"
 #include "common/temp_dir.h"
 #include "io/safetensors.h"
-#include "train/checkpoint.h"
-#include "train/checkpoint_validate.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_validate.h"
 
 namespace fs = std::filesystem;
 using zt::testing::sh;

@@ -21,7 +21,7 @@
 #include "common/temp_dir.h"
 #include "io/safetensors.h"
 #include "model/hf_dir.h"
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "train/trainer.h"
 
 using namespace zt;

@@ -33,7 +33,7 @@
 #include "core/rng.h"
 #include "io/safetensors.h"
 #include "ops/optimizer.h"
-#include "train/consolidate.h"
+#include "checkpoint/consolidate.h"
 #include "train/trainer.h"
 
 using namespace zt;

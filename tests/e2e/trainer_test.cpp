@@ -22,7 +22,7 @@
 #include "io/tokenizer.h"
 #include "model/hf_dir.h"
 #include "train/lr_schedule.h"
-#include "train/run_config.h"
+#include "config/run_config.h"
 #include "train/trainer.h"
 #include "train/training_run.h"
 

@@ -9,8 +9,8 @@
 
 #include "common/temp_dir.h"
 #include "core/error.h"
-#include "train/accelerate_config.h"
-#include "train/run_config.h"
+#include "config/accelerate_config.h"
+#include "config/run_config.h"
 
 namespace zt::train {
 namespace {

@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "model/transformer.h"
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 using namespace zt;
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-// The checkpoint validator (train/checkpoint_validate.h): every damaged manifest field and
+// The checkpoint validator (checkpoint/checkpoint_validate.h): every damaged manifest field and
 // wrong shard tensor is BadInput (exit 2) naming the file and the field, before anything
 // divides by it or allocates from it; resume (load_checkpoint) and consolidate share it.
 #include <gtest/gtest.h>
@@ -15,8 +15,8 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "model/transformer.h"
-#include "train/checkpoint.h"
-#include "train/checkpoint_validate.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_validate.h"
 
 using namespace zt;
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-// The config key tables (train/config_keys.h): the table agrees with the structs it fills
+// The config key tables (config/config_keys.h): the table agrees with the structs it fills
 // and with docs/configs.md, every spelling it lists loads, origins in `config check` are
 // the true ones, and named files must exist.
 #include <gtest/gtest.h>
@@ -10,11 +10,11 @@
 
 #include "common/input_error.h"
 #include "common/temp_dir.h"
-#include "train/config_dump.h"
-#include "train/config_keys.h"
-#include "train/config_paths.h"
-#include "train/ds_config.h"
-#include "train/run_config.h"
+#include "config/config_dump.h"
+#include "config/config_keys.h"
+#include "config/config_paths.h"
+#include "config/ds_config.h"
+#include "config/run_config.h"
 
 namespace zt::train {
 namespace {

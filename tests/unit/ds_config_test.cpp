@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "train/ds_config.h"
-#include "train/run_config.h"
+#include "config/ds_config.h"
+#include "config/run_config.h"
 
 namespace zt::train {
 namespace {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "common/temp_dir.h"
-#include "train/inert_keys.h"
-#include "train/run_config.h"
+#include "config/inert_keys.h"
+#include "config/run_config.h"
 
 namespace zt::train {
 namespace {

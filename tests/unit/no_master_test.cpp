@@ -31,9 +31,9 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "ops/optimizer.h"
-#include "train/checkpoint.h"
-#include "train/config_dump.h"
-#include "train/run_config.h"
+#include "checkpoint/checkpoint.h"
+#include "config/config_dump.h"
+#include "config/run_config.h"
 #include "zero/optimizer.h"
 #include "zero/partition.h"
 

@@ -10,8 +10,8 @@
 #include "backend/cuda_api.h"
 #include "common/temp_dir.h"
 #include "core/error.h"
-#include "train/config_dump.h"
-#include "train/run_config.h"
+#include "config/config_dump.h"
+#include "config/run_config.h"
 
 namespace zt::train {
 namespace {
