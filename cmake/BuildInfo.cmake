@@ -1,4 +1,4 @@
-# Build facts for `zerotrain report` (src/train/report.cpp): version, git commit, compiler,
+# Build facts for `zerotrain report` (src/cli/report.cpp): version, git commit, compiler,
 # flags. They go into a generated header that only report.cpp includes, so a new commit
 # recompiles one file; a compile definition would change every object's command line.
 # The commit is read at configure time; CMake re-configures when HEAD moves (the files

@@ -1,5 +1,5 @@
 // zerotrain launch: start a command on every rank of a job (mpirun, srun, or directly),
-// with torchrun / Accelerate / DeepSpeed launch flags. The work is in train/launcher.h.
+// with torchrun / Accelerate / DeepSpeed launch flags. The work is in cli/launcher.h.
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -10,7 +10,7 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "core/error.h"
-#include "train/launcher.h"
+#include "cli/launcher.h"
 
 namespace zt::cli {
 namespace {
@@ -45,10 +45,10 @@ int run_launch_command(const Args& args) {
   // The rank wrapper that mpirun / srun start: `zerotrain launch --rank-env -- CMD...`.
   if (!args.empty() && args[0] == "--rank-env") {
     const size_t first = args.size() > 1 && args[1] == "--" ? 2 : 1;
-    train::exec_as_rank({args.begin() + static_cast<std::ptrdiff_t>(first), args.end()});
+    exec_as_rank({args.begin() + static_cast<std::ptrdiff_t>(first), args.end()});
   }
 
-  train::LaunchOptions o;
+  LaunchOptions o;
   int max_restarts = 0;
   bool dry_run = false;
   ArgParser parser("launch");
@@ -97,14 +97,14 @@ int run_launch_command(const Args& args) {
   }
   parser.parse(options);
 
-  const train::LaunchPlan plan = train::build_launch_plan(o, train::LaunchContext::current());
+  const LaunchPlan plan = build_launch_plan(o, LaunchContext::current());
   for (const auto& note : plan.notes) std::fprintf(stderr, "zerotrain launch: note: %s\n", note.c_str());
   if (dry_run) {
-    std::printf("%s\n", train::format_plan(plan).c_str());
+    std::printf("%s\n", format_plan(plan).c_str());
     return 0;
   }
   std::fflush(stdout);
-  return train::run_launch(plan, max_restarts);
+  return run_launch(plan, max_restarts);
 }
 
 const Registrar registrar{

@@ -4,7 +4,7 @@
 
 #include "cli/args.h"
 #include "cli/command.h"
-#include "train/report.h"
+#include "cli/report.h"
 
 namespace zt::cli {
 namespace {
@@ -35,8 +35,8 @@ int run_report(const Args& args) {
   ArgParser p("report");
   p.flag("--json", [&] { as_json = true; });
   p.parse(args);
-  const auto report = train::environment_report();
-  const std::string text = as_json ? train::report_json(report).dump(2) + "\n" : train::report_table(report);
+  const auto report = environment_report();
+  const std::string text = as_json ? report_json(report).dump(2) + "\n" : report_table(report);
   std::fputs(text.c_str(), stdout);
   return 0;
 }

@@ -10,12 +10,12 @@ namespace zt {
 const std::vector<EnvVarSpec>& env_var_table() {
   using A = EnvAudience;
   static const std::vector<EnvVarSpec> table = {
-      {EnvVar::NumThreads, "ZT_NUM_THREADS", A::User, "core/parallel.cpp (set by train/launcher.cpp)",
+      {EnvVar::NumThreads, "ZT_NUM_THREADS", A::User, "core/parallel.cpp (set by cli/launcher.cpp)",
        "CPU threads per process (else OMP_NUM_THREADS, else all cores); `zerotrain launch` sets cores / ranks per "
        "node when neither is set"},
       {EnvVar::CollectiveTimeoutS, "ZT_COLLECTIVE_TIMEOUT_S", A::User, "comm/env.cpp",
        "seconds a collective (MPI or NCCL) may wait before it fails naming the operation and the rank (300)"},
-      {EnvVar::RestartCount, "ZT_RESTART_COUNT", A::User, "core/fail_point.cpp (set by train/launcher.cpp)",
+      {EnvVar::RestartCount, "ZT_RESTART_COUNT", A::User, "core/fail_point.cpp (set by cli/launcher.cpp)",
        "set by `zerotrain launch`: 0 on the first attempt, k on restart k; failure drills fire only when it is 0 "
        "or unset"},
       {EnvVar::PeakTflops, "ZT_PEAK_TFLOPS", A::User, "train/metrics.cpp, train/trainer.cpp",

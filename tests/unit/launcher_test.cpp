@@ -11,9 +11,9 @@
 
 #include "common/temp_dir.h"
 #include "core/error.h"
-#include "train/launcher.h"
+#include "cli/launcher.h"
 
-namespace zt::train {
+namespace zt::cli {
 namespace {
 
 #define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
@@ -377,4 +377,4 @@ TEST(LaunchFormat, QuotesWordsTheShellWouldSplitOrExpand) {
 }
 
 }  // namespace
-}  // namespace zt::train
+}  // namespace zt::cli

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-namespace zt::train {
+namespace zt::cli {
 
 // One line of a DeepSpeed hostfile: `worker-1 slots=4`.
 struct HostSlots {
@@ -93,4 +93,4 @@ int run_launch(const LaunchPlan& plan, int max_restarts);
 // this process with `command`. Returns only by throwing.
 [[noreturn]] void exec_as_rank(const std::vector<std::string>& command);
 
-}  // namespace zt::train
+}  // namespace zt::cli

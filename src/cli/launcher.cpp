@@ -1,4 +1,4 @@
-#include "train/launcher.h"
+#include "cli/launcher.h"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -30,7 +30,13 @@
 
 extern char** environ;
 
-namespace zt::train {
+namespace zt::cli {
+
+// The Accelerate config reader (config/accelerate_config.h) is the config layer's.
+using train::accelerate_top_level_keys;
+using train::AccelerateConfig;
+using train::load_document;
+using train::parse_accelerate_config;
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -616,4 +622,4 @@ void exec_as_rank(const std::vector<std::string>& command) {
   ZT_THROW_INPUT("launch: rank ", env.rank, " cannot run '", command[0], "': ", std::strerror(errno));
 }
 
-}  // namespace zt::train
+}  // namespace zt::cli

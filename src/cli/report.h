@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace zt::train {
+namespace zt::cli {
 
 struct ReportItem {
   std::string key;       // snake_case; the same in the table and the JSON
@@ -31,4 +31,4 @@ std::string report_table(const std::vector<ReportSection>& report);
 // {"section": {"key": value, ...}, ...} in the table's order.
 nlohmann::ordered_json report_json(const std::vector<ReportSection>& report);
 
-}  // namespace zt::train
+}  // namespace zt::cli
