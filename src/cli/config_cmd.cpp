@@ -25,7 +25,7 @@ namespace {
 constexpr const char* kHelp =
     R"(usage: zerotrain config check [FILE...] [--deepspeed DS.json] [--config_file ACCELERATE.yaml]
                               [--world_size N] [--section.key VALUE ...]
-       zerotrain config keys [--markdown] [zero_optimization|activation_checkpointing|aio|run]
+       zerotrain config keys [--markdown] [zero_optimization|activation_checkpointing|aio|fp16|bf16|run]
 
 Validates configs without training and prints the resolved configuration (every value
 the run would use, with its origin: default, a file, auto, command line).
@@ -131,6 +131,8 @@ struct KeyTable {
 const KeyTable kKeyTables[] = {{"zero_optimization", train::zero_keys_markdown},
                                {"activation_checkpointing", train::checkpointing_keys_markdown},
                                {"aio", train::aio_keys_markdown},
+                               {"fp16", train::fp16_keys_markdown},
+                               {"bf16", train::bf16_keys_markdown},
                                {"run", train::run_keys_markdown}};
 
 int run_keys(const Args& args) {
@@ -140,9 +142,9 @@ int run_keys(const Args& args) {
     const bool known =
         std::any_of(std::begin(kKeyTables), std::end(kKeyTables), [&](const KeyTable& t) { return a == t.section; });
     if (!section.empty() || !known)
-      ZT_THROW_INPUT(
-          "zerotrain config keys: unknown argument '", a,
-          "'; usage: zerotrain config keys [--markdown] [zero_optimization|activation_checkpointing|aio|run]");
+      ZT_THROW_INPUT("zerotrain config keys: unknown argument '", a,
+                     "'; usage: zerotrain config keys [--markdown] "
+                     "[zero_optimization|activation_checkpointing|aio|fp16|bf16|run]");
     section = a;
   }
   for (const KeyTable& t : kKeyTables) {

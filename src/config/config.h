@@ -79,6 +79,21 @@ struct ZeroSection : zero::ZeroOptions {
 };
 
 // Top-level "aio" (NVMe offload I/O).
+// ds_config "fp16" (config_keys_precision.cpp's table): DeepSpeed's dynamic loss scaler
+// as the engine takes it, and the section's other keys.
+struct Fp16Section : zero::LossScalerConfig {
+  bool auto_cast = false;                 // accepted: the model computes in fp16 throughout
+  bool master_weights_and_grads = false;  // fp16_master_weights_and_grads: refused when true
+};
+
+// ds_config "bf16" / "bfloat16" (config_keys_precision.cpp's table).
+struct Bf16Section {
+  bool enabled = false;
+  bool check_grad_overflow = true;                                  // skip a step whose gradients hold inf/nan
+  bool immediate_grad_update = false;                               // accepted: updates happen at the boundary
+  bool master_weights_and_grads = false, optimizer_states = false;  // refused when true
+};
+
 struct AioSection {
   int64_t block_size = 1048576;
   int queue_depth = 8;
@@ -126,7 +141,8 @@ struct TrainConfig {
   int world_size = 1;
 
   Precision precision = Precision::F32;
-  zero::LossScalerConfig loss_scaler;  // fp16 only
+  Fp16Section fp16;  // the loss scaler: acted on when precision is F16
+  Bf16Section bf16;
   zero::OptimizerSpec optimizer;
   nlohmann::json scheduler;        // ds_config "scheduler" block, or {} for none
   std::string hf_scheduler;        // HF lr_scheduler_type when no ds scheduler ("" = constant)
@@ -148,9 +164,6 @@ struct TrainConfig {
   std::string communication_data_type;  // "" = follow precision; fp16 | bf16 | fp32
   std::string grad_accum_dtype;         // "" = default; fp32 | fp16 | bf16
   bool dataloader_drop_last = false;
-  bool bf16_check_grad_overflow = true;
-  bool bf16_immediate_grad_update = false;
-  bool fp16_auto_cast = false;
 
   // Loop.
   int64_t max_steps = 0;  // optimizer steps; 0: from epochs

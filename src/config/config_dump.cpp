@@ -83,12 +83,12 @@ std::string describe_config(const TrainConfig& c) {
                                  ? std::string("true (f32 master, f32 optimizer state)")
                                  : std::string("false (bf16 parameters and optimizer state, no master)"));
   if (c.precision == Precision::F16) {
-    const auto& s = c.loss_scaler;
-    p.line("fp16.loss_scale", s.loss_scale == 0 ? std::string("dynamic") : std::to_string(s.loss_scale));
-    p.line("fp16.initial_scale_power", s.initial_scale_power);
-    p.line("fp16.loss_scale_window", s.loss_scale_window);
-    p.line("fp16.hysteresis", s.hysteresis);
-    p.line("fp16.min_loss_scale", s.min_loss_scale);
+    // The loss scaler's keys, from the fp16 table (enabled is the precision line above).
+    for (const Fp16Key& k : fp16_keys()) {
+      if (k.key == "enabled" || k.status != KeyStatus::Resolved) continue;
+      const double v = key_value(k, c.fp16);
+      p.line("fp16." + k.key, k.key == "loss_scale" && v == 0 ? std::string("dynamic") : key_value_text(k, v));
+    }
   }
 
   p.section("optimizer");
@@ -117,11 +117,11 @@ std::string describe_config(const TrainConfig& c) {
   const auto& z = c.zero;
   for (const ZeroKey& k : zero_keys()) {
     if (k.shown == Shown::No || (k.shown == Shown::Stage3 && z.stage != 3)) continue;
-    const int64_t v = key_value(k, z);
+    const double v = key_value(k, z);
     if (k.type == KeyType::Bool) {
       p.line("zero_optimization." + k.key, v != 0);
     } else {
-      p.line("zero_optimization." + k.key, v);
+      p.line("zero_optimization." + k.key, saturating_int64(v));
     }
   }
   if (z.stage == 3) p.line("zero3_init", z.zero3_init);

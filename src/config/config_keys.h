@@ -5,12 +5,15 @@
 // here" warning, and the key's line in docs/configs.md (`zerotrain config keys
 // --markdown`, compared with the doc by config_keys_test).
 //
-// Tables today: zero_optimization, activation_checkpointing and aio (every key: parse,
-// resolve, origins, dump, warnings, docs) and the run config (known keys, aliases,
-// origins, docs; values are still read in run_config.cpp). The other ds_config sections
-// (top level, fp16/bf16, optimizer, scheduler) still have their own code in ds_config.cpp. Adding a key: docs/dev.md "Adding a config key".
+// Tables today: zero_optimization, activation_checkpointing, aio, fp16 and bf16 (every
+// key: parse, resolve, origins, dump, warnings, docs) and the run config (known keys,
+// aliases, origins, docs; values are still read in run_config.cpp). The other ds_config
+// sections (top level, optimizer, scheduler) still have their own code in ds_config.cpp.
+// Adding a key: docs/dev.md "Adding a config key".
 #pragma once
+#include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <variant>
 #include <vector>
@@ -19,7 +22,7 @@
 
 namespace zt::train {
 
-enum class KeyType { Bool, Int, Object, Any };
+enum class KeyType { Bool, Int, Number, Object, Any };
 
 // The status words of docs/configs.md.
 enum class KeyStatus {
@@ -30,7 +33,9 @@ enum class KeyStatus {
 };
 
 // How an "auto" value is computed (AutoRule::None: "auto" is an error for the key).
-enum class AutoRule { None, HiddenSquared, NineTenthsHiddenSquared, TenHidden };
+// RunPrecision: from the run's own bf16/fp16 flags (HF TrainingArguments, Accelerate's
+// mixed_precision), decided by resolve_ds_config.
+enum class AutoRule { None, HiddenSquared, NineTenthsHiddenSquared, TenHidden, RunPrecision };
 
 // When a key whose value changes nothing in this run warns (inert_keys.cpp).
 enum class InertWhen {
@@ -46,18 +51,20 @@ enum class Shown { Always, Stage3, No };
 
 // The field of section struct S a key fills (monostate: accepted, kept nowhere).
 template <class S>
-using KeyField = std::variant<std::monostate, bool S::*, int S::*, int64_t S::*, zero::OverlapComm S::*>;
+using KeyField = std::variant<std::monostate, bool S::*, int S::*, int64_t S::*, float S::*, zero::OverlapComm S::*>;
 
-// One key of a ds_config section whose values are whole numbers or booleans, filling a
-// field of S (ZeroSection, ActivationCheckpointingSection).
+// One key of a ds_config section whose values are numbers or booleans, filling a field of
+// S (ZeroSection, ActivationCheckpointingSection, AioSection, Fp16Section, Bf16Section).
+// Values travel as double: whole numbers up to 2^53 are exact, and every key's range
+// lies far inside that.
 template <class S>
 struct SectionKey {
   std::string key;
   std::vector<std::string> aliases;  // DeepSpeed's older spellings (pydantic aliases)
   KeyType type;
-  int64_t default_value;     // bools as 0/1; unused for Object/Any
+  double default_value;      // bools as 0/1; unused for Object/Any
   std::string default_text;  // as docs/configs.md shows it
-  int64_t min_value;         // range check (INT64_MIN: none)
+  double min_value;          // range check: a smaller value is an error (kNoMinimum: none)
   AutoRule auto_rule;
   KeyStatus status;
   KeyField<S> target;
@@ -69,15 +76,22 @@ struct SectionKey {
   std::string doc;  // docs/configs.md's status column
 };
 
+constexpr double kNoMinimum = -1e300;
+
 using ZeroKey = SectionKey<ZeroSection>;
 using CheckpointingKey = SectionKey<ActivationCheckpointingSection>;
 using AioKey = SectionKey<AioSection>;
+using Fp16Key = SectionKey<Fp16Section>;
+using Bf16Key = SectionKey<Bf16Section>;
 
 // "zero_optimization" (config_keys_zero.cpp), "activation_checkpointing"
-// (config_keys_checkpointing.cpp), "aio" (config_keys_aio.cpp).
+// (config_keys_checkpointing.cpp), "aio" (config_keys_aio.cpp), "fp16" and "bf16"
+// (config_keys_precision.cpp).
 const std::vector<ZeroKey>& zero_keys();
 const std::vector<CheckpointingKey>& checkpointing_keys();
 const std::vector<AioKey>& aio_keys();
+const std::vector<Fp16Key>& fp16_keys();
+const std::vector<Bf16Key>& bf16_keys();
 
 // Every spelling a section accepts (keys and aliases), for the known-key check.
 template <class S>
@@ -90,34 +104,61 @@ std::vector<std::string> key_spellings(const std::vector<SectionKey<S>>& keys) {
   return all;
 }
 
-// A key's value in the resolved section as an int64 (bools 0/1; the default when the key
-// is kept nowhere), and the other way.
+// A whole-number key's value from its double: saturating, so that DeepSpeed's sys.maxsize
+// defaults (INT64_MAX, which a double rounds up to 2^63) come back as INT64_MAX.
+inline int64_t saturating_int64(double v) {
+  if (v >= 9.2233720368547758e18) return INT64_MAX;
+  if (v <= -9.2233720368547758e18) return INT64_MIN;
+  return static_cast<int64_t>(v);
+}
+
+// A key's value in the resolved section (bools 0/1; the default when the key is kept
+// nowhere), and the other way.
+//
+// GCC's -Warray-bounds cannot see that a section's table never holds a member pointer of
+// a type the section lacks (an int64_t one for the all-bool Bf16Section), and warns on
+// that visitor branch; it is never taken.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Warray-bounds"
 template <class S>
-int64_t key_value(const SectionKey<S>& k, const S& s) {
+double key_value(const SectionKey<S>& k, const S& s) {
   struct Get {
     const SectionKey<S>& k;
     const S& s;
-    int64_t operator()(std::monostate) const { return k.default_value; }
-    int64_t operator()(bool S::*f) const { return s.*f ? 1 : 0; }
-    int64_t operator()(int S::*f) const { return s.*f; }
-    int64_t operator()(int64_t S::*f) const { return s.*f; }
-    int64_t operator()(zero::OverlapComm S::*f) const { return s.*f == zero::OverlapComm::On ? 1 : 0; }
+    double operator()(std::monostate) const { return k.default_value; }
+    double operator()(bool S::*f) const { return s.*f ? 1 : 0; }
+    double operator()(int S::*f) const { return s.*f; }
+    double operator()(int64_t S::*f) const { return static_cast<double>(s.*f); }
+    double operator()(float S::*f) const { return s.*f; }
+    double operator()(zero::OverlapComm S::*f) const { return s.*f == zero::OverlapComm::On ? 1 : 0; }
   };
   return std::visit(Get{k, s}, k.target);
 }
 
 template <class S>
-void set_key_value(const SectionKey<S>& k, int64_t v, S& s) {
+void set_key_value(const SectionKey<S>& k, double v, S& s) {
   struct Put {
-    int64_t v;
+    double v;
     S& s;
     void operator()(std::monostate) const {}
     void operator()(bool S::*f) const { s.*f = v != 0; }
     void operator()(int S::*f) const { s.*f = static_cast<int>(v); }
-    void operator()(int64_t S::*f) const { s.*f = v; }
+    void operator()(int64_t S::*f) const { s.*f = saturating_int64(v); }
+    void operator()(float S::*f) const { s.*f = static_cast<float>(v); }
     void operator()(zero::OverlapComm S::*f) const { s.*f = v != 0 ? zero::OverlapComm::On : zero::OverlapComm::Off; }
   };
   std::visit(Put{v, s}, k.target);
+}
+#pragma GCC diagnostic pop
+
+// A key's value as `config check` and the docs write it: true/false, a whole number, or
+// a number in its shortest form.
+template <class S>
+std::string key_value_text(const SectionKey<S>& k, double v) {
+  if (k.type == KeyType::Bool) return v != 0 ? "true" : "false";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
 }
 
 // What an "auto" key resolves to for a model of hidden size h.
@@ -153,6 +194,8 @@ std::string run_origin_key(const std::string& canonical);
 std::string zero_keys_markdown();
 std::string checkpointing_keys_markdown();
 std::string aio_keys_markdown();
+std::string fp16_keys_markdown();
+std::string bf16_keys_markdown();
 std::string run_keys_markdown();
 
 }  // namespace zt::train

@@ -11,14 +11,14 @@ namespace {
 
 using A = AioSection;
 
-AioKey resolved(std::string key, std::vector<std::string> aliases, KeyType type, int64_t dflt, std::string dflt_text,
+AioKey resolved(std::string key, std::vector<std::string> aliases, KeyType type, double dflt, std::string dflt_text,
                 KeyField<A> target, std::string doc) {
   return {std::move(key),
           std::move(aliases),
           type,
           dflt,
           std::move(dflt_text),
-          type == KeyType::Int ? 1 : INT64_MIN,
+          type == KeyType::Int ? 1 : kNoMinimum,
           AutoRule::None,
           KeyStatus::Resolved,
           target,
@@ -46,7 +46,7 @@ std::vector<AioKey> make_table() {
        B,
        0,
        "false",
-       INT64_MIN,
+       kNoMinimum,
        AutoRule::None,
        KeyStatus::Refused,
        &A::use_gds,

@@ -31,6 +31,8 @@ std::string section_markdown(const std::vector<SectionKey<S>>& keys) {
 std::string zero_keys_markdown() { return section_markdown(zero_keys()); }
 std::string checkpointing_keys_markdown() { return section_markdown(checkpointing_keys()); }
 std::string aio_keys_markdown() { return section_markdown(aio_keys()); }
+std::string fp16_keys_markdown() { return section_markdown(fp16_keys()); }
+std::string bf16_keys_markdown() { return section_markdown(bf16_keys()); }
 
 std::string run_keys_markdown() {
   std::string s = "| key | default | meaning |\n|-----|---------|---------|\n";

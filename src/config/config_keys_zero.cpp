@@ -12,13 +12,13 @@ namespace zt::train {
 
 namespace {
 
-constexpr int64_t kNoMin = INT64_MIN;
+constexpr double kNoMin = kNoMinimum;
 constexpr int64_t kNever = INT64_MAX;  // refuse_above for keys that are never refused
 
 using Z = ZeroSection;
 
-ZeroKey resolved(std::string key, std::vector<std::string> aliases, KeyType type, int64_t dflt, std::string dflt_text,
-                 int64_t min, AutoRule rule, KeyField<Z> target, InertWhen inert, std::string why, Shown shown,
+ZeroKey resolved(std::string key, std::vector<std::string> aliases, KeyType type, double dflt, std::string dflt_text,
+                 double min, AutoRule rule, KeyField<Z> target, InertWhen inert, std::string why, Shown shown,
                  std::string doc) {
   return {std::move(key),
           std::move(aliases),
@@ -38,8 +38,8 @@ ZeroKey resolved(std::string key, std::vector<std::string> aliases, KeyType type
 }
 
 // Accepted without effect: kept (when a field exists) so the warning can say so.
-ZeroKey accepted(std::string key, std::vector<std::string> aliases, KeyType type, int64_t dflt, std::string dflt_text,
-                 int64_t min, KeyField<Z> target, InertWhen inert, std::string why, Shown shown, std::string doc) {
+ZeroKey accepted(std::string key, std::vector<std::string> aliases, KeyType type, double dflt, std::string dflt_text,
+                 double min, KeyField<Z> target, InertWhen inert, std::string why, Shown shown, std::string doc) {
   return {std::move(key),
           std::move(aliases),
           type,
@@ -58,8 +58,8 @@ ZeroKey accepted(std::string key, std::vector<std::string> aliases, KeyType type
 }
 
 // Accepted silently: zerotrain's flat units make the choice the key tunes.
-ZeroKey decided(std::string key, std::vector<std::string> aliases, KeyType type, int64_t dflt) {
-  std::string text = type == KeyType::Bool ? (dflt != 0 ? "true" : "false") : std::to_string(dflt);
+ZeroKey decided(std::string key, std::vector<std::string> aliases, KeyType type, double dflt) {
+  std::string text = type == KeyType::Bool ? (dflt != 0 ? "true" : "false") : std::to_string(saturating_int64(dflt));
   return {std::move(key),
           std::move(aliases),
           type,
@@ -78,7 +78,7 @@ ZeroKey decided(std::string key, std::vector<std::string> aliases, KeyType type,
 }
 
 // `message`: the Unsupported error after "zero_optimization.KEY: ".
-ZeroKey refused(std::string key, KeyType type, int64_t dflt, std::string dflt_text, int64_t above, std::string message,
+ZeroKey refused(std::string key, KeyType type, double dflt, std::string dflt_text, int64_t above, std::string message,
                 std::string doc) {
   return {std::move(key),
           {},
@@ -103,7 +103,7 @@ std::string unsupported(const std::string& what) {
 }
 
 // Read by ds_config_zero.cpp's offload parser (objects, deprecated booleans).
-ZeroKey offload(std::string key, std::vector<std::string> aliases, KeyType type, int64_t dflt, std::string dflt_text,
+ZeroKey offload(std::string key, std::vector<std::string> aliases, KeyType type, double dflt, std::string dflt_text,
                 KeyStatus status, std::string doc) {
   return {std::move(key),
           std::move(aliases),
@@ -233,6 +233,7 @@ int64_t auto_value(AutoRule rule, int64_t hidden) {
       return static_cast<int64_t>(0.9 * std::pow(h, 2));
     case AutoRule::TenHidden:
       return static_cast<int64_t>(10.0 * std::pow(h, 1));
+    case AutoRule::RunPrecision:  // a flag, decided by resolve_ds_config from the run's precision
     case AutoRule::None:
       break;
   }
@@ -248,6 +249,8 @@ std::string auto_rule_text(AutoRule rule) {
       return "0.9 * h * h";
     case AutoRule::TenHidden:
       return "10 * h";
+    case AutoRule::RunPrecision:
+      return "the run's bf16/fp16 flag";
     case AutoRule::None:
       break;
   }

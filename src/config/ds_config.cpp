@@ -44,32 +44,17 @@ bool block_enabled(const json& doc, const std::string& key, const Where& w) {
   return read_bool(*it, "enabled", w.key(key), false).value;
 }
 
+// "fp16" and "bf16" ("bfloat16"): every key a row of config_keys_precision.cpp's tables;
+// here only what a row cannot say.
 void parse_precision(const json& doc, const Where& top, DsConfig& ds) {
   if (auto it = doc.find("fp16"); it != doc.end() && !it->is_null()) {
     const Where w = top.key("fp16");
-    check_known_keys(*it,
-                     {"enabled", "auto_cast", "loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
-                      "consecutive_hysteresis", "min_loss_scale", "fp16_master_weights_and_grads"},
-                     w, kFix + std::string("#fp16"));
-    ds.fp16_enabled = read_bool(*it, "enabled", w, false, AutoOk::Yes);
-    ds.fp16_auto_cast = read_bool(*it, "auto_cast", w, false).value;
-    auto& ls = ds.loss_scaler;
-    ls.loss_scale = static_cast<float>(read_number(*it, "loss_scale", w, 0.0).value);
-    ls.initial_scale_power = static_cast<int>(read_int(*it, "initial_scale_power", w, 16).value);
-    ls.loss_scale_window = static_cast<int>(read_int(*it, "loss_scale_window", w, 1000).value);
-    ls.hysteresis = static_cast<int>(read_int(*it, "hysteresis", w, 2).value);
-    ls.consecutive_hysteresis = read_bool(*it, "consecutive_hysteresis", w, false).value;
-    ls.min_loss_scale = static_cast<float>(read_number(*it, "min_loss_scale", w, 1.0).value);
-    if (ls.loss_scale < 0)
-      ZT_THROW_INPUT(w.key("loss_scale").str(), ": must be 0 (dynamic) or a positive static scale");
-    if (ls.initial_scale_power < 0 || ls.initial_scale_power > 64)
+    check_known_keys(*it, key_spellings(fp16_keys()), w, kFix + std::string("#fp16"));
+    for (const Fp16Key& k : fp16_keys()) detail::read_key(k, *it, w, ds.fp16, ds.fp16_given);
+    const Fp16Section& f = ds.fp16;
+    if (f.loss_scale < 0) ZT_THROW_INPUT(w.key("loss_scale").str(), ": must be 0 (dynamic) or a positive static scale");
+    if (f.initial_scale_power < 0 || f.initial_scale_power > 64)
       ZT_THROW_INPUT(w.key("initial_scale_power").str(), ": must be in 0..64 (the scale starts at 2^power)");
-    if (ls.loss_scale_window < 1) ZT_THROW_INPUT(w.key("loss_scale_window").str(), ": must be at least 1");
-    if (ls.hysteresis < 1) ZT_THROW_INPUT(w.key("hysteresis").str(), ": must be at least 1");
-    if (ls.min_loss_scale <= 0) ZT_THROW_INPUT(w.key("min_loss_scale").str(), ": must be positive");
-    if (read_bool(*it, "fp16_master_weights_and_grads", w, false).value)
-      refuse(w.key("fp16_master_weights_and_grads"), "fp16 master weights",
-             "remove the key: master weights are always fp32 in the rank's partition");
   }
   const bool has_bf16 = doc.contains("bf16") && !doc["bf16"].is_null();
   const bool has_bfloat16 = doc.contains("bfloat16") && !doc["bfloat16"].is_null();
@@ -78,19 +63,11 @@ void parse_precision(const json& doc, const Where& top, DsConfig& ds) {
     const std::string key = has_bf16 ? "bf16" : "bfloat16";
     const Where w = top.key(key);
     const json& b = doc[key];
-    check_known_keys(b,
-                     {"enabled", "check_grad_overflow", "immediate_grad_update", "bf16_master_weights_and_grads",
-                      "bf16_optimizer_states"},
-                     w, kFix + std::string("#bf16"));
-    ds.bf16_enabled = read_bool(b, "enabled", w, false, AutoOk::Yes);
-    ds.bf16_check_grad_overflow = read_bool(b, "check_grad_overflow", w, true).value;
-    ds.bf16_immediate_grad_update = read_bool(b, "immediate_grad_update", w, false).value;
-    if (read_bool(b, "bf16_master_weights_and_grads", w, false).value ||
-        read_bool(b, "bf16_optimizer_states", w, false).value)
-      refuse(w, "bf16 master weights / optimizer states",
-             "remove bf16_master_weights_and_grads / bf16_optimizer_states: master weights and states are fp32");
+    check_known_keys(b, key_spellings(bf16_keys()), w, kFix + std::string("#bf16"));
+    for (const Bf16Key& k : bf16_keys()) detail::read_key(k, b, w, ds.bf16, ds.bf16_given);
   }
-  if (ds.fp16_enabled.is_set() && ds.fp16_enabled.value && ds.bf16_enabled.is_set() && ds.bf16_enabled.value)
+  const Setting<bool> fp16 = ds.fp16_enabled(), bf16 = ds.bf16_enabled();
+  if (fp16.is_set() && fp16.value && bf16.is_set() && bf16.value)
     ZT_THROW_INPUT(top.str(), ": fp16.enabled and bf16.enabled are both true; enable one of them");
 }
 

@@ -49,6 +49,12 @@ struct DsOffload {
   int64_t buffer_size = 100000000, max_in_cpu = 1000000000;
 };
 
+// A section's "enabled" as a Setting: its value and how it was written.
+inline Setting<bool> enabled_setting(bool value, const std::map<std::string, Given>& given) {
+  const auto it = given.find("enabled");
+  return Setting<bool>(it == given.end() ? Given::Absent : it->second, value);
+}
+
 struct DsConfig {
   std::string source;  // the file (and "+ command line" when overridden)
 
@@ -59,13 +65,14 @@ struct DsConfig {
   Setting<int64_t> steps_per_print{10};
   Setting<int64_t> seed{1234};
 
-  // fp16 / bf16 ("bfloat16" alias); enabled may be "auto".
-  Setting<bool> fp16_enabled{false};
-  Setting<bool> bf16_enabled{false};
-  zero::LossScalerConfig loss_scaler;
-  bool fp16_auto_cast = false;
-  bool bf16_check_grad_overflow = true;
-  bool bf16_immediate_grad_update = false;
+  // fp16 / bf16 ("bfloat16" alias): config_keys_precision.cpp's tables, and how each key
+  // was written; "enabled" may be "auto" (decided from the run by resolve_ds_config).
+  Fp16Section fp16;
+  std::map<std::string, Given> fp16_given;
+  Bf16Section bf16;
+  std::map<std::string, Given> bf16_given;
+  Setting<bool> fp16_enabled() const { return enabled_setting(fp16.enabled, fp16_given); }
+  Setting<bool> bf16_enabled() const { return enabled_setting(bf16.enabled, bf16_given); }
 
   // optimizer: {"type", "params"}
   bool has_optimizer = false;

@@ -39,16 +39,19 @@ void read_key(const SectionKey<S>& k, const nlohmann::json& obj, const Where& w,
     return;
   }
   const AutoOk auto_ok = k.auto_rule == AutoRule::None ? AutoOk::No : AutoOk::Yes;
-  Setting<int64_t> s;
+  Setting<double> s;
   if (k.type == KeyType::Bool) {
     const Setting<bool> b = read_bool(obj, k.key, w, k.default_value != 0, auto_ok);
-    s = Setting<int64_t>(b.given, b.value ? 1 : 0);
+    s = Setting<double>(b.given, b.value ? 1 : 0);
+  } else if (k.type == KeyType::Int) {
+    const Setting<int64_t> i = read_int(obj, k.key, w, saturating_int64(k.default_value), auto_ok);
+    s = Setting<double>(i.given, static_cast<double>(i.value));
   } else {
-    s = read_int(obj, k.key, w, k.default_value, auto_ok);
+    s = read_number(obj, k.key, w, k.default_value, auto_ok);
   }
   if (s.is_set() && s.value < k.min_value)
-    ZT_THROW_INPUT(w.key(k.key).str(), k.min_value == 1 ? ": must be positive" : ": must not be negative");
-  if (k.status == KeyStatus::Refused && s.value > k.refuse_above)
+    ZT_THROW_INPUT(w.key(k.key).str(), k.min_value > 0 ? ": must be positive" : ": must not be negative");
+  if (k.status == KeyStatus::Refused && s.value > static_cast<double>(k.refuse_above))
     ZT_THROW_UNSUPPORTED(w.key(k.key).str(), ": ", k.refused_what);
   given[k.key] = s.given;
   if (!s.is_auto()) set_key_value(k, s.value, section);

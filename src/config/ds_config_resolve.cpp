@@ -80,22 +80,23 @@ void resolve_precision(const DsConfig& ds, const RunContext& run, TrainConfig& o
                      " precision; set it in one place (or write \"auto\" in the ds_config)");
     return s;
   };
-  const auto fp16 = resolve(ds.fp16_enabled, Precision::F16, "fp16.enabled");
-  const auto bf16 = resolve(ds.bf16_enabled, Precision::BF16, "bf16.enabled");
+  const Setting<bool> fp16_written = ds.fp16_enabled(), bf16_written = ds.bf16_enabled();
+  const auto fp16 = resolve(fp16_written, Precision::F16, "fp16.enabled");
+  const auto bf16 = resolve(bf16_written, Precision::BF16, "bf16.enabled");
   if (fp16.value && bf16.value)
     ZT_THROW_INPUT(ds.source, ": fp16.enabled and bf16.enabled are both true; enable one of them");
   // With neither block written, the run's own precision (bf16: true / mixed_precision) holds.
   out.precision = fp16.value ? Precision::F16 : bf16.value ? Precision::BF16 : Precision::F32;
-  const Setting<bool>& decided = fp16.value ? ds.fp16_enabled : ds.bf16_enabled;
+  const Setting<bool>& decided = fp16.value ? fp16_written : bf16_written;
   out.origin["precision"] = decided.is_set() ? ds.source
                             : run.precision.is_set()
                                 ? (decided.is_auto() ? "auto (" : "") + run.run_source + (decided.is_auto() ? ")" : "")
                                 : "default";
-  out.loss_scaler = ds.loss_scaler;
-  out.loss_scaler.enabled = out.precision == Precision::F16;
-  out.fp16_auto_cast = ds.fp16_auto_cast;
-  out.bf16_check_grad_overflow = ds.bf16_check_grad_overflow;
-  out.bf16_immediate_grad_update = ds.bf16_immediate_grad_update;
+  // The sections as written; "enabled" is the run's decision (the loss scaler acts on it).
+  out.fp16 = ds.fp16;
+  out.fp16.enabled = out.precision == Precision::F16;
+  out.bf16 = ds.bf16;
+  out.bf16.enabled = out.precision == Precision::BF16;
 }
 
 void resolve_optimizer(const DsConfig& ds, const RunContext& run, TrainConfig& out) {

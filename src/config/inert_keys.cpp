@@ -65,7 +65,7 @@ std::vector<std::string> inert_key_warnings(const TrainConfig& c, int world_size
     warn("communication_data_type", "one process reduces nothing, so its gradients are not rounded to it");
   // Every other zero_optimization key: its table row says when it changes nothing.
   for (const ZeroKey& k : zero_keys()) {
-    const int64_t v = key_value(k, z);
+    const double v = key_value(k, z);
     const bool differs = v != k.default_value;
     bool inert = false;
     switch (k.inert_when) {
@@ -96,10 +96,15 @@ std::vector<std::string> inert_key_warnings(const TrainConfig& c, int world_size
   if (!c.grad_accum_dtype.empty())
     warn("data_types.grad_accum_dtype", "gradients accumulate in their own dtype (f32 partitions in stages 2-3)");
   if (c.dataloader_drop_last) warn("dataloader_drop_last", "every batch is full: the loader wraps around epochs");
-  if (c.precision == Precision::F16 && c.fp16_auto_cast)
-    warn("fp16.auto_cast", "the model computes in fp16 throughout");
-  if (c.bf16_immediate_grad_update) warn("bf16.immediate_grad_update", "gradients are applied at the boundary");
-  if (c.precision != Precision::BF16 && !c.bf16_check_grad_overflow)
+  // fp16's keys act only in an fp16 run; bf16's accepted ones warn whenever set.
+  if (c.precision == Precision::F16)
+    for (const Fp16Key& k : fp16_keys())
+      if (k.inert_when == InertWhen::NotDefault && key_value(k, c.fp16) != k.default_value)
+        warn("fp16." + k.key, k.inert_why);
+  for (const Bf16Key& k : bf16_keys())
+    if (k.inert_when == InertWhen::NotDefault && key_value(k, c.bf16) != k.default_value)
+      warn("bf16." + k.key, k.inert_why);
+  if (c.precision != Precision::BF16 && !c.bf16.check_grad_overflow)
     warn("bf16.check_grad_overflow false", "this run is not bf16");
 
   // activation_checkpointing options: the block turns recomputation of every block on.

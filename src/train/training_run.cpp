@@ -181,7 +181,7 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   // Optimizer, schedule, loss scaler.
   run->optimizer = zero::make_optimizer(model.registry(), c.optimizer, run->engine->partition_fn());
   run->schedule = make_schedule(c, run->total_steps);
-  zero::LossScalerConfig lsc = c.loss_scaler;
+  zero::LossScalerConfig lsc = c.fp16;
   lsc.enabled = c.precision == Precision::F16;
   run->scaler = zero::LossScaler(lsc);
 
@@ -318,7 +318,7 @@ void enable_phase_timing(TrainingRun& run) {
 
 bool checks_overflow(const TrainingRun& run) {
   return run.scaler.config().enabled ||
-         (run.config.precision == Precision::BF16 && run.config.bf16_check_grad_overflow);
+         (run.config.precision == Precision::BF16 && run.config.bf16.check_grad_overflow);
 }
 
 double mean_over_ranks(TrainingRun& run, double value) {

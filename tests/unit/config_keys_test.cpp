@@ -64,7 +64,7 @@ TEST(ConfigKeys, ZeroTableDefaultsAreTheStructDefaults) {
 TEST(ConfigKeys, EverySpellingOfTheZeroTableLoadsWithItsDefault) {
   for (const ZeroKey& k : zero_keys()) {
     if (k.type != KeyType::Bool && k.type != KeyType::Int) continue;
-    const json value = k.type == KeyType::Bool ? json(k.default_value != 0) : json(k.default_value);
+    const json value = k.type == KeyType::Bool ? json(k.default_value != 0) : json(saturating_int64(k.default_value));
     std::vector<std::string> spellings = k.aliases;
     spellings.push_back(k.key);
     for (const std::string& s : spellings) {
@@ -140,9 +140,78 @@ TEST(ConfigKeys, DocsTablesAreTheGeneratedOnes) {
   EXPECT_EQ(generated_block("aio"), aio_keys_markdown())
       << "docs/configs.md's aio table differs from the key table: paste `zerotrain config keys --markdown aio` "
          "between its markers";
+  EXPECT_EQ(generated_block("fp16"), fp16_keys_markdown())
+      << "docs/configs.md's fp16 table differs from the key table: paste `zerotrain config keys --markdown fp16` "
+         "between its markers";
+  EXPECT_EQ(generated_block("bf16"), bf16_keys_markdown())
+      << "docs/configs.md's bf16 table differs from the key table: paste `zerotrain config keys --markdown bf16` "
+         "between its markers";
   EXPECT_EQ(generated_block("run"), run_keys_markdown())
       << "docs/configs.md's run config table differs from the key table: paste `zerotrain config keys --markdown "
          "run` between its markers";
+}
+
+TEST(ConfigKeys, PrecisionTableDefaultsAreTheStructDefaults) {
+  static const Fp16Section fp16{};
+  static const Bf16Section bf16{};
+  for (const Fp16Key& k : fp16_keys()) EXPECT_EQ(key_value(k, fp16), k.default_value) << "fp16." << k.key;
+  for (const Bf16Key& k : bf16_keys()) EXPECT_EQ(key_value(k, bf16), k.default_value) << "bf16." << k.key;
+  // The engine's loss scaler defaults are the table's: the section is the engine's struct.
+  static const zero::LossScalerConfig engine{};
+  EXPECT_EQ(engine.initial_scale_power, fp16.initial_scale_power);
+  EXPECT_EQ(engine.loss_scale_window, fp16.loss_scale_window);
+}
+
+// Every resolved fp16 key read from a file lands in its field (a value unlike its default),
+// is recorded as written, and reaches the resolved TrainConfig the loss scaler is made from.
+TEST(ConfigKeys, EveryFp16KeyIsReadIntoItsField) {
+  const json fp16 = {{"enabled", true},         {"loss_scale", 128.5}, {"initial_scale_power", 12},
+                     {"loss_scale_window", 50}, {"hysteresis", 3},     {"consecutive_hysteresis", true},
+                     {"min_loss_scale", 0.25},  {"auto_cast", true}};
+  const DsConfig ds = parse_ds_config(json{{"fp16", fp16}}, "ds.json");
+  for (const Fp16Key& k : fp16_keys()) {
+    if (!fp16.contains(k.key)) continue;
+    const double want = fp16[k.key].is_boolean() ? (fp16[k.key].get<bool>() ? 1 : 0) : fp16[k.key].get<double>();
+    EXPECT_EQ(key_value(k, ds.fp16), want) << k.key;
+    EXPECT_EQ(ds.fp16_given.at(k.key), Given::Set) << k.key;
+  }
+  EXPECT_TRUE(ds.fp16_enabled().is_set());
+  // "auto" is taken for enabled only, and decided by the run.
+  EXPECT_TRUE(parse_ds_config(json{{"fp16", {{"enabled", "auto"}}}}, "ds.json").fp16_enabled().is_auto());
+  EXPECT_HAS(input_error_of([] {
+               parse_ds_config(json{{"fp16", {{"hysteresis", "auto"}}}}, "ds.json");
+             }),
+             "fp16.hysteresis");
+}
+
+TEST(ConfigKeys, PrecisionSectionsCheckTheirRanges) {
+  auto error_for = [](json section, const char* name = "fp16") {
+    return input_error_of([&] { parse_ds_config(json{{name, section}}, "ds.json"); });
+  };
+  EXPECT_HAS(error_for({{"min_loss_scale", 0}}), "ds.json: fp16.min_loss_scale: must be positive");
+  EXPECT_HAS(error_for({{"loss_scale_window", 0}}), "ds.json: fp16.loss_scale_window: must be positive");
+  EXPECT_HAS(error_for({{"hysteresis", 0}}), "ds.json: fp16.hysteresis: must be positive");
+  EXPECT_HAS(error_for({{"loss_scale", -1}}), "fp16.loss_scale: must be 0 (dynamic) or a positive static scale");
+  EXPECT_HAS(error_for({{"initial_scale_power", 65}}), "fp16.initial_scale_power: must be in 0..64");
+  EXPECT_HAS(error_for({{"loss_scal", 1}}), "did you mean 'loss_scale'");
+  EXPECT_HAS(error_for({{"check_grad_overflw", true}}, "bf16"), "did you mean 'check_grad_overflow'");
+  for (const auto& [section, key] :
+       std::vector<std::pair<const char*, const char*>>{{"fp16", "fp16_master_weights_and_grads"},
+                                                        {"bf16", "bf16_master_weights_and_grads"},
+                                                        {"bf16", "bf16_optimizer_states"}}) {
+    try {
+      parse_ds_config(json{{section, {{key, true}}}}, "ds.json");
+      ADD_FAILURE() << key << ": true loaded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << key;
+      EXPECT_HAS(e.what(), std::string(section) + "." + key + ": ");
+      EXPECT_HAS(e.what(), "is not supported by zerotrain");
+    }
+    EXPECT_NO_THROW(parse_ds_config(json{{section, {{key, false}}}}, "ds.json")) << key;
+  }
+  // bfloat16 is bf16's alias, read by the same table.
+  EXPECT_FALSE(
+      parse_ds_config(json{{"bfloat16", {{"check_grad_overflow", false}}}}, "ds.json").bf16.check_grad_overflow);
 }
 
 TEST(ConfigKeys, RunTableSpellingsAreAccepted) {

@@ -45,9 +45,9 @@ TEST(DsConfig, SeedZero3OffloadFp16) {
   EXPECT_EQ(c.zero.offload_param, OffloadDevice::None);
   EXPECT_EQ(c.zero.overlap_comm, zero::OverlapComm::On);  // stage 3 default
   EXPECT_EQ(c.precision, Precision::F16);
-  EXPECT_TRUE(c.loss_scaler.enabled);
-  EXPECT_EQ(c.loss_scaler.loss_scale, 0.0f);
-  EXPECT_EQ(c.loss_scaler.loss_scale_window, 1000);
+  EXPECT_TRUE(c.fp16.enabled);
+  EXPECT_EQ(c.fp16.loss_scale, 0.0f);
+  EXPECT_EQ(c.fp16.loss_scale_window, 1000);
   EXPECT_EQ(c.optimizer.type, zero::OptimizerType::AdamW);
   EXPECT_FLOAT_EQ(c.optimizer.lr, 5e-5f);
   // No batch keys at all: filled from the run (HF default per-device batch 8).
@@ -101,7 +101,7 @@ TEST(DsConfig, SeedDebugNvmeActivationCheckpointing) {
   EXPECT_TRUE(a.activation_checkpointing.partition_activations);
   EXPECT_TRUE(a.activation_checkpointing.contiguous_memory_optimization);
   EXPECT_EQ(a.zero.stage, 2);
-  EXPECT_EQ(a.loss_scaler.initial_scale_power, 16);
+  EXPECT_EQ(a.fp16.initial_scale_power, 16);
   EXPECT_EQ(a.micro_batch_per_gpu, 2);
   EXPECT_EQ(a.grad_accum_steps, 1);
 }
@@ -172,7 +172,7 @@ TEST(DsConfig, AutoResolvesFromTheRun) {
   EXPECT_EQ(c.train_batch_size, 30);
   EXPECT_FLOAT_EQ(c.gradient_clipping, 0.5f);
   EXPECT_EQ(c.precision, Precision::BF16);
-  EXPECT_FALSE(c.loss_scaler.enabled);
+  EXPECT_FALSE(c.fp16.enabled);
   EXPECT_FLOAT_EQ(c.optimizer.lr, 2e-4f);
   EXPECT_FLOAT_EQ(c.optimizer.beta2, 0.95f);
   EXPECT_FLOAT_EQ(c.optimizer.weight_decay, 0.1f);
@@ -220,10 +220,10 @@ TEST(DsConfig, PrecisionBlocks) {
              "did you mean 'loss_scale_window'");
   const TrainConfig fp16 = resolve(json::parse(R"({"train_micro_batch_size_per_gpu": 1,
       "fp16": {"enabled": true, "loss_scale": 128, "hysteresis": 4, "min_loss_scale": 0.5, "consecutive_hysteresis": true}})"));
-  EXPECT_EQ(fp16.loss_scaler.loss_scale, 128.0f);
-  EXPECT_EQ(fp16.loss_scaler.hysteresis, 4);
-  EXPECT_TRUE(fp16.loss_scaler.consecutive_hysteresis);
-  EXPECT_FLOAT_EQ(fp16.loss_scaler.min_loss_scale, 0.5f);
+  EXPECT_EQ(fp16.fp16.loss_scale, 128.0f);
+  EXPECT_EQ(fp16.fp16.hysteresis, 4);
+  EXPECT_TRUE(fp16.fp16.consecutive_hysteresis);
+  EXPECT_FLOAT_EQ(fp16.fp16.min_loss_scale, 0.5f);
 }
 
 TEST(DsConfig, Optimizers) {
