@@ -25,7 +25,7 @@ namespace {
 constexpr const char* kHelp =
     R"(usage: zerotrain config check [FILE...] [--deepspeed DS.json] [--config_file ACCELERATE.yaml]
                               [--world_size N] [--section.key VALUE ...]
-       zerotrain config keys [--markdown] [zero_optimization|activation_checkpointing|aio|fp16|bf16|run]
+       zerotrain config keys [--markdown] [top|zero_optimization|activation_checkpointing|aio|fp16|bf16|run]
 
 Validates configs without training and prints the resolved configuration (every value
 the run would use, with its origin: default, a file, auto, command line).
@@ -128,7 +128,8 @@ struct KeyTable {
   const char* section;
   std::string (*markdown)();
 };
-const KeyTable kKeyTables[] = {{"zero_optimization", train::zero_keys_markdown},
+const KeyTable kKeyTables[] = {{"top", train::top_level_keys_markdown},
+                               {"zero_optimization", train::zero_keys_markdown},
                                {"activation_checkpointing", train::checkpointing_keys_markdown},
                                {"aio", train::aio_keys_markdown},
                                {"fp16", train::fp16_keys_markdown},
@@ -144,7 +145,7 @@ int run_keys(const Args& args) {
     if (!section.empty() || !known)
       ZT_THROW_INPUT("zerotrain config keys: unknown argument '", a,
                      "'; usage: zerotrain config keys [--markdown] "
-                     "[zero_optimization|activation_checkpointing|aio|fp16|bf16|run]");
+                     "[top|zero_optimization|activation_checkpointing|aio|fp16|bf16|run]");
     section = a;
   }
   for (const KeyTable& t : kKeyTables) {

@@ -79,6 +79,20 @@ struct ZeroSection : zero::ZeroOptions {
 };
 
 // Top-level "aio" (NVMe offload I/O).
+// ds_config's top-level scalars (config_keys_top.cpp's table), as written; the sections
+// and blocks have their own structs and parsers. Batch sizes and clipping may be "auto"
+// (resolved from the run) and are resolved into TrainConfig's own fields.
+struct DsTopLevel {
+  int64_t train_batch_size = 0, train_micro_batch_size_per_gpu = 0, gradient_accumulation_steps = 0;
+  double gradient_clipping = 1.0;
+  int64_t steps_per_print = 10, seed = 1234;
+  bool wall_clock_breakdown = false, memory_breakdown = false, prescale_gradients = false;
+  double gradient_predivide_factor = 1.0;
+  bool dataloader_drop_last = false, zero_allow_untested_optimizer = false, zero_force_ds_cpu_optimizer = true;
+  bool dump_state = false, sparse_gradients = false;
+  int64_t sequence_parallel_size = 1;
+};
+
 // ds_config "fp16" (config_keys_precision.cpp's table): DeepSpeed's dynamic loss scaler
 // as the engine takes it, and the section's other keys.
 struct Fp16Section : zero::LossScalerConfig {

@@ -5,10 +5,11 @@
 // here" warning, and the key's line in docs/configs.md (`zerotrain config keys
 // --markdown`, compared with the doc by config_keys_test).
 //
-// Tables today: zero_optimization, activation_checkpointing, aio, fp16 and bf16 (every
-// key: parse, resolve, origins, dump, warnings, docs) and the run config (known keys,
-// aliases, origins, docs; values are still read in run_config.cpp). The other ds_config
-// sections (top level, optimizer, scheduler) still have their own code in ds_config.cpp.
+// Tables today: zero_optimization, activation_checkpointing, aio, fp16, bf16 and the top
+// level (every key: known keys, parse, ranges, refusals, origins, docs; sections and blocks
+// are rows read by their own parsers) and the run config (known keys, aliases, origins,
+// docs; values are still read in run_config.cpp). The optimizer and scheduler params
+// still have their own code in ds_config.cpp and ds_config_scheduler.cpp.
 // Adding a key: docs/dev.md "Adding a config key".
 #pragma once
 #include <climits>
@@ -35,7 +36,9 @@ enum class KeyStatus {
 // How an "auto" value is computed (AutoRule::None: "auto" is an error for the key).
 // RunPrecision: from the run's own bf16/fp16 flags (HF TrainingArguments, Accelerate's
 // mixed_precision), decided by resolve_ds_config.
-enum class AutoRule { None, HiddenSquared, NineTenthsHiddenSquared, TenHidden, RunPrecision };
+// FromRun: from the run's own setting of the same meaning (per_device_train_batch_size,
+// gradient_accumulation_steps, max_grad_norm), decided by resolve_ds_config.
+enum class AutoRule { None, HiddenSquared, NineTenthsHiddenSquared, TenHidden, RunPrecision, FromRun };
 
 // When a key whose value changes nothing in this run warns (inert_keys.cpp).
 enum class InertWhen {
@@ -51,7 +54,8 @@ enum class Shown { Always, Stage3, No };
 
 // The field of section struct S a key fills (monostate: accepted, kept nowhere).
 template <class S>
-using KeyField = std::variant<std::monostate, bool S::*, int S::*, int64_t S::*, float S::*, zero::OverlapComm S::*>;
+using KeyField =
+    std::variant<std::monostate, bool S::*, int S::*, int64_t S::*, float S::*, double S::*, zero::OverlapComm S::*>;
 
 // One key of a ds_config section whose values are numbers or booleans, filling a field of
 // S (ZeroSection, ActivationCheckpointingSection, AioSection, Fp16Section, Bf16Section).
@@ -83,6 +87,7 @@ using CheckpointingKey = SectionKey<ActivationCheckpointingSection>;
 using AioKey = SectionKey<AioSection>;
 using Fp16Key = SectionKey<Fp16Section>;
 using Bf16Key = SectionKey<Bf16Section>;
+using TopKey = SectionKey<DsTopLevel>;
 
 // "zero_optimization" (config_keys_zero.cpp), "activation_checkpointing"
 // (config_keys_checkpointing.cpp), "aio" (config_keys_aio.cpp), "fp16" and "bf16"
@@ -92,6 +97,10 @@ const std::vector<CheckpointingKey>& checkpointing_keys();
 const std::vector<AioKey>& aio_keys();
 const std::vector<Fp16Key>& fp16_keys();
 const std::vector<Bf16Key>& bf16_keys();
+// The top level (config_keys_top.cpp): its scalars, and a row (Object / Any, read by their
+// own parsers) for each section and block, so the known-key check and the doc come from
+// the table too.
+const std::vector<TopKey>& top_level_keys();
 
 // Every spelling a section accepts (keys and aliases), for the known-key check.
 template <class S>
@@ -130,6 +139,7 @@ double key_value(const SectionKey<S>& k, const S& s) {
     double operator()(int S::*f) const { return s.*f; }
     double operator()(int64_t S::*f) const { return static_cast<double>(s.*f); }
     double operator()(float S::*f) const { return s.*f; }
+    double operator()(double S::*f) const { return s.*f; }
     double operator()(zero::OverlapComm S::*f) const { return s.*f == zero::OverlapComm::On ? 1 : 0; }
   };
   return std::visit(Get{k, s}, k.target);
@@ -145,6 +155,7 @@ void set_key_value(const SectionKey<S>& k, double v, S& s) {
     void operator()(int S::*f) const { s.*f = static_cast<int>(v); }
     void operator()(int64_t S::*f) const { s.*f = saturating_int64(v); }
     void operator()(float S::*f) const { s.*f = static_cast<float>(v); }
+    void operator()(double S::*f) const { s.*f = v; }
     void operator()(zero::OverlapComm S::*f) const { s.*f = v != 0 ? zero::OverlapComm::On : zero::OverlapComm::Off; }
   };
   std::visit(Put{v, s}, k.target);
@@ -196,6 +207,7 @@ std::string checkpointing_keys_markdown();
 std::string aio_keys_markdown();
 std::string fp16_keys_markdown();
 std::string bf16_keys_markdown();
+std::string top_level_keys_markdown();
 std::string run_keys_markdown();
 
 }  // namespace zt::train

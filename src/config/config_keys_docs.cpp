@@ -33,6 +33,7 @@ std::string checkpointing_keys_markdown() { return section_markdown(checkpointin
 std::string aio_keys_markdown() { return section_markdown(aio_keys()); }
 std::string fp16_keys_markdown() { return section_markdown(fp16_keys()); }
 std::string bf16_keys_markdown() { return section_markdown(bf16_keys()); }
+std::string top_level_keys_markdown() { return section_markdown(top_level_keys()); }
 
 std::string run_keys_markdown() {
   std::string s = "| key | default | meaning |\n|-----|---------|---------|\n";

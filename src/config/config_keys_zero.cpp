@@ -233,7 +233,8 @@ int64_t auto_value(AutoRule rule, int64_t hidden) {
       return static_cast<int64_t>(0.9 * std::pow(h, 2));
     case AutoRule::TenHidden:
       return static_cast<int64_t>(10.0 * std::pow(h, 1));
-    case AutoRule::RunPrecision:  // a flag, decided by resolve_ds_config from the run's precision
+    case AutoRule::RunPrecision:  // decided by resolve_ds_config from the run
+    case AutoRule::FromRun:
     case AutoRule::None:
       break;
   }
@@ -251,6 +252,8 @@ std::string auto_rule_text(AutoRule rule) {
       return "10 * h";
     case AutoRule::RunPrecision:
       return "the run's bf16/fp16 flag";
+    case AutoRule::FromRun:
+      return "the run's own setting";
     case AutoRule::None:
       break;
   }

@@ -17,18 +17,6 @@ namespace {
 
 const char* kFix = "see docs/configs.md for the keys zerotrain reads";
 
-// Keys we accept, and keys of DeepSpeed features that are refused when switched on.
-const std::vector<std::string> kTopLevel = {
-    "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "gradient_clipping",
-    "steps_per_print", "wall_clock_breakdown", "memory_breakdown", "prescale_gradients", "gradient_predivide_factor",
-    "communication_data_type", "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer", "data_types",
-    "checkpoint", "dataloader_drop_last", "seed", "aio", "fp16", "bf16", "bfloat16", "optimizer", "scheduler",
-    "zero_optimization", "activation_checkpointing", "dump_state",
-    // refused when enabled / inert monitors:
-    "amp", "sparse_gradients", "elasticity", "autotuning", "flops_profiler", "tensorboard", "wandb", "csv_monitor",
-    "comet", "compression_training", "data_efficiency", "curriculum_learning", "sequence_parallel_size",
-    "tensor_parallel", "pipeline"};
-
 std::string type_key_name(const json& block, const Where& w) { return read_string(block, "type", w, "").value; }
 
 // A refused feature: Unsupported error naming the key and what to do instead.
@@ -160,17 +148,9 @@ void parse_activation_checkpointing(const json& doc, const Where& top, DsConfig&
     detail::read_key(k, *it, w, ds.activation_checkpointing, ds.checkpointing_given);
 }
 
+// The top level's blocks and strings; its scalars were read from their rows.
 void parse_misc(const json& doc, const Where& top, DsConfig& ds) {
-  ds.wall_clock_breakdown = read_bool(doc, "wall_clock_breakdown", top, false).value;
-  ds.memory_breakdown = read_bool(doc, "memory_breakdown", top, false).value;
-  ds.prescale_gradients = read_bool(doc, "prescale_gradients", top, false).value;
-  ds.gradient_predivide_factor = read_number(doc, "gradient_predivide_factor", top, 1.0).value;
-  if (ds.gradient_predivide_factor <= 0)
-    ZT_THROW_INPUT(top.key("gradient_predivide_factor").str(), ": must be positive");
-  ds.dataloader_drop_last = read_bool(doc, "dataloader_drop_last", top, false).value;
-  read_bool(doc, "zero_allow_untested_optimizer", top, false);
-  read_bool(doc, "zero_force_ds_cpu_optimizer", top, true);
-  if (read_bool(doc, "dump_state", top, false).value)
+  if (ds.top.dump_state)
     ds.warnings.push_back(top.key("dump_state").str() +
                           ": accepted but has no effect (`zerotrain config check` prints "
                           "the resolved config)");
@@ -210,10 +190,6 @@ void parse_misc(const json& doc, const Where& top, DsConfig& ds) {
       {"curriculum_learning", "remove the block"}};
   for (const auto& [key, fix] : refused_blocks)
     if (block_enabled(doc, key, top)) refuse(top.key(key), key, fix);
-  if (read_bool(doc, "sparse_gradients", top, false).value)
-    refuse(top.key("sparse_gradients"), "sparse gradients", "remove the key (embeddings get dense gradients)");
-  if (read_int(doc, "sequence_parallel_size", top, 1).value > 1)
-    refuse(top.key("sequence_parallel_size"), "sequence parallelism (Ulysses)", "set it to 1");
   if (auto it = doc.find("tensor_parallel"); it != doc.end() && it->is_object()) {
     if (read_int(*it, "autotp_size", top.key("tensor_parallel"), 1).value > 1 ||
         read_int(*it, "tp_size", top.key("tensor_parallel"), 1).value > 1)
@@ -229,28 +205,18 @@ void parse_misc(const json& doc, const Where& top, DsConfig& ds) {
 
 }  // namespace
 
-const std::vector<std::string>& ds_top_level_keys() { return kTopLevel; }
+const std::vector<std::string>& ds_top_level_keys() {
+  static const std::vector<std::string> spellings = key_spellings(top_level_keys());
+  return spellings;
+}
 
 DsConfig parse_ds_config(const json& doc, const std::string& source) {
   DsConfig ds;
   ds.source = source;
   const Where top{source, ""};
-  check_known_keys(doc, kTopLevel, top,
+  check_known_keys(doc, ds_top_level_keys(), top,
                    "remove it or fix the spelling (DeepSpeed would silently ignore it); " + std::string(kFix));
-  ds.train_batch_size = read_int(doc, "train_batch_size", top, 0, AutoOk::Yes);
-  ds.micro_batch = read_int(doc, "train_micro_batch_size_per_gpu", top, 0, AutoOk::Yes);
-  ds.grad_accum = read_int(doc, "gradient_accumulation_steps", top, 0, AutoOk::Yes);
-  for (const auto& [key, s] :
-       {std::pair<const char*, const Setting<int64_t>*>{"train_batch_size", &ds.train_batch_size},
-        {"train_micro_batch_size_per_gpu", &ds.micro_batch},
-        {"gradient_accumulation_steps", &ds.grad_accum}})
-    if (s->is_set() && s->value < 1) ZT_THROW_INPUT(top.key(key).str(), ": must be a positive whole number");
-  ds.gradient_clipping = read_number(doc, "gradient_clipping", top, 1.0, AutoOk::Yes);
-  if (ds.gradient_clipping.is_set() && ds.gradient_clipping.value < 0)
-    ZT_THROW_INPUT(top.key("gradient_clipping").str(), ": must be >= 0 (0 turns clipping off)");
-  ds.steps_per_print = read_int(doc, "steps_per_print", top, 10);
-  if (ds.steps_per_print.value < 1) ZT_THROW_INPUT(top.key("steps_per_print").str(), ": must be at least 1");
-  ds.seed = read_int(doc, "seed", top, 1234);
+  for (const TopKey& k : top_level_keys()) detail::read_key(k, doc, top, ds.top, ds.top_given);
   parse_precision(doc, top, ds);
   parse_optimizer(doc, top, ds);
   if (auto it = doc.find("scheduler"); it != doc.end() && !it->is_null())

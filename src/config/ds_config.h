@@ -58,12 +58,25 @@ inline Setting<bool> enabled_setting(bool value, const std::map<std::string, Giv
 struct DsConfig {
   std::string source;  // the file (and "+ command line" when overridden)
 
-  Setting<int64_t> train_batch_size{0};
-  Setting<int64_t> micro_batch{0};
-  Setting<int64_t> grad_accum{0};
-  Setting<double> gradient_clipping{1.0};
-  Setting<int64_t> steps_per_print{10};
-  Setting<int64_t> seed{1234};
+  // The top level's scalars (config_keys_top.cpp's table) and how each was written; the
+  // Settings below pair a value with that ("auto" ones are filled by resolve_ds_config).
+  DsTopLevel top;
+  std::map<std::string, Given> top_given;
+  template <class T>
+  Setting<T> top_setting(const std::string& key, T value) const {
+    const auto it = top_given.find(key);
+    return Setting<T>(it == top_given.end() ? Given::Absent : it->second, value);
+  }
+  Setting<int64_t> train_batch_size() const { return top_setting("train_batch_size", top.train_batch_size); }
+  Setting<int64_t> micro_batch() const {
+    return top_setting("train_micro_batch_size_per_gpu", top.train_micro_batch_size_per_gpu);
+  }
+  Setting<int64_t> grad_accum() const {
+    return top_setting("gradient_accumulation_steps", top.gradient_accumulation_steps);
+  }
+  Setting<double> gradient_clipping() const { return top_setting("gradient_clipping", top.gradient_clipping); }
+  Setting<int64_t> steps_per_print() const { return top_setting("steps_per_print", top.steps_per_print); }
+  Setting<int64_t> seed() const { return top_setting("seed", top.seed); }
 
   // fp16 / bf16 ("bfloat16" alias): config_keys_precision.cpp's tables, and how each key
   // was written; "enabled" may be "auto" (decided from the run by resolve_ds_config).
@@ -100,10 +113,7 @@ struct DsConfig {
   ActivationCheckpointingSection activation_checkpointing;  // config_keys_checkpointing.cpp's table
   std::map<std::string, Given> checkpointing_given;
 
-  bool wall_clock_breakdown = false, memory_breakdown = false, prescale_gradients = false;
-  double gradient_predivide_factor = 1.0;
   std::string communication_data_type, grad_accum_dtype;
-  bool dataloader_drop_last = false;
   std::vector<std::string> warnings;
 };
 
@@ -125,7 +135,8 @@ struct BatchSizes {
 BatchSizes derive_batch_sizes(int64_t train_batch_size, int64_t micro_batch, int64_t grad_accum, int world_size,
                               const std::string& source);
 
-// The top-level keys a ds_config may hold (for routing command-line overrides).
+// The top-level keys a ds_config may hold (for routing command-line overrides): every
+// spelling of config_keys_top.cpp's table.
 const std::vector<std::string>& ds_top_level_keys();
 
 // Validates a "scheduler" block ({"type", "params"}), returning it with the type name

@@ -40,7 +40,7 @@ int64_t hidden_size(const RunContext& run, const std::string& source, const std:
 }
 
 void resolve_batch(const DsConfig& ds, const RunContext& run, TrainConfig& out) {
-  Setting<int64_t> b = ds.train_batch_size, m = ds.micro_batch, g = ds.grad_accum;
+  Setting<int64_t> b = ds.train_batch_size(), m = ds.micro_batch(), g = ds.grad_accum();
   const bool none = b.is_absent() && m.is_absent() && g.is_absent();
   if (none) b.given = m.given = g.given = Given::Auto;  // Accelerate fills them from the run
   std::string from_m = "per_device_train_batch_size", from_g = "gradient_accumulation_steps";
@@ -244,7 +244,7 @@ void resolve_ds_config(const DsConfig& ds, const RunContext& run, TrainConfig& o
   resolve_optimizer(ds, run, out);
   resolve_scheduler(ds, run, out);
   resolve_zero(ds, run, out);
-  const auto& gc = ds.gradient_clipping;
+  const auto& gc = ds.gradient_clipping();
   if (gc.is_set()) {
     if (run.max_grad_norm.is_set() && std::fabs(run.max_grad_norm.value - gc.value) > 1e-12)
       ZT_THROW_INPUT(ds.source, ": gradient_clipping is ", gc.value, " but ", run.run_source, " sets max_grad_norm to ",
@@ -257,12 +257,12 @@ void resolve_ds_config(const DsConfig& ds, const RunContext& run, TrainConfig& o
                                     : gc.is_auto()               ? "auto (max_grad_norm)"
                                     : run.max_grad_norm.is_set() ? run.run_source
                                                                  : "default";
-  if (ds.steps_per_print.is_set()) {
-    out.steps_per_print = ds.steps_per_print.value;
+  if (ds.steps_per_print().is_set()) {
+    out.steps_per_print = ds.steps_per_print().value;
     out.origin["steps_per_print"] = ds.source;
   }
-  if (ds.seed.is_set()) {
-    out.seed = static_cast<uint64_t>(ds.seed.value);
+  if (ds.seed().is_set()) {
+    out.seed = static_cast<uint64_t>(ds.seed().value);
     out.origin["seed"] = ds.source;
   }
   out.aio = ds.aio;
@@ -280,14 +280,14 @@ void resolve_ds_config(const DsConfig& ds, const RunContext& run, TrainConfig& o
     out.model.activation_checkpointing = true;
     out.origin["model.activation_checkpointing"] = ds.source + " (activation_checkpointing block)";
   }
-  out.wall_clock_breakdown = ds.wall_clock_breakdown;
-  out.memory_breakdown = ds.memory_breakdown;
-  out.prescale_gradients = ds.prescale_gradients;
-  out.gradient_predivide_factor = ds.gradient_predivide_factor;
+  out.wall_clock_breakdown = ds.top.wall_clock_breakdown;
+  out.memory_breakdown = ds.top.memory_breakdown;
+  out.prescale_gradients = ds.top.prescale_gradients;
+  out.gradient_predivide_factor = ds.top.gradient_predivide_factor;
   out.communication_data_type = ds.communication_data_type;
   out.zero.communication_dtype = communication_dtype(ds.communication_data_type);
   out.grad_accum_dtype = ds.grad_accum_dtype;
-  out.dataloader_drop_last = ds.dataloader_drop_last;
+  out.dataloader_drop_last = ds.top.dataloader_drop_last;
   out.warnings.insert(out.warnings.end(), ds.warnings.begin(), ds.warnings.end());
 }
 

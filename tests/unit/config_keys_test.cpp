@@ -140,6 +140,9 @@ TEST(ConfigKeys, DocsTablesAreTheGeneratedOnes) {
   EXPECT_EQ(generated_block("aio"), aio_keys_markdown())
       << "docs/configs.md's aio table differs from the key table: paste `zerotrain config keys --markdown aio` "
          "between its markers";
+  EXPECT_EQ(generated_block("top"), top_level_keys_markdown())
+      << "docs/configs.md's top-level table differs from the key table: paste `zerotrain config keys --markdown top` "
+         "between its markers";
   EXPECT_EQ(generated_block("fp16"), fp16_keys_markdown())
       << "docs/configs.md's fp16 table differs from the key table: paste `zerotrain config keys --markdown fp16` "
          "between its markers";
@@ -212,6 +215,60 @@ TEST(ConfigKeys, PrecisionSectionsCheckTheirRanges) {
   // bfloat16 is bf16's alias, read by the same table.
   EXPECT_FALSE(
       parse_ds_config(json{{"bfloat16", {{"check_grad_overflow", false}}}}, "ds.json").bf16.check_grad_overflow);
+}
+
+// The top level's scalars are read from their rows into DsTopLevel, with how each was
+// written; every row's spelling is a known key.
+TEST(ConfigKeys, TopLevelScalarsAreReadFromTheirRows) {
+  static const DsTopLevel defaults{};
+  for (const TopKey& k : top_level_keys()) EXPECT_EQ(key_value(k, defaults), k.default_value) << k.key;
+  const DsConfig ds = parse_ds_config(json{{"train_batch_size", 32},
+                                           {"train_micro_batch_size_per_gpu", "auto"},
+                                           {"gradient_clipping", 0.3},
+                                           {"steps_per_print", 5},
+                                           {"seed", 7},
+                                           {"wall_clock_breakdown", true},
+                                           {"gradient_predivide_factor", 2.0},
+                                           {"sequence_parallel_size", 1},
+                                           {"sparse_gradients", false}},
+                                      "ds.json");
+  EXPECT_EQ(ds.train_batch_size().value, 32);
+  EXPECT_TRUE(ds.train_batch_size().is_set());
+  EXPECT_TRUE(ds.micro_batch().is_auto());
+  EXPECT_TRUE(ds.grad_accum().is_absent());
+  EXPECT_EQ(ds.gradient_clipping().value, 0.3);  // a double: equal to an HF max_grad_norm of 0.3
+  EXPECT_EQ(ds.steps_per_print().value, 5);
+  EXPECT_EQ(ds.seed().value, 7);
+  EXPECT_TRUE(ds.top.wall_clock_breakdown);
+  EXPECT_EQ(ds.top.gradient_predivide_factor, 2.0);
+  for (const std::string& key : ds_top_level_keys()) {
+    const bool in_table = std::any_of(top_level_keys().begin(), top_level_keys().end(), [&](const TopKey& k) {
+      return k.key == key || std::find(k.aliases.begin(), k.aliases.end(), key) != k.aliases.end();
+    });
+    EXPECT_TRUE(in_table) << key;
+  }
+  EXPECT_HAS(input_error_of([] {
+               parse_ds_config(json{{"train_batch_size", 0}}, "ds.json");
+             }),
+             "ds.json: train_batch_size: must be positive");
+  EXPECT_HAS(input_error_of([] {
+               parse_ds_config(json{{"gradient_clipping", -1}}, "ds.json");
+             }),
+             "ds.json: gradient_clipping: must not be negative");
+  EXPECT_HAS(input_error_of([] {
+               parse_ds_config(json{{"zero_optimisation", {}}}, "ds.json");
+             }),
+             "did you mean 'zero_optimization'");
+  for (const auto& [key, value] :
+       std::vector<std::pair<const char*, json>>{{"sparse_gradients", true}, {"sequence_parallel_size", 2}}) {
+    try {
+      parse_ds_config(json{{key, value}}, "ds.json");
+      ADD_FAILURE() << key << " loaded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << key;
+      EXPECT_HAS(e.what(), std::string("ds.json: ") + key + ": ");
+    }
+  }
 }
 
 TEST(ConfigKeys, RunTableSpellingsAreAccepted) {
