@@ -25,7 +25,7 @@ namespace {
 constexpr const char* kHelp =
     R"(usage: zerotrain config check [FILE...] [--deepspeed DS.json] [--config_file ACCELERATE.yaml]
                               [--world_size N] [--section.key VALUE ...]
-       zerotrain config keys [--markdown] [top|zero_optimization|activation_checkpointing|aio|fp16|bf16|run]
+       zerotrain config keys [--markdown] [top|zero_optimization|activation_checkpointing|aio|fp16|bf16|optimizer|run]
 
 Validates configs without training and prints the resolved configuration (every value
 the run would use, with its origin: default, a file, auto, command line).
@@ -134,6 +134,7 @@ const KeyTable kKeyTables[] = {{"top", train::top_level_keys_markdown},
                                {"aio", train::aio_keys_markdown},
                                {"fp16", train::fp16_keys_markdown},
                                {"bf16", train::bf16_keys_markdown},
+                               {"optimizer", train::optimizer_param_keys_markdown},
                                {"run", train::run_keys_markdown}};
 
 int run_keys(const Args& args) {
@@ -145,7 +146,7 @@ int run_keys(const Args& args) {
     if (!section.empty() || !known)
       ZT_THROW_INPUT("zerotrain config keys: unknown argument '", a,
                      "'; usage: zerotrain config keys [--markdown] "
-                     "[top|zero_optimization|activation_checkpointing|aio|fp16|bf16|run]");
+                     "[top|zero_optimization|activation_checkpointing|aio|fp16|bf16|optimizer|run]");
     section = a;
   }
   for (const KeyTable& t : kKeyTables) {

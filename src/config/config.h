@@ -93,6 +93,13 @@ struct DsTopLevel {
   int64_t sequence_parallel_size = 1;
 };
 
+// ds_config "optimizer.params" (config_keys_optimizer.cpp's table), as written. Which
+// params a type takes is the table's; "betas" (an array) is read by parse_optimizer.
+struct OptimizerParams {
+  double lr = 1e-3, eps = 1e-8, weight_decay = 0.0, momentum = 0.0, dampening = 0.0;
+  bool adam_w_mode = true, bias_correction = true, amsgrad = false, nesterov = false;
+};
+
 // ds_config "fp16" (config_keys_precision.cpp's table): DeepSpeed's dynamic loss scaler
 // as the engine takes it, and the section's other keys.
 struct Fp16Section : zero::LossScalerConfig {

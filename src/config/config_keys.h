@@ -8,8 +8,8 @@
 // Tables today: zero_optimization, activation_checkpointing, aio, fp16, bf16 and the top
 // level (every key: known keys, parse, ranges, refusals, origins, docs; sections and blocks
 // are rows read by their own parsers) and the run config (known keys, aliases, origins,
-// docs; values are still read in run_config.cpp). The optimizer and scheduler params
-// still have their own code in ds_config.cpp and ds_config_scheduler.cpp.
+// docs; values are still read in run_config.cpp), and the optimizer params (per type).
+// The scheduler params still have their own code in ds_config_scheduler.cpp.
 // Adding a key: docs/dev.md "Adding a config key".
 #pragma once
 #include <climits>
@@ -89,6 +89,14 @@ using Fp16Key = SectionKey<Fp16Section>;
 using Bf16Key = SectionKey<Bf16Section>;
 using TopKey = SectionKey<DsTopLevel>;
 
+// An optimizer param: its row, and the optimizer types that take it (another type's
+// params block naming it is an unknown-key error).
+struct OptimizerParamKey {
+  SectionKey<OptimizerParams> row;
+  std::vector<zero::OptimizerType> types;
+  bool takes(zero::OptimizerType t) const;
+};
+
 // "zero_optimization" (config_keys_zero.cpp), "activation_checkpointing"
 // (config_keys_checkpointing.cpp), "aio" (config_keys_aio.cpp), "fp16" and "bf16"
 // (config_keys_precision.cpp).
@@ -101,6 +109,9 @@ const std::vector<Bf16Key>& bf16_keys();
 // own parsers) for each section and block, so the known-key check and the doc come from
 // the table too.
 const std::vector<TopKey>& top_level_keys();
+// "optimizer.params" (config_keys_optimizer.cpp).
+const std::vector<OptimizerParamKey>& optimizer_param_keys();
+std::vector<std::string> optimizer_param_spellings(zero::OptimizerType type);
 
 // Every spelling a section accepts (keys and aliases), for the known-key check.
 template <class S>
@@ -208,6 +219,7 @@ std::string aio_keys_markdown();
 std::string fp16_keys_markdown();
 std::string bf16_keys_markdown();
 std::string top_level_keys_markdown();
+std::string optimizer_param_keys_markdown();
 std::string run_keys_markdown();
 
 }  // namespace zt::train

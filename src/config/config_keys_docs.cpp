@@ -35,6 +35,17 @@ std::string fp16_keys_markdown() { return section_markdown(fp16_keys()); }
 std::string bf16_keys_markdown() { return section_markdown(bf16_keys()); }
 std::string top_level_keys_markdown() { return section_markdown(top_level_keys()); }
 
+std::string optimizer_param_keys_markdown() {
+  std::string s = "| param | types | default | status |\n|-------|-------|---------|--------|\n";
+  for (const OptimizerParamKey& k : optimizer_param_keys()) {
+    std::string types;
+    for (zero::OptimizerType t : k.types)
+      types += (types.empty() ? "" : ", ") + std::string(zero::optimizer_type_name(t));
+    s += "| `" + k.row.key + "` | " + types + " | " + k.row.default_text + " | " + k.row.doc + " |\n";
+  }
+  return s;
+}
+
 std::string run_keys_markdown() {
   std::string s = "| key | default | meaning |\n|-----|---------|---------|\n";
   for (const RunKey& k : run_keys())

@@ -69,18 +69,13 @@ void parse_optimizer(const json& doc, const Where& top, DsConfig& ds) {
   ds.has_optimizer = true;
   ds.optimizer_type_name = name;
   const std::string t = lower(name);
-  std::vector<std::string> params_known;
   if (t == "adam" || t == "adamw") {
     ds.optimizer_type = t == "adam" ? zero::OptimizerType::Adam : zero::OptimizerType::AdamW;
-    params_known = {"lr",      "betas",      "eps",   "weight_decay",  "adam_w_mode",          "bias_correction",
-                    "amsgrad", "torch_adam", "fused", "set_grad_none", "fp32_optimizer_states"};
   } else if (t == "sgd") {
     ds.optimizer_type = zero::OptimizerType::SGD;
-    params_known = {"lr", "momentum", "dampening", "weight_decay", "nesterov"};
   } else if (t == "lion") {
     ds.optimizer_type = zero::OptimizerType::Lion;
     ds.beta2 = Setting<double>(0.99);
-    params_known = {"lr", "betas", "weight_decay"};
   } else {
     static const std::vector<std::string> kRefused = {"lamb",   "onebitadam", "zerooneadam", "onebitlamb", "adagrad",
                                                       "muadam", "muadamw",    "musgd",       "muon"};
@@ -95,11 +90,11 @@ void parse_optimizer(const json& doc, const Where& top, DsConfig& ds) {
   auto pit = it->find("params");
   if (pit == it->end() || pit->is_null()) return;
   const Where pw = w.key("params");
-  check_known_keys(*pit, params_known, pw, "valid params for " + name + ": see docs/configs.md#optimizer");
+  check_known_keys(*pit, optimizer_param_spellings(ds.optimizer_type), pw,
+                   "valid params for " + name + ": see docs/configs.md#optimizer");
   const json& p = *pit;
-  ds.lr = read_number(p, "lr", pw, ds.lr.value, AutoOk::Yes);
-  ds.weight_decay = read_number(p, "weight_decay", pw, 0.0, AutoOk::Yes);
-  ds.eps = read_number(p, "eps", pw, 1e-8, AutoOk::Yes);
+  for (const OptimizerParamKey& k : optimizer_param_keys())
+    if (k.takes(ds.optimizer_type)) detail::read_key(k.row, p, pw, ds.params, ds.params_given);
   if (auto b = p.find("betas"); b != p.end() && !b->is_null()) {
     const Where bw = pw.key("betas");
     if (is_auto(*b)) {
@@ -115,14 +110,9 @@ void parse_optimizer(const json& doc, const Where& top, DsConfig& ds) {
         if (v < 0 || v >= 1) ZT_THROW_INPUT(bw.str(), ": betas must be in [0, 1)");
     }
   }
-  ds.adam_w_mode = read_bool(p, "adam_w_mode", pw, true).value || ds.optimizer_type == zero::OptimizerType::AdamW;
-  ds.bias_correction = read_bool(p, "bias_correction", pw, true).value;
-  if (read_bool(p, "amsgrad", pw, false).value) refuse(pw.key("amsgrad"), "AMSGrad", "remove amsgrad or set it false");
-  ds.momentum = read_number(p, "momentum", pw, 0.0).value;
-  ds.dampening = read_number(p, "dampening", pw, 0.0).value;
-  ds.nesterov = read_bool(p, "nesterov", pw, false).value;
-  if (ds.lr.is_set() && ds.lr.value < 0) ZT_THROW_INPUT(pw.key("lr").str(), ": must not be negative");
-  if (ds.nesterov && ds.momentum <= 0)
+  // AdamW is decoupled weight decay whatever adam_w_mode says (DeepSpeed's FusedAdam too).
+  if (ds.optimizer_type == zero::OptimizerType::AdamW) ds.params.adam_w_mode = true;
+  if (ds.params.nesterov && ds.params.momentum <= 0)
     ZT_THROW_INPUT(pw.key("nesterov").str(), ": Nesterov momentum needs momentum > 0; set params.momentum");
 }
 

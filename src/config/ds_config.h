@@ -91,9 +91,18 @@ struct DsConfig {
   bool has_optimizer = false;
   zero::OptimizerType optimizer_type = zero::OptimizerType::AdamW;
   std::string optimizer_type_name;  // as written
-  Setting<double> lr{1e-3}, beta1{0.9}, beta2{0.999}, eps{1e-8}, weight_decay{0.0};
-  bool adam_w_mode = true, bias_correction = true, nesterov = false;
-  double momentum = 0.0, dampening = 0.0;
+  // Its params (config_keys_optimizer.cpp's table) and how each was written; "betas" is
+  // an array, read into beta1/beta2 by parse_optimizer.
+  OptimizerParams params;
+  std::map<std::string, Given> params_given;
+  Setting<double> beta1{0.9}, beta2{0.999};
+  Setting<double> param_setting(const std::string& key, double value) const {
+    const auto it = params_given.find(key);
+    return Setting<double>(it == params_given.end() ? Given::Absent : it->second, value);
+  }
+  Setting<double> lr() const { return param_setting("lr", params.lr); }
+  Setting<double> eps() const { return param_setting("eps", params.eps); }
+  Setting<double> weight_decay() const { return param_setting("weight_decay", params.weight_decay); }
 
   // scheduler: validated, kept as written ("auto" params resolved later).
   nlohmann::json scheduler = nlohmann::json::object();

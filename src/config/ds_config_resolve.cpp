@@ -122,18 +122,18 @@ void resolve_optimizer(const DsConfig& ds, const RunContext& run, TrainConfig& o
   o = zero::OptimizerSpec{};
   o.type = ds.has_optimizer ? ds.optimizer_type : zero::OptimizerType::AdamW;
   out.origin["optimizer.type"] = ds.has_optimizer ? ds.source : "default";
-  o.lr = static_cast<float>(pick(ds.lr, run.lr, "lr", "learning_rate"));
-  o.weight_decay = static_cast<float>(pick(ds.weight_decay, run.weight_decay, "weight_decay", "weight_decay"));
-  o.eps = static_cast<float>(pick(ds.eps, run.eps, "eps", "adam_epsilon"));
+  o.lr = static_cast<float>(pick(ds.lr(), run.lr, "lr", "learning_rate"));
+  o.weight_decay = static_cast<float>(pick(ds.weight_decay(), run.weight_decay, "weight_decay", "weight_decay"));
+  o.eps = static_cast<float>(pick(ds.eps(), run.eps, "eps", "adam_epsilon"));
   Setting<double> run_b2 = run.beta2;
   if (o.type == zero::OptimizerType::Lion && !run_b2.is_set()) run_b2.value = 0.99;
   o.beta1 = static_cast<float>(pick(ds.beta1, run.beta1, "betas[0]", "adam_beta1"));
   o.beta2 = static_cast<float>(pick(ds.beta2, run_b2, "betas[1]", "adam_beta2"));
-  o.adam_w_mode = ds.has_optimizer ? ds.adam_w_mode : true;
-  o.bias_correction = ds.bias_correction;
-  o.momentum = static_cast<float>(ds.momentum);
-  o.nesterov = ds.nesterov;
-  o.dampening = static_cast<float>(ds.dampening);
+  o.adam_w_mode = ds.has_optimizer ? ds.params.adam_w_mode : true;
+  o.bias_correction = ds.params.bias_correction;
+  o.momentum = static_cast<float>(ds.params.momentum);
+  o.nesterov = ds.params.nesterov;
+  o.dampening = static_cast<float>(ds.params.dampening);
   if (!(o.lr >= 0)) ZT_THROW_INPUT(ds.source, ": optimizer.params.lr must not be negative");
 }
 

@@ -143,6 +143,9 @@ TEST(ConfigKeys, DocsTablesAreTheGeneratedOnes) {
   EXPECT_EQ(generated_block("top"), top_level_keys_markdown())
       << "docs/configs.md's top-level table differs from the key table: paste `zerotrain config keys --markdown top` "
          "between its markers";
+  EXPECT_EQ(generated_block("optimizer"), optimizer_param_keys_markdown())
+      << "docs/configs.md's optimizer params table differs from the key table: paste `zerotrain config keys "
+         "--markdown optimizer` between its markers";
   EXPECT_EQ(generated_block("fp16"), fp16_keys_markdown())
       << "docs/configs.md's fp16 table differs from the key table: paste `zerotrain config keys --markdown fp16` "
          "between its markers";
@@ -269,6 +272,51 @@ TEST(ConfigKeys, TopLevelScalarsAreReadFromTheirRows) {
       EXPECT_HAS(e.what(), std::string("ds.json: ") + key + ": ");
     }
   }
+}
+
+// Each optimizer type takes exactly its rows' params: a param of another type is an
+// unknown key (with did-you-mean), and every param the type takes is read into its field.
+TEST(ConfigKeys, OptimizerParamsComeFromTheirRowsPerType) {
+  static const OptimizerParams defaults{};
+  for (const OptimizerParamKey& k : optimizer_param_keys()) {
+    if (std::holds_alternative<std::monostate>(k.row.target)) continue;
+    EXPECT_EQ(key_value(k.row, defaults), k.row.default_value) << k.row.key;
+  }
+  const DsConfig sgd = parse_ds_config(
+      json{{"optimizer",
+            {{"type", "SGD"},
+             {"params", {{"lr", 0.1}, {"momentum", 0.9}, {"dampening", 0.1}, {"weight_decay", 0.01}}}}}},
+      "ds.json");
+  EXPECT_EQ(sgd.lr().value, 0.1);
+  EXPECT_TRUE(sgd.lr().is_set());
+  EXPECT_EQ(sgd.params.momentum, 0.9);
+  EXPECT_EQ(sgd.params.dampening, 0.1);
+  EXPECT_EQ(sgd.weight_decay().value, 0.01);
+  EXPECT_HAS(input_error_of([] {
+               parse_ds_config(json{{"optimizer", {{"type", "SGD"}, {"params", {{"eps", 1e-8}}}}}}, "ds.json");
+             }),
+             "optimizer.params.eps: unknown key 'eps'");
+  EXPECT_HAS(input_error_of([] {
+               parse_ds_config(json{{"optimizer", {{"type", "AdamW"}, {"params", {{"weight_decy", 0.1}}}}}}, "ds.json");
+             }),
+             "did you mean 'weight_decay'");
+  EXPECT_HAS(input_error_of([] {
+               parse_ds_config(json{{"optimizer", {{"type", "Adam"}, {"params", {{"lr", -1}}}}}}, "ds.json");
+             }),
+             "ds.json: optimizer.params.lr: must not be negative");
+  const DsConfig adam = parse_ds_config(
+      json{{"optimizer", {{"type", "AdamW"}, {"params", {{"lr", "auto"}, {"adam_w_mode", false}, {"fused", true}}}}}},
+      "ds.json");
+  EXPECT_TRUE(adam.lr().is_auto());
+  EXPECT_TRUE(adam.params.adam_w_mode);  // AdamW is decoupled whatever the flag says
+  try {
+    parse_ds_config(json{{"optimizer", {{"type", "Adam"}, {"params", {{"amsgrad", true}}}}}}, "ds.json");
+    ADD_FAILURE() << "amsgrad: true loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_HAS(e.what(), "optimizer.params.amsgrad: AMSGrad is not supported");
+  }
+  EXPECT_EQ(parse_ds_config(json{{"optimizer", {{"type", "Lion"}}}}, "ds.json").beta2.value, 0.99);
 }
 
 TEST(ConfigKeys, RunTableSpellingsAreAccepted) {
