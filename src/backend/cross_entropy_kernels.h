@@ -29,6 +29,51 @@ struct CrossEntropySums {
 };
 }  // namespace zt
 
+// The CUDA kernel's chunking, here so that memory estimates (`zerotrain estimate`) use the
+// same rule: the chunk's logits [rows, ld] (ld = V rounded up to 64) within a 1 GiB budget
+// in the logits' dtype, the rows spread evenly over the fewest chunks and rounded up to 64;
+// several chunks with a 16-bit dweight need an f32 [ld, C] accumulator, so one chunk is
+// used whenever it takes no more memory than that.
+struct LmHeadChunkPlan {
+  int64_t ld = 0, rows = 0, chunks = 0;
+  bool f32_accumulator = false;  // dweight accumulated in f32 [ld, C] over the chunks
+  // Device scratch of one call: the chunk's logits, the accumulator, and the weight copy
+  // padded to ld rows (only when V % 64 != 0) in the compute dtype.
+  int64_t workspace_bytes(int64_t C, int64_t logits_elem_bytes, int64_t compute_elem_bytes, int64_t V) const {
+    return rows * ld * logits_elem_bytes + (f32_accumulator ? ld * C * 4 : 0) +
+           (ld != V ? ld * C * compute_elem_bytes : 0);
+  }
+};
+
+// N rows, vocabulary V, hidden C; chunk_rows > 0 forces the rows per chunk (tests);
+// dweight_16bit_backward: a backward into a bf16/f16 dweight.
+inline LmHeadChunkPlan lm_head_chunk_plan(int64_t N, int64_t V, int64_t C, int64_t logits_elem_bytes,
+                                          bool dweight_16bit_backward, int64_t chunk_rows) {
+  constexpr int64_t kLdAlign = 64;
+  constexpr int64_t kChunkBudgetBytes = int64_t{1} << 30;
+  LmHeadChunkPlan p;
+  p.ld = (V + kLdAlign - 1) / kLdAlign * kLdAlign;
+  if (N == 0) return p;
+  const int64_t zs = logits_elem_bytes;
+  if (chunk_rows > 0) {
+    p.rows = chunk_rows < N ? chunk_rows : N;
+  } else {
+    int64_t r_max = kChunkBudgetBytes / (p.ld * zs);
+    if (r_max < 1) r_max = 1;
+    if (r_max >= 64) r_max = r_max / 64 * 64;
+    const int64_t n_chunks = (N + r_max - 1) / r_max;
+    int64_t R = (N + n_chunks - 1) / n_chunks;
+    if (r_max >= 64) R = (R + 63) / 64 * 64;  // still <= r_max (a multiple of 64)
+    R = R < N ? R : N;
+    const int64_t chunked_bytes = R * p.ld * zs + (dweight_16bit_backward ? p.ld * C * 4 : 0);
+    if (R < N && N * p.ld * zs <= chunked_bytes) R = N;
+    p.rows = R;
+  }
+  p.chunks = (N + p.rows - 1) / p.rows;
+  p.f32_accumulator = dweight_16bit_backward && p.chunks > 1;
+  return p;
+}
+
 // lm_head_cross_entropy_forward: inp [N, C], weight [Vp, C], targets [N]; losses optional
 // [N]. ..._forward_backward: L = grad_scale * loss_sum, dinp [N, C] (=), dweight [Vp, C] (+=).
 // chunk_rows: rows per logits chunk, 0 = the kernels' own choice.

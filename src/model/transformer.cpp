@@ -174,6 +174,45 @@ void Transformer::set_checkpointing(Checkpointing c) {
   options_.checkpointing = c;
 }
 
+int64_t activation_bytes(const ModelConfig& c, DType activation_dtype, Checkpointing checkpointing, int64_t B,
+                         int64_t T) {
+  // Element counts as ensure_activations allocates them (below).
+  const int64_t N = B * T, C = c.hidden_size, F = c.intermediate_size, HD = c.num_heads * c.head_dim;
+  const int64_t L = c.num_layers, lse = B * c.num_heads * T;
+  const int64_t layer_sets = checkpointing == Checkpointing::EveryBlock ? 1 : L;
+  int64_t a = (L + 1) * N * C;                                       // x: block inputs and the trunk output
+  a += layer_sets * N * (C + c.qkv_width() + c.mlp_in_width() + F);  // x_mid, qkv, fc, act
+  a += L * N * HD;                                                   // att (checkpointing: saved_att)
+  int64_t f32 = layer_sets * 4 * N + L * lse;                        // norm statistics; lse (or saved_lse)
+  a += N * C;                                                        // lnf
+  f32 += 2 * N;                                                      // lnf_mean, lnf_rstd
+  a += 5 * N * C;                                                    // dx, d_ln, d_branch, proj, ln
+  a += N * (c.qkv_width() + HD + c.mlp_in_width() + F);              // d_qkv, d_att, d_fc, d_act
+  int64_t bytes = a * static_cast<int64_t>(dtype_size(activation_dtype)) + f32 * 4;
+  if (c.position == PositionKind::Rotary) bytes += 2 * T * (c.head_dim / 2) * 4;  // cos and sin tables (f32)
+  return bytes;
+}
+
+int64_t Transformer::allocated_activation_bytes() const {
+  if (!acts_) return 0;
+  int64_t bytes = 0;
+  auto add = [&](const OwnedTensor& t) {
+    if (t->has_data()) bytes += static_cast<int64_t>(t->nbytes());
+  };
+  const Activations& a = *acts_;
+  for (const OwnedTensor& t : a.x) add(t);
+  for (const LayerActs& l : a.layers)
+    for (const OwnedTensor* t :
+         {&l.x_mid, &l.ln1_mean, &l.ln1_rstd, &l.qkv, &l.att, &l.lse, &l.ln2_mean, &l.ln2_rstd, &l.fc, &l.act})
+      add(*t);
+  for (const OwnedTensor& t : a.saved_att) add(t);
+  for (const OwnedTensor& t : a.saved_lse) add(t);
+  for (const OwnedTensor* t : {&a.lnf, &a.lnf_mean, &a.lnf_rstd, &a.dx, &a.d_ln, &a.d_branch, &a.d_qkv, &a.d_att,
+                               &a.d_fc, &a.d_act, &a.proj, &a.ln, &a.rope.cos, &a.rope.sin})
+    add(*t);
+  return bytes;
+}
+
 void Transformer::ensure_activations(int64_t B, int64_t T) {
   if (acts_ && acts_->B == B && acts_->T == T) return;
   const ModelConfig& c = config_;

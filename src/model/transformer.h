@@ -68,6 +68,15 @@ constexpr int kIgnoreIndex = -100;
 // Number of targets that count towards the loss.
 int64_t count_targets(const Tensor& targets, int ignore_index = kIgnoreIndex);
 
+// The bytes of a training step's activation buffers for B x T tokens: what a Transformer
+// allocates at its first step (the residual stream at every block input, each layer's
+// saved tensors or, with checkpointing, one shared set plus each layer's attention output
+// and log-sum-exp, the backward scratch), in the activation dtype, with the norm
+// statistics and log-sum-exps in f32. The LM head's chunked logits are separate
+// (lm_head_chunk_plan). Transformer::allocated_activation_bytes checks it.
+int64_t activation_bytes(const ModelConfig& config, DType activation_dtype, Checkpointing checkpointing, int64_t B,
+                         int64_t T);
+
 class Transformer {
  public:
   Transformer(ModelConfig config, ModelOptions options);
@@ -107,6 +116,8 @@ class Transformer {
   ops::CrossEntropyResult forward_backward(const Tensor& tokens, const Tensor& targets, float grad_scale);
   // logits: f32 [B, T, vocab_size] (unpadded).
   void forward_logits(const Tensor& tokens, const Tensor& logits);
+  // The bytes the step's activation buffers hold now (0 before the first step).
+  int64_t allocated_activation_bytes() const;
 
  private:
   struct Activations;

@@ -71,8 +71,8 @@ constexpr int kRowThreads = 512;      // one block per row of a chunk; 4 blocks 
 constexpr int kPass1Vecs = 4;         // pass 1: float4 loads per thread per iteration (in flight together)
 constexpr int kTileVecs = 2;          // pass 2: float4s per thread per tile
 constexpr int kFinishThreads = 1024;  // the final reduction: one block (a power of two)
-constexpr int64_t kLdAlign = 64;      // row stride of the chunk's logits, in elements (a multiple of 4)
-constexpr int64_t kChunkBudgetBytes = int64_t{1} << 30;  // the chunk's logits, in their dtype
+// The chunk rows, the logits row stride ld (V rounded up to 64) and the 1 GiB budget: lm_head_chunk_plan
+// (backend/cross_entropy_kernels.h).
 
 template <class T>
 __device__ __forceinline__ T from_float(float f);
@@ -468,24 +468,11 @@ CrossEntropySums run(const Tensor* dinp, const Tensor* dweight, const Tensor& in
   // Chunk rows: the chunk's logits [R, ld] within the budget (dlogits go in place), the rows
   // spread evenly over the fewest chunks, R a multiple of 64; one chunk when that takes no
   // more memory than chunks plus the f32 dweight accumulator (see the top of the file).
-  const int64_t ld = (V + kLdAlign - 1) / kLdAlign * kLdAlign;
-  const bool needs_acc_if_chunked = backward && dweight->dtype() != DType::F32;
-  int64_t R = 0;
-  if (chunk_rows > 0) {
-    R = std::min(chunk_rows, N);
-  } else {
-    int64_t r_max = std::max<int64_t>(1, kChunkBudgetBytes / (ld * zs));
-    if (r_max >= 64) r_max = r_max / 64 * 64;
-    const int64_t n_chunks = (N + r_max - 1) / r_max;
-    R = (N + n_chunks - 1) / n_chunks;
-    if (r_max >= 64) R = (R + 63) / 64 * 64;  // still <= r_max (a multiple of 64)
-    R = std::min(R, N);
-    const int64_t chunked_bytes = R * ld * zs + (needs_acc_if_chunked ? ld * C * 4 : 0);
-    if (R < N && N * ld * zs <= chunked_bytes) R = N;
-  }
+  const LmHeadChunkPlan plan =
+      lm_head_chunk_plan(N, V, C, zs, backward && dweight->dtype() != DType::F32, chunk_rows);
+  const int64_t ld = plan.ld, R = plan.rows;
   ZT_CHECK(R <= INT_MAX, "lm_head_cross_entropy: chunk of ", R, " rows is too large");
   ZT_CHECK(V <= INT_MAX / 2, "lm_head_cross_entropy: vocabulary of ", V, " is too large");  // in-row int indices
-  const int64_t chunks = (N + R - 1) / R;
 
   // W_k = W with rows [V, ld) zero, [ld, C]: the logits and dinp products run over ld
   // vocabulary columns, so that every dimension cuBLASLt sees is a multiple of 64 (for an odd
@@ -523,7 +510,7 @@ CrossEntropySums run(const Tensor* dinp, const Tensor* dweight, const Tensor& in
 
   // dweight: straight (beta = 1) when f32 or a single chunk, else an f32 accumulator [ld, C]
   // (its rows [V, ld) take the padding's zeros and are not added to dweight).
-  const bool dw_direct = backward && (dweight->dtype() == DType::F32 || chunks == 1);
+  const bool dw_direct = backward && !plan.f32_accumulator;
   Buffer dw_acc;
   if (backward && !dw_direct) {
     dw_acc = Buffer(static_cast<size_t>(ld * C) * sizeof(float), dev);

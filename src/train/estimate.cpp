@@ -1,0 +1,227 @@
+#include "train/estimate.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "backend/cross_entropy_kernels.h"
+#include "config/config_dump.h"
+#include "core/error.h"
+#include "core/memory_info.h"
+#include "model/transformer.h"
+#include "zero/engine.h"
+
+namespace zt::train {
+
+namespace {
+
+const char* device_name(OffloadDevice d) {
+  switch (d) {
+    case OffloadDevice::None:
+      return "none";
+    case OffloadDevice::CPU:
+      return "cpu";
+    case OffloadDevice::NVMe:
+      return "nvme";
+  }
+  return "?";
+}
+
+// DeepSpeed 0.19's estimate_zero2_model_states_mem_needs (stages 1 and 2): (cpu, gpu).
+std::pair<double, double> deepspeed_zero2(double total_params, int gpus_per_node, int nodes, bool cpu_offload,
+                                          double buffer_factor) {
+  const double total_gpus = static_cast<double>(nodes) * gpus_per_node;
+  if (cpu_offload) return {total_params * std::max(4.0 * total_gpus, 16.0) * buffer_factor, 2.0 * total_params};
+  return {total_params * 4.0 * gpus_per_node * buffer_factor,
+          4.0 * total_params + static_cast<double>(static_cast<int64_t>(16.0 * total_params / total_gpus))};
+}
+
+// estimate_zero3_model_states_mem_needs with zero_init (zero.Init, HF's default under
+// ZeRO-3): (cpu, gpu).
+std::pair<double, double> deepspeed_zero3(double total_params, double largest_layer_params, int gpus_per_node,
+                                          int nodes, bool cpu_offload, bool cpu_offload_params, double buffer_factor) {
+  const double total_gpus = static_cast<double>(nodes) * gpus_per_node, gpus_factor = 1.0 / nodes;
+  const double largest_layer_memory = 4.0 * largest_layer_params;
+  if (cpu_offload && cpu_offload_params)
+    return {total_params * 18.0 * gpus_factor * buffer_factor, largest_layer_memory};
+  if (cpu_offload)
+    return {total_params * 16.0 * gpus_factor * buffer_factor,
+            largest_layer_memory + static_cast<double>(static_cast<int64_t>(2.0 * total_params / total_gpus))};
+  return {largest_layer_params * 4.0 * gpus_per_node * buffer_factor,
+          largest_layer_memory + static_cast<double>(static_cast<int64_t>(18.0 * total_params / total_gpus))};
+}
+
+void check_input(const EstimateInput& in) {
+  if (in.stage < 0 || in.stage > 3) ZT_THROW_INPUT("--stage ", in.stage, ": a ZeRO stage is 0, 1, 2 or 3");
+  if (in.gpus_per_node < 1) ZT_THROW_INPUT("--gpus-per-node ", in.gpus_per_node, ": give at least 1");
+  if (in.nodes < 1) ZT_THROW_INPUT("--nodes ", in.nodes, ": give at least 1");
+  if (in.micro_batch < 1) ZT_THROW_INPUT("--micro-batch ", in.micro_batch, ": give at least 1");
+  if (in.seq_len < 1 || in.seq_len > in.model.max_position_embeddings)
+    ZT_THROW_INPUT("--seq-len ", in.seq_len, ": give 1..", in.model.max_position_embeddings,
+                   " (the model's max_position_embeddings)");
+  if (in.offload_optimizer != OffloadDevice::None && in.stage == 0)
+    ZT_THROW_INPUT("--offload-optimizer ", device_name(in.offload_optimizer),
+                   ": optimizer offload needs ZeRO stage 1, 2 or 3; give --stage");
+  if (in.offload_param != OffloadDevice::None && in.stage != 3)
+    ZT_THROW_INPUT("--offload-param ", device_name(in.offload_param), ": parameter offload needs --stage 3");
+  if (!(in.additional_buffer_factor > 0))
+    ZT_THROW_INPUT("--additional-buffer-factor: give a positive factor (DeepSpeed's default is 1.5)");
+}
+
+}  // namespace
+
+int64_t largest_hf_layer_params(const model::ModelConfig& c) {
+  const int64_t C = c.hidden_size, F = c.intermediate_size, HD = c.num_heads * c.head_dim;
+  const int64_t kv = c.num_kv_heads * c.head_dim;
+  int64_t largest = c.vocab_size * C;  // the token embedding (and an untied head: the same size)
+  if (c.position == model::PositionKind::Learned) largest = std::max(largest, c.max_position_embeddings * C);
+  if (c.family == model::Family::GPT2) {
+    // Conv1D modules: c_attn [C, 3C] + bias, c_fc [C, F] + bias, the projections.
+    largest = std::max({largest, C * 3 * C + 3 * C, C * F + F, F * C + C});
+  } else {
+    // q_proj / o_proj, k/v_proj, gate/up/down_proj (nn.Linear each).
+    largest = std::max({largest, HD * C + (c.qkv_bias ? HD : 0), kv * C + (c.qkv_bias ? kv : 0), F * C, C * F});
+  }
+  return largest;
+}
+
+MemoryEstimate estimate_memory(const EstimateInput& in) {
+  check_input(in);
+  MemoryEstimate e;
+  e.world = in.gpus_per_node * in.nodes;
+  // One process has nothing to divide: stages 1-3 run as stage 0 (docs/zero.md).
+  e.effective_stage = e.world == 1 ? 0 : in.stage;
+  const int stage = e.effective_stage;
+
+  // The units as zerotrain builds them, without their memory.
+  model::ModelOptions mo;
+  mo.allocate_params = false;
+  mo.allocate_grads = false;
+  mo.shard_count = e.world;
+  const model::Transformer shapes(in.model, mo);
+  for (const auto& u : shapes.registry().units()) {
+    e.padded_elements += u->padded_numel();
+    e.largest_unit_elements = std::max(e.largest_unit_elements, u->padded_numel());
+  }
+  e.hf_parameters = in.model.num_parameters();
+  e.largest_layer_params = largest_hf_layer_params(in.model);
+
+  const bool f32 = in.precision == Precision::F32;
+  const int param_bytes = f32 ? 4 : 2;
+  const int moments = 8;                                // AdamW: two f32 moments
+  const int optimizer_bytes = moments + (f32 ? 0 : 4);  // + the f32 master of 16-bit parameters
+  const int64_t P = e.padded_elements, W = e.world;
+  const bool off_opt = in.offload_optimizer != OffloadDevice::None;
+  const bool off_param = in.offload_param != OffloadDevice::None;
+  // Per rank, as the engine divides them.
+  const int64_t params = stage >= 3 ? P * param_bytes / W : P * param_bytes;
+  const int64_t grads = stage >= 2 ? P * 4 / W : P * param_bytes;  // stages 2-3: f32 partitions
+  const int64_t optimizer = stage >= 1 ? P * optimizer_bytes / W : P * optimizer_bytes;
+  ZT_CHECK(params + grads + optimizer ==
+               zero::zero_formula_bytes(stage, P, static_cast<int>(W), param_bytes, param_bytes, 4, optimizer_bytes),
+           "estimate: the engine's division changed");
+  e.gpu_model_states = (off_param ? 0 : params) + (off_opt && stage >= 2 ? 0 : grads) + (off_opt ? 0 : optimizer);
+  const int64_t host_per_rank = (off_param ? params : 0) + (off_opt ? optimizer + (stage >= 2 ? grads : 0) : 0);
+  e.cpu_bytes_per_node = host_per_rank * in.gpus_per_node;
+  // Transient: a unit's full gradient buffer while it is reduced (stages 2-3), and at
+  // stage 3 the unit in use and the one prefetched.
+  if (stage >= 2) e.gpu_transient += e.largest_unit_elements * param_bytes;
+  if (stage >= 3) e.gpu_transient += 2 * e.largest_unit_elements * param_bytes;
+
+  // Activations: the step's buffers, the LM head's logits chunk, the reserve.
+  const DType act = f32 ? DType::F32 : in.precision == Precision::F16 ? DType::F16 : DType::BF16;
+  const auto ck = in.activation_checkpointing ? model::Checkpointing::EveryBlock : model::Checkpointing::None;
+  const int64_t N = in.micro_batch * in.seq_len, C = in.model.hidden_size, V = in.model.vocab_size;
+  const LmHeadChunkPlan head = lm_head_chunk_plan(N, V, C, param_bytes, !f32, 0);
+  e.gpu_activations = model::activation_bytes(in.model, act, ck, in.micro_batch, in.seq_len) +
+                      head.workspace_bytes(C, param_bytes, param_bytes, V) + kGpuReserveBytes;
+
+  // DeepSpeed's formulas, on HF's parameter count.
+  const double n = static_cast<double>(e.hf_parameters);
+  std::pair<double, double> ds;
+  if (in.stage <= 2) {
+    ds = deepspeed_zero2(n, in.gpus_per_node, in.nodes, off_opt, in.additional_buffer_factor);
+    e.deepspeed_formula =
+        "estimate_zero2_model_states_mem_needs(cpu_offload=" + std::string(off_opt ? "True" : "False") + ")";
+  } else {
+    ds = deepspeed_zero3(n, static_cast<double>(e.largest_layer_params), in.gpus_per_node, in.nodes, off_opt, off_param,
+                         in.additional_buffer_factor);
+    e.deepspeed_formula =
+        "estimate_zero3_model_states_mem_needs(cpu_offload=" + std::string(off_opt ? "True" : "False") +
+        ", cpu_offload_params=" + (off_param ? "True" : "False") + ", zero_init=True)";
+  }
+  e.deepspeed_cpu_bytes_per_node = static_cast<int64_t>(ds.first);
+  e.deepspeed_gpu_bytes_per_gpu = static_cast<int64_t>(ds.second);
+  return e;
+}
+
+nlohmann::json estimate_json(const EstimateInput& in, const MemoryEstimate& e) {
+  nlohmann::json j;
+  j["inputs"] = {{"model", in.model_name},
+                 {"stage", in.stage},
+                 {"effective_stage", e.effective_stage},
+                 {"gpus_per_node", in.gpus_per_node},
+                 {"nodes", in.nodes},
+                 {"micro_batch", in.micro_batch},
+                 {"seq_len", in.seq_len},
+                 {"activation_checkpointing", in.activation_checkpointing},
+                 {"precision", precision_name(in.precision)},
+                 {"offload_optimizer", device_name(in.offload_optimizer)},
+                 {"offload_param", device_name(in.offload_param)},
+                 {"parameters", e.hf_parameters},
+                 {"largest_layer_params", e.largest_layer_params},
+                 {"additional_buffer_factor", in.additional_buffer_factor}};
+  j["zerotrain"] = {{"gpu_bytes_per_gpu", e.gpu_bytes_per_gpu()},
+                    {"cpu_bytes_per_node", e.cpu_bytes_per_node},
+                    {"activation_bytes_per_gpu", e.gpu_activations},
+                    {"model_state_bytes_per_gpu", e.gpu_model_states},
+                    {"transient_bytes_per_gpu", e.gpu_transient}};
+  j["deepspeed"] = {{"gpu_bytes_per_gpu", e.deepspeed_gpu_bytes_per_gpu},
+                    {"cpu_bytes_per_node", e.deepspeed_cpu_bytes_per_node},
+                    {"formula", e.deepspeed_formula}};
+  return j;
+}
+
+std::string describe_estimate(const EstimateInput& in, const MemoryEstimate& e) {
+  auto gib = [](int64_t b) { return bytes_str(static_cast<double>(b)); };
+  char line[512];
+  std::string s;
+  std::snprintf(line, sizeof line, "model %s: %.4g parameters (largest HF layer %.4g), %s\n", in.model_name.c_str(),
+                static_cast<double>(e.hf_parameters), static_cast<double>(e.largest_layer_params),
+                precision_name(in.precision));
+  s += line;
+  std::snprintf(line, sizeof line,
+                "ZeRO stage %d over %d GPU(s) (%d node(s) x %d)%s; offload_optimizer %s, offload_param %s; micro-batch "
+                "%lld x %lld tokens, activation checkpointing %s\n\n",
+                in.stage, e.world, in.nodes, in.gpus_per_node,
+                e.world == 1 && in.stage > 0 ? " = stage 0 on one process" : "", device_name(in.offload_optimizer),
+                device_name(in.offload_param), static_cast<long long>(in.micro_batch),
+                static_cast<long long>(in.seq_len), in.activation_checkpointing ? "on" : "off");
+  s += line;
+  std::snprintf(line, sizeof line, "%-34s %14s %16s\n", "", "per GPU", "host, per node");
+  s += line;
+  std::snprintf(line, sizeof line, "%-34s %14s %16s\n", "zerotrain model states", gib(e.gpu_model_states).c_str(),
+                gib(e.cpu_bytes_per_node).c_str());
+  s += line;
+  std::snprintf(line, sizeof line, "%-34s %14s %16s\n", "zerotrain transient (units)", gib(e.gpu_transient).c_str(),
+                "-");
+  s += line;
+  std::snprintf(line, sizeof line, "%-34s %14s %16s\n", "zerotrain activations", gib(e.gpu_activations).c_str(), "-");
+  s += line;
+  std::snprintf(line, sizeof line, "%-34s %14s %16s\n", "zerotrain total", gib(e.gpu_bytes_per_gpu()).c_str(),
+                gib(e.cpu_bytes_per_node).c_str());
+  s += line;
+  std::snprintf(line, sizeof line, "%-34s %14s %16s\n", "DeepSpeed (model states only)",
+                gib(e.deepspeed_gpu_bytes_per_gpu).c_str(), gib(e.deepspeed_cpu_bytes_per_node).c_str());
+  s += line;
+  std::snprintf(line, sizeof line, "\nDeepSpeed: %s, additional_buffer_factor %.3g.\n", e.deepspeed_formula.c_str(),
+                in.additional_buffer_factor);
+  s += line;
+  s += "zerotrain: what the engine and the step allocate (activations include the LM head's logits chunk and " +
+       gib(kGpuReserveBytes) + " for workspaces); the host column is offloaded state only.\n";
+  if (in.offload_optimizer != OffloadDevice::None || in.offload_param != OffloadDevice::None)
+    s += "note: offload is not implemented on the GPU yet (issue 17): these figures are its planned layout; a run "
+         "today keeps the state in GPU memory.\n";
+  return s;
+}
+
+}  // namespace zt::train

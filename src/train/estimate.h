@@ -1,0 +1,71 @@
+// Memory needed to train a model, before trying (`zerotrain estimate`; DeepSpeed's
+// estimate_zero2_model_states_mem_needs / estimate_zero3_..._all_live): per GPU and per
+// node's host memory, as zerotrain will hold them, and DeepSpeed's formulas for the same
+// inputs beside them.
+//
+// zerotrain's figures come from what it allocates: the model's units as the registry
+// builds them (vocabulary padded to 128 rows, each unit padded to the world size), the ZeRO
+// engine's per-rank division (zero::zero_formula_bytes; one process runs stages 1-3 as
+// stage 0), the step's activation buffers (model::activation_bytes) and the LM head's
+// chunked logits (lm_head_chunk_plan), plus a fixed reserve for what is not counted
+// (cuBLASLt workspaces, the caching allocator's rounding). Offload figures are the layout
+// of issue 17 (optimizer state, and at stage 3 the 16-bit parameter partitions, in host
+// memory); offload does not run on the GPU yet.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "config/config.h"
+#include "core/dtype.h"
+#include "model/config.h"
+
+namespace zt::train {
+
+struct EstimateInput {
+  model::ModelConfig model;
+  std::string model_name;  // as given (preset, directory or config.json)
+  int stage = 2;
+  OffloadDevice offload_optimizer = OffloadDevice::None, offload_param = OffloadDevice::None;
+  int gpus_per_node = 1, nodes = 1;
+  int64_t micro_batch = 8, seq_len = 1024;
+  bool activation_checkpointing = false;
+  Precision precision = Precision::BF16;
+  double additional_buffer_factor = 1.5;  // DeepSpeed's default
+};
+
+// GPU memory the step uses beyond the counted buffers (cuBLASLt workspaces, the caching
+// allocator's rounding, small scratch): measured on the H100/H200 as the gap between the
+// counted buffers and the allocator's peak (0.2-1.0 GiB; bench/NOTES.md).
+constexpr int64_t kGpuReserveBytes = int64_t{512} << 20;
+
+struct MemoryEstimate {
+  int world = 1, effective_stage = 0;
+  int64_t hf_parameters = 0, largest_layer_params = 0, padded_elements = 0, largest_unit_elements = 0;
+  // zerotrain, per GPU
+  int64_t gpu_model_states = 0;  // parameters, gradients, master weights and moments this rank keeps
+  int64_t gpu_transient = 0;     // a unit's full gradients (stages 2-3), gathered units (stage 3)
+  int64_t gpu_activations = 0;   // the step's buffers + the LM head's logits + the reserve
+  int64_t gpu_bytes_per_gpu() const { return gpu_model_states + gpu_transient + gpu_activations; }
+  // zerotrain, host memory of one node (offloaded state of its ranks)
+  int64_t cpu_bytes_per_node = 0;
+  // DeepSpeed's formulas (model states only: no activations)
+  std::string deepspeed_formula;
+  int64_t deepspeed_gpu_bytes_per_gpu = 0, deepspeed_cpu_bytes_per_node = 0;
+};
+
+// Throws BadInput for impossible inputs (stage, counts, offload without its stage).
+MemoryEstimate estimate_memory(const EstimateInput& in);
+
+// DeepSpeed's largest_layer_params: the parameters of the HF module holding the most
+// directly (the embedding for every model we know).
+int64_t largest_hf_layer_params(const model::ModelConfig& c);
+
+// The table `zerotrain estimate` prints, and its --json form:
+// {"zerotrain": {"gpu_bytes_per_gpu", "cpu_bytes_per_node", "activation_bytes_per_gpu", ...},
+//  "deepspeed": {"gpu_bytes_per_gpu", "cpu_bytes_per_node", "formula"}, "inputs": {...}}.
+std::string describe_estimate(const EstimateInput& in, const MemoryEstimate& e);
+nlohmann::json estimate_json(const EstimateInput& in, const MemoryEstimate& e);
+
+}  // namespace zt::train
