@@ -84,6 +84,18 @@ int64_t largest_hf_layer_params(const model::ModelConfig& c) {
   return largest;
 }
 
+int64_t estimate_activation_bytes(const model::ModelConfig& c, Precision precision, bool activation_checkpointing,
+                                  int64_t micro_batch, int64_t seq_len) {
+  const bool f32 = precision == Precision::F32;
+  const int64_t es = f32 ? 4 : 2;
+  const DType act = f32 ? DType::F32 : precision == Precision::F16 ? DType::F16 : DType::BF16;
+  const auto ck = activation_checkpointing ? model::Checkpointing::EveryBlock : model::Checkpointing::None;
+  const int64_t N = micro_batch * seq_len, C = c.hidden_size, V = c.vocab_size;
+  const LmHeadChunkPlan head = lm_head_chunk_plan(N, V, C, es, !f32, 0);
+  return model::activation_bytes(c, act, ck, micro_batch, seq_len) + head.workspace_bytes(C, es, es, V) +
+         kGpuReserveBytes;
+}
+
 MemoryEstimate estimate_memory(const EstimateInput& in) {
   check_input(in);
   MemoryEstimate e;
@@ -127,13 +139,8 @@ MemoryEstimate estimate_memory(const EstimateInput& in) {
   if (stage >= 2) e.gpu_transient += e.largest_unit_elements * param_bytes;
   if (stage >= 3) e.gpu_transient += 2 * e.largest_unit_elements * param_bytes;
 
-  // Activations: the step's buffers, the LM head's logits chunk, the reserve.
-  const DType act = f32 ? DType::F32 : in.precision == Precision::F16 ? DType::F16 : DType::BF16;
-  const auto ck = in.activation_checkpointing ? model::Checkpointing::EveryBlock : model::Checkpointing::None;
-  const int64_t N = in.micro_batch * in.seq_len, C = in.model.hidden_size, V = in.model.vocab_size;
-  const LmHeadChunkPlan head = lm_head_chunk_plan(N, V, C, param_bytes, !f32, 0);
-  e.gpu_activations = model::activation_bytes(in.model, act, ck, in.micro_batch, in.seq_len) +
-                      head.workspace_bytes(C, param_bytes, param_bytes, V) + kGpuReserveBytes;
+  e.gpu_activations =
+      estimate_activation_bytes(in.model, in.precision, in.activation_checkpointing, in.micro_batch, in.seq_len);
 
   // DeepSpeed's formulas, on HF's parameter count.
   const double n = static_cast<double>(e.hf_parameters);

@@ -58,6 +58,11 @@ struct MemoryEstimate {
 // Throws BadInput for impossible inputs (stage, counts, offload without its stage).
 MemoryEstimate estimate_memory(const EstimateInput& in);
 
+// The activation part alone (per GPU): the step's buffers, the LM head's logits chunk and
+// the reserve, for a GPU run of `precision`.
+int64_t estimate_activation_bytes(const model::ModelConfig& c, Precision precision, bool activation_checkpointing,
+                                  int64_t micro_batch, int64_t seq_len);
+
 // DeepSpeed's largest_layer_params: the parameters of the HF module holding the most
 // directly (the embedding for every model we know).
 int64_t largest_hf_layer_params(const model::ModelConfig& c);

@@ -1,11 +1,14 @@
 #include "train/resource_checks.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
 #include "backend/cuda_api.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/memory_info.h"
+#include "train/estimate.h"
 #include "zero/engine.h"
 
 namespace zt::train {
@@ -55,6 +58,19 @@ void check_model_state_fits(const TrainConfig& c, const model::ModelConfig& mc, 
       ZT_THROW_INPUT(c.source, ": ", what, " need ", bytes_str(total), " of GPU memory, but only ", bytes_str(device),
                      free > 0 ? " is free" : " is the GPU's total",
                      ": use ZeRO stage 3 over more GPUs, bf16, or a smaller model");
+    // With the step's activations (zerotrain estimate's count, within a few percent of the
+    // measured peaks): a warning, not a refusal, since an estimate may be a little high.
+    const int64_t T = c.data.seq_len > 0 ? std::min(c.data.seq_len, mc.max_position_embeddings)
+                                         : mc.max_position_embeddings;
+    const int64_t act = estimate_activation_bytes(mc, c.precision, c.model.activation_checkpointing,
+                                                  c.micro_batch_per_gpu, T);
+    if (total + static_cast<double>(act) > device)
+      ZT_WARN("this run needs about ", bytes_str(total + static_cast<double>(act)), " of GPU memory (model states ",
+              bytes_str(total), " + activations ", bytes_str(static_cast<double>(act)), " at micro-batch ",
+              c.micro_batch_per_gpu, " x ", T, " tokens), more than the ", bytes_str(device),
+              free > 0 ? " free" : " the GPU has",
+              ": expect an out-of-memory error; lower the micro-batch (raise gradient_accumulation_steps to keep the "
+              "batch), turn on gradient_checkpointing, or use a shorter seq_len");
     return;
   }
   if (ranks_on_host <= 1) {
