@@ -25,7 +25,8 @@ namespace {
 constexpr const char* kHelp =
     R"(usage: zerotrain config check [FILE...] [--deepspeed DS.json] [--config_file ACCELERATE.yaml]
                               [--world_size N] [--section.key VALUE ...]
-       zerotrain config keys [--markdown] [top|zero_optimization|activation_checkpointing|aio|fp16|bf16|optimizer|run]
+       zerotrain config keys [--markdown] [top|zero_optimization|activation_checkpointing|aio|fp16|bf16|optimizer|accelerate|
+                                        accelerate.deepspeed_config|run]
 
 Validates configs without training and prints the resolved configuration (every value
 the run would use, with its origin: default, a file, auto, command line).
@@ -135,6 +136,8 @@ const KeyTable kKeyTables[] = {{"top", train::top_level_keys_markdown},
                                {"fp16", train::fp16_keys_markdown},
                                {"bf16", train::bf16_keys_markdown},
                                {"optimizer", train::optimizer_param_keys_markdown},
+                               {"accelerate", train::accelerate_keys_markdown},
+                               {"accelerate.deepspeed_config", train::accelerate_deepspeed_keys_markdown},
                                {"run", train::run_keys_markdown}};
 
 int run_keys(const Args& args) {
@@ -143,10 +146,12 @@ int run_keys(const Args& args) {
     if (a == "--markdown") continue;  // the only format
     const bool known =
         std::any_of(std::begin(kKeyTables), std::end(kKeyTables), [&](const KeyTable& t) { return a == t.section; });
-    if (!section.empty() || !known)
-      ZT_THROW_INPUT("zerotrain config keys: unknown argument '", a,
-                     "'; usage: zerotrain config keys [--markdown] "
-                     "[top|zero_optimization|activation_checkpointing|aio|fp16|bf16|optimizer|run]");
+    if (!section.empty() || !known) {
+      std::string sections;
+      for (const KeyTable& t : kKeyTables) sections += (sections.empty() ? "" : "|") + std::string(t.section);
+      ZT_THROW_INPUT("zerotrain config keys: unknown argument '", a, "'; usage: zerotrain config keys [--markdown] [",
+                     sections, "]");
+    }
     section = a;
   }
   for (const KeyTable& t : kKeyTables) {

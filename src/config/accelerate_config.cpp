@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "config/config_keys.h"
 #include "config/ds_config.h"
 
 namespace zt::train {
@@ -14,41 +15,16 @@ namespace {
 
 const char* kFix = "see docs/configs.md#accelerate-yaml";
 
-const std::vector<std::string> kTop = {
-    "compute_environment", "distributed_type", "mixed_precision", "use_cpu", "num_processes", "num_machines",
-    "machine_rank", "gpu_ids", "main_process_ip", "main_process_port", "rdzv_backend", "same_network",
-    "main_training_function", "downcast_bf16", "debug", "enable_cpu_affinity", "dynamo_config", "deepspeed_config",
-    "fsdp_config", "megatron_lm_config", "ipex_config", "mpirun_config", "fp8_config", "tpu_name", "tpu_zone",
-    "tpu_use_cluster", "tpu_use_sudo", "tpu_env", "commands", "command_file", "tpu_vm", "parallelism_config",
-    // What users write although it is DeepSpeed's schema: accepted and mapped.
-    "fp16", "bf16"};
+// The known keys and the plugin's DeepSpeed settings: config_keys_accelerate.cpp's rows.
+const std::vector<std::string>& plugin_keys() {
+  static const std::vector<std::string> keys = accelerate_key_names(accelerate_deepspeed_keys());
+  return keys;
+}
 
-// The DeepSpeed plugin keys of deepspeed_config (inline ds_config sections are allowed too).
-const std::vector<std::string> kPlugin = {"deepspeed_config_file",
-                                          "zero_stage",
-                                          "offload_optimizer_device",
-                                          "offload_param_device",
-                                          "offload_optimizer_nvme_path",
-                                          "offload_param_nvme_path",
-                                          "gradient_accumulation_steps",
-                                          "gradient_clipping",
-                                          "zero3_init_flag",
-                                          "zero3_save_16bit_model",
-                                          "deepspeed_hostfile",
-                                          "deepspeed_multinode_launcher",
-                                          "deepspeed_inclusion_filter",
-                                          "deepspeed_exclusion_filter",
-                                          "deepspeed_moe_layer_cls_names"};
-
-// Plugin keys that are DeepSpeed settings (the ones a JSON file would also hold).
-const std::vector<std::string> kPluginDsSettings = {"zero_stage",
-                                                    "offload_optimizer_device",
-                                                    "offload_param_device",
-                                                    "offload_optimizer_nvme_path",
-                                                    "offload_param_nvme_path",
-                                                    "gradient_accumulation_steps",
-                                                    "gradient_clipping",
-                                                    "zero3_save_16bit_model"};
+bool is_plugin_key(const std::string& key) {
+  const auto& keys = plugin_keys();
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
 
 bool has(const json& j, const std::string& k) { return j.contains(k) && !j[k].is_null(); }
 
@@ -78,21 +54,22 @@ std::string device_value(const json& dc, const std::string& key, const Where& w)
 }
 
 void parse_deepspeed(const json& dc, const Where& w, const std::string& source, AccelerateConfig& acc) {
-  std::vector<std::string> known = kPlugin;
+  std::vector<std::string> known = plugin_keys();
   const auto& ds_keys = ds_top_level_keys();
   known.insert(known.end(), ds_keys.begin(), ds_keys.end());
   check_known_keys(dc, known, w, kFix);
   json& ds = acc.ds_doc;
   // Inline DeepSpeed sections first; plugin keys must agree with them.
   for (const auto& kv : dc.items()) {
-    if (std::find(kPlugin.begin(), kPlugin.end(), kv.key()) != kPlugin.end()) continue;
+    if (is_plugin_key(kv.key())) continue;
     ds[kv.key()] = kv.value();
     acc.ds_keys_in_yaml.push_back(w.key(kv.key()).path);
   }
-  for (const auto& k : kPluginDsSettings)
-    if (has(dc, k) &&
-        std::find(acc.ds_keys_in_yaml.begin(), acc.ds_keys_in_yaml.end(), w.key(k).path) == acc.ds_keys_in_yaml.end())
-      acc.ds_keys_in_yaml.push_back(w.key(k).path);
+  for (const AccelerateKey& k : accelerate_deepspeed_keys())
+    if (k.ds_setting && has(dc, k.key) &&
+        std::find(acc.ds_keys_in_yaml.begin(), acc.ds_keys_in_yaml.end(), w.key(k.key).path) ==
+            acc.ds_keys_in_yaml.end())
+      acc.ds_keys_in_yaml.push_back(w.key(k.key).path);
 
   if (has(dc, "zero_stage")) {
     const int64_t stage = read_int(dc, "zero_stage", w, 2).value;
@@ -197,13 +174,16 @@ void parse_fsdp(const json& fc, const Where& w, AccelerateConfig& acc) {
 
 }  // namespace
 
-const std::vector<std::string>& accelerate_top_level_keys() { return kTop; }
+const std::vector<std::string>& accelerate_top_level_keys() {
+  static const std::vector<std::string> keys = accelerate_key_names(accelerate_keys());
+  return keys;
+}
 
 AccelerateConfig parse_accelerate_config(const json& doc, const std::string& source) {
   AccelerateConfig acc;
   acc.source = source;
   const Where top{source, ""};
-  check_known_keys(doc, kTop, top, kFix);
+  check_known_keys(doc, accelerate_top_level_keys(), top, kFix);
 
   const std::string env = read_string(doc, "compute_environment", top, "LOCAL_MACHINE").value;
   if (env == "AMAZON_SAGEMAKER")
@@ -275,7 +255,9 @@ AccelerateConfig parse_accelerate_config(const json& doc, const std::string& sou
   }
 
   // Top-level fp16/bf16 blocks: DeepSpeed's schema, written here by users; mapped.
-  for (const char* key : {"fp16", "bf16"}) {
+  for (const AccelerateKey& k : accelerate_keys()) {
+    if (!k.ds_setting) continue;
+    const std::string& key = k.key;
     if (!has(doc, key)) continue;
     require_object(doc[key], top.key(key));
     acc.ds_doc[key] = doc[key];

@@ -8,7 +8,8 @@
 // Tables today: zero_optimization, activation_checkpointing, aio, fp16, bf16 and the top
 // level (every key: known keys, parse, ranges, refusals, origins, docs; sections and blocks
 // are rows read by their own parsers) and the run config (known keys, aliases, origins,
-// docs; values are still read in run_config.cpp), and the optimizer params (per type).
+// docs; values are still read in run_config.cpp), the optimizer params (per type) and the
+// Accelerate YAML's keys (known keys, the JSON + YAML rule, docs).
 // The scheduler params still have their own code in ds_config_scheduler.cpp.
 // Adding a key: docs/dev.md "Adding a config key".
 #pragma once
@@ -203,6 +204,21 @@ struct RunKey {
 };
 
 const std::vector<RunKey>& run_keys();
+
+// An Accelerate YAML key (config_keys_accelerate.cpp): the known-key check, the JSON + YAML
+// rule and the doc tables come from the rows; values are read in accelerate_config.cpp.
+struct AccelerateKey {
+  std::string key;
+  std::string default_text;
+  std::string maps_to;  // deepspeed_config keys: the ds_config setting it becomes ("" = none)
+  bool ds_setting;      // a DeepSpeed setting: refused beside a DeepSpeed JSON file
+  std::string doc;
+};
+// The YAML's top level, and the keys of its deepspeed_config block (inline ds_config
+// sections are allowed there too).
+const std::vector<AccelerateKey>& accelerate_keys();
+const std::vector<AccelerateKey>& accelerate_deepspeed_keys();
+std::vector<std::string> accelerate_key_names(const std::vector<AccelerateKey>& keys);
 // The run config's top-level spellings (sections, keys, aliases).
 std::vector<std::string> run_top_level_spellings();
 // The keys a run-config section ("model", "data", "samples") accepts.
@@ -221,5 +237,7 @@ std::string bf16_keys_markdown();
 std::string top_level_keys_markdown();
 std::string optimizer_param_keys_markdown();
 std::string run_keys_markdown();
+std::string accelerate_keys_markdown();
+std::string accelerate_deepspeed_keys_markdown();
 
 }  // namespace zt::train

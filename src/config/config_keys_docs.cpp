@@ -46,6 +46,20 @@ std::string optimizer_param_keys_markdown() {
   return s;
 }
 
+std::string accelerate_keys_markdown() {
+  std::string s = "| key | default | status |\n|-----|---------|--------|\n";
+  for (const AccelerateKey& k : accelerate_keys())
+    s += "| `" + k.key + "` | " + k.default_text + " | " + k.doc + " |\n";
+  return s;
+}
+
+std::string accelerate_deepspeed_keys_markdown() {
+  std::string s = "| key | maps to | status |\n|-----|---------|--------|\n";
+  for (const AccelerateKey& k : accelerate_deepspeed_keys())
+    s += "| `" + k.key + "` | " + (k.maps_to.empty() ? "—" : k.maps_to) + " | " + k.doc + " |\n";
+  return s;
+}
+
 std::string run_keys_markdown() {
   std::string s = "| key | default | meaning |\n|-----|---------|---------|\n";
   for (const RunKey& k : run_keys())

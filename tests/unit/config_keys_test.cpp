@@ -152,6 +152,12 @@ TEST(ConfigKeys, DocsTablesAreTheGeneratedOnes) {
   EXPECT_EQ(generated_block("bf16"), bf16_keys_markdown())
       << "docs/configs.md's bf16 table differs from the key table: paste `zerotrain config keys --markdown bf16` "
          "between its markers";
+  EXPECT_EQ(generated_block("accelerate"), accelerate_keys_markdown())
+      << "docs/configs.md's Accelerate table differs from the key table: paste `zerotrain config keys --markdown "
+         "accelerate` between its markers";
+  EXPECT_EQ(generated_block("accelerate.deepspeed_config"), accelerate_deepspeed_keys_markdown())
+      << "docs/configs.md's deepspeed_config table differs from the key table: paste `zerotrain config keys "
+         "--markdown accelerate.deepspeed_config` between its markers";
   EXPECT_EQ(generated_block("run"), run_keys_markdown())
       << "docs/configs.md's run config table differs from the key table: paste `zerotrain config keys --markdown "
          "run` between its markers";
