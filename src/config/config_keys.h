@@ -83,6 +83,29 @@ struct SectionKey {
 
 constexpr double kNoMinimum = -1e300;
 
+// A row with no warning, no refusal and not printed by `config check` (set those fields
+// after, where a key has them): what most rows of the tables are.
+template <class S>
+SectionKey<S> key_row(std::string key, std::vector<std::string> aliases, KeyType type, double dflt,
+                      std::string dflt_text, double min_value, AutoRule auto_rule, KeyStatus status, KeyField<S> target,
+                      std::string doc) {
+  return {std::move(key),
+          std::move(aliases),
+          type,
+          dflt,
+          std::move(dflt_text),
+          min_value,
+          auto_rule,
+          status,
+          target,
+          InertWhen::Never,
+          "",
+          0,
+          "",
+          Shown::No,
+          std::move(doc)};
+}
+
 using ZeroKey = SectionKey<ZeroSection>;
 using CheckpointingKey = SectionKey<ActivationCheckpointingSection>;
 using AioKey = SectionKey<AioSection>;

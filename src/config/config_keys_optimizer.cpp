@@ -17,21 +17,8 @@ using zero::OptimizerType;
 OptimizerParamKey param(std::string key, std::vector<OptimizerType> types, KeyType type, double dflt,
                         std::string dflt_text, double min_value, AutoRule auto_rule, KeyStatus status,
                         KeyField<P> target, std::string doc) {
-  return {{std::move(key),
-           {},
-           type,
-           dflt,
-           std::move(dflt_text),
-           min_value,
-           auto_rule,
-           status,
-           target,
-           InertWhen::Never,
-           "",
-           0,
-           "",
-           Shown::No,
-           std::move(doc)},
+  return {key_row<P>(std::move(key), {}, type, dflt, std::move(dflt_text), min_value, auto_rule, status, target,
+                     std::move(doc)),
           std::move(types)};
 }
 

@@ -11,21 +11,8 @@ namespace {
 template <class S>
 SectionKey<S> row(std::string key, KeyType type, double dflt, std::string dflt_text, double min_value,
                   AutoRule auto_rule, KeyStatus status, KeyField<S> target, std::string doc) {
-  return {std::move(key),
-          {},
-          type,
-          dflt,
-          std::move(dflt_text),
-          min_value,
-          auto_rule,
-          status,
-          target,
-          InertWhen::Never,
-          "",
-          0,
-          "",
-          Shown::No,
-          std::move(doc)};
+  return key_row<S>(std::move(key), {}, type, dflt, std::move(dflt_text), min_value, auto_rule, status, target,
+                    std::move(doc));
 }
 
 // Accepted, no effect here: warns when set to anything but the default (inert_keys.cpp).

@@ -12,24 +12,7 @@ namespace {
 
 using T = DsTopLevel;
 
-TopKey row(std::string key, std::vector<std::string> aliases, KeyType type, double dflt, std::string dflt_text,
-           double min_value, AutoRule auto_rule, KeyStatus status, KeyField<T> target, std::string doc) {
-  return {std::move(key),
-          std::move(aliases),
-          type,
-          dflt,
-          std::move(dflt_text),
-          min_value,
-          auto_rule,
-          status,
-          target,
-          InertWhen::Never,
-          "",
-          0,
-          "",
-          Shown::No,
-          std::move(doc)};
-}
+constexpr auto row = key_row<T>;
 
 // A section or block: read by its own parser; the row names it and documents it.
 TopKey block(std::string key, std::vector<std::string> aliases, std::string dflt_text, KeyStatus status,
