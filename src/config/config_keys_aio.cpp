@@ -13,26 +13,18 @@ using A = AioSection;
 
 AioKey resolved(std::string key, std::vector<std::string> aliases, KeyType type, double dflt, std::string dflt_text,
                 KeyField<A> target, std::string doc) {
-  return {std::move(key),
-          std::move(aliases),
-          type,
-          dflt,
-          std::move(dflt_text),
-          type == KeyType::Int ? 1 : kNoMinimum,
-          AutoRule::None,
-          KeyStatus::Resolved,
-          target,
-          InertWhen::Never,
-          "",
-          INT64_MAX,
-          "",
-          Shown::No,
-          std::move(doc)};
+  return key_row<A>(std::move(key), std::move(aliases), type, dflt, std::move(dflt_text),
+                    type == KeyType::Int ? 1 : kNoMinimum, AutoRule::None, KeyStatus::Resolved, target, std::move(doc));
 }
 
 std::vector<AioKey> make_table() {
   const auto B = KeyType::Bool;
   const auto I = KeyType::Int;
+  AioKey use_gds = key_row<A>("use_gds", {}, B, 0, "false", kNoMinimum, AutoRule::None, KeyStatus::Refused, &A::use_gds,
+                              "refused when true (GPUDirect Storage)");
+  use_gds.refuse_above = 0;
+  use_gds.refused_what =
+      "GPUDirect Storage is not supported by zerotrain; set use_gds false (NVMe I/O goes through pinned host memory)";
   return {
       resolved("block_size", {}, I, 1048576, "1048576", &A::block_size,
                "resolved (the section warns when set: NVMe offload is not implemented yet)"),
@@ -41,21 +33,7 @@ std::vector<AioKey> make_table() {
                "resolved; both names at once is an error"),
       resolved("single_submit", {}, B, 0, "false", &A::single_submit, "resolved"),
       resolved("overlap_events", {}, B, 1, "true", &A::overlap_events, "resolved"),
-      {"use_gds",
-       {},
-       B,
-       0,
-       "false",
-       kNoMinimum,
-       AutoRule::None,
-       KeyStatus::Refused,
-       &A::use_gds,
-       InertWhen::Never,
-       "",
-       0,
-       "GPUDirect Storage is not supported by zerotrain; set use_gds false (NVMe I/O goes through pinned host memory)",
-       Shown::No,
-       "refused when true (GPUDirect Storage)"},
+      use_gds,
   };
 }
 

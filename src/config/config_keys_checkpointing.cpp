@@ -13,21 +13,12 @@ using A = ActivationCheckpointingSection;
 
 CheckpointingKey accepted(std::string key, KeyType type, std::string dflt_text, KeyField<A> target, std::string why,
                           std::string doc) {
-  return {std::move(key),
-          {},
-          type,
-          0,
-          std::move(dflt_text),
-          type == KeyType::Int ? 0 : kNoMinimum,
-          AutoRule::None,
-          KeyStatus::Accepted,
-          target,
-          InertWhen::NotDefault,
-          std::move(why),
-          INT64_MAX,
-          "",
-          Shown::No,
-          std::move(doc)};
+  CheckpointingKey k =
+      key_row<A>(std::move(key), {}, type, 0, std::move(dflt_text), type == KeyType::Int ? 0 : kNoMinimum,
+                 AutoRule::None, KeyStatus::Accepted, target, std::move(doc));
+  k.inert_when = InertWhen::NotDefault;
+  k.inert_why = std::move(why);
+  return k;
 }
 
 std::vector<CheckpointingKey> make_table() {

@@ -13,88 +13,48 @@ namespace zt::train {
 namespace {
 
 constexpr double kNoMin = kNoMinimum;
-constexpr int64_t kNever = INT64_MAX;  // refuse_above for keys that are never refused
 
 using Z = ZeroSection;
+
+// A row that warns `why` when `inert` says so, and that `config check` prints per `shown`.
+ZeroKey with_warning(ZeroKey k, InertWhen inert, std::string why, Shown shown) {
+  k.inert_when = inert;
+  k.inert_why = std::move(why);
+  k.shown = shown;
+  return k;
+}
 
 ZeroKey resolved(std::string key, std::vector<std::string> aliases, KeyType type, double dflt, std::string dflt_text,
                  double min, AutoRule rule, KeyField<Z> target, InertWhen inert, std::string why, Shown shown,
                  std::string doc) {
-  return {std::move(key),
-          std::move(aliases),
-          type,
-          dflt,
-          std::move(dflt_text),
-          min,
-          rule,
-          KeyStatus::Resolved,
-          target,
-          inert,
-          std::move(why),
-          kNever,
-          "",
-          shown,
-          std::move(doc)};
+  return with_warning(key_row<Z>(std::move(key), std::move(aliases), type, dflt, std::move(dflt_text), min, rule,
+                                 KeyStatus::Resolved, target, std::move(doc)),
+                      inert, std::move(why), shown);
 }
 
 // Accepted without effect: kept (when a field exists) so the warning can say so.
 ZeroKey accepted(std::string key, std::vector<std::string> aliases, KeyType type, double dflt, std::string dflt_text,
                  double min, KeyField<Z> target, InertWhen inert, std::string why, Shown shown, std::string doc) {
-  return {std::move(key),
-          std::move(aliases),
-          type,
-          dflt,
-          std::move(dflt_text),
-          min,
-          AutoRule::None,
-          KeyStatus::Accepted,
-          target,
-          inert,
-          std::move(why),
-          kNever,
-          "",
-          shown,
-          std::move(doc)};
+  return with_warning(key_row<Z>(std::move(key), std::move(aliases), type, dflt, std::move(dflt_text), min,
+                                 AutoRule::None, KeyStatus::Accepted, target, std::move(doc)),
+                      inert, std::move(why), shown);
 }
 
 // Accepted silently: zerotrain's flat units make the choice the key tunes.
 ZeroKey decided(std::string key, std::vector<std::string> aliases, KeyType type, double dflt) {
   std::string text = type == KeyType::Bool ? (dflt != 0 ? "true" : "false") : std::to_string(saturating_int64(dflt));
-  return {std::move(key),
-          std::move(aliases),
-          type,
-          dflt,
-          std::move(text),
-          kNoMin,
-          AutoRule::None,
-          KeyStatus::Accepted,
-          std::monostate{},
-          InertWhen::Never,
-          "",
-          kNever,
-          "",
-          Shown::No,
-          "accepted: zerotrain's flat units decide this"};
+  return key_row<Z>(std::move(key), std::move(aliases), type, dflt, std::move(text), kNoMin, AutoRule::None,
+                    KeyStatus::Accepted, std::monostate{}, "accepted: zerotrain's flat units decide this");
 }
 
 // `message`: the Unsupported error after "zero_optimization.KEY: ".
 ZeroKey refused(std::string key, KeyType type, double dflt, std::string dflt_text, int64_t above, std::string message,
                 std::string doc) {
-  return {std::move(key),
-          {},
-          type,
-          dflt,
-          std::move(dflt_text),
-          kNoMin,
-          AutoRule::None,
-          KeyStatus::Refused,
-          std::monostate{},
-          InertWhen::Never,
-          "",
-          above,
-          std::move(message),
-          Shown::No,
-          std::move(doc)};
+  ZeroKey k = key_row<Z>(std::move(key), {}, type, dflt, std::move(dflt_text), kNoMin, AutoRule::None,
+                         KeyStatus::Refused, std::monostate{}, std::move(doc));
+  k.refuse_above = above;
+  k.refused_what = std::move(message);
+  return k;
 }
 
 // ZeRO++ and MiCS: refused when on, so configs that spell out the defaults still load.
@@ -105,21 +65,8 @@ std::string unsupported(const std::string& what) {
 // Read by ds_config_zero.cpp's offload parser (objects, deprecated booleans).
 ZeroKey offload(std::string key, std::vector<std::string> aliases, KeyType type, double dflt, std::string dflt_text,
                 KeyStatus status, std::string doc) {
-  return {std::move(key),
-          std::move(aliases),
-          type,
-          dflt,
-          std::move(dflt_text),
-          kNoMin,
-          AutoRule::None,
-          status,
-          std::monostate{},
-          InertWhen::Never,
-          "",
-          kNever,
-          "",
-          Shown::No,
-          std::move(doc)};
+  return key_row<Z>(std::move(key), std::move(aliases), type, dflt, std::move(dflt_text), kNoMin, AutoRule::None,
+                    status, std::monostate{}, std::move(doc));
 }
 
 std::vector<ZeroKey> make_table() {
