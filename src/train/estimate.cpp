@@ -14,18 +14,6 @@ namespace zt::train {
 
 namespace {
 
-const char* device_name(OffloadDevice d) {
-  switch (d) {
-    case OffloadDevice::None:
-      return "none";
-    case OffloadDevice::CPU:
-      return "cpu";
-    case OffloadDevice::NVMe:
-      return "nvme";
-  }
-  return "?";
-}
-
 // DeepSpeed 0.19's estimate_zero2_model_states_mem_needs (stages 1 and 2): (cpu, gpu).
 std::pair<double, double> deepspeed_zero2(double total_params, int gpus_per_node, int nodes, bool cpu_offload,
                                           double buffer_factor) {
@@ -59,10 +47,10 @@ void check_input(const EstimateInput& in) {
     ZT_THROW_INPUT("--seq-len ", in.seq_len, ": give 1..", in.model.max_position_embeddings,
                    " (the model's max_position_embeddings)");
   if (in.offload_optimizer != OffloadDevice::None && in.stage == 0)
-    ZT_THROW_INPUT("--offload-optimizer ", device_name(in.offload_optimizer),
+    ZT_THROW_INPUT("--offload-optimizer ", offload_device_name(in.offload_optimizer),
                    ": optimizer offload needs ZeRO stage 1, 2 or 3; give --stage");
   if (in.offload_param != OffloadDevice::None && in.stage != 3)
-    ZT_THROW_INPUT("--offload-param ", device_name(in.offload_param), ": parameter offload needs --stage 3");
+    ZT_THROW_INPUT("--offload-param ", offload_device_name(in.offload_param), ": parameter offload needs --stage 3");
   if (!(in.additional_buffer_factor > 0))
     ZT_THROW_INPUT("--additional-buffer-factor: give a positive factor (DeepSpeed's default is 1.5)");
 }
@@ -172,8 +160,8 @@ nlohmann::json estimate_json(const EstimateInput& in, const MemoryEstimate& e) {
                  {"seq_len", in.seq_len},
                  {"activation_checkpointing", in.activation_checkpointing},
                  {"precision", precision_name(in.precision)},
-                 {"offload_optimizer", device_name(in.offload_optimizer)},
-                 {"offload_param", device_name(in.offload_param)},
+                 {"offload_optimizer", offload_device_name(in.offload_optimizer)},
+                 {"offload_param", offload_device_name(in.offload_param)},
                  {"parameters", e.hf_parameters},
                  {"largest_layer_params", e.largest_layer_params},
                  {"additional_buffer_factor", in.additional_buffer_factor}};
@@ -200,9 +188,10 @@ std::string describe_estimate(const EstimateInput& in, const MemoryEstimate& e) 
                 "ZeRO stage %d over %d GPU(s) (%d node(s) x %d)%s; offload_optimizer %s, offload_param %s; micro-batch "
                 "%lld x %lld tokens, activation checkpointing %s\n\n",
                 in.stage, e.world, in.nodes, in.gpus_per_node,
-                e.world == 1 && in.stage > 0 ? " = stage 0 on one process" : "", device_name(in.offload_optimizer),
-                device_name(in.offload_param), static_cast<long long>(in.micro_batch),
-                static_cast<long long>(in.seq_len), in.activation_checkpointing ? "on" : "off");
+                e.world == 1 && in.stage > 0 ? " = stage 0 on one process" : "",
+                offload_device_name(in.offload_optimizer), offload_device_name(in.offload_param),
+                static_cast<long long>(in.micro_batch), static_cast<long long>(in.seq_len),
+                in.activation_checkpointing ? "on" : "off");
   s += line;
   std::snprintf(line, sizeof line, "%-34s %14s %16s\n", "", "per GPU", "host, per node");
   s += line;

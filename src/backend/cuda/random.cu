@@ -13,7 +13,7 @@
 #include "backend/cuda/context.h"
 #include "backend/cuda/device/chunked.cuh"
 #include "backend/random_kernels.h"
-#include "core/error.h"
+#include "core/dtype_dispatch.h"
 
 namespace zt::cuda {
 namespace {
@@ -50,24 +50,11 @@ void fill_normal(const Tensor& t, const Philox& rng, float mean, float stddev) {
   const int64_t n = t.numel();
   if (n == 0) return;
   const bool aligned = aligned16(t.data());
-  auto run = [&](auto tag) {
+  // ops::fill_normal has checked the dtype is f32, bf16 or f16.
+  dispatch_float(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
     launch_chunked(NormalFillOp<T>{static_cast<T*>(t.data()), mean, stddev, rng.key(), rng.stream()}, n, aligned);
-  };
-  switch (t.dtype()) {
-    case DType::F32:
-      run(float{});
-      return;
-    case DType::BF16:
-      run(bf16{});
-      return;
-    case DType::F16:
-      run(f16{});
-      return;
-    default:
-      break;
-  }
-  ZT_THROW_UNSUPPORTED("CUDA fill_normal takes f32, bf16 or f16 tensors, got ", dtype_name(t.dtype()));
+  });
 }
 
 }  // namespace zt::cuda
