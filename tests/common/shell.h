@@ -34,6 +34,9 @@ inline const std::string kMpirunEnv =
     "env OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none "
     "OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none OMPI_ALLOW_RUN_AS_ROOT=1 "
     "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+    // Each job its own session-directory base: two mpiruns starting at once (ctest -j) race
+    // to create /tmp/ompi.<host>.<uid> and one fails orte_init ("File exists").
+    "OMPI_MCA_orte_tmpdir_base=$(mktemp -d -t zt-ompi.XXXXXX) "
     // Sanitizer builds: OpenMPI leaks its own start-up allocations (in dlopened components
     // LeakSanitizer cannot even name), which would fail every MPI job; our code's leaks are
     // caught by the single-process tests. Address and UB checks stay on.
