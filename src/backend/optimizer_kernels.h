@@ -5,7 +5,7 @@
 // segments. param and grad are f32, bf16
 // or f16; master (f32) is undefined when param is f32, and state is f32 — or, with a bf16
 // param and no master, all state is bf16 (loaded as f32, stored rounded to nearest even). The arithmetic
-// follows the CPU kernels (backend/cpu/optimizer.cpp) operation by operation, with the
+// follows the CPU kernels (backend/cpu/optimizer_loops.h) operation by operation, with the
 // scalar factors computed on the host in double exactly as there.
 #pragma once
 #include "backend/optimizer_hyper.h"

@@ -23,6 +23,7 @@
 #endif
 
 #include "backend/cpu/blas_info.h"
+#include "backend/cpu/optimizer_isa.h"
 #include "backend/cuda_api.h"
 #include "core/env_vars.h"
 #include "core/error.h"
@@ -160,6 +161,8 @@ ReportSection cpu_section() {
   needs += " avx512f";
 #endif
   s.items.push_back({"build_needs", needs.empty() ? "baseline ISA" : needs.substr(1), ""});
+  // The path the host optimizer step takes (AVX-512 where the CPU has it; ZT_CPU_ISA).
+  s.items.push_back({"optimizer_isa", cpu::cpu_optimizer_isa(), ""});
   return s;
 }
 

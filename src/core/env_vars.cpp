@@ -33,6 +33,9 @@ const std::vector<EnvVarSpec>& env_var_table() {
       {EnvVar::OpenmpSpin, "ZT_OPENMP_SPIN", A::User, "core/openmp_wait_policy.cpp",
        "=1: keep libgomp's default spinning wait (otherwise every zerotrain program sets OMP_WAIT_POLICY=passive "
        "when neither it nor GOMP_SPINCOUNT is set)"},
+      {EnvVar::CpuIsa, "ZT_CPU_ISA", A::User, "backend/cpu/optimizer_isa.cpp",
+       "avx2|avx512|auto: the instruction set of the CPU optimizer kernels (default auto: AVX-512 where the CPU "
+       "has it)"},
       {EnvVar::TestFailAt, "ZT_TEST_FAIL_AT", A::Test, "core/fail_point.cpp",
        "POINT or POINT@DETAIL: the process SIGKILLs itself at that fault-injection point (core/fail_point.h; the "
        "points are listed in docs/checkpoints.md)"},

@@ -23,6 +23,7 @@ enum class EnvVar {
   GemmAutotune,
   CeF32Logits,
   OpenmpSpin,
+  CpuIsa,
   // test-only (failure drills, simulated machines)
   TestFailAt,
   TestSignals,

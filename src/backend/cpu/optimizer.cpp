@@ -1,129 +1,71 @@
 // Optimizer updates over flat f32 state, following PyTorch's single-tensor
 // implementations operation by operation (same rounding points, so parity tests hold at
-// ~1e-7). Scalar factors are computed in double as PyTorch does with Python floats.
-// Parameters may be stored in bf16/f16 with an f32 master, or in bf16 with bf16 state and
-// no master (S = bf16: state loaded as f32, updated as the f32 path, stored rounded; with
-// S = float load_f32 / store_as are the identity, so the f32-state path is unchanged).
+// ~1e-7). Parameters may be stored in bf16/f16 with an f32 master, or in bf16 with bf16
+// state and no master (state loaded as f32, updated as the f32 path, stored rounded).
+// The loops themselves are in optimizer_loops.h, compiled once per instruction set; this
+// file picks the set (optimizer_isa.h) and casts the Tensors to their element types.
 #include "backend/optimizer_kernels.h"
 #include "core/dtype_dispatch.h"
+#include "backend/cpu/optimizer_isa.h"
+#include "backend/cpu/optimizer_isa_kernels.h"
 #include "backend/cpu/optimizer_raw.h"
 
-#include <cmath>
-
 namespace zt::cpu {
+
 namespace {
-// Ranges below this run on one thread: thread start-up costs more than the update.
-constexpr int64_t kParallelMin = 32768;
+bool use_avx512() {
+#if defined(__x86_64__)
+  return optimizer_isa() == OptimizerIsa::Avx512;
+#else
+  return false;
+#endif
+}
 }  // namespace
 
+// fn<P, G, S> of the instruction set in use (P, G, S: the calling template's).
+#if defined(__x86_64__)
+#define ZT_CPU_OPTIMIZER_CALL(fn, args) (use_avx512() ? avx512::fn<P, G, S> args : avx2::fn<P, G, S> args)
+#else
+#define ZT_CPU_OPTIMIZER_CALL(fn, args) avx2::fn<P, G, S> args
+#endif
+
+// A single range is one segment with the hyper-parameters' weight decay.
 template <class P, class G, class S>
 void adamw_step(P* param, float* master, const G* grad, S* m, S* v, int64_t n, const AdamWHyper& h) {
-  const float b1 = h.beta1, b2 = h.beta2;
-  const bool bc = h.bias_correction == BiasCorrection::On;
-  const double bc1 = bc ? 1.0 - std::pow(static_cast<double>(b1), static_cast<double>(h.step)) : 1.0;
-  const double bc2 = bc ? 1.0 - std::pow(static_cast<double>(b2), static_cast<double>(h.step)) : 1.0;
-  const float step_size = static_cast<float>(h.lr / bc1);
-  const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-  const bool decoupled = h.decay == AdamDecay::Decoupled;
-  const float decay = decoupled ? static_cast<float>(1.0 - static_cast<double>(h.lr) * h.weight_decay) : 1.0f;
-  const float l2 = decoupled ? 0.0f : h.weight_decay;
-#pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    float p = master ? master[i] : load_f32(param[i]);
-    float g = load_f32(grad[i]) * h.grad_scale;
-    if (l2 != 0.0f) g += l2 * p;
-    p *= decay;
-    const float mi = b1 * load_f32(m[i]) + (1.0f - b1) * g;
-    const float vi = b2 * load_f32(v[i]) + (1.0f - b2) * g * g;
-    m[i] = store_as<S>(mi);
-    v[i] = store_as<S>(vi);
-    p -= step_size * (mi / (std::sqrt(vi) / bc2_sqrt + h.eps));
-    if (master) master[i] = p;
-    param[i] = store_as<P>(p);
-  }
+  const OptimizerSegment all{0, n, h.weight_decay};
+  ZT_CPU_OPTIMIZER_CALL(adamw_segments, (param, master, grad, m, v, &all, 1, h));
 }
 
-// torch.optim.SGD: d = g + wd*p; buf = d on the first step, else momentum*buf + (1-dampening)*d;
-// d = nesterov ? d + momentum*buf : buf; p -= lr*d.
 template <class P, class G, class S>
 void sgd_step(P* param, float* master, const G* grad, S* buf, int64_t n, const SgdHyper& h) {
-  const float mu = h.momentum, keep = 1.0f - h.dampening, wd = h.weight_decay, lr = h.lr;
-  const bool nesterov = h.nesterov == Nesterov::On, fresh = h.buffer == MomentumBuffer::Empty;
-#pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    float p = master ? master[i] : load_f32(param[i]);
-    float d = load_f32(grad[i]) * h.grad_scale;
-    if (wd != 0.0f) d += wd * p;
-    if (buf) {
-      const float b = fresh ? d : mu * load_f32(buf[i]) + keep * d;
-      buf[i] = store_as<S>(b);
-      d = nesterov ? d + mu * b : b;
-    }
-    p -= lr * d;
-    if (master) master[i] = p;
-    param[i] = store_as<P>(p);
-  }
+  const OptimizerSegment all{0, n, h.weight_decay};
+  ZT_CPU_OPTIMIZER_CALL(sgd_segments, (param, master, grad, buf, &all, 1, h));
 }
 
-// Lion (Chen et al. 2023, as lucidrains/lion-pytorch and DeepSpeed's FusedLion):
-// p *= 1 - lr*wd; p -= lr * sign(b1*m + (1-b1)*g); m = b2*m + (1-b2)*g. sign(0) = 0.
 template <class P, class G, class S>
 void lion_step(P* param, float* master, const G* grad, S* m, int64_t n, const LionHyper& h) {
-  const float b1 = h.beta1, b2 = h.beta2, lr = h.lr;
-  const float decay = static_cast<float>(1.0 - static_cast<double>(h.lr) * h.weight_decay);
-#pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    float p = master ? master[i] : load_f32(param[i]);
-    const float g = load_f32(grad[i]) * h.grad_scale;
-    p *= decay;
-    const float mi = load_f32(m[i]);
-    const float c = b1 * mi + (1.0f - b1) * g;
-    const float s = c > 0.0f ? 1.0f : (c < 0.0f ? -1.0f : 0.0f);
-    p -= lr * s;
-    m[i] = store_as<S>(b2 * mi + (1.0f - b2) * g);
-    if (master) master[i] = p;
-    param[i] = store_as<P>(p);
-  }
+  const OptimizerSegment all{0, n, h.weight_decay};
+  ZT_CPU_OPTIMIZER_CALL(lion_segments, (param, master, grad, m, &all, 1, h));
 }
-
-// Segmented updates: the single-range kernels on each segment's sub-range in turn (the
-// per-element arithmetic and every scalar factor are exactly a per-segment call's).
-namespace {
-template <class T>
-T* advance(T* p, int64_t off) {
-  return p ? p + off : nullptr;
-}
-}  // namespace
 
 template <class P, class G, class S>
 void adamw_step_segments(P* param, float* master, const G* grad, S* m, S* v, const OptimizerSegments& segs,
                          const AdamWHyper& h) {
-  AdamWHyper hs = h;
-  for (const OptimizerSegment& s : segs) {
-    hs.weight_decay = s.weight_decay;
-    adamw_step(param + s.offset, advance(master, s.offset), grad + s.offset, m + s.offset, v + s.offset, s.length, hs);
-  }
+  ZT_CPU_OPTIMIZER_CALL(adamw_segments, (param, master, grad, m, v, segs.data(), segs.size(), h));
 }
 
 template <class P, class G, class S>
 void sgd_step_segments(P* param, float* master, const G* grad, S* buf, const OptimizerSegments& segs,
                        const SgdHyper& h) {
-  SgdHyper hs = h;
-  for (const OptimizerSegment& s : segs) {
-    hs.weight_decay = s.weight_decay;
-    sgd_step(param + s.offset, advance(master, s.offset), grad + s.offset, advance(buf, s.offset), s.length, hs);
-  }
+  ZT_CPU_OPTIMIZER_CALL(sgd_segments, (param, master, grad, buf, segs.data(), segs.size(), h));
 }
 
 template <class P, class G, class S>
 void lion_step_segments(P* param, float* master, const G* grad, S* m, const OptimizerSegments& segs,
                         const LionHyper& h) {
-  LionHyper hs = h;
-  for (const OptimizerSegment& s : segs) {
-    hs.weight_decay = s.weight_decay;
-    lion_step(param + s.offset, advance(master, s.offset), grad + s.offset, m + s.offset, s.length, hs);
-  }
+  ZT_CPU_OPTIMIZER_CALL(lion_segments, (param, master, grad, m, segs.data(), segs.size(), h));
 }
+#undef ZT_CPU_OPTIMIZER_CALL
 
 #define ZT_INSTANTIATE(P, G, S)                                                                                  \
   template void adamw_step<P, G, S>(P*, float*, const G*, S*, S*, int64_t, const AdamWHyper&);                   \
@@ -133,19 +75,7 @@ void lion_step_segments(P* param, float* master, const G* grad, S* m, const Opti
                                              const AdamWHyper&);                                                 \
   template void sgd_step_segments<P, G, S>(P*, float*, const G*, S*, const OptimizerSegments&, const SgdHyper&); \
   template void lion_step_segments<P, G, S>(P*, float*, const G*, S*, const OptimizerSegments&, const LionHyper&);
-ZT_INSTANTIATE(float, float, float)
-ZT_INSTANTIATE(float, bf16, float)
-ZT_INSTANTIATE(float, f16, float)
-ZT_INSTANTIATE(bf16, float, float)
-ZT_INSTANTIATE(bf16, bf16, float)
-ZT_INSTANTIATE(bf16, f16, float)
-ZT_INSTANTIATE(f16, float, float)
-ZT_INSTANTIATE(f16, bf16, float)
-ZT_INSTANTIATE(f16, f16, float)
-// bf16 parameters and state, no master.
-ZT_INSTANTIATE(bf16, float, bf16)
-ZT_INSTANTIATE(bf16, bf16, bf16)
-ZT_INSTANTIATE(bf16, f16, bf16)
+ZT_CPU_OPTIMIZER_TYPES(ZT_INSTANTIATE)
 #undef ZT_INSTANTIATE
 
 namespace {

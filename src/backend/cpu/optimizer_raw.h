@@ -5,8 +5,9 @@
 // is f32 (S = float), or bf16 (S = P = bf16, master nullptr: "pure bf16" — every value is
 // loaded as f32, updated exactly as with f32 state, and stored rounded to nearest even).
 // The *_segments variants update the
-// segments of a range (backend/optimizer_segments.h) one after another, each with the
-// single-range kernel and its own weight decay, so they are bitwise per-segment calls.
+// segments of a range (backend/optimizer_segments.h), each with its own weight decay, in
+// one parallel region; every element is computed exactly as a per-segment call computes
+// it. All run on the instruction set optimizer_isa.h chose (optimizer_loops.h).
 #pragma once
 #include <cstdint>
 
