@@ -39,7 +39,8 @@ same inputs (estimate_zero2/3_model_states_mem_needs, model states only).
   --additional-buffer-factor F  DeepSpeed's (default 1.5)
   --json                      one JSON object instead of the table
 
-Offload figures are the layout of issue 17; offload does not run on the GPU yet.
+--offload-optimizer cpu is what a run allocates; --offload-param and nvme figures are
+the planned layout (not implemented yet).
 )";
 
 train::OffloadDevice parse_offload(const std::string& flag, const std::string& v) {

@@ -129,8 +129,8 @@ std::vector<ZeroKey> make_table() {
                "below stage 3 every rank holds the full model, which final/ is always written from", Shown::Stage3,
                "resolved"),
       offload("offload_optimizer", {}, KeyType::Object, 0, "none", KeyStatus::Resolved,
-              "resolved; needs stage >= 1 (table below); not implemented yet: warns (loudly on `--device cuda`: no "
-              "memory is saved)"),
+              "resolved; needs stage >= 1 (table below); `device: cpu` runs ZeRO-Offload (state and step on "
+              "the host, `ratio` of it; `pin_memory`); `nvme` not implemented yet: warns"),
       offload("offload_param", {}, KeyType::Object, 0, "none", KeyStatus::Resolved,
               "resolved; needs stage 3; as `offload_optimizer`"),
       offload("cpu_offload", {}, B, 0, "false", KeyStatus::Mapped,

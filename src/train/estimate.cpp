@@ -119,8 +119,13 @@ MemoryEstimate estimate_memory(const EstimateInput& in) {
   ZT_CHECK(params + grads + optimizer ==
                zero::zero_formula_bytes(stage, P, static_cast<int>(W), param_bytes, param_bytes, 4, optimizer_bytes),
            "estimate: the engine's division changed");
-  e.gpu_model_states = (off_param ? 0 : params) + (off_opt && stage >= 2 ? 0 : grads) + (off_opt ? 0 : optimizer);
-  const int64_t host_per_rank = (off_param ? params : 0) + (off_opt ? optimizer + (stage >= 2 ? grads : 0) : 0);
+  // Optimizer offload (zero/offload_optimizer.h) moves the state to the host and stages a
+  // copy of the rank's gradient partition and 16-bit parameters there; the GPU keeps its
+  // parameters and gradients.
+  const int64_t owned = stage >= 1 ? P / W : P;
+  const int64_t staging = owned * ((stage >= 2 ? 4 : param_bytes) + param_bytes);
+  e.gpu_model_states = (off_param ? 0 : params) + grads + (off_opt ? 0 : optimizer);
+  const int64_t host_per_rank = (off_param ? params : 0) + (off_opt ? optimizer + staging : 0);
   e.cpu_bytes_per_node = host_per_rank * in.gpus_per_node;
   // Transient: a unit's full gradient buffer while it is reduced (stages 2-3), and at
   // stage 3 the unit in use and the one prefetched.
@@ -214,9 +219,10 @@ std::string describe_estimate(const EstimateInput& in, const MemoryEstimate& e) 
   s += line;
   s += "zerotrain: what the engine and the step allocate (activations include the LM head's logits chunk and " +
        gib(kGpuReserveBytes) + " for workspaces); the host column is offloaded state only.\n";
-  if (in.offload_optimizer != OffloadDevice::None || in.offload_param != OffloadDevice::None)
-    s += "note: offload is not implemented on the GPU yet (issue 17): these figures are its planned layout; a run "
-         "today keeps the state in GPU memory.\n";
+  if (in.offload_param != OffloadDevice::None || in.offload_optimizer == OffloadDevice::NVMe ||
+      in.offload_param == OffloadDevice::NVMe)
+    s += "note: parameter offload and NVMe offload are not implemented yet: their figures are the planned layout; a "
+         "run today keeps those parameters in GPU memory and that state in host memory.\n";
   return s;
 }
 

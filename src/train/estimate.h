@@ -8,9 +8,10 @@
 // engine's per-rank division (zero::zero_formula_bytes; one process runs stages 1-3 as
 // stage 0), the step's activation buffers (model::activation_bytes) and the LM head's
 // chunked logits (lm_head_chunk_plan), plus a fixed reserve for what is not counted
-// (cuBLASLt workspaces, the caching allocator's rounding). Offload figures are the layout
-// of issue 17 (optimizer state, and at stage 3 the 16-bit parameter partitions, in host
-// memory); offload does not run on the GPU yet.
+// (cuBLASLt workspaces, the caching allocator's rounding). Optimizer offload moves the
+// optimizer state and a staging copy of the rank's gradients and parameters to the host
+// (zero/offload_optimizer.h); parameter offload (stage 3's 16-bit partitions in host
+// memory) is the planned layout, not implemented yet.
 #pragma once
 #include <cstdint>
 #include <string>

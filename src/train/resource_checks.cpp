@@ -41,15 +41,37 @@ void check_model_state_fits(const TrainConfig& c, const model::ModelConfig& mc, 
   // zero_formula_bytes (the engine's own accounting) in int64 where it cannot overflow;
   // past 2^48 parameters no machine holds the model anyway.
   const int bytes_per_param = param_bytes + 4 + optimizer_bytes;
-  const double total = n < 281474976710656.0
+  double total = n < 281474976710656.0
                            ? static_cast<double>(zero::zero_formula_bytes(stage, static_cast<int64_t>(n), world_size,
                                                                           param_bytes, param_bytes, 4, optimizer_bytes))
                            : n * bytes_per_param / world_size;
   char count[32];
   std::snprintf(count, sizeof count, "%.4g", n);
-  const std::string what = "the model's parameters, gradients and optimizer state (" + std::string(count) +
-                           " parameters, ZeRO stage " + std::to_string(stage) + " over " + std::to_string(world_size) +
-                           " rank(s)) per rank";
+  std::string what = "the model's parameters, gradients and optimizer state (" + std::string(count) +
+                     " parameters, ZeRO stage " + std::to_string(stage) + " over " + std::to_string(world_size) +
+                     " rank(s)) per rank";
+  // ZeRO-Offload: `ratio` of this rank's optimizer state moves to host memory, with a
+  // staging copy of its gradient partition and 16-bit parameters (zero/offload_optimizer.h).
+  const bool offload = c.zero.offload_optimizer == OffloadDevice::CPU;
+  double host_offload = 0;
+  if (offload) {
+    const double ratio = c.zero.offload_optimizer_ratio;
+    const double owned = stage >= 1 ? n / world_size : n;  // elements this rank's optimizer updates
+    const int grad_part_bytes = stage >= 2 ? 4 : param_bytes;
+    host_offload = ratio * owned * (optimizer_bytes + grad_part_bytes + param_bytes);
+    total -= ratio * owned * optimizer_bytes;
+  }
+  if (offload && c.device == "cuda") {
+    const std::string host_what = c.source + ": the offloaded optimizer state and its staging buffers (" +
+                                  std::string(count) + " parameters, offload_optimizer.ratio " +
+                                  std::to_string(c.zero.offload_optimizer_ratio).substr(0, 4) + ") per rank";
+    if (ranks_on_host <= 1)
+      check_fits_host_memory(host_offload, host_what);
+    else
+      check_fits_host_memory(host_offload * ranks_on_host,
+                             host_what + " x " + std::to_string(ranks_on_host) + " ranks on this host");
+    what += ", the offloaded state not counted,";
+  }
   if (c.device == "cuda") {
     // Free memory when the driver says (other processes on the GPU count), else the total.
     const size_t free = cuda::free_device_memory();
@@ -73,6 +95,7 @@ void check_model_state_fits(const TrainConfig& c, const model::ModelConfig& mc, 
               "batch), turn on gradient_checkpointing, or use a shorter seq_len");
     return;
   }
+  total += host_offload;  // on the CPU backend everything is host memory
   if (ranks_on_host <= 1) {
     check_fits_host_memory(total, c.source + ": " + what);
     return;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <exception>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <optional>
@@ -10,9 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cuda_api.h"
+#include "backend/cpu/optimizer_isa.h"
 #include "core/env_vars.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/memory_info.h"
+#include "core/parallel.h"
 #include "comm/env.h"
 #include "comm/world.h"
 #include "model/config.h"
@@ -24,6 +28,7 @@
 #include "train/resource_checks.h"
 #include "config/run_config.h"
 #include "train/startup_clock.h"
+#include "zero/offload_optimizer.h"
 
 namespace zt::train {
 namespace fs = std::filesystem;
@@ -71,6 +76,35 @@ void claim_output_dir_on_rank0(TrainingRun& run) {
     fs::create_directories(run.output_dir, ec);
     if (ec) ZT_THROW_INPUT("cannot create output_dir '", c.output_dir, "': ", ec.message());
   }
+}
+
+// The optimizer over the engine's partitions: on the device, or with offload_optimizer
+// {device: cpu} its state and step on the host (zero/offload_optimizer.h), the engine
+// streaming each unit's gradients to it.
+std::unique_ptr<zero::Optimizer> make_run_optimizer(TrainingRun& run) {
+  const TrainConfig& c = run.config;
+  model::ParameterRegistry& registry = run.model().registry();
+  if (c.zero.offload_optimizer != OffloadDevice::CPU)
+    return zero::make_optimizer(registry, c.optimizer, run.engine->partition_fn());
+  zero::OffloadOptions oo;
+  oo.ratio = c.zero.offload_optimizer_ratio;
+  oo.pinning = c.zero.offload_pin_memory ? zero::Pinning::Pinned : zero::Pinning::Pageable;
+  auto offload = std::make_unique<zero::OffloadedOptimizer>(registry, c.optimizer, run.engine->partition_fn(), oo);
+  run.engine->set_offload(offload.get());
+  const zero::OffloadLayout& l = offload->layout();
+  const double host_share = static_cast<double>(l.host_elements) / static_cast<double>(std::max<int64_t>(1, l.elements));
+  char share[16];
+  std::snprintf(share, sizeof share, "%.1f%%", 100.0 * host_share);
+  ZT_INFO("ZeRO-Offload: the optimizer state of ", l.host_units, " of ", l.units, " units (", share,
+          " of the elements; offload_optimizer.ratio ", c.zero.offload_optimizer_ratio,
+          ") lives in host memory, ", bytes_str(static_cast<double>(l.host_state_bytes)), " + ",
+          bytes_str(static_cast<double>(l.staging_bytes)), " of ", l.pinned ? "page-locked" : "pageable",
+          " gradient and parameter staging; stepped on ", num_threads(), " host threads (",
+          cpu::cpu_optimizer_isa(), ")",
+          l.device_state_bytes > 0
+              ? str("; ", bytes_str(static_cast<double>(l.device_state_bytes)), " of state stays on the ", c.device)
+              : std::string());
+  return offload;
 }
 
 }  // namespace
@@ -179,7 +213,7 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   clock.lap("ZeRO");
 
   // Optimizer, schedule, loss scaler.
-  run->optimizer = zero::make_optimizer(model.registry(), c.optimizer, run->engine->partition_fn());
+  run->optimizer = make_run_optimizer(*run);
   run->schedule = make_schedule(c, run->total_steps);
   zero::LossScalerConfig lsc = c.fp16;
   lsc.enabled = c.precision == Precision::F16;

@@ -132,8 +132,6 @@ void ZeroEngine::shard_model_from_slices(const std::function<void(model::Unit&, 
   }
 }
 
-Device ZeroEngine::optimizer_state_device(size_t unit) const { return registry_.unit(unit).device(); }
-
 UnitPartition ZeroEngine::partition(size_t unit) {
   model::Unit& u = registry_.unit(unit);
   UnitState& s = units_[unit];
@@ -141,7 +139,7 @@ UnitPartition ZeroEngine::partition(size_t unit) {
   const int64_t begin = rank_ * s.slice;
   UnitPartition p;
   p.begin = begin;
-  p.state_device = optimizer_state_device(unit);
+  p.state_device = u.device();
   p.params = options_.stage >= 3 ? s.param_part.view() : u.flat_params().narrow(0, begin, s.slice);
   if (options_.stage >= 2) {
     p.grads = s.grad_part.view();
@@ -152,6 +150,7 @@ UnitPartition ZeroEngine::partition(size_t unit) {
 }
 
 Tensor ZeroEngine::param_slice(size_t unit) {
+  if (offload_) offload_->before_params_used(unit);
   const UnitState& s = units_[unit];
   if (options_.stage >= 3) return s.param_part.view();
   return registry_.unit(unit).flat_params().narrow(0, rank_ * s.slice, s.slice);
@@ -160,6 +159,7 @@ Tensor ZeroEngine::param_slice(size_t unit) {
 int64_t ZeroEngine::slice_begin(size_t unit) const { return rank_ * units_[unit].slice; }
 
 Tensor ZeroEngine::param_load_target(size_t unit, int64_t* begin) {
+  if (offload_) offload_->before_params_used(unit);
   if (options_.stage >= 3) {
     *begin = slice_begin(unit);
     return units_[unit].param_part.view();
@@ -182,6 +182,7 @@ void ZeroEngine::refresh_after_load() {
 // ---- the accumulation -----------------------------------------------------------------
 
 void ZeroEngine::zero_grads() {
+  if (offload_) offload_->before_gradients_reset();
   for (size_t i = 0; i < units_.size(); ++i) {
     model::Unit& u = registry_.unit(i);
     if (u.has_grads()) u.flat_grads().zero();
@@ -302,7 +303,7 @@ void ZeroEngine::finish_reduction(Reduction& r) {
   r.packed.clear();
   r.unpack_begin.clear();
   r.output = OwnedTensor();
-  if (last_micro_batch_ && gradient_ready_) gradient_ready_(r.unit, partition(r.unit).grads);
+  if (last_micro_batch_ && offload_) offload_->gradient_ready(r.unit, partition(r.unit).grads);
 }
 
 void ZeroEngine::finish_all_reductions() {
@@ -315,6 +316,7 @@ void ZeroEngine::finish_all_reductions() {
 // ---- stage 3 gathering ----------------------------------------------------------------
 
 void ZeroEngine::start_gather(size_t unit) {
+  if (offload_) offload_->before_params_used(unit);
   model::Unit& u = registry_.unit(unit);
   UnitState& s = units_[unit];
   u.allocate_params_uninitialized(u.param_dtype(), u.device());
@@ -381,6 +383,7 @@ void ZeroEngine::prefetch(size_t from, int direction) {
 
 void ZeroEngine::before_forward(model::Unit& unit) {
   const size_t i = index_of(unit);
+  if (offload_) offload_->before_params_used(i);
   poll();
   if (options_.stage < 3) return;
   release_pending_except(i);
@@ -396,6 +399,7 @@ void ZeroEngine::after_forward(model::Unit& unit) {
 
 void ZeroEngine::before_backward(model::Unit& unit) {
   const size_t i = index_of(unit);
+  if (offload_) offload_->before_params_used(i);
   poll();
   if (options_.stage >= 3) {
     release_pending_except(i);
@@ -458,6 +462,7 @@ void ZeroEngine::after_optimizer_step() {
       s.gather_work.reset();
       s.gathered = Gathered::Yes;
     }
+    if (offload_) offload_->before_params_used(i);
     const Tensor flat = u.flat_params();
     const Tensor input = options_.stage >= 3 ? s.param_part.view() : flat.narrow(0, rank_ * s.slice, s.slice);
     works.push_back(comm_.all_gather_async(input, flat));
@@ -467,8 +472,10 @@ void ZeroEngine::after_optimizer_step() {
 }
 
 void ZeroEngine::gather_full_model() {
-  if (options_.stage < 3) return;
-  for (size_t i = 0; i < units_.size(); ++i) ensure_gathered(i);
+  for (size_t i = 0; i < units_.size(); ++i) {
+    if (offload_) offload_->before_params_used(i);
+    if (options_.stage >= 3) ensure_gathered(i);
+  }
 }
 
 void ZeroEngine::release_full_model() {

@@ -40,6 +40,7 @@
 #include "comm/communicator.h"
 #include "model/registry.h"
 #include "model/transformer.h"
+#include "zero/offload_hooks.h"
 #include "zero/options.h"
 #include "zero/partition.h"
 
@@ -133,22 +134,13 @@ class ZeroEngine final : public model::UnitHooks {
   // rank's full parameters; stage 3 refreshes the persistent units.
   void after_optimizer_step();
 
-  // The offload seam: `ready(unit, grads)` runs once per unit per optimizer step, as soon
-  // as that unit's gradient partition is final (reduced over the ranks, every micro-batch
-  // of the accumulation in it), in the order the backward finishes units, while the rest
-  // of the backward still runs. `grads` is partition(unit).grads, valid until
-  // zero_grads(); on the GPU its producing work is queued, not necessarily done (order a
-  // copy after the compute stream). ZeRO-Offload copies it to the host from here; the
-  // overflow check and clipping come later, at the boundary. An empty function removes it.
-  using GradientReadyFn = std::function<void(size_t unit, const Tensor& grads)>;
-  void on_gradient_ready(GradientReadyFn ready) { gradient_ready_ = std::move(ready); }
+  // The offload seam (zero/offload_hooks.h): null removes it. The hooks must outlive the
+  // engine's use of them.
+  void set_offload(OffloadHooks* hooks) { offload_ = hooks; }
 
-  // The device each unit's optimizer state (f32 master, moments) lives on: the
-  // parameters' device today; offload_optimizer (issue 17) makes it the host.
-  Device optimizer_state_device(size_t unit) const;
-
-  // Stage 3: gathers every unit (saving a full model, sampling); release_full_model()
-  // returns to the sharded state. No-ops in stages 0-2.
+  // Every unit's full parameters in place (saving a full model, sampling): stage 3 gathers
+  // them, and updates still in flight (offload) land first. release_full_model() returns
+  // stage 3 to the sharded state (a no-op in stages 0-2).
   void gather_full_model();
   void release_full_model();
 
@@ -215,7 +207,7 @@ class ZeroEngine final : public model::UnitHooks {
   std::deque<Reduction> reductions_;
   bool reduce_this_micro_batch_ = true;
   bool last_micro_batch_ = true;  // its reductions make each unit's gradient final
-  GradientReadyFn gradient_ready_;
+  OffloadHooks* offload_ = nullptr;
   bool sharded_ = false;
   CommVolume volume_;
   int64_t transient_bytes_ = 0, transient_peak_ = 0;

@@ -43,6 +43,11 @@ const char* optimizer_type_name(OptimizerType type) {
 
 std::unique_ptr<Optimizer> make_optimizer(model::ParameterRegistry& registry, const OptimizerSpec& spec,
                                           PartitionFn partitions) {
+  return make_flat_optimizer(registry, spec, std::move(partitions));
+}
+
+std::unique_ptr<FlatOptimizer> make_flat_optimizer(model::ParameterRegistry& registry, const OptimizerSpec& spec,
+                                                   PartitionFn partitions) {
   if (spec.master_weights == MasterWeights::None) {
     for (const auto& u : registry.units())
       if (u->param_dtype() == DType::F16)

@@ -89,6 +89,11 @@ class Optimizer {
 // over `partitions` (the ZeRO engine's; empty: every unit whole).
 std::unique_ptr<Optimizer> make_optimizer(model::ParameterRegistry& registry, const OptimizerSpec& spec,
                                           PartitionFn partitions = {});
+// The same, as the flat-unit base class (zero/optimizer_base.h) whose units can be
+// stepped one at a time (ZeRO-Offload's host optimizer).
+class FlatOptimizer;
+std::unique_ptr<FlatOptimizer> make_flat_optimizer(model::ParameterRegistry& registry, const OptimizerSpec& spec,
+                                                   PartitionFn partitions = {});
 
 // sqrt(sum of squares of every gradient), accumulated in double.
 double global_grad_norm(model::ParameterRegistry& registry);

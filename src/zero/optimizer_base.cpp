@@ -8,25 +8,31 @@ namespace zt::zero {
 FlatOptimizer::FlatOptimizer(model::ParameterRegistry& registry, OptimizerSpec spec,
                              std::vector<std::string> state_names, PartitionFn partitions)
     : spec_(spec), registry_(registry), partitions_(std::move(partitions)), state_names_(std::move(state_names)) {
+  bool first = true;
   for (size_t ui = 0; ui < registry_.size(); ++ui) {
     const UnitPartition part = partition(ui);
-    ZT_CHECK(part.params.data() != nullptr || part.numel() == 0, "optimizer built before unit ",
-             registry_.unit(ui).name(), " has parameters");
     UnitState s;
     s.begin = part.begin;
     s.numel = part.numel();
+    if (s.numel == 0) {  // another optimizer's unit: no state here
+      units_.push_back(std::move(s));
+      continue;
+    }
+    ZT_CHECK(part.params.data() != nullptr, "optimizer built before unit ", registry_.unit(ui).name(),
+             " has parameters");
     const Device dev = part.state_device;
-    // The step kernels run on the parameters' device; a host-side step for state on
-    // another device is ZeRO-Offload's (issue 17), not this optimizer's.
-    ZT_CHECK(dev == part.params.device() || part.numel() == 0, "optimizer state of unit ", registry_.unit(ui).name(),
-             " on ", dev.name(), " but its parameters on ", part.params.device().name());
+    // The step kernels run on the parameters' device: ZeRO-Offload builds its host
+    // optimizer over host copies of the partitions (zero/offload_optimizer.h).
+    ZT_CHECK(dev == part.params.device(), "optimizer state of unit ", registry_.unit(ui).name(), " on ", dev.name(),
+             " but its parameters on ", part.params.device().name());
     const bool sixteen_bit = part.params.dtype() != DType::F32;
     const bool no_master = sixteen_bit && spec_.master_weights == MasterWeights::None;
     // make_optimizer admits MasterWeights::None only with bf16 (or f32) parameters.
     ZT_CHECK(!no_master || part.params.dtype() == DType::BF16, "optimizer without master weights over ",
              dtype_name(part.params.dtype()), " parameters of unit ", registry_.unit(ui).name());
-    if (ui == 0) state_dtype_ = no_master ? part.params.dtype() : DType::F32;
     const DType sdt = no_master ? part.params.dtype() : DType::F32;
+    if (first) state_dtype_ = sdt;
+    first = false;
     ZT_CHECK(sdt == state_dtype_, "unit ", registry_.unit(ui).name(), " has parameters of another dtype");
     for (size_t i = 0; i < state_names_.size(); ++i) s.state.push_back(OwnedTensor::zeros({part.numel()}, sdt, dev));
     if (sixteen_bit && !no_master) s.master = OwnedTensor({part.numel()}, DType::F32, dev);
@@ -42,39 +48,44 @@ UnitPartition FlatOptimizer::partition(size_t unit) {
 
 void FlatOptimizer::copy_params_to_master() {
   for (size_t ui = 0; ui < units_.size(); ++ui)
-    if (units_[ui].master.view().data()) ops::copy(units_[ui].master, partition(ui).params);
+    if (units_[ui].numel > 0 && units_[ui].master.view().data()) ops::copy(units_[ui].master, partition(ui).params);
 }
 
 void FlatOptimizer::step(float lr, float grad_scale) {
+  begin_step();
+  for (size_t ui = 0; ui < units_.size(); ++ui) step_unit(ui, lr, grad_scale);
+}
+
+void FlatOptimizer::begin_step() {
   ZT_CHECK(registry_.size() == units_.size(), "the registry changed after the optimizer was built");
   // Weights loaded after the optimizer was built must reach the master before it is used.
   if (steps_ == 0) copy_params_to_master();
   ++steps_;
+}
+
+void FlatOptimizer::step_unit(size_t ui, float lr, float grad_scale) {
+  UnitState& s = units_[ui];
+  if (s.numel == 0) return;  // another optimizer's unit (or nothing of it on this rank)
+  model::Unit& u = registry_.unit(ui);
+  const UnitPartition part = partition(ui);
+  ZT_CHECK(part.begin == s.begin && part.numel() == s.numel, "the partition of unit ", u.name(),
+           " changed after the optimizer was built");
+  ZT_CHECK(part.grads.data() != nullptr && part.grads.numel() == part.numel(),
+           "optimizer step without gradients for unit ", u.name());
+  // One segment per parameter overlapping the partition, in the unit's (ascending) order.
   UnitRange r;
-  for (size_t ui = 0; ui < units_.size(); ++ui) {
-    model::Unit& u = registry_.unit(ui);
-    const UnitPartition part = partition(ui);
-    UnitState& s = units_[ui];
-    ZT_CHECK(part.begin == s.begin && part.numel() == s.numel, "the partition of unit ", u.name(),
-             " changed after the optimizer was built");
-    ZT_CHECK(part.grads.data() != nullptr && part.grads.numel() == part.numel(),
-             "optimizer step without gradients for unit ", u.name());
-    // One segment per parameter overlapping the partition, in the unit's (ascending) order.
-    r.segments.clear();
-    for (const model::ParamEntry& p : u.params()) {
-      const LocalRange lr_range = overlap(p.offset, p.numel(), part.begin, part.numel());
-      if (lr_range.length == 0) continue;
-      const float wd = p.spec.decay == model::WeightDecay::Apply ? spec_.weight_decay : 0.0f;
-      r.segments.push_back({lr_range.start, lr_range.length, wd});
-    }
-    if (r.segments.empty()) continue;
-    r.param = part.params.with_name(u.name());
-    r.grad = part.grads;
-    r.master = s.master.view().data() != nullptr ? s.master.view() : Tensor();
-    r.state.clear();
-    for (auto& t : s.state) r.state.push_back(t.view());
-    update_unit(r, lr, grad_scale);
+  for (const model::ParamEntry& p : u.params()) {
+    const LocalRange lr_range = overlap(p.offset, p.numel(), part.begin, part.numel());
+    if (lr_range.length == 0) continue;
+    const float wd = p.spec.decay == model::WeightDecay::Apply ? spec_.weight_decay : 0.0f;
+    r.segments.push_back({lr_range.start, lr_range.length, wd});
   }
+  if (r.segments.empty()) return;
+  r.param = part.params.with_name(u.name());
+  r.grad = part.grads;
+  r.master = s.master.view().data() != nullptr ? s.master.view() : Tensor();
+  for (auto& t : s.state) r.state.push_back(t.view());
+  update_unit(r, lr, grad_scale);
 }
 
 void FlatOptimizer::set_steps_taken(int64_t steps) {
@@ -87,6 +98,7 @@ std::vector<StateSlice> FlatOptimizer::state_slices() {
   for (size_t ui = 0; ui < units_.size(); ++ui) {
     const std::string& unit = registry_.unit(ui).name();
     const UnitState& s = units_[ui];
+    if (s.numel == 0) continue;  // not this optimizer's unit
     if (s.master.view().data()) out.push_back({unit + ".master", s.master.view(), s.begin});
     for (size_t si = 0; si < state_names_.size(); ++si)
       out.push_back({unit + "." + state_names_[si], s.state[si].view(), s.begin});

@@ -17,7 +17,17 @@ namespace zt::zero {
 
 class FlatOptimizer : public Optimizer {
  public:
+  // step() is begin_step() and then step_unit() for every unit in order. Split, the units
+  // can be stepped one at a time as their gradients arrive (ZeRO-Offload steps each unit on
+  // the host while the next forward runs): begin_step() once per step, then step_unit()
+  // exactly once for each unit, in any order, from one thread at a time.
   void step(float lr, float grad_scale) final;
+  void begin_step();
+  void step_unit(size_t unit, float lr, float grad_scale);
+  // The registry's units this optimizer updates: those whose partition is not empty
+  // (an offloaded run splits the units between a host and a device optimizer).
+  bool updates_unit(size_t unit) const { return units_[unit].numel > 0; }
+  size_t unit_count() const { return units_.size(); }
   int64_t steps_taken() const final { return steps_; }
   void set_steps_taken(int64_t steps) final;
   std::vector<std::pair<std::string, Tensor>> state_tensors() final;

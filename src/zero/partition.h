@@ -16,8 +16,9 @@ struct UnitPartition {
   int64_t begin = 0;  // first element of the unit's flat buffer this rank owns
   Tensor params;      // [numel] this rank's slice of the parameters (param dtype)
   Tensor grads;       // [numel] the reduced gradient of that slice (any float dtype)
-  // Where the optimizer keeps this slice's state (f32 master, moments): the engine's
-  // choice (ZeroEngine::optimizer_state_device), the parameters' device unless offloaded.
+  // Where the optimizer keeps this slice's state (f32 master, moments): the parameters'
+  // device; ZeRO-Offload (zero/offload_optimizer.h) hands its host optimizer partitions
+  // over host staging instead.
   Device state_device = Device::cpu();
   int64_t numel() const { return params.numel(); }
 };

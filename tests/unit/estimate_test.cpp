@@ -129,14 +129,16 @@ TEST(Estimate, StagesDivideAndOffloadMovesStateToTheHost) {
   const int64_t P = s3.padded_elements;
   EXPECT_EQ(s3.gpu_model_states, P * (2 + 4 + 12) / 8);
   EXPECT_EQ(s3.gpu_transient, 3 * s3.largest_unit_elements * 2);
+  // Optimizer offload: the state (12 bytes) and a staging copy of the f32 gradient slice
+  // and the bf16 parameter slice (4 + 2) on the host; the GPU keeps parameters and gradients.
   in.offload_optimizer = OffloadDevice::CPU;
   const MemoryEstimate o3 = estimate_memory(in);
-  EXPECT_EQ(o3.gpu_model_states, P * 2 / 8);
-  EXPECT_EQ(o3.cpu_bytes_per_node, P * (12 + 4) / 8 * 8);
+  EXPECT_EQ(o3.gpu_model_states, P * (2 + 4) / 8);
+  EXPECT_EQ(o3.cpu_bytes_per_node, P * (12 + 4 + 2) / 8 * 8);
   in.offload_param = OffloadDevice::CPU;
   const MemoryEstimate op = estimate_memory(in);
-  EXPECT_EQ(op.gpu_model_states, 0);
-  EXPECT_EQ(op.cpu_bytes_per_node, P * (2 + 12 + 4) / 8 * 8);
+  EXPECT_EQ(op.gpu_model_states, P * 4 / 8);
+  EXPECT_EQ(op.cpu_bytes_per_node, P * (2 + 12 + 4 + 2) / 8 * 8);
   in.stage = 2;
   EXPECT_THROW(estimate_memory(in), Error);  // offload_param needs stage 3
   in.offload_param = OffloadDevice::None;

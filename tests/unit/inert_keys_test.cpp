@@ -64,7 +64,9 @@ TEST(InertKeys, ZeroKeysOverOneProcessWarnOnceAndActOverSeveral) {
   EXPECT_EQ(naming(warnings_of({"--zero_optimization.stage", "3"}), "zero_optimization.overlap_comm"), 0);
 }
 
-TEST(InertKeys, OffloadIsLoudOnTheGpuAndNamedOnTheCpu) {
+// Optimizer offload to the CPU runs (zero/offload_optimizer.h): no warning on either
+// device. Parameter offload does not yet: loud on the GPU, named on the CPU.
+TEST(InertKeys, ParameterOffloadIsLoudOnTheGpuAndNamedOnTheCpuOptimizerOffloadRuns) {
   const std::vector<std::string> args{"--zero_optimization.stage",
                                       "3",
                                       "--zero_optimization.offload_optimizer.device",
@@ -72,16 +74,14 @@ TEST(InertKeys, OffloadIsLoudOnTheGpuAndNamedOnTheCpu) {
                                       "--zero_optimization.offload_param.device",
                                       "cpu"};
   const auto gpu = warnings_of(args, 2, "cuda");
-  ASSERT_EQ(gpu.size(), 2u) << joined(gpu);
-  for (const std::string& w : gpu) {
-    EXPECT_EQ(w.rfind("!!! zero_optimization.offload_", 0), 0u) << w;
-    EXPECT_NE(w.find("no memory is saved"), std::string::npos) << w;
-    EXPECT_NE(w.find("--device cuda"), std::string::npos) << w;
-  }
+  ASSERT_EQ(gpu.size(), 1u) << joined(gpu);
+  EXPECT_EQ(gpu[0].rfind("!!! zero_optimization.offload_param", 0), 0u) << gpu[0];
+  EXPECT_NE(gpu[0].find("no memory is saved"), std::string::npos) << gpu[0];
+  EXPECT_NE(gpu[0].find("--device cuda"), std::string::npos) << gpu[0];
   const auto cpu = warnings_of(args, 2, "cpu");
-  EXPECT_EQ(naming(cpu, "zero_optimization.offload_optimizer.device"), 1) << joined(cpu);
+  EXPECT_EQ(naming(cpu, "zero_optimization.offload_optimizer.device"), 0) << joined(cpu);
   EXPECT_EQ(naming(cpu, "zero_optimization.offload_param.device"), 1) << joined(cpu);
-  EXPECT_EQ(cpu.size(), 2u) << joined(cpu);
+  EXPECT_EQ(cpu.size(), 1u) << joined(cpu);
   EXPECT_EQ(joined(cpu).find("!!!"), std::string::npos);
 }
 
@@ -109,8 +109,7 @@ TEST(InertKeys, SeedConfigsNameEachInertKeyOnce) {
   EXPECT_EQ(naming(nvme, "zero_optimization.offload_param.device"), 1) << joined(nvme);
   EXPECT_NE(joined(nvme).find("NVMe offload is not implemented yet"), std::string::npos) << joined(nvme);
   const auto big = warnings_of({"--deepspeed", kSeeds + "ds_config_zero3_large_batch.json"}, 8, "cuda");
-  EXPECT_EQ(naming(big, "zero_optimization.offload_optimizer.device"), 1) << joined(big);
-  EXPECT_NE(joined(big).find("no memory is saved"), std::string::npos) << joined(big);
+  EXPECT_EQ(naming(big, "zero_optimization.offload_optimizer.device"), 0) << joined(big);  // it runs
   for (const std::string& w : big) EXPECT_EQ(naming(big, w.substr(0, w.find(':'))), 1) << w;
 }
 
