@@ -78,6 +78,15 @@ struct ZeroSection : zero::ZeroOptions {
   bool zero3_init = false;
 };
 
+// Whether offload_param {device: cpu} takes effect: at stage 3, together with
+// offload_optimizer {device: cpu} at ratio 1, whose host optimizer then updates the
+// host-resident partitions in place. Alone (the optimizer on the GPU would need them
+// there) it warns and the parameters stay on the device (inert_keys.cpp).
+inline bool offloads_params(const ZeroSection& z) {
+  return z.stage == 3 && z.offload_param == OffloadDevice::CPU && z.offload_optimizer == OffloadDevice::CPU &&
+         z.offload_optimizer_ratio >= 1.0;
+}
+
 // Top-level "aio" (NVMe offload I/O).
 // ds_config's top-level scalars (config_keys_top.cpp's table), as written; the sections
 // and blocks have their own structs and parsers. Batch sizes and clipping may be "auto"

@@ -132,7 +132,8 @@ std::vector<ZeroKey> make_table() {
               "resolved; needs stage >= 1 (table below); `device: cpu` runs ZeRO-Offload (state and step on "
               "the host, `ratio` of it; `pin_memory`); `nvme` not implemented yet: warns"),
       offload("offload_param", {}, KeyType::Object, 0, "none", KeyStatus::Resolved,
-              "resolved; needs stage 3; as `offload_optimizer`"),
+              "resolved; needs stage 3; `device: cpu` together with offload_optimizer cpu (ratio 1) keeps the 16-bit "
+              "partitions in host memory (`pin_memory`); alone, or nvme: warns"),
       offload("cpu_offload", {}, B, 0, "false", KeyStatus::Mapped,
               "deprecated: mapped to `offload_optimizer.device: cpu`"),
       offload("cpu_offload_param", {"cpu_offload_params"}, B, 0, "false", KeyStatus::Mapped,

@@ -29,13 +29,22 @@ std::vector<std::string> inert_key_warnings(const TrainConfig& c, int world_size
   const bool gpu = c.device == "cuda";
   const std::string pre = "zero_optimization.";
 
-  // Offload to NVMe and parameter offload: not implemented yet. On the GPU that is a memory
-  // promise broken: say it loudly. (offload_optimizer cpu runs: zero/offload_optimizer.h.)
+  // Offload to NVMe: not implemented yet; parameter offload runs only with the optimizer's
+  // (offloads_params). On the GPU an offload that does not happen is a memory promise
+  // broken: say it loudly. (offload_optimizer cpu runs: zero/offload_optimizer.h.)
   for (const auto& [key, dev] : {std::pair<std::string, OffloadDevice>{"offload_optimizer", z.offload_optimizer},
                                  {"offload_param", z.offload_param}}) {
     if (dev == OffloadDevice::None) continue;
     if (key == "offload_optimizer" && dev == OffloadDevice::CPU) continue;
     const std::string what = key == "offload_optimizer" ? "optimizer state" : "parameters";
+    if (key == "offload_param" && dev == OffloadDevice::CPU && gpu) {
+      if (offloads_params(z)) continue;
+      w.push_back(str("!!! ", pre, "offload_param.device cpu on --device cuda takes effect only at stage 3 together "
+                      "with offload_optimizer {device: cpu} at ratio 1 (the host optimizer updates the host-resident "
+                      "parameters); here the parameters stay in GPU memory and no memory is saved (add "
+                      "offload_optimizer cpu, or remove offload_param to silence this)"));
+      continue;
+    }
     if (gpu) {
       w.push_back(str("!!! ", pre, key, ".device ", offload_name(dev),
                       " on --device cuda: offload is not implemented "
@@ -59,7 +68,7 @@ std::vector<std::string> inert_key_warnings(const TrainConfig& c, int world_size
     warn("aio", nvme ? "NVMe offload is not implemented yet" : "it tunes NVMe offload, which this run does not use");
 
   // ZeRO over one process: nothing to shard, nothing to communicate.
-  if (one && z.stage > 0)
+  if (one && z.stage > 0 && !offloads_params(z))
     warn(pre + "stage " + std::to_string(z.stage),
          "one process: every partition is the whole model, so it runs as stage 0 (the same results; no "
          "memory to save)");

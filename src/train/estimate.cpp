@@ -89,7 +89,11 @@ MemoryEstimate estimate_memory(const EstimateInput& in) {
   MemoryEstimate e;
   e.world = in.gpus_per_node * in.nodes;
   // One process has nothing to divide: stages 1-3 run as stage 0 (docs/zero.md).
-  e.effective_stage = e.world == 1 ? 0 : in.stage;
+  // Parameter offload (with the optimizer's, at stage 3) keeps stage 3: the host
+  // partitions are what it saves.
+  const bool params_home_host = in.stage == 3 && in.offload_param == OffloadDevice::CPU &&
+                                in.offload_optimizer == OffloadDevice::CPU;
+  e.effective_stage = e.world == 1 && !params_home_host ? 0 : in.stage;
   const int stage = e.effective_stage;
 
   // The units as zerotrain builds them, without their memory.
@@ -123,9 +127,14 @@ MemoryEstimate estimate_memory(const EstimateInput& in) {
   // copy of the rank's gradient partition and 16-bit parameters there; the GPU keeps its
   // parameters and gradients.
   const int64_t owned = stage >= 1 ? P / W : P;
-  const int64_t staging = owned * ((stage >= 2 ? 4 : param_bytes) + param_bytes);
-  e.gpu_model_states = (off_param ? 0 : params) + grads + (off_opt ? 0 : optimizer);
-  const int64_t host_per_rank = (off_param ? params : 0) + (off_opt ? optimizer + staging : 0);
+  // With parameter offload the host optimizer updates the parameters' host partitions in
+  // place: only the gradients are staged.
+  const int64_t staging = owned * ((stage >= 2 ? 4 : param_bytes) + (params_home_host ? 0 : param_bytes));
+  // offload_param cpu alone leaves the parameters on the GPU (a run warns); NVMe's figures
+  // are the planned layout.
+  const bool params_off_gpu = params_home_host || (off_param && in.offload_param == OffloadDevice::NVMe);
+  e.gpu_model_states = (params_off_gpu ? 0 : params) + grads + (off_opt ? 0 : optimizer);
+  const int64_t host_per_rank = (params_off_gpu ? params : 0) + (off_opt ? optimizer + staging : 0);
   e.cpu_bytes_per_node = host_per_rank * in.gpus_per_node;
   // Transient: a unit's full gradient buffer while it is reduced (stages 2-3), and at
   // stage 3 the unit in use and the one prefetched.
@@ -219,10 +228,12 @@ std::string describe_estimate(const EstimateInput& in, const MemoryEstimate& e) 
   s += line;
   s += "zerotrain: what the engine and the step allocate (activations include the LM head's logits chunk and " +
        gib(kGpuReserveBytes) + " for workspaces); the host column is offloaded state only.\n";
-  if (in.offload_param != OffloadDevice::None || in.offload_optimizer == OffloadDevice::NVMe ||
-      in.offload_param == OffloadDevice::NVMe)
-    s += "note: parameter offload and NVMe offload are not implemented yet: their figures are the planned layout; a "
-         "run today keeps those parameters in GPU memory and that state in host memory.\n";
+  if (in.offload_optimizer == OffloadDevice::NVMe || in.offload_param == OffloadDevice::NVMe)
+    s += "note: NVMe offload is not implemented yet: its figures are the planned layout; a run today keeps that "
+         "state in host memory.\n";
+  else if (in.offload_param == OffloadDevice::CPU && in.offload_optimizer != OffloadDevice::CPU)
+    s += "note: offload_param takes effect only together with offload_optimizer cpu: a run keeps these parameters "
+         "in GPU memory.\n";
   return s;
 }
 

@@ -51,7 +51,8 @@ void check_model_state_fits(const TrainConfig& c, const model::ModelConfig& mc, 
                      " parameters, ZeRO stage " + std::to_string(stage) + " over " + std::to_string(world_size) +
                      " rank(s)) per rank";
   // ZeRO-Offload: `ratio` of this rank's optimizer state moves to host memory, with a
-  // staging copy of its gradient partition and 16-bit parameters (zero/offload_optimizer.h).
+  // staging copy of its gradient partition and 16-bit parameters (zero/offload_optimizer.h;
+  // with offload_param the parameters' host home replaces their staging).
   const bool offload = c.zero.offload_optimizer == OffloadDevice::CPU;
   double host_offload = 0;
   if (offload) {
@@ -60,6 +61,9 @@ void check_model_state_fits(const TrainConfig& c, const model::ModelConfig& mc, 
     const int grad_part_bytes = stage >= 2 ? 4 : param_bytes;
     host_offload = ratio * owned * (optimizer_bytes + grad_part_bytes + param_bytes);
     total -= ratio * owned * optimizer_bytes;
+    // offload_param: stage 3's 16-bit partitions live in host memory instead (and the host
+    // optimizer updates them there: no parameter staging).
+    if (stage >= 3 && offloads_params(c.zero)) total -= owned * param_bytes;
   }
   if (offload && c.device == "cuda") {
     const std::string host_what = c.source + ": the offloaded optimizer state and its staging buffers (" +

@@ -47,6 +47,8 @@ std::unique_ptr<LrSchedule> make_schedule(const TrainConfig& c, int64_t total_st
 zero::ZeroOptions zero_options(const TrainConfig& c, int stage) {
   zero::ZeroOptions o = c.zero;
   o.stage = stage;
+  if (offloads_params(c.zero))
+    o.param_home = c.zero.offload_param_pin_memory ? zero::ParamHome::PinnedHost : zero::ParamHome::PageableHost;
   return o;
 }
 
@@ -99,8 +101,9 @@ std::unique_ptr<zero::Optimizer> make_run_optimizer(TrainingRun& run) {
           " of the elements; offload_optimizer.ratio ", c.zero.offload_optimizer_ratio,
           ") lives in host memory, ", bytes_str(static_cast<double>(l.host_state_bytes)), " + ",
           bytes_str(static_cast<double>(l.staging_bytes)), " of ", l.pinned ? "page-locked" : "pageable",
-          " gradient and parameter staging; stepped on ", num_threads(), " host threads (",
-          cpu::cpu_optimizer_isa(), ")",
+          l.params_in_place ? " gradient staging (offload_param: the 16-bit partitions live in host memory and are updated in place)"
+                            : " gradient and parameter staging",
+          "; stepped on ", num_threads(), " host threads (", cpu::cpu_optimizer_isa(), ")",
           l.device_state_bytes > 0
               ? str("; ", bytes_str(static_cast<double>(l.device_state_bytes)), " of state stays on the ", c.device)
               : std::string());
@@ -109,8 +112,9 @@ std::unique_ptr<zero::Optimizer> make_run_optimizer(TrainingRun& run) {
 
 }  // namespace
 
-int engine_stage(int configured_stage, int world_size) {
+int engine_stage(int configured_stage, int world_size, ParamOffload params) {
   if (world_size > 1 || configured_stage == 0) return configured_stage;
+  if (configured_stage == 3 && params == ParamOffload::On) return 3;
   return env_equals(EnvVar::ZeroKeepStage, "1") ? configured_stage : 0;
 }
 
@@ -154,7 +158,8 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   // One process: every ZeRO partition is the whole model, so stages 1-3 would only add
   // partition copies and per-unit gradient buffers (4-7.5% of a gpt2-xl/Llama-1B step on
   // one H200, and 3 GiB more); they run as stage 0, which holds exactly what they would.
-  run->stage = engine_stage(c.zero.stage, run->comm->size());
+  run->stage =
+      engine_stage(c.zero.stage, run->comm->size(), offloads_params(c.zero) ? ParamOffload::On : ParamOffload::Off);
   setup_config.zero.stage = run->stage;
 
   // Model and tokenizer, once the model's states are known to fit.

@@ -68,8 +68,10 @@ struct TrainingRun {
 // The stage the ZeRO engine runs for a configured stage: stages 1-3 over one process run
 // as stage 0 (every partition would be the whole model; the results are the same sums),
 // unless ZT_ZERO_KEEP_STAGE=1 asks for the configured stage's machinery (tests of the
-// partitioned paths on one process or one GPU).
-int engine_stage(int configured_stage, int world_size);
+// partitioned paths on one process or one GPU). Stage 3 with parameter offload stays stage
+// 3: there the partitions' home (host memory) is what saves the memory.
+enum class ParamOffload { Off, On };
+int engine_stage(int configured_stage, int world_size, ParamOffload params = ParamOffload::Off);
 
 // Joins the job's ranks (comm::make_world_communicator), logs the config's warnings,
 // creates output_dir, builds the model (ZeRO-3: one unit at a time, keeping only this

@@ -117,11 +117,23 @@ void ZeroEngine::shard_model_from_slices(const std::function<void(model::Unit&, 
   ZT_CHECK(options_.stage >= 3, "shard_model_from_slices is for stage 3");
   ZT_CHECK(!sharded_, "the model is already sharded");
   sharded_ = true;
+  if (params_on_host()) allocate_host_params();
   for (size_t i = 0; i < units_.size(); ++i) {
     model::Unit& u = registry_.unit(i);
     UnitState& s = units_[i];
-    s.param_part = OwnedTensor({s.slice}, u.param_dtype(), u.device());
-    fill_slice(u, rank_ * s.slice, s.param_part);
+    if (!params_on_host()) {
+      s.param_owned = OwnedTensor({s.slice}, u.param_dtype(), u.device());
+      s.param_part = s.param_owned.view();
+      fill_slice(u, rank_ * s.slice, s.param_part);
+    } else if (u.device().is_cuda()) {
+      // fill_slice writes device memory (it may build the unit there): through a
+      // device buffer of one slice.
+      const OwnedTensor slice({s.slice}, u.param_dtype(), u.device());
+      fill_slice(u, rank_ * s.slice, slice);
+      ops::copy(s.param_part, slice);
+    } else {
+      fill_slice(u, rank_ * s.slice, s.param_part);
+    }
     // fill_slice may have left the full unit in place (it had it, or built it to cut the
     // slice): persistent units keep it, the others free it; a persistent unit without it
     // is gathered from every rank's slice (collective: all ranks reach it in unit order).
@@ -129,6 +141,30 @@ void ZeroEngine::shard_model_from_slices(const std::function<void(model::Unit&, 
     s.gathered = u.has_params() ? Gathered::Yes : Gathered::No;
     if (s.persistent) ensure_gathered(i);
     partition_gradients(i);
+  }
+}
+
+void ZeroEngine::allocate_host_params() {
+  // One exact-size allocation, each slice at a 64-byte boundary (whole cache lines for the
+  // host optimizer's vector loads), page-locked on the GPU so the copies are asynchronous.
+  const auto aligned = [](int64_t bytes) { return (bytes + 63) / 64 * 64; };
+  int64_t bytes = 0;
+  bool gpu = false;
+  for (size_t i = 0; i < units_.size(); ++i) {
+    const model::Unit& u = registry_.unit(i);
+    bytes += aligned(units_[i].slice * static_cast<int64_t>(dtype_size(u.param_dtype())));
+    gpu = gpu || u.device().is_cuda();
+  }
+  const Pinning pinning = gpu && options_.param_home == ParamHome::PinnedHost ? Pinning::Pinned : Pinning::Pageable;
+  param_store_ = HostBuffer(static_cast<size_t>(bytes), pinning);
+  if (gpu) fetch_stream_ = std::make_unique<cuda::CopyStream>();
+  auto* base = static_cast<char*>(param_store_.data());
+  int64_t at = 0;
+  for (size_t i = 0; i < units_.size(); ++i) {
+    UnitState& s = units_[i];
+    const DType dtype = registry_.unit(i).param_dtype();
+    s.param_part = Tensor(base + at, {s.slice}, dtype);
+    at += aligned(s.slice * static_cast<int64_t>(dtype_size(dtype)));
   }
 }
 
@@ -140,7 +176,7 @@ UnitPartition ZeroEngine::partition(size_t unit) {
   UnitPartition p;
   p.begin = begin;
   p.state_device = u.device();
-  p.params = options_.stage >= 3 ? s.param_part.view() : u.flat_params().narrow(0, begin, s.slice);
+  p.params = options_.stage >= 3 ? s.param_part : u.flat_params().narrow(0, begin, s.slice);
   if (options_.stage >= 2) {
     p.grads = s.grad_part.view();
   } else if (u.has_grads()) {
@@ -152,7 +188,7 @@ UnitPartition ZeroEngine::partition(size_t unit) {
 Tensor ZeroEngine::param_slice(size_t unit) {
   if (offload_) offload_->before_params_used(unit);
   const UnitState& s = units_[unit];
-  if (options_.stage >= 3) return s.param_part.view();
+  if (options_.stage >= 3) return s.param_part;
   return registry_.unit(unit).flat_params().narrow(0, rank_ * s.slice, s.slice);
 }
 
@@ -162,7 +198,7 @@ Tensor ZeroEngine::param_load_target(size_t unit, int64_t* begin) {
   if (offload_) offload_->before_params_used(unit);
   if (options_.stage >= 3) {
     *begin = slice_begin(unit);
-    return units_[unit].param_part.view();
+    return units_[unit].param_part;
   }
   *begin = 0;
   return registry_.unit(unit).flat_params();
@@ -173,9 +209,9 @@ void ZeroEngine::refresh_after_load() {
   // Persistent and currently gathered units hold full copies of the loaded slices.
   for (size_t i = 0; i < units_.size(); ++i)
     if (units_[i].gathered == Gathered::Yes) {
-      model::Unit& u = registry_.unit(i);
-      comm_.all_gather(units_[i].param_part, u.flat_params());
-      count(static_cast<double>(u.flat_params().nbytes()) * (world_ - 1) / world_, &volume_.all_gather);
+      const comm::WorkPtr work = gather_into(i, registry_.unit(i).flat_params());
+      if (work) wait_for(*work);
+      finish_gather(i);
     }
 }
 
@@ -321,9 +357,58 @@ void ZeroEngine::start_gather(size_t unit) {
   UnitState& s = units_[unit];
   u.allocate_params_uninitialized(u.param_dtype(), u.device());
   if (!s.persistent) add_transient(static_cast<int64_t>(u.flat_params().nbytes()));
-  s.gather_work = comm_.all_gather_async(s.param_part, u.flat_params());
-  count(static_cast<double>(u.flat_params().nbytes()) * (world_ - 1) / world_, &volume_.all_gather);
+  s.gather_work = gather_into(unit, u.flat_params());
   s.gathered = Gathered::InFlight;
+}
+
+comm::WorkPtr ZeroEngine::gather_into(size_t unit, const Tensor& full) {
+  UnitState& s = units_[unit];
+  const double moved = static_cast<double>(full.nbytes()) * (world_ - 1) / world_;
+  if (!params_on_host()) {
+    count(moved, &volume_.all_gather);
+    return comm_.all_gather_async(s.param_part, full);
+  }
+  // The slice from host memory first. The destination was just allocated on the compute
+  // stream (stream-ordered reuse), so the copy waits for the compute queued so far; then
+  // it overlaps the compute queued next (normally the unit before this one).
+  const Tensor device_slice = world_ == 1 ? full : Tensor();
+  if (world_ > 1) {
+    s.fetch_buffer = OwnedTensor({s.slice}, s.param_part.dtype(), full.device());
+    add_transient(static_cast<int64_t>(s.fetch_buffer->nbytes()));
+  }
+  const Tensor& dst = world_ == 1 ? device_slice : s.fetch_buffer.view();
+  if (fetch_stream_) {
+    fetch_stream_->wait_for_compute();
+    fetch_stream_->to_device(dst.data(), s.param_part.data(), s.param_part.nbytes());
+    s.fetched = fetch_stream_->record();
+  } else {
+    ops::copy(dst, s.param_part);
+  }
+  if (world_ == 1) return nullptr;
+  // The collective reads the device slice: after its copy (the collectives follow the
+  // compute stream).
+  if (s.fetched) {
+    s.fetched->order_compute_after();
+    s.fetched.reset();
+  }
+  count(moved, &volume_.all_gather);
+  return comm_.all_gather_async(s.fetch_buffer, full);
+}
+
+void ZeroEngine::finish_gather(size_t unit) {
+  UnitState& s = units_[unit];
+  if (s.gather_work) {
+    wait_for(*s.gather_work);
+    s.gather_work.reset();
+  }
+  if (s.fetched) {
+    s.fetched->order_compute_after();  // the GPU waits for the copy; the host does not
+    s.fetched.reset();
+  }
+  if (s.fetch_buffer->data() != nullptr) {
+    add_transient(-static_cast<int64_t>(s.fetch_buffer->nbytes()));
+    s.fetch_buffer = OwnedTensor();
+  }
 }
 
 void ZeroEngine::ensure_gathered(size_t unit) {
@@ -331,8 +416,7 @@ void ZeroEngine::ensure_gathered(size_t unit) {
   s.release_pending = false;
   if (s.gathered == Gathered::No) start_gather(unit);
   if (s.gathered == Gathered::InFlight) {
-    wait_for(*s.gather_work);
-    s.gather_work.reset();
+    finish_gather(unit);
     s.gathered = Gathered::Yes;
   }
 }
@@ -341,10 +425,7 @@ void ZeroEngine::release_unit(size_t unit) {
   UnitState& s = units_[unit];
   s.release_pending = false;
   if (s.persistent || s.gathered == Gathered::No) return;
-  if (s.gather_work) {
-    wait_for(*s.gather_work);
-    s.gather_work.reset();
-  }
+  finish_gather(unit);  // the buffer is freed on the compute stream: after its writers
   model::Unit& u = registry_.unit(unit);
   add_transient(-static_cast<int64_t>(u.flat_params().nbytes()));
   u.release_params();
@@ -457,18 +538,23 @@ void ZeroEngine::after_optimizer_step() {
     model::Unit& u = registry_.unit(i);
     UnitState& s = units_[i];
     if (options_.stage >= 3 && s.gathered == Gathered::No) continue;  // gathered when next used
-    if (s.gather_work) {
-      wait_for(*s.gather_work);
-      s.gather_work.reset();
+    if (s.gathered == Gathered::InFlight) {
+      finish_gather(i);
       s.gathered = Gathered::Yes;
     }
     if (offload_) offload_->before_params_used(i);
     const Tensor flat = u.flat_params();
-    const Tensor input = options_.stage >= 3 ? s.param_part.view() : flat.narrow(0, rank_ * s.slice, s.slice);
-    works.push_back(comm_.all_gather_async(input, flat));
+    if (options_.stage >= 3) {
+      s.gather_work = gather_into(i, flat);
+      continue;
+    }
+    works.push_back(comm_.all_gather_async(flat.narrow(0, rank_ * s.slice, s.slice), flat));
     count(static_cast<double>(flat.nbytes()) * (world_ - 1) / world_, &volume_.all_gather);
   }
   for (auto& w : works) wait_for(*w);
+  if (options_.stage >= 3)
+    for (size_t i = 0; i < units_.size(); ++i)
+      if (units_[i].gathered == Gathered::Yes) finish_gather(i);
 }
 
 void ZeroEngine::gather_full_model() {
@@ -491,7 +577,9 @@ ModelStateBytes ZeroEngine::memory(int64_t optimizer_state_bytes) const {
     const int64_t full_p = u.padded_numel() * static_cast<int64_t>(dtype_size(u.param_dtype()));
     const int64_t full_g = u.padded_numel() * static_cast<int64_t>(dtype_size(u.grad_dtype()));
     if (options_.stage >= 3) {
-      m.params += static_cast<int64_t>(s.param_part->nbytes()) + (s.persistent ? full_p : 0);
+      // Device bytes: the owned slice unless it lives on the host (param offload).
+      const int64_t slice = params_on_host() ? 0 : static_cast<int64_t>(s.param_part.nbytes());
+      m.params += slice + (s.persistent ? full_p : 0);
     } else {
       m.params += full_p;
     }

@@ -16,7 +16,10 @@
 //            the gather before its forward/backward and the release after (the next
 //            units are prefetched within stage3_prefetch_bucket_size and
 //            stage3_max_live_parameters); units smaller than the persistence threshold
-//            stay gathered.
+//            stay gathered. With ParamHome::*Host (offload_param) the owned slices live
+//            in one exact-size host allocation: a gather first copies the slice to the
+//            device on its own copy stream (one rank: straight into the unit's buffer),
+//            so the copy of the next units overlaps this unit's compute.
 //
 // The engine is the model's UnitHooks (model/transformer.h): the transformer calls it
 // before and after each unit's forward and backward, which is where it gathers, releases
@@ -40,6 +43,8 @@
 #include "comm/communicator.h"
 #include "model/registry.h"
 #include "model/transformer.h"
+#include "backend/cuda_api.h"
+#include "zero/host_buffer.h"
 #include "zero/offload_hooks.h"
 #include "zero/options.h"
 #include "zero/partition.h"
@@ -159,7 +164,10 @@ class ZeroEngine final : public model::UnitHooks {
   struct UnitState {
     int64_t slice = 0;        // P: elements per rank
     bool persistent = false;  // stage 3: never released
-    OwnedTensor param_part;   // stage 3: the owned slice of the parameters
+    OwnedTensor param_owned;  // stage 3 on the device: param_part's storage
+    Tensor param_part;        // stage 3: the owned slice of the parameters (device or host)
+    OwnedTensor fetch_buffer;  // param offload, several ranks: the slice on the device, for the gather
+    std::optional<cuda::CopyEvent> fetched;  // param offload on the GPU: its host-to-device copy
     OwnedTensor grad_part;    // stages 2-3: f32 gradient accumulator of the owned slice
     Gathered gathered = Gathered::Yes;
     comm::WorkPtr gather_work;
@@ -187,6 +195,15 @@ class ZeroEngine final : public model::UnitHooks {
   // Sum of squares of this rank's (reduced) gradient partitions, after the reductions.
   double local_sum_of_squares();
   void start_gather(size_t unit);
+  // Starts the collection of a unit's full parameters into `full` from every rank's slice:
+  // an all-gather of the slices, with param offload after the slice's copy to the device
+  // (one rank: the copy alone, into `full`). Returns the collective in flight (null when
+  // there is none: then s.fetched alone says when the copy is done).
+  comm::WorkPtr gather_into(size_t unit, const Tensor& full);
+  // Waits for gather_into's work (the compute stream waits for the copy, not the host).
+  void finish_gather(size_t unit);
+  void allocate_host_params();
+  bool params_on_host() const { return options_.stage >= 3 && options_.param_home != ParamHome::Device; }
   void ensure_gathered(size_t unit);
   void release_unit(size_t unit);
   void release_pending_except(size_t keep);
@@ -208,6 +225,8 @@ class ZeroEngine final : public model::UnitHooks {
   bool reduce_this_micro_batch_ = true;
   bool last_micro_batch_ = true;  // its reductions make each unit's gradient final
   OffloadHooks* offload_ = nullptr;
+  HostBuffer param_store_;                        // param offload: every unit's owned slice
+  std::unique_ptr<cuda::CopyStream> fetch_stream_;  // param offload on the GPU: slices to the device
   bool sharded_ = false;
   CommVolume volume_;
   int64_t transient_bytes_ = 0, transient_peak_ = 0;

@@ -22,6 +22,11 @@ UnitPartition empty_partition(const UnitPartition& p) {
   return e;
 }
 
+// A unit's parameters need host staging (and a copy back after the update) unless they
+// already live in host memory: offload_param's host partitions in a GPU run. On the CPU
+// device the staging path is kept, so that the copies' logic is what the tests run.
+bool params_need_staging(const UnitPartition& p) { return p.params.device().is_cuda() || !p.grads.device().is_cuda(); }
+
 }  // namespace
 
 OffloadedOptimizer::OffloadedOptimizer(model::ParameterRegistry& registry, const OptimizerSpec& spec,
@@ -40,7 +45,9 @@ OffloadedOptimizer::OffloadedOptimizer(model::ParameterRegistry& registry, const
   for (size_t u = 0; u < units; ++u) {
     parts.push_back(partitions_(u));
     layout_.elements += parts.back().numel();
-    if (parts.back().numel() > 0) gpu_ = gpu_ || parts.back().params.device().is_cuda();
+    // The gradients are on the GPU in a GPU run; the parameters too, unless offload_param
+    // keeps them on the host.
+    if (parts.back().numel() > 0) gpu_ = gpu_ || parts.back().grads.device().is_cuda();
   }
   const auto device_elements = static_cast<int64_t>((1.0 - options.ratio) * static_cast<double>(layout_.elements));
   int64_t seen = 0;
@@ -51,11 +58,18 @@ OffloadedOptimizer::OffloadedOptimizer(model::ParameterRegistry& registry, const
              " has a gradient partition");
     const bool host = p.numel() > 0 && seen >= device_elements;
     seen += p.numel();
-    if (!host) continue;
+    if (!host) {
+      if (gpu_ && p.numel() > 0 && !p.params.device().is_cuda())
+        ZT_THROW_INPUT("zero_optimization.offload_optimizer.ratio = ", options.ratio,
+                       " steps some units on the GPU, but offload_param keeps their parameters in host memory: use "
+                       "ratio 1 with offload_param");
+      continue;
+    }
     host_order_.push_back(u);
     layout_.host_elements += p.numel();
     staging += aligned_bytes(p.numel() * static_cast<int64_t>(dtype_size(p.grads.dtype())));
-    staging += aligned_bytes(p.numel() * static_cast<int64_t>(dtype_size(p.params.dtype())));
+    if (params_need_staging(p)) staging += aligned_bytes(p.numel() * static_cast<int64_t>(dtype_size(p.params.dtype())));
+    else layout_.params_in_place = true;
   }
   layout_.host_units = host_order_.size();
   layout_.staging_bytes = staging;
@@ -72,8 +86,13 @@ OffloadedOptimizer::OffloadedOptimizer(model::ParameterRegistry& registry, const
     HostUnit h;
     h.grads = Tensor(base + at, {p.numel()}, p.grads.dtype());
     at += aligned_bytes(static_cast<int64_t>(h.grads.nbytes()));
-    h.params = Tensor(base + at, {p.numel()}, p.params.dtype());
-    at += aligned_bytes(static_cast<int64_t>(h.params.nbytes()));
+    if (params_need_staging(p)) {
+      h.params = Tensor(base + at, {p.numel()}, p.params.dtype());
+      at += aligned_bytes(static_cast<int64_t>(h.params.nbytes()));
+    } else {
+      h.params = p.params;  // the engine's host partition: updated in place, nothing to copy
+      h.params_in_place = true;
+    }
     host_units_[u] = std::move(h);
   }
   if (gpu_) {
@@ -127,6 +146,7 @@ void OffloadedOptimizer::refresh_host_params() {
   finish_updates();
   for (size_t u : host_order_) {
     HostUnit& h = *host_units_[u];
+    if (h.params_in_place) continue;
     copy_to_host(h.params, partitions_(u).params);
     h.grads_copied = gpu_ ? to_host_->record() : cuda::CopyEvent();
     h.grads_copied.wait();
@@ -156,11 +176,11 @@ void OffloadedOptimizer::host_step(float lr, float grad_scale) {
       h.grads_copied.wait();  // the gradients are on the host
       host_->step_unit(u, lr, grad_scale);
       cuda::CopyEvent copied;
-      copy_to_device(partitions_(u).params, h.params, &copied);
+      if (!h.params_in_place) copy_to_device(partitions_(u).params, h.params, &copied);
       {
         std::lock_guard<std::mutex> lock(mutex_);
         h.params_copied = std::move(copied);
-        h.order_pending = gpu_;
+        h.order_pending = gpu_ && !h.params_in_place;
         h.update_pending = false;
       }
       updated_.notify_all();

@@ -18,6 +18,10 @@
 // updated on the host; the first units in forward order, (1 - ratio) of the elements,
 // keep their state on the GPU and step there, before the host's first unit is needed.
 //
+// With offload_param (stage 3) the engine's 16-bit partitions already live in host
+// memory: the host step updates them in place and the engine copies each slice to the
+// device when it gathers the unit (zero/engine.h); only the gradients are staged.
+//
 // On --device cpu the same path runs with host staging (the copies are memcpy), so the
 // multi-rank logic is tested without a GPU. The checkpoint state is the same named
 // tensors as without offload ("<unit>.master", "<unit>.exp_avg", ...): a run resumes with
@@ -56,6 +60,7 @@ struct OffloadLayout {
   int64_t device_state_bytes = 0;  // the units stepped on the device (ratio < 1)
   int64_t staging_bytes = 0;       // gradient and parameter staging buffers
   bool pinned = false;
+  bool params_in_place = false;    // offload_param: the host step writes the engine's host partitions
 };
 
 class OffloadedOptimizer final : public Optimizer, public OffloadHooks {
@@ -96,6 +101,7 @@ class OffloadedOptimizer final : public Optimizer, public OffloadHooks {
     cuda::CopyEvent params_copied;  // H2D of the updated parameters (GPU)
     bool update_pending = false;    // the worker has not updated it yet (guarded by mutex_)
     bool order_pending = false;     // params_copied not yet ordered before compute
+    bool params_in_place = false;   // params is the engine's host partition (offload_param)
   };
   bool on_host(size_t unit) const { return host_units_[unit].has_value(); }
   // The host's parameter copies from the device (before the first step: weights loaded

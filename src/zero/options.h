@@ -12,6 +12,12 @@ namespace zt::zero {
 
 enum class OverlapComm { Off, On };
 
+// Where stage 3 keeps each rank's 16-bit parameter partitions: device memory, or host
+// memory (DeepSpeed's offload_param {device: cpu}), page-locked unless pin_memory is false.
+// On the host, each unit's slice is copied to the device on its own stream ahead of use
+// (with the stage-3 prefetch) and the gathered unit is released after, as usual.
+enum class ParamHome { Device, PinnedHost, PageableHost };
+
 struct ZeroOptions {
   int stage = 0;
   OverlapComm overlap_comm = OverlapComm::Off;
@@ -24,6 +30,7 @@ struct ZeroOptions {
   // (rounded once) and the result converted back (stage 0/1) or added into the f32
   // partition (stages 2-3), so 16-bit reductions of f32 gradients move half the bytes.
   std::optional<DType> communication_dtype;
+  ParamHome param_home = ParamHome::Device;  // stage 3 only
 };
 
 }  // namespace zt::zero

@@ -100,3 +100,33 @@ TEST(OffloadTraining, CheckpointsResumeWithAndWithoutOffload) {
   EXPECT_EQ(final_weights(to_off.result), final_weights(plain.result));
   for (const fs::path& d : {off_dir, plain_dir, a, b}) fs::remove_all(d);
 }
+
+// offload_param with offload_optimizer at stage 3: one process keeps stage 3 (the host
+// partitions are the point) and trains bitwise as the plain stage-3 machinery
+// (ZT_ZERO_KEEP_STAGE=1 keeps it for the plain run); its checkpoint resumes without
+// offload, continuing bitwise.
+TEST(OffloadTraining, ParameterOffloadAtStage3TrainsAsThePlainRun) {
+  const fs::path plain_dir = temp_dir("plain3"), both_dir = temp_dir("both"), resumed = temp_dir("resumed3");
+  const std::vector<std::string> stage3{"--bf16", "true", "--zero_optimization.stage", "3"};
+  const std::vector<std::string> param{"--zero_optimization.offload_param.device", "cpu"};
+  const Logged both = run_logged(small_run(both_dir, with(with(stage3, kOffload), param)));
+  EXPECT_EQ(both.log.find("runs as stage 0"), std::string::npos) << both.log;
+  const std::string ckpt = (both_dir / "run" / "checkpoints" / "global_step3").string();
+  ::setenv("ZT_ZERO_KEEP_STAGE", "1", 1);
+  Logged plain, to_plain;
+  try {
+    plain = run_logged(small_run(plain_dir, stage3));
+    to_plain = run_logged(small_run(resumed, with(stage3, {"--resume", ckpt})));
+  } catch (...) {
+    ::unsetenv("ZT_ZERO_KEEP_STAGE");
+    throw;
+  }
+  ::unsetenv("ZT_ZERO_KEEP_STAGE");
+  ASSERT_EQ(plain.result.losses.size(), 6u);
+  EXPECT_EQ(both.result.losses, plain.result.losses);
+  EXPECT_EQ(final_weights(both.result), final_weights(plain.result));
+  ASSERT_EQ(to_plain.result.losses.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(to_plain.result.losses[i], plain.result.losses[3 + i]) << "step " << 4 + i;
+  EXPECT_EQ(final_weights(to_plain.result), final_weights(plain.result));
+  for (const fs::path& d : {plain_dir, both_dir, resumed}) fs::remove_all(d);
+}

@@ -135,10 +135,16 @@ TEST(Estimate, StagesDivideAndOffloadMovesStateToTheHost) {
   const MemoryEstimate o3 = estimate_memory(in);
   EXPECT_EQ(o3.gpu_model_states, P * (2 + 4) / 8);
   EXPECT_EQ(o3.cpu_bytes_per_node, P * (12 + 4 + 2) / 8 * 8);
+  // With parameter offload too the bf16 slices live on the host, where the host optimizer
+  // updates them in place: no parameter staging.
   in.offload_param = OffloadDevice::CPU;
   const MemoryEstimate op = estimate_memory(in);
   EXPECT_EQ(op.gpu_model_states, P * 4 / 8);
-  EXPECT_EQ(op.cpu_bytes_per_node, P * (2 + 12 + 4 + 2) / 8 * 8);
+  EXPECT_EQ(op.cpu_bytes_per_node, P * (2 + 12 + 4) / 8 * 8);
+  // Parameter offload alone: the run keeps them on the GPU.
+  in.offload_optimizer = OffloadDevice::None;
+  EXPECT_EQ(estimate_memory(in).gpu_model_states, s3.gpu_model_states);
+  in.offload_optimizer = OffloadDevice::CPU;
   in.stage = 2;
   EXPECT_THROW(estimate_memory(in), Error);  // offload_param needs stage 3
   in.offload_param = OffloadDevice::None;

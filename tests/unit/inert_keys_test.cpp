@@ -66,19 +66,27 @@ TEST(InertKeys, ZeroKeysOverOneProcessWarnOnceAndActOverSeveral) {
 
 // Optimizer offload to the CPU runs (zero/offload_optimizer.h): no warning on either
 // device. Parameter offload does not yet: loud on the GPU, named on the CPU.
-TEST(InertKeys, ParameterOffloadIsLoudOnTheGpuAndNamedOnTheCpuOptimizerOffloadRuns) {
-  const std::vector<std::string> args{"--zero_optimization.stage",
-                                      "3",
-                                      "--zero_optimization.offload_optimizer.device",
-                                      "cpu",
-                                      "--zero_optimization.offload_param.device",
-                                      "cpu"};
-  const auto gpu = warnings_of(args, 2, "cuda");
-  ASSERT_EQ(gpu.size(), 1u) << joined(gpu);
-  EXPECT_EQ(gpu[0].rfind("!!! zero_optimization.offload_param", 0), 0u) << gpu[0];
-  EXPECT_NE(gpu[0].find("no memory is saved"), std::string::npos) << gpu[0];
-  EXPECT_NE(gpu[0].find("--device cuda"), std::string::npos) << gpu[0];
-  const auto cpu = warnings_of(args, 2, "cpu");
+// Stage 3 with both offloads runs on the GPU: no warning. offload_param without the
+// optimizer's offload changes nothing there: loud, saying what it needs. On the CPU the
+// parameters live in host memory anyway: named, not loud.
+TEST(InertKeys, ParameterOffloadRunsWithTheOptimizersAndIsLoudAlone) {
+  const std::vector<std::string> param{"--zero_optimization.stage", "3", "--zero_optimization.offload_param.device",
+                                       "cpu"};
+  std::vector<std::string> both = param;
+  both.insert(both.end(), {"--zero_optimization.offload_optimizer.device", "cpu"});
+  EXPECT_TRUE(warnings_of(both, 2, "cuda").empty()) << joined(warnings_of(both, 2, "cuda"));
+  // One process too: stage 3 is kept (the host partitions are the point), so no stage warning.
+  EXPECT_TRUE(warnings_of(both, 1, "cuda").empty()) << joined(warnings_of(both, 1, "cuda"));
+  std::vector<std::string> half = both;
+  half.insert(half.end(), {"--zero_optimization.offload_optimizer.ratio", "0.5"});
+  for (const auto& args : {param, half}) {
+    const auto gpu = warnings_of(args, 2, "cuda");
+    ASSERT_EQ(gpu.size(), 1u) << joined(gpu);
+    EXPECT_EQ(gpu[0].rfind("!!! zero_optimization.offload_param", 0), 0u) << gpu[0];
+    EXPECT_NE(gpu[0].find("no memory is saved"), std::string::npos) << gpu[0];
+    EXPECT_NE(gpu[0].find("offload_optimizer {device: cpu} at ratio 1"), std::string::npos) << gpu[0];
+  }
+  const auto cpu = warnings_of(both, 2, "cpu");
   EXPECT_EQ(naming(cpu, "zero_optimization.offload_optimizer.device"), 0) << joined(cpu);
   EXPECT_EQ(naming(cpu, "zero_optimization.offload_param.device"), 1) << joined(cpu);
   EXPECT_EQ(cpu.size(), 1u) << joined(cpu);
