@@ -36,6 +36,10 @@ const std::vector<EnvVarSpec>& env_var_table() {
       {EnvVar::CpuIsa, "ZT_CPU_ISA", A::User, "backend/cpu/optimizer_isa.cpp",
        "avx2|avx512|auto: the instruction set of the CPU optimizer kernels (default auto: AVX-512 where the CPU "
        "has it)"},
+      {EnvVar::CpuBind, "ZT_CPU_BIND", A::User, "train/rank_binding.cpp",
+       "auto|none: with ZeRO-Offload and several ranks on a machine, each rank binds to its own block of cores "
+       "in one NUMA node and allocates its host state there (default auto; a process already bound by its "
+       "launcher is left alone; none: never bind)"},
       {EnvVar::TestFailAt, "ZT_TEST_FAIL_AT", A::Test, "core/fail_point.cpp",
        "POINT or POINT@DETAIL: the process SIGKILLs itself at that fault-injection point (core/fail_point.h; the "
        "points are listed in docs/checkpoints.md)"},

@@ -24,6 +24,7 @@ enum class EnvVar {
   CeF32Logits,
   OpenmpSpin,
   CpuIsa,
+  CpuBind,
   // test-only (failure drills, simulated machines)
   TestFailAt,
   TestSignals,

@@ -25,6 +25,7 @@
 #include "model/hf_dir.h"
 #include "checkpoint/checkpoint.h"
 #include "config/inert_keys.h"
+#include "train/rank_binding.h"
 #include "train/resource_checks.h"
 #include "config/run_config.h"
 #include "train/startup_clock.h"
@@ -144,6 +145,13 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   if (run->comm->rank() == 0) {
     for (const std::string& w : c.warnings) ZT_WARN(w);
     for (const std::string& w : inert_key_warnings(c, run->comm->size())) ZT_WARN(w);
+  }
+  {
+    // Before any host state is allocated: its pages land on the NUMA node of the cores
+    // that first touch them.
+    const comm::LaunchEnv launch = comm::read_launch_env();
+    const std::string bound = bind_rank_for_host_work(c, launch.local_rank, launch.local_world_size);
+    if (!bound.empty()) ZT_INFO(bound);
   }
   run->output_dir = c.output_dir;
   claim_output_dir_on_rank0(*run);
