@@ -195,6 +195,7 @@ Tensor ZeroEngine::param_slice(size_t unit) {
 int64_t ZeroEngine::slice_begin(size_t unit) const { return rank_ * units_[unit].slice; }
 
 Tensor ZeroEngine::param_load_target(size_t unit, int64_t* begin) {
+  gather_updated(unit);  // a gather left pending would overwrite what is loaded
   if (offload_) offload_->before_params_used(unit);
   if (options_.stage >= 3) {
     *begin = slice_begin(unit);
@@ -464,6 +465,7 @@ void ZeroEngine::prefetch(size_t from, int direction) {
 
 void ZeroEngine::before_forward(model::Unit& unit) {
   const size_t i = index_of(unit);
+  gather_updated(i);
   if (offload_) offload_->before_params_used(i);
   poll();
   if (options_.stage < 3) return;
@@ -480,6 +482,7 @@ void ZeroEngine::after_forward(model::Unit& unit) {
 
 void ZeroEngine::before_backward(model::Unit& unit) {
   const size_t i = index_of(unit);
+  gather_updated(i);
   if (offload_) offload_->before_params_used(i);
   poll();
   if (options_.stage >= 3) {
@@ -533,6 +536,13 @@ void ZeroEngine::after_optimizer_step() {
   // Stages 1-2 on one rank updated the full buffer in place; stage 3 updated its separate
   // slice buffer, which gathered (persistent) units must copy even on one rank.
   if (options_.stage == 0 || (world_ == 1 && options_.stage < 3)) return;
+  if (offload_ && options_.stage < 3) {
+    // The host is still updating the units in forward order: each unit's all-gather waits
+    // for its next use (gather_updated), so the forward of the first units runs while
+    // the host steps the later ones.
+    for (UnitState& s : units_) s.gather_pending = true;
+    return;
+  }
   std::vector<comm::WorkPtr> works;
   for (size_t i = 0; i < units_.size(); ++i) {
     model::Unit& u = registry_.unit(i);
@@ -557,8 +567,20 @@ void ZeroEngine::after_optimizer_step() {
       if (units_[i].gathered == Gathered::Yes) finish_gather(i);
 }
 
+void ZeroEngine::gather_updated(size_t unit) {
+  UnitState& s = units_[unit];
+  if (!s.gather_pending) return;
+  s.gather_pending = false;
+  if (offload_) offload_->before_params_used(unit);
+  const Tensor flat = registry_.unit(unit).flat_params();
+  comm::WorkPtr work = comm_.all_gather_async(flat.narrow(0, rank_ * s.slice, s.slice), flat);
+  count(static_cast<double>(flat.nbytes()) * (world_ - 1) / world_, &volume_.all_gather);
+  wait_for(*work);
+}
+
 void ZeroEngine::gather_full_model() {
   for (size_t i = 0; i < units_.size(); ++i) {
+    gather_updated(i);
     if (offload_) offload_->before_params_used(i);
     if (options_.stage >= 3) ensure_gathered(i);
   }

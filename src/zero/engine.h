@@ -136,7 +136,8 @@ class ZeroEngine final : public model::UnitHooks {
   bool grads_finite();
   double grad_norm();
   // After the optimizer updated the owned slices: stages 1-2 all-gather them into every
-  // rank's full parameters; stage 3 refreshes the persistent units.
+  // rank's full parameters (with offload, each unit's gather waits for its next use, as
+  // the host is still stepping); stage 3 refreshes the persistent units.
   void after_optimizer_step();
 
   // The offload seam (zero/offload_hooks.h): null removes it. The hooks must outlive the
@@ -172,6 +173,7 @@ class ZeroEngine final : public model::UnitHooks {
     Gathered gathered = Gathered::Yes;
     comm::WorkPtr gather_work;
     bool release_pending = false;  // stage 3: release at the next other unit's hook
+    bool gather_pending = false;   // stages 1-2 with offload: the updated slices not yet all-gathered
   };
   // One unit's gradient reduction in flight (one or more bucket collectives).
   struct Reduction {
@@ -195,6 +197,9 @@ class ZeroEngine final : public model::UnitHooks {
   // Sum of squares of this rank's (reduced) gradient partitions, after the reductions.
   double local_sum_of_squares();
   void start_gather(size_t unit);
+  // Stages 1-2 with offload: the all-gather after_optimizer_step left to the unit's next
+  // use (collective: every rank uses the units in the same order).
+  void gather_updated(size_t unit);
   // Starts the collection of a unit's full parameters into `full` from every rank's slice:
   // an all-gather of the slices, with param offload after the slice's copy to the device
   // (one rank: the copy alone, into `full`). Returns the collective in flight (null when
