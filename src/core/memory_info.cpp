@@ -35,12 +35,14 @@ std::string bytes_str(double bytes) {
   return buf;
 }
 
-void check_fits_host_memory(double bytes, const std::string& what) {
+void check_fits_host_memory(double bytes, const std::string& what, const std::string& fix) {
   const std::optional<uint64_t> avail = host_available_bytes();
   if (!avail || bytes <= static_cast<double>(*avail)) return;
   ZT_THROW_INPUT(what, " need ", bytes_str(bytes), " of host memory, but only ", bytes_str(static_cast<double>(*avail)),
-                 " is available (MemAvailable, /proc/meminfo): check the model config (num_layers, hidden_size, "
-                 "vocab_size), use ZeRO stage 3 over more ranks, or a machine with more memory");
+                 " is available (MemAvailable, /proc/meminfo): ",
+                 fix.empty() ? "check the model config (num_layers, hidden_size, vocab_size), use ZeRO stage 3 over "
+                               "more ranks, or a machine with more memory"
+                             : fix);
 }
 
 }  // namespace zt

@@ -14,7 +14,8 @@ std::optional<uint64_t> host_available_bytes();
 
 // BadInput when `bytes` exceed the host's available memory: "<what> need X, but only Y
 // is available ...". Does nothing when the available memory is unknown.
-void check_fits_host_memory(double bytes, const std::string& what);
+// `fix` replaces the default advice (the model config, more ranks, more memory).
+void check_fits_host_memory(double bytes, const std::string& what, const std::string& fix = "");
 
 // "1.50 GiB" style (binary units).
 std::string bytes_str(double bytes);

@@ -28,16 +28,63 @@ int optimizer_moments(const zero::OptimizerSpec& o) {
   return 2;
 }
 
+// Optimizer state bytes per parameter: the moments, and the f32 master of 16-bit
+// parameters; without a master the state is in the parameters' dtype (engine.h,
+// ModelStateBytes).
+int optimizer_state_bytes(const TrainConfig& c) {
+  const int param_bytes = c.precision == Precision::F32 ? 4 : 2;
+  const bool master = c.precision != Precision::F32 && c.optimizer.master_weights == zero::MasterWeights::F32;
+  const int state_bytes = master || c.precision == Precision::F32 ? 4 : param_bytes;
+  return optimizer_moments(c.optimizer) * state_bytes + (master ? 4 : 0);
+}
+
+// Per rank: the bytes ZeRO-Offload puts in host memory, and those it takes off the GPU's
+// model states.
+struct OffloadHostBytes {
+  double host = 0, off_gpu = 0;
+};
+OffloadHostBytes offload_host_bytes(const TrainConfig& c, const model::ModelConfig& mc, int stage, int world_size) {
+  OffloadHostBytes b;
+  if (c.zero.offload_optimizer != OffloadDevice::CPU) return b;
+  const double n = mc.num_parameters_f64();
+  const int param_bytes = c.precision == Precision::F32 ? 4 : 2;
+  const int optimizer_bytes = optimizer_state_bytes(c);
+  const double ratio = c.zero.offload_optimizer_ratio;
+  const double owned = stage >= 1 ? n / world_size : n;  // elements this rank's optimizer updates
+  const int grad_part_bytes = stage >= 2 ? 4 : param_bytes;
+  const bool params_home = stage >= 3 && offloads_params(c.zero);
+  // offload_param: the parameters' host home replaces their staging.
+  b.host = ratio * owned * (optimizer_bytes + grad_part_bytes + param_bytes);
+  b.off_gpu = ratio * owned * optimizer_bytes + (params_home ? owned * param_bytes : 0);
+  return b;
+}
+
 }  // namespace
+
+void check_offload_fits_host(const TrainConfig& c, const model::ModelConfig& mc, int stage, int world_size,
+                             int ranks_on_host) {
+  const double host = offload_host_bytes(c, mc, stage, world_size).host;
+  if (host <= 0) return;
+  char count[32];
+  std::snprintf(count, sizeof count, "%.4g", mc.num_parameters_f64());
+  const std::string what = c.source + ": the offloaded optimizer state and its staging buffers (" + count +
+                           " parameters, offload_optimizer.ratio " +
+                           std::to_string(c.zero.offload_optimizer_ratio).substr(0, 4) + ") per rank";
+  const std::string fix =
+      "lower zero_optimization.offload_optimizer.ratio (the rest of the state stays on the GPU), spread the ranks "
+      "over more machines, or use a machine with more memory";
+  if (ranks_on_host <= 1)
+    check_fits_host_memory(host, what, fix);
+  else
+    check_fits_host_memory(host * ranks_on_host, what + " x " + std::to_string(ranks_on_host) + " ranks on this host",
+                           fix);
+}
 
 void check_model_state_fits(const TrainConfig& c, const model::ModelConfig& mc, int stage, int world_size,
                             int ranks_on_host) {
   const double n = mc.num_parameters_f64();
   const int param_bytes = c.precision == Precision::F32 ? 4 : 2;
-  const bool master = c.precision != Precision::F32 && c.optimizer.master_weights == zero::MasterWeights::F32;
-  // Without a master the state is in the parameters' dtype (engine.h, ModelStateBytes).
-  const int state_bytes = master || c.precision == Precision::F32 ? 4 : param_bytes;
-  const int optimizer_bytes = optimizer_moments(c.optimizer) * state_bytes + (master ? 4 : 0);
+  const int optimizer_bytes = optimizer_state_bytes(c);
   // zero_formula_bytes (the engine's own accounting) in int64 where it cannot overflow;
   // past 2^48 parameters no machine holds the model anyway.
   const int bytes_per_param = param_bytes + 4 + optimizer_bytes;
@@ -53,27 +100,10 @@ void check_model_state_fits(const TrainConfig& c, const model::ModelConfig& mc, 
   // ZeRO-Offload: `ratio` of this rank's optimizer state moves to host memory, with a
   // staging copy of its gradient partition and 16-bit parameters (zero/offload_optimizer.h;
   // with offload_param the parameters' host home replaces their staging).
-  const bool offload = c.zero.offload_optimizer == OffloadDevice::CPU;
-  double host_offload = 0;
-  if (offload) {
-    const double ratio = c.zero.offload_optimizer_ratio;
-    const double owned = stage >= 1 ? n / world_size : n;  // elements this rank's optimizer updates
-    const int grad_part_bytes = stage >= 2 ? 4 : param_bytes;
-    host_offload = ratio * owned * (optimizer_bytes + grad_part_bytes + param_bytes);
-    total -= ratio * owned * optimizer_bytes;
-    // offload_param: stage 3's 16-bit partitions live in host memory instead (and the host
-    // optimizer updates them there: no parameter staging).
-    if (stage >= 3 && offloads_params(c.zero)) total -= owned * param_bytes;
-  }
-  if (offload && c.device == "cuda") {
-    const std::string host_what = c.source + ": the offloaded optimizer state and its staging buffers (" +
-                                  std::string(count) + " parameters, offload_optimizer.ratio " +
-                                  std::to_string(c.zero.offload_optimizer_ratio).substr(0, 4) + ") per rank";
-    if (ranks_on_host <= 1)
-      check_fits_host_memory(host_offload, host_what);
-    else
-      check_fits_host_memory(host_offload * ranks_on_host,
-                             host_what + " x " + std::to_string(ranks_on_host) + " ranks on this host");
+  const OffloadHostBytes off = offload_host_bytes(c, mc, stage, world_size);
+  total -= off.off_gpu;
+  if (off.host > 0 && c.device == "cuda") {
+    check_offload_fits_host(c, mc, stage, world_size, ranks_on_host);
     what += ", the offloaded state not counted,";
   }
   if (c.device == "cuda") {
@@ -99,7 +129,7 @@ void check_model_state_fits(const TrainConfig& c, const model::ModelConfig& mc, 
               "batch), turn on gradient_checkpointing, or use a shorter seq_len");
     return;
   }
-  total += host_offload;  // on the CPU backend everything is host memory
+  total += off.host;  // on the CPU backend everything is host memory
   if (ranks_on_host <= 1) {
     check_fits_host_memory(total, c.source + ": " + what);
     return;

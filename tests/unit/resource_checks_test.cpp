@@ -61,5 +61,29 @@ TEST(ResourceChecks, ModelStatesMustFitFreeMemory) {
   EXPECT_HAS(small, "but only 9.54 MiB is available");
 }
 
+// ZeRO-Offload on the GPU: the host must hold every local rank's offloaded state and
+// staging; the refusal names the bytes, the ranks and the ratio to lower.
+TEST(ResourceChecks, OffloadedStateMustFitHostMemory) {
+  TrainConfig c = config(1, 1, 2);
+  c.device = "cuda";
+  c.precision = Precision::BF16;
+  c.zero.stage = 2;
+  const model::ModelConfig tiny = model::preset_config("tiny-gpt2");
+  check_offload_fits_host(c, tiny, 2, 2, 2);  // no offload: nothing to check
+  c.zero.offload_optimizer = OffloadDevice::CPU;
+  // Per rank at stage 2 over 2 ranks: half of the parameters x (12 state + 4 gradient + 2
+  // parameter staging) bytes.
+  const double per_rank = tiny.num_parameters_f64() / 2 * 18;
+  ::setenv("ZT_TEST_HOST_MEMORY_BYTES", std::to_string(static_cast<int64_t>(per_rank * 1.5)).c_str(), 1);
+  check_offload_fits_host(c, tiny, 2, 2, 1);  // one rank on this host fits
+  const std::string two = input_error_of([&] { check_offload_fits_host(c, tiny, 2, 2, 2); });
+  c.zero.offload_optimizer_ratio = 0.5;
+  check_offload_fits_host(c, tiny, 2, 2, 2);  // half the state on the host: fits again
+  ::unsetenv("ZT_TEST_HOST_MEMORY_BYTES");
+  EXPECT_HAS(two, "run.yaml: the offloaded optimizer state and its staging buffers");
+  EXPECT_HAS(two, "x 2 ranks on this host");
+  EXPECT_HAS(two, "lower zero_optimization.offload_optimizer.ratio");
+}
+
 }  // namespace
 }  // namespace zt::train

@@ -1,12 +1,14 @@
 // Optimizer updates on the GPU; see backend/optimizer_kernels.h.
 //
 // Each update is one kernel over the flat range. The element-wise arithmetic is that of
-// backend/cpu/optimizer.cpp (itself PyTorch's single-tensor updates) operation by operation,
-// and the scalar factors (bias corrections, decay factors) are computed on the host in double
-// with the same expressions, so f32 results agree with the CPU to a few ulp (the compilers
-// may contract different multiply-adds into FMAs). sqrtf and '/' are IEEE-rounded (no fast
-// math). 16-bit parameters are updated through their f32 master and then rounded (nearest
-// even) into the parameter.
+// backend/cpu/optimizer_loops.h (itself PyTorch's single-tensor updates) operation by
+// operation, each with its rounding spelled out (__fmaf_rn where the CPU loops fuse,
+// __fmul_rn / __fadd_rn / __fdiv_rn / __fsqrt_rn elsewhere, which nvcc never contracts),
+// and the scalar factors (bias corrections, decay factors) are computed on the host in
+// double with the same expressions: every result is bitwise the CPU's. ZeRO-Offload
+// (zero/offload_optimizer.h) relies on it: a unit stepped on the host and one stepped here
+// end with the same bits. 16-bit parameters are updated through their f32 master and then
+// rounded (nearest even) into the parameter.
 //
 // bf16 state without a master (MasterWeights::None, "pure bf16"): the same ops with state
 // type S = bf16 and no master (the parameter is the weight); the state is loaded to f32
@@ -83,12 +85,13 @@ struct AdamWOp {
     load_chunk(v, i, count, vec, vi);
 #pragma unroll
     for (int k = 0; k < kChunk; ++k) {
-      float gk = g[k] * grad_scale;
-      if (l2 != 0.0f) gk += l2 * p[k];
-      p[k] *= decay;
-      mi[k] = b1 * mi[k] + (1.0f - b1) * gk;
-      vi[k] = b2 * vi[k] + (1.0f - b2) * gk * gk;
-      p[k] -= step_size * (mi[k] / (sqrtf(vi[k]) / bc2_sqrt + eps));
+      float gk = __fmul_rn(g[k], grad_scale);
+      if (l2 != 0.0f) gk = __fmaf_rn(l2, p[k], gk);
+      p[k] = __fmul_rn(p[k], decay);
+      mi[k] = __fmaf_rn(b1, mi[k], __fmul_rn(1.0f - b1, gk));
+      vi[k] = __fmaf_rn(b2, vi[k], __fmul_rn(__fmul_rn(1.0f - b2, gk), gk));
+      const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi[k]), bc2_sqrt), eps);
+      p[k] = __fmaf_rn(-step_size, __fdiv_rn(mi[k], denom), p[k]);
     }
     store_chunk(m, i, count, vec, mi);
     store_chunk(v, i, count, vec, vi);
@@ -112,13 +115,13 @@ struct SgdOp {
     if (buf && !fresh) load_chunk(buf, i, count, vec, b);
 #pragma unroll
     for (int k = 0; k < kChunk; ++k) {
-      d[k] *= grad_scale;
-      if (wd != 0.0f) d[k] += wd * p[k];
+      d[k] = __fmul_rn(d[k], grad_scale);
+      if (wd != 0.0f) d[k] = __fmaf_rn(wd, p[k], d[k]);
       if (buf) {
-        b[k] = fresh ? d[k] : momentum * b[k] + keep * d[k];
-        d[k] = nesterov ? d[k] + momentum * b[k] : b[k];
+        b[k] = fresh ? d[k] : __fmaf_rn(momentum, b[k], __fmul_rn(keep, d[k]));
+        d[k] = nesterov ? __fmaf_rn(momentum, b[k], d[k]) : b[k];
       }
-      p[k] -= lr * d[k];
+      p[k] = __fmaf_rn(-lr, d[k], p[k]);
     }
     if (buf) store_chunk(buf, i, count, vec, b);
     store_weights(param, master, i, count, vec, p);
@@ -141,12 +144,12 @@ struct LionOp {
     load_chunk(m, i, count, vec, mi);
 #pragma unroll
     for (int k = 0; k < kChunk; ++k) {
-      const float gk = g[k] * grad_scale;
-      p[k] *= decay;
-      const float c = b1 * mi[k] + (1.0f - b1) * gk;
+      const float gk = __fmul_rn(g[k], grad_scale);
+      p[k] = __fmul_rn(p[k], decay);
+      const float c = __fmaf_rn(b1, mi[k], __fmul_rn(1.0f - b1, gk));
       const float s = c > 0.0f ? 1.0f : (c < 0.0f ? -1.0f : 0.0f);
-      p[k] -= lr * s;
-      mi[k] = b2 * mi[k] + (1.0f - b2) * gk;
+      p[k] = __fmaf_rn(-lr, s, p[k]);
+      mi[k] = __fmaf_rn(b2, mi[k], __fmul_rn(1.0f - b2, gk));
     }
     store_chunk(m, i, count, vec, mi);
     store_weights(param, master, i, count, vec, p);
