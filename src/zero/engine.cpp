@@ -206,6 +206,9 @@ Tensor ZeroEngine::param_load_target(size_t unit, int64_t* begin) {
 }
 
 void ZeroEngine::refresh_after_load() {
+  // An fp32 run without master weights steps the host's copy of the parameters: it must
+  // take the loaded ones, or the first step after a resume updates the initial weights.
+  if (offload_) offload_->params_loaded();
   if (options_.stage < 3) return;
   // Persistent and currently gathered units hold full copies of the loaded slices.
   for (size_t i = 0; i < units_.size(); ++i)

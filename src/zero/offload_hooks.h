@@ -27,6 +27,9 @@ class OffloadHooks {
   // parameters: before its forward and backward, a stage-3 gather, the all-gather after
   // the step, a checkpoint's read or load, the full model's save.
   virtual void before_params_used(size_t unit) = 0;
+  // Parameters were loaded into the engine's buffers (a checkpoint's resume): copies of
+  // them held elsewhere (the host step's parameter staging) are stale.
+  virtual void params_loaded() = 0;
 };
 
 }  // namespace zt::zero

@@ -86,6 +86,7 @@ class OffloadedOptimizer final : public Optimizer, public OffloadHooks {
   void gradient_ready(size_t unit, const Tensor& grads) override;
   void before_gradients_reset() override;
   void before_params_used(size_t unit) override;
+  void params_loaded() override { refresh_host_params(); }
 
   // Blocks until the last step's host updates and copies are done (errors rethrown).
   void finish_updates();

@@ -411,6 +411,7 @@ TEST(ZeroEngine, GradientReadyFiresOncePerUnitWithTheFinalPartition) {
         void gradient_ready(size_t unit, const Tensor& grads) override { ready(unit, grads); }
         void before_gradients_reset() override {}
         void before_params_used(size_t) override {}
+        void params_loaded() override {}
       } recorder;
       recorder.ready = [&](size_t unit, const Tensor& grads) {
         fired.push_back({unit, micro, grads.to_f32_vector(), grads.data()});

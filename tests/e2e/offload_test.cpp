@@ -81,24 +81,29 @@ TEST(OffloadTraining, OffloadedRunTrainsBitwiseAsThePlainRun) {
 }
 
 TEST(OffloadTraining, CheckpointsResumeWithAndWithoutOffload) {
-  const fs::path off_dir = temp_dir("off"), plain_dir = temp_dir("plain"), a = temp_dir("a"), b = temp_dir("b");
-  const Logged off = run_logged(small_run(off_dir, with(kStage2, kOffload)));
-  const Logged plain = run_logged(small_run(plain_dir, kStage2));
-  ASSERT_EQ(off.result.losses, plain.result.losses);
-  // Offloaded checkpoint -> plain run, and plain checkpoint -> offloaded run.
-  const std::string off_ckpt = (off_dir / "run" / "checkpoints" / "global_step3").string();
-  const std::string plain_ckpt = (plain_dir / "run" / "checkpoints" / "global_step3").string();
-  const Logged to_plain = run_logged(small_run(a, with(kStage2, {"--resume", off_ckpt})));
-  const Logged to_off = run_logged(small_run(b, with(with(kStage2, kOffload), {"--resume", plain_ckpt})));
-  ASSERT_EQ(to_plain.result.losses.size(), 3u);
-  ASSERT_EQ(to_off.result.losses.size(), 3u);
-  for (size_t i = 0; i < 3; ++i) {
-    EXPECT_EQ(to_plain.result.losses[i], plain.result.losses[3 + i]) << "step " << 4 + i;
-    EXPECT_EQ(to_off.result.losses[i], plain.result.losses[3 + i]) << "step " << 4 + i;
+  // bf16 (the host steps the f32 master, a checkpoint's state) and fp32 without master
+  // (the host steps its copy of the parameters, which a resume must refresh).
+  for (const char* bf16 : {"true", "false"}) {
+    SCOPED_TRACE(std::string("bf16 ") + bf16);
+    const std::vector<std::string> stage2{"--bf16", bf16, "--zero_optimization.stage", "2"};
+    const fs::path off_dir = temp_dir("off"), plain_dir = temp_dir("plain"), a = temp_dir("a"), b = temp_dir("b"),
+                   c = temp_dir("c");
+    const Logged off = run_logged(small_run(off_dir, with(stage2, kOffload)));
+    const Logged plain = run_logged(small_run(plain_dir, stage2));
+    ASSERT_EQ(off.result.losses, plain.result.losses);
+    // Offloaded checkpoint -> plain run and -> offloaded run; plain checkpoint -> offloaded run.
+    const std::string off_ckpt = (off_dir / "run" / "checkpoints" / "global_step3").string();
+    const std::string plain_ckpt = (plain_dir / "run" / "checkpoints" / "global_step3").string();
+    const Logged to_plain = run_logged(small_run(a, with(stage2, {"--resume", off_ckpt})));
+    const Logged to_off = run_logged(small_run(b, with(with(stage2, kOffload), {"--resume", plain_ckpt})));
+    const Logged off_to_off = run_logged(small_run(c, with(with(stage2, kOffload), {"--resume", off_ckpt})));
+    for (const Logged* r : {&to_plain, &to_off, &off_to_off}) {
+      ASSERT_EQ(r->result.losses.size(), 3u);
+      for (size_t i = 0; i < 3; ++i) EXPECT_EQ(r->result.losses[i], plain.result.losses[3 + i]) << "step " << 4 + i;
+      EXPECT_EQ(final_weights(r->result), final_weights(plain.result));
+    }
+    for (const fs::path& d : {off_dir, plain_dir, a, b, c}) fs::remove_all(d);
   }
-  EXPECT_EQ(final_weights(to_plain.result), final_weights(plain.result));
-  EXPECT_EQ(final_weights(to_off.result), final_weights(plain.result));
-  for (const fs::path& d : {off_dir, plain_dir, a, b}) fs::remove_all(d);
 }
 
 // offload_param with offload_optimizer at stage 3: one process keeps stage 3 (the host

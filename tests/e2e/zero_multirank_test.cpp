@@ -1,6 +1,8 @@
 // `zerotrain train` as a multi-process job (mpirun, oversubscribed on small machines):
 //   - a checkpoint saved by 4 ranks at ZeRO stage 2 resumes at 2 ranks stage 3 and at 1
 //     rank stage 0, and each continuation ends where the uninterrupted 4-rank run ends;
+//   - a checkpoint of 2 ranks with ZeRO-Offload resumes at 1 rank without it and at 4 ranks
+//     with half the state offloaded, ending where the uninterrupted run ends;
 //   - a rank killed mid-run ends the job quickly with a non-zero exit naming the rank, and
 //     `zerotrain launch --max-restarts 1` resumes from the latest checkpoint and finishes.
 // Skipped when mpirun is not installed.
@@ -92,6 +94,42 @@ TEST(ZeroMultiRank, CheckpointOfFourRanksStage2ResumesAtTwoRanksStage3AndOneRank
   std::printf("[zero-reshard] 4 ranks stage 2 -> 2 ranks stage 3: max rel diff %.2e; -> 1 rank stage 0: %.2e\n", db,
               dc);
   // AdamW over 3 more steps of a reordered sum (see tests/comm/zero_engine_test.cpp).
+  EXPECT_LE(db, 2e-4);
+  EXPECT_LE(dc, 2e-4);
+}
+
+// ZeRO-Offload's checkpoints are the plain ones: 2 ranks at stage 2 with the optimizer state
+// on the host save a checkpoint that 1 rank resumes without offload and 4 ranks resume at
+// stage 1 with offload (half the state on the host), each continuation ending where the
+// uninterrupted offloaded run ends.
+TEST(ZeroMultiRank, OffloadedCheckpointResumesAtOtherWorldSizesWithAndWithoutOffload) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed";
+  zt::testing::TempDir dir(zt::testing::build_temp_path("zero_off_mr_"));
+  const std::string run = write_run(dir.path());
+  const std::string offload = " --zero_optimization.offload_optimizer.device cpu";
+  const fs::path a = dir.path() / "a", b = dir.path() / "b", c = dir.path() / "c";
+  Result r = sh(mpirun(2, run + " --per_device_train_batch_size 2 --zero_optimization.stage 2" + offload +
+                              " --output_dir " + a.string()));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("ZeRO-Offload: the optimizer state of"), std::string::npos) << r.out;
+  const fs::path step3 = a / "checkpoints" / "global_step3";
+  ASSERT_TRUE(fs::exists(step3 / "shard_rank1.safetensors")) << r.out;
+
+  r = sh(kMpiEnv + bin() + " train " + run + " --per_device_train_batch_size 4 --output_dir " + b.string() +
+         " --resume " + step3.string());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("saved by 2 ranks"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("ZeRO-Offload"), std::string::npos) << r.out;
+  r = sh(mpirun(4, run + " --per_device_train_batch_size 1 --zero_optimization.stage 1" + offload +
+                       " --zero_optimization.offload_optimizer.ratio 0.5 --output_dir " + c.string() + " --resume " +
+                       step3.string()));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("of state stays on the cpu"), std::string::npos) << r.out;
+
+  const double db = weight_difference(b / "final" / "model.safetensors", a / "final" / "model.safetensors");
+  const double dc = weight_difference(c / "final" / "model.safetensors", a / "final" / "model.safetensors");
+  std::printf("[offload-reshard] 2 ranks offloaded -> 1 rank plain: max rel diff %.2e; -> 4 ranks ratio 0.5: %.2e\n",
+              db, dc);
   EXPECT_LE(db, 2e-4);
   EXPECT_LE(dc, 2e-4);
 }
