@@ -18,6 +18,7 @@
 #include "config/config_value.h"
 #include "config/ds_config.h"
 #include "config/run_config.h"
+#include "config/scheduler_keys.h"
 
 namespace zt::cli {
 namespace {
@@ -136,6 +137,7 @@ const KeyTable kKeyTables[] = {{"top", train::top_level_keys_markdown},
                                {"fp16", train::fp16_keys_markdown},
                                {"bf16", train::bf16_keys_markdown},
                                {"optimizer", train::optimizer_param_keys_markdown},
+                               {"scheduler", train::scheduler_param_keys_markdown},
                                {"accelerate", train::accelerate_keys_markdown},
                                {"accelerate.deepspeed_config", train::accelerate_deepspeed_keys_markdown},
                                {"run", train::run_keys_markdown}};

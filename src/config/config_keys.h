@@ -9,8 +9,8 @@
 // level (every key: known keys, parse, ranges, refusals, origins, docs; sections and blocks
 // are rows read by their own parsers) and the run config (known keys, aliases, origins,
 // docs; values are still read in run_config.cpp), the optimizer params (per type) and the
-// Accelerate YAML's keys (known keys, the JSON + YAML rule, docs).
-// The scheduler params still have their own code in ds_config_scheduler.cpp.
+// Accelerate YAML's keys (known keys, the JSON + YAML rule, docs). The scheduler params'
+// table (per schedule type, with defaults the schedules read) is in scheduler_keys.h.
 // Adding a key: docs/dev.md "Adding a config key".
 #pragma once
 #include <climits>

@@ -8,6 +8,7 @@
 #include "config/config_dump.h"
 #include "config/config_keys.h"
 #include "config/ds_config.h"
+#include "config/scheduler_keys.h"
 
 namespace zt::train {
 
@@ -141,23 +142,31 @@ void resolve_scheduler(const DsConfig& ds, const RunContext& run, TrainConfig& o
   out.scheduler = ds.scheduler;
   if (out.scheduler.empty()) return;
   out.origin["scheduler"] = ds.source;
+  const ScheduleType type = *schedule_type_from_name(out.scheduler["type"].get<std::string>());
   json& p = out.scheduler["params"];
   for (auto& kv : p.items()) {
     if (!is_auto(kv.value())) continue;
-    const std::string k = kv.key();
-    if (k == "warmup_min_lr") {
-      kv.value() = 0.0;
-    } else if (k == "warmup_max_lr") {
-      kv.value() = static_cast<double>(out.optimizer.lr);
-    } else if (k == "warmup_num_steps") {
-      // A warmup_ratio needs the total; set_total_steps fills it once that is known.
-      if (out.warmup_ratio > 0 && run.total_steps <= 0) continue;
-      kv.value() =
-          out.warmup_ratio > 0 ? static_cast<int64_t>(std::ceil(out.warmup_ratio * run.total_steps)) : run.warmup_steps;
-    } else if (k == "total_num_steps") {
-      if (run.total_steps > 0) kv.value() = run.total_steps;  // else set_total_steps fills it
+    const SchedulerParamKey* k = scheduler_param(type, kv.key());
+    switch (k ? k->auto_rule : SchedulerAuto::None) {
+      case SchedulerAuto::None:  // validate_scheduler refused it
+        break;
+      case SchedulerAuto::Zero:
+        kv.value() = 0.0;
+        break;
+      case SchedulerAuto::OptimizerLr:
+        kv.value() = static_cast<double>(out.optimizer.lr);
+        break;
+      case SchedulerAuto::WarmupSteps:
+        // A warmup_ratio needs the total; set_total_steps fills it once that is known.
+        if (out.warmup_ratio > 0 && run.total_steps <= 0) continue;
+        kv.value() = out.warmup_ratio > 0 ? static_cast<int64_t>(std::ceil(out.warmup_ratio * run.total_steps))
+                                          : run.warmup_steps;
+        break;
+      case SchedulerAuto::TotalSteps:
+        if (run.total_steps > 0) kv.value() = run.total_steps;  // else set_total_steps fills it
+        break;
     }
-    out.origin["scheduler.params." + k] = "auto";
+    out.origin["scheduler.params." + kv.key()] = "auto";
   }
 }
 

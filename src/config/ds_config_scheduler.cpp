@@ -1,9 +1,11 @@
-// ds_config "scheduler": only validated here (type, parameter names and types); the
-// schedules themselves live in lr_schedule*, which reads the block kept in TrainConfig.
-#include <algorithm>
+// ds_config "scheduler": validated here from the params table (config/scheduler_keys.h)
+// and kept in TrainConfig in canonical form; the schedules themselves live in
+// train/lr_schedule*, which read that block through the same table.
+#include <cmath>
 
-#include "core/error.h"
 #include "config/ds_config.h"
+#include "config/scheduler_keys.h"
+#include "core/error.h"
 
 namespace zt::train {
 
@@ -11,129 +13,68 @@ using nlohmann::json;
 
 namespace {
 
-enum class Kind { Number, Bool, WarmupType };
-
-struct Param {
-  const char* name;
-  Kind kind;
-  AutoOk auto_ok;
-};
-
-struct Schedule {
-  const char* type;
-  std::vector<Param> params;
-  std::vector<std::string> required;
-};
-
-const std::vector<Schedule>& schedules() {
-  static const Param kWarm[] = {{"warmup_min_lr", Kind::Number, AutoOk::Yes},
-                                {"warmup_max_lr", Kind::Number, AutoOk::Yes},
-                                {"warmup_num_steps", Kind::Number, AutoOk::Yes},
-                                {"warmup_type", Kind::WarmupType, AutoOk::No},
-                                {"last_batch_iteration", Kind::Number, AutoOk::No}};
-  static const std::vector<Schedule> all = {
-      {"WarmupLR", {kWarm[0], kWarm[1], kWarm[2], kWarm[3], kWarm[4]}, {}},
-      {"WarmupDecayLR",
-       {kWarm[0], kWarm[1], kWarm[2], kWarm[3], kWarm[4], {"total_num_steps", Kind::Number, AutoOk::Yes}},
-       {"total_num_steps"}},
-      {"WarmupCosineLR",
-       {{"total_num_steps", Kind::Number, AutoOk::Yes},
-        {"warmup_min_ratio", Kind::Number, AutoOk::No},
-        {"warmup_num_steps", Kind::Number, AutoOk::Yes},
-        {"cos_min_ratio", Kind::Number, AutoOk::No},
-        kWarm[3],
-        kWarm[4]},
-       {"total_num_steps"}},
-      {"OneCycle",
-       {{"cycle_min_lr", Kind::Number, AutoOk::No},
-        {"cycle_max_lr", Kind::Number, AutoOk::No},
-        {"decay_lr_rate", Kind::Number, AutoOk::No},
-        {"cycle_first_step_size", Kind::Number, AutoOk::No},
-        {"cycle_second_step_size", Kind::Number, AutoOk::No},
-        {"cycle_first_stair_count", Kind::Number, AutoOk::No},
-        {"cycle_second_stair_count", Kind::Number, AutoOk::No},
-        {"decay_step_size", Kind::Number, AutoOk::No},
-        {"cycle_momentum", Kind::Bool, AutoOk::No},
-        {"cycle_min_mom", Kind::Number, AutoOk::No},
-        {"cycle_max_mom", Kind::Number, AutoOk::No},
-        {"decay_mom_rate", Kind::Number, AutoOk::No},
-        kWarm[4]},
-       {"cycle_min_lr", "cycle_max_lr"}},
-      {"LRRangeTest",
-       {{"lr_range_test_min_lr", Kind::Number, AutoOk::No},
-        {"lr_range_test_step_size", Kind::Number, AutoOk::No},
-        {"lr_range_test_step_rate", Kind::Number, AutoOk::No},
-        {"lr_range_test_staircase", Kind::Bool, AutoOk::No},
-        kWarm[4]},
-       {}},
-  };
-  return all;
+// One param's value, canonical: numbers as numbers (steps as integers), YAML-style booleans
+// as booleans, "auto" kept for resolve_scheduler.
+json canonical_value(const SchedulerParamKey& k, const json& v, const Where& kw) {
+  if (!k.refused.empty()) ZT_THROW_INPUT(kw.str(), ": ", k.refused);
+  if (is_auto(v)) {
+    if (k.auto_rule == SchedulerAuto::None)
+      ZT_THROW_INPUT(kw.str(), ": \"auto\" is not resolvable for this key; write a value");
+    return "auto";
+  }
+  switch (k.kind) {
+    case SchedulerParamKind::Number:
+    case SchedulerParamKind::Steps: {
+      const double d = to_number(v, kw);
+      const std::string range = scheduler_range_error(k, d);
+      if (!range.empty()) ZT_THROW_INPUT(kw.str(), ": ", range, ", got ", v.dump());
+      if (k.kind == SchedulerParamKind::Number) return d;
+      if (d != std::floor(d) || std::fabs(d) > 9e18)
+        ZT_THROW_INPUT(kw.str(), ": expected a whole number of steps, got ", v.dump());
+      return static_cast<int64_t>(d);
+    }
+    case SchedulerParamKind::Bool:
+      return to_bool(v, kw);
+    case SchedulerParamKind::WarmupType: {
+      if (!v.is_string()) ZT_THROW_INPUT(kw.str(), ": expected \"log\" or \"linear\", got ", v.dump());
+      const std::string s = v.get<std::string>();
+      if (s != "log" && s != "linear")
+        ZT_THROW_INPUT(kw.str(), ": '", s, "' is not one of log, linear", did_you_mean(s, {"log", "linear"}));
+      return s;
+    }
+  }
+  return v;
 }
 
 }  // namespace
 
 json validate_scheduler(const json& block, const Where& w) {
   check_known_keys(block, {"type", "params"}, w, "a scheduler block is {\"type\": ..., \"params\": {...}}");
-  const std::string type = read_string(block, "type", w, "").value;
+  const std::string type_text = read_string(block, "type", w, "").value;
   std::vector<std::string> names;
-  const Schedule* found = nullptr;
-  for (const auto& s : schedules()) {
-    names.push_back(s.type);
-    if (lower(type) == lower(s.type)) found = &s;
-  }
-  std::string list;
-  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-  if (type.empty()) ZT_THROW_INPUT(w.key("type").str(), ": missing; write one of ", list);
-  if (!found)
-    ZT_THROW_INPUT(w.key("type").str(), ": unknown scheduler '", type, "'", did_you_mean(type, names),
-                   "; supported: ", list);
-  json out = {{"type", found->type}, {"params", json::object()}};
+  for (ScheduleType t : schedule_types()) names.push_back(schedule_type_name(t));
+  if (type_text.empty()) ZT_THROW_INPUT(w.key("type").str(), ": missing; write one of ", schedule_type_list());
+  const std::optional<ScheduleType> type = schedule_type_from_name(type_text);
+  if (!type)
+    ZT_THROW_INPUT(w.key("type").str(), ": unknown scheduler '", type_text, "'", did_you_mean(type_text, names),
+                   "; supported: ", schedule_type_list());
+  json out = {{"type", schedule_type_name(*type)}, {"params", json::object()}};
   const Where pw = w.key("params");
   const json params = block.contains("params") && !block["params"].is_null() ? block["params"] : json::object();
-  std::vector<std::string> known;
-  for (const auto& p : found->params) known.push_back(p.name);
-  check_known_keys(params, known, pw,
-                   std::string("valid params for ") + found->type + ": see docs/configs.md#scheduler");
-  for (const auto& p : found->params) {
-    auto it = params.find(p.name);
-    if (it == params.end() || it->is_null()) continue;
-    const Where kw = pw.key(p.name);
-    if (is_auto(*it)) {
-      if (p.auto_ok == AutoOk::No) ZT_THROW_INPUT(kw.str(), ": \"auto\" is not resolvable for this key; write a value");
-      out["params"][p.name] = "auto";
-      continue;
-    }
-    switch (p.kind) {
-      case Kind::Number: {
-        // Step counts stay integers even when written 1e3 or "1000" (YAML).
-        const double v = to_number(*it, kw);
-        const std::string n = p.name;
-        const bool count = n.find("rate") == std::string::npos &&
-                           (n.find("step") != std::string::npos || n.find("count") != std::string::npos ||
-                            n.find("iteration") != std::string::npos);
-        if (count && v == static_cast<double>(static_cast<int64_t>(v))) {
-          out["params"][p.name] = static_cast<int64_t>(v);
-        } else {
-          out["params"][p.name] = v;
-        }
-        break;
-      }
-      case Kind::Bool:
-        out["params"][p.name] = to_bool(*it, kw);
-        break;
-      case Kind::WarmupType: {
-        const std::string v = read_string(params, p.name, pw, "").value;
-        if (v != "log" && v != "linear")
-          ZT_THROW_INPUT(kw.str(), ": '", v, "' is not one of log, linear", did_you_mean(v, {"log", "linear"}));
-        out["params"][p.name] = v;
-        break;
-      }
-    }
+  require_object(params, pw);
+  check_known_keys(params, scheduler_param_names(*type),
+                   pw, std::string("valid params for ") + schedule_type_name(*type) + ": see docs/configs.md#scheduler");
+  for (const auto& item : params.items()) {
+    if (item.value().is_null()) continue;
+    const SchedulerParamKey& k = *scheduler_param(*type, item.key());
+    out["params"][k.key] = canonical_value(k, item.value(), pw.key(k.key));
   }
-  for (const auto& r : found->required)
-    if (!out["params"].contains(r))
-      ZT_THROW_INPUT(pw.key(r).str(), ": required by ", found->type,
-                     "; give a value (or \"auto\" to take it from the run)");
+  for (const std::string& name : scheduler_param_names(*type)) {
+    const SchedulerParamKey& k = *scheduler_param(*type, name);
+    if (k.default_rule == SchedulerDefault::Required && !out["params"].contains(name))
+      ZT_THROW_INPUT(pw.key(name).str(), ": required by ", schedule_type_name(*type), "; give a value",
+                     k.auto_rule == SchedulerAuto::None ? "" : " (or \"auto\" to take it from the run)");
+  }
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include "config/accelerate_config.h"
 #include "config/config_keys.h"
 #include "config/run_config.h"
+#include "config/scheduler_keys.h"
 
 namespace zt::train {
 
@@ -419,9 +420,14 @@ void set_total_steps(TrainConfig& cfg, int64_t total_steps) {
   ZT_CHECK(total_steps > 0, "total steps ", total_steps);
   if (cfg.warmup_ratio > 0) cfg.warmup_steps = static_cast<int64_t>(std::ceil(cfg.warmup_ratio * total_steps));
   if (cfg.scheduler.empty() || !cfg.scheduler.contains("params")) return;
-  json& p = cfg.scheduler["params"];
-  if (p.contains("total_num_steps") && is_auto(p["total_num_steps"])) p["total_num_steps"] = total_steps;
-  if (p.contains("warmup_num_steps") && is_auto(p["warmup_num_steps"])) p["warmup_num_steps"] = cfg.warmup_steps;
+  const std::optional<ScheduleType> type = schedule_type_from_name(cfg.scheduler.value("type", ""));
+  if (!type) return;
+  for (auto& kv : cfg.scheduler["params"].items()) {
+    if (!is_auto(kv.value())) continue;
+    const SchedulerParamKey* k = scheduler_param(*type, kv.key());
+    if (k && k->auto_rule == SchedulerAuto::TotalSteps) kv.value() = total_steps;
+    if (k && k->auto_rule == SchedulerAuto::WarmupSteps) kv.value() = cfg.warmup_steps;
+  }
 }
 
 }  // namespace zt::train

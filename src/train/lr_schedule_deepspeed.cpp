@@ -30,49 +30,11 @@ struct Warmup {
   const char* type_name() const { return type == WarmupType::Log ? "log" : "linear"; }
 };
 
-int64_t read_steps(ScheduleParams& p, const std::string& key, int64_t dflt, int64_t auto_value, const char* what) {
-  if (p.is_auto(key)) {
-    p.accept(key);
-    if (auto_value < 0)
-      p.fail(key, std::string("\"auto\" needs the run's ") + what + ", which is not known here; write a number");
-    return auto_value;
-  }
-  const auto v = p.integer(key);
-  return v ? *v : dflt;
-}
-
-Warmup read_warmup(ScheduleParams& p, const ScheduleRun& run) {
+Warmup read_warmup(const ScheduleParams& p) {
   Warmup w;
-  const int64_t n = read_steps(p, "warmup_num_steps", 1000, run.warmup_steps, "warmup steps");
-  if (n <= 0) p.fail("warmup_num_steps", "must be a positive integer, got " + std::to_string(n));
-  w.num_steps = std::max<int64_t>(2, n);
-  // DeepSpeed falls back to log with a warning for unknown names; a typo should not
-  // silently change the schedule, so we refuse it.
-  const std::string type = p.string("warmup_type").value_or("log");
-  if (type == "log")
-    w.type = WarmupType::Log;
-  else if (type == "linear")
-    w.type = WarmupType::Linear;
-  else
-    p.fail("warmup_type", "unknown warmup type \"" + type + "\"; use \"log\" or \"linear\"");
+  w.num_steps = std::max<int64_t>(2, p.steps("warmup_num_steps"));
+  w.type = p.choice("warmup_type") == "linear" ? WarmupType::Linear : WarmupType::Log;
   return w;
-}
-
-double read_lr(ScheduleParams& p, const std::string& key, double dflt, double auto_value) {
-  if (p.is_auto(key)) {
-    p.accept(key);
-    return auto_value;
-  }
-  const double v = p.number(key).value_or(dflt);
-  if (v < 0) p.fail(key, "a learning rate must be >= 0");
-  return v;
-}
-
-int64_t read_total(ScheduleParams& p, const ScheduleRun& run) {
-  if (!p.has("total_num_steps")) p.fail("total_num_steps", "required; set it to the run's number of optimizer steps");
-  const int64_t t = read_steps(p, "total_num_steps", 0, run.total_steps, "total optimizer steps");
-  if (t < 0) p.fail("total_num_steps", "must be >= 0");
-  return t;
 }
 
 std::string num(double v) {
@@ -237,60 +199,38 @@ class LrRangeTest final : public LrSchedule {
   bool staircase_;
 };
 
-std::unique_ptr<LrSchedule> make_warmup(ScheduleParams& p, bool decay, double base_lr, const ScheduleRun& run) {
+std::unique_ptr<LrSchedule> make_warmup(const ScheduleParams& p, bool decay) {
   std::optional<int64_t> total;
-  if (decay) total = read_total(p, run);
-  const double min_lr = read_lr(p, "warmup_min_lr", 0.0, 0.0);
-  // WarmupLR defaults warmup_max_lr to the optimizer's lr; WarmupDecayLR's signature
-  // passes its own default of 0.001 to WarmupLR, so DeepSpeed uses 0.001 there.
-  const double max_lr = read_lr(p, "warmup_max_lr", decay ? 0.001 : base_lr, base_lr);
-  const Warmup w = read_warmup(p, run);
-  return std::make_unique<WarmupLr>(min_lr, max_lr, w, total);
+  if (decay) total = p.steps("total_num_steps");
+  return std::make_unique<WarmupLr>(p.number("warmup_min_lr"), p.number("warmup_max_lr"), read_warmup(p), total);
 }
 
-std::unique_ptr<LrSchedule> make_cosine(ScheduleParams& p, double base_lr, const ScheduleRun& run) {
-  const int64_t total = read_total(p, run);
-  const double warmup_min_ratio = p.number("warmup_min_ratio").value_or(0.0);
-  const double cos_min_ratio = p.number("cos_min_ratio").value_or(1e-4);
-  if (warmup_min_ratio < 0 || warmup_min_ratio > 1) p.fail("warmup_min_ratio", "must be in [0, 1]");
-  if (cos_min_ratio < 0 || cos_min_ratio > 1) p.fail("cos_min_ratio", "must be in [0, 1]");
-  const Warmup w = read_warmup(p, run);
-  return std::make_unique<WarmupCosineLr>(base_lr, total, warmup_min_ratio, cos_min_ratio, w);
+std::unique_ptr<LrSchedule> make_cosine(const ScheduleParams& p, double base_lr) {
+  return std::make_unique<WarmupCosineLr>(base_lr, p.steps("total_num_steps"), p.number("warmup_min_ratio"),
+                                          p.number("cos_min_ratio"), read_warmup(p));
 }
 
-std::unique_ptr<LrSchedule> make_one_cycle(ScheduleParams& p) {
+std::unique_ptr<LrSchedule> make_one_cycle(const ScheduleParams& p) {
   OneCycle::Params c;
-  for (const char* key : {"cycle_min_lr", "cycle_max_lr"})
-    if (!p.has(key)) p.fail(key, "required by OneCycle; set the cycle's learning-rate bounds");
-  c.min_lr = *p.number("cycle_min_lr");
-  c.max_lr = *p.number("cycle_max_lr");
-  if (c.min_lr < 0 || c.max_lr < 0)
-    p.fail(c.min_lr < 0 ? "cycle_min_lr" : "cycle_max_lr", "a learning rate must be >= 0");
-  c.decay_lr_rate = p.number("decay_lr_rate").value_or(0.0);
-  c.first_size = static_cast<double>(p.integer("cycle_first_step_size").value_or(2000));
-  if (c.first_size <= 0) p.fail("cycle_first_step_size", "must be a positive number of steps");
-  c.second_size = static_cast<double>(p.integer("cycle_second_step_size").value_or(static_cast<int64_t>(c.first_size)));
-  if (c.second_size <= 0) p.fail("cycle_second_step_size", "must be a positive number of steps");
-  c.first_stairs = p.integer("cycle_first_stair_count").value_or(0);
-  c.second_stairs = p.integer("cycle_second_stair_count").value_or(c.first_stairs);
-  if (c.first_stairs < 0 || c.second_stairs < 0)
-    p.fail(c.first_stairs < 0 ? "cycle_first_stair_count" : "cycle_second_stair_count", "must be >= 0 (0 = no stairs)");
-  c.decay_step_size = static_cast<double>(p.integer("decay_step_size").value_or(0));
-  if (c.decay_step_size < 0) p.fail("decay_step_size", "must be >= 0 (0 = no decay after the cycle)");
-  c.cycle_momentum = p.boolean("cycle_momentum").value_or(true);
-  c.min_mom = p.number("cycle_min_mom").value_or(0.8);
-  c.max_mom = p.number("cycle_max_mom").value_or(0.9);
-  c.decay_mom_rate = p.number("decay_mom_rate").value_or(0.0);
+  c.min_lr = p.number("cycle_min_lr");
+  c.max_lr = p.number("cycle_max_lr");
+  c.decay_lr_rate = p.number("decay_lr_rate");
+  c.first_size = static_cast<double>(p.steps("cycle_first_step_size"));
+  c.second_size = static_cast<double>(p.steps("cycle_second_step_size"));
+  c.first_stairs = p.steps("cycle_first_stair_count");
+  c.second_stairs = p.steps("cycle_second_stair_count");
+  c.decay_step_size = static_cast<double>(p.steps("decay_step_size"));
+  c.cycle_momentum = p.boolean("cycle_momentum");
+  c.min_mom = p.number("cycle_min_mom");
+  c.max_mom = p.number("cycle_max_mom");
+  c.decay_mom_rate = p.number("decay_mom_rate");
   return std::make_unique<OneCycle>(c);
 }
 
-std::unique_ptr<LrSchedule> make_range_test(ScheduleParams& p) {
-  const double min_lr = read_lr(p, "lr_range_test_min_lr", 1e-3, 1e-3);
-  const int64_t size = p.integer("lr_range_test_step_size").value_or(2000);
-  if (size <= 0) p.fail("lr_range_test_step_size", "must be a positive number of steps");
-  const double rate = p.number("lr_range_test_step_rate").value_or(1.0);
-  const bool staircase = p.boolean("lr_range_test_staircase").value_or(false);
-  return std::make_unique<LrRangeTest>(min_lr, static_cast<double>(size), rate, staircase);
+std::unique_ptr<LrSchedule> make_range_test(const ScheduleParams& p) {
+  return std::make_unique<LrRangeTest>(p.number("lr_range_test_min_lr"),
+                                       static_cast<double>(p.steps("lr_range_test_step_size")),
+                                       p.number("lr_range_test_step_rate"), p.boolean("lr_range_test_staircase"));
 }
 
 }  // namespace
@@ -303,32 +243,34 @@ std::unique_ptr<LrSchedule> make_deepspeed_schedule(const nlohmann::json& block,
       ZT_THROW_INPUT(source, ": scheduler.", item.key(), ": unknown key; a scheduler has only \"type\" and \"params\"");
   const auto t = block.find("type");
   if (t == block.end() || !t->is_string())
-    ZT_THROW_INPUT(source,
-                   ": scheduler.type: required string; one of WarmupLR, WarmupDecayLR, WarmupCosineLR, "
-                   "OneCycle, LRRangeTest");
-  const std::string type = t->get<std::string>();
+    ZT_THROW_INPUT(source, ": scheduler.type: required string; one of ", schedule_type_list());
+  // Exact case: a validated block holds the canonical spelling.
+  const std::string name = t->get<std::string>();
+  const std::optional<ScheduleType> type = schedule_type_from_name(name);
+  if (!type || name != schedule_type_name(*type))
+    ZT_THROW_INPUT(source, ": scheduler.type: unknown scheduler \"", name, "\"; use one of ", schedule_type_list(),
+                   " (exact case)");
   static const nlohmann::json kEmpty = nlohmann::json::object();
   const auto pit = block.find("params");
-  ScheduleParams p(pit == block.end() ? kEmpty : *pit, source, type);
-  // Resuming sets the step count from the checkpoint; a configured start would shift it.
-  if (p.has("last_batch_iteration"))
-    p.fail("last_batch_iteration", "not supported: the schedule resumes from the checkpoint's step; remove it");
-
+  const ScheduleParams p(pit == block.end() ? kEmpty : *pit, source, *type, base_lr, run);
   std::unique_ptr<LrSchedule> s;
-  if (type == "WarmupLR")
-    s = make_warmup(p, false, base_lr, run);
-  else if (type == "WarmupDecayLR")
-    s = make_warmup(p, true, base_lr, run);
-  else if (type == "WarmupCosineLR")
-    s = make_cosine(p, base_lr, run);
-  else if (type == "OneCycle")
-    s = make_one_cycle(p);
-  else if (type == "LRRangeTest")
-    s = make_range_test(p);
-  else
-    ZT_THROW_INPUT(source, ": scheduler.type: unknown scheduler \"", type,
-                   "\"; use one of WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest (exact case)");
-  p.finish();
+  switch (*type) {
+    case ScheduleType::WarmupLR:
+      s = make_warmup(p, false);
+      break;
+    case ScheduleType::WarmupDecayLR:
+      s = make_warmup(p, true);
+      break;
+    case ScheduleType::WarmupCosineLR:
+      s = make_cosine(p, base_lr);
+      break;
+    case ScheduleType::OneCycle:
+      s = make_one_cycle(p);
+      break;
+    case ScheduleType::LRRangeTest:
+      s = make_range_test(p);
+      break;
+  }
   return s;
 }
 

@@ -6,72 +6,130 @@
 
 namespace zt::train {
 
-ScheduleParams::ScheduleParams(const nlohmann::json& params, std::string source, std::string type)
-    : params_(params), source_(std::move(source)), type_(std::move(type)) {
+ScheduleParams::ScheduleParams(const nlohmann::json& params, std::string source, ScheduleType type,
+                               double optimizer_lr, const ScheduleRun& run)
+    : params_(params), source_(std::move(source)), type_(type), optimizer_lr_(optimizer_lr), run_(run) {
   if (!params_.is_object())
-    ZT_THROW_INPUT(source_, ": scheduler.params: expected an object of ", type_, " parameters, got ",
-                   params_.type_name());
-}
-
-bool ScheduleParams::is_auto(const std::string& key) const {
-  const auto it = params_.find(key);
-  return it != params_.end() && it->is_string() && it->get<std::string>() == "auto";
+    ZT_THROW_INPUT(source_, ": scheduler.params: expected an object of ", schedule_type_name(type_),
+                   " parameters, got ", params_.type_name());
+  for (const auto& item : params_.items()) {
+    const SchedulerParamKey* k = scheduler_param(type_, item.key());
+    if (!k) {
+      std::string valid;
+      for (const std::string& n : scheduler_param_names(type_)) valid += (valid.empty() ? "" : ", ") + n;
+      fail(item.key(), std::string("unknown parameter of ") + schedule_type_name(type_) + "; valid parameters: " + valid);
+    }
+    if (!k->refused.empty() && !item.value().is_null()) fail(k->key, k->refused);
+  }
 }
 
 void ScheduleParams::fail(const std::string& key, const std::string& what) const {
   ZT_THROW_INPUT(source_, ": scheduler.params.", key, ": ", what);
 }
 
-const nlohmann::json* ScheduleParams::get(const std::string& key) {
-  known_.insert(key);
-  const auto it = params_.find(key);
-  if (it == params_.end() || it->is_null()) return nullptr;
-  if (is_auto(key))
-    fail(key, "\"auto\" cannot be resolved here; write a value (HF Trainer/Accelerate fill it from the run)");
-  return &*it;
+const SchedulerParamKey& ScheduleParams::row(const std::string& key) const {
+  const SchedulerParamKey* k = scheduler_param(type_, key);
+  ZT_CHECK(k != nullptr, schedule_type_name(type_), " reads '", key, "', which its params table lacks");
+  return *k;
 }
 
-std::optional<double> ScheduleParams::number(const std::string& key) {
-  const nlohmann::json* v = get(key);
-  if (!v) return std::nullopt;
+const nlohmann::json* ScheduleParams::written(const SchedulerParamKey& k, nlohmann::json* resolved) const {
+  const auto it = params_.find(k.key);
+  if (it == params_.end() || it->is_null()) {
+    if (k.default_rule == SchedulerDefault::Required)
+      fail(k.key, std::string("required by ") + schedule_type_name(type_) + "; give a value");
+    return nullptr;
+  }
+  if (!(it->is_string() && it->get<std::string>() == "auto")) return &*it;
+  const auto from_run = [&](int64_t v, const char* what) {
+    if (v < 0) fail(k.key, std::string("\"auto\" needs the run's ") + what + ", which is not known here; write a number");
+    return nlohmann::json(v);
+  };
+  switch (k.auto_rule) {
+    case SchedulerAuto::None:
+      fail(k.key, "\"auto\" cannot be resolved for this key; write a value");
+    case SchedulerAuto::Zero:
+      *resolved = 0.0;
+      break;
+    case SchedulerAuto::OptimizerLr:
+      *resolved = optimizer_lr_;
+      break;
+    case SchedulerAuto::WarmupSteps:
+      *resolved = from_run(run_.warmup_steps, "warmup steps");
+      break;
+    case SchedulerAuto::TotalSteps:
+      *resolved = from_run(run_.total_steps, "total optimizer steps");
+      break;
+  }
+  return resolved;
+}
+
+double ScheduleParams::checked(const SchedulerParamKey& k, double v) const {
+  const std::string range = scheduler_range_error(k, v);
+  if (!range.empty()) {
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", v);
+    fail(k.key, range + ", got " + got);
+  }
+  return v;
+}
+
+double ScheduleParams::number(const std::string& key) const {
+  const SchedulerParamKey& k = row(key);
+  nlohmann::json resolved;
+  const nlohmann::json* v = written(k, &resolved);
+  if (!v) {
+    if (k.default_rule == SchedulerDefault::OptimizerLr) return optimizer_lr_;
+    if (k.default_rule == SchedulerDefault::SameAs) return number(k.same_as);
+    return k.default_value;
+  }
   if (!v->is_number() || v->is_boolean()) fail(key, "expected a number, got " + v->dump());
   const double d = v->get<double>();
   if (!std::isfinite(d)) fail(key, "expected a finite number, got " + v->dump());
-  return d;
+  return checked(k, d);
 }
 
-std::optional<int64_t> ScheduleParams::integer(const std::string& key) {
-  const nlohmann::json* v = get(key);
-  if (!v) return std::nullopt;
-  if (v->is_number_integer()) return v->get<int64_t>();
-  if (v->is_number_float()) {
-    const double d = v->get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e18) return static_cast<int64_t>(d);
+int64_t ScheduleParams::steps(const std::string& key) const {
+  const SchedulerParamKey& k = row(key);
+  nlohmann::json resolved;
+  const nlohmann::json* v = written(k, &resolved);
+  if (!v) {
+    if (k.default_rule == SchedulerDefault::SameAs) return steps(k.same_as);
+    return static_cast<int64_t>(k.default_value);
   }
-  fail(key, "expected an integer, got " + v->dump());
+  int64_t n = 0;
+  if (v->is_number_integer()) {
+    n = v->get<int64_t>();
+  } else {
+    const double d = v->is_number_float() ? v->get<double>() : NAN;
+    if (!(std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e18))
+      fail(key, "expected a whole number of steps, got " + v->dump());
+    n = static_cast<int64_t>(d);
+  }
+  checked(k, static_cast<double>(n));
+  return n;
 }
 
-std::optional<bool> ScheduleParams::boolean(const std::string& key) {
-  const nlohmann::json* v = get(key);
-  if (!v) return std::nullopt;
+bool ScheduleParams::boolean(const std::string& key) const {
+  const SchedulerParamKey& k = row(key);
+  nlohmann::json resolved;
+  const nlohmann::json* v = written(k, &resolved);
+  if (!v) return k.default_value != 0;
   if (!v->is_boolean()) fail(key, "expected true or false, got " + v->dump());
   return v->get<bool>();
 }
 
-std::optional<std::string> ScheduleParams::string(const std::string& key) {
-  const nlohmann::json* v = get(key);
-  if (!v) return std::nullopt;
+std::string ScheduleParams::choice(const std::string& key) const {
+  const SchedulerParamKey& k = row(key);
+  nlohmann::json resolved;
+  const nlohmann::json* v = written(k, &resolved);
+  if (!v) return k.default_value == 0 ? "log" : "linear";
   if (!v->is_string()) fail(key, "expected a string, got " + v->dump());
-  return v->get<std::string>();
-}
-
-void ScheduleParams::finish() const {
-  for (const auto& item : params_.items()) {
-    if (known_.count(item.key())) continue;
-    std::string valid;
-    for (const auto& k : known_) valid += (valid.empty() ? "" : ", ") + k;
-    fail(item.key(), "unknown parameter of " + type_ + "; valid parameters: " + valid);
-  }
+  const std::string s = v->get<std::string>();
+  // DeepSpeed falls back to log with a warning for unknown names; a typo should not
+  // silently change the schedule, so it is refused.
+  if (s != "log" && s != "linear") fail(key, "unknown warmup type \"" + s + "\"; use \"log\" or \"linear\"");
+  return s;
 }
 
 }  // namespace zt::train

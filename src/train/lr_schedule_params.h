@@ -1,42 +1,44 @@
-// Reads a ds_config scheduler "params" object the way DeepSpeed's constructors take
-// keyword arguments: each schedule asks for its parameters by name (with DeepSpeed's
-// default), and finish() then rejects any key no one asked for, naming it and the valid
-// names. Errors read "<source>: scheduler.params.<key>: <what>; <fix>".
+// Reads a ds_config scheduler "params" object through the params table
+// (config/scheduler_keys.h): each schedule asks for its parameters by name and gets the
+// written value, "auto" resolved from the run, or the row's default (DeepSpeed's), each
+// checked against the row's kind and range. The constructor rejects keys the schedule does
+// not take and refused ones; a required param left out fails where it is read. Errors
+// read "<source>: scheduler.params.<key>: <what>; <fix>".
 #pragma once
 #include <cstdint>
-#include <optional>
-#include <set>
 #include <string>
-#include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "config/scheduler_keys.h"
+#include "train/lr_schedule.h"
 
 namespace zt::train {
 
 class ScheduleParams {
  public:
-  ScheduleParams(const nlohmann::json& params, std::string source, std::string type);
+  ScheduleParams(const nlohmann::json& params, std::string source, ScheduleType type, double optimizer_lr,
+                 const ScheduleRun& run);
 
-  bool has(const std::string& key) const { return params_.contains(key); }
-  bool is_auto(const std::string& key) const;
-  // Absent -> nullopt. "auto" is an error unless the caller checked is_auto() first.
-  std::optional<double> number(const std::string& key);
-  // Integers accept integral floats (1e3) as JSON writers produce them.
-  std::optional<int64_t> integer(const std::string& key);
-  std::optional<bool> boolean(const std::string& key);
-  std::optional<std::string> string(const std::string& key);
-  // Marks a key as known without reading it (e.g. after handling "auto").
-  void accept(const std::string& key) { known_.insert(key); }
+  double number(const std::string& key) const;
+  // Whole numbers; integral floats (1e3) as JSON writers produce them are accepted.
+  int64_t steps(const std::string& key) const;
+  bool boolean(const std::string& key) const;
+  std::string choice(const std::string& key) const;  // a WarmupType param: "log" / "linear"
 
   [[noreturn]] void fail(const std::string& key, const std::string& what) const;
-  // Throws for the first key that was not read.
-  void finish() const;
 
  private:
-  const nlohmann::json* get(const std::string& key);
+  const SchedulerParamKey& row(const std::string& key) const;
+  // The written value ("auto" resolved), or nullptr when absent (the default applies).
+  const nlohmann::json* written(const SchedulerParamKey& k, nlohmann::json* resolved) const;
+  double checked(const SchedulerParamKey& k, double v) const;
+
   const nlohmann::json& params_;
-  std::string source_, type_;
-  std::set<std::string> known_;
+  std::string source_;
+  ScheduleType type_;
+  double optimizer_lr_;
+  ScheduleRun run_;
 };
 
 }  // namespace zt::train

@@ -15,6 +15,7 @@
 #include "config/config_paths.h"
 #include "config/ds_config.h"
 #include "config/run_config.h"
+#include "config/scheduler_keys.h"
 
 namespace zt::train {
 namespace {
@@ -146,6 +147,9 @@ TEST(ConfigKeys, DocsTablesAreTheGeneratedOnes) {
   EXPECT_EQ(generated_block("optimizer"), optimizer_param_keys_markdown())
       << "docs/configs.md's optimizer params table differs from the key table: paste `zerotrain config keys "
          "--markdown optimizer` between its markers";
+  EXPECT_EQ(generated_block("scheduler"), scheduler_param_keys_markdown())
+      << "docs/configs.md's scheduler params table differs from the key table: paste `zerotrain config keys "
+         "--markdown scheduler` between its markers";
   EXPECT_EQ(generated_block("fp16"), fp16_keys_markdown())
       << "docs/configs.md's fp16 table differs from the key table: paste `zerotrain config keys --markdown fp16` "
          "between its markers";

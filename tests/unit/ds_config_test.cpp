@@ -294,6 +294,16 @@ TEST(DsConfig, Schedulers) {
   EXPECT_THROW(sched(R"({"type": "WarmupDecayLR", "params": {}})"), Error);  // total_num_steps required
   EXPECT_THROW(sched(R"({"type": "Cosine"})"), Error);
   EXPECT_THROW(sched(R"({"type": "WarmupLR", "params": {"warmup_type": "exp"}})"), Error);
+  // Ranges and refusals from the params table, at load time, naming the key.
+  EXPECT_HAS(error_of(json::parse(R"({"scheduler": {"type": "WarmupCosineLR",
+             "params": {"total_num_steps": 10, "warmup_min_ratio": 2}}})")),
+             "scheduler.params.warmup_min_ratio: must be in [0, 1]");
+  EXPECT_HAS(error_of(json::parse(R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 0}}})")),
+             "scheduler.params.warmup_num_steps: must be a positive number of steps");
+  EXPECT_HAS(error_of(json::parse(R"({"scheduler": {"type": "WarmupLR", "params": {"last_batch_iteration": 3}}})")),
+             "scheduler.params.last_batch_iteration: not supported");
+  EXPECT_HAS(error_of(json::parse(R"({"scheduler": {"type": "WarmupDecayLR", "params": {"cos_min_ratio": 0.1}}})")),
+             "unknown key 'cos_min_ratio'");
 }
 
 TEST(DsConfig, ZeroSection) {

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/scheduler_keys.h"
 #include "core/error.h"
 #include "train/lr_schedule.h"
 
@@ -209,4 +210,38 @@ TEST(HfSchedule, BadArguments) {
   EXPECT_THROW(make_hf_schedule("linear", 0.1f, 0, 10, 0.1f), Error);
   EXPECT_THROW(make_hf_schedule("constant", 0.1f, -1, 10), Error);
   EXPECT_NO_THROW(make_hf_schedule("", 0.1f, 0, 0));  // "" = constant
+}
+
+// The params table is consistent: each schedule names a param once, a default another
+// param's value names one the schedule takes, defaults lie in their ranges, and every
+// schedule builds from its defaults (plus its required params) through the table.
+TEST(DeepSpeedSchedule, ParamsTableIsConsistent) {
+  for (ScheduleType t : schedule_types()) {
+    const std::vector<std::string> names = scheduler_param_names(t);
+    json params = json::object();
+    for (size_t i = 0; i < names.size(); ++i) {
+      for (size_t j = i + 1; j < names.size(); ++j) EXPECT_NE(names[i], names[j]) << schedule_type_name(t);
+      const SchedulerParamKey& k = *scheduler_param(t, names[i]);
+      if (k.default_rule == SchedulerDefault::SameAs) EXPECT_NE(scheduler_param(t, k.same_as), nullptr) << k.key;
+      if (k.default_rule == SchedulerDefault::Value && k.kind != SchedulerParamKind::WarmupType && k.refused.empty())
+        EXPECT_EQ(scheduler_range_error(k, k.default_value), "") << k.key;
+      if (k.default_rule == SchedulerDefault::Required) params[k.key] = 10;
+    }
+    const auto s = make_deepspeed_schedule(json{{"type", schedule_type_name(t)}, {"params", params}}, 0.1f,
+                                           "ds_config.json");
+    EXPECT_TRUE(std::isfinite(s->lr(5))) << s->describe();
+  }
+  // Defaults the schedules read from the table: WarmupDecayLR's warmup_max_lr is 0.001,
+  // WarmupLR's the optimizer's lr; OneCycle's second half defaults to its first.
+  const auto decay = ds(R"({"type": "WarmupDecayLR", "params": {"total_num_steps": 100}})", 0.5f);
+  EXPECT_NE(decay->describe().find("warmup_max_lr=0.001"), std::string::npos) << decay->describe();
+  const auto warm = ds(R"({"type": "WarmupLR", "params": {}})", 0.5f);
+  EXPECT_NE(warm->describe().find("warmup_max_lr=0.5"), std::string::npos) << warm->describe();
+  const auto cycle = ds(R"({"type": "OneCycle", "params": {"cycle_min_lr": 0.01, "cycle_max_lr": 0.1,
+                 "cycle_first_step_size": 4}})");
+  EXPECT_NE(cycle->describe().find("cycle_second_step_size=4"), std::string::npos) << cycle->describe();
+  expect_error(R"({"type": "WarmupCosineLR", "params": {"total_num_steps": 10, "cos_min_ratio": 1.5}})",
+               "cos_min_ratio: must be in [0, 1]");
+  expect_error(R"({"type": "OneCycle", "params": {"cycle_min_lr": -1, "cycle_max_lr": 0.1}})",
+               "cycle_min_lr: must be >= 0");
 }
