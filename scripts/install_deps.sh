@@ -18,6 +18,7 @@ packages=(
   python3-venv python3-pip              # .venv with PyPI oracles (tokenizers, sentencepiece, safetensors)
   libsentencepiece-dev                  # SentencePiece tokenizer.model files
   libpcre2-dev                          # tokenizer.json Split regexes beyond GPT-2/Llama-3/Qwen2 (optional)
+  liburing-dev                          # io_uring for NVMe offload (optional: a thread pool otherwise)
   libopenmpi-dev openmpi-bin             # MPI collectives for host buffers; mpirun for the comm tests
   ccache
   clang libclang-rt-dev                 # libFuzzer for fuzz/run.sh (ZT_FUZZ=ON); gcc stays the compiler
