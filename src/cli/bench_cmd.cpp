@@ -1,12 +1,15 @@
-// zerotrain bench <benchmark> [options]: built-in benchmarks. Today one: `comm`, the
-// collectives over sizes in nccl-tests' format (bench_comm.h). Every rank of a job runs the
-// same command line (mpirun -np N zerotrain bench comm); rank 0 prints.
+// zerotrain bench <benchmark> [options]: built-in benchmarks. `comm`: the collectives over
+// sizes in nccl-tests' format (bench_comm.h); every rank of a job runs the same command
+// line (mpirun -np N zerotrain bench comm), rank 0 prints. `io`: a drive's O_DIRECT
+// bandwidth for NVMe offload, swept over the aio settings, next to dd (bench_io.h).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 
 #include "cli/args.h"
 #include "cli/bench_comm.h"
+#include "cli/bench_io.h"
 #include "cli/command.h"
 #include "core/error.h"
 
@@ -17,6 +20,8 @@ constexpr const char* kHelp =
     R"(usage: zerotrain bench comm [--device cpu|cuda] [--ops all_reduce,reduce_scatter,all_gather]
                             [--dtype f32|bf16] [--min-bytes 1K] [--max-bytes 64M] [--factor 2]
                             [--warmup 5] [--iters 20] [--check on|off] [--json FILE]
+       zerotrain bench io --path DIR [--size 1G] [--block-sizes 256K,1M,4M] [--queue-depths 4,16,32]
+                          [--threads 1,4] [--engine auto|io_uring|threads] [--no-dd] [--json FILE]
 
 Benchmarks:
   comm    the communicator's collectives over buffer sizes, in nccl-tests' columns.
@@ -54,6 +59,22 @@ Columns (as nccl-tests):
   #wrong    elements that differ from the exact result, summed over the ranks (N/A with
             --check off)
 Ends with the mean busbw of each collective over the sizes.
+
+  io      the drive under DIR (nvme_path) for NVMe offload's swaps: one file of --size
+          bytes written and read whole with O_DIRECT through the asynchronous engine
+          (io_uring, or a thread pool without liburing) for every block size x queue
+          depth x threads, each with GB/s (10^9 bytes/s) and its ratio to `dd bs=1M
+          oflag=direct` (write) / `iflag=direct` (read) run first on the same file; ends
+          with the best settings as a ds_config "aio" section. The file is removed after.
+  --path DIR            the folder to test (required; needs --size free)
+  --size SIZE           bytes per pass, e.g. 256M, 4G (default 1G; larger than the drive's
+                        cache for honest figures)
+  --block-sizes LIST    piece sizes, comma-separated (default 256K,1M,4M)
+  --queue-depths LIST   pieces in flight per thread (default 4,16,32)
+  --threads LIST        aio thread counts, intra_op_parallelism (default 1,4)
+  --engine NAME         auto (io_uring when usable), io_uring or threads (default auto)
+  --no-dd               skip the dd baseline
+  --json FILE           also write the rows as JSON
 )";
 
 bool parse_on_off(const std::string& flag, const std::string& text) {
@@ -109,21 +130,75 @@ CommBenchOptions parse_comm_options(const Args& args) {
   return o;
 }
 
+template <class T>
+std::vector<T> parse_list(const std::string& flag, const std::string& text, T (*one)(const std::string&,
+                                                                                      const std::string&)) {
+  std::vector<T> out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    out.push_back(one(flag, text.substr(at, comma - at)));
+    at = comma + 1;
+  }
+  return out;
+}
+
+size_t parse_block(const std::string& flag, const std::string& text) {
+  const size_t b = parse_byte_size(flag, text);
+  if (b % 4096 != 0) ZT_THROW_INPUT(flag, ": ", text, " is not a multiple of 4K (O_DIRECT's alignment)");
+  return b;
+}
+
+int parse_positive(const std::string& flag, const std::string& text) {
+  return static_cast<int>(std::min<int64_t>(parse_at_least(flag, text, 1), 4096));
+}
+
+IoBenchOptions parse_io_options(const Args& args) {
+  IoBenchOptions o;
+  ArgParser p("bench io");
+  p.value("--path", [&](const std::string& v) { o.path = v; });
+  p.value("--size", [&](const std::string& v) { o.size = parse_byte_size("--size", v); });
+  p.value("--block-sizes", [&](const std::string& v) { o.block_sizes = parse_list("--block-sizes", v, parse_block); });
+  p.value("--queue-depths",
+          [&](const std::string& v) { o.queue_depths = parse_list("--queue-depths", v, parse_positive); });
+  p.value("--threads", [&](const std::string& v) { o.threads = parse_list("--threads", v, parse_positive); });
+  p.value("--engine", [&](const std::string& v) {
+    if (v == "auto") {
+      o.engine = io::IoEngine::Auto;
+    } else if (v == "io_uring" || v == "uring") {
+      o.engine = io::IoEngine::Uring;
+    } else if (v == "threads") {
+      o.engine = io::IoEngine::Threads;
+    } else {
+      ZT_THROW_INPUT("--engine expects auto, io_uring or threads, got '", v, "'");
+    }
+  });
+  p.flag("--no-dd", [&] { o.dd = false; });
+  p.value("--json", [&](const std::string& v) { o.json_path = v; });
+  p.parse(args);
+  if (o.path.empty()) ZT_THROW_INPUT("bench io needs --path DIR: a folder on the drive to test (your nvme_path)");
+  if (o.size < (1 << 20)) ZT_THROW_INPUT("--size must be at least 1M, got ", o.size, " bytes");
+  return o;
+}
+
 int run_bench(const Args& args) {
   constexpr const char* kList =
-      "benchmarks: comm (collectives over sizes, nccl-tests columns); see 'zerotrain bench --help'";
+      "benchmarks: comm (collectives over sizes, nccl-tests columns), io (a drive's O_DIRECT bandwidth for NVMe "
+      "offload); see 'zerotrain bench --help'";
   if (args.empty()) {
     std::fprintf(stderr, "usage: zerotrain bench <benchmark> [options]\n%s\n", kList);
     return 2;
   }
   const std::string which = args[0];
   if (which == "comm") return run_comm_bench(parse_comm_options(Args(args.begin() + 1, args.end())));
-  const std::string best = closest(which, {"comm"});
+  if (which == "io") return run_io_bench(parse_io_options(Args(args.begin() + 1, args.end())));
+  const std::string best = closest(which, {"comm", "io"});
   ZT_THROW_INPUT("unknown benchmark '", which, "'", best.empty() ? std::string() : " (did you mean " + best + "?)",
                  "; ", kList);
 }
 
-const Registrar registrar{{"bench", "benchmarks: comm (collectives over sizes, nccl-tests style)", run_bench, kHelp}};
+const Registrar registrar{
+    {"bench", "benchmarks: comm (collectives, nccl-tests style), io (a drive for NVMe offload)", run_bench, kHelp}};
 
 }  // namespace
 }  // namespace zt::cli
