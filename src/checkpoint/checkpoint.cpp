@@ -123,6 +123,13 @@ std::string save_checkpoint(const std::string& root_str, const model::ParameterR
       ZT_CHECK(s.data.dim() == 1 && s.begin <= want && want + part <= s.begin + s.data.numel(), "checkpoint tensor ",
                s.name, " [", s.begin, ", ", s.begin + s.data.numel(), ") does not hold rank ", r, "'s slice [", want,
                ", ", want + part, ")");
+      if (s.io) {
+        const DType dtype = s.data.dtype();
+        sources.push_back({s.name, dtype, {part}, [io = s.io, at = want - s.begin, part, dtype](void* dst) {
+                             io->read(at, Tensor(dst, {part}, dtype));
+                           }});
+        continue;
+      }
       const Tensor slice = flat_slice(s.data, want - s.begin, part);
       sources.push_back({s.name, slice.dtype(), slice.shape(),
                          [slice](void* dst) { ops::copy(Tensor(dst, slice.shape(), slice.dtype()), slice); }});
@@ -335,7 +342,15 @@ CheckpointState load_checkpoint(const std::string& dir, const model::ParameterRe
       // Copying converts between float types only: f32 state into a bf16 (master_weights:
       // false) run rounds to nearest even, bf16 state into an f32 one widens exactly.
       const Tensor src = checked_shard_tensor(m, reader(r), t.name, r);
-      ops::copy(flat_slice(t.data, s_lo - t.begin, s_hi - s_lo), flat_slice(src, s_lo - r * part, s_hi - s_lo));
+      const Tensor piece = flat_slice(src, s_lo - r * part, s_hi - s_lo);
+      if (t.io) {
+        // Swapped state: the piece in the target's dtype, written in place.
+        OwnedTensor converted({s_hi - s_lo}, t.data.dtype());
+        ops::copy(converted, piece);
+        t.io->write(s_lo - t.begin, converted);
+        continue;
+      }
+      ops::copy(flat_slice(t.data, s_lo - t.begin, s_hi - s_lo), piece);
     }
   }
 

@@ -19,6 +19,7 @@
 // Multi-rank saving assumes the checkpoint directory is on a filesystem every rank sees.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +29,7 @@
 #include "core/tensor.h"
 #include "comm/communicator.h"
 #include "model/registry.h"
+#include "zero/optimizer.h"
 
 namespace zt::train {
 
@@ -66,6 +68,10 @@ struct FlatSlice {
   // it is and its name goes to CheckpointState::absent (e.g. "<unit>.master" when the
   // checkpoint was saved with master_weights: false).
   bool optional = false;
+  // State that is not in memory (NVMe-swapped, zero/state_store.h): `data` has the shape
+  // and dtype only; saving reads the rank's slice through `io` into the file's buffer and
+  // loading writes through it, a piece at a time.
+  std::shared_ptr<zero::SliceIo> io;
 };
 
 // Params as slices: each unit's whole flat parameter buffer ("<unit>.params", begin 0).

@@ -27,12 +27,14 @@ std::vector<AioKey> make_table() {
       "GPUDirect Storage is not supported by zerotrain; set use_gds false (NVMe I/O goes through pinned host memory)";
   return {
       resolved("block_size", {}, I, 1048576, "1048576", &A::block_size,
-               "resolved (the section warns when set: NVMe offload is not implemented yet)"),
-      resolved("queue_depth", {}, I, 8, "8", &A::queue_depth, "resolved"),
+               "resolved: bytes per I/O piece of NVMe offload's swaps (the section warns when set without NVMe "
+               "offload)"),
+      resolved("queue_depth", {}, I, 8, "8", &A::queue_depth, "resolved: pieces in flight per thread"),
       resolved("intra_op_parallelism", {"thread_count"}, I, 1, "1", &A::intra_op_parallelism,
-               "resolved; both names at once is an error"),
-      resolved("single_submit", {}, B, 0, "false", &A::single_submit, "resolved"),
-      resolved("overlap_events", {}, B, 1, "true", &A::overlap_events, "resolved"),
+               "resolved: io_uring's ring holds queue_depth x this; the thread engine runs that many threads; both "
+               "names at once is an error"),
+      resolved("single_submit", {}, B, 0, "false", &A::single_submit, "resolved: submit pieces one at a time"),
+      resolved("overlap_events", {}, B, 1, "true", &A::overlap_events, "resolved: reap completions while submitting"),
       use_gds,
   };
 }

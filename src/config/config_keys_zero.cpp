@@ -130,7 +130,8 @@ std::vector<ZeroKey> make_table() {
                "resolved"),
       offload("offload_optimizer", {}, KeyType::Object, 0, "none", KeyStatus::Resolved,
               "resolved; needs stage >= 1 (table below); `device: cpu` runs ZeRO-Offload (state and step on "
-              "the host, `ratio` of it; `pin_memory`); `nvme` not implemented yet: warns"),
+              "the host, `ratio` of it; `pin_memory`); `device: nvme` swaps that host state to `nvme_path` (`buffer_count`, "
+              "`pipeline_read`, `pipeline_write`; the aio section)"),
       offload("offload_param", {}, KeyType::Object, 0, "none", KeyStatus::Resolved,
               "resolved; needs stage 3; `device: cpu` together with offload_optimizer cpu (ratio 1) keeps the 16-bit "
               "partitions in host memory (`pin_memory`); alone, or nvme: warns"),

@@ -29,13 +29,14 @@ std::vector<std::string> inert_key_warnings(const TrainConfig& c, int world_size
   const bool gpu = c.device == "cuda";
   const std::string pre = "zero_optimization.";
 
-  // Offload to NVMe: not implemented yet; parameter offload runs only with the optimizer's
-  // (offloads_params). On the GPU an offload that does not happen is a memory promise
-  // broken: say it loudly. (offload_optimizer cpu runs: zero/offload_optimizer.h.)
+  // Parameter offload to NVMe: not implemented yet; parameter offload to the host runs only
+  // with the optimizer's (offloads_params). On the GPU an offload that does not happen is a
+  // memory promise broken: say it loudly. (offload_optimizer cpu and nvme run:
+  // zero/offload_optimizer.h, zero/state_store.h.)
   for (const auto& [key, dev] : {std::pair<std::string, OffloadDevice>{"offload_optimizer", z.offload_optimizer},
                                  {"offload_param", z.offload_param}}) {
     if (dev == OffloadDevice::None) continue;
-    if (key == "offload_optimizer" && dev == OffloadDevice::CPU) continue;
+    if (key == "offload_optimizer") continue;
     const std::string what = key == "offload_optimizer" ? "optimizer state" : "parameters";
     if (key == "offload_param" && dev == OffloadDevice::CPU && gpu) {
       if (offloads_params(z)) continue;
@@ -57,15 +58,14 @@ std::vector<std::string> inert_key_warnings(const TrainConfig& c, int world_size
       warn(pre + key + ".device cpu", "on --device cpu the " + what + " already live in host memory");
     } else {
       warn(pre + key + ".device nvme",
-           "NVMe offload is not implemented yet: the " + what + " stay in host memory and no memory is saved");
+           "NVMe parameter offload is not implemented yet: the " + what + " stay in host memory and no memory is saved");
     }
   }
   const bool nvme = z.offload_optimizer == OffloadDevice::NVMe || z.offload_param == OffloadDevice::NVMe;
   const bool aio_set = std::any_of(aio_keys().begin(), aio_keys().end(), [&](const AioKey& k) {
     return k.status != KeyStatus::Refused && key_value(k, c.aio) != k.default_value;
   });
-  if (aio_set)
-    warn("aio", nvme ? "NVMe offload is not implemented yet" : "it tunes NVMe offload, which this run does not use");
+  if (aio_set && !nvme) warn("aio", "it tunes NVMe offload, which this run does not use");
 
   // ZeRO over one process: nothing to shard, nothing to communicate.
   if (one && z.stage > 0 && !offloads_params(z))

@@ -228,9 +228,9 @@ std::string describe_estimate(const EstimateInput& in, const MemoryEstimate& e) 
   s += line;
   s += "zerotrain: what the engine and the step allocate (activations include the LM head's logits chunk and " +
        gib(kGpuReserveBytes) + " for workspaces); the host column is offloaded state only.\n";
-  if (in.offload_optimizer == OffloadDevice::NVMe || in.offload_param == OffloadDevice::NVMe)
-    s += "note: NVMe offload is not implemented yet: its figures are the planned layout; a run today keeps that "
-         "state in host memory.\n";
+  if (in.offload_param == OffloadDevice::NVMe)
+    s += "note: NVMe parameter offload is not implemented yet: its figures are the planned layout; a run today keeps "
+         "the parameters in host memory.\n";
   else if (in.offload_param == OffloadDevice::CPU && in.offload_optimizer != OffloadDevice::CPU)
     s += "note: offload_param takes effect only together with offload_optimizer cpu: a run keeps these parameters "
          "in GPU memory.\n";

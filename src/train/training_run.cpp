@@ -87,11 +87,25 @@ void claim_output_dir_on_rank0(TrainingRun& run) {
 std::unique_ptr<zero::Optimizer> make_run_optimizer(TrainingRun& run) {
   const TrainConfig& c = run.config;
   model::ParameterRegistry& registry = run.model().registry();
-  if (c.zero.offload_optimizer != OffloadDevice::CPU)
+  if (c.zero.offload_optimizer == OffloadDevice::None)
     return zero::make_optimizer(registry, c.optimizer, run.engine->partition_fn());
   zero::OffloadOptions oo;
   oo.ratio = c.zero.offload_optimizer_ratio;
   oo.pinning = c.zero.offload_pin_memory ? zero::Pinning::Pinned : zero::Pinning::Pageable;
+  if (c.zero.offload_optimizer == OffloadDevice::NVMe) {
+    zero::NvmeStoreOptions n;
+    n.nvme_path = c.zero.offload_optimizer_nvme_path;
+    n.rank = run.rank();
+    n.buffer_count = c.zero.offload_optimizer_buffer_count;
+    n.pipeline_read = c.zero.offload_optimizer_pipeline_read;
+    n.pipeline_write = c.zero.offload_optimizer_pipeline_write;
+    n.aio.block_size = static_cast<size_t>(c.aio.block_size);
+    n.aio.queue_depth = c.aio.queue_depth;
+    n.aio.thread_count = c.aio.intra_op_parallelism;
+    n.aio.single_submit = c.aio.single_submit;
+    n.aio.overlap_events = c.aio.overlap_events;
+    oo.nvme = n;
+  }
   auto offload = std::make_unique<zero::OffloadedOptimizer>(registry, c.optimizer, run.engine->partition_fn(), oo);
   run.engine->set_offload(offload.get());
   const zero::OffloadLayout& l = offload->layout();
@@ -100,7 +114,15 @@ std::unique_ptr<zero::Optimizer> make_run_optimizer(TrainingRun& run) {
   std::snprintf(share, sizeof share, "%.1f%%", 100.0 * host_share);
   ZT_INFO("ZeRO-Offload: the optimizer state of ", l.host_units, " of ", l.units, " units (", share,
           " of the elements; offload_optimizer.ratio ", c.zero.offload_optimizer_ratio,
-          ") lives in host memory, ", bytes_str(static_cast<double>(l.host_state_bytes)), " + ",
+          ") lives ",
+          l.swap_file.empty()
+              ? std::string("in host memory, ")
+              : str("on NVMe in ", l.swap_file, " (", bytes_str(static_cast<double>(l.swap_buffer_bytes)), " of ",
+                    c.zero.offload_optimizer_buffer_count, " swap buffers in memory; ",
+                    io::io_engine_name(offload->nvme_store()->io_engine()),
+                    c.zero.offload_optimizer_pipeline_read ? ", pipelined reads" : "",
+                    c.zero.offload_optimizer_pipeline_write ? ", pipelined writes" : "", "), "),
+          bytes_str(static_cast<double>(l.host_state_bytes)), " + ",
           bytes_str(static_cast<double>(l.staging_bytes)), " of ", l.pinned ? "page-locked" : "pageable",
           l.params_in_place ? " gradient staging (offload_param: the 16-bit partitions live in host memory and are updated in place)"
                             : " gradient and parameter staging",
@@ -259,6 +281,7 @@ std::vector<FlatSlice> checkpoint_slices(TrainingRun& run, bool for_load) {
   }
   for (zero::StateSlice& o : run.optimizer->state_slices()) {
     FlatSlice s{o.name, o.data, o.begin};
+    s.io = o.io;
     // A checkpoint saved with master_weights: false has no master: it is then initialised
     // from the loaded parameters (load_run_checkpoint).
     s.optional = for_load && o.name.size() > 7 && o.name.compare(o.name.size() - 7, 7, ".master") == 0;

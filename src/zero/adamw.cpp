@@ -4,8 +4,9 @@
 
 namespace zt::zero {
 
-AdamW::AdamW(model::ParameterRegistry& registry, const OptimizerSpec& spec, PartitionFn partitions)
-    : FlatOptimizer(registry, spec, {"exp_avg", "exp_avg_sq"}, std::move(partitions)) {}
+AdamW::AdamW(model::ParameterRegistry& registry, const OptimizerSpec& spec, PartitionFn partitions,
+              std::unique_ptr<StateStore> store)
+    : FlatOptimizer(registry, spec, {"exp_avg", "exp_avg_sq"}, std::move(partitions), std::move(store)) {}
 
 void AdamW::update_unit(const UnitRange& r, float lr, float grad_scale) {
   ops::AdamWHyper h;

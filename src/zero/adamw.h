@@ -9,7 +9,8 @@ namespace zt::zero {
 
 class AdamW final : public FlatOptimizer {
  public:
-  AdamW(model::ParameterRegistry& registry, const OptimizerSpec& spec, PartitionFn partitions = {});
+  AdamW(model::ParameterRegistry& registry, const OptimizerSpec& spec, PartitionFn partitions = {},
+        std::unique_ptr<StateStore> store = nullptr);
 
  private:
   void update_unit(const UnitRange& unit, float lr, float grad_scale) override;

@@ -4,8 +4,9 @@
 
 namespace zt::zero {
 
-Lion::Lion(model::ParameterRegistry& registry, const OptimizerSpec& spec, PartitionFn partitions)
-    : FlatOptimizer(registry, spec, {"exp_avg"}, std::move(partitions)) {}
+Lion::Lion(model::ParameterRegistry& registry, const OptimizerSpec& spec, PartitionFn partitions,
+            std::unique_ptr<StateStore> store)
+    : FlatOptimizer(registry, spec, {"exp_avg"}, std::move(partitions), std::move(store)) {}
 
 void Lion::update_unit(const UnitRange& r, float lr, float grad_scale) {
   ops::LionHyper h;

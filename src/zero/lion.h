@@ -8,7 +8,8 @@ namespace zt::zero {
 
 class Lion final : public FlatOptimizer {
  public:
-  Lion(model::ParameterRegistry& registry, const OptimizerSpec& spec, PartitionFn partitions = {});
+  Lion(model::ParameterRegistry& registry, const OptimizerSpec& spec, PartitionFn partitions = {},
+        std::unique_ptr<StateStore> store = nullptr);
 
  private:
   void update_unit(const UnitRange& unit, float lr, float grad_scale) override;

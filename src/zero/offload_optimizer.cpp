@@ -102,12 +102,21 @@ OffloadedOptimizer::OffloadedOptimizer(model::ParameterRegistry& registry, const
   refresh_host_params();
 
   // The host optimizer over the staging buffers, the device optimizer over the rest.
-  host_ = make_flat_optimizer(registry_, spec, [this](size_t u) {
-    const UnitPartition p = partitions_(u);
-    if (!on_host(u)) return empty_partition(p);
-    const HostUnit& h = *host_units_[u];
-    return UnitPartition{p.begin, h.params, h.grads, Device::cpu()};
-  });
+  std::unique_ptr<StateStore> store;
+  if (options.nvme) store = std::make_unique<NvmeStore>(*options.nvme);
+  host_ = make_flat_optimizer(
+      registry_, spec,
+      [this](size_t u) {
+        const UnitPartition p = partitions_(u);
+        if (!on_host(u)) return empty_partition(p);
+        const HostUnit& h = *host_units_[u];
+        return UnitPartition{p.begin, h.params, h.grads, Device::cpu()};
+      },
+      std::move(store));
+  if (const NvmeStore* n = nvme_store()) {
+    layout_.swap_file = n->swap_file();
+    layout_.swap_buffer_bytes = static_cast<int64_t>(n->memory_bytes());
+  }
   device_ = make_flat_optimizer(registry_, spec, [this](size_t u) {
     const UnitPartition p = partitions_(u);
     return on_host(u) ? empty_partition(p) : p;
@@ -171,8 +180,11 @@ void OffloadedOptimizer::step(float lr, float grad_scale) {
 
 void OffloadedOptimizer::host_step(float lr, float grad_scale) {
   try {
-    for (size_t u : host_order_) {
+    for (size_t i = 0; i < host_order_.size(); ++i) {
+      const size_t u = host_order_[i];
       HostUnit& h = *host_units_[u];
+      // NVMe: the next unit's state is read while this one steps (pipeline_read).
+      if (i + 1 < host_order_.size()) host_->prefetch_unit(host_order_[i + 1]);
       h.grads_copied.wait();  // the gradients are on the host
       host_->step_unit(u, lr, grad_scale);
       cuda::CopyEvent copied;
@@ -256,6 +268,10 @@ void OffloadedOptimizer::set_steps_taken(int64_t steps) {
 }
 
 size_t OffloadedOptimizer::state_bytes() const { return host_->state_bytes() + device_->state_bytes(); }
+
+const NvmeStore* OffloadedOptimizer::nvme_store() const {
+  return dynamic_cast<const NvmeStore*>(&host_->state_store());
+}
 
 void OffloadedOptimizer::set_betas(float beta1, float beta2) {
   finish_updates();

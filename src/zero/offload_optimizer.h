@@ -44,12 +44,16 @@
 #include "zero/optimizer.h"
 #include "zero/optimizer_base.h"
 #include "zero/partition.h"
+#include "zero/state_store.h"
 
 namespace zt::zero {
 
 struct OffloadOptions {
   double ratio = 1.0;                // fraction of the elements whose state lives on the host, (0, 1]
   Pinning pinning = Pinning::Pinned;  // staging buffers page-locked (GPU runs only)
+  // offload_optimizer {device: nvme}: the host units' state is swapped to this drive
+  // (zero/state_store.h) and only buffer_count units of it are in memory at a time.
+  std::optional<NvmeStoreOptions> nvme;
 };
 
 // What the offload holds, for the log and the memory report.
@@ -61,6 +65,8 @@ struct OffloadLayout {
   int64_t staging_bytes = 0;       // gradient and parameter staging buffers
   bool pinned = false;
   bool params_in_place = false;    // offload_param: the host step writes the engine's host partitions
+  std::string swap_file;           // NVMe: the host state's swap file ("" in memory)
+  int64_t swap_buffer_bytes = 0;   // NVMe: the memory of its buffers
 };
 
 class OffloadedOptimizer final : public Optimizer, public OffloadHooks {
@@ -91,6 +97,8 @@ class OffloadedOptimizer final : public Optimizer, public OffloadHooks {
   // Blocks until the last step's host updates and copies are done (errors rethrown).
   void finish_updates();
   const OffloadLayout& layout() const { return layout_; }
+  // The NVMe swap of the host state (null in memory): its traffic for the log.
+  const NvmeStore* nvme_store() const;
 
  private:
   // One unit whose state lives on the host: its staging buffers (views into them) and

@@ -47,7 +47,7 @@ std::unique_ptr<Optimizer> make_optimizer(model::ParameterRegistry& registry, co
 }
 
 std::unique_ptr<FlatOptimizer> make_flat_optimizer(model::ParameterRegistry& registry, const OptimizerSpec& spec,
-                                                   PartitionFn partitions) {
+                                                   PartitionFn partitions, std::unique_ptr<StateStore> store) {
   if (spec.master_weights == MasterWeights::None) {
     for (const auto& u : registry.units())
       if (u->param_dtype() == DType::F16)
@@ -62,7 +62,7 @@ std::unique_ptr<FlatOptimizer> make_flat_optimizer(model::ParameterRegistry& reg
     case OptimizerType::Adam:
       check_betas(spec);
       check_range("eps", spec.eps, 0.0f, ">= 0", INFINITY, "set a small positive eps such as 1e-8");
-      return std::make_unique<AdamW>(registry, spec, std::move(partitions));
+      return std::make_unique<AdamW>(registry, spec, std::move(partitions), std::move(store));
     case OptimizerType::SGD:
       check_range("momentum", spec.momentum, 0.0f, ">= 0", INFINITY, "set momentum in [0, 1), e.g. 0.9");
       check_range("dampening", spec.dampening, -INFINITY, "finite", INFINITY, "set dampening, usually 0");
@@ -70,10 +70,10 @@ std::unique_ptr<FlatOptimizer> make_flat_optimizer(model::ParameterRegistry& reg
         ZT_THROW_INPUT("optimizer.params.nesterov = true needs momentum > 0 and dampening = 0 (got momentum ",
                        spec.momentum, ", dampening ", spec.dampening,
                        "): set a momentum such as 0.9 and dampening 0, or nesterov false");
-      return std::make_unique<Sgd>(registry, spec, std::move(partitions));
+      return std::make_unique<Sgd>(registry, spec, std::move(partitions), std::move(store));
     case OptimizerType::Lion:
       check_betas(spec);
-      return std::make_unique<Lion>(registry, spec, std::move(partitions));
+      return std::make_unique<Lion>(registry, spec, std::move(partitions), std::move(store));
   }
   ZT_THROW_INPUT("unknown optimizer type ", static_cast<int>(spec.type));
 }

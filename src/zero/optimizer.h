@@ -50,11 +50,23 @@ struct OptimizerSpec {
   MasterWeights master_weights = MasterWeights::F32;
 };
 
-// A tensor that is elements [begin, begin + numel) of a named flat buffer.
+// Reads and writes a slice of state kept outside memory (NVMe-swapped optimizer state,
+// zero/state_store.h): element ranges, by offset from the slice's start, to and from host
+// tensors of the slice's dtype.
+class SliceIo {
+ public:
+  virtual ~SliceIo() = default;
+  virtual void read(int64_t offset, const Tensor& dst) = 0;
+  virtual void write(int64_t offset, const Tensor& src) = 0;
+};
+
+// A tensor that is elements [begin, begin + numel) of a named flat buffer. With `io`, the
+// slice is not in memory: `data` has its shape and dtype but no data, and `io` moves it.
 struct StateSlice {
   std::string name;
   Tensor data;
   int64_t begin = 0;
+  std::shared_ptr<SliceIo> io;
 };
 
 class Optimizer {
@@ -92,8 +104,12 @@ std::unique_ptr<Optimizer> make_optimizer(model::ParameterRegistry& registry, co
 // The same, as the flat-unit base class (zero/optimizer_base.h) whose units can be
 // stepped one at a time (ZeRO-Offload's host optimizer).
 class FlatOptimizer;
+class StateStore;
+// store: where the state lives between steps (null: memory on the partitions' device;
+// zero/state_store.h's NvmeStore: swapped to a drive).
 std::unique_ptr<FlatOptimizer> make_flat_optimizer(model::ParameterRegistry& registry, const OptimizerSpec& spec,
-                                                   PartitionFn partitions = {});
+                                                   PartitionFn partitions = {},
+                                                   std::unique_ptr<StateStore> store = nullptr);
 
 // sqrt(sum of squares of every gradient), accumulated in double.
 double global_grad_norm(model::ParameterRegistry& registry);

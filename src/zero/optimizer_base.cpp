@@ -6,8 +6,13 @@
 namespace zt::zero {
 
 FlatOptimizer::FlatOptimizer(model::ParameterRegistry& registry, OptimizerSpec spec,
-                             std::vector<std::string> state_names, PartitionFn partitions)
-    : spec_(spec), registry_(registry), partitions_(std::move(partitions)), state_names_(std::move(state_names)) {
+                             std::vector<std::string> state_names, PartitionFn partitions,
+                             std::unique_ptr<StateStore> store)
+    : spec_(spec),
+      registry_(registry),
+      partitions_(std::move(partitions)),
+      state_names_(std::move(state_names)),
+      store_(store ? std::move(store) : std::make_unique<MemoryStore>()) {
   bool first = true;
   for (size_t ui = 0; ui < registry_.size(); ++ui) {
     const UnitPartition part = partition(ui);
@@ -34,10 +39,11 @@ FlatOptimizer::FlatOptimizer(model::ParameterRegistry& registry, OptimizerSpec s
     if (first) state_dtype_ = sdt;
     first = false;
     ZT_CHECK(sdt == state_dtype_, "unit ", registry_.unit(ui).name(), " has parameters of another dtype");
-    for (size_t i = 0; i < state_names_.size(); ++i) s.state.push_back(OwnedTensor::zeros({part.numel()}, sdt, dev));
-    if (sixteen_bit && !no_master) s.master = OwnedTensor({part.numel()}, DType::F32, dev);
+    s.master = sixteen_bit && !no_master;
+    store_->add_unit(ui, UnitStateShape{part.numel(), sdt, s.master, state_names_.size(), dev});
     units_.push_back(std::move(s));
   }
+  store_->layout_done();
   copy_params_to_master();
 }
 
@@ -47,13 +53,27 @@ UnitPartition FlatOptimizer::partition(size_t unit) {
 }
 
 void FlatOptimizer::copy_params_to_master() {
-  for (size_t ui = 0; ui < units_.size(); ++ui)
-    if (units_[ui].numel > 0 && units_[ui].master.view().data()) ops::copy(units_[ui].master, partition(ui).params);
+  for (size_t ui = 0; ui < units_.size(); ++ui) {
+    if (units_[ui].numel == 0 || !units_[ui].master) continue;
+    ops::copy(store_->acquire(ui).master, partition(ui).params);
+    store_->release(ui, StateAccess::Modified);
+  }
 }
 
 void FlatOptimizer::step(float lr, float grad_scale) {
   begin_step();
-  for (size_t ui = 0; ui < units_.size(); ++ui) step_unit(ui, lr, grad_scale);
+  for (size_t ui = 0; ui < units_.size(); ++ui) {
+    for (size_t next = ui + 1; next < units_.size(); ++next)
+      if (units_[next].numel > 0) {
+        prefetch_unit(next);
+        break;
+      }
+    step_unit(ui, lr, grad_scale);
+  }
+}
+
+void FlatOptimizer::prefetch_unit(size_t unit) {
+  if (unit < units_.size() && units_[unit].numel > 0) store_->prefetch(unit);
 }
 
 void FlatOptimizer::begin_step() {
@@ -83,9 +103,16 @@ void FlatOptimizer::step_unit(size_t ui, float lr, float grad_scale) {
   if (r.segments.empty()) return;
   r.param = part.params.with_name(u.name());
   r.grad = part.grads;
-  r.master = s.master.view().data() != nullptr ? s.master.view() : Tensor();
-  for (auto& t : s.state) r.state.push_back(t.view());
-  update_unit(r, lr, grad_scale);
+  UnitStateViews state = store_->acquire(ui);
+  r.master = state.master;
+  r.state = std::move(state.state);
+  try {
+    update_unit(r, lr, grad_scale);
+  } catch (...) {
+    store_->release(ui, StateAccess::Read);
+    throw;
+  }
+  store_->release(ui, StateAccess::Modified);
 }
 
 void FlatOptimizer::set_steps_taken(int64_t steps) {
@@ -99,9 +126,21 @@ std::vector<StateSlice> FlatOptimizer::state_slices() {
     const std::string& unit = registry_.unit(ui).name();
     const UnitState& s = units_[ui];
     if (s.numel == 0) continue;  // not this optimizer's unit
-    if (s.master.view().data()) out.push_back({unit + ".master", s.master.view(), s.begin});
+    if (store_->resident()) {
+      // In memory: views the checkpoint reads and writes directly.
+      UnitStateViews v = store_->acquire(ui);
+      store_->release(ui, StateAccess::Read);
+      if (s.master) out.push_back({unit + ".master", v.master, s.begin, nullptr});
+      for (size_t si = 0; si < state_names_.size(); ++si)
+        out.push_back({unit + "." + state_names_[si], v.state[si], s.begin, nullptr});
+      continue;
+    }
+    // Swapped: shapes only, moved by the store's slice I/O (the swap file, in place).
+    if (s.master)
+      out.push_back({unit + ".master", Tensor(nullptr, {s.numel}, DType::F32), s.begin, store_->slice_io(ui, -1)});
     for (size_t si = 0; si < state_names_.size(); ++si)
-      out.push_back({unit + "." + state_names_[si], s.state[si].view(), s.begin});
+      out.push_back({unit + "." + state_names_[si], Tensor(nullptr, {s.numel}, state_dtype_), s.begin,
+                     store_->slice_io(ui, static_cast<int>(si))});
   }
   return out;
 }
@@ -112,14 +151,7 @@ std::vector<std::pair<std::string, Tensor>> FlatOptimizer::state_tensors() {
   return out;
 }
 
-size_t FlatOptimizer::state_bytes() const {
-  size_t n = 0;
-  for (const auto& s : units_) {
-    if (s.master.view().data()) n += s.master->nbytes();
-    for (const auto& t : s.state) n += t->nbytes();
-  }
-  return n;
-}
+size_t FlatOptimizer::state_bytes() const { return store_->state_bytes(); }
 
 void FlatOptimizer::set_betas(float beta1, float beta2) {
   spec_.beta1 = beta1;

@@ -5,6 +5,7 @@
 // concrete optimizer only supplies the update of one unit's partition, cut into one segment
 // per parameter (a single segmented update call: one kernel launch per unit on the GPU).
 #pragma once
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "backend/optimizer_segments.h"
 #include "zero/optimizer.h"
 #include "zero/partition.h"
+#include "zero/state_store.h"
 
 namespace zt::zero {
 
@@ -24,6 +26,11 @@ class FlatOptimizer : public Optimizer {
   void step(float lr, float grad_scale) final;
   void begin_step();
   void step_unit(size_t unit, float lr, float grad_scale);
+  // The unit step_unit() will see next (NVMe: its state read starts now).
+  void prefetch_unit(size_t unit);
+  // Every swapped unit's state written back (NVMe); a no-op in memory.
+  void flush_state() { store_->flush(); }
+  const StateStore& state_store() const { return *store_; }
   // The registry's units this optimizer updates: those whose partition is not empty
   // (an offloaded run splits the units between a host and a device optimizer).
   bool updates_unit(size_t unit) const { return units_[unit].numel > 0; }
@@ -42,8 +49,9 @@ class FlatOptimizer : public Optimizer {
  protected:
   // state_names: the state buffers each unit needs, zero-initialised (e.g. exp_avg).
   // partitions: the slice of each unit this rank updates (empty: whole units).
+  // store: where the state lives between steps (null: memory on the partition's device).
   FlatOptimizer(model::ParameterRegistry& registry, OptimizerSpec spec, std::vector<std::string> state_names,
-                PartitionFn partitions);
+                PartitionFn partitions, std::unique_ptr<StateStore> store = nullptr);
 
   // One unit's partition: views of its flat buffers (parameters, master, gradients, state
   // in state_names order) and one segment per parameter overlapping the partition, at its
@@ -62,10 +70,9 @@ class FlatOptimizer : public Optimizer {
 
  private:
   struct UnitState {
-    int64_t begin = 0;   // the partition's first element in the unit
-    int64_t numel = 0;   // the partition's length
-    OwnedTensor master;  // only for 16-bit parameters with MasterWeights::F32
-    std::vector<OwnedTensor> state;
+    int64_t begin = 0;    // the partition's first element in the unit
+    int64_t numel = 0;    // the partition's length
+    bool master = false;  // only for 16-bit parameters with MasterWeights::F32
   };
   void copy_params_to_master();
 
@@ -76,6 +83,7 @@ class FlatOptimizer : public Optimizer {
   std::vector<std::string> state_names_;
   DType state_dtype_ = DType::F32;
   std::vector<UnitState> units_;
+  std::unique_ptr<StateStore> store_;
   int64_t steps_ = 0;
 };
 

@@ -10,8 +10,9 @@ std::vector<std::string> sgd_state(const OptimizerSpec& spec) {
 }
 }  // namespace
 
-Sgd::Sgd(model::ParameterRegistry& registry, const OptimizerSpec& spec, PartitionFn partitions)
-    : FlatOptimizer(registry, spec, sgd_state(spec), std::move(partitions)) {}
+Sgd::Sgd(model::ParameterRegistry& registry, const OptimizerSpec& spec, PartitionFn partitions,
+          std::unique_ptr<StateStore> store)
+    : FlatOptimizer(registry, spec, sgd_state(spec), std::move(partitions), std::move(store)) {}
 
 void Sgd::update_unit(const UnitRange& r, float lr, float grad_scale) {
   ops::SgdHyper h;

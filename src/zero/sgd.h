@@ -8,7 +8,8 @@ namespace zt::zero {
 
 class Sgd final : public FlatOptimizer {
  public:
-  Sgd(model::ParameterRegistry& registry, const OptimizerSpec& spec, PartitionFn partitions = {});
+  Sgd(model::ParameterRegistry& registry, const OptimizerSpec& spec, PartitionFn partitions = {},
+        std::unique_ptr<StateStore> store = nullptr);
   // SGD has no betas; DeepSpeed's OneCycle skips momentum cycling for it.
   void set_betas(float, float) override {}
 

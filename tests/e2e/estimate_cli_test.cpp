@@ -32,7 +32,7 @@ TEST(EstimateCli, JsonHasBothSidesAndTheTablePrints) {
   const auto n = sh(zerotrain_binary() + " estimate --model llama-3.2-1b --stage 3 --offload-param nvme --json");
   ASSERT_EQ(n.rc, 0) << n.out;
   const auto q = sh(zerotrain_binary() + " estimate --model llama-3.2-1b --stage 3 --offload-param nvme");
-  EXPECT_NE(q.out.find("NVMe offload is not implemented yet"), std::string::npos) << q.out;
+  EXPECT_NE(q.out.find("NVMe parameter offload is not implemented yet"), std::string::npos) << q.out;
 }
 
 TEST(EstimateCli, BadInputExits2NamingTheFlag) {

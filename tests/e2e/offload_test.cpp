@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/shell.h"
 #include "common/small_run.h"
 #include "common/temp_dir.h"
 #include "train/trainer.h"
@@ -134,4 +135,93 @@ TEST(OffloadTraining, ParameterOffloadAtStage3TrainsAsThePlainRun) {
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(to_plain.result.losses[i], plain.result.losses[3 + i]) << "step " << 4 + i;
   EXPECT_EQ(final_weights(to_plain.result), final_weights(plain.result));
   for (const fs::path& d : {plain_dir, both_dir, resumed}) fs::remove_all(d);
+}
+
+namespace {
+
+// offload_optimizer {device: nvme} into `nvme` with two swap buffers, reads and writes
+// pipelined (the units outnumber the buffers: every step evicts and reads back).
+std::vector<std::string> nvme_offload(const fs::path& nvme) {
+  return {"--zero_optimization.offload_optimizer.device",
+          "nvme",
+          "--zero_optimization.offload_optimizer.nvme_path",
+          nvme.string(),
+          "--zero_optimization.offload_optimizer.buffer_count",
+          "2",
+          "--zero_optimization.offload_optimizer.pipeline_read",
+          "true",
+          "--zero_optimization.offload_optimizer.pipeline_write",
+          "true",
+          "--aio.block_size",
+          "65536"};
+}
+
+size_t swap_folders(const fs::path& nvme) {
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator(nvme)) n += e.path().filename().string().rfind("zerotrain-", 0) == 0;
+  return n;
+}
+
+}  // namespace
+
+// ZeRO-Infinity's optimizer side: the host state swapped to a folder trains bitwise as the
+// run without offload (bf16 with its master on the drive; fp32 without master), its
+// checkpoints (read from the swap file) resume without offload and a plain checkpoint
+// resumes with it, bitwise; the swap folder is gone after each run.
+TEST(OffloadTraining, NvmeOptimizerStateTrainsBitwiseAndResumesEitherWay) {
+  for (const char* bf16 : {"true", "false"}) {
+    SCOPED_TRACE(std::string("bf16 ") + bf16);
+    const std::vector<std::string> stage2{"--bf16", bf16, "--zero_optimization.stage", "2"};
+    const fs::path nvme = temp_dir("swap"), off_dir = temp_dir("nvme_run"), plain_dir = temp_dir("plain"),
+                   a = temp_dir("a"), b = temp_dir("b");
+    const Logged off = run_logged(small_run(off_dir, with(stage2, nvme_offload(nvme))));
+    EXPECT_NE(off.log.find("lives on NVMe in " + nvme.string()), std::string::npos) << off.log;
+    EXPECT_EQ(off.log.find("offload_optimizer.device nvme"), std::string::npos) << "no warning: it runs\n" << off.log;
+    EXPECT_EQ(off.log.find("aio: accepted"), std::string::npos) << off.log;
+    EXPECT_EQ(swap_folders(nvme), 0u) << "the swap folder goes with the run";
+    const Logged plain = run_logged(small_run(plain_dir, stage2));
+    ASSERT_EQ(plain.result.losses.size(), 6u);
+    EXPECT_EQ(off.result.losses, plain.result.losses);
+    EXPECT_EQ(final_weights(off.result), final_weights(plain.result));
+
+    const std::string off_ckpt = (off_dir / "run" / "checkpoints" / "global_step3").string();
+    const std::string plain_ckpt = (plain_dir / "run" / "checkpoints" / "global_step3").string();
+    // The checkpoints are the same bytes: the swapped state was read from the swap file.
+    for (const char* f : {"shard_rank0.safetensors"})
+      EXPECT_EQ(file_bytes(fs::path(off_ckpt) / f), file_bytes(fs::path(plain_ckpt) / f)) << f;
+    const Logged to_plain = run_logged(small_run(a, with(stage2, {"--resume", off_ckpt})));
+    const Logged to_nvme = run_logged(small_run(b, with(with(stage2, nvme_offload(nvme)), {"--resume", plain_ckpt})));
+    for (const Logged* r : {&to_plain, &to_nvme}) {
+      ASSERT_EQ(r->result.losses.size(), 3u);
+      for (size_t i = 0; i < 3; ++i) EXPECT_EQ(r->result.losses[i], plain.result.losses[3 + i]) << "step " << 4 + i;
+      EXPECT_EQ(final_weights(r->result), final_weights(plain.result));
+    }
+    EXPECT_EQ(swap_folders(nvme), 0u);
+    for (const fs::path& d : {nvme, off_dir, plain_dir, a, b}) fs::remove_all(d);
+  }
+}
+
+// A run with its optimizer state on NVMe killed (SIGKILL) after step 4 leaves its swap
+// folder behind; `--resume latest` removes it (its process is gone), continues from step 3
+// and ends where an uninterrupted run ends, leaving no swap files.
+TEST(OffloadTraining, NvmeRunKilledMidRunResumesAndCleansTheSwapFolder) {
+  const fs::path nvme = temp_dir("swap_kill"), run_dir = temp_dir("killed"), whole_dir = temp_dir("whole");
+  std::string offload;
+  for (const std::string& a : nvme_offload(nvme)) offload += " " + a;
+  const std::string common = " --bf16 true --zero_optimization.stage 2" + offload;
+  const std::string bin = zt::testing::zerotrain_binary() + " train ";
+  auto r = zt::testing::sh("ZT_TEST_FAIL_AT=train.step_done@rank0.step4 " + bin +
+                           zt::testing::small_run_yaml(run_dir).string() + common);
+  ASSERT_NE(r.rc, 0) << r.out;
+  ASSERT_EQ(swap_folders(nvme), 1u) << "a killed run cannot remove its swap folder";
+  r = zt::testing::sh(bin + zt::testing::small_run_yaml(run_dir).string() + common + " --resume latest");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("the NVMe swap folder of a zerotrain process that is gone"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("resumed from"), std::string::npos) << r.out;
+  EXPECT_EQ(swap_folders(nvme), 0u) << r.out;
+  r = zt::testing::sh(bin + zt::testing::small_run_yaml(whole_dir).string() + " --bf16 true --zero_optimization.stage 2");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(file_bytes(run_dir / "run" / "final" / "model.safetensors"),
+            file_bytes(whole_dir / "run" / "final" / "model.safetensors"));
+  for (const fs::path& d : {nvme, run_dir, whole_dir}) fs::remove_all(d);
 }

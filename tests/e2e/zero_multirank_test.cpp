@@ -1,8 +1,9 @@
 // `zerotrain train` as a multi-process job (mpirun, oversubscribed on small machines):
 //   - a checkpoint saved by 4 ranks at ZeRO stage 2 resumes at 2 ranks stage 3 and at 1
 //     rank stage 0, and each continuation ends where the uninterrupted 4-rank run ends;
-//   - a checkpoint of 2 ranks with ZeRO-Offload resumes at 1 rank without it and at 4 ranks
-//     with half the state offloaded, ending where the uninterrupted run ends;
+//   - a checkpoint of 2 ranks with ZeRO-Offload resumes at 1 rank without it, at 4 ranks
+//     with half the state offloaded and at 2 ranks stage 3 with the state on NVMe, ending
+//     where the uninterrupted run ends;
 //   - a rank killed mid-run ends the job quickly with a non-zero exit naming the rank, and
 //     `zerotrain launch --max-restarts 1` resumes from the latest checkpoint and finishes.
 // Skipped when mpirun is not installed.
@@ -126,12 +127,28 @@ TEST(ZeroMultiRank, OffloadedCheckpointResumesAtOtherWorldSizesWithAndWithoutOff
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("of state stays on the cpu"), std::string::npos) << r.out;
 
+  // And at 2 ranks with stage 3 and the state swapped to NVMe (each rank its own swap file).
+  const fs::path d = dir.path() / "d", swap = dir.path() / "swap";
+  fs::create_directories(swap);
+  r = sh(mpirun(2, run + " --per_device_train_batch_size 2 --zero_optimization.stage 3"
+                         " --zero_optimization.stage3_gather_16bit_weights_on_model_save true"
+                         " --zero_optimization.offload_optimizer.device nvme"
+                         " --zero_optimization.offload_optimizer.nvme_path " +
+                       swap.string() + " --zero_optimization.offload_optimizer.buffer_count 2 --output_dir " +
+                       d.string() + " --resume " + step3.string()));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("lives on NVMe in"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::is_empty(swap)) << "every rank removed its swap folder";
+
   const double db = weight_difference(b / "final" / "model.safetensors", a / "final" / "model.safetensors");
   const double dc = weight_difference(c / "final" / "model.safetensors", a / "final" / "model.safetensors");
-  std::printf("[offload-reshard] 2 ranks offloaded -> 1 rank plain: max rel diff %.2e; -> 4 ranks ratio 0.5: %.2e\n",
-              db, dc);
+  const double dd = weight_difference(d / "final" / "model.safetensors", a / "final" / "model.safetensors");
+  std::printf("[offload-reshard] 2 ranks offloaded -> 1 rank plain: max rel diff %.2e; -> 4 ranks ratio 0.5: %.2e; "
+              "-> 2 ranks stage 3 nvme: %.2e\n",
+              db, dc, dd);
   EXPECT_LE(db, 2e-4);
   EXPECT_LE(dc, 2e-4);
+  EXPECT_LE(dd, 2e-4);
 }
 
 TEST(ZeroMultiRank, AKilledRankEndsTheJobAndMaxRestartsResumesIt) {

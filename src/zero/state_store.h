@@ -1,0 +1,173 @@
+// Where a FlatOptimizer keeps each unit's state (the f32 master and the moments) between
+// steps. Two homes:
+//   MemoryStore  every unit's state resident on its device (GPU, or host memory);
+//   NvmeStore    ZeRO-Infinity (offload_optimizer {device: nvme}): each unit's state is a
+//                block of one swap file per rank under nvme_path, read into one of
+//                buffer_count aligned buffers for the unit's step and written back after,
+//                through io/async_io.h (O_DIRECT, io_uring or a thread pool). With
+//                pipeline_read the next unit's read overlaps this unit's step; with
+//                pipeline_write its write-back overlaps the next units (DeepSpeed's flags).
+// The optimizer brackets every use of a unit's state with acquire()/release(); checkpoints
+// read and write swapped state from and to the swap file directly (slice_io), so a resume
+// needs no swap folder and the checkpoint format is the same as without NVMe.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/async_io.h"
+#include "io/direct_file.h"
+#include "zero/optimizer.h"
+
+namespace zt::zero {
+
+// One unit's state: `states` buffers of `numel` elements of `dtype`, and an f32 master
+// when `master`; all zero at first.
+struct UnitStateShape {
+  int64_t numel = 0;
+  DType dtype = DType::F32;
+  bool master = false;
+  size_t states = 0;
+  Device device = Device::cpu();
+};
+
+struct UnitStateViews {
+  Tensor master;  // no data when the unit has no master
+  std::vector<Tensor> state;
+};
+
+enum class StateAccess { Read, Modified };
+
+class StateStore {
+ public:
+  virtual ~StateStore() = default;
+  // Declares each unit that has state (any order), then layout_done() once: a store that
+  // needs room (the swap file on the drive) reserves it there, so a full drive fails
+  // before training.
+  virtual void add_unit(size_t unit, const UnitStateShape& shape) = 0;
+  virtual void layout_done() {}
+  // The unit's state, valid until release(unit); blocks until it is in memory.
+  virtual UnitStateViews acquire(size_t unit) = 0;
+  // Done with the unit; Modified: its state changed and must be kept.
+  virtual void release(size_t unit, StateAccess access) = 0;
+  // The unit will be acquired next: start bringing it in (NVMe with pipeline_read).
+  virtual void prefetch(size_t /*unit*/) {}
+  // Waits until every write-back is on the drive (NVMe; errors rethrown).
+  virtual void flush() {}
+  // Bytes of state the store keeps (in memory or on the drive) and of memory it holds.
+  virtual size_t state_bytes() const = 0;
+  virtual size_t memory_bytes() const = 0;
+  // True when every unit's state is always in memory (state_slices are plain views).
+  virtual bool resident() const = 0;
+  // For a store that is not resident: the unit's master (-1) or state `which` for
+  // checkpoints, read and written in place on the drive.
+  virtual std::shared_ptr<SliceIo> slice_io(size_t unit, int which) = 0;
+};
+
+class MemoryStore final : public StateStore {
+ public:
+  void add_unit(size_t unit, const UnitStateShape& shape) override;
+  UnitStateViews acquire(size_t unit) override;
+  void release(size_t, StateAccess) override {}
+  size_t state_bytes() const override { return bytes_; }
+  size_t memory_bytes() const override { return bytes_; }
+  bool resident() const override { return true; }
+  std::shared_ptr<SliceIo> slice_io(size_t, int) override { return nullptr; }
+
+ private:
+  struct Unit {
+    OwnedTensor master;
+    std::vector<OwnedTensor> state;
+  };
+  std::vector<std::unique_ptr<Unit>> units_;
+  size_t bytes_ = 0;
+};
+
+struct NvmeStoreOptions {
+  std::string nvme_path;    // the folder; the swap folder is made inside it
+  std::string label = "optimizer";
+  int rank = 0;
+  int buffer_count = 4;     // units in memory at once (>= 2 to overlap anything)
+  bool pipeline_read = false, pipeline_write = false;
+  io::AioOptions aio;
+};
+
+class NvmeStore final : public StateStore {
+ public:
+  // Creates <nvme_path>/zerotrain-<host>-<pid>/rank<r>-<label>.swp (removed by the
+  // destructor), first removing the swap folders of dead zerotrain processes of this host
+  // (with a warning). BadInput naming the path when it is not a writable folder.
+  explicit NvmeStore(NvmeStoreOptions options);
+  ~NvmeStore() override;
+  NvmeStore(const NvmeStore&) = delete;
+  NvmeStore& operator=(const NvmeStore&) = delete;
+
+  void add_unit(size_t unit, const UnitStateShape& shape) override;
+  void layout_done() override { grow_buffers(buffer_bytes_); }
+  UnitStateViews acquire(size_t unit) override;
+  void release(size_t unit, StateAccess access) override;
+  void prefetch(size_t unit) override;
+  void flush() override;
+  size_t state_bytes() const override { return file_bytes_; }
+  size_t memory_bytes() const override;
+  bool resident() const override { return false; }
+  std::shared_ptr<SliceIo> slice_io(size_t unit, int which) override;
+
+  const std::string& swap_file() const { return file_path_; }
+  io::IoMode io_mode() const { return file_.mode(); }
+  io::IoEngine io_engine() const { return aio_->engine(); }
+  // Bytes moved and seconds waited for the drive (the log's I/O figures).
+  struct Traffic {
+    uint64_t read_bytes = 0, written_bytes = 0;
+    double read_wait_s = 0, write_wait_s = 0;
+  };
+  const Traffic& traffic() const { return traffic_; }
+
+ private:
+  struct Layout {
+    uint64_t offset = 0;       // of the unit's block in the swap file
+    size_t bytes = 0;          // the block, a multiple of the direct-I/O alignment
+    UnitStateShape shape;
+    size_t master_at = 0;      // byte offsets inside the block
+    std::vector<size_t> state_at;
+  };
+  enum class Slot { Free, Reading, InUse, Clean, Writing };
+  struct Buffer {
+    io::AlignedBuffer memory;
+    Slot slot = Slot::Free;
+    size_t unit = 0;
+    io::IoTicket ticket = 0;
+    uint64_t last_use = 0;
+  };
+  friend class NvmeSliceIo;
+
+  void grow_buffers(size_t bytes);
+  Buffer* holding(size_t unit);
+  Buffer& free_buffer();  // evicts the least recently used clean buffer (waiting for writes)
+  void finish_io(Buffer& b);
+  void start_read(Buffer& b, size_t unit);
+  UnitStateViews views(const Buffer& b, size_t unit) const;
+  // The swap file's bytes [offset, offset + bytes), through an aligned bounce buffer.
+  void read_range(uint64_t offset, size_t bytes, void* dst);
+  void write_range(uint64_t offset, size_t bytes, const void* src);
+
+  NvmeStoreOptions options_;
+  std::string folder_, file_path_;
+  io::DirectFile file_;
+  std::unique_ptr<io::AsyncIo> aio_;
+  std::vector<std::unique_ptr<Layout>> layout_;  // by unit; null: no state here
+  std::vector<Buffer> buffers_;
+  size_t buffer_bytes_ = 0;
+  uint64_t file_bytes_ = 0, clock_ = 0;
+  bool reserved_ = false;
+  Traffic traffic_;
+};
+
+// The swap folders (zerotrain-<host>-<pid>) of processes of this host that are gone,
+// removed; their paths. Run by NvmeStore at start; exposed for the tests.
+std::vector<std::string> remove_stale_swap_folders(const std::string& nvme_path);
+
+}  // namespace zt::zero
