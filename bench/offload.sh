@@ -8,6 +8,8 @@
 #   ZT_OFFLOAD_RATIOS    offload_optimizer.ratio values to run (default "1"; "" none)
 #   ZT_OFFLOAD_BASELINE  1 (default): also the run without offload (the ratios' reference)
 #   ZT_OFFLOAD_PARAM     1: the offload runs add offload_param {device: cpu} (stage 3)
+#   ZT_OFFLOAD_NVME      a folder: offload_optimizer {device: nvme, nvme_path: it} instead of
+#                        cpu (buffer_count 4, pipelined reads and writes; ratio as above)
 #   ZT_OFFLOAD_COMPARE   N > 0: instead of timing, N steps (steps_per_print 1) with and
 #                        without offload (ratio 1 and 0.5), and the plain run twice (the
 #                        run-to-run floor); prints the largest relative loss difference
@@ -54,7 +56,12 @@ YAML
 # The ds_config as a user writes it: bf16, AdamW, clipping 1.0 (DeepSpeed's peer runs use it).
 ds_config() {  # ds_config FILE RATIO (empty: no offload)
   local off=""
-  [[ -n $2 ]] && off=", \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": true, \"ratio\": $2}"
+  if [[ -n $2 && -n ${ZT_OFFLOAD_NVME:-} ]]; then
+    off=", \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$ZT_OFFLOAD_NVME\", \"buffer_count\": 4,"
+    off+=" \"pipeline_read\": true, \"pipeline_write\": true, \"ratio\": $2}"
+  elif [[ -n $2 ]]; then
+    off=", \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": true, \"ratio\": $2}"
+  fi
   [[ -n $2 && ${ZT_OFFLOAD_PARAM:-0} == 1 ]] && off+=", \"offload_param\": {\"device\": \"cpu\", \"pin_memory\": true}"
   cat >"$1" <<JSON
 {
