@@ -71,7 +71,7 @@ struct FlatSlice {
   // State that is not in memory (NVMe-swapped, zero/state_store.h): `data` has the shape
   // and dtype only; saving reads the rank's slice through `io` into the file's buffer and
   // loading writes through it, a piece at a time.
-  std::shared_ptr<zero::SliceIo> io;
+  std::shared_ptr<zero::SliceIo> io{};
 };
 
 // Params as slices: each unit's whole flat parameter buffer ("<unit>.params", begin 0).

@@ -66,7 +66,7 @@ struct StateSlice {
   std::string name;
   Tensor data;
   int64_t begin = 0;
-  std::shared_ptr<SliceIo> io;
+  std::shared_ptr<SliceIo> io{};
 };
 
 class Optimizer {

@@ -111,8 +111,12 @@ class NvmeSliceIo final : public SliceIo {
 NvmeStore::NvmeStore(NvmeStoreOptions options) : options_(std::move(options)) {
   const std::string& root = options_.nvme_path;
   std::error_code ec;
+  // Created when missing, as DeepSpeed's swappers do (the guides' /local_nvme, the seed
+  // config's /tmp/zerotrain_nvme).
+  fs::create_directories(root, ec);
   if (!fs::is_directory(root, ec))
-    ZT_THROW_INPUT("offload nvme_path ", root, ": not a folder; create it on a local NVMe drive (or fix the path)");
+    ZT_THROW_INPUT("offload nvme_path ", root, ": not a folder and cannot be created",
+                   ec ? ": " + ec.message() : std::string(), "; point it at a folder on a local NVMe drive");
   for (const std::string& p : remove_stale_swap_folders(root))
     ZT_WARN("removed ", p, ", the NVMe swap folder of a zerotrain process that is gone");
   folder_ = (fs::path(root) / ("zerotrain-" + host_name() + "-" + std::to_string(::getpid()))).string();

@@ -98,8 +98,9 @@ struct NvmeStoreOptions {
 class NvmeStore final : public StateStore {
  public:
   // Creates <nvme_path>/zerotrain-<host>-<pid>/rank<r>-<label>.swp (removed by the
-  // destructor), first removing the swap folders of dead zerotrain processes of this host
-  // (with a warning). BadInput naming the path when it is not a writable folder.
+  // destructor; nvme_path itself is created when missing), first removing the swap folders
+  // of dead zerotrain processes of this host (with a warning). BadInput naming the path
+  // when it cannot be made a writable folder.
   explicit NvmeStore(NvmeStoreOptions options);
   ~NvmeStore() override;
   NvmeStore(const NvmeStore&) = delete;

@@ -222,9 +222,12 @@ TEST(DeepSpeedSchedule, ParamsTableIsConsistent) {
     for (size_t i = 0; i < names.size(); ++i) {
       for (size_t j = i + 1; j < names.size(); ++j) EXPECT_NE(names[i], names[j]) << schedule_type_name(t);
       const SchedulerParamKey& k = *scheduler_param(t, names[i]);
-      if (k.default_rule == SchedulerDefault::SameAs) EXPECT_NE(scheduler_param(t, k.same_as), nullptr) << k.key;
-      if (k.default_rule == SchedulerDefault::Value && k.kind != SchedulerParamKind::WarmupType && k.refused.empty())
+      if (k.default_rule == SchedulerDefault::SameAs) {
+        EXPECT_NE(scheduler_param(t, k.same_as), nullptr) << k.key;
+      }
+      if (k.default_rule == SchedulerDefault::Value && k.kind != SchedulerParamKind::WarmupType && k.refused.empty()) {
         EXPECT_EQ(scheduler_range_error(k, k.default_value), "") << k.key;
+      }
       if (k.default_rule == SchedulerDefault::Required) params[k.key] = 10;
     }
     const auto s = make_deepspeed_schedule(json{{"type", schedule_type_name(t)}, {"params", params}}, 0.1f,

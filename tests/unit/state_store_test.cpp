@@ -2,7 +2,7 @@
 // and evicted comes back from the swap file unchanged, with fewer buffers than units and
 // with pipelined reads and writes; checkpoint slice I/O reads and writes in place at any
 // offset; the swap folder goes with the store, dead processes' folders are removed at
-// start, and a bad nvme_path is a BadInput naming it.
+// start, a missing nvme_path is created and one that cannot be is a BadInput naming it.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -116,11 +116,18 @@ TEST(NvmeStore, DeadProcessesSwapFoldersAreRemovedAndBadPathsNamed) {
     EXPECT_TRUE(fs::exists(alive)) << "a live process's folder stays";
     EXPECT_TRUE(fs::exists(other)) << "another machine's folder stays (a shared path)";
   }
+  // A missing nvme_path is created (as DeepSpeed does); one under a file cannot be.
+  {
+    NvmeStore made(options(dir.path() / "new" / "nvme", 1, false));
+    EXPECT_TRUE(fs::is_directory(dir.path() / "new" / "nvme"));
+  }
+  std::ofstream(dir.path() / "a-file") << "x";
+  const fs::path impossible = dir.path() / "a-file" / "nvme";
   try {
-    NvmeStore bad(options("/nonexistent-zt-nvme", 1, false));
-    FAIL() << "opened a store under a missing folder";
+    NvmeStore bad(options(impossible, 1, false));
+    FAIL() << "opened a store under a file";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::BadInput);
-    EXPECT_NE(std::string(e.what()).find("/nonexistent-zt-nvme"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(impossible.string()), std::string::npos) << e.what();
   }
 }
