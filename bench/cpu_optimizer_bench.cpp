@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -26,6 +27,7 @@
 
 #include "backend/cpu/optimizer_isa.h"
 #include "backend/optimizer_kernels.h"
+#include "core/allocator.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 
@@ -121,12 +123,15 @@ void fill(const Tensor& t, float scale, bool non_negative) {
 struct Triad {
   int64_t n;
   // Not value-initialised: the first touch is the parallel fill below (NUMA placement).
-  std::unique_ptr<float[]> a, b, c;
-  explicit Triad(int64_t count)
-      : n(count),
-        a(new float[static_cast<size_t>(n)]),
-        b(new float[static_cast<size_t>(n)]),
-        c(new float[static_cast<size_t>(n)]) {
+  // From the host allocator's pages, as the optimizer's buffers (huge pages when large).
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float[], Free> a, b, c;
+  static float* make(int64_t count) {
+    return static_cast<float*>(allocate_host_pages(static_cast<size_t>(count) * sizeof(float), 64));
+  }
+  explicit Triad(int64_t count) : n(count), a(make(n)), b(make(n)), c(make(n)) {
     float *pa = a.get(), *pb = b.get(), *pc = c.get();
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) pa[i] = 0.0f, pb[i] = 1.0f, pc[i] = 2.0f;

@@ -21,6 +21,9 @@ class Allocator {
 
 // 64-byte aligned host memory (cache lines, AVX-512 loads).
 Allocator& host_allocator();
+// Host memory for std::free: `alignment`-aligned; from 16 MiB up, 2 MiB-aligned and marked
+// for transparent huge pages (madvise). Null when out of memory.
+void* allocate_host_pages(size_t bytes, size_t alignment);
 // The allocator for a device; throws Unsupported for a device with no registered backend.
 Allocator& allocator_for(Device device);
 void set_device_allocator(DeviceType type, Allocator* allocator);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "core/allocator.h"
 #include "core/error.h"
 
 namespace zt::zero {
@@ -24,7 +25,7 @@ HostBuffer::HostBuffer(size_t bytes, Pinning pinning) {
   if (bytes == 0) return;
   const size_t page = page_size();
   const size_t rounded = (bytes + page - 1) / page * page;
-  data_ = std::aligned_alloc(page, rounded);
+  data_ = allocate_host_pages(rounded, page);
   if (data_ == nullptr)
     ZT_THROW_INPUT("cannot allocate ", rounded, " bytes of host memory for ZeRO-Offload: free host memory, use more "
                    "ranks/nodes, or lower offload_optimizer.ratio");
