@@ -48,6 +48,7 @@ enum class InertWhen {
   NotDefaultBelowStage3,  // ... when the run's stage is below 3
   NotDefaultOneProcess,   // ... with one process
   WrittenTrueOneProcess,  // written (not defaulted) as true, with one process
+  NotDefaultWithoutNvme,  // any value but the default, unless offload_optimizer is nvme
 };
 
 // Whether `zerotrain config check` prints the key.

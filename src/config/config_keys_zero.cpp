@@ -103,9 +103,10 @@ std::vector<ZeroKey> make_table() {
       accepted("elastic_checkpoint", {}, B, 0, "false", kNoMin, &Z::elastic_checkpoint, N,
                "checkpoints load at any world size anyway", Shown::No,
                "accepted: checkpoints load at any world size anyway (true warns)"),
-      accepted("sub_group_size", {}, I, 1000000000, "1e9", 1, &Z::sub_group_size, N,
-               "the optimizer steps one unit at a time", Shown::Always,
-               "accepted: the optimizer steps per unit (another value warns)"),
+      resolved("sub_group_size", {}, I, 1000000000, "1e9", 1, AutoRule::None, &Z::sub_group_size,
+               InertWhen::NotDefaultWithoutNvme, "it sizes the NVMe swaps of offload_optimizer nvme", Shown::Always,
+               "resolved: with offload_optimizer nvme, the most elements of one swapped piece of state (a unit "
+               "is stepped in pieces of at most this); otherwise another value warns"),
       accepted("ignore_unused_parameters", {}, B, 1, "true", kNoMin, &Z::ignore_unused_parameters, N,
                "every parameter gets a gradient", Shown::No, "accepted (false warns)"),
       resolved("stage3_prefetch_bucket_size", {"prefetch_bucket_size"}, I, 50000000, "5e7", 1,

@@ -94,6 +94,9 @@ std::vector<std::string> inert_key_warnings(const TrainConfig& c, int world_size
       case InertWhen::WrittenTrueOneProcess:
         inert = one && v != 0 && written(c, pre + k.key);
         break;
+      case InertWhen::NotDefaultWithoutNvme:
+        inert = differs && z.offload_optimizer != OffloadDevice::NVMe;
+        break;
     }
     // A boolean switched off from its default is named with its value ("reduce_scatter false").
     if (inert) warn(pre + k.key + (k.type == KeyType::Bool && v == 0 ? " false" : ""), k.inert_why);

@@ -97,6 +97,7 @@ std::unique_ptr<zero::Optimizer> make_run_optimizer(TrainingRun& run) {
     n.nvme_path = c.zero.offload_optimizer_nvme_path;
     n.rank = run.rank();
     n.buffer_count = c.zero.offload_optimizer_buffer_count;
+    n.sub_group_size = c.zero.sub_group_size;
     n.pipeline_read = c.zero.offload_optimizer_pipeline_read;
     n.pipeline_write = c.zero.offload_optimizer_pipeline_write;
     n.aio.block_size = static_cast<size_t>(c.aio.block_size);

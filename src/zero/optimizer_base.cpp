@@ -1,9 +1,42 @@
 #include "zero/optimizer_base.h"
 
+#include <algorithm>
+#include <memory>
+
 #include "core/error.h"
 #include "ops/copy.h"
 
 namespace zt::zero {
+
+namespace {
+
+// A unit's slice of swapped state over its pieces: element ranges split at the pieces.
+class PiecedSliceIo final : public SliceIo {
+ public:
+  struct Part {
+    int64_t offset, numel;
+    std::shared_ptr<SliceIo> io;
+  };
+  std::vector<Part> pieces;
+  void read(int64_t offset, const Tensor& dst) override { each(offset, dst, false); }
+  void write(int64_t offset, const Tensor& src) override { each(offset, src, true); }
+
+ private:
+  void each(int64_t offset, const Tensor& t, bool write) {
+    const int64_t end = offset + t.numel();
+    for (const Part& p : pieces) {
+      const int64_t lo = std::max(offset, p.offset), hi = std::min(end, p.offset + p.numel);
+      if (hi <= lo) continue;
+      const Tensor part = t.narrow(0, lo - offset, hi - lo);
+      if (write)
+        p.io->write(lo - p.offset, part);
+      else
+        p.io->read(lo - p.offset, part);
+    }
+  }
+};
+
+}  // namespace
 
 FlatOptimizer::FlatOptimizer(model::ParameterRegistry& registry, OptimizerSpec spec,
                              std::vector<std::string> state_names, PartitionFn partitions,
@@ -40,7 +73,14 @@ FlatOptimizer::FlatOptimizer(model::ParameterRegistry& registry, OptimizerSpec s
     first = false;
     ZT_CHECK(sdt == state_dtype_, "unit ", registry_.unit(ui).name(), " has parameters of another dtype");
     s.master = sixteen_bit && !no_master;
-    store_->add_unit(ui, UnitStateShape{part.numel(), sdt, s.master, state_names_.size(), dev});
+    const int64_t most = std::max<int64_t>(1, store_->max_piece_elements());
+    s.first_piece = pieces_.size();
+    for (int64_t off = 0; off < s.numel; off += most) {
+      const int64_t n = std::min(most, s.numel - off);
+      store_->add_unit(pieces_.size(), UnitStateShape{n, sdt, s.master, state_names_.size(), dev});
+      pieces_.push_back({ui, off, n});
+    }
+    s.pieces = pieces_.size() - s.first_piece;
     units_.push_back(std::move(s));
   }
   store_->layout_done();
@@ -54,9 +94,13 @@ UnitPartition FlatOptimizer::partition(size_t unit) {
 
 void FlatOptimizer::copy_params_to_master() {
   for (size_t ui = 0; ui < units_.size(); ++ui) {
-    if (units_[ui].numel == 0 || !units_[ui].master) continue;
-    ops::copy(store_->acquire(ui).master, partition(ui).params);
-    store_->release(ui, StateAccess::Modified);
+    const UnitState& s = units_[ui];
+    if (s.numel == 0 || !s.master) continue;
+    const Tensor params = partition(ui).params;
+    for (size_t k = s.first_piece; k < s.first_piece + s.pieces; ++k) {
+      ops::copy(store_->acquire(k).master, params.narrow(0, pieces_[k].offset, pieces_[k].numel));
+      store_->release(k, StateAccess::Modified);
+    }
   }
 }
 
@@ -73,7 +117,7 @@ void FlatOptimizer::step(float lr, float grad_scale) {
 }
 
 void FlatOptimizer::prefetch_unit(size_t unit) {
-  if (unit < units_.size() && units_[unit].numel > 0) store_->prefetch(unit);
+  if (unit < units_.size() && units_[unit].numel > 0) store_->prefetch(units_[unit].first_piece);
 }
 
 void FlatOptimizer::begin_step() {
@@ -93,26 +137,37 @@ void FlatOptimizer::step_unit(size_t ui, float lr, float grad_scale) {
   ZT_CHECK(part.grads.data() != nullptr && part.grads.numel() == part.numel(),
            "optimizer step without gradients for unit ", u.name());
   // One segment per parameter overlapping the partition, in the unit's (ascending) order.
-  UnitRange r;
+  OptimizerSegments segments;
   for (const model::ParamEntry& p : u.params()) {
     const LocalRange lr_range = overlap(p.offset, p.numel(), part.begin, part.numel());
     if (lr_range.length == 0) continue;
     const float wd = p.spec.decay == model::WeightDecay::Apply ? spec_.weight_decay : 0.0f;
-    r.segments.push_back({lr_range.start, lr_range.length, wd});
+    segments.push_back({lr_range.start, lr_range.length, wd});
   }
-  if (r.segments.empty()) return;
-  r.param = part.params.with_name(u.name());
-  r.grad = part.grads;
-  UnitStateViews state = store_->acquire(ui);
-  r.master = state.master;
-  r.state = std::move(state.state);
-  try {
-    update_unit(r, lr, grad_scale);
-  } catch (...) {
-    store_->release(ui, StateAccess::Read);
-    throw;
+  const size_t end = s.first_piece + s.pieces;
+  for (size_t k = s.first_piece; k < end; ++k) {
+    if (k + 1 < end) store_->prefetch(k + 1);
+    const Piece& piece = pieces_[k];
+    // The segments inside the piece, at their offsets in it.
+    UnitRange r;
+    for (const OptimizerSegment& g : segments) {
+      const int64_t lo = std::max(g.offset, piece.offset), hi = std::min(g.offset + g.length, piece.offset + piece.numel);
+      if (hi > lo) r.segments.push_back({lo - piece.offset, hi - lo, g.weight_decay});
+    }
+    if (r.segments.empty()) continue;
+    r.param = part.params.narrow(0, piece.offset, piece.numel).with_name(u.name());
+    r.grad = part.grads.narrow(0, piece.offset, piece.numel);
+    UnitStateViews state = store_->acquire(k);
+    r.master = state.master;
+    r.state = std::move(state.state);
+    try {
+      update_unit(r, lr, grad_scale);
+    } catch (...) {
+      store_->release(k, StateAccess::Read);
+      throw;
+    }
+    store_->release(k, StateAccess::Modified);
   }
-  store_->release(ui, StateAccess::Modified);
 }
 
 void FlatOptimizer::set_steps_taken(int64_t steps) {
@@ -127,20 +182,27 @@ std::vector<StateSlice> FlatOptimizer::state_slices() {
     const UnitState& s = units_[ui];
     if (s.numel == 0) continue;  // not this optimizer's unit
     if (store_->resident()) {
-      // In memory: views the checkpoint reads and writes directly.
-      UnitStateViews v = store_->acquire(ui);
-      store_->release(ui, StateAccess::Read);
+      // In memory (one piece per unit): views the checkpoint reads and writes directly.
+      ZT_CHECK(s.pieces == 1, "state in memory is one piece per unit");
+      UnitStateViews v = store_->acquire(s.first_piece);
+      store_->release(s.first_piece, StateAccess::Read);
       if (s.master) out.push_back({unit + ".master", v.master, s.begin, nullptr});
       for (size_t si = 0; si < state_names_.size(); ++si)
         out.push_back({unit + "." + state_names_[si], v.state[si], s.begin, nullptr});
       continue;
     }
-    // Swapped: shapes only, moved by the store's slice I/O (the swap file, in place).
-    if (s.master)
-      out.push_back({unit + ".master", Tensor(nullptr, {s.numel}, DType::F32), s.begin, store_->slice_io(ui, -1)});
+    // Swapped: shapes only, moved by the store's slice I/O (the swap file, in place),
+    // piece by piece.
+    const auto pieced = [&](int which) {
+      auto io = std::make_shared<PiecedSliceIo>();
+      for (size_t k = s.first_piece; k < s.first_piece + s.pieces; ++k)
+        io->pieces.push_back({pieces_[k].offset, pieces_[k].numel, store_->slice_io(k, which)});
+      return io;
+    };
+    if (s.master) out.push_back({unit + ".master", Tensor(nullptr, {s.numel}, DType::F32), s.begin, pieced(-1)});
     for (size_t si = 0; si < state_names_.size(); ++si)
       out.push_back({unit + "." + state_names_[si], Tensor(nullptr, {s.numel}, state_dtype_), s.begin,
-                     store_->slice_io(ui, static_cast<int>(si))});
+                     pieced(static_cast<int>(si))});
   }
   return out;
 }

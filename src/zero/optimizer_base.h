@@ -73,6 +73,15 @@ class FlatOptimizer : public Optimizer {
     int64_t begin = 0;    // the partition's first element in the unit
     int64_t numel = 0;    // the partition's length
     bool master = false;  // only for 16-bit parameters with MasterWeights::F32
+    size_t first_piece = 0, pieces = 0;  // its pieces in pieces_
+  };
+  // A unit's state is declared to the store as pieces of at most max_piece_elements()
+  // (one piece in memory; sub_group_size ones on NVMe), stepped in turn: the update is
+  // elementwise, so a piece at a time gives the whole unit's bits.
+  struct Piece {
+    size_t unit = 0;
+    int64_t offset = 0;  // in the unit's partition
+    int64_t numel = 0;
   };
   void copy_params_to_master();
 
@@ -83,6 +92,7 @@ class FlatOptimizer : public Optimizer {
   std::vector<std::string> state_names_;
   DType state_dtype_ = DType::F32;
   std::vector<UnitState> units_;
+  std::vector<Piece> pieces_;  // the store's keys
   std::unique_ptr<StateStore> store_;
   int64_t steps_ = 0;
 };

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -124,7 +125,12 @@ NvmeStore::NvmeStore(NvmeStoreOptions options) : options_(std::move(options)) {
   if (ec)
     ZT_THROW_INPUT("offload nvme_path ", root, ": cannot create the swap folder ", folder_, ": ", ec.message(),
                    "; make nvme_path writable");
-  file_path_ = folder_ + "/rank" + std::to_string(options_.rank) + "-" + options_.label + ".swp";
+  // One file per store: several stores of a process (an optimizer's, a test's second one)
+  // share the folder, never a file.
+  static std::atomic<int> stores{0};
+  const int n = stores.fetch_add(1);
+  file_path_ = folder_ + "/rank" + std::to_string(options_.rank) + "-" + options_.label +
+               (n == 0 ? std::string() : "-" + std::to_string(n)) + ".swp";
   try {
     file_ = io::DirectFile(file_path_, io::FileAccess::ReadWrite);
     if (file_.mode() == io::IoMode::Buffered) ZT_WARN(file_.fallback_reason(), ": NVMe offload swaps through the page cache");
@@ -197,12 +203,14 @@ void NvmeStore::finish_io(Buffer& b) {
 NvmeStore::Buffer& NvmeStore::free_buffer() {
   for (Buffer& b : buffers_)
     if (b.slot == Slot::Free) return b;
-  // The least recently used buffer that is not in use or being read for a coming step.
+  // The least recently used buffer that is not in use or being read for a coming step;
+  // failing that, the oldest prefetch (its read is wasted, but the step goes on).
   Buffer* victim = nullptr;
   for (Buffer& b : buffers_)
     if ((b.slot == Slot::Clean || b.slot == Slot::Writing) && (!victim || b.last_use < victim->last_use)) victim = &b;
-  ZT_CHECK(victim != nullptr, "NVMe offload: all ", buffers_.size(),
-           " buffers are in use or being read (buffer_count too small for the units held at once)");
+  for (Buffer& b : buffers_)
+    if (!victim && b.slot == Slot::Reading) victim = &b;
+  ZT_CHECK(victim != nullptr, "NVMe offload: all ", buffers_.size(), " buffers are in use");
   finish_io(*victim);
   victim->slot = Slot::Free;
   return *victim;
@@ -230,7 +238,11 @@ void NvmeStore::prefetch(size_t unit) {
   if (!options_.pipeline_read || unit >= layout_.size() || !layout_[unit]) return;
   grow_buffers(buffer_bytes_);
   if (holding(unit)) return;
-  // Only into a buffer that needs no waiting: a prefetch must not stall the step.
+  // Only into a buffer that needs no waiting (a prefetch must not stall the step), and
+  // only while another buffer stays free or reusable for the piece acquired before it.
+  size_t busy = 0;
+  for (const Buffer& b : buffers_) busy += b.slot == Slot::Reading || b.slot == Slot::InUse;
+  if (busy + 1 >= buffers_.size()) return;
   for (Buffer& b : buffers_)
     if (b.slot == Slot::Free) {
       start_read(b, unit);

@@ -12,6 +12,7 @@
 // needs no swap folder and the checkpoint format is the same as without NVMe.
 #pragma once
 #include <cstddef>
+#include <climits>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -62,6 +63,9 @@ class StateStore {
   virtual size_t memory_bytes() const = 0;
   // True when every unit's state is always in memory (state_slices are plain views).
   virtual bool resident() const = 0;
+  // The most elements one declared piece may hold: a FlatOptimizer declares each unit's
+  // state as pieces of at most this (DeepSpeed's sub_group_size) and steps them in turn.
+  virtual int64_t max_piece_elements() const { return INT64_MAX; }
   // For a store that is not resident: the unit's master (-1) or state `which` for
   // checkpoints, read and written in place on the drive.
   virtual std::shared_ptr<SliceIo> slice_io(size_t unit, int which) = 0;
@@ -90,14 +94,15 @@ struct NvmeStoreOptions {
   std::string nvme_path;    // the folder; the swap folder is made inside it
   std::string label = "optimizer";
   int rank = 0;
-  int buffer_count = 4;     // units in memory at once (>= 2 to overlap anything)
+  int buffer_count = 4;     // pieces in memory at once (>= 2 to overlap anything)
+  int64_t sub_group_size = 1000000000;  // elements per swapped piece
   bool pipeline_read = false, pipeline_write = false;
   io::AioOptions aio;
 };
 
 class NvmeStore final : public StateStore {
  public:
-  // Creates <nvme_path>/zerotrain-<host>-<pid>/rank<r>-<label>.swp (removed by the
+  // Creates <nvme_path>/zerotrain-<host>-<pid>/rank<r>-<label>[-<n>].swp (removed by the
   // destructor; nvme_path itself is created when missing), first removing the swap folders
   // of dead zerotrain processes of this host (with a warning). BadInput naming the path
   // when it cannot be made a writable folder.
@@ -115,6 +120,7 @@ class NvmeStore final : public StateStore {
   size_t state_bytes() const override { return file_bytes_; }
   size_t memory_bytes() const override;
   bool resident() const override { return false; }
+  int64_t max_piece_elements() const override { return options_.sub_group_size; }
   std::shared_ptr<SliceIo> slice_io(size_t unit, int which) override;
 
   const std::string& swap_file() const { return file_path_; }

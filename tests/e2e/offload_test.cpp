@@ -139,15 +139,18 @@ TEST(OffloadTraining, ParameterOffloadAtStage3TrainsAsThePlainRun) {
 
 namespace {
 
-// offload_optimizer {device: nvme} into `nvme` with two swap buffers, reads and writes
-// pipelined (the units outnumber the buffers: every step evicts and reads back).
+// offload_optimizer {device: nvme} into `nvme` with three swap buffers, reads and writes
+// pipelined (the pieces outnumber the buffers: every step evicts and reads back), and
+// sub-groups of 20000 elements (the embedding, 65536, is stepped in four pieces).
 std::vector<std::string> nvme_offload(const fs::path& nvme) {
-  return {"--zero_optimization.offload_optimizer.device",
+  return {"--zero_optimization.sub_group_size",
+          "20000",
+          "--zero_optimization.offload_optimizer.device",
           "nvme",
           "--zero_optimization.offload_optimizer.nvme_path",
           nvme.string(),
           "--zero_optimization.offload_optimizer.buffer_count",
-          "2",
+          "3",
           "--zero_optimization.offload_optimizer.pipeline_read",
           "true",
           "--zero_optimization.offload_optimizer.pipeline_write",
