@@ -134,8 +134,17 @@ MemoryEstimate estimate_memory(const EstimateInput& in) {
   // are the planned layout.
   const bool params_off_gpu = params_home_host || (off_param && in.offload_param == OffloadDevice::NVMe);
   e.gpu_model_states = (params_off_gpu ? 0 : params) + grads + (off_opt ? 0 : optimizer);
-  const int64_t host_per_rank = (params_off_gpu ? params : 0) + (off_opt ? optimizer + staging : 0);
+  // Optimizer state on NVMe (zero/state_store.h): the drive holds it; the host holds
+  // DeepSpeed's default 4 swap buffers of the largest piece (a unit's partition, at most the
+  // default sub_group_size of 1e9 elements), each tensor padded to 4 KiB.
+  const bool opt_nvme = in.offload_optimizer == OffloadDevice::NVMe;
+  const int64_t piece = std::min<int64_t>(stage >= 1 ? (e.largest_unit_elements + W - 1) / W : e.largest_unit_elements,
+                                          1000000000);
+  const int64_t swap_buffers = 4 * piece * optimizer_bytes;
+  const int64_t host_optimizer = opt_nvme ? swap_buffers : optimizer;
+  const int64_t host_per_rank = (params_off_gpu ? params : 0) + (off_opt ? host_optimizer + staging : 0);
   e.cpu_bytes_per_node = host_per_rank * in.gpus_per_node;
+  e.nvme_bytes_per_node = opt_nvme ? optimizer * in.gpus_per_node : 0;
   // Transient: a unit's full gradient buffer while it is reduced (stages 2-3), and at
   // stage 3 the unit in use and the one prefetched.
   if (stage >= 2) e.gpu_transient += e.largest_unit_elements * param_bytes;
@@ -181,6 +190,7 @@ nlohmann::json estimate_json(const EstimateInput& in, const MemoryEstimate& e) {
                  {"additional_buffer_factor", in.additional_buffer_factor}};
   j["zerotrain"] = {{"gpu_bytes_per_gpu", e.gpu_bytes_per_gpu()},
                     {"cpu_bytes_per_node", e.cpu_bytes_per_node},
+                    {"nvme_bytes_per_node", e.nvme_bytes_per_node},
                     {"activation_bytes_per_gpu", e.gpu_activations},
                     {"model_state_bytes_per_gpu", e.gpu_model_states},
                     {"transient_bytes_per_gpu", e.gpu_transient}};
@@ -202,7 +212,7 @@ std::string describe_estimate(const EstimateInput& in, const MemoryEstimate& e) 
                 "ZeRO stage %d over %d GPU(s) (%d node(s) x %d)%s; offload_optimizer %s, offload_param %s; micro-batch "
                 "%lld x %lld tokens, activation checkpointing %s\n\n",
                 in.stage, e.world, in.nodes, in.gpus_per_node,
-                e.world == 1 && in.stage > 0 ? " = stage 0 on one process" : "",
+                e.effective_stage != in.stage ? " = stage 0 on one process" : "",
                 offload_device_name(in.offload_optimizer), offload_device_name(in.offload_param),
                 static_cast<long long>(in.micro_batch), static_cast<long long>(in.seq_len),
                 in.activation_checkpointing ? "on" : "off");
@@ -220,6 +230,11 @@ std::string describe_estimate(const EstimateInput& in, const MemoryEstimate& e) 
   std::snprintf(line, sizeof line, "%-34s %14s %16s\n", "zerotrain total", gib(e.gpu_bytes_per_gpu()).c_str(),
                 gib(e.cpu_bytes_per_node).c_str());
   s += line;
+  if (e.nvme_bytes_per_node > 0) {
+    std::snprintf(line, sizeof line, "%-34s %14s %16s\n", "zerotrain optimizer state on NVMe", "-",
+                  gib(e.nvme_bytes_per_node).c_str());
+    s += line;
+  }
   std::snprintf(line, sizeof line, "%-34s %14s %16s\n", "DeepSpeed (model states only)",
                 gib(e.deepspeed_gpu_bytes_per_gpu).c_str(), gib(e.deepspeed_cpu_bytes_per_node).c_str());
   s += line;

@@ -49,8 +49,11 @@ struct MemoryEstimate {
   int64_t gpu_transient = 0;     // a unit's full gradients (stages 2-3), gathered units (stage 3)
   int64_t gpu_activations = 0;   // the step's buffers + the LM head's logits + the reserve
   int64_t gpu_bytes_per_gpu() const { return gpu_model_states + gpu_transient + gpu_activations; }
-  // zerotrain, host memory of one node (offloaded state of its ranks)
+  // zerotrain, host memory of one node (offloaded state of its ranks; with the optimizer
+  // on NVMe its swap buffers instead of its state)
   int64_t cpu_bytes_per_node = 0;
+  // zerotrain, the swap files of one node's ranks (offload_optimizer nvme)
+  int64_t nvme_bytes_per_node = 0;
   // DeepSpeed's formulas (model states only: no activations)
   std::string deepspeed_formula;
   int64_t deepspeed_gpu_bytes_per_gpu = 0, deepspeed_cpu_bytes_per_node = 0;

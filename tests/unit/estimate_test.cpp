@@ -141,6 +141,17 @@ TEST(Estimate, StagesDivideAndOffloadMovesStateToTheHost) {
   const MemoryEstimate op = estimate_memory(in);
   EXPECT_EQ(op.gpu_model_states, P * 4 / 8);
   EXPECT_EQ(op.cpu_bytes_per_node, P * (2 + 12 + 4) / 8 * 8);
+  // Optimizer state on NVMe: the drive holds the 12 bytes; the host 4 swap buffers of the
+  // largest unit's slice and the same staging.
+  in.offload_param = OffloadDevice::None;
+  in.offload_optimizer = OffloadDevice::NVMe;
+  const MemoryEstimate on = estimate_memory(in);
+  EXPECT_EQ(on.gpu_model_states, o3.gpu_model_states);
+  EXPECT_EQ(on.nvme_bytes_per_node, P * 12 / 8 * 8);
+  EXPECT_EQ(on.cpu_bytes_per_node, (4 * ((on.largest_unit_elements + 7) / 8) * 12 + P * (4 + 2) / 8) * 8);
+  EXPECT_LT(on.cpu_bytes_per_node, o3.cpu_bytes_per_node);
+  EXPECT_EQ(o3.nvme_bytes_per_node, 0);
+  in.offload_param = OffloadDevice::CPU;
   // Parameter offload alone: the run keeps them on the GPU.
   in.offload_optimizer = OffloadDevice::None;
   EXPECT_EQ(estimate_memory(in).gpu_model_states, s3.gpu_model_states);
