@@ -20,7 +20,7 @@ constexpr const char* kHelp =
     R"(usage: zerotrain bench comm [--device cpu|cuda] [--ops all_reduce,reduce_scatter,all_gather]
                             [--dtype f32|bf16] [--min-bytes 1K] [--max-bytes 64M] [--factor 2]
                             [--warmup 5] [--iters 20] [--check on|off] [--json FILE]
-       zerotrain bench io --path DIR [--size 1G] [--block-sizes 256K,1M,4M] [--queue-depths 4,16,32]
+       zerotrain bench io --path DIR [--size 1G] [--block-sizes 256K,1M,4M] [--queue-depths 1,4,16,32]
                           [--threads 1,4] [--engine auto|io_uring|threads] [--no-dd] [--json FILE]
 
 Benchmarks:
@@ -70,7 +70,7 @@ Ends with the mean busbw of each collective over the sizes.
   --size SIZE           bytes per pass, e.g. 256M, 4G (default 1G; larger than the drive's
                         cache for honest figures)
   --block-sizes LIST    piece sizes, comma-separated (default 256K,1M,4M)
-  --queue-depths LIST   pieces in flight per thread (default 4,16,32)
+  --queue-depths LIST   pieces in flight per thread (default 1,4,16,32)
   --threads LIST        aio thread counts, intra_op_parallelism (default 1,4)
   --engine NAME         auto (io_uring when usable), io_uring or threads (default auto)
   --no-dd               skip the dd baseline

@@ -16,7 +16,7 @@ struct IoBenchOptions {
   std::string path;                   // the folder to test (nvme_path)
   size_t size = size_t{1} << 30;      // bytes of the test file
   std::vector<size_t> block_sizes = {256 << 10, 1 << 20, 4 << 20};
-  std::vector<int> queue_depths = {4, 16, 32};
+  std::vector<int> queue_depths = {1, 4, 16, 32};
   std::vector<int> threads = {1, 4};
   io::IoEngine engine = io::IoEngine::Auto;
   bool dd = true;                     // also time dd (when installed)
