@@ -54,6 +54,8 @@ const std::vector<EnvVarSpec>& env_var_table() {
        "=1: act as if renameat2(RENAME_EXCHANGE) were unsupported (the fallback of NFS and other file systems)"},
       {EnvVar::TestHostMemoryBytes, "ZT_TEST_HOST_MEMORY_BYTES", A::Test, "core/fail_point.cpp (core/memory_info.cpp)",
        "N: pretend the host has N bytes of memory available (the resource checks' refusals)"},
+      {EnvVar::TestDriveFreeBytes, "ZT_TEST_DRIVE_FREE_BYTES", A::Test, "core/fail_point.cpp (io/direct_file.cpp)",
+       "N: pretend every drive has N bytes free (NVMe offload's refusal of a full drive)"},
       {EnvVar::TestBenchCorrupt, "ZT_TEST_BENCH_CORRUPT", A::Test, "core/fail_point.cpp (cli/bench_comm.cpp)",
        "set: the last rank of `zerotrain bench comm` corrupts one element per size (its check must fail)"},
   };

@@ -32,6 +32,7 @@ enum class EnvVar {
   TestStallSaveS,
   TestNoRenameExchange,
   TestHostMemoryBytes,
+  TestDriveFreeBytes,
   TestBenchCorrupt,
 };
 

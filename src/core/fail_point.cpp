@@ -77,6 +77,12 @@ std::optional<uint64_t> simulated_host_memory() {
   return static_cast<uint64_t>(std::strtoull(v, nullptr, 10));
 }
 
+std::optional<uint64_t> simulated_drive_free() {
+  const char* v = env_value(EnvVar::TestDriveFreeBytes);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return static_cast<uint64_t>(std::strtoull(v, nullptr, 10));
+}
+
 FaultInjector::FaultInjector(int rank) : rank_(rank) {
   const char* spec = env_value(EnvVar::TestSignals);
   const char* only = env_value(EnvVar::TestSignalsRank);

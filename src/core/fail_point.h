@@ -33,6 +33,7 @@
 //   ZT_TEST_NO_RENAME_EXCHANGE=1   renameat2(RENAME_EXCHANGE) unsupported (NFS and others)
 //   ZT_TEST_BENCH_CORRUPT (set)    `zerotrain bench comm`'s last rank corrupts a result
 //   ZT_TEST_HOST_MEMORY_BYTES=N    the host has N bytes of memory available
+//   ZT_TEST_DRIVE_FREE_BYTES=N     every drive has N bytes free (a full NVMe drive)
 //
 // Every ZT_TEST_* variable is read here and nowhere else (core/env_vars.h lists them).
 #pragma once
@@ -56,6 +57,8 @@ enum class Simulated { NoRenameExchange, CorruptBenchResult };
 bool simulated(Simulated condition);
 // The host memory available that a test pretends (nullopt: none pretended).
 std::optional<uint64_t> simulated_host_memory();
+// The free bytes of any drive that a test pretends (nullopt: none pretended).
+std::optional<uint64_t> simulated_drive_free();
 
 class FaultInjector {
  public:

@@ -8,8 +8,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "core/error.h"
+#include "core/fail_point.h"
 
 namespace zt::io {
 
@@ -80,7 +82,8 @@ void DirectFile::close() noexcept {
 }
 
 void DirectFile::reserve(uint64_t bytes) {
-  const int rc = ::posix_fallocate(fd_, 0, static_cast<off_t>(bytes));
+  const std::optional<uint64_t> pretended = simulated_drive_free();
+  const int rc = pretended && *pretended < bytes ? ENOSPC : ::posix_fallocate(fd_, 0, static_cast<off_t>(bytes));
   if (rc == 0) return;
   if (rc == EOPNOTSUPP || rc == EINVAL) {
     if (::ftruncate(fd_, static_cast<off_t>(bytes)) == 0) return;
@@ -119,6 +122,7 @@ void DirectFile::write_at(const void* buffer, size_t bytes, uint64_t offset) con
 }
 
 uint64_t free_bytes(const std::string& dir) {
+  if (const std::optional<uint64_t> pretended = simulated_drive_free()) return *pretended;
   struct statvfs s {};
   if (::statvfs(dir.c_str(), &s) != 0) return 0;
   return static_cast<uint64_t>(s.f_bavail) * s.f_frsize;

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -227,4 +228,28 @@ TEST(OffloadTraining, NvmeRunKilledMidRunResumesAndCleansTheSwapFolder) {
   EXPECT_EQ(file_bytes(run_dir / "run" / "final" / "model.safetensors"),
             file_bytes(whole_dir / "run" / "final" / "model.safetensors"));
   for (const fs::path& d : {nvme, run_dir, whole_dir}) fs::remove_all(d);
+}
+
+// A full drive (pretended) and an nvme_path that cannot be a folder stop the run with exit
+// 2 naming the path, before its first step and without leaving a swap folder.
+TEST(OffloadTraining, FullOrUnusableNvmePathIsExitTwoBeforeTraining) {
+  const fs::path nvme = temp_dir("swap_full"), run_dir = temp_dir("full");
+  std::string offload;
+  for (const std::string& a : nvme_offload(nvme)) offload += " " + a;
+  const std::string train = zt::testing::zerotrain_binary() + " train " +
+                            zt::testing::small_run_yaml(run_dir).string() + " --zero_optimization.stage 2";
+  auto r = zt::testing::sh("ZT_TEST_DRIVE_FREE_BYTES=4096 " + train + offload);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("cannot reserve"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("free on the drive of " + nvme.string()), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("step      1"), std::string::npos) << r.out;
+  EXPECT_EQ(swap_folders(nvme), 0u) << r.out;
+
+  std::ofstream(nvme / "a-file") << "x";
+  const std::string bad = (nvme / "a-file" / "swap").string();
+  r = zt::testing::sh(train + " --zero_optimization.offload_optimizer.device nvme"
+                              " --zero_optimization.offload_optimizer.nvme_path " + bad);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find(bad), std::string::npos) << r.out;
+  for (const fs::path& d : {nvme, run_dir}) fs::remove_all(d);
 }
