@@ -45,7 +45,7 @@ struct OffloadHostBytes {
 };
 OffloadHostBytes offload_host_bytes(const TrainConfig& c, const model::ModelConfig& mc, int stage, int world_size) {
   OffloadHostBytes b;
-  if (c.zero.offload_optimizer != OffloadDevice::CPU) return b;
+  if (c.zero.offload_optimizer == OffloadDevice::None) return b;
   const double n = mc.num_parameters_f64();
   const int param_bytes = c.precision == Precision::F32 ? 4 : 2;
   const int optimizer_bytes = optimizer_state_bytes(c);
@@ -56,6 +56,16 @@ OffloadHostBytes offload_host_bytes(const TrainConfig& c, const model::ModelConf
   // offload_param: the parameters' host home replaces their staging.
   b.host = ratio * owned * (optimizer_bytes + grad_part_bytes + param_bytes);
   b.off_gpu = ratio * owned * optimizer_bytes + (params_home ? owned * param_bytes : 0);
+  if (c.zero.offload_optimizer == OffloadDevice::NVMe) {
+    // The state is on the drive; the host holds buffer_count swap buffers of the largest
+    // piece: a unit's slice (the embedding's, or a block's), at most sub_group_size.
+    const double embedding = static_cast<double>(mc.padded_vocab_size()) * static_cast<double>(mc.hidden_size);
+    const double block = (n - embedding * (mc.tie_word_embeddings ? 1 : 2)) / static_cast<double>(mc.num_layers);
+    const double unit = std::max(embedding, block) / (stage >= 1 ? world_size : 1);
+    const double piece = std::min(unit, static_cast<double>(c.zero.sub_group_size));
+    b.host = ratio * owned * (grad_part_bytes + param_bytes) +
+             c.zero.offload_optimizer_buffer_count * piece * optimizer_bytes;
+  }
   return b;
 }
 
@@ -67,12 +77,19 @@ void check_offload_fits_host(const TrainConfig& c, const model::ModelConfig& mc,
   if (host <= 0) return;
   char count[32];
   std::snprintf(count, sizeof count, "%.4g", mc.num_parameters_f64());
-  const std::string what = c.source + ": the offloaded optimizer state and its staging buffers (" + count +
-                           " parameters, offload_optimizer.ratio " +
+  const bool nvme = c.zero.offload_optimizer == OffloadDevice::NVMe;
+  const std::string what = c.source + ": the offloaded optimizer state" +
+                           (nvme ? "'s NVMe swap buffers (" + std::to_string(c.zero.offload_optimizer_buffer_count) +
+                                       ") and its staging buffers ("
+                                 : std::string(" and its staging buffers (")) +
+                           count + " parameters, offload_optimizer.ratio " +
                            std::to_string(c.zero.offload_optimizer_ratio).substr(0, 4) + ") per rank";
   const std::string fix =
-      "lower zero_optimization.offload_optimizer.ratio (the rest of the state stays on the GPU), spread the ranks "
-      "over more machines, or use a machine with more memory";
+      nvme ? "lower zero_optimization.offload_optimizer.buffer_count or zero_optimization.sub_group_size, spread the "
+             "ranks over more machines, or use a machine with more memory"
+           : "lower zero_optimization.offload_optimizer.ratio (the rest of the state stays on the GPU), put it on "
+             "NVMe (offload_optimizer.device nvme), spread the ranks over more machines, or use a machine with more "
+             "memory";
   if (ranks_on_host <= 1)
     check_fits_host_memory(host, what, fix);
   else

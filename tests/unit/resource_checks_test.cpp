@@ -79,7 +79,17 @@ TEST(ResourceChecks, OffloadedStateMustFitHostMemory) {
   const std::string two = input_error_of([&] { check_offload_fits_host(c, tiny, 2, 2, 2); });
   c.zero.offload_optimizer_ratio = 0.5;
   check_offload_fits_host(c, tiny, 2, 2, 2);  // half the state on the host: fits again
+  // The state on NVMe: the host holds the staging and 4 swap buffers of a piece.
+  c.zero.offload_optimizer_ratio = 1.0;
+  c.zero.offload_optimizer = OffloadDevice::NVMe;
+  c.zero.sub_group_size = 1000;
+  check_offload_fits_host(c, tiny, 2, 2, 2);
+  c.zero.sub_group_size = 1000000000;
+  c.zero.offload_optimizer_buffer_count = 64;  // 64 buffers of the embedding's slice do not fit
+  const std::string nvme = input_error_of([&] { check_offload_fits_host(c, tiny, 2, 2, 2); });
   ::unsetenv("ZT_TEST_HOST_MEMORY_BYTES");
+  EXPECT_HAS(nvme, "NVMe swap buffers (64)");
+  EXPECT_HAS(nvme, "lower zero_optimization.offload_optimizer.buffer_count");
   EXPECT_HAS(two, "run.yaml: the offloaded optimizer state and its staging buffers");
   EXPECT_HAS(two, "x 2 ranks on this host");
   EXPECT_HAS(two, "lower zero_optimization.offload_optimizer.ratio");
