@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <system_error>
 #include <fstream>
 #include <string>
 
@@ -32,6 +33,16 @@ inline std::filesystem::path fresh_test_dir(const std::string& prefix, const std
   std::filesystem::remove_all(p);
   std::filesystem::create_directories(p);
   return p;
+}
+
+// <memory-backed temp>/<prefix><pid>_<test name>: scratch for the NVMe-offload tests, whose
+// point is the swapping logic, not the drive: /dev/shm (tmpfs, which takes O_DIRECT since
+// Linux 6.6, else buffered) keeps them fast on a shared CI disk; the build tree otherwise.
+inline std::filesystem::path swap_temp_path(const std::string& prefix) {
+  std::error_code ec;
+  if (std::filesystem::is_directory("/dev/shm", ec) && ::access("/dev/shm", W_OK) == 0)
+    return std::filesystem::path("/dev/shm") / (prefix + std::to_string(::getpid()) + "_" + current_test_name());
+  return build_temp_path(prefix);
 }
 
 // A scratch directory created on construction (cleared first when asked) and removed on destruction.

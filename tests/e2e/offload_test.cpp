@@ -28,6 +28,14 @@ using zt::testing::small_run;
 
 fs::path temp_dir(const std::string& name) { return zt::testing::fresh_test_dir("offload_", name); }
 
+// The nvme_path of the NVMe tests (memory-backed where possible: common/temp_dir.h).
+fs::path swap_dir(const std::string& name) {
+  const fs::path p = zt::testing::swap_temp_path("offload_" + name + "_");
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
 const std::vector<std::string> kStage2{"--bf16", "true", "--zero_optimization.stage", "2"};
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
@@ -168,15 +176,16 @@ size_t swap_folders(const fs::path& nvme) {
 
 }  // namespace
 
-// ZeRO-Infinity's optimizer side: the host state swapped to a folder trains bitwise as the
-// run without offload (bf16 with its master on the drive; fp32 without master), its
+// ZeRO-Infinity's optimizer side: the host state swapped to a folder trains 20 steps bitwise
+// as the run without offload (bf16 with its master on the drive; fp32 without master), its
 // checkpoints (read from the swap file) resume without offload and a plain checkpoint
 // resumes with it, bitwise; the swap folder is gone after each run.
 TEST(OffloadTraining, NvmeOptimizerStateTrainsBitwiseAndResumesEitherWay) {
   for (const char* bf16 : {"true", "false"}) {
     SCOPED_TRACE(std::string("bf16 ") + bf16);
-    const std::vector<std::string> stage2{"--bf16", bf16, "--zero_optimization.stage", "2"};
-    const fs::path nvme = temp_dir("swap"), off_dir = temp_dir("nvme_run"), plain_dir = temp_dir("plain"),
+    // 20 steps (checkpoints every 3, the last 5 kept: the resumes from step 9 run 11).
+    const std::vector<std::string> stage2{"--bf16", bf16, "--zero_optimization.stage", "2", "--max_steps", "20"};
+    const fs::path nvme = swap_dir("swap"), off_dir = temp_dir("nvme_run"), plain_dir = temp_dir("plain"),
                    a = temp_dir("a"), b = temp_dir("b");
     const Logged off = run_logged(small_run(off_dir, with(stage2, nvme_offload(nvme))));
     EXPECT_NE(off.log.find("lives on NVMe in " + nvme.string()), std::string::npos) << off.log;
@@ -184,20 +193,20 @@ TEST(OffloadTraining, NvmeOptimizerStateTrainsBitwiseAndResumesEitherWay) {
     EXPECT_EQ(off.log.find("aio: accepted"), std::string::npos) << off.log;
     EXPECT_EQ(swap_folders(nvme), 0u) << "the swap folder goes with the run";
     const Logged plain = run_logged(small_run(plain_dir, stage2));
-    ASSERT_EQ(plain.result.losses.size(), 6u);
+    ASSERT_EQ(plain.result.losses.size(), 20u);
     EXPECT_EQ(off.result.losses, plain.result.losses);
     EXPECT_EQ(final_weights(off.result), final_weights(plain.result));
 
-    const std::string off_ckpt = (off_dir / "run" / "checkpoints" / "global_step3").string();
-    const std::string plain_ckpt = (plain_dir / "run" / "checkpoints" / "global_step3").string();
+    const std::string off_ckpt = (off_dir / "run" / "checkpoints" / "global_step9").string();
+    const std::string plain_ckpt = (plain_dir / "run" / "checkpoints" / "global_step9").string();
     // The checkpoints are the same bytes: the swapped state was read from the swap file.
     for (const char* f : {"shard_rank0.safetensors"})
       EXPECT_EQ(file_bytes(fs::path(off_ckpt) / f), file_bytes(fs::path(plain_ckpt) / f)) << f;
     const Logged to_plain = run_logged(small_run(a, with(stage2, {"--resume", off_ckpt})));
     const Logged to_nvme = run_logged(small_run(b, with(with(stage2, nvme_offload(nvme)), {"--resume", plain_ckpt})));
     for (const Logged* r : {&to_plain, &to_nvme}) {
-      ASSERT_EQ(r->result.losses.size(), 3u);
-      for (size_t i = 0; i < 3; ++i) EXPECT_EQ(r->result.losses[i], plain.result.losses[3 + i]) << "step " << 4 + i;
+      ASSERT_EQ(r->result.losses.size(), 11u);
+      for (size_t i = 0; i < 11; ++i) EXPECT_EQ(r->result.losses[i], plain.result.losses[9 + i]) << "step " << 10 + i;
       EXPECT_EQ(final_weights(r->result), final_weights(plain.result));
     }
     EXPECT_EQ(swap_folders(nvme), 0u);
@@ -209,7 +218,7 @@ TEST(OffloadTraining, NvmeOptimizerStateTrainsBitwiseAndResumesEitherWay) {
 // folder behind; `--resume latest` removes it (its process is gone), continues from step 3
 // and ends where an uninterrupted run ends, leaving no swap files.
 TEST(OffloadTraining, NvmeRunKilledMidRunResumesAndCleansTheSwapFolder) {
-  const fs::path nvme = temp_dir("swap_kill"), run_dir = temp_dir("killed"), whole_dir = temp_dir("whole");
+  const fs::path nvme = swap_dir("swap_kill"), run_dir = temp_dir("killed"), whole_dir = temp_dir("whole");
   std::string offload;
   for (const std::string& a : nvme_offload(nvme)) offload += " " + a;
   const std::string common = " --bf16 true --zero_optimization.stage 2" + offload;
@@ -233,7 +242,7 @@ TEST(OffloadTraining, NvmeRunKilledMidRunResumesAndCleansTheSwapFolder) {
 // A full drive (pretended) and an nvme_path that cannot be a folder stop the run with exit
 // 2 naming the path, before its first step and without leaving a swap folder.
 TEST(OffloadTraining, FullOrUnusableNvmePathIsExitTwoBeforeTraining) {
-  const fs::path nvme = temp_dir("swap_full"), run_dir = temp_dir("full");
+  const fs::path nvme = swap_dir("swap_full"), run_dir = temp_dir("full");
   std::string offload;
   for (const std::string& a : nvme_offload(nvme)) offload += " " + a;
   const std::string train = zt::testing::zerotrain_binary() + " train " +

@@ -529,7 +529,7 @@ TEST(Optimizer, GlobalGradNorm) {
 // checkpoint slices read back what the memory optimizer holds, and writing them into a
 // fresh NVMe optimizer continues bitwise.
 TEST(Optimizer, NvmeStateInPiecesStepsBitwiseAsMemory) {
-  zt::testing::TempDir dir(zt::testing::build_temp_path("opt_nvme_"));
+  zt::testing::TempDir dir(zt::testing::swap_temp_path("opt_nvme_"));
   for (OptimizerType type : kAllTypes) {
     for (DType dtype : {DType::F32, DType::BF16}) {
       for (bool pipelined : {false, true}) {

@@ -37,7 +37,7 @@ float value(size_t unit, int which, int64_t i) { return static_cast<float>(unit 
 TEST(NvmeStore, StateSurvivesEvictionThroughTheSwapFile) {
   for (bool pipelined : {false, true}) {
     SCOPED_TRACE(pipelined ? "pipelined" : "serial");
-    zt::testing::TempDir dir(zt::testing::build_temp_path("nvme_"));
+    zt::testing::TempDir dir(zt::testing::swap_temp_path("nvme_"));
     std::string swap;
     {
       NvmeStore store(options(dir.path(), 2, pipelined));
@@ -99,7 +99,7 @@ TEST(NvmeStore, StateSurvivesEvictionThroughTheSwapFile) {
 }
 
 TEST(NvmeStore, DeadProcessesSwapFoldersAreRemovedAndBadPathsNamed) {
-  zt::testing::TempDir dir(zt::testing::build_temp_path("nvme_"));
+  zt::testing::TempDir dir(zt::testing::swap_temp_path("nvme_"));
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   // pid 2^22 + 1 is above Linux's pid_max limit: no such process.
