@@ -15,6 +15,9 @@
 #                        run-to-run floor); prints the largest relative loss difference
 #                        over the steps (bf16 with f32 master: <= 1e-5 required)
 #   ZT_OFFLOAD_OUT       where runs write (default a temp folder, removed at the end)
+#   ZT_OFFLOAD_TOKENIZER the tokenizer (default GPT-2's; a Llama preset takes a SentencePiece
+#                        model, e.g. tests/data/hf/llama2_tokenizer.model)
+#   ZT_OFFLOAD_AC        1: activation checkpointing on
 #   ZT_OFFLOAD_DEVICE    device of the runs (default cuda; cpu checks the script itself)
 #
 # Columns: tok/s of the last log line (the second half of the run), GPU peak (the caching
@@ -38,7 +41,7 @@ mkdir -p "$work"
 
 if ((compare > 0)); then steps=$compare; print_every=1; else print_every=$((steps / 2 > 0 ? steps / 2 : 1)); fi
 cat >"$work/run.yaml" <<YAML
-model: {preset: gpt2, tokenizer: '$root/tests/data/gpt2'}
+model: {preset: gpt2, tokenizer: '${ZT_OFFLOAD_TOKENIZER:-$root/tests/data/gpt2}', activation_checkpointing: $([[ ${ZT_OFFLOAD_AC:-0} == 1 ]] && echo true || echo false)}
 data:
   train: ['$root/data/text', '$root/docs', '$root/README.md']
   seq_len: $seq

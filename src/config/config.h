@@ -79,11 +79,11 @@ struct ZeroSection : zero::ZeroOptions {
 };
 
 // Whether offload_param {device: cpu} takes effect: at stage 3, together with
-// offload_optimizer {device: cpu} at ratio 1, whose host optimizer then updates the
-// host-resident partitions in place. Alone (the optimizer on the GPU would need them
-// there) it warns and the parameters stay on the device (inert_keys.cpp).
+// offload_optimizer at ratio 1 (its state in host memory or on NVMe), whose host optimizer
+// then updates the host-resident partitions in place. Alone (the optimizer on the GPU would
+// need them there) it warns and the parameters stay on the device (inert_keys.cpp).
 inline bool offloads_params(const ZeroSection& z) {
-  return z.stage == 3 && z.offload_param == OffloadDevice::CPU && z.offload_optimizer == OffloadDevice::CPU &&
+  return z.stage == 3 && z.offload_param == OffloadDevice::CPU && z.offload_optimizer != OffloadDevice::None &&
          z.offload_optimizer_ratio >= 1.0;
 }
 

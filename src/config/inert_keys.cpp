@@ -41,8 +41,8 @@ std::vector<std::string> inert_key_warnings(const TrainConfig& c, int world_size
     if (key == "offload_param" && dev == OffloadDevice::CPU && gpu) {
       if (offloads_params(z)) continue;
       w.push_back(str("!!! ", pre, "offload_param.device cpu on --device cuda takes effect only at stage 3 together "
-                      "with offload_optimizer {device: cpu} at ratio 1 (the host optimizer updates the host-resident "
-                      "parameters); here the parameters stay in GPU memory and no memory is saved (add "
+                      "with offload_optimizer {device: cpu or nvme} at ratio 1 (the host optimizer updates the "
+                      "host-resident parameters); here the parameters stay in GPU memory and no memory is saved (add "
                       "offload_optimizer cpu, or remove offload_param to silence this)"));
       continue;
     }

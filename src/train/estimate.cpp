@@ -92,7 +92,7 @@ MemoryEstimate estimate_memory(const EstimateInput& in) {
   // Parameter offload (with the optimizer's, at stage 3) keeps stage 3: the host
   // partitions are what it saves.
   const bool params_home_host = in.stage == 3 && in.offload_param == OffloadDevice::CPU &&
-                                in.offload_optimizer == OffloadDevice::CPU;
+                                in.offload_optimizer != OffloadDevice::None;
   e.effective_stage = e.world == 1 && !params_home_host ? 0 : in.stage;
   const int stage = e.effective_stage;
 
@@ -246,9 +246,9 @@ std::string describe_estimate(const EstimateInput& in, const MemoryEstimate& e) 
   if (in.offload_param == OffloadDevice::NVMe)
     s += "note: NVMe parameter offload is not implemented yet: its figures are the planned layout; a run today keeps "
          "the parameters in host memory.\n";
-  else if (in.offload_param == OffloadDevice::CPU && in.offload_optimizer != OffloadDevice::CPU)
-    s += "note: offload_param takes effect only together with offload_optimizer cpu: a run keeps these parameters "
-         "in GPU memory.\n";
+  else if (in.offload_param == OffloadDevice::CPU && in.offload_optimizer == OffloadDevice::None)
+    s += "note: offload_param takes effect only together with offload_optimizer (cpu or nvme): a run keeps these "
+         "parameters in GPU memory.\n";
   return s;
 }
 

@@ -262,3 +262,30 @@ TEST(OffloadTraining, FullOrUnusableNvmePathIsExitTwoBeforeTraining) {
   EXPECT_NE(r.out.find(bad), std::string::npos) << r.out;
   for (const fs::path& d : {nvme, run_dir}) fs::remove_all(d);
 }
+
+// offload_param cpu with the optimizer's state on NVMe (DeepSpeed's common ZeRO-Infinity
+// pairing): stage 3 kept on one process (on the GPU the 16-bit partitions live in host
+// memory, updated in place by the host step whose state is swapped); bitwise the plain
+// stage-3 run.
+TEST(OffloadTraining, ParameterOffloadWithTheOptimizerStateOnNvme) {
+  const fs::path nvme = swap_dir("swap_param"), both_dir = temp_dir("nvme_param"), plain_dir = temp_dir("plain3n");
+  const std::vector<std::string> stage3{"--bf16", "true", "--zero_optimization.stage", "3"};
+  const Logged both = run_logged(
+      small_run(both_dir, with(with(stage3, nvme_offload(nvme)), {"--zero_optimization.offload_param.device", "cpu"})));
+  EXPECT_EQ(both.log.find("runs as stage 0"), std::string::npos) << both.log;
+  EXPECT_NE(both.log.find("lives on NVMe in"), std::string::npos) << both.log;
+  ::setenv("ZT_ZERO_KEEP_STAGE", "1", 1);
+  Logged plain;
+  try {
+    plain = run_logged(small_run(plain_dir, stage3));
+  } catch (...) {
+    ::unsetenv("ZT_ZERO_KEEP_STAGE");
+    throw;
+  }
+  ::unsetenv("ZT_ZERO_KEEP_STAGE");
+  ASSERT_EQ(plain.result.losses.size(), 6u);
+  EXPECT_EQ(both.result.losses, plain.result.losses);
+  EXPECT_EQ(final_weights(both.result), final_weights(plain.result));
+  EXPECT_EQ(swap_folders(nvme), 0u);
+  for (const fs::path& d : {nvme, both_dir, plain_dir}) fs::remove_all(d);
+}

@@ -77,6 +77,11 @@ TEST(InertKeys, ParameterOffloadRunsWithTheOptimizersAndIsLoudAlone) {
   EXPECT_TRUE(warnings_of(both, 2, "cuda").empty()) << joined(warnings_of(both, 2, "cuda"));
   // One process too: stage 3 is kept (the host partitions are the point), so no stage warning.
   EXPECT_TRUE(warnings_of(both, 1, "cuda").empty()) << joined(warnings_of(both, 1, "cuda"));
+  // With the optimizer's state on NVMe: the same.
+  std::vector<std::string> nvme = param;
+  nvme.insert(nvme.end(), {"--zero_optimization.offload_optimizer.device", "nvme",
+                           "--zero_optimization.offload_optimizer.nvme_path", "/tmp/zt_nvme_inert"});
+  EXPECT_TRUE(warnings_of(nvme, 1, "cuda").empty()) << joined(warnings_of(nvme, 1, "cuda"));
   std::vector<std::string> half = both;
   half.insert(half.end(), {"--zero_optimization.offload_optimizer.ratio", "0.5"});
   for (const auto& args : {param, half}) {
@@ -84,7 +89,7 @@ TEST(InertKeys, ParameterOffloadRunsWithTheOptimizersAndIsLoudAlone) {
     ASSERT_EQ(gpu.size(), 1u) << joined(gpu);
     EXPECT_EQ(gpu[0].rfind("!!! zero_optimization.offload_param", 0), 0u) << gpu[0];
     EXPECT_NE(gpu[0].find("no memory is saved"), std::string::npos) << gpu[0];
-    EXPECT_NE(gpu[0].find("offload_optimizer {device: cpu} at ratio 1"), std::string::npos) << gpu[0];
+    EXPECT_NE(gpu[0].find("offload_optimizer {device: cpu or nvme} at ratio 1"), std::string::npos) << gpu[0];
   }
   const auto cpu = warnings_of(both, 2, "cpu");
   EXPECT_EQ(naming(cpu, "zero_optimization.offload_optimizer.device"), 0) << joined(cpu);
