@@ -22,6 +22,7 @@
 #include "train/signals.h"
 #include "train/step_protocol.h"
 #include "train/training_run.h"
+#include "zero/offload_optimizer.h"
 
 namespace zt::train {
 using nlohmann::json;
@@ -152,6 +153,10 @@ TrainResult run_training(const TrainConfig& config) {
 
   auto t_last = std::chrono::steady_clock::now();
   int64_t tokens_since_log = 0, steps_since_log = 0;
+  // The optimizer state's NVMe swap, when there is one: its traffic goes in the step line.
+  const auto* offload = dynamic_cast<const zero::OffloadedOptimizer*>(run.optimizer.get());
+  const zero::NvmeStore* nvme = offload ? offload->nvme_store() : nullptr;
+  zero::NvmeStore::Traffic nvme_last = nvme ? nvme->traffic() : zero::NvmeStore::Traffic{};
   // Every iteration is one global step, applied or skipped on fp16 overflow (DeepSpeed's
   // global_steps), so max_steps counts skipped steps and step numbers never repeat.
   while (step < total_steps) {
@@ -217,11 +222,30 @@ TrainResult run_training(const TrainConfig& config) {
       const std::string comm = run.world_size() > 1 ? " | comm " + human_bytes(comm_per_step) + "/step" : "";
       const std::string gpu =
           cuda::initialized() ? " | gpu peak " + human_bytes(static_cast<double>(cuda::peak_bytes())) : "";
+      // NVMe swap traffic since the last line (the host step may still be swapping).
+      std::string swap;
+      json swap_record;
+      if (nvme) {
+        const zero::NvmeStore::Traffic t = nvme->traffic();
+        const double n = static_cast<double>(steps_since_log);
+        const double read = static_cast<double>(t.read_bytes - nvme_last.read_bytes);
+        const double written = static_cast<double>(t.written_bytes - nvme_last.written_bytes);
+        const double waited = t.read_wait_s + t.write_wait_s - nvme_last.read_wait_s - nvme_last.write_wait_s;
+        char buf[160];
+        std::snprintf(buf, sizeof buf, " | nvme r %.2f w %.2f GB/s, waited %.2f s/step", read / secs / 1e9,
+                      written / secs / 1e9, waited / n);
+        swap = buf;
+        swap_record = {{"read_bytes_per_step", read / n},
+                       {"written_bytes_per_step", written / n},
+                       {"wait_s_per_step", waited / n}};
+        nvme_last = t;
+      }
       std::printf(
           "step %6lld/%lld | loss %.4f | lr %.3e | grad norm %7.4f | scale %g | %8.0f tok/s | MFU %5.1f%% | "
-          "mem %s%s%s",
+          "mem %s%s%s%s",
           static_cast<long long>(step), static_cast<long long>(total_steps), loss, lr, grad_norm, scale, tps,
-          100.0 * mfu, human_bytes(static_cast<double>(mem.rss_bytes)).c_str(), gpu.c_str(), comm.c_str());
+          100.0 * mfu, human_bytes(static_cast<double>(mem.rss_bytes)).c_str(), gpu.c_str(), comm.c_str(),
+          swap.c_str());
       if (skip) std::printf(" | overflow: skipped (%lld so far)", static_cast<long long>(skipped_so_far));
       std::printf("\n");
       json record = {{"step", step},
@@ -236,6 +260,7 @@ TrainResult run_training(const TrainConfig& config) {
                      {"skipped", skip},
                      {"skipped_steps", skipped_so_far},
                      {"gpu_peak_bytes", cuda::initialized() ? json(cuda::peak_bytes()) : json(nullptr)}};
+      if (nvme) record["nvme"] = swap_record;
       if (run.timer) {
         // DeepSpeed's wall_clock_breakdown line; comm is the host time blocked in the
         // engine's collectives, inside the phases it happened in.

@@ -186,6 +186,11 @@ void NvmeStore::grow_buffers(size_t bytes) {
 
 size_t NvmeStore::memory_bytes() const { return buffers_.size() * buffer_bytes_; }
 
+NvmeStore::Traffic NvmeStore::traffic() const {
+  return {read_bytes_.load(std::memory_order_relaxed), written_bytes_.load(std::memory_order_relaxed),
+          read_wait_s_.load(std::memory_order_relaxed), write_wait_s_.load(std::memory_order_relaxed)};
+}
+
 NvmeStore::Buffer* NvmeStore::holding(size_t unit) {
   for (Buffer& b : buffers_)
     if (b.slot != Slot::Free && b.unit == unit) return &b;
@@ -196,7 +201,8 @@ void NvmeStore::finish_io(Buffer& b) {
   if (b.slot != Slot::Reading && b.slot != Slot::Writing) return;
   const auto t0 = std::chrono::steady_clock::now();
   aio_->wait(b.ticket);
-  (b.slot == Slot::Reading ? traffic_.read_wait_s : traffic_.write_wait_s) += seconds_since(t0);
+  std::atomic<double>& waited = b.slot == Slot::Reading ? read_wait_s_ : write_wait_s_;
+  waited.store(waited.load(std::memory_order_relaxed) + seconds_since(t0), std::memory_order_relaxed);
   b.slot = Slot::Clean;
 }
 
@@ -222,7 +228,7 @@ void NvmeStore::start_read(Buffer& b, size_t unit) {
   b.slot = Slot::Reading;
   b.last_use = ++clock_;
   b.ticket = aio_->read(file_, b.memory.data(), l.bytes, l.offset);
-  traffic_.read_bytes += l.bytes;
+  read_bytes_.fetch_add(l.bytes, std::memory_order_relaxed);
 }
 
 UnitStateViews NvmeStore::views(const Buffer& b, size_t unit) const {
@@ -277,7 +283,7 @@ void NvmeStore::release(size_t unit, StateAccess access) {
   const Layout& l = *layout_[unit];
   b->ticket = aio_->write(file_, b->memory.data(), l.bytes, l.offset);
   b->slot = Slot::Writing;
-  traffic_.written_bytes += l.bytes;
+  written_bytes_.fetch_add(l.bytes, std::memory_order_relaxed);
   if (!options_.pipeline_write) finish_io(*b);
 }
 

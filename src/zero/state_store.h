@@ -12,6 +12,7 @@
 // needs no swap folder and the checkpoint format is the same as without NVMe.
 #pragma once
 #include <cstddef>
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <memory>
@@ -126,12 +127,13 @@ class NvmeStore final : public StateStore {
   const std::string& swap_file() const { return file_path_; }
   io::IoMode io_mode() const { return file_.mode(); }
   io::IoEngine io_engine() const { return aio_->engine(); }
-  // Bytes moved and seconds waited for the drive (the log's I/O figures).
+  // Bytes moved and seconds waited for the drive, since the store was made (the log's
+  // I/O figures). Written by the thread that steps, read by the one that logs.
   struct Traffic {
     uint64_t read_bytes = 0, written_bytes = 0;
     double read_wait_s = 0, write_wait_s = 0;
   };
-  const Traffic& traffic() const { return traffic_; }
+  Traffic traffic() const;
 
  private:
   struct Layout {
@@ -170,7 +172,9 @@ class NvmeStore final : public StateStore {
   size_t buffer_bytes_ = 0;
   uint64_t file_bytes_ = 0, clock_ = 0;
   bool reserved_ = false;
-  Traffic traffic_;
+  // One writer (the stepping thread): plain load-add-store keeps them exact.
+  std::atomic<uint64_t> read_bytes_{0}, written_bytes_{0};
+  std::atomic<double> read_wait_s_{0}, write_wait_s_{0};
 };
 
 // The swap folders (zerotrain-<host>-<pid>) of processes of this host that are gone,

@@ -189,6 +189,14 @@ TEST(OffloadTraining, NvmeOptimizerStateTrainsBitwiseAndResumesEitherWay) {
                    a = temp_dir("a"), b = temp_dir("b");
     const Logged off = run_logged(small_run(off_dir, with(stage2, nvme_offload(nvme))));
     EXPECT_NE(off.log.find("lives on NVMe in " + nvme.string()), std::string::npos) << off.log;
+    {  // The step records carry the swap traffic (as the step line does: " | nvme r ... w ... GB/s").
+      std::ifstream metrics(off_dir / "run" / "metrics.jsonl");
+      std::string line, last_step;
+      while (std::getline(metrics, line))
+        if (line.find("\"nvme\"") != std::string::npos) last_step = line;
+      EXPECT_NE(last_step.find("\"read_bytes_per_step\""), std::string::npos) << last_step;
+      EXPECT_EQ(last_step.find("\"read_bytes_per_step\":0.0"), std::string::npos) << "every step swaps\n" << last_step;
+    }
     EXPECT_EQ(off.log.find("offload_optimizer.device nvme"), std::string::npos) << "no warning: it runs\n" << off.log;
     EXPECT_EQ(off.log.find("aio: accepted"), std::string::npos) << off.log;
     EXPECT_EQ(swap_folders(nvme), 0u) << "the swap folder goes with the run";
