@@ -1,15 +1,18 @@
 // Where a FlatOptimizer keeps each unit's state (the f32 master and the moments) between
-// steps. Two homes:
-//   MemoryStore  every unit's state resident on its device (GPU, or host memory);
-//   NvmeStore    ZeRO-Infinity (offload_optimizer {device: nvme}): each unit's state is a
-//                block of one swap file per rank under nvme_path, read into one of
-//                buffer_count aligned buffers for the unit's step and written back after,
-//                through io/async_io.h (O_DIRECT, io_uring or a thread pool). With
-//                pipeline_read the next unit's read overlaps this unit's step; with
-//                pipeline_write its write-back overlaps the next units (DeepSpeed's flags).
-// The optimizer brackets every use of a unit's state with acquire()/release(); checkpoints
-// read and write swapped state from and to the swap file directly (slice_io), so a resume
-// needs no swap folder and the checkpoint format is the same as without NVMe.
+// steps. The optimizer declares the state as pieces (a whole unit, or at most
+// max_piece_elements() of it) and the store keys everything by piece. Two homes:
+//   MemoryStore  every piece resident on its device (GPU, or host memory), one per unit;
+//   NvmeStore    ZeRO-Infinity (offload_optimizer {device: nvme}): each piece (at most
+//                sub_group_size elements) is a block of one swap file per rank under
+//                nvme_path, read into one of buffer_count aligned buffers for its step and
+//                written back after, through io/async_io.h (O_DIRECT, io_uring or a thread
+//                pool). With pipeline_read the next piece's read overlaps this one's step;
+//                with pipeline_write its write-back overlaps the next ones (DeepSpeed's
+//                flags).
+// The optimizer brackets every use of a piece with acquire()/release() (the `unit`
+// arguments below are piece keys); checkpoints read and write swapped state from and to
+// the swap file directly (slice_io), so a resume needs no swap folder and the checkpoint
+// format is the same as without NVMe.
 #pragma once
 #include <cstddef>
 #include <atomic>
