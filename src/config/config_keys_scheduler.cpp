@@ -4,9 +4,10 @@
 #include "config/scheduler_keys.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <limits>
+
+#include "config/config_value.h"
 
 namespace zt::train {
 
@@ -109,10 +110,6 @@ const std::vector<ScheduleType>& schedule_types() {
 }
 
 std::optional<ScheduleType> schedule_type_from_name(const std::string& name) {
-  const auto lower = [](std::string s) {
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-  };
   for (ScheduleType t : schedule_types())
     if (lower(name) == lower(schedule_type_name(t))) return t;
   return std::nullopt;

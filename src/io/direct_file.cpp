@@ -10,18 +10,14 @@
 #include <filesystem>
 #include <optional>
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "core/fail_point.h"
+#include "core/memory_info.h"
 
 namespace zt::io {
 
 namespace {
-
-std::string gib(uint64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1ull << 30));
-  return buf;
-}
 
 int open_flags(FileAccess access) {
   switch (access) {
@@ -89,7 +85,7 @@ void DirectFile::reserve(uint64_t bytes) {
     if (::ftruncate(fd_, static_cast<off_t>(bytes)) == 0) return;
   }
   const std::string dir = std::filesystem::path(path_).parent_path().string();
-  ZT_THROW_INPUT(path_, ": cannot reserve ", gib(bytes), ": ", std::strerror(rc == 0 ? errno : rc), " (", gib(free_bytes(dir)),
+  ZT_THROW_INPUT(path_, ": cannot reserve ", bytes_str(static_cast<double>(bytes)), ": ", std::strerror(rc == 0 ? errno : rc), " (", bytes_str(static_cast<double>(free_bytes(dir))),
                  " free on the drive of ", dir,
                  "); free space there, point nvme_path at a larger drive, or keep more state in memory (max_in_cpu)");
 }
@@ -130,9 +126,9 @@ uint64_t free_bytes(const std::string& dir) {
 
 AlignedBuffer::AlignedBuffer(size_t bytes) : bytes_(round_up_to_direct(bytes)) {
   if (bytes_ == 0) return;
-  if (::posix_memalign(&data_, kDirectAlignment, bytes_) != 0) {
-    data_ = nullptr;
-    ZT_THROW_INPUT("cannot allocate ", gib(bytes_), " of aligned host memory for direct I/O; lower aio.block_size "
+  data_ = allocate_host_pages(bytes_, kDirectAlignment);  // huge pages for large swap buffers
+  if (data_ == nullptr) {
+    ZT_THROW_INPUT("cannot allocate ", bytes_str(static_cast<double>(bytes_)), " of aligned host memory for direct I/O; lower aio.block_size "
                    "or buffer_size, or free host memory");
   }
   std::memset(data_, 0, bytes_);

@@ -292,23 +292,32 @@ void NvmeStore::flush() {
     if (b.slot == Slot::Writing) finish_io(b);
 }
 
-void NvmeStore::read_range(uint64_t offset, size_t bytes, void* dst) {
+// The whole direct-I/O blocks around [offset, offset + bytes) read into an aligned bounce
+// buffer; `at` is where the range starts in it.
+struct NvmeStore::Bounce {
+  uint64_t lo;
+  size_t at, span;
+  io::AlignedBuffer buffer;
+};
+
+NvmeStore::Bounce NvmeStore::read_blocks(uint64_t offset, size_t bytes) {
   grow_buffers(buffer_bytes_);
   const uint64_t lo = offset / io::kDirectAlignment * io::kDirectAlignment;
   const size_t span = aligned(static_cast<size_t>(offset - lo) + bytes);
-  io::AlignedBuffer bounce(span);
-  file_.read_at(bounce.data(), span, lo);
-  std::memcpy(dst, static_cast<char*>(bounce.data()) + (offset - lo), bytes);
+  Bounce b{lo, static_cast<size_t>(offset - lo), span, io::AlignedBuffer(span)};
+  file_.read_at(b.buffer.data(), span, lo);
+  return b;
+}
+
+void NvmeStore::read_range(uint64_t offset, size_t bytes, void* dst) {
+  const Bounce b = read_blocks(offset, bytes);
+  std::memcpy(dst, static_cast<char*>(b.buffer.data()) + b.at, bytes);
 }
 
 void NvmeStore::write_range(uint64_t offset, size_t bytes, const void* src) {
-  grow_buffers(buffer_bytes_);
-  const uint64_t lo = offset / io::kDirectAlignment * io::kDirectAlignment;
-  const size_t span = aligned(static_cast<size_t>(offset - lo) + bytes);
-  io::AlignedBuffer bounce(span);
-  file_.read_at(bounce.data(), span, lo);  // the neighbours' bytes in the first and last blocks
-  std::memcpy(static_cast<char*>(bounce.data()) + (offset - lo), src, bytes);
-  file_.write_at(bounce.data(), span, lo);
+  Bounce b = read_blocks(offset, bytes);  // the neighbours' bytes in the first and last blocks
+  std::memcpy(static_cast<char*>(b.buffer.data()) + b.at, src, bytes);
+  file_.write_at(b.buffer.data(), b.span, b.lo);
 }
 
 std::shared_ptr<SliceIo> NvmeStore::slice_io(size_t unit, int which) {

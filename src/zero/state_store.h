@@ -163,6 +163,8 @@ class NvmeStore final : public StateStore {
   void start_read(Buffer& b, size_t unit);
   UnitStateViews views(const Buffer& b, size_t unit) const;
   // The swap file's bytes [offset, offset + bytes), through an aligned bounce buffer.
+  struct Bounce;
+  Bounce read_blocks(uint64_t offset, size_t bytes);
   void read_range(uint64_t offset, size_t bytes, void* dst);
   void write_range(uint64_t offset, size_t bytes, const void* src);
 

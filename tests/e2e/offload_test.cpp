@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/scoped_env.h"
 #include "common/shell.h"
 #include "common/small_run.h"
 #include "common/temp_dir.h"
@@ -127,16 +128,12 @@ TEST(OffloadTraining, ParameterOffloadAtStage3TrainsAsThePlainRun) {
   const Logged both = run_logged(small_run(both_dir, with(with(stage3, kOffload), param)));
   EXPECT_EQ(both.log.find("runs as stage 0"), std::string::npos) << both.log;
   const std::string ckpt = (both_dir / "run" / "checkpoints" / "global_step3").string();
-  ::setenv("ZT_ZERO_KEEP_STAGE", "1", 1);
   Logged plain, to_plain;
-  try {
+  {
+    const zt::testing::ScopedEnv keep("ZT_ZERO_KEEP_STAGE", "1");
     plain = run_logged(small_run(plain_dir, stage3));
     to_plain = run_logged(small_run(resumed, with(stage3, {"--resume", ckpt})));
-  } catch (...) {
-    ::unsetenv("ZT_ZERO_KEEP_STAGE");
-    throw;
   }
-  ::unsetenv("ZT_ZERO_KEEP_STAGE");
   ASSERT_EQ(plain.result.losses.size(), 6u);
   EXPECT_EQ(both.result.losses, plain.result.losses);
   EXPECT_EQ(final_weights(both.result), final_weights(plain.result));
@@ -166,6 +163,13 @@ std::vector<std::string> nvme_offload(const fs::path& nvme) {
           "true",
           "--aio.block_size",
           "65536"};
+}
+
+// The same flags as one command-line string, for the runs through the binary.
+std::string nvme_offload_flags(const fs::path& nvme) {
+  std::string flags;
+  for (const std::string& a : nvme_offload(nvme)) flags += " " + a;
+  return flags;
 }
 
 size_t swap_folders(const fs::path& nvme) {
@@ -227,8 +231,7 @@ TEST(OffloadTraining, NvmeOptimizerStateTrainsBitwiseAndResumesEitherWay) {
 // and ends where an uninterrupted run ends, leaving no swap files.
 TEST(OffloadTraining, NvmeRunKilledMidRunResumesAndCleansTheSwapFolder) {
   const fs::path nvme = swap_dir("swap_kill"), run_dir = temp_dir("killed"), whole_dir = temp_dir("whole");
-  std::string offload;
-  for (const std::string& a : nvme_offload(nvme)) offload += " " + a;
+  const std::string offload = nvme_offload_flags(nvme);
   const std::string common = " --bf16 true --zero_optimization.stage 2" + offload;
   const std::string bin = zt::testing::zerotrain_binary() + " train ";
   auto r = zt::testing::sh("ZT_TEST_FAIL_AT=train.step_done@rank0.step4 " + bin +
@@ -251,8 +254,7 @@ TEST(OffloadTraining, NvmeRunKilledMidRunResumesAndCleansTheSwapFolder) {
 // 2 naming the path, before its first step and without leaving a swap folder.
 TEST(OffloadTraining, FullOrUnusableNvmePathIsExitTwoBeforeTraining) {
   const fs::path nvme = swap_dir("swap_full"), run_dir = temp_dir("full");
-  std::string offload;
-  for (const std::string& a : nvme_offload(nvme)) offload += " " + a;
+  const std::string offload = nvme_offload_flags(nvme);
   const std::string train = zt::testing::zerotrain_binary() + " train " +
                             zt::testing::small_run_yaml(run_dir).string() + " --zero_optimization.stage 2";
   auto r = zt::testing::sh("ZT_TEST_DRIVE_FREE_BYTES=4096 " + train + offload);
@@ -282,15 +284,11 @@ TEST(OffloadTraining, ParameterOffloadWithTheOptimizerStateOnNvme) {
       small_run(both_dir, with(with(stage3, nvme_offload(nvme)), {"--zero_optimization.offload_param.device", "cpu"})));
   EXPECT_EQ(both.log.find("runs as stage 0"), std::string::npos) << both.log;
   EXPECT_NE(both.log.find("lives on NVMe in"), std::string::npos) << both.log;
-  ::setenv("ZT_ZERO_KEEP_STAGE", "1", 1);
   Logged plain;
-  try {
+  {
+    const zt::testing::ScopedEnv keep("ZT_ZERO_KEEP_STAGE", "1");
     plain = run_logged(small_run(plain_dir, stage3));
-  } catch (...) {
-    ::unsetenv("ZT_ZERO_KEEP_STAGE");
-    throw;
   }
-  ::unsetenv("ZT_ZERO_KEEP_STAGE");
   ASSERT_EQ(plain.result.losses.size(), 6u);
   EXPECT_EQ(both.result.losses, plain.result.losses);
   EXPECT_EQ(final_weights(both.result), final_weights(plain.result));
