@@ -2,7 +2,9 @@
 // backward) timed alone at one model shape, bf16 activations and parameters, plus the
 // LM head + cross-entropy and AdamW over a block's parameters. Prints ms per call and the
 // share of the summed step estimate, so kernel work can be aimed (bench/NOTES.md).
-//   gpu_op_bench [--preset gpt2] [--batch 16] [--seq 1024] [--reps 10]
+//   gpu_op_bench [--preset gpt2] [--batch 16] [--seq 1024] [--reps 10] [--fp16]
+// --fp16: f16 activations and parameters instead of bf16 (the same ops, to compare kernel by
+// kernel where an fp16 step loses time against bf16)
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -53,6 +55,7 @@ int main(int argc, char** argv) {
   std::string preset = "gpt2";
   int64_t B = 16, T = 1024;
   int reps = 10;
+  DType activation_dtype = DType::BF16;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -64,8 +67,10 @@ int main(int argc, char** argv) {
       T = std::atoll(next().c_str());
     else if (a == "--reps")
       reps = std::atoi(next().c_str());
+    else if (a == "--fp16")
+      activation_dtype = DType::F16;
     else {
-      std::fprintf(stderr, "usage: gpu_op_bench [--preset NAME] [--batch B] [--seq T] [--reps N]\n");
+      std::fprintf(stderr, "usage: gpu_op_bench [--preset NAME] [--batch B] [--seq T] [--reps N] [--fp16]\n");
       return 2;
     }
   }
@@ -80,7 +85,7 @@ int main(int argc, char** argv) {
     const int Hq = static_cast<int>(c.num_heads), Hkv = static_cast<int>(c.num_kv_heads);
     const int64_t QKV = c.qkv_width(), HD = Hq * D;
     const int64_t Vp = (c.vocab_size + 127) / 128 * 128;
-    const DType bf = DType::BF16;
+    const DType bf = activation_dtype;
 
     auto x = device({N, C}, bf), y = device({N, C}, bf), dx = device({N, C}, bf);
     auto mean = device({N}, DType::F32), rstd = device({N}, DType::F32);
@@ -134,8 +139,9 @@ int main(int argc, char** argv) {
 
     double total = 0;
     for (const Row& r : rows) total += r.ms * (r.per_layer ? r.per_layer * c.num_layers : 1);
-    std::printf("%s B=%lld T=%lld bf16, %d layers; ms per call, and per step (calls x layers)\n", preset.c_str(),
-                static_cast<long long>(B), static_cast<long long>(T), static_cast<int>(c.num_layers));
+    std::printf("%s B=%lld T=%lld %s, %d layers; ms per call, and per step (calls x layers)\n", preset.c_str(),
+                static_cast<long long>(B), static_cast<long long>(T), bf == DType::F16 ? "fp16" : "bf16",
+                static_cast<int>(c.num_layers));
     std::printf("%-24s %10s %10s %7s\n", "op", "ms/call", "ms/step", "share");
     for (const Row& r : rows) {
       const double step = r.ms * (r.per_layer ? r.per_layer * c.num_layers : 1);
