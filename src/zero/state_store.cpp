@@ -1,21 +1,11 @@
 #include "zero/state_store.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstring>
-#include <filesystem>
-#include <system_error>
 
 #include "core/error.h"
-#include "core/log.h"
-#include "io/staging_dir.h"
 
 namespace zt::zero {
-
-namespace fs = std::filesystem;
 
 // ---- memory ---------------------------------------------------------------------------------
 
@@ -46,38 +36,11 @@ UnitStateViews MemoryStore::acquire(size_t unit) {
 
 namespace {
 
-std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "host";
-  std::string h(buf);
-  std::replace(h.begin(), h.end(), '/', '_');
-  return h.empty() ? "host" : h;
-}
-
 size_t aligned(size_t bytes) { return io::round_up_to_direct(bytes); }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
+SwapFileOptions swap_file_options(const NvmeStoreOptions& o) { return {o.nvme_path, o.label, o.rank, o.aio}; }
 
 }  // namespace
-
-std::vector<std::string> remove_stale_swap_folders(const std::string& nvme_path) {
-  std::vector<std::string> removed;
-  const std::string prefix = "zerotrain-" + host_name() + "-";
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(nvme_path, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind(prefix, 0) != 0) continue;
-    char* end = nullptr;
-    const long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
-    if (!end || *end != '\0' || pid <= 0 || io::process_alive(pid)) continue;
-    std::error_code rec;
-    fs::remove_all(e.path(), rec);
-    if (!rec) removed.push_back(e.path().string());
-  }
-  return removed;
-}
 
 // A master or state slice of one unit in the swap file.
 class NvmeSliceIo final : public SliceIo {
@@ -109,46 +72,12 @@ class NvmeSliceIo final : public SliceIo {
   DType dtype_;
 };
 
-NvmeStore::NvmeStore(NvmeStoreOptions options) : options_(std::move(options)) {
-  const std::string& root = options_.nvme_path;
-  std::error_code ec;
-  // Created when missing, as DeepSpeed's swappers do (the guides' /local_nvme, the seed
-  // config's /tmp/zerotrain_nvme).
-  fs::create_directories(root, ec);
-  if (!fs::is_directory(root, ec))
-    ZT_THROW_INPUT("offload nvme_path ", root, ": not a folder and cannot be created",
-                   ec ? ": " + ec.message() : std::string(), "; point it at a folder on a local NVMe drive");
-  for (const std::string& p : remove_stale_swap_folders(root))
-    ZT_WARN("removed ", p, ", the NVMe swap folder of a zerotrain process that is gone");
-  folder_ = (fs::path(root) / ("zerotrain-" + host_name() + "-" + std::to_string(::getpid()))).string();
-  fs::create_directories(folder_, ec);
-  if (ec)
-    ZT_THROW_INPUT("offload nvme_path ", root, ": cannot create the swap folder ", folder_, ": ", ec.message(),
-                   "; make nvme_path writable");
-  // One file per store: several stores of a process (an optimizer's, a test's second one)
-  // share the folder, never a file.
-  static std::atomic<int> stores{0};
-  const int n = stores.fetch_add(1);
-  file_path_ = folder_ + "/rank" + std::to_string(options_.rank) + "-" + options_.label +
-               (n == 0 ? std::string() : "-" + std::to_string(n)) + ".swp";
-  try {
-    file_ = io::DirectFile(file_path_, io::FileAccess::ReadWrite);
-    if (file_.mode() == io::IoMode::Buffered) ZT_WARN(file_.fallback_reason(), ": NVMe offload swaps through the page cache");
-    aio_ = std::make_unique<io::AsyncIo>(options_.aio);
-  } catch (...) {
-    fs::remove_all(folder_, ec);
-    throw;
-  }
+NvmeStore::NvmeStore(NvmeStoreOptions options) : options_(std::move(options)), file_(swap_file_options(options_)) {
   if (options_.buffer_count < 1) options_.buffer_count = 1;
 }
 
-NvmeStore::~NvmeStore() {
-  aio_.reset();  // waits for every transfer
-  file_ = io::DirectFile();
-  std::error_code ec;
-  fs::remove(file_path_, ec);
-  fs::remove(folder_, ec);  // only when empty: other stores of this process may share it
-}
+// The transfers in flight use the buffers, which go before the swap file: wait first.
+NvmeStore::~NvmeStore() { file_.drain(); }
 
 void NvmeStore::add_unit(size_t unit, const UnitStateShape& shape) {
   ZT_CHECK(!reserved_, "NVMe state declared after the swap file was laid out");
@@ -180,16 +109,11 @@ void NvmeStore::grow_buffers(size_t bytes) {
   buffers_.resize(static_cast<size_t>(options_.buffer_count));
   for (Buffer& b : buffers_) {
     b.memory = io::AlignedBuffer(bytes);
-    aio_->register_buffer(b.memory.data(), b.memory.bytes());
+    file_.register_buffer(b.memory.data(), b.memory.bytes());
   }
 }
 
 size_t NvmeStore::memory_bytes() const { return buffers_.size() * buffer_bytes_; }
-
-NvmeStore::Traffic NvmeStore::traffic() const {
-  return {read_bytes_.load(std::memory_order_relaxed), written_bytes_.load(std::memory_order_relaxed),
-          read_wait_s_.load(std::memory_order_relaxed), write_wait_s_.load(std::memory_order_relaxed)};
-}
 
 NvmeStore::Buffer* NvmeStore::holding(size_t unit) {
   for (Buffer& b : buffers_)
@@ -199,10 +123,7 @@ NvmeStore::Buffer* NvmeStore::holding(size_t unit) {
 
 void NvmeStore::finish_io(Buffer& b) {
   if (b.slot != Slot::Reading && b.slot != Slot::Writing) return;
-  const auto t0 = std::chrono::steady_clock::now();
-  aio_->wait(b.ticket);
-  std::atomic<double>& waited = b.slot == Slot::Reading ? read_wait_s_ : write_wait_s_;
-  waited.store(waited.load(std::memory_order_relaxed) + seconds_since(t0), std::memory_order_relaxed);
+  file_.wait(b.ticket, b.slot == Slot::Reading ? IoDirection::Read : IoDirection::Write);
   b.slot = Slot::Clean;
 }
 
@@ -227,8 +148,7 @@ void NvmeStore::start_read(Buffer& b, size_t unit) {
   b.unit = unit;
   b.slot = Slot::Reading;
   b.last_use = ++clock_;
-  b.ticket = aio_->read(file_, b.memory.data(), l.bytes, l.offset);
-  read_bytes_.fetch_add(l.bytes, std::memory_order_relaxed);
+  b.ticket = file_.read(b.memory.data(), l.bytes, l.offset);
 }
 
 UnitStateViews NvmeStore::views(const Buffer& b, size_t unit) const {
@@ -281,9 +201,8 @@ void NvmeStore::release(size_t unit, StateAccess access) {
     return;
   }
   const Layout& l = *layout_[unit];
-  b->ticket = aio_->write(file_, b->memory.data(), l.bytes, l.offset);
+  b->ticket = file_.write(b->memory.data(), l.bytes, l.offset);
   b->slot = Slot::Writing;
-  written_bytes_.fetch_add(l.bytes, std::memory_order_relaxed);
   if (!options_.pipeline_write) finish_io(*b);
 }
 
@@ -292,32 +211,14 @@ void NvmeStore::flush() {
     if (b.slot == Slot::Writing) finish_io(b);
 }
 
-// The whole direct-I/O blocks around [offset, offset + bytes) read into an aligned bounce
-// buffer; `at` is where the range starts in it.
-struct NvmeStore::Bounce {
-  uint64_t lo;
-  size_t at, span;
-  io::AlignedBuffer buffer;
-};
-
-NvmeStore::Bounce NvmeStore::read_blocks(uint64_t offset, size_t bytes) {
-  grow_buffers(buffer_bytes_);
-  const uint64_t lo = offset / io::kDirectAlignment * io::kDirectAlignment;
-  const size_t span = aligned(static_cast<size_t>(offset - lo) + bytes);
-  Bounce b{lo, static_cast<size_t>(offset - lo), span, io::AlignedBuffer(span)};
-  file_.read_at(b.buffer.data(), span, lo);
-  return b;
-}
-
 void NvmeStore::read_range(uint64_t offset, size_t bytes, void* dst) {
-  const Bounce b = read_blocks(offset, bytes);
-  std::memcpy(dst, static_cast<char*>(b.buffer.data()) + b.at, bytes);
+  grow_buffers(buffer_bytes_);  // the file reserved: fresh state reads as zeros
+  file_.read_range(offset, bytes, dst);
 }
 
 void NvmeStore::write_range(uint64_t offset, size_t bytes, const void* src) {
-  Bounce b = read_blocks(offset, bytes);  // the neighbours' bytes in the first and last blocks
-  std::memcpy(static_cast<char*>(b.buffer.data()) + b.at, src, bytes);
-  file_.write_at(b.buffer.data(), b.span, b.lo);
+  grow_buffers(buffer_bytes_);
+  file_.write_range(offset, bytes, src);
 }
 
 std::shared_ptr<SliceIo> NvmeStore::slice_io(size_t unit, int which) {

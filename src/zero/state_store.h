@@ -26,6 +26,7 @@
 #include "io/async_io.h"
 #include "io/direct_file.h"
 #include "zero/optimizer.h"
+#include "zero/swap_file.h"
 
 namespace zt::zero {
 
@@ -106,10 +107,9 @@ struct NvmeStoreOptions {
 
 class NvmeStore final : public StateStore {
  public:
-  // Creates <nvme_path>/zerotrain-<host>-<pid>/rank<r>-<label>[-<n>].swp (removed by the
-  // destructor; nvme_path itself is created when missing), first removing the swap folders
-  // of dead zerotrain processes of this host (with a warning). BadInput naming the path
-  // when it cannot be made a writable folder.
+  // Creates <nvme_path>/zerotrain-<host>-<pid>/rank<r>-<label>[-<n>].swp (zero/swap_file.h:
+  // removed by the destructor; stale folders of dead processes removed first). BadInput
+  // naming the path when it cannot be made a writable folder.
   explicit NvmeStore(NvmeStoreOptions options);
   ~NvmeStore() override;
   NvmeStore(const NvmeStore&) = delete;
@@ -127,16 +127,13 @@ class NvmeStore final : public StateStore {
   int64_t max_piece_elements() const override { return options_.sub_group_size; }
   std::shared_ptr<SliceIo> slice_io(size_t unit, int which) override;
 
-  const std::string& swap_file() const { return file_path_; }
-  io::IoMode io_mode() const { return file_.mode(); }
-  io::IoEngine io_engine() const { return aio_->engine(); }
+  const std::string& swap_file() const { return file_.path(); }
+  io::IoMode io_mode() const { return file_.io_mode(); }
+  io::IoEngine io_engine() const { return file_.io_engine(); }
   // Bytes moved and seconds waited for the drive, since the store was made (the log's
   // I/O figures). Written by the thread that steps, read by the one that logs.
-  struct Traffic {
-    uint64_t read_bytes = 0, written_bytes = 0;
-    double read_wait_s = 0, write_wait_s = 0;
-  };
-  Traffic traffic() const;
+  using Traffic = SwapTraffic;
+  Traffic traffic() const { return file_.traffic(); }
 
  private:
   struct Layout {
@@ -162,28 +159,17 @@ class NvmeStore final : public StateStore {
   void finish_io(Buffer& b);
   void start_read(Buffer& b, size_t unit);
   UnitStateViews views(const Buffer& b, size_t unit) const;
-  // The swap file's bytes [offset, offset + bytes), through an aligned bounce buffer.
-  struct Bounce;
-  Bounce read_blocks(uint64_t offset, size_t bytes);
+  // The swap file's bytes [offset, offset + bytes), synchronously (checkpoints).
   void read_range(uint64_t offset, size_t bytes, void* dst);
   void write_range(uint64_t offset, size_t bytes, const void* src);
 
   NvmeStoreOptions options_;
-  std::string folder_, file_path_;
-  io::DirectFile file_;
-  std::unique_ptr<io::AsyncIo> aio_;
+  SwapFile file_;
   std::vector<std::unique_ptr<Layout>> layout_;  // by unit; null: no state here
   std::vector<Buffer> buffers_;
   size_t buffer_bytes_ = 0;
   uint64_t file_bytes_ = 0, clock_ = 0;
   bool reserved_ = false;
-  // One writer (the stepping thread): plain load-add-store keeps them exact.
-  std::atomic<uint64_t> read_bytes_{0}, written_bytes_{0};
-  std::atomic<double> read_wait_s_{0}, write_wait_s_{0};
 };
-
-// The swap folders (zerotrain-<host>-<pid>) of processes of this host that are gone,
-// removed; their paths. Run by NvmeStore at start; exposed for the tests.
-std::vector<std::string> remove_stale_swap_folders(const std::string& nvme_path);
 
 }  // namespace zt::zero
