@@ -78,12 +78,13 @@ struct ZeroSection : zero::ZeroOptions {
   bool zero3_init = false;
 };
 
-// Whether offload_param {device: cpu} takes effect: at stage 3, together with
+// Whether offload_param {device: cpu or nvme} takes effect: at stage 3, together with
 // offload_optimizer at ratio 1 (its state in host memory or on NVMe), whose host optimizer
-// then updates the host-resident partitions in place. Alone (the optimizer on the GPU would
-// need them there) it warns and the parameters stay on the device (inert_keys.cpp).
+// then updates the offloaded partitions in place (host memory; with nvme, the units past
+// max_in_cpu in a swap file). Alone (the optimizer on the GPU would need them there) it
+// warns and the parameters stay on the device (inert_keys.cpp).
 inline bool offloads_params(const ZeroSection& z) {
-  return z.stage == 3 && z.offload_param == OffloadDevice::CPU && z.offload_optimizer != OffloadDevice::None &&
+  return z.stage == 3 && z.offload_param != OffloadDevice::None && z.offload_optimizer != OffloadDevice::None &&
          z.offload_optimizer_ratio >= 1.0;
 }
 

@@ -134,8 +134,9 @@ std::vector<ZeroKey> make_table() {
               "the host, `ratio` of it; `pin_memory`); `device: nvme` swaps that host state to `nvme_path` (`buffer_count`, "
               "`pipeline_read`, `pipeline_write`; the aio section)"),
       offload("offload_param", {}, KeyType::Object, 0, "none", KeyStatus::Resolved,
-              "resolved; needs stage 3; `device: cpu` together with offload_optimizer cpu or nvme (ratio 1) keeps the 16-bit "
-              "partitions in host memory (`pin_memory`); alone, or nvme: warns"),
+              "resolved; needs stage 3; together with offload_optimizer cpu or nvme (ratio 1) `device: cpu` keeps the "
+              "16-bit partitions in host memory (`pin_memory`) and `device: nvme` swaps those past `max_in_cpu` elements "
+              "to `nvme_path` (`buffer_count`, `buffer_size`; the aio section); alone: warns"),
       offload("cpu_offload", {}, B, 0, "false", KeyStatus::Mapped,
               "deprecated: mapped to `offload_optimizer.device: cpu`"),
       offload("cpu_offload_param", {"cpu_offload_params"}, B, 0, "false", KeyStatus::Mapped,

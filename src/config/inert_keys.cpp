@@ -29,36 +29,24 @@ std::vector<std::string> inert_key_warnings(const TrainConfig& c, int world_size
   const bool gpu = c.device == "cuda";
   const std::string pre = "zero_optimization.";
 
-  // Parameter offload to NVMe: not implemented yet; parameter offload to the host runs only
-  // with the optimizer's (offloads_params). On the GPU an offload that does not happen is a
-  // memory promise broken: say it loudly. (offload_optimizer cpu and nvme run:
-  // zero/offload_optimizer.h, zero/state_store.h.)
-  for (const auto& [key, dev] : {std::pair<std::string, OffloadDevice>{"offload_optimizer", z.offload_optimizer},
-                                 {"offload_param", z.offload_param}}) {
-    if (dev == OffloadDevice::None) continue;
-    if (key == "offload_optimizer") continue;
-    const std::string what = key == "offload_optimizer" ? "optimizer state" : "parameters";
-    if (key == "offload_param" && dev == OffloadDevice::CPU && gpu) {
-      if (offloads_params(z)) continue;
-      w.push_back(str("!!! ", pre, "offload_param.device cpu on --device cuda takes effect only at stage 3 together "
-                      "with offload_optimizer {device: cpu or nvme} at ratio 1 (the host optimizer updates the "
-                      "host-resident parameters); here the parameters stay in GPU memory and no memory is saved (add "
+  // Parameter offload (cpu, or nvme: ZeRO-Infinity) runs only with the optimizer's
+  // (offloads_params): the host step updates the offloaded partitions in place. On the GPU
+  // an offload that does not happen is a memory promise broken: say it loudly. On the CPU
+  // device host memory is where the parameters are anyway. (offload_optimizer cpu and nvme
+  // always run: zero/offload_optimizer.h, zero/state_store.h.)
+  if (z.offload_param != OffloadDevice::None) {
+    const std::string key = pre + "offload_param.device " + offload_name(z.offload_param);
+    const std::string needs =
+        "takes effect only at stage 3 together with offload_optimizer {device: cpu or nvme} at ratio 1 (the host "
+        "optimizer updates the offloaded parameters)";
+    if (gpu && !offloads_params(z)) {
+      w.push_back(str("!!! ", key, " on --device cuda ", needs,
+                      "; here the parameters stay in GPU memory and no memory is saved (add "
                       "offload_optimizer cpu, or remove offload_param to silence this)"));
-      continue;
-    }
-    if (gpu) {
-      w.push_back(str("!!! ", pre, key, ".device ", offload_name(dev),
-                      " on --device cuda: offload is not implemented "
-                      "yet, the ",
-                      what,
-                      " stay in GPU memory and no memory is saved; a model that needs the offload "
-                      "to fit will run out of GPU memory (remove ",
-                      key, " to silence this)"));
-    } else if (dev == OffloadDevice::CPU) {
-      warn(pre + key + ".device cpu", "on --device cpu the " + what + " already live in host memory");
-    } else {
-      warn(pre + key + ".device nvme",
-           "NVMe parameter offload is not implemented yet: the " + what + " stay in host memory and no memory is saved");
+    } else if (!gpu && z.offload_param == OffloadDevice::CPU) {
+      warn(key, "on --device cpu the parameters already live in host memory");
+    } else if (!gpu && !offloads_params(z)) {
+      warn(key, "it " + needs + "; the parameters stay in host memory");
     }
   }
   const bool nvme = z.offload_optimizer == OffloadDevice::NVMe || z.offload_param == OffloadDevice::NVMe;

@@ -91,7 +91,7 @@ MemoryEstimate estimate_memory(const EstimateInput& in) {
   // One process has nothing to divide: stages 1-3 run as stage 0 (docs/zero.md).
   // Parameter offload (with the optimizer's, at stage 3) keeps stage 3: the host
   // partitions are what it saves.
-  const bool params_home_host = in.stage == 3 && in.offload_param == OffloadDevice::CPU &&
+  const bool params_home_host = in.stage == 3 && in.offload_param != OffloadDevice::None &&
                                 in.offload_optimizer != OffloadDevice::None;
   e.effective_stage = e.world == 1 && !params_home_host ? 0 : in.stage;
   const int stage = e.effective_stage;
@@ -130,10 +130,21 @@ MemoryEstimate estimate_memory(const EstimateInput& in) {
   // With parameter offload the host optimizer updates the parameters' host partitions in
   // place: only the gradients are staged.
   const int64_t staging = owned * ((stage >= 2 ? 4 : param_bytes) + (params_home_host ? 0 : param_bytes));
-  // offload_param cpu alone leaves the parameters on the GPU (a run warns); NVMe's figures
-  // are the planned layout.
-  const bool params_off_gpu = params_home_host || (off_param && in.offload_param == OffloadDevice::NVMe);
+  // offload_param alone leaves the parameters on the GPU (a run warns).
+  const bool params_off_gpu = params_home_host;
   e.gpu_model_states = (params_off_gpu ? 0 : params) + grads + (off_opt ? 0 : optimizer);
+  // Parameters on NVMe (zero/param_store.h): the first max_in_cpu elements of the rank's
+  // slices stay in host memory, the rest are on the drive and pass through buffer_count
+  // swap buffers of the largest unit's slice.
+  int64_t host_params = params_off_gpu ? params : 0, nvme_params = 0;
+  if (params_off_gpu && in.offload_param == OffloadDevice::NVMe) {
+    const int64_t slice_elements = P / W;
+    const int64_t resident = std::min(slice_elements, std::max<int64_t>(0, in.offload_param_max_in_cpu));
+    nvme_params = (slice_elements - resident) * param_bytes;
+    const int64_t largest_slice = (e.largest_unit_elements + W - 1) / W;
+    host_params = resident * param_bytes +
+                  (nvme_params > 0 ? in.offload_param_buffer_count * largest_slice * param_bytes : 0);
+  }
   // Optimizer state on NVMe (zero/state_store.h): the drive holds it; the host holds
   // DeepSpeed's default 4 swap buffers of the largest piece (a unit's partition, at most the
   // default sub_group_size of 1e9 elements), each tensor padded to 4 KiB.
@@ -142,9 +153,9 @@ MemoryEstimate estimate_memory(const EstimateInput& in) {
                                           1000000000);
   const int64_t swap_buffers = 4 * piece * optimizer_bytes;
   const int64_t host_optimizer = opt_nvme ? swap_buffers : optimizer;
-  const int64_t host_per_rank = (params_off_gpu ? params : 0) + (off_opt ? host_optimizer + staging : 0);
+  const int64_t host_per_rank = host_params + (off_opt ? host_optimizer + staging : 0);
   e.cpu_bytes_per_node = host_per_rank * in.gpus_per_node;
-  e.nvme_bytes_per_node = opt_nvme ? optimizer * in.gpus_per_node : 0;
+  e.nvme_bytes_per_node = ((opt_nvme ? optimizer : 0) + nvme_params) * in.gpus_per_node;
   // Transient: a unit's full gradient buffer while it is reduced (stages 2-3), and at
   // stage 3 the unit in use and the one prefetched.
   if (stage >= 2) e.gpu_transient += e.largest_unit_elements * param_bytes;
@@ -231,7 +242,7 @@ std::string describe_estimate(const EstimateInput& in, const MemoryEstimate& e) 
                 gib(e.cpu_bytes_per_node).c_str());
   s += line;
   if (e.nvme_bytes_per_node > 0) {
-    std::snprintf(line, sizeof line, "%-34s %14s %16s\n", "zerotrain optimizer state on NVMe", "-",
+    std::snprintf(line, sizeof line, "%-34s %14s %16s\n", "zerotrain state on NVMe", "-",
                   gib(e.nvme_bytes_per_node).c_str());
     s += line;
   }
@@ -243,10 +254,10 @@ std::string describe_estimate(const EstimateInput& in, const MemoryEstimate& e) 
   s += line;
   s += "zerotrain: what the engine and the step allocate (activations include the LM head's logits chunk and " +
        gib(kGpuReserveBytes) + " for workspaces); the host column is offloaded state only.\n";
-  if (in.offload_param == OffloadDevice::NVMe)
-    s += "note: NVMe parameter offload is not implemented yet: its figures are the planned layout; a run today keeps "
-         "the parameters in host memory.\n";
-  else if (in.offload_param == OffloadDevice::CPU && in.offload_optimizer == OffloadDevice::None)
+  if (in.offload_param == OffloadDevice::NVMe && in.offload_optimizer != OffloadDevice::None)
+    s += "note: offload_param nvme with DeepSpeed's defaults: each rank keeps its first max_in_cpu (1e9) parameter "
+         "elements in host memory and swaps the rest through 5 buffers of the largest unit's slice.\n";
+  if (in.offload_param != OffloadDevice::None && in.offload_optimizer == OffloadDevice::None)
     s += "note: offload_param takes effect only together with offload_optimizer (cpu or nvme): a run keeps these "
          "parameters in GPU memory.\n";
   return s;

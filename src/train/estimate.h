@@ -10,8 +10,10 @@
 // chunked logits (lm_head_chunk_plan), plus a fixed reserve for what is not counted
 // (cuBLASLt workspaces, the caching allocator's rounding). Optimizer offload moves the
 // optimizer state and a staging copy of the rank's gradients and parameters to the host
-// (zero/offload_optimizer.h); parameter offload (stage 3's 16-bit partitions in host
-// memory) is the planned layout, not implemented yet.
+// (zero/offload_optimizer.h); parameter offload (with it, at stage 3) moves the 16-bit
+// partitions to the host, and with offload_param nvme those past max_in_cpu elements to
+// the drive, through buffer_count swap buffers of the largest unit's slice
+// (zero/param_store.h).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -34,6 +36,10 @@ struct EstimateInput {
   bool activation_checkpointing = false;
   Precision precision = Precision::BF16;
   double additional_buffer_factor = 1.5;  // DeepSpeed's default
+  // offload_param nvme (DeepSpeed's defaults): elements per rank kept in host memory, and
+  // the swap buffers of the rest.
+  int64_t offload_param_max_in_cpu = 1000000000;
+  int offload_param_buffer_count = 5;
 };
 
 // GPU memory the step uses beyond the counted buffers (cuBLASLt workspaces, the caching
@@ -52,7 +58,7 @@ struct MemoryEstimate {
   // zerotrain, host memory of one node (offloaded state of its ranks; with the optimizer
   // on NVMe its swap buffers instead of its state)
   int64_t cpu_bytes_per_node = 0;
-  // zerotrain, the swap files of one node's ranks (offload_optimizer nvme)
+  // zerotrain, the swap files of one node's ranks (offload_optimizer nvme, offload_param nvme)
   int64_t nvme_bytes_per_node = 0;
   // DeepSpeed's formulas (model states only: no activations)
   std::string deepspeed_formula;

@@ -53,18 +53,25 @@ OffloadHostBytes offload_host_bytes(const TrainConfig& c, const model::ModelConf
   const double owned = stage >= 1 ? n / world_size : n;  // elements this rank's optimizer updates
   const int grad_part_bytes = stage >= 2 ? 4 : param_bytes;
   const bool params_home = stage >= 3 && offloads_params(c.zero);
-  // offload_param: the parameters' host home replaces their staging.
-  b.host = ratio * owned * (optimizer_bytes + grad_part_bytes + param_bytes);
+  // The largest unit's slice (the embedding's, or a block's): what one swap buffer holds.
+  const double embedding = static_cast<double>(mc.padded_vocab_size()) * static_cast<double>(mc.hidden_size);
+  const double block = (n - embedding * (mc.tie_word_embeddings ? 1 : 2)) / static_cast<double>(mc.num_layers);
+  const double unit = std::max(embedding, block) / (stage >= 1 ? world_size : 1);
+  // The 16-bit parameters' staging, or offload_param's host home in its place; with
+  // offload_param nvme only max_in_cpu elements of it and the swap buffers of the rest
+  // (the drive's room is reserved when the store is made: a full drive is an error there).
+  double params_host = ratio * owned * param_bytes;
+  if (params_home && c.zero.offload_param == OffloadDevice::NVMe) {
+    const double resident = std::min(owned, static_cast<double>(c.zero.offload_param_max_in_cpu));
+    params_host = resident * param_bytes + (owned > resident ? c.zero.offload_param_buffer_count * unit * param_bytes : 0);
+  }
+  b.host = ratio * owned * (optimizer_bytes + grad_part_bytes) + params_host;
   b.off_gpu = ratio * owned * optimizer_bytes + (params_home ? owned * param_bytes : 0);
   if (c.zero.offload_optimizer == OffloadDevice::NVMe) {
     // The state is on the drive; the host holds buffer_count swap buffers of the largest
-    // piece: a unit's slice (the embedding's, or a block's), at most sub_group_size.
-    const double embedding = static_cast<double>(mc.padded_vocab_size()) * static_cast<double>(mc.hidden_size);
-    const double block = (n - embedding * (mc.tie_word_embeddings ? 1 : 2)) / static_cast<double>(mc.num_layers);
-    const double unit = std::max(embedding, block) / (stage >= 1 ? world_size : 1);
+    // piece: a unit's slice, at most sub_group_size.
     const double piece = std::min(unit, static_cast<double>(c.zero.sub_group_size));
-    b.host = ratio * owned * (grad_part_bytes + param_bytes) +
-             c.zero.offload_optimizer_buffer_count * piece * optimizer_bytes;
+    b.host = ratio * owned * grad_part_bytes + params_host + c.zero.offload_optimizer_buffer_count * piece * optimizer_bytes;
   }
   return b;
 }
@@ -78,18 +85,23 @@ void check_offload_fits_host(const TrainConfig& c, const model::ModelConfig& mc,
   char count[32];
   std::snprintf(count, sizeof count, "%.4g", mc.num_parameters_f64());
   const bool nvme = c.zero.offload_optimizer == OffloadDevice::NVMe;
-  const std::string what = c.source + ": the offloaded optimizer state" +
-                           (nvme ? "'s NVMe swap buffers (" + std::to_string(c.zero.offload_optimizer_buffer_count) +
-                                       ") and its staging buffers ("
-                                 : std::string(" and its staging buffers (")) +
-                           count + " parameters, offload_optimizer.ratio " +
-                           std::to_string(c.zero.offload_optimizer_ratio).substr(0, 4) + ") per rank";
-  const std::string fix =
+  const bool params = stage >= 3 && offloads_params(c.zero);
+  const bool param_nvme = params && c.zero.offload_param == OffloadDevice::NVMe;
+  const std::string what =
+      c.source + ": the offloaded optimizer state" +
+      (nvme ? "'s NVMe swap buffers (" + std::to_string(c.zero.offload_optimizer_buffer_count) + ") and its staging buffers"
+            : std::string(" and its staging buffers")) +
+      (param_nvme ? ", the parameters kept in host memory (offload_param.max_in_cpu) and their NVMe swap buffers"
+                  : params ? ", the offloaded parameters" : "") +
+      " (" + count + " parameters, offload_optimizer.ratio " + std::to_string(c.zero.offload_optimizer_ratio).substr(0, 4) +
+      ") per rank";
+  std::string fix =
       nvme ? "lower zero_optimization.offload_optimizer.buffer_count or zero_optimization.sub_group_size, spread the "
              "ranks over more machines, or use a machine with more memory"
            : "lower zero_optimization.offload_optimizer.ratio (the rest of the state stays on the GPU), put it on "
              "NVMe (offload_optimizer.device nvme), spread the ranks over more machines, or use a machine with more "
              "memory";
+  if (param_nvme) fix = "lower zero_optimization.offload_param.max_in_cpu or offload_param.buffer_count, or " + fix;
   if (ranks_on_host <= 1)
     check_fits_host_memory(host, what, fix);
   else

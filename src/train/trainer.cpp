@@ -153,10 +153,20 @@ TrainResult run_training(const TrainConfig& config) {
 
   auto t_last = std::chrono::steady_clock::now();
   int64_t tokens_since_log = 0, steps_since_log = 0;
-  // The optimizer state's NVMe swap, when there is one: its traffic goes in the step line.
+  // The NVMe swaps, when there are any (the optimizer state's, the parameters'): their
+  // traffic goes in the step line.
   const auto* offload = dynamic_cast<const zero::OffloadedOptimizer*>(run.optimizer.get());
-  const zero::NvmeStore* nvme = offload ? offload->nvme_store() : nullptr;
-  zero::NvmeStore::Traffic nvme_last = nvme ? nvme->traffic() : zero::NvmeStore::Traffic{};
+  const zero::NvmeStore* state_swap = offload ? offload->nvme_store() : nullptr;
+  const zero::ParamStore* param_swap = run.engine->param_store();
+  if (param_swap && param_swap->layout().swap_file.empty()) param_swap = nullptr;
+  const bool nvme = state_swap || param_swap;
+  const auto nvme_traffic = [&] {
+    zero::SwapTraffic t;
+    if (state_swap) t += state_swap->traffic();
+    if (param_swap) t += param_swap->traffic();
+    return t;
+  };
+  zero::SwapTraffic nvme_last = nvme_traffic();
   // Every iteration is one global step, applied or skipped on fp16 overflow (DeepSpeed's
   // global_steps), so max_steps counts skipped steps and step numbers never repeat.
   while (step < total_steps) {
@@ -226,7 +236,7 @@ TrainResult run_training(const TrainConfig& config) {
       std::string swap;
       json swap_record;
       if (nvme) {
-        const zero::NvmeStore::Traffic t = nvme->traffic();
+        const zero::SwapTraffic t = nvme_traffic();
         const double n = static_cast<double>(steps_since_log);
         const double read = static_cast<double>(t.read_bytes - nvme_last.read_bytes);
         const double written = static_cast<double>(t.written_bytes - nvme_last.written_bytes);

@@ -43,14 +43,59 @@ std::unique_ptr<LrSchedule> make_schedule(const TrainConfig& c, int64_t total_st
                           total_steps);
 }
 
+// The ds_config's aio section as the swap files' I/O options (NVMe offload of the
+// optimizer state and of the parameters).
+io::AioOptions aio_options(const TrainConfig& c) {
+  io::AioOptions a;
+  a.block_size = static_cast<size_t>(c.aio.block_size);
+  a.queue_depth = c.aio.queue_depth;
+  a.thread_count = c.aio.intra_op_parallelism;
+  a.single_submit = c.aio.single_submit;
+  a.overlap_events = c.aio.overlap_events;
+  return a;
+}
+
 // The config's own ZeroOptions (TrainConfig::zero is one); only the stage may be lowered
 // to what the world size allows.
 zero::ZeroOptions zero_options(const TrainConfig& c, int stage) {
   zero::ZeroOptions o = c.zero;
   o.stage = stage;
-  if (offloads_params(c.zero))
+  if (offloads_params(c.zero)) {
     o.param_home = c.zero.offload_param_pin_memory ? zero::ParamHome::PinnedHost : zero::ParamHome::PageableHost;
+    if (c.zero.offload_param == OffloadDevice::NVMe) {
+      zero::ParamNvme n;
+      n.nvme_path = c.zero.offload_param_nvme_path;
+      n.buffer_count = c.zero.offload_param_buffer_count;
+      n.buffer_size = c.zero.offload_param_buffer_size;
+      n.max_in_cpu = c.zero.offload_param_max_in_cpu;
+      n.aio = aio_options(c);
+      o.param_nvme = n;
+    }
+  }
   return o;
+}
+
+// Where stage 3's offloaded parameter slices live (the start-up log).
+void log_param_store(const TrainConfig& c, const zero::ParamStore& store) {
+  const zero::ParamStoreLayout& l = store.layout();
+  const auto elements = [](int64_t n) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.4g", static_cast<double>(n));
+    return std::string(b);
+  };
+  std::string where = str(l.resident_units, " of ", l.units, " units (", elements(l.resident_elements),
+                          " elements) in ", bytes_str(static_cast<double>(l.resident_bytes)), " of ",
+                          l.pinned ? "page-locked" : "pageable", " host memory");
+  if (!l.swap_file.empty())
+    where += str(", ", l.units - l.resident_units, " (", elements(l.swapped_elements), " elements, ",
+                 bytes_str(static_cast<double>(l.swap_file_bytes)), ") on NVMe in ", l.swap_file, " through ",
+                 l.swap_buffers, " swap buffers (", bytes_str(static_cast<double>(l.swap_buffer_bytes)), "; ",
+                 io::io_engine_name(store.io_engine()), ")");
+  else if (c.zero.offload_param == OffloadDevice::NVMe)
+    where += str(" (offload_param.max_in_cpu ", elements(c.zero.offload_param_max_in_cpu),
+                 " holds them all: nothing is swapped)");
+  ZT_INFO("offload_param ", c.zero.offload_param == OffloadDevice::NVMe ? "nvme" : "cpu", ": this rank's 16-bit parameter slices: ",
+          where);
 }
 
 // Rank 0 locks output_dir and checks what a previous run left there (one owner: on a
@@ -100,11 +145,7 @@ std::unique_ptr<zero::Optimizer> make_run_optimizer(TrainingRun& run) {
     n.sub_group_size = c.zero.sub_group_size;
     n.pipeline_read = c.zero.offload_optimizer_pipeline_read;
     n.pipeline_write = c.zero.offload_optimizer_pipeline_write;
-    n.aio.block_size = static_cast<size_t>(c.aio.block_size);
-    n.aio.queue_depth = c.aio.queue_depth;
-    n.aio.thread_count = c.aio.intra_op_parallelism;
-    n.aio.single_submit = c.aio.single_submit;
-    n.aio.overlap_events = c.aio.overlap_events;
+    n.aio = aio_options(c);
     oo.nvme = n;
   }
   auto offload = std::make_unique<zero::OffloadedOptimizer>(registry, c.optimizer, run.engine->partition_fn(), oo);
@@ -125,7 +166,7 @@ std::unique_ptr<zero::Optimizer> make_run_optimizer(TrainingRun& run) {
                     c.zero.offload_optimizer_pipeline_write ? ", pipelined writes" : "", "), "),
           bytes_str(static_cast<double>(l.host_state_bytes)), " + ",
           bytes_str(static_cast<double>(l.staging_bytes)), " of ", l.pinned ? "page-locked" : "pageable",
-          l.params_in_place ? " gradient staging (offload_param: the 16-bit partitions live in host memory and are updated in place)"
+          l.params_in_place ? " gradient staging (offload_param: the 16-bit partitions are updated in place where they live)"
                             : " gradient and parameter staging",
           "; stepped on ", num_threads(), " host threads (", cpu::cpu_optimizer_isa(), ")",
           l.device_state_bytes > 0
@@ -246,6 +287,7 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
     run->engine->shard_model();
   }
   model.set_hooks(run->engine.get());
+  if (const zero::ParamStore* store = run->engine->param_store()) log_param_store(c, *store);
   clock.lap("ZeRO");
 
   // Optimizer, schedule, loss scaler.
@@ -272,12 +314,11 @@ std::vector<FlatSlice> checkpoint_slices(TrainingRun& run, bool for_load) {
   for (size_t i = 0; i < reg.size(); ++i) {
     FlatSlice s;
     s.name = reg.unit(i).name() + ".params";
-    if (for_load) {
-      s.data = run.engine->param_load_target(i, &s.begin);
-    } else {
-      s.data = run.engine->param_slice(i);
-      s.begin = run.engine->slice_begin(i);
-    }
+    // Parameters swapped to NVMe move through the store's slice I/O, like swapped state.
+    zero::ParamSlice p = for_load ? run.engine->param_load_target(i) : run.engine->param_slice(i);
+    s.data = p.data;
+    s.begin = p.begin;
+    s.io = std::move(p.io);
     slices.push_back(std::move(s));
   }
   for (zero::StateSlice& o : run.optimizer->state_slices()) {

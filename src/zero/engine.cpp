@@ -125,14 +125,21 @@ void ZeroEngine::shard_model_from_slices(const std::function<void(model::Unit&, 
       s.param_owned = OwnedTensor({s.slice}, u.param_dtype(), u.device());
       s.param_part = s.param_owned.view();
       fill_slice(u, rank_ * s.slice, s.param_part);
-    } else if (u.device().is_cuda()) {
-      // fill_slice writes device memory (it may build the unit there): through a
-      // device buffer of one slice.
-      const OwnedTensor slice({s.slice}, u.param_dtype(), u.device());
-      fill_slice(u, rank_ * s.slice, slice);
-      ops::copy(s.param_part, slice);
     } else {
-      fill_slice(u, rank_ * s.slice, s.param_part);
+      // Into the store (a swapped slice: its buffer, written back to the drive).
+      ParamLease lease(*params_, i, ParamIntent::Overwrite);
+      const Tensor& host = lease.view();
+      host.zero();  // every element written, whatever fill_slice leaves alone
+      if (u.device().is_cuda()) {
+        // fill_slice writes device memory (it may build the unit there): through a
+        // device buffer of one slice.
+        const OwnedTensor slice({s.slice}, u.param_dtype(), u.device());
+        fill_slice(u, rank_ * s.slice, slice);
+        ops::copy(host, slice);
+      } else {
+        fill_slice(u, rank_ * s.slice, host);
+      }
+      lease.release(ParamChange::Modified);
     }
     // fill_slice may have left the full unit in place (it had it, or built it to cut the
     // slice): persistent units keep it, the others free it; a persistent unit without it
@@ -145,27 +152,14 @@ void ZeroEngine::shard_model_from_slices(const std::function<void(model::Unit&, 
 }
 
 void ZeroEngine::allocate_host_params() {
-  // One exact-size allocation, each slice at a 64-byte boundary (whole cache lines for the
-  // host optimizer's vector loads), page-locked on the GPU so the copies are asynchronous.
-  const auto aligned = [](int64_t bytes) { return (bytes + 63) / 64 * 64; };
-  int64_t bytes = 0;
+  // Page-locked on the GPU so that the copies are asynchronous.
   bool gpu = false;
-  for (size_t i = 0; i < units_.size(); ++i) {
-    const model::Unit& u = registry_.unit(i);
-    bytes += aligned(units_[i].slice * static_cast<int64_t>(dtype_size(u.param_dtype())));
-    gpu = gpu || u.device().is_cuda();
-  }
+  for (size_t i = 0; i < units_.size(); ++i) gpu = gpu || registry_.unit(i).device().is_cuda();
   const Pinning pinning = gpu && options_.param_home == ParamHome::PinnedHost ? Pinning::Pinned : Pinning::Pageable;
-  param_store_ = HostBuffer(static_cast<size_t>(bytes), pinning);
+  params_ = std::make_unique<ParamStore>(pinning, options_.param_nvme, rank_);
+  for (size_t i = 0; i < units_.size(); ++i) params_->add_unit(units_[i].slice, registry_.unit(i).param_dtype());
+  params_->layout_done();
   if (gpu) fetch_stream_ = std::make_unique<cuda::CopyStream>();
-  auto* base = static_cast<char*>(param_store_.data());
-  int64_t at = 0;
-  for (size_t i = 0; i < units_.size(); ++i) {
-    UnitState& s = units_[i];
-    const DType dtype = registry_.unit(i).param_dtype();
-    s.param_part = Tensor(base + at, {s.slice}, dtype);
-    at += aligned(s.slice * static_cast<int64_t>(dtype_size(dtype)));
-  }
 }
 
 UnitPartition ZeroEngine::partition(size_t unit) {
@@ -176,7 +170,13 @@ UnitPartition ZeroEngine::partition(size_t unit) {
   UnitPartition p;
   p.begin = begin;
   p.state_device = u.device();
-  p.params = options_.stage >= 3 ? s.param_part : u.flat_params().narrow(0, begin, s.slice);
+  if (params_) {
+    p.params = params_->shape(unit);
+    p.param_store = params_.get();
+    p.param_key = unit;
+  } else {
+    p.params = options_.stage >= 3 ? s.param_part : u.flat_params().narrow(0, begin, s.slice);
+  }
   if (options_.stage >= 2) {
     p.grads = s.grad_part.view();
   } else if (u.has_grads()) {
@@ -185,24 +185,22 @@ UnitPartition ZeroEngine::partition(size_t unit) {
   return p;
 }
 
-Tensor ZeroEngine::param_slice(size_t unit) {
+ParamSlice ZeroEngine::param_slice(size_t unit) {
   if (offload_) offload_->before_params_used(unit);
   const UnitState& s = units_[unit];
-  if (options_.stage >= 3) return s.param_part;
-  return registry_.unit(unit).flat_params().narrow(0, rank_ * s.slice, s.slice);
+  const int64_t begin = slice_begin(unit);
+  if (params_) return {params_->shape(unit), begin, params_->slice_io(unit)};
+  if (options_.stage >= 3) return {s.param_part, begin, nullptr};
+  return {registry_.unit(unit).flat_params().narrow(0, begin, s.slice), begin, nullptr};
 }
 
 int64_t ZeroEngine::slice_begin(size_t unit) const { return rank_ * units_[unit].slice; }
 
-Tensor ZeroEngine::param_load_target(size_t unit, int64_t* begin) {
+ParamSlice ZeroEngine::param_load_target(size_t unit) {
   gather_updated(unit);  // a gather left pending would overwrite what is loaded
   if (offload_) offload_->before_params_used(unit);
-  if (options_.stage >= 3) {
-    *begin = slice_begin(unit);
-    return units_[unit].param_part;
-  }
-  *begin = 0;
-  return registry_.unit(unit).flat_params();
+  if (options_.stage >= 3) return param_slice(unit);
+  return {registry_.unit(unit).flat_params(), 0, nullptr};
 }
 
 void ZeroEngine::refresh_after_load() {
@@ -377,16 +375,22 @@ comm::WorkPtr ZeroEngine::gather_into(size_t unit, const Tensor& full) {
   // it overlaps the compute queued next (normally the unit before this one).
   const Tensor device_slice = world_ == 1 ? full : Tensor();
   if (world_ > 1) {
-    s.fetch_buffer = OwnedTensor({s.slice}, s.param_part.dtype(), full.device());
+    s.fetch_buffer = OwnedTensor({s.slice}, full.dtype(), full.device());
     add_transient(static_cast<int64_t>(s.fetch_buffer->nbytes()));
   }
   const Tensor& dst = world_ == 1 ? device_slice : s.fetch_buffer.view();
+  ParamLease lease(*params_, unit, ParamIntent::Read);
+  const Tensor& host = lease.view();
   if (fetch_stream_) {
     fetch_stream_->wait_for_compute();
-    fetch_stream_->to_device(dst.data(), s.param_part.data(), s.param_part.nbytes());
+    fetch_stream_->to_device(dst.data(), host.data(), host.nbytes());
     s.fetched = fetch_stream_->record();
+    // The store keeps the buffer until the copy is done; the compute stream waits for
+    // the copy itself (finish_gather), not for the host.
+    lease.release(ParamChange::Clean, fetch_stream_->record());
   } else {
-    ops::copy(dst, s.param_part);
+    ops::copy(dst, host);
+    lease.release(ParamChange::Clean);
   }
   if (world_ == 1) return nullptr;
   // The collective reads the device slice: after its copy (the collectives follow the
@@ -448,7 +452,19 @@ int64_t ZeroEngine::gathered_live_elements() const {
   return n;
 }
 
+void ZeroEngine::prefetch_swapped(size_t from, int direction) {
+  // The next slices not gathered, in use order, until the store has no buffer to spare
+  // (it never waits): their reads run while this unit computes.
+  for (int64_t i = static_cast<int64_t>(from) + direction; i >= 0 && i < static_cast<int64_t>(units_.size());
+       i += direction) {
+    const size_t k = static_cast<size_t>(i);
+    if (units_[k].gathered != Gathered::No || params_->resident(k)) continue;
+    if (!params_->prefetch(k)) break;
+  }
+}
+
 void ZeroEngine::prefetch(size_t from, int direction) {
+  if (params_) prefetch_swapped(from, direction);
   if (options_.stage3_prefetch_bucket_size <= 0) return;
   int64_t budget = options_.stage3_prefetch_bucket_size;
   int64_t live = gathered_live_elements();

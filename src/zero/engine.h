@@ -17,9 +17,12 @@
 //            units are prefetched within stage3_prefetch_bucket_size and
 //            stage3_max_live_parameters); units smaller than the persistence threshold
 //            stay gathered. With ParamHome::*Host (offload_param) the owned slices live
-//            in one exact-size host allocation: a gather first copies the slice to the
-//            device on its own copy stream (one rank: straight into the unit's buffer),
-//            so the copy of the next units overlaps this unit's compute.
+//            in a ParamStore (zero/param_store.h): one exact-size host allocation, and
+//            with offload_param nvme a swap file for the units past max_in_cpu. A gather
+//            first acquires the slice and copies it to the device on its own copy stream
+//            (one rank: straight into the unit's buffer), so the copy of the next units
+//            overlaps this unit's compute; the store's buffer is reused only after the
+//            copy is done. The stage-3 prefetch also starts the swapped slices' reads.
 //
 // The engine is the model's UnitHooks (model/transformer.h): the transformer calls it
 // before and after each unit's forward and backward, which is where it gathers, releases
@@ -44,9 +47,10 @@
 #include "model/registry.h"
 #include "model/transformer.h"
 #include "backend/cuda_api.h"
-#include "zero/host_buffer.h"
 #include "zero/offload_hooks.h"
+#include "zero/optimizer.h"
 #include "zero/options.h"
+#include "zero/param_store.h"
 #include "zero/partition.h"
 
 namespace zt::zero {
@@ -69,6 +73,15 @@ struct ModelStateBytes {
   int64_t optimizer = 0;     // master weights and moments of the owned slices
   int64_t buffers_peak = 0;  // transient: gathered units, a unit's full gradients, comm scratch
   int64_t model_states() const { return params + grads + optimizer; }
+};
+
+// This rank's slice of a unit's parameters for a checkpoint: elements [begin, begin +
+// data.numel()) of the unit's flat buffer. With `io` (parameters swapped to NVMe) `data`
+// has the shape and dtype only and `io` moves the elements.
+struct ParamSlice {
+  Tensor data;
+  int64_t begin = 0;
+  std::shared_ptr<SliceIo> io{};
 };
 
 // The ZeRO paper's per-rank model-state bytes for `numel` parameters: 16-bit (or f32)
@@ -112,13 +125,15 @@ class ZeroEngine final : public model::UnitHooks {
     return [this](size_t u) { return partition(u); };
   }
   // This rank's slice [begin, begin + P) of a unit's parameters (for checkpoints), with
-  // begin = rank * P; stage 3: the partition buffer itself.
-  Tensor param_slice(size_t unit);
+  // begin = rank * P; stage 3: the partition buffer itself, or its store's slice I/O.
+  ParamSlice param_slice(size_t unit);
   int64_t slice_begin(size_t unit) const;
   // Where a checkpoint's parameters load into: the full buffer (begin 0) in stages 0-2,
   // the slice in stage 3 (then call refresh_after_load()).
-  Tensor param_load_target(size_t unit, int64_t* begin);
+  ParamSlice param_load_target(size_t unit);
   void refresh_after_load();
+  // Stage 3 with offload_param: where the slices live (null otherwise).
+  const ParamStore* param_store() const { return params_.get(); }
 
   // The accumulation of one optimizer step:
   //   zero_grads(); for each micro-batch { begin_micro_batch(last); forward_backward; end_micro_batch(); }
@@ -166,7 +181,7 @@ class ZeroEngine final : public model::UnitHooks {
     int64_t slice = 0;        // P: elements per rank
     bool persistent = false;  // stage 3: never released
     OwnedTensor param_owned;  // stage 3 on the device: param_part's storage
-    Tensor param_part;        // stage 3: the owned slice of the parameters (device or host)
+    Tensor param_part;        // stage 3 on the device: the owned slice (offload_param: in params_)
     OwnedTensor fetch_buffer;  // param offload, several ranks: the slice on the device, for the gather
     std::optional<cuda::CopyEvent> fetched;  // param offload on the GPU: its host-to-device copy
     OwnedTensor grad_part;    // stages 2-3: f32 gradient accumulator of the owned slice
@@ -213,6 +228,8 @@ class ZeroEngine final : public model::UnitHooks {
   void release_unit(size_t unit);
   void release_pending_except(size_t keep);
   void prefetch(size_t from, int direction);
+  // offload_param nvme: the reads of the next swapped slices, started ahead of their gathers.
+  void prefetch_swapped(size_t from, int direction);
   int64_t gathered_live_elements() const;
   void add_transient(int64_t bytes);
   void count(double bytes, double* bucket);
@@ -230,7 +247,9 @@ class ZeroEngine final : public model::UnitHooks {
   bool reduce_this_micro_batch_ = true;
   bool last_micro_batch_ = true;  // its reductions make each unit's gradient final
   OffloadHooks* offload_ = nullptr;
-  HostBuffer param_store_;                        // param offload: every unit's owned slice
+  // Param offload: every unit's owned slice. Before the copy stream, so that the copies
+  // reading its buffers are done (the stream's destructor waits) before it goes.
+  std::unique_ptr<ParamStore> params_;
   std::unique_ptr<cuda::CopyStream> fetch_stream_;  // param offload on the GPU: slices to the device
   bool sharded_ = false;
   CommVolume volume_;

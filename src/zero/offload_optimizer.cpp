@@ -23,9 +23,11 @@ UnitPartition empty_partition(const UnitPartition& p) {
 }
 
 // A unit's parameters need host staging (and a copy back after the update) unless they
-// already live in host memory: offload_param's host partitions in a GPU run. On the CPU
-// device the staging path is kept, so that the copies' logic is what the tests run.
-bool params_need_staging(const UnitPartition& p) { return p.params.device().is_cuda() || !p.grads.device().is_cuda(); }
+// already live in the engine's host store (offload_param): then the host step acquires
+// them there and updates them in place, on the GPU and on the CPU device alike (so that
+// the tests run the path a GPU run takes; the staging path is what runs without
+// offload_param).
+bool params_need_staging(const UnitPartition& p) { return p.param_store == nullptr; }
 
 }  // namespace
 
@@ -90,7 +92,7 @@ OffloadedOptimizer::OffloadedOptimizer(model::ParameterRegistry& registry, const
       h.params = Tensor(base + at, {p.numel()}, p.params.dtype());
       at += aligned_bytes(static_cast<int64_t>(h.params.nbytes()));
     } else {
-      h.params = p.params;  // the engine's host partition: updated in place, nothing to copy
+      h.params = p.params;  // the engine's (its shape when swapped): acquired and updated in place by the step
       h.params_in_place = true;
     }
     host_units_[u] = std::move(h);
@@ -110,7 +112,12 @@ OffloadedOptimizer::OffloadedOptimizer(model::ParameterRegistry& registry, const
         const UnitPartition p = partitions_(u);
         if (!on_host(u)) return empty_partition(p);
         const HostUnit& h = *host_units_[u];
-        return UnitPartition{p.begin, h.params, h.grads, Device::cpu()};
+        UnitPartition q{p.begin, h.params, h.grads, Device::cpu()};
+        if (h.params_in_place) {  // acquired from the engine's store by the step
+          q.param_store = p.param_store;
+          q.param_key = p.param_key;
+        }
+        return q;
       },
       std::move(store));
   if (const NvmeStore* n = nvme_store()) {

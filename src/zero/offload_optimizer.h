@@ -18,9 +18,13 @@
 // updated on the host; the first units in forward order, (1 - ratio) of the elements,
 // keep their state on the GPU and step there, before the host's first unit is needed.
 //
-// With offload_param (stage 3) the engine's 16-bit partitions already live in host
-// memory: the host step updates them in place and the engine copies each slice to the
-// device when it gathers the unit (zero/engine.h); only the gradients are staged.
+// With offload_param (stage 3) the engine's 16-bit partitions already live in its
+// ParamStore (host memory, or with offload_param nvme partly a swap file): the host step
+// acquires each unit's slice there (for Overwrite when the f32 master rewrites all of it),
+// updates it in place and releases it Modified, so its write-back to the drive overlaps
+// the next units; the engine copies each slice to the device when it gathers the unit
+// (zero/engine.h), after before_params_used says the unit's update is done. Only the
+// gradients are staged.
 //
 // On --device cpu the same path runs with host staging (the copies are memcpy), so the
 // multi-rank logic is tested without a GPU. The checkpoint state is the same named
@@ -64,7 +68,7 @@ struct OffloadLayout {
   int64_t device_state_bytes = 0;  // the units stepped on the device (ratio < 1)
   int64_t staging_bytes = 0;       // gradient and parameter staging buffers
   bool pinned = false;
-  bool params_in_place = false;    // offload_param: the host step writes the engine's host partitions
+  bool params_in_place = false;    // offload_param: the host step writes the engine's parameter store
   std::string swap_file;           // NVMe: the host state's swap file ("" in memory)
   int64_t swap_buffer_bytes = 0;   // NVMe: the memory of its buffers
 };
@@ -110,7 +114,7 @@ class OffloadedOptimizer final : public Optimizer, public OffloadHooks {
     cuda::CopyEvent params_copied;  // H2D of the updated parameters (GPU)
     bool update_pending = false;    // the worker has not updated it yet (guarded by mutex_)
     bool order_pending = false;     // params_copied not yet ordered before compute
-    bool params_in_place = false;   // params is the engine's host partition (offload_param)
+    bool params_in_place = false;   // params lives in the engine's ParamStore (offload_param)
   };
   bool on_host(size_t unit) const { return host_units_[unit].has_value(); }
   // The host's parameter copies from the device (before the first step: weights loaded

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "core/error.h"
 #include "ops/copy.h"
+#include "zero/param_store.h"
 
 namespace zt::zero {
 
@@ -56,8 +58,8 @@ FlatOptimizer::FlatOptimizer(model::ParameterRegistry& registry, OptimizerSpec s
       units_.push_back(std::move(s));
       continue;
     }
-    ZT_CHECK(part.params.data() != nullptr, "optimizer built before unit ", registry_.unit(ui).name(),
-             " has parameters");
+    ZT_CHECK(part.params.data() != nullptr || part.param_store != nullptr, "optimizer built before unit ",
+             registry_.unit(ui).name(), " has parameters");
     const Device dev = part.state_device;
     // The step kernels run on the parameters' device: ZeRO-Offload builds its host
     // optimizer over host copies of the partitions (zero/offload_optimizer.h).
@@ -96,7 +98,10 @@ void FlatOptimizer::copy_params_to_master() {
   for (size_t ui = 0; ui < units_.size(); ++ui) {
     const UnitState& s = units_[ui];
     if (s.numel == 0 || !s.master) continue;
-    const Tensor params = partition(ui).params;
+    const UnitPartition part = partition(ui);
+    std::optional<ParamLease> lease;  // offload_param: the slice from the engine's store
+    if (part.param_store) lease.emplace(*part.param_store, part.param_key, ParamIntent::Read);
+    const Tensor params = lease ? lease->view() : part.params;
     for (size_t k = s.first_piece; k < s.first_piece + s.pieces; ++k) {
       ops::copy(store_->acquire(k).master, params.narrow(0, pieces_[k].offset, pieces_[k].numel));
       store_->release(k, StateAccess::Modified);
@@ -138,12 +143,24 @@ void FlatOptimizer::step_unit(size_t ui, float lr, float grad_scale) {
            "optimizer step without gradients for unit ", u.name());
   // One segment per parameter overlapping the partition, in the unit's (ascending) order.
   OptimizerSegments segments;
+  int64_t covered = 0;
   for (const model::ParamEntry& p : u.params()) {
     const LocalRange lr_range = overlap(p.offset, p.numel(), part.begin, part.numel());
     if (lr_range.length == 0) continue;
     const float wd = p.spec.decay == model::WeightDecay::Apply ? spec_.weight_decay : 0.0f;
     segments.push_back({lr_range.start, lr_range.length, wd});
+    covered += lr_range.length;
   }
+  // offload_param: the slice from the engine's store, written back after. With an f32
+  // master the update writes every element it covers from the master, so when the
+  // segments cover the whole slice nothing is read from the drive; otherwise (gaps,
+  // parameters stepped themselves) the old values are needed.
+  std::optional<ParamLease> lease;
+  if (part.param_store) {
+    const bool overwrite = s.master && covered == s.numel;
+    lease.emplace(*part.param_store, part.param_key, overwrite ? ParamIntent::Overwrite : ParamIntent::Read);
+  }
+  const Tensor params = lease ? lease->view() : part.params;
   const size_t end = s.first_piece + s.pieces;
   for (size_t k = s.first_piece; k < end; ++k) {
     if (k + 1 < end) store_->prefetch(k + 1);
@@ -155,7 +172,7 @@ void FlatOptimizer::step_unit(size_t ui, float lr, float grad_scale) {
       if (hi > lo) r.segments.push_back({lo - piece.offset, hi - lo, g.weight_decay});
     }
     if (r.segments.empty()) continue;
-    r.param = part.params.narrow(0, piece.offset, piece.numel).with_name(u.name());
+    r.param = params.narrow(0, piece.offset, piece.numel).with_name(u.name());
     r.grad = part.grads.narrow(0, piece.offset, piece.numel);
     UnitStateViews state = store_->acquire(k);
     r.master = state.master;
@@ -168,6 +185,7 @@ void FlatOptimizer::step_unit(size_t ui, float lr, float grad_scale) {
     }
     store_->release(k, StateAccess::Modified);
   }
+  if (lease) lease->release(ParamChange::Modified);  // written back while the next units step
 }
 
 void FlatOptimizer::set_steps_taken(int64_t steps) {

@@ -5,8 +5,10 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "core/dtype.h"
+#include "io/async_io.h"
 
 namespace zt::zero {
 
@@ -17,6 +19,20 @@ enum class OverlapComm { Off, On };
 // On the host, each unit's slice is copied to the device on its own stream ahead of use
 // (with the stage-3 prefetch) and the gathered unit is released after, as usual.
 enum class ParamHome { Device, PinnedHost, PageableHost };
+
+// DeepSpeed's offload_param {device: nvme} (ZeRO-Infinity), with a *Host ParamHome: the
+// first units in forward order stay in host memory up to max_in_cpu elements, the rest
+// live in a swap file under nvme_path, read into buffer_count buffers when gathered and
+// written back after the host step updates them (zero/param_store.h).
+struct ParamNvme {
+  std::string nvme_path;
+  int buffer_count = 5;
+  // Elements per swap buffer in DeepSpeed; here a buffer holds one unit's slice, so it is
+  // sized to the largest swapped slice (a buffer_size below that warns).
+  int64_t buffer_size = 100'000'000;
+  int64_t max_in_cpu = 1'000'000'000;  // elements kept in host memory
+  io::AioOptions aio;
+};
 
 struct ZeroOptions {
   int stage = 0;
@@ -31,6 +47,7 @@ struct ZeroOptions {
   // partition (stages 2-3), so 16-bit reductions of f32 gradients move half the bytes.
   std::optional<DType> communication_dtype;
   ParamHome param_home = ParamHome::Device;  // stage 3 only
+  std::optional<ParamNvme> param_nvme;       // with a *Host param_home: the swapped part
 };
 
 }  // namespace zt::zero

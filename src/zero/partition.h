@@ -12,6 +12,8 @@
 
 namespace zt::zero {
 
+class ParamStore;
+
 struct UnitPartition {
   int64_t begin = 0;  // first element of the unit's flat buffer this rank owns
   Tensor params;      // [numel] this rank's slice of the parameters (param dtype)
@@ -20,6 +22,11 @@ struct UnitPartition {
   // device; ZeRO-Offload (zero/offload_optimizer.h) hands its host optimizer partitions
   // over host staging instead.
   Device state_device = Device::cpu();
+  // Stage 3 with offload_param: the engine's store that holds `params` (zero/param_store.h).
+  // Acquire the slice there around every use: a swapped slice's `params` has its shape and
+  // dtype but no data.
+  ParamStore* param_store = nullptr;
+  size_t param_key = 0;  // the slice's key in param_store (the unit's index)
   int64_t numel() const { return params.numel(); }
 };
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/small_models.h"
+#include "common/temp_dir.h"
 #include "comm/mpi_communicator.h"
 #include "comm/single.h"
 #include "model/transformer.h"
@@ -70,6 +71,7 @@ struct RunSpec {
   std::optional<DType> comm_dtype;  // communication_data_type (default: the gradients')
   std::optional<double> offload_ratio;  // ZeRO-Offload with this ratio (host staging on the CPU)
   bool offload_params = false;          // stage 3: the partitions in the engine's host store
+  std::string param_nvme_path;          // with offload_params: the slices past 2000 elements swapped here
 };
 
 constexpr int64_t kMicroBatch = 2;  // per rank
@@ -110,6 +112,14 @@ RunResult train(comm::Communicator& comm, const RunSpec& spec, int64_t micro_bat
   zo.stage3_prefetch_bucket_size = 5000;
   zo.communication_dtype = spec.comm_dtype;
   if (spec.offload_params) zo.param_home = zero::ParamHome::PageableHost;
+  if (!spec.param_nvme_path.empty()) {
+    zero::ParamNvme n;
+    n.nvme_path = spec.param_nvme_path;
+    n.buffer_count = 2;  // fewer than the swapped units: every use swaps
+    n.max_in_cpu = 2000;
+    n.aio.block_size = 16 << 10;
+    zo.param_nvme = n;
+  }
   zero::ZeroEngine engine(model.registry(), comm, zo);
   if (spec.stage >= 3) {
     engine.shard_model_from_slices(
@@ -533,9 +543,12 @@ TEST(ZeroOffload, HostStepIsBitwiseTheDeviceStepAtEveryStage) {
 // offload_param: stage 3's partitions live in the engine's host store; each gather copies
 // the slice to a device buffer first (on the CPU a second host buffer: the same steps)
 // and the host optimizer updates the store in place. Bitwise the plain stage-3 run, and
-// the partitions leave the device's model-state count.
+// the partitions leave the device's model-state count. With offload_param nvme (each rank
+// its own swap file; the first units within max_in_cpu resident, the rest through two
+// buffers) the same bits.
 TEST(ZeroOffload, ParameterPartitionsInHostMemoryTrainBitwise) {
   comm::Communicator& comm = world();
+  zt::testing::TempDir swap(zt::testing::swap_temp_path("zero_param_nvme_"));
   for (const DType dtype : {DType::F32, DType::BF16})
     for (const int64_t accum : {1, 2}) {
       RunSpec spec;
@@ -556,6 +569,14 @@ TEST(ZeroOffload, ParameterPartitionsInHostMemoryTrainBitwise) {
       EXPECT_EQ(offloaded.state, plain.state) << what;
       const int64_t slices = plain.numel_padded / comm.size() * static_cast<int64_t>(dtype_size(dtype));
       EXPECT_EQ(plain.memory.params - offloaded.memory.params, slices) << what;
+      spec.param_nvme_path = swap.path().string();
+      const RunResult swapped = train(comm, spec, kMicroBatch);
+      spec.param_nvme_path.clear();
+      for (size_t u = 0; u < plain.params.size(); ++u)
+        EXPECT_EQ(swapped.params[u], plain.params[u]) << what << ", nvme, unit " << u;
+      EXPECT_EQ(swapped.state, plain.state) << what << ", nvme";
+      EXPECT_EQ(swapped.memory.params, offloaded.memory.params) << what;
+      EXPECT_TRUE(std::filesystem::is_empty(swap.path())) << "the swap folder goes with the engine";
     }
 }
 

@@ -33,7 +33,12 @@ TEST(EstimateCli, JsonHasBothSidesAndTheTablePrints) {
   const auto n = sh(zerotrain_binary() + " estimate --model llama-3.2-1b --stage 3 --offload-param nvme --json");
   ASSERT_EQ(n.rc, 0) << n.out;
   const auto q = sh(zerotrain_binary() + " estimate --model llama-3.2-1b --stage 3 --offload-param nvme");
-  EXPECT_NE(q.out.find("NVMe parameter offload is not implemented yet"), std::string::npos) << q.out;
+  EXPECT_EQ(q.out.find("not implemented"), std::string::npos) << q.out;  // parameter offload to NVMe runs
+  EXPECT_NE(q.out.find("offload_param takes effect only together with offload_optimizer"), std::string::npos) << q.out;
+  const auto both = sh(zerotrain_binary() +
+                       " estimate --model llama-3.2-1b --stage 3 --offload-param nvme --offload-optimizer cpu");
+  ASSERT_EQ(both.rc, 0) << both.out;
+  EXPECT_NE(both.out.find("offload_param nvme with DeepSpeed's defaults"), std::string::npos) << both.out;
 }
 
 TEST(EstimateCli, BadInputExits2NamingTheFlag) {

@@ -10,8 +10,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "common/scoped_env.h"
 #include "common/shell.h"
@@ -294,4 +297,159 @@ TEST(OffloadTraining, ParameterOffloadWithTheOptimizerStateOnNvme) {
   EXPECT_EQ(final_weights(both.result), final_weights(plain.result));
   EXPECT_EQ(swap_folders(nvme), 0u);
   for (const fs::path& d : {nvme, both_dir, plain_dir}) fs::remove_all(d);
+}
+
+namespace {
+
+// offload_param {device: nvme} into `nvme`: every slice on the drive (max_in_cpu 0) through
+// two swap buffers, so every gather and every host update swaps.
+std::vector<std::string> param_nvme(const fs::path& nvme) {
+  return {"--zero_optimization.offload_param.device",     "nvme",
+          "--zero_optimization.offload_param.nvme_path",  nvme.string(),
+          "--zero_optimization.offload_param.buffer_count", "2",
+          "--zero_optimization.offload_param.max_in_cpu", "0"};
+}
+
+std::string flags(const std::vector<std::string>& args) {
+  std::string s;
+  for (const std::string& a : args) s += " " + a;
+  return s;
+}
+
+// Stage 3 for 20 steps with every unit gathered and released around each use (no
+// persistent units) and a prefetch of about one unit.
+const std::vector<std::string> kStage3Gathered{"--bf16",
+                                               "true",
+                                               "--zero_optimization.stage",
+                                               "3",
+                                               "--zero_optimization.stage3_param_persistence_threshold",
+                                               "0",
+                                               "--zero_optimization.stage3_prefetch_bucket_size",
+                                               "70000",
+                                               "--max_steps",
+                                               "20"};
+const std::vector<std::string> kParamCpu{"--zero_optimization.offload_param.device", "cpu"};
+
+}  // namespace
+
+// ZeRO-Infinity's parameter side: stage 3's 16-bit slices on NVMe (all of them, two swap
+// buffers), with the optimizer state in host memory or on NVMe too, train 20 steps bitwise
+// as the run with the slices in host memory; the checkpoints are the same bytes (the
+// swapped slices read through the store), a checkpoint saved with the parameters on NVMe
+// resumes with them in memory and one saved in memory resumes with them on NVMe, bitwise;
+// the swap folders go with each run.
+TEST(OffloadTraining, ParametersOnNvmeTrainBitwiseAsInMemoryAndResumeEitherWay) {
+  const fs::path nvme = swap_dir("swap_params"), mem_dir = temp_dir("param_mem"), cpu_opt = temp_dir("param_nvme"),
+                 nvme_opt = temp_dir("param_nvme_opt"), a = temp_dir("a"), b = temp_dir("b");
+  const Logged mem = run_logged(small_run(mem_dir, with(with(kStage3Gathered, kOffload), kParamCpu)));
+  ASSERT_EQ(mem.result.losses.size(), 20u);
+  // A buffer_size below the largest slice warns once and the buffers take the slice's size.
+  const Logged on_nvme = run_logged(small_run(
+      cpu_opt, with(with(with(kStage3Gathered, kOffload), param_nvme(nvme)),
+                    {"--zero_optimization.offload_param.buffer_size", "1000"})));
+  const Logged both = run_logged(small_run(nvme_opt, with(with(kStage3Gathered, nvme_offload(nvme)), param_nvme(nvme))));
+  EXPECT_EQ(on_nvme.result.losses, mem.result.losses);
+  EXPECT_EQ(both.result.losses, mem.result.losses);
+  EXPECT_EQ(final_weights(on_nvme.result), final_weights(mem.result));
+  EXPECT_EQ(final_weights(both.result), final_weights(mem.result));
+  // The log says where the slices live; nvme runs, so no warning about it.
+  EXPECT_NE(on_nvme.log.find("offload_param nvme: this rank's 16-bit parameter slices: 0 of"), std::string::npos)
+      << on_nvme.log;
+  EXPECT_NE(on_nvme.log.find("on NVMe in " + nvme.string()), std::string::npos) << on_nvme.log;
+  EXPECT_NE(on_nvme.log.find("offload_param.buffer_size 1000 elements is smaller"), std::string::npos) << on_nvme.log;
+  EXPECT_EQ(on_nvme.log.find("offload_param.device nvme"), std::string::npos) << on_nvme.log;
+  EXPECT_EQ(both.log.find("offload_param.buffer_size"), std::string::npos) << both.log;
+  EXPECT_NE(mem.log.find("offload_param cpu: this rank's 16-bit parameter slices:"), std::string::npos) << mem.log;
+  {  // The parameters' swaps are in the step line's nvme traffic (the optimizer is in memory).
+    std::ifstream metrics(cpu_opt / "run" / "metrics.jsonl");
+    std::string line, last_step;
+    while (std::getline(metrics, line))
+      if (line.find("\"nvme\"") != std::string::npos) last_step = line;
+    EXPECT_NE(last_step.find("\"read_bytes_per_step\""), std::string::npos) << last_step;
+    EXPECT_EQ(last_step.find("\"read_bytes_per_step\":0.0"), std::string::npos) << "every step swaps\n" << last_step;
+  }
+  EXPECT_EQ(swap_folders(nvme), 0u) << "the swap folders go with the runs";
+
+  const std::string mem_ckpt = (mem_dir / "run" / "checkpoints" / "global_step9").string();
+  const std::string nvme_ckpt = (cpu_opt / "run" / "checkpoints" / "global_step9").string();
+  EXPECT_EQ(file_bytes(fs::path(nvme_ckpt) / "shard_rank0.safetensors"),
+            file_bytes(fs::path(mem_ckpt) / "shard_rank0.safetensors"));
+  const Logged to_mem =
+      run_logged(small_run(a, with(with(with(kStage3Gathered, kOffload), kParamCpu), {"--resume", nvme_ckpt})));
+  const Logged to_nvme =
+      run_logged(small_run(b, with(with(with(kStage3Gathered, kOffload), param_nvme(nvme)), {"--resume", mem_ckpt})));
+  for (const Logged* r : {&to_mem, &to_nvme}) {
+    ASSERT_EQ(r->result.losses.size(), 11u);
+    for (size_t i = 0; i < 11; ++i) EXPECT_EQ(r->result.losses[i], mem.result.losses[9 + i]) << "step " << 10 + i;
+    EXPECT_EQ(final_weights(r->result), final_weights(mem.result));
+  }
+  EXPECT_EQ(swap_folders(nvme), 0u);
+  for (const fs::path& d : {nvme, mem_dir, cpu_opt, nvme_opt, a, b}) fs::remove_all(d);
+}
+
+// A run with its parameters (and optimizer state) on NVMe killed (SIGKILL) after step 4
+// leaves its swap folder; `--resume latest` removes it, continues from step 3 and ends
+// with the uninterrupted run's losses and weights, leaving no swap files.
+TEST(OffloadTraining, ParametersOnNvmeRunKilledMidRunResumes) {
+  const fs::path nvme = swap_dir("swap_params_kill"), run_dir = temp_dir("params_killed"),
+                 whole_dir = temp_dir("params_whole");
+  const std::vector<std::string> stage3{"--bf16", "true", "--zero_optimization.stage", "3",
+                                        "--zero_optimization.stage3_param_persistence_threshold", "0"};
+  const std::string common = flags(with(with(stage3, nvme_offload(nvme)), param_nvme(nvme)));
+  const std::string bin = zt::testing::zerotrain_binary() + " train ";
+  auto r = zt::testing::sh("ZT_TEST_FAIL_AT=train.step_done@rank0.step4 " + bin +
+                           zt::testing::small_run_yaml(run_dir).string() + common);
+  ASSERT_NE(r.rc, 0) << r.out;
+  ASSERT_EQ(swap_folders(nvme), 1u) << "a killed run cannot remove its swap folder";
+  r = zt::testing::sh(bin + zt::testing::small_run_yaml(run_dir).string() + common + " --resume latest");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("the NVMe swap folder of a zerotrain process that is gone"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("resumed from"), std::string::npos) << r.out;
+  EXPECT_EQ(swap_folders(nvme), 0u) << r.out;
+  const Logged whole = run_logged(small_run(whole_dir, with(with(stage3, nvme_offload(nvme)), param_nvme(nvme))));
+  ASSERT_EQ(whole.result.losses.size(), 6u);
+  // The resumed run's steps 4-6 as the uninterrupted run's (the last record of each step
+  // in metrics.jsonl: the resumed attempt's).
+  std::map<int64_t, double> losses;
+  std::ifstream metrics(run_dir / "run" / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("loss") && j.contains("step")) losses[j["step"].get<int64_t>()] = j["loss"].get<double>();
+  }
+  for (int64_t step = 4; step <= 6; ++step) EXPECT_EQ(losses[step], whole.result.losses[static_cast<size_t>(step - 1)]) << step;
+  EXPECT_EQ(file_bytes(run_dir / "run" / "final" / "model.safetensors"), final_weights(whole.result));
+  EXPECT_EQ(swap_folders(nvme), 0u);
+  for (const fs::path& d : {nvme, run_dir, whole_dir}) fs::remove_all(d);
+}
+
+// A full drive (pretended) and an nvme_path that cannot be a folder stop a run with its
+// parameters on NVMe with exit 2 naming the path, before its first step and without
+// leaving a swap folder; offload_param nvme without the optimizer's offload warns that it
+// takes no effect.
+TEST(OffloadTraining, ParametersOnAnUnusableNvmePathIsExitTwoBeforeTraining) {
+  const fs::path nvme = swap_dir("swap_params_full"), run_dir = temp_dir("params_full");
+  const std::string train = zt::testing::zerotrain_binary() + " train " +
+                            zt::testing::small_run_yaml(run_dir).string() +
+                            " --zero_optimization.stage 3 --zero_optimization.offload_optimizer.device cpu";
+  auto r = zt::testing::sh("ZT_TEST_DRIVE_FREE_BYTES=4096 " + train + flags(param_nvme(nvme)));
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("cannot reserve"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("free on the drive of " + nvme.string()), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("step      1"), std::string::npos) << r.out;
+  EXPECT_EQ(swap_folders(nvme), 0u) << r.out;
+
+  std::ofstream(nvme / "a-file") << "x";
+  const fs::path bad = nvme / "a-file" / "swap";
+  r = zt::testing::sh(train + flags(param_nvme(bad)));
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find(bad.string()), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("step      1"), std::string::npos) << r.out;
+
+  const train::TrainConfig alone =
+      small_run(run_dir, with({"--zero_optimization.stage", "3", "--max_steps", "1"}, param_nvme(nvme)));
+  const Logged l = run_logged(alone);
+  EXPECT_NE(l.log.find("zero_optimization.offload_param.device nvme: accepted but has no effect"), std::string::npos)
+      << l.log;
+  EXPECT_EQ(swap_folders(nvme), 0u);
+  for (const fs::path& d : {nvme, run_dir}) fs::remove_all(d);
 }

@@ -140,15 +140,33 @@ TEST(ZeroMultiRank, OffloadedCheckpointResumesAtOtherWorldSizesWithAndWithoutOff
   EXPECT_NE(r.out.find("lives on NVMe in"), std::string::npos) << r.out;
   EXPECT_TRUE(fs::is_empty(swap)) << "every rank removed its swap folder";
 
+  // And with the parameters on NVMe too (offload_param nvme, all of them: max_in_cpu 0).
+  const fs::path e = dir.path() / "e";
+  r = sh(mpirun(2, run + " --per_device_train_batch_size 2 --zero_optimization.stage 3"
+                         " --zero_optimization.stage3_param_persistence_threshold 0"
+                         " --zero_optimization.stage3_gather_16bit_weights_on_model_save true"
+                         " --zero_optimization.offload_optimizer.device cpu"
+                         " --zero_optimization.offload_param.device nvme"
+                         " --zero_optimization.offload_param.nvme_path " +
+                       swap.string() +
+                       " --zero_optimization.offload_param.max_in_cpu 0"
+                       " --zero_optimization.offload_param.buffer_count 2 --output_dir " +
+                       e.string() + " --resume " + step3.string()));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("offload_param nvme: this rank's 16-bit parameter slices: 0 of"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::is_empty(swap)) << "every rank removed its swap folder";
+
   const double db = weight_difference(b / "final" / "model.safetensors", a / "final" / "model.safetensors");
   const double dc = weight_difference(c / "final" / "model.safetensors", a / "final" / "model.safetensors");
   const double dd = weight_difference(d / "final" / "model.safetensors", a / "final" / "model.safetensors");
+  const double de = weight_difference(e / "final" / "model.safetensors", a / "final" / "model.safetensors");
   std::printf("[offload-reshard] 2 ranks offloaded -> 1 rank plain: max rel diff %.2e; -> 4 ranks ratio 0.5: %.2e; "
-              "-> 2 ranks stage 3 nvme: %.2e\n",
-              db, dc, dd);
+              "-> 2 ranks stage 3 nvme: %.2e; -> 2 ranks stage 3, parameters on nvme: %.2e\n",
+              db, dc, dd, de);
   EXPECT_LE(db, 2e-4);
   EXPECT_LE(dc, 2e-4);
   EXPECT_LE(dd, 2e-4);
+  EXPECT_LE(de, 2e-4);
 }
 
 TEST(ZeroMultiRank, AKilledRankEndsTheJobAndMaxRestartsResumesIt) {

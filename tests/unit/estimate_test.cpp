@@ -151,6 +151,22 @@ TEST(Estimate, StagesDivideAndOffloadMovesStateToTheHost) {
   EXPECT_EQ(on.cpu_bytes_per_node, (4 * ((on.largest_unit_elements + 7) / 8) * 12 + P * (4 + 2) / 8) * 8);
   EXPECT_LT(on.cpu_bytes_per_node, o3.cpu_bytes_per_node);
   EXPECT_EQ(o3.nvme_bytes_per_node, 0);
+  // Parameters on NVMe (with the optimizer's state in host memory): within max_in_cpu
+  // elements per rank they stay in host memory, as with cpu; past it the rest is on the
+  // drive and the host holds buffer_count swap buffers of the largest unit's slice.
+  in.offload_optimizer = OffloadDevice::CPU;
+  in.offload_param = OffloadDevice::NVMe;
+  const MemoryEstimate pn = estimate_memory(in);
+  EXPECT_EQ(pn.gpu_model_states, op.gpu_model_states);
+  EXPECT_EQ(pn.cpu_bytes_per_node, op.cpu_bytes_per_node);
+  EXPECT_EQ(pn.nvme_bytes_per_node, 0);
+  in.offload_param_max_in_cpu = 0;
+  in.offload_param_buffer_count = 3;
+  const MemoryEstimate ps = estimate_memory(in);
+  EXPECT_EQ(ps.gpu_model_states, op.gpu_model_states);
+  EXPECT_EQ(ps.nvme_bytes_per_node, P / 8 * 2 * 8);
+  EXPECT_EQ(ps.cpu_bytes_per_node, (P * (12 + 4) / 8 + 3 * ((ps.largest_unit_elements + 7) / 8) * 2) * 8);
+  in.offload_param_max_in_cpu = 1000000000;
   in.offload_param = OffloadDevice::CPU;
   // Parameter offload alone: the run keeps them on the GPU.
   in.offload_optimizer = OffloadDevice::None;

@@ -65,8 +65,8 @@ TEST(InertKeys, ZeroKeysOverOneProcessWarnOnceAndActOverSeveral) {
 }
 
 // Optimizer offload to the CPU runs (zero/offload_optimizer.h): no warning on either
-// device. Parameter offload does not yet: loud on the GPU, named on the CPU.
-// Stage 3 with both offloads runs on the GPU: no warning. offload_param without the
+// device. Stage 3 with both offloads (parameters in host memory or on NVMe) runs on the
+// GPU: no warning. offload_param without the
 // optimizer's offload changes nothing there: loud, saying what it needs. On the CPU the
 // parameters live in host memory anyway: named, not loud.
 TEST(InertKeys, ParameterOffloadRunsWithTheOptimizersAndIsLoudAlone) {
@@ -82,6 +82,20 @@ TEST(InertKeys, ParameterOffloadRunsWithTheOptimizersAndIsLoudAlone) {
   nvme.insert(nvme.end(), {"--zero_optimization.offload_optimizer.device", "nvme",
                            "--zero_optimization.offload_optimizer.nvme_path", "/tmp/zt_nvme_inert"});
   EXPECT_TRUE(warnings_of(nvme, 1, "cuda").empty()) << joined(warnings_of(nvme, 1, "cuda"));
+  // Parameters on NVMe with either optimizer offload run: no warning; alone they are loud
+  // on the GPU and named on the CPU.
+  std::vector<std::string> param_nvme{"--zero_optimization.stage", "3", "--zero_optimization.offload_param.device",
+                                      "nvme", "--zero_optimization.offload_param.nvme_path", "/tmp/zt_nvme_inert"};
+  std::vector<std::string> param_nvme_both = param_nvme;
+  param_nvme_both.insert(param_nvme_both.end(), {"--zero_optimization.offload_optimizer.device", "cpu"});
+  for (const char* device : {"cuda", "cpu"})
+    EXPECT_TRUE(warnings_of(param_nvme_both, 1, device).empty()) << joined(warnings_of(param_nvme_both, 1, device));
+  const auto nvme_alone_gpu = warnings_of(param_nvme, 2, "cuda");
+  ASSERT_EQ(nvme_alone_gpu.size(), 1u) << joined(nvme_alone_gpu);
+  EXPECT_EQ(nvme_alone_gpu[0].rfind("!!! zero_optimization.offload_param.device nvme", 0), 0u) << nvme_alone_gpu[0];
+  const auto nvme_alone_cpu = warnings_of(param_nvme, 2, "cpu");
+  EXPECT_EQ(naming(nvme_alone_cpu, "zero_optimization.offload_param.device nvme"), 1) << joined(nvme_alone_cpu);
+  EXPECT_NE(joined(nvme_alone_cpu).find("offload_optimizer {device: cpu or nvme} at ratio 1"), std::string::npos);
   std::vector<std::string> half = both;
   half.insert(half.end(), {"--zero_optimization.offload_optimizer.ratio", "0.5"});
   for (const auto& args : {param, half}) {
@@ -119,9 +133,9 @@ TEST(InertKeys, SeedConfigsNameEachInertKeyOnce) {
   EXPECT_EQ(naming(ac, "zero_optimization.stage"), 1) << joined(ac);
   const auto nvme = warnings_of({"--deepspeed", kSeeds + "ds_config_nvme.json"});
   EXPECT_EQ(naming(nvme, "zero_optimization.offload_optimizer.device"), 0) << joined(nvme);  // it runs
-  EXPECT_EQ(naming(nvme, "zero_optimization.offload_param.device"), 1) << joined(nvme);
-  EXPECT_NE(joined(nvme).find("NVMe parameter offload is not implemented yet"), std::string::npos) << joined(nvme);
-  EXPECT_EQ(naming(nvme, "aio"), 0) << joined(nvme);  // it tunes the optimizer's swaps
+  EXPECT_EQ(naming(nvme, "zero_optimization.offload_param.device"), 0) << joined(nvme);  // it runs too
+  EXPECT_EQ(naming(nvme, "zero_optimization.stage"), 0) << joined(nvme);  // stage 3 kept for it
+  EXPECT_EQ(naming(nvme, "aio"), 0) << joined(nvme);  // it tunes the swaps
   const auto big = warnings_of({"--deepspeed", kSeeds + "ds_config_zero3_large_batch.json"}, 8, "cuda");
   EXPECT_EQ(naming(big, "zero_optimization.offload_optimizer.device"), 0) << joined(big);  // it runs
   for (const std::string& w : big) EXPECT_EQ(naming(big, w.substr(0, w.find(':'))), 1) << w;
