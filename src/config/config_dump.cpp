@@ -131,6 +131,12 @@ std::string describe_config(const TrainConfig& c) {
   p.line("zero_optimization.offload_param",
          std::string(offload_device_name(z.offload_param)) +
              (z.offload_param_nvme_path.empty() ? "" : " " + z.offload_param_nvme_path));
+  if (z.offload_param == OffloadDevice::NVMe) {
+    // How much of the parameters stays in host memory and what swaps the rest.
+    p.line("zero_optimization.offload_param.max_in_cpu", z.offload_param_max_in_cpu);
+    p.line("zero_optimization.offload_param.buffer_count", z.offload_param_buffer_count);
+    p.line("zero_optimization.offload_param.buffer_size", z.offload_param_buffer_size);
+  }
   if (z.offload_optimizer == OffloadDevice::NVMe || z.offload_param == OffloadDevice::NVMe) {
     p.line("aio.block_size", c.aio.block_size);
     p.line("aio.queue_depth", c.aio.queue_depth);

@@ -29,7 +29,7 @@ ParamNvme nvme(const fs::path& dir, int buffers, int64_t max_in_cpu) {
   ParamNvme o;
   o.nvme_path = dir.string();
   o.buffer_count = buffers;
-  o.buffer_size = 1;  // below every slice: buffers take the largest slice (one warning)
+  o.buffer_size = 1'000'000;  // above every slice: no warning; buffers still take the largest slice
   o.max_in_cpu = max_in_cpu;
   o.aio.block_size = 16 << 10;  // several pieces per slice
   return o;
@@ -83,8 +83,18 @@ TEST(ParamStore, WithoutNvmeEveryUnitIsResident) {
 TEST(ParamStore, MaxInCpuKeepsTheFirstUnitsAndSwapsTheRest) {
   zt::testing::TempDir dir(zt::testing::swap_temp_path("params_"));
   // 3000 + 5000 fit 8000; 777 would too, but the resident units are a prefix in forward order.
-  ParamStore store(Pinning::Pageable, nvme(dir.path(), 2, 8500), 3);
+  // A buffer_size below the largest swapped slice warns once, naming the key; the buffers
+  // take the slice's size anyway.
+  ParamNvme small_buffers = nvme(dir.path(), 2, 8500);
+  small_buffers.buffer_size = 1000;
+  ParamStore store(Pinning::Pageable, small_buffers, 3);
+  ::testing::internal::CaptureStderr();
   add_units(store);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("offload_param.buffer_size 1000 elements is smaller than the largest swapped parameter slice "
+                     "(4096 elements)"),
+            std::string::npos)
+      << log;
   const ParamStoreLayout& l = store.layout();
   EXPECT_EQ(l.resident_units, 2u);
   EXPECT_EQ(l.resident_elements, 8000);
