@@ -44,7 +44,7 @@ struct ParamStoreLayout {
   size_t swap_buffer_bytes = 0;  // all swap buffers together
   int swap_buffers = 0;
   uint64_t swap_file_bytes = 0;
-  std::string swap_file;         // "" when nothing is swapped
+  std::string swap_file;  // "" when nothing is swapped
   bool pinned = false;
 };
 

@@ -74,8 +74,8 @@ class ParamSwap {
     State state = State::Free;
     size_t unit = 0;
     io::IoTicket read_ticket = 0, write_ticket = 0;
-    bool writing = false;    // a write-back of its memory in flight
-    bool waited_on = false;  // a thread waits (without the lock) for its read, write or reader
+    bool writing = false;                   // a write-back of its memory in flight
+    bool waited_on = false;                 // a thread waits (without the lock) for its read, write or reader
     std::optional<cuda::CopyEvent> reader;  // a device copy that may still read its memory
     uint64_t last_use = 0;
     std::thread::id owner;  // InUse: the thread that acquired it

@@ -76,7 +76,8 @@ SwapFile::SwapFile(const SwapFileOptions& options) {
           (n == 0 ? std::string() : "-" + std::to_string(n)) + ".swp";
   try {
     file_ = io::DirectFile(path_, io::FileAccess::ReadWrite);
-    if (file_.mode() == io::IoMode::Buffered) ZT_WARN(file_.fallback_reason(), ": NVMe offload swaps through the page cache");
+    if (file_.mode() == io::IoMode::Buffered)
+      ZT_WARN(file_.fallback_reason(), ": NVMe offload swaps through the page cache");
     aio_ = std::make_unique<io::AsyncIo>(options.aio);
   } catch (...) {
     file_ = io::DirectFile();
