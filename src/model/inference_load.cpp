@@ -40,18 +40,23 @@ void add_ids(std::vector<int32_t>& ids, const nlohmann::json& j, const std::stri
   ZT_THROW_INPUT(source, ": eos_token_id must be an integer or a list of integers");
 }
 
-// The same model on `device`, parameters copied unit by unit from the host model.
-std::unique_ptr<Transformer> copy_to_device(const Transformer& host, Device device) {
-  ModelOptions o = host.options();
+}  // namespace
+
+std::unique_ptr<Transformer> inference_copy(const Transformer& source, DType param_dtype, Device device) {
+  ModelOptions o = source.options();
+  o.param_dtype = param_dtype;
   o.device = device;
-  auto model = std::make_unique<Transformer>(host.config(), o);
-  for (size_t i = 0; i < host.registry().size(); ++i)
-    ops::copy(model->registry().unit(i).flat_params(), host.registry().unit(i).flat_params());
+  o.allocate_grads = false;
+  o.allocate_params = true;
+  if (device.is_cpu()) o = host_staging_options(o);
+  auto model = std::make_unique<Transformer>(source.config(), o);
+  // Same config and shard_count: the same units with the same padding, so flat buffers
+  // copy one to one (ops::copy converts the dtype on the way).
+  for (size_t i = 0; i < source.registry().size(); ++i)
+    ops::copy(model->registry().unit(i).flat_params(), source.registry().unit(i).flat_params());
   model->set_mode(Mode::Eval);
   return model;
 }
-
-}  // namespace
 
 InferenceModel load_for_inference(const std::string& dir, DType param_dtype, Device device) {
   namespace fs = std::filesystem;
@@ -72,7 +77,7 @@ InferenceModel load_for_inference(const std::string& dir, DType param_dtype, Dev
   m.model = std::make_unique<Transformer>(m.config, o);
   load_hf_weights(m.model->registry(), m.config, dir);
   m.model->set_mode(Mode::Eval);
-  if (!device.is_cpu()) m.model = copy_to_device(*m.model, device);
+  if (!device.is_cpu()) m.model = inference_copy(*m.model, param_dtype, device);
 
   const fs::path gen = root / "generation_config.json";
   if (fs::exists(gen)) {

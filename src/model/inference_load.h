@@ -28,4 +28,10 @@ struct InferenceModel {
 InferenceModel load_for_inference(const std::string& dir, DType param_dtype = DType::F32,
                                   Device device = Device::cpu());
 
+// A copy of `source` (every unit's parameters in place: a ZeRO-3 model gathered) for
+// inference: parameters in `param_dtype` on `device`, eval mode, no gradient buffers. The
+// training run's end-of-run samples use it to turn a 16-bit GPU model into the f32 one
+// the GPU inference engine runs, in device memory, without reading the saved files.
+std::unique_ptr<Transformer> inference_copy(const Transformer& source, DType param_dtype, Device device);
+
 }  // namespace zt::model

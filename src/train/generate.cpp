@@ -135,7 +135,11 @@ GenerateResult generate(model::InferenceEngine& engine, const std::vector<int32_
 std::vector<int32_t> sample(model::Transformer& model, std::vector<int32_t> ids, const SampleOptions& so) {
   const auto& c = model.config();
   if (ids.empty()) ids.push_back(static_cast<int32_t>(std::max<int64_t>(c.bos_token_id, 0)));
-  model::InferenceEngine engine(model);
+  // A cache for this generation only (the model's whole context can be gigabytes, e.g.
+  // 131,072 positions for Llama-3.2).
+  model::InferenceOptions io;
+  io.max_seq_len = std::min<int64_t>(c.max_position_embeddings, static_cast<int64_t>(ids.size()) + so.max_new_tokens);
+  model::InferenceEngine engine(model, io);
   GenerateOptions o;
   o.max_new_tokens = so.max_new_tokens;
   o.seed = so.seed;

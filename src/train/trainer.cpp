@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/parallel.h"
 #include "model/hf_dir.h"
+#include "model/inference_load.h"
 #include "config/config_dump.h"
 #include "train/gemm_peak.h"
 #include "train/generate.h"
@@ -28,6 +29,25 @@ namespace zt::train {
 using nlohmann::json;
 
 namespace {
+
+// The model the end-of-run samples come from (null: the trained model itself, which is
+// on the host or already f32 on the GPU). The KV-cache engine runs f32 weights on the GPU,
+// so a 16-bit GPU model is converted in device memory (no reload from the saved files)
+// when the device has room for the f32 copy; otherwise the saved model is sampled on the
+// host, as the line says.
+std::unique_ptr<model::Transformer> sampling_copy(const model::Transformer& model, const std::string& final_dir) {
+  const Device device = model.options().device;
+  if (device.is_cpu() || model.options().param_dtype == DType::F32) return nullptr;
+  size_t f32_bytes = 0;
+  for (const auto& unit : model.registry().units()) f32_bytes += static_cast<size_t>(unit->padded_numel()) * sizeof(float);
+  const cuda::MemoryStats stats = cuda::memory_stats();
+  const size_t available = cuda::free_device_memory() + (stats.bytes_reserved - stats.bytes_in_use);
+  const size_t margin = size_t{512} << 20;  // KV cache, prefill activations, logits, workspaces
+  if (f32_bytes + margin <= available) return model::inference_copy(model, DType::F32, device);
+  ZT_INFO("samples: the f32 copy the GPU decoder needs (", human_bytes(static_cast<double>(f32_bytes)), ") does not fit the ",
+          human_bytes(static_cast<double>(available)), " free on the device; sampling the saved model on the host");
+  return model::load_pretrained(final_dir).model;
+}
 
 // The model-state bytes per rank, next to what the ZeRO paper's formula predicts.
 void log_memory_plan(TrainingRun& run) {
@@ -334,10 +354,8 @@ TrainResult run_training(const TrainConfig& config) {
     }
     run.comm->barrier();  // the directory is complete for every rank
     if (main_rank && c.sample_tokens > 0 && !c.sample_prompts.empty()) {
-      // Generation (KV cache) runs on the host: a GPU run samples from the saved model.
-      std::unique_ptr<model::Transformer> host_copy;
-      if (!model.options().device.is_cpu()) host_copy = model::load_pretrained(result.final_model_dir).model;
-      model::Transformer& sampler = host_copy ? *host_copy : model;
+      const std::unique_ptr<model::Transformer> copy = sampling_copy(model, result.final_model_dir);
+      model::Transformer& sampler = copy ? *copy : model;
       for (const std::string& prompt : c.sample_prompts) {
         SampleOptions so;
         so.max_new_tokens = c.sample_tokens;

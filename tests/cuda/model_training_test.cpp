@@ -17,9 +17,12 @@
 
 #include "common/cuda_tensor.h"
 #include "common/temp_dir.h"
+#include "io/tokenizer.h"
+#include "model/hf_dir.h"
 #include "model/transformer.h"
 #include "ops/copy.h"
 #include "config/run_config.h"
+#include "train/generate.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -259,3 +262,32 @@ TEST(CudaModel, GpuCheckpointResumesOnCpu) {
 }
 
 }  // namespace
+
+// A bf16 GPU run draws its end-of-run samples on the GPU (an f32 copy of the trained model
+// in device memory) and they are the saved model's greedy tokens as the host decodes them.
+TEST(CudaModel, EndOfRunSamplesAreDrawnOnTheGpuAsTheHostWouldDrawThem) {
+  ZT_REQUIRE_GPU();
+  zt::testing::TempDir dir(zt::testing::build_temp_path("cuda_samples_"));
+  const fs::path yaml = dir.path() / "run.yaml";
+  std::ofstream(yaml) << "model: {preset: tiny-gpt2}\n"
+                      << "data:\n  train: ['" << ZT_SOURCE_DIR << "/data/text/artistic.txt']\n  seq_len: 64\n"
+                      << "per_device_train_batch_size: 4\nlearning_rate: 1.0e-3\nmax_steps: 20\neval_interval: 0\n"
+                         "save_strategy: 'no'\nsteps_per_print: 10\nseed: 7\n"
+                         "samples: {tokens: 24, temperature: 0, prompts: ['The ', 'Licensee']}\nbf16: true\n"
+                         "device: cuda\noutput_dir: '"
+                      << (dir.path() / "out").string() << "'\n";
+  const train::TrainResult r = train::run_training(train::load_train_config({yaml.string()}));
+  ASSERT_EQ(r.samples.size(), 2u);
+  model::Pretrained host = model::load_pretrained(r.final_model_dir);
+  const auto tokenizer = io::load_tokenizer(r.final_model_dir);
+  const std::vector<std::string> prompts = {"The ", "Licensee"};
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    train::SampleOptions so;
+    so.max_new_tokens = 24;
+    so.temperature = 0;
+    so.seed = 7;
+    so.stop_token = tokenizer->eos_id();
+    const std::string expected = tokenizer->decode(train::sample(*host.model, tokenizer->encode(prompts[i]), so), true);
+    EXPECT_EQ(r.samples[i], expected) << "prompt " << prompts[i];
+  }
+}
