@@ -35,7 +35,7 @@ const char* field_name(Field field);
 // The dimension (of the [out, in] logical shape) a tensor-parallel rank would split: the
 // output features of a column-parallel linear (q/k/v, MLP in), the input features of a
 // row-parallel one (attention out, MLP out), the vocabulary rows of embeddings and head.
-// Recorded by the weights table; not used yet.
+// Recorded by the weights table; model/weights.h's tensor_parallel_shard reads it.
 enum class TpSplit : uint8_t { None, Output, Input, Vocab };
 
 }  // namespace zt::model

@@ -208,6 +208,57 @@ const Unit& embed_unit(const ParameterRegistry& r) { return r.unit(0); }
 const Unit& block_unit(const ParameterRegistry& r, int64_t layer) { return r.unit(static_cast<size_t>(layer) + 1); }
 const Unit& head_unit(const ParameterRegistry& r) { return *r.units().back(); }
 
+ModelConfig tensor_parallel_config(const ModelConfig& c, int tp) {
+  if (tp < 1) ZT_THROW_INPUT("tensor parallel size ", tp, ": must be at least 1");
+  const auto divides = [&](int64_t n, const char* key) {
+    if (n % tp != 0)
+      ZT_THROW_INPUT("tensor parallel size ", tp, " does not divide the model's ", key, " (", n,
+                     "): use a size that divides it");
+  };
+  divides(c.num_heads, "num_attention_heads");
+  divides(c.num_kv_heads, "num_key_value_heads");
+  divides(c.intermediate_size, "intermediate_size");
+  divides(c.padded_vocab_size(), "vocabulary (padded to a multiple of 128)");
+  ModelConfig local = c;
+  local.num_heads /= tp;
+  local.num_kv_heads /= tp;
+  local.intermediate_size /= tp;
+  return local;
+}
+
+TensorParallelShard tensor_parallel_shard(const ModelConfig& c, Field f, int rank, int tp) {
+  tensor_parallel_config(c, tp);  // the divisibility checks
+  ZT_CHECK(rank >= 0 && rank < tp, "tensor parallel rank ", rank, " outside [0, ", tp, ")");
+  const FieldDef d = field_def(c, f);
+  int64_t total_rows = 0;
+  for (int64_t r : d.rows) total_rows += r;
+  const RowSpan all_rows{0, total_rows}, all_cols{0, d.cols};
+  const auto share = [&](int64_t begin, int64_t n) { return RowSpan{begin + rank * (n / tp), begin + (rank + 1) * (n / tp)}; };
+  TensorParallelShard s;
+  s.cols = all_cols;
+  switch (d.split) {
+    case TpSplit::Output: {
+      int64_t at = 0;
+      for (int64_t group : d.rows) {
+        s.rows.push_back(share(at, group));
+        at += group;
+      }
+      break;
+    }
+    case TpSplit::Input:
+      s.rows = {all_rows};
+      s.cols = share(0, d.cols);
+      break;
+    case TpSplit::Vocab:
+      s.rows = {share(0, total_rows)};
+      break;
+    case TpSplit::None:
+      s.rows = {all_rows};
+      break;
+  }
+  return s;
+}
+
 UnitWeights::UnitWeights(const Unit& unit, Storage storage) {
   const auto& ps = unit.params();
   std::array<bool, kFieldCount> seen{};

@@ -36,6 +36,33 @@ const Unit& embed_unit(const ParameterRegistry& registry);
 const Unit& block_unit(const ParameterRegistry& registry, int64_t layer);
 const Unit& head_unit(const ParameterRegistry& registry);
 
+// Tensor parallelism's seam (the parallel layers and their collectives come with that
+// feature): the part of a field that rank `rank` of `tp` holds, in the field's logical
+// [out, in] coordinates (a vector's: rows only, cols {0, 0}).
+//   TpSplit::Output (column-parallel: q/k/v, MLP in, their biases): each row group (q, k, v;
+//     gate, up) split into tp contiguous shares, rank r taking share r of every group in
+//     order. Rank r's packed matrix is then [q_r; k_r; v_r] / [gate_r; up_r]: the whole
+//     model's packed layout for its Hq/tp query heads, Hkv/tp kv heads and F/tp features,
+//     so the GEMM, RoPE and attention kernels run on a shard unchanged (no per-head-group
+//     repacking of q/k/v is needed, and HF files map to it as they are).
+//   TpSplit::Input (row-parallel: attention out, MLP out): every row, the rank's share of
+//     the input features (columns); the partial outputs are summed across ranks.
+//   TpSplit::Vocab: the rank's share of the (padded) vocabulary rows.
+//   TpSplit::None (norms, biases of row-parallel layers, positions): everything.
+// BadInput when tp does not divide what it splits (tensor_parallel_config says which).
+struct RowSpan {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+};
+struct TensorParallelShard {
+  std::vector<RowSpan> rows;  // in order: the shard's packed rows
+  RowSpan cols;
+};
+TensorParallelShard tensor_parallel_shard(const ModelConfig& config, Field field, int rank, int tp);
+// The shape a rank's block computes with: heads, kv heads and intermediate size divided by
+// tp (BadInput naming the config key that tp does not divide).
+ModelConfig tensor_parallel_config(const ModelConfig& config, int tp);
+
 enum class Storage { Values, Grads };
 
 // Named views of one unit's parameters (or gradients), by field. A field made of several
