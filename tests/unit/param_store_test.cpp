@@ -160,9 +160,10 @@ TEST(ParamStore, PrefetchReadsAheadWithoutWaiting) {
 }
 
 // The compute thread reads units in forward order (the gathers) while the worker rewrites
-// them in the same order one version ahead (the host step), each unit's write ordered
-// before its read by a flag as before_params_used orders them: with 2 buffers for 5 units
-// every value read is the newest.
+// them in the same order (the host step), ordered per unit as before_params_used and the
+// step order them: a unit's read of step s waits for its write of step s, and its write of
+// step s + 1 waits for that read (a resident slice has no other protection). With 1-3
+// buffers for 4 swapped units every read sees exactly that step's values.
 TEST(ParamStore, TwoThreadsAcquireAndReleaseConcurrently) {
   zt::testing::TempDir dir(zt::testing::swap_temp_path("params_"));
   for (int buffers : {1, 2, 3}) {
@@ -170,33 +171,60 @@ TEST(ParamStore, TwoThreadsAcquireAndReleaseConcurrently) {
     ParamStore store(Pinning::Pageable, nvme(dir.path(), buffers, 3000), 0);  // unit 0 resident
     add_units(store);
     for (size_t u = 0; u < kSizes.size(); ++u) fill(store, u, 0);
-    constexpr int kSteps = 6;
-    std::vector<std::atomic<int>> updated(kSizes.size());
-    for (auto& v : updated) v = 0;
+    constexpr int kSteps = 8;
+    std::vector<std::atomic<int>> written(kSizes.size()), read(kSizes.size());
+    for (size_t u = 0; u < kSizes.size(); ++u) written[u] = read[u] = 0;
     std::atomic<int64_t> bad{0};
     std::thread worker([&] {
       for (int step = 1; step <= kSteps; ++step)
         for (size_t u = 0; u < kSizes.size(); ++u) {
+          while (read[u].load() < step - 1) std::this_thread::yield();
           fill(store, u, step);
-          updated[u] = step;
+          written[u] = step;
         }
     });
     for (int step = 1; step <= kSteps; ++step)
       for (size_t u = 0; u < kSizes.size(); ++u) {
-        while (updated[u].load() < step) std::this_thread::yield();
-        // The worker may be further on this unit already: any version at least this step's,
-        // but whole.
-        const Tensor t = store.acquire(u, ParamIntent::Read);
-        const int version = static_cast<int>((t.data_as<float>()[0] - static_cast<float>(u * 100000)) / 10000.0f);
-        bad += version < step;
-        for (int64_t i = 0; i < t.numel(); ++i) bad += t.data_as<float>()[i] != value(u, version, i);
-        store.release(u, ParamChange::Clean);
+        while (written[u].load() < step) std::this_thread::yield();
+        bad += mismatches(store, u, step);
+        read[u] = step;
         store.prefetch((u + 1) % kSizes.size());
       }
     worker.join();
     EXPECT_EQ(bad.load(), 0);
     store.flush();
     for (size_t u = 0; u < kSizes.size(); ++u) EXPECT_EQ(mismatches(store, u, kSteps), 0) << u;
+  }
+}
+
+// A swapped slice is held by one thread at a time: with the worker rewriting every unit
+// as fast as it can (no ordering at all), each read sees one whole version, never a mix.
+TEST(ParamStore, SwappedSlicesAreNeverTornWhileTheOtherThreadRewritesThem) {
+  zt::testing::TempDir dir(zt::testing::swap_temp_path("params_"));
+  for (int buffers : {1, 2, 3}) {
+    SCOPED_TRACE(std::to_string(buffers) + " buffers");
+    ParamStore store(Pinning::Pageable, nvme(dir.path(), buffers, 0), 0);
+    add_units(store);
+    for (size_t u = 0; u < kSizes.size(); ++u) fill(store, u, 0);
+    constexpr int kVersions = 9;
+    std::atomic<int64_t> bad{0};
+    std::thread worker([&] {
+      for (int v = 1; v <= kVersions; ++v)
+        for (size_t u = 0; u < kSizes.size(); ++u) fill(store, u, v);
+    });
+    for (int pass = 0; pass < 3 * kVersions; ++pass)
+      for (size_t u = 0; u < kSizes.size(); ++u) {
+        const Tensor t = store.acquire(u, ParamIntent::Read);
+        const auto v = static_cast<int>((t.data_as<float>()[0] - static_cast<float>(u * 100000)) / 10000.0f);
+        bad += v < 0 || v > kVersions;
+        for (int64_t i = 0; i < t.numel(); ++i) bad += t.data_as<float>()[i] != value(u, v, i);
+        store.release(u, ParamChange::Clean);
+        store.prefetch((u + 1) % kSizes.size());
+      }
+    worker.join();
+    EXPECT_EQ(bad.load(), 0);
+    store.flush();
+    for (size_t u = 0; u < kSizes.size(); ++u) EXPECT_EQ(mismatches(store, u, kVersions), 0) << u;
   }
 }
 
