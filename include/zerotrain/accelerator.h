@@ -32,7 +32,7 @@
 #include <vector>
 
 namespace zt {
-namespace train {
+namespace config {
 struct TrainConfig;
 }
 namespace model {
@@ -46,7 +46,7 @@ class Accelerator {
   //   [--section.key value ...]            (docs/configs.md lists every key)
   explicit Accelerator(const std::vector<std::string>& args);
   // A resolved config (config/run_config.h: load_train_config).
-  explicit Accelerator(const train::TrainConfig& config);
+  explicit Accelerator(const config::TrainConfig& config);
   ~Accelerator();
   Accelerator(Accelerator&&) noexcept;
   Accelerator& operator=(Accelerator&&) noexcept;
@@ -134,7 +134,7 @@ class Accelerator {
   }
 
   model::Transformer& model();
-  const train::TrainConfig& config() const;
+  const config::TrainConfig& config() const;
 
  private:
   void print_line(const std::string& line) const;

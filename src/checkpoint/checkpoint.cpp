@@ -17,7 +17,7 @@
 #include "ops/copy.h"
 #include "checkpoint/checkpoint_validate.h"
 
-namespace zt::train {
+namespace zt::checkpoint {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -368,4 +368,4 @@ CheckpointState load_checkpoint(const std::string& dir, const model::ParameterRe
   return s;
 }
 
-}  // namespace zt::train
+}  // namespace zt::checkpoint

@@ -31,7 +31,7 @@
 #include "model/registry.h"
 #include "zero/optimizer.h"
 
-namespace zt::train {
+namespace zt::checkpoint {
 
 struct CheckpointState {
   int64_t step = 0;         // optimizer steps taken
@@ -107,4 +107,4 @@ std::vector<std::string> remove_stale_checkpoint_temps(const std::string& root);
 CheckpointState load_checkpoint(const std::string& dir, const model::ParameterRegistry& registry,
                                 const std::vector<FlatSlice>& targets);
 
-}  // namespace zt::train
+}  // namespace zt::checkpoint

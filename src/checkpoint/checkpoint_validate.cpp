@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 
-namespace zt::train {
+namespace zt::checkpoint {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -296,4 +296,4 @@ bool checkpoint_complete(const std::string& dir, std::string* why) {
   }
 }
 
-}  // namespace zt::train
+}  // namespace zt::checkpoint

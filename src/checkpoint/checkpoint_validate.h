@@ -21,7 +21,7 @@
 #include "io/safetensors.h"
 #include "model/registry.h"
 
-namespace zt::train {
+namespace zt::checkpoint {
 
 // What manifest.json's "format" and "version" say; the writer (checkpoint.cpp) and this
 // validator share them.
@@ -91,4 +91,4 @@ Tensor checked_shard_tensor(const CheckpointManifest& m, const io::SafetensorsRe
 // present); `why` gets the reason when not. Never throws for bad files.
 bool checkpoint_complete(const std::string& dir, std::string* why = nullptr);
 
-}  // namespace zt::train
+}  // namespace zt::checkpoint

@@ -17,7 +17,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_validate.h"
 
-namespace zt::train {
+namespace zt::checkpoint {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -118,4 +118,4 @@ ConsolidateSummary consolidate_checkpoint(const std::string& checkpoint, const s
   return summary;
 }
 
-}  // namespace zt::train
+}  // namespace zt::checkpoint

@@ -20,7 +20,7 @@
 #include "core/dtype.h"
 #include "model/hf_dir.h"
 
-namespace zt::train {
+namespace zt::checkpoint {
 
 // One unit done, for progress output.
 struct ConsolidateProgress {
@@ -58,4 +58,4 @@ struct ConsolidateSummary {
 ConsolidateSummary consolidate_checkpoint(const std::string& checkpoint, const std::string& out,
                                           const ConsolidateOptions& options);
 
-}  // namespace zt::train
+}  // namespace zt::checkpoint

@@ -60,14 +60,14 @@ bool any_key_in(const nlohmann::json& doc, const std::vector<std::string>& keys)
 enum class Kind { Run, DeepSpeed, Accelerate };
 
 Kind classify(const std::string& path) {
-  const nlohmann::json doc = train::load_document(path);
+  const nlohmann::json doc = config::load_document(path);
   if (any_key_in(doc, {"compute_environment", "distributed_type", "deepspeed_config", "fsdp_config", "num_processes",
                        "mixed_precision", "num_machines", "main_process_port"}))
     return Kind::Accelerate;
   bool all_ds = !doc.empty();
   bool any_run_only = false;
-  const auto& ds = train::ds_top_level_keys();
-  const auto& run = train::run_top_level_keys();
+  const auto& ds = config::ds_top_level_keys();
+  const auto& run = config::run_top_level_keys();
   for (const auto& kv : doc.items()) {
     const bool in_ds = std::find(ds.begin(), ds.end(), kv.key()) != ds.end();
     const bool in_run = std::find(run.begin(), run.end(), kv.key()) != run.end();
@@ -79,7 +79,7 @@ Kind classify(const std::string& path) {
 
 int run_check(const Args& args) {
   Args load_args;
-  train::LoadOptions options;
+  config::LoadOptions options;
   int files = 0;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -117,9 +117,9 @@ int run_check(const Args& args) {
   }
   if (files == 0 && load_args.empty())
     ZT_THROW_INPUT("config check needs at least one config file; see 'zerotrain config --help'");
-  const train::TrainConfig cfg = train::load_train_config(load_args, options);
-  train::check_named_paths(cfg);
-  std::fputs(train::describe_config(cfg).c_str(), stdout);
+  const config::TrainConfig cfg = config::load_train_config(load_args, options);
+  config::check_named_paths(cfg);
+  std::fputs(config::describe_config(cfg).c_str(), stdout);
   std::printf("\nconfig OK\n");
   return 0;
 }
@@ -130,17 +130,17 @@ struct KeyTable {
   const char* section;
   std::string (*markdown)();
 };
-const KeyTable kKeyTables[] = {{"top", train::top_level_keys_markdown},
-                               {"zero_optimization", train::zero_keys_markdown},
-                               {"activation_checkpointing", train::checkpointing_keys_markdown},
-                               {"aio", train::aio_keys_markdown},
-                               {"fp16", train::fp16_keys_markdown},
-                               {"bf16", train::bf16_keys_markdown},
-                               {"optimizer", train::optimizer_param_keys_markdown},
-                               {"scheduler", train::scheduler_param_keys_markdown},
-                               {"accelerate", train::accelerate_keys_markdown},
-                               {"accelerate.deepspeed_config", train::accelerate_deepspeed_keys_markdown},
-                               {"run", train::run_keys_markdown}};
+const KeyTable kKeyTables[] = {{"top", config::top_level_keys_markdown},
+                               {"zero_optimization", config::zero_keys_markdown},
+                               {"activation_checkpointing", config::checkpointing_keys_markdown},
+                               {"aio", config::aio_keys_markdown},
+                               {"fp16", config::fp16_keys_markdown},
+                               {"bf16", config::bf16_keys_markdown},
+                               {"optimizer", config::optimizer_param_keys_markdown},
+                               {"scheduler", config::scheduler_param_keys_markdown},
+                               {"accelerate", config::accelerate_keys_markdown},
+                               {"accelerate.deepspeed_config", config::accelerate_deepspeed_keys_markdown},
+                               {"run", config::run_keys_markdown}};
 
 int run_keys(const Args& args) {
   std::string section;

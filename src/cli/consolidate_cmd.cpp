@@ -33,7 +33,7 @@ atomically; files in it that are not part of a model (README.md, ...) are kept.
 
 int run_consolidate(const Args& args) {
   std::vector<std::string> positional;
-  train::ConsolidateOptions o;
+  checkpoint::ConsolidateOptions o;
   bool quiet = false;
   ArgParser p("consolidate");
   p.value("--dtype", [&](const std::string& v) {
@@ -51,13 +51,13 @@ int run_consolidate(const Args& args) {
     ZT_THROW_INPUT("consolidate: expected CKPT and OUT (got ", positional.size(),
                    " arguments); see 'zerotrain consolidate --help'");
   if (!quiet) {
-    o.on_unit = [](const train::ConsolidateProgress& u) {
+    o.on_unit = [](const checkpoint::ConsolidateProgress& u) {
       std::printf("[%zu/%zu] %-10s %lld elements (from %s)\n", u.index + 1, u.count, u.unit.c_str(),
                   static_cast<long long>(u.elements), u.source.c_str());
       std::fflush(stdout);
     };
   }
-  const train::ConsolidateSummary s = train::consolidate_checkpoint(positional[0], positional[1], o);
+  const checkpoint::ConsolidateSummary s = checkpoint::consolidate_checkpoint(positional[0], positional[1], o);
   std::printf(
       "consolidated %s (step %lld, %d rank%s, from <unit>.%s): %lld parameters, %.1f MB of %s in %.2f s "
       "-> %s\n",

@@ -43,30 +43,30 @@ same inputs (estimate_zero2/3_model_states_mem_needs, model states only).
 the planned layout (not implemented yet).
 )";
 
-train::OffloadDevice parse_offload(const std::string& flag, const std::string& v) {
-  if (v == "none") return train::OffloadDevice::None;
-  if (v == "cpu") return train::OffloadDevice::CPU;
-  if (v == "nvme") return train::OffloadDevice::NVMe;
-  ZT_THROW_INPUT(flag, " '", v, "': give none, cpu or nvme", train::did_you_mean(v, {"none", "cpu", "nvme"}));
+config::OffloadDevice parse_offload(const std::string& flag, const std::string& v) {
+  if (v == "none") return config::OffloadDevice::None;
+  if (v == "cpu") return config::OffloadDevice::CPU;
+  if (v == "nvme") return config::OffloadDevice::NVMe;
+  ZT_THROW_INPUT(flag, " '", v, "': give none, cpu or nvme", config::did_you_mean(v, {"none", "cpu", "nvme"}));
 }
 
-train::Precision parse_precision(const std::string& v) {
-  if (v == "bf16") return train::Precision::BF16;
-  if (v == "fp16") return train::Precision::F16;
-  if (v == "fp32") return train::Precision::F32;
-  ZT_THROW_INPUT("--precision '", v, "': give bf16, fp16 or fp32", train::did_you_mean(v, {"bf16", "fp16", "fp32"}));
+config::Precision parse_precision(const std::string& v) {
+  if (v == "bf16") return config::Precision::BF16;
+  if (v == "fp16") return config::Precision::F16;
+  if (v == "fp32") return config::Precision::F32;
+  ZT_THROW_INPUT("--precision '", v, "': give bf16, fp16 or fp32", config::did_you_mean(v, {"bf16", "fp16", "fp32"}));
 }
 
 // A preset name, a HF directory, or a config.json file.
 model::ModelConfig load_model(const std::string& m) {
   std::error_code ec;
   if (fs::is_directory(m, ec)) return model::load_hf_config(m);
-  if (fs::is_regular_file(m, ec)) return model::config_from_hf_json(train::load_document(m), m);
+  if (fs::is_regular_file(m, ec)) return model::config_from_hf_json(config::load_document(m), m);
   const auto presets = model::preset_names();
   if (std::find(presets.begin(), presets.end(), m) != presets.end()) return model::preset_config(m);
   std::string list;
   for (const auto& p : presets) list += (list.empty() ? "" : ", ") + p;
-  ZT_THROW_INPUT("--model '", m, "': not a preset, a directory or a file", train::did_you_mean(m, presets),
+  ZT_THROW_INPUT("--model '", m, "': not a preset, a directory or a file", config::did_you_mean(m, presets),
                  "; presets: ", list);
 }
 

@@ -33,10 +33,10 @@ extern char** environ;
 namespace zt::cli {
 
 // The Accelerate config reader (config/accelerate_config.h) is the config layer's.
-using train::accelerate_top_level_keys;
-using train::AccelerateConfig;
-using train::load_document;
-using train::parse_accelerate_config;
+using config::accelerate_top_level_keys;
+using config::AccelerateConfig;
+using config::load_document;
+using config::parse_accelerate_config;
 
 namespace fs = std::filesystem;
 using nlohmann::json;

@@ -2,7 +2,7 @@
 //                 [--section.key value ...]
 // With no run config: the built-in run (examples/default_run.yaml: a tiny GPT-2 on the
 // repo's text, tokenizer trained first, then a sample); overrides, a ds_config and an
-// Accelerate YAML apply to it (train::RunDocument::BuiltIn).
+// Accelerate YAML apply to it (config::RunDocument::BuiltIn).
 #include <string>
 
 #include "cli/args.h"
@@ -69,15 +69,15 @@ int run_train(const Args& raw) {
       args.push_back(a);
     }
   }
-  train::LoadOptions lo;
+  config::LoadOptions lo;
   if (!has_run_config) {
     args.insert(args.begin(), std::string(ZT_SOURCE_DIR) + "/examples/default_run.yaml");
-    lo.run_document = train::RunDocument::BuiltIn;
+    lo.run_document = config::RunDocument::BuiltIn;
   }
   // The batch arithmetic uses the job's real world size (every rank is started by the
   // launcher with the same command line).
   lo.world_size = comm::read_launch_env().world_size;
-  const train::TrainConfig config = train::load_train_config(args, lo);
+  const config::TrainConfig config = config::load_train_config(args, lo);
   train::run_training(config);
   return 0;
 }

@@ -7,7 +7,7 @@
 #include "config/config_keys.h"
 #include "config/ds_config.h"
 
-namespace zt::train {
+namespace zt::config {
 
 using nlohmann::json;
 
@@ -299,4 +299,4 @@ void check_no_ds_duplication(const AccelerateConfig& acc, const std::string& jso
                  " and delete them from the YAML");
 }
 
-}  // namespace zt::train
+}  // namespace zt::config

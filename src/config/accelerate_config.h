@@ -12,7 +12,7 @@
 #include "config/config.h"
 #include "config/config_value.h"
 
-namespace zt::train {
+namespace zt::config {
 
 struct AccelerateConfig {
   std::string source;
@@ -42,4 +42,4 @@ void check_no_ds_duplication(const AccelerateConfig& acc, const std::string& jso
 // The top-level keys an Accelerate YAML may hold (for routing command-line overrides).
 const std::vector<std::string>& accelerate_top_level_keys();
 
-}  // namespace zt::train
+}  // namespace zt::config

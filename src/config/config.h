@@ -19,7 +19,7 @@
 #include "zero/optimizer.h"
 #include "zero/options.h"
 
-namespace zt::train {
+namespace zt::config {
 
 enum class Precision { F32, BF16, F16 };
 enum class OffloadDevice { None, CPU, NVMe };
@@ -228,4 +228,4 @@ struct TrainConfig {
   std::vector<std::string> warnings;
 };
 
-}  // namespace zt::train
+}  // namespace zt::config

@@ -6,7 +6,7 @@
 
 #include "config/config_keys.h"
 
-namespace zt::train {
+namespace zt::config {
 
 const char* precision_name(Precision p) {
   return p == Precision::BF16 ? "bf16" : p == Precision::F16 ? "fp16" : "fp32";
@@ -154,4 +154,4 @@ std::string describe_config(const TrainConfig& c) {
   return s;
 }
 
-}  // namespace zt::train
+}  // namespace zt::config

@@ -6,11 +6,11 @@
 
 #include "config/config.h"
 
-namespace zt::train {
+namespace zt::config {
 
 std::string describe_config(const TrainConfig& config);
 
 const char* precision_name(Precision p);
 const char* offload_device_name(OffloadDevice d);
 
-}  // namespace zt::train
+}  // namespace zt::config

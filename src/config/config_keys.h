@@ -22,7 +22,7 @@
 
 #include "config/config.h"
 
-namespace zt::train {
+namespace zt::config {
 
 enum class KeyType { Bool, Int, Number, Object, Any };
 
@@ -264,4 +264,4 @@ std::string run_keys_markdown();
 std::string accelerate_keys_markdown();
 std::string accelerate_deepspeed_keys_markdown();
 
-}  // namespace zt::train
+}  // namespace zt::config

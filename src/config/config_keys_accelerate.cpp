@@ -4,7 +4,7 @@
 // tables come from here.
 #include "config/config_keys.h"
 
-namespace zt::train {
+namespace zt::config {
 
 namespace {
 
@@ -96,4 +96,4 @@ std::vector<std::string> accelerate_key_names(const std::vector<AccelerateKey>& 
   return names;
 }
 
-}  // namespace zt::train
+}  // namespace zt::config

@@ -5,7 +5,7 @@
 
 #include "config/config_keys.h"
 
-namespace zt::train {
+namespace zt::config {
 
 namespace {
 
@@ -46,4 +46,4 @@ const std::vector<CheckpointingKey>& checkpointing_keys() {
   return table;
 }
 
-}  // namespace zt::train
+}  // namespace zt::config

@@ -5,7 +5,7 @@
 
 #include "config/config_keys.h"
 
-namespace zt::train {
+namespace zt::config {
 
 namespace {
 
@@ -67,4 +67,4 @@ std::string run_keys_markdown() {
   return s;
 }
 
-}  // namespace zt::train
+}  // namespace zt::config

@@ -7,7 +7,7 @@
 
 #include "config/config_keys.h"
 
-namespace zt::train {
+namespace zt::config {
 
 namespace {
 
@@ -78,4 +78,4 @@ std::vector<std::string> optimizer_param_spellings(zero::OptimizerType type) {
   return out;
 }
 
-}  // namespace zt::train
+}  // namespace zt::config

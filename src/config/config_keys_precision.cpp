@@ -4,7 +4,7 @@
 // "fp16 and bf16 both enabled".
 #include "config/config_keys.h"
 
-namespace zt::train {
+namespace zt::config {
 
 namespace {
 
@@ -94,4 +94,4 @@ const std::vector<Bf16Key>& bf16_keys() {
   return table;
 }
 
-}  // namespace zt::train
+}  // namespace zt::config

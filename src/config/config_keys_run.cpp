@@ -6,7 +6,7 @@
 
 #include "config/config_keys.h"
 
-namespace zt::train {
+namespace zt::config {
 
 namespace {
 
@@ -156,4 +156,4 @@ std::string run_origin_key(const std::string& canonical) {
   return canonical;
 }
 
-}  // namespace zt::train
+}  // namespace zt::config

@@ -9,7 +9,7 @@
 
 #include "config/config_value.h"
 
-namespace zt::train {
+namespace zt::config {
 
 namespace {
 
@@ -167,4 +167,4 @@ std::string scheduler_param_keys_markdown() {
   return s;
 }
 
-}  // namespace zt::train
+}  // namespace zt::config

@@ -6,7 +6,7 @@
 // block's "enabled", the monitors' note.
 #include "config/config_keys.h"
 
-namespace zt::train {
+namespace zt::config {
 
 namespace {
 
@@ -103,4 +103,4 @@ const std::vector<TopKey>& top_level_keys() {
   return table;
 }
 
-}  // namespace zt::train
+}  // namespace zt::config

@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "config/config_keys.h"
 
-namespace zt::train {
+namespace zt::config {
 
 namespace {
 
@@ -211,4 +211,4 @@ std::string auto_rule_text(AutoRule rule) {
   return "";
 }
 
-}  // namespace zt::train
+}  // namespace zt::config

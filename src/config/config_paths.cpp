@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 
-namespace zt::train {
+namespace zt::config {
 
 namespace {
 
@@ -42,4 +42,4 @@ void check_named_paths(const TrainConfig& c) {
   for (const std::string& p : c.data.validation) require_exists(c, "data.validation", "data.validation", p);
 }
 
-}  // namespace zt::train
+}  // namespace zt::config

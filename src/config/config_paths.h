@@ -4,11 +4,11 @@
 #pragma once
 #include "config/config.h"
 
-namespace zt::train {
+namespace zt::config {
 
 // model.path, model.tokenizer, every data.train / data.validation entry. Throws BadInput
 // for the first one missing. (The ds_config and Accelerate YAML are opened while loading,
 // which reports a missing one already.)
 void check_named_paths(const TrainConfig& c);
 
-}  // namespace zt::train
+}  // namespace zt::config

@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "io/bounded_file.h"
 
-namespace zt::train {
+namespace zt::config {
 
 using nlohmann::json;
 
@@ -267,4 +267,4 @@ std::vector<std::string> read_string_list(const json& obj, const std::string& ke
   return out;
 }
 
-}  // namespace zt::train
+}  // namespace zt::config

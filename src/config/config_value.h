@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace zt::train {
+namespace zt::config {
 
 // How a value was written: not at all, as "auto" (resolved later from the run), or set.
 enum class Given { Absent, Auto, Set };
@@ -86,4 +86,4 @@ bool to_bool(const nlohmann::json& v, const Where& w);
 // Lower-case copy, for case-insensitive names (optimizer types, devices).
 std::string lower(std::string s);
 
-}  // namespace zt::train
+}  // namespace zt::config

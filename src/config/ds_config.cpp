@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "config/ds_config_internal.h"
 
-namespace zt::train {
+namespace zt::config {
 
 using nlohmann::json;
 
@@ -220,4 +220,4 @@ DsConfig parse_ds_config(const json& doc, const std::string& source) {
 
 DsConfig load_ds_config(const std::string& path) { return parse_ds_config(load_document(path), path); }
 
-}  // namespace zt::train
+}  // namespace zt::config

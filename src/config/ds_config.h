@@ -15,7 +15,7 @@
 #include "config/config.h"
 #include "config/config_value.h"
 
-namespace zt::train {
+namespace zt::config {
 
 // What "auto" resolves from: the training run's own settings (HF TrainingArguments in
 // spirit). A Setting that is_set() was written explicitly by the user; a ds_config value
@@ -152,4 +152,4 @@ const std::vector<std::string>& ds_top_level_keys();
 // canonical and numeric strings turned into numbers.
 nlohmann::json validate_scheduler(const nlohmann::json& block, const Where& w);
 
-}  // namespace zt::train
+}  // namespace zt::config

@@ -10,7 +10,7 @@
 #include "config/config_value.h"
 #include "config/ds_config.h"
 
-namespace zt::train::detail {
+namespace zt::config::detail {
 
 // Moves every alias spelling of `keys` in section object `obj` to its key; `both_given`
 // throws the section's error for an alias written together with its key.
@@ -60,4 +60,4 @@ void read_key(const SectionKey<S>& k, const nlohmann::json& obj, const Where& w,
 // "zero_optimization" (ds_config_zero.cpp).
 void parse_zero_section(const nlohmann::json& doc, const Where& top, DsConfig& ds);
 
-}  // namespace zt::train::detail
+}  // namespace zt::config::detail

@@ -10,7 +10,7 @@
 #include "config/ds_config.h"
 #include "config/scheduler_keys.h"
 
-namespace zt::train {
+namespace zt::config {
 
 using nlohmann::json;
 
@@ -300,4 +300,4 @@ void resolve_ds_config(const DsConfig& ds, const RunContext& run, TrainConfig& o
   out.warnings.insert(out.warnings.end(), ds.warnings.begin(), ds.warnings.end());
 }
 
-}  // namespace zt::train
+}  // namespace zt::config

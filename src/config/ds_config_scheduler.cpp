@@ -7,7 +7,7 @@
 #include "config/scheduler_keys.h"
 #include "core/error.h"
 
-namespace zt::train {
+namespace zt::config {
 
 using nlohmann::json;
 
@@ -78,4 +78,4 @@ json validate_scheduler(const json& block, const Where& w) {
   return out;
 }
 
-}  // namespace zt::train
+}  // namespace zt::config

@@ -8,7 +8,7 @@
 #include "config/config_keys.h"
 #include "config/ds_config_internal.h"
 
-namespace zt::train::detail {
+namespace zt::config::detail {
 
 using nlohmann::json;
 
@@ -113,4 +113,4 @@ void parse_zero_section(const json& doc, const Where& top, DsConfig& ds) {
         ": optimizer offload needs ZeRO stage 1, 2 or 3; set zero_optimization.stage or remove offload_optimizer");
 }
 
-}  // namespace zt::train::detail
+}  // namespace zt::config::detail

@@ -5,7 +5,7 @@
 #include "core/error.h"
 #include "config/config_keys.h"
 
-namespace zt::train {
+namespace zt::config {
 
 namespace {
 
@@ -116,4 +116,4 @@ std::vector<std::string> inert_key_warnings(const TrainConfig& c, int world_size
   return w;
 }
 
-}  // namespace zt::train
+}  // namespace zt::config

@@ -7,11 +7,11 @@
 
 #include "config/config.h"
 
-namespace zt::train {
+namespace zt::config {
 
 // One warning per key whose value has no effect with `world_size` ranks on c.device
 // (keys left at their defaults say nothing). CPU/NVMe offload on the GPU is the loud one:
 // no memory is saved until offload lands.
 std::vector<std::string> inert_key_warnings(const TrainConfig& c, int world_size);
 
-}  // namespace zt::train
+}  // namespace zt::config

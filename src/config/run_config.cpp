@@ -7,7 +7,7 @@
 #include "model/config.h"
 #include "config/config_keys.h"
 
-namespace zt::train {
+namespace zt::config {
 
 using nlohmann::json;
 
@@ -258,4 +258,4 @@ void set_dotted(json& doc, const std::string& dotted, const json& value, const s
   }
 }
 
-}  // namespace zt::train
+}  // namespace zt::config

@@ -13,7 +13,7 @@
 #include "config/config_value.h"
 #include "config/ds_config.h"
 
-namespace zt::train {
+namespace zt::config {
 
 struct RunConfig {
   std::string source;
@@ -80,4 +80,4 @@ void set_total_steps(TrainConfig& config, int64_t total_steps);
 // throws BadInput naming `what` when a step is not a mapping.
 void set_dotted(nlohmann::json& doc, const std::string& dotted, const nlohmann::json& value, const std::string& what);
 
-}  // namespace zt::train
+}  // namespace zt::config

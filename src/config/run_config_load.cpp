@@ -16,7 +16,7 @@
 #include "config/run_config.h"
 #include "config/scheduler_keys.h"
 
-namespace zt::train {
+namespace zt::config {
 
 using nlohmann::json;
 
@@ -430,4 +430,4 @@ void set_total_steps(TrainConfig& cfg, int64_t total_steps) {
   }
 }
 
-}  // namespace zt::train
+}  // namespace zt::config

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace zt::train {
+namespace zt::config {
 
 // DeepSpeed's schedules (deepspeed/runtime/lr_schedules.py), in their canonical spelling.
 enum class ScheduleType { WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest };
@@ -65,4 +65,4 @@ std::string scheduler_range_error(const SchedulerParamKey& k, double v);
 // docs/configs.md's scheduler table.
 std::string scheduler_param_keys_markdown();
 
-}  // namespace zt::train
+}  // namespace zt::config

@@ -35,17 +35,17 @@ namespace {
 
 // As `zerotrain train` resolves its command line: the batch arithmetic uses the job's real
 // world size (every rank runs the same program with the same arguments).
-train::TrainConfig config_for_this_job(const std::vector<std::string>& args) {
-  train::LoadOptions lo;
+config::TrainConfig config_for_this_job(const std::vector<std::string>& args) {
+  config::LoadOptions lo;
   lo.world_size = comm::read_launch_env().world_size;
-  return train::load_train_config(args, lo);
+  return config::load_train_config(args, lo);
 }
 
 }  // namespace
 
 Accelerator::Accelerator(const std::vector<std::string>& args) : Accelerator(config_for_this_job(args)) {}
 
-Accelerator::Accelerator(const train::TrainConfig& config) : impl_(std::make_unique<Impl>()) {
+Accelerator::Accelerator(const config::TrainConfig& config) : impl_(std::make_unique<Impl>()) {
   impl_->run = train::start_training_run(config);
   train::TrainingRun& run = *impl_->run;
   // The reports of `zerotrain train`'s log; a custom loop prints what it wants.
@@ -163,6 +163,6 @@ void Accelerator::print_line(const std::string& line) const {
 }
 
 model::Transformer& Accelerator::model() { return impl_->run->model(); }
-const train::TrainConfig& Accelerator::config() const { return impl_->run->config; }
+const config::TrainConfig& Accelerator::config() const { return impl_->run->config; }
 
 }  // namespace zt

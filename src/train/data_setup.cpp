@@ -58,7 +58,7 @@ std::vector<std::string> with_prefix(const std::vector<std::string>& paths, cons
   return out;
 }
 
-io::PrepareSummary prepare(const std::vector<std::string>& inputs, const fs::path& dir, const TrainConfig& c,
+io::PrepareSummary prepare(const std::vector<std::string>& inputs, const fs::path& dir, const config::TrainConfig& c,
                            double val_fraction, const io::Tokenizer& tokenizer) {
   io::PrepareOptions po;
   po.inputs = inputs;
@@ -74,8 +74,8 @@ io::PrepareSummary prepare(const std::vector<std::string>& inputs, const fs::pat
 
 }  // namespace
 
-TrainConfig config_reading_prepared_files(const TrainConfig& c, const fs::path& out) {
-  TrainConfig f = c;
+config::TrainConfig config_reading_prepared_files(const config::TrainConfig& c, const fs::path& out) {
+  config::TrainConfig f = c;
   if (c.model.path.empty() && c.model.tokenizer.empty()) f.model.tokenizer = (out / "tokenizer.json").string();
   if (!std::all_of(c.data.train.begin(), c.data.train.end(), is_shard_path)) f.data.train = {(out / "data").string()};
   if (!c.data.validation.empty() && !std::all_of(c.data.validation.begin(), c.data.validation.end(), is_shard_path))
@@ -83,7 +83,7 @@ TrainConfig config_reading_prepared_files(const TrainConfig& c, const fs::path& 
   return f;
 }
 
-DataSetup setup_data(const TrainConfig& c, const io::Tokenizer& tokenizer, const fs::path& out) {
+DataSetup setup_data(const config::TrainConfig& c, const io::Tokenizer& tokenizer, const fs::path& out) {
   if (c.data.train.empty())
     ZT_THROW_INPUT(c.source, ": data.train is empty: name text/JSONL files, directories or token shards to train on");
   DataSetup d;

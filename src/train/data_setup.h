@@ -21,9 +21,10 @@ struct DataSetup {
 // trained (output_dir/tokenizer.json) and the shards it prepared (output_dir/data,
 // output_dir/data_validation) in place of the text inputs, so that only one process
 // writes them.
-TrainConfig config_reading_prepared_files(const TrainConfig& config, const std::filesystem::path& output_dir);
+config::TrainConfig config_reading_prepared_files(const config::TrainConfig& config,
+                                                  const std::filesystem::path& output_dir);
 
-DataSetup setup_data(const TrainConfig& config, const io::Tokenizer& tokenizer,
+DataSetup setup_data(const config::TrainConfig& config, const io::Tokenizer& tokenizer,
                      const std::filesystem::path& output_dir);
 
 }  // namespace zt::train

@@ -46,11 +46,11 @@ void check_input(const EstimateInput& in) {
   if (in.seq_len < 1 || in.seq_len > in.model.max_position_embeddings)
     ZT_THROW_INPUT("--seq-len ", in.seq_len, ": give 1..", in.model.max_position_embeddings,
                    " (the model's max_position_embeddings)");
-  if (in.offload_optimizer != OffloadDevice::None && in.stage == 0)
-    ZT_THROW_INPUT("--offload-optimizer ", offload_device_name(in.offload_optimizer),
+  if (in.offload_optimizer != config::OffloadDevice::None && in.stage == 0)
+    ZT_THROW_INPUT("--offload-optimizer ", config::offload_device_name(in.offload_optimizer),
                    ": optimizer offload needs ZeRO stage 1, 2 or 3; give --stage");
-  if (in.offload_param != OffloadDevice::None && in.stage != 3)
-    ZT_THROW_INPUT("--offload-param ", offload_device_name(in.offload_param), ": parameter offload needs --stage 3");
+  if (in.offload_param != config::OffloadDevice::None && in.stage != 3)
+    ZT_THROW_INPUT("--offload-param ", config::offload_device_name(in.offload_param), ": parameter offload needs --stage 3");
   if (!(in.additional_buffer_factor > 0))
     ZT_THROW_INPUT("--additional-buffer-factor: give a positive factor (DeepSpeed's default is 1.5)");
 }
@@ -72,11 +72,11 @@ int64_t largest_hf_layer_params(const model::ModelConfig& c) {
   return largest;
 }
 
-int64_t estimate_activation_bytes(const model::ModelConfig& c, Precision precision, bool activation_checkpointing,
+int64_t estimate_activation_bytes(const model::ModelConfig& c, config::Precision precision, bool activation_checkpointing,
                                   int64_t micro_batch, int64_t seq_len) {
-  const bool f32 = precision == Precision::F32;
+  const bool f32 = precision == config::Precision::F32;
   const int64_t es = f32 ? 4 : 2;
-  const DType act = f32 ? DType::F32 : precision == Precision::F16 ? DType::F16 : DType::BF16;
+  const DType act = f32 ? DType::F32 : precision == config::Precision::F16 ? DType::F16 : DType::BF16;
   const auto ck = activation_checkpointing ? model::Checkpointing::EveryBlock : model::Checkpointing::None;
   const int64_t N = micro_batch * seq_len, C = c.hidden_size, V = c.vocab_size;
   const LmHeadChunkPlan head = lm_head_chunk_plan(N, V, C, es, !f32, 0);
@@ -91,8 +91,8 @@ MemoryEstimate estimate_memory(const EstimateInput& in) {
   // One process has nothing to divide: stages 1-3 run as stage 0 (docs/zero.md).
   // Parameter offload (with the optimizer's, at stage 3) keeps stage 3: the host
   // partitions are what it saves.
-  const bool params_home_host = in.stage == 3 && in.offload_param != OffloadDevice::None &&
-                                in.offload_optimizer != OffloadDevice::None;
+  const bool params_home_host = in.stage == 3 && in.offload_param != config::OffloadDevice::None &&
+                                in.offload_optimizer != config::OffloadDevice::None;
   e.effective_stage = e.world == 1 && !params_home_host ? 0 : in.stage;
   const int stage = e.effective_stage;
 
@@ -109,13 +109,13 @@ MemoryEstimate estimate_memory(const EstimateInput& in) {
   e.hf_parameters = in.model.num_parameters();
   e.largest_layer_params = largest_hf_layer_params(in.model);
 
-  const bool f32 = in.precision == Precision::F32;
+  const bool f32 = in.precision == config::Precision::F32;
   const int param_bytes = f32 ? 4 : 2;
   const int moments = 8;                                // AdamW: two f32 moments
   const int optimizer_bytes = moments + (f32 ? 0 : 4);  // + the f32 master of 16-bit parameters
   const int64_t P = e.padded_elements, W = e.world;
-  const bool off_opt = in.offload_optimizer != OffloadDevice::None;
-  const bool off_param = in.offload_param != OffloadDevice::None;
+  const bool off_opt = in.offload_optimizer != config::OffloadDevice::None;
+  const bool off_param = in.offload_param != config::OffloadDevice::None;
   // Per rank, as the engine divides them.
   const int64_t params = stage >= 3 ? P * param_bytes / W : P * param_bytes;
   const int64_t grads = stage >= 2 ? P * 4 / W : P * param_bytes;  // stages 2-3: f32 partitions
@@ -137,7 +137,7 @@ MemoryEstimate estimate_memory(const EstimateInput& in) {
   // slices stay in host memory, the rest are on the drive and pass through buffer_count
   // swap buffers of the largest unit's slice.
   int64_t host_params = params_off_gpu ? params : 0, nvme_params = 0;
-  if (params_off_gpu && in.offload_param == OffloadDevice::NVMe) {
+  if (params_off_gpu && in.offload_param == config::OffloadDevice::NVMe) {
     const int64_t slice_elements = P / W;
     const int64_t resident = std::min(slice_elements, std::max<int64_t>(0, in.offload_param_max_in_cpu));
     nvme_params = (slice_elements - resident) * param_bytes;
@@ -148,7 +148,7 @@ MemoryEstimate estimate_memory(const EstimateInput& in) {
   // Optimizer state on NVMe (zero/state_store.h): the drive holds it; the host holds
   // DeepSpeed's default 4 swap buffers of the largest piece (a unit's partition, at most the
   // default sub_group_size of 1e9 elements), each tensor padded to 4 KiB.
-  const bool opt_nvme = in.offload_optimizer == OffloadDevice::NVMe;
+  const bool opt_nvme = in.offload_optimizer == config::OffloadDevice::NVMe;
   const int64_t piece = std::min<int64_t>(stage >= 1 ? (e.largest_unit_elements + W - 1) / W : e.largest_unit_elements,
                                           1000000000);
   const int64_t swap_buffers = 4 * piece * optimizer_bytes;
@@ -193,9 +193,9 @@ nlohmann::json estimate_json(const EstimateInput& in, const MemoryEstimate& e) {
                  {"micro_batch", in.micro_batch},
                  {"seq_len", in.seq_len},
                  {"activation_checkpointing", in.activation_checkpointing},
-                 {"precision", precision_name(in.precision)},
-                 {"offload_optimizer", offload_device_name(in.offload_optimizer)},
-                 {"offload_param", offload_device_name(in.offload_param)},
+                 {"precision", config::precision_name(in.precision)},
+                 {"offload_optimizer", config::offload_device_name(in.offload_optimizer)},
+                 {"offload_param", config::offload_device_name(in.offload_param)},
                  {"parameters", e.hf_parameters},
                  {"largest_layer_params", e.largest_layer_params},
                  {"additional_buffer_factor", in.additional_buffer_factor}};
@@ -217,14 +217,14 @@ std::string describe_estimate(const EstimateInput& in, const MemoryEstimate& e) 
   std::string s;
   std::snprintf(line, sizeof line, "model %s: %.4g parameters (largest HF layer %.4g), %s\n", in.model_name.c_str(),
                 static_cast<double>(e.hf_parameters), static_cast<double>(e.largest_layer_params),
-                precision_name(in.precision));
+                config::precision_name(in.precision));
   s += line;
   std::snprintf(line, sizeof line,
                 "ZeRO stage %d over %d GPU(s) (%d node(s) x %d)%s; offload_optimizer %s, offload_param %s; micro-batch "
                 "%lld x %lld tokens, activation checkpointing %s\n\n",
                 in.stage, e.world, in.nodes, in.gpus_per_node,
                 e.effective_stage != in.stage ? " = stage 0 on one process" : "",
-                offload_device_name(in.offload_optimizer), offload_device_name(in.offload_param),
+                config::offload_device_name(in.offload_optimizer), config::offload_device_name(in.offload_param),
                 static_cast<long long>(in.micro_batch), static_cast<long long>(in.seq_len),
                 in.activation_checkpointing ? "on" : "off");
   s += line;
@@ -254,10 +254,10 @@ std::string describe_estimate(const EstimateInput& in, const MemoryEstimate& e) 
   s += line;
   s += "zerotrain: what the engine and the step allocate (activations include the LM head's logits chunk and " +
        gib(kGpuReserveBytes) + " for workspaces); the host column is offloaded state only.\n";
-  if (in.offload_param == OffloadDevice::NVMe && in.offload_optimizer != OffloadDevice::None)
+  if (in.offload_param == config::OffloadDevice::NVMe && in.offload_optimizer != config::OffloadDevice::None)
     s += "note: offload_param nvme with DeepSpeed's defaults: each rank keeps its first max_in_cpu (1e9) parameter "
          "elements in host memory and swaps the rest through 5 buffers of the largest unit's slice.\n";
-  if (in.offload_param != OffloadDevice::None && in.offload_optimizer == OffloadDevice::None)
+  if (in.offload_param != config::OffloadDevice::None && in.offload_optimizer == config::OffloadDevice::None)
     s += "note: offload_param takes effect only together with offload_optimizer (cpu or nvme): a run keeps these "
          "parameters in GPU memory.\n";
   return s;

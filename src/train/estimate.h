@@ -30,11 +30,11 @@ struct EstimateInput {
   model::ModelConfig model;
   std::string model_name;  // as given (preset, directory or config.json)
   int stage = 2;
-  OffloadDevice offload_optimizer = OffloadDevice::None, offload_param = OffloadDevice::None;
+  config::OffloadDevice offload_optimizer = config::OffloadDevice::None, offload_param = config::OffloadDevice::None;
   int gpus_per_node = 1, nodes = 1;
   int64_t micro_batch = 8, seq_len = 1024;
   bool activation_checkpointing = false;
-  Precision precision = Precision::BF16;
+  config::Precision precision = config::Precision::BF16;
   double additional_buffer_factor = 1.5;  // DeepSpeed's default
   // offload_param nvme (DeepSpeed's defaults): elements per rank kept in host memory, and
   // the swap buffers of the rest.
@@ -70,8 +70,8 @@ MemoryEstimate estimate_memory(const EstimateInput& in);
 
 // The activation part alone (per GPU): the step's buffers, the LM head's logits chunk and
 // the reserve, for a GPU run of `precision`.
-int64_t estimate_activation_bytes(const model::ModelConfig& c, Precision precision, bool activation_checkpointing,
-                                  int64_t micro_batch, int64_t seq_len);
+int64_t estimate_activation_bytes(const model::ModelConfig& c, config::Precision precision,
+                                  bool activation_checkpointing, int64_t micro_batch, int64_t seq_len);
 
 // DeepSpeed's largest_layer_params: the parameters of the HF module holding the most
 // directly (the embedding for every model we know).

@@ -243,31 +243,31 @@ std::unique_ptr<LrSchedule> make_deepspeed_schedule(const nlohmann::json& block,
       ZT_THROW_INPUT(source, ": scheduler.", item.key(), ": unknown key; a scheduler has only \"type\" and \"params\"");
   const auto t = block.find("type");
   if (t == block.end() || !t->is_string())
-    ZT_THROW_INPUT(source, ": scheduler.type: required string; one of ", schedule_type_list());
+    ZT_THROW_INPUT(source, ": scheduler.type: required string; one of ", config::schedule_type_list());
   // Exact case: a validated block holds the canonical spelling.
   const std::string name = t->get<std::string>();
-  const std::optional<ScheduleType> type = schedule_type_from_name(name);
-  if (!type || name != schedule_type_name(*type))
-    ZT_THROW_INPUT(source, ": scheduler.type: unknown scheduler \"", name, "\"; use one of ", schedule_type_list(),
-                   " (exact case)");
+  const std::optional<config::ScheduleType> type = config::schedule_type_from_name(name);
+  if (!type || name != config::schedule_type_name(*type))
+    ZT_THROW_INPUT(source, ": scheduler.type: unknown scheduler \"", name, "\"; use one of ",
+                   config::schedule_type_list(), " (exact case)");
   static const nlohmann::json kEmpty = nlohmann::json::object();
   const auto pit = block.find("params");
   const ScheduleParams p(pit == block.end() ? kEmpty : *pit, source, *type, base_lr, run);
   std::unique_ptr<LrSchedule> s;
   switch (*type) {
-    case ScheduleType::WarmupLR:
+    case config::ScheduleType::WarmupLR:
       s = make_warmup(p, false);
       break;
-    case ScheduleType::WarmupDecayLR:
+    case config::ScheduleType::WarmupDecayLR:
       s = make_warmup(p, true);
       break;
-    case ScheduleType::WarmupCosineLR:
+    case config::ScheduleType::WarmupCosineLR:
       s = make_cosine(p, base_lr);
       break;
-    case ScheduleType::OneCycle:
+    case config::ScheduleType::OneCycle:
       s = make_one_cycle(p);
       break;
-    case ScheduleType::LRRangeTest:
+    case config::ScheduleType::LRRangeTest:
       s = make_range_test(p);
       break;
   }

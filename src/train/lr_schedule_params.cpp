@@ -6,18 +6,18 @@
 
 namespace zt::train {
 
-ScheduleParams::ScheduleParams(const nlohmann::json& params, std::string source, ScheduleType type,
+ScheduleParams::ScheduleParams(const nlohmann::json& params, std::string source, config::ScheduleType type,
                                double optimizer_lr, const ScheduleRun& run)
     : params_(params), source_(std::move(source)), type_(type), optimizer_lr_(optimizer_lr), run_(run) {
   if (!params_.is_object())
-    ZT_THROW_INPUT(source_, ": scheduler.params: expected an object of ", schedule_type_name(type_),
+    ZT_THROW_INPUT(source_, ": scheduler.params: expected an object of ", config::schedule_type_name(type_),
                    " parameters, got ", params_.type_name());
   for (const auto& item : params_.items()) {
-    const SchedulerParamKey* k = scheduler_param(type_, item.key());
+    const config::SchedulerParamKey* k = config::scheduler_param(type_, item.key());
     if (!k) {
       std::string valid;
-      for (const std::string& n : scheduler_param_names(type_)) valid += (valid.empty() ? "" : ", ") + n;
-      fail(item.key(), std::string("unknown parameter of ") + schedule_type_name(type_) + "; valid parameters: " + valid);
+      for (const std::string& n : config::scheduler_param_names(type_)) valid += (valid.empty() ? "" : ", ") + n;
+      fail(item.key(), std::string("unknown parameter of ") + config::schedule_type_name(type_) + "; valid parameters: " + valid);
     }
     if (!k->refused.empty() && !item.value().is_null()) fail(k->key, k->refused);
   }
@@ -27,17 +27,17 @@ void ScheduleParams::fail(const std::string& key, const std::string& what) const
   ZT_THROW_INPUT(source_, ": scheduler.params.", key, ": ", what);
 }
 
-const SchedulerParamKey& ScheduleParams::row(const std::string& key) const {
-  const SchedulerParamKey* k = scheduler_param(type_, key);
-  ZT_CHECK(k != nullptr, schedule_type_name(type_), " reads '", key, "', which its params table lacks");
+const config::SchedulerParamKey& ScheduleParams::row(const std::string& key) const {
+  const config::SchedulerParamKey* k = config::scheduler_param(type_, key);
+  ZT_CHECK(k != nullptr, config::schedule_type_name(type_), " reads '", key, "', which its params table lacks");
   return *k;
 }
 
-const nlohmann::json* ScheduleParams::written(const SchedulerParamKey& k, nlohmann::json* resolved) const {
+const nlohmann::json* ScheduleParams::written(const config::SchedulerParamKey& k, nlohmann::json* resolved) const {
   const auto it = params_.find(k.key);
   if (it == params_.end() || it->is_null()) {
-    if (k.default_rule == SchedulerDefault::Required)
-      fail(k.key, std::string("required by ") + schedule_type_name(type_) + "; give a value");
+    if (k.default_rule == config::SchedulerDefault::Required)
+      fail(k.key, std::string("required by ") + config::schedule_type_name(type_) + "; give a value");
     return nullptr;
   }
   if (!(it->is_string() && it->get<std::string>() == "auto")) return &*it;
@@ -46,26 +46,26 @@ const nlohmann::json* ScheduleParams::written(const SchedulerParamKey& k, nlohma
     return nlohmann::json(v);
   };
   switch (k.auto_rule) {
-    case SchedulerAuto::None:
+    case config::SchedulerAuto::None:
       fail(k.key, "\"auto\" cannot be resolved for this key; write a value");
-    case SchedulerAuto::Zero:
+    case config::SchedulerAuto::Zero:
       *resolved = 0.0;
       break;
-    case SchedulerAuto::OptimizerLr:
+    case config::SchedulerAuto::OptimizerLr:
       *resolved = optimizer_lr_;
       break;
-    case SchedulerAuto::WarmupSteps:
+    case config::SchedulerAuto::WarmupSteps:
       *resolved = from_run(run_.warmup_steps, "warmup steps");
       break;
-    case SchedulerAuto::TotalSteps:
+    case config::SchedulerAuto::TotalSteps:
       *resolved = from_run(run_.total_steps, "total optimizer steps");
       break;
   }
   return resolved;
 }
 
-double ScheduleParams::checked(const SchedulerParamKey& k, double v) const {
-  const std::string range = scheduler_range_error(k, v);
+double ScheduleParams::checked(const config::SchedulerParamKey& k, double v) const {
+  const std::string range = config::scheduler_range_error(k, v);
   if (!range.empty()) {
     char got[32];
     std::snprintf(got, sizeof got, "%g", v);
@@ -75,12 +75,12 @@ double ScheduleParams::checked(const SchedulerParamKey& k, double v) const {
 }
 
 double ScheduleParams::number(const std::string& key) const {
-  const SchedulerParamKey& k = row(key);
+  const config::SchedulerParamKey& k = row(key);
   nlohmann::json resolved;
   const nlohmann::json* v = written(k, &resolved);
   if (!v) {
-    if (k.default_rule == SchedulerDefault::OptimizerLr) return optimizer_lr_;
-    if (k.default_rule == SchedulerDefault::SameAs) return number(k.same_as);
+    if (k.default_rule == config::SchedulerDefault::OptimizerLr) return optimizer_lr_;
+    if (k.default_rule == config::SchedulerDefault::SameAs) return number(k.same_as);
     return k.default_value;
   }
   if (!v->is_number() || v->is_boolean()) fail(key, "expected a number, got " + v->dump());
@@ -90,11 +90,11 @@ double ScheduleParams::number(const std::string& key) const {
 }
 
 int64_t ScheduleParams::steps(const std::string& key) const {
-  const SchedulerParamKey& k = row(key);
+  const config::SchedulerParamKey& k = row(key);
   nlohmann::json resolved;
   const nlohmann::json* v = written(k, &resolved);
   if (!v) {
-    if (k.default_rule == SchedulerDefault::SameAs) return steps(k.same_as);
+    if (k.default_rule == config::SchedulerDefault::SameAs) return steps(k.same_as);
     return static_cast<int64_t>(k.default_value);
   }
   int64_t n = 0;
@@ -111,7 +111,7 @@ int64_t ScheduleParams::steps(const std::string& key) const {
 }
 
 bool ScheduleParams::boolean(const std::string& key) const {
-  const SchedulerParamKey& k = row(key);
+  const config::SchedulerParamKey& k = row(key);
   nlohmann::json resolved;
   const nlohmann::json* v = written(k, &resolved);
   if (!v) return k.default_value != 0;
@@ -120,7 +120,7 @@ bool ScheduleParams::boolean(const std::string& key) const {
 }
 
 std::string ScheduleParams::choice(const std::string& key) const {
-  const SchedulerParamKey& k = row(key);
+  const config::SchedulerParamKey& k = row(key);
   nlohmann::json resolved;
   const nlohmann::json* v = written(k, &resolved);
   if (!v) return k.default_value == 0 ? "log" : "linear";

@@ -17,7 +17,7 @@ namespace zt::train {
 
 class ScheduleParams {
  public:
-  ScheduleParams(const nlohmann::json& params, std::string source, ScheduleType type, double optimizer_lr,
+  ScheduleParams(const nlohmann::json& params, std::string source, config::ScheduleType type, double optimizer_lr,
                  const ScheduleRun& run);
 
   double number(const std::string& key) const;
@@ -29,14 +29,14 @@ class ScheduleParams {
   [[noreturn]] void fail(const std::string& key, const std::string& what) const;
 
  private:
-  const SchedulerParamKey& row(const std::string& key) const;
+  const config::SchedulerParamKey& row(const std::string& key) const;
   // The written value ("auto" resolved), or nullptr when absent (the default applies).
-  const nlohmann::json* written(const SchedulerParamKey& k, nlohmann::json* resolved) const;
-  double checked(const SchedulerParamKey& k, double v) const;
+  const nlohmann::json* written(const config::SchedulerParamKey& k, nlohmann::json* resolved) const;
+  double checked(const config::SchedulerParamKey& k, double v) const;
 
   const nlohmann::json& params_;
   std::string source_;
-  ScheduleType type_;
+  config::ScheduleType type_;
   double optimizer_lr_;
   ScheduleRun run_;
 };

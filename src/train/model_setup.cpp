@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // The text a preset's tokenizer is trained on: the training files that are text.
-std::vector<std::string> training_texts(const TrainConfig& c) {
+std::vector<std::string> training_texts(const config::TrainConfig& c) {
   std::vector<std::string> texts;
   for (const std::string& p : c.data.train) {
     if (fs::is_directory(p)) {
@@ -35,19 +35,19 @@ std::vector<std::string> training_texts(const TrainConfig& c) {
 
 }  // namespace
 
-DType storage_dtype(Precision p) {
+DType storage_dtype(config::Precision p) {
   switch (p) {
-    case Precision::BF16:
+    case config::Precision::BF16:
       return DType::BF16;
-    case Precision::F16:
+    case config::Precision::F16:
       return DType::F16;
-    case Precision::F32:
+    case config::Precision::F32:
       return DType::F32;
   }
   return DType::F32;
 }
 
-ModelSetup setup_model(const TrainConfig& c, const fs::path& out) {
+ModelSetup setup_model(const config::TrainConfig& c, const fs::path& out) {
   ModelSetup s;
   model::ModelOptions mo;
   mo.param_dtype = storage_dtype(c.precision);
@@ -61,7 +61,7 @@ ModelSetup setup_model(const TrainConfig& c, const fs::path& out) {
   // 16-bit runs on the GPU keep activations in the parameters' dtype as well (as PyTorch
   // autocast and DeepSpeed's fp16/bf16 engines do): every kernel then runs its 16-bit
   // tensor-core path. fp16 gradients stay representable through the loss scale.
-  if (mo.device.is_cuda() && c.precision != Precision::F32) mo.activation_dtype = mo.param_dtype;
+  if (mo.device.is_cuda() && c.precision != config::Precision::F32) mo.activation_dtype = mo.param_dtype;
 
   if (!c.model.path.empty()) {
     if (c.zero.stage >= 3) {

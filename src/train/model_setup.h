@@ -25,9 +25,9 @@ struct ModelSetup {
 };
 
 // The dtype parameters (and the final model files) are stored in for a precision.
-DType storage_dtype(Precision p);
+DType storage_dtype(config::Precision p);
 
-ModelSetup setup_model(const TrainConfig& config, const std::filesystem::path& output_dir);
+ModelSetup setup_model(const config::TrainConfig& config, const std::filesystem::path& output_dir);
 
 // Writes the HF directory (config.json, generation_config.json, safetensors, tokenizer).
 void save_final_model(const model::Transformer& model, const ModelSetup& setup, const std::string& dir, DType dtype);

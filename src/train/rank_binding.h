@@ -12,6 +12,6 @@ namespace zt::train {
 // its ranks, ZT_CPU_BIND is not `none` and nothing bound the process already (its allowed
 // CPUs are every CPU the machine lists); then caps the thread count to the block. Call
 // before the host buffers are allocated. Returns the log line ("" when it did nothing).
-std::string bind_rank_for_host_work(const TrainConfig& c, int local_rank, int local_world_size);
+std::string bind_rank_for_host_work(const config::TrainConfig& c, int local_rank, int local_world_size);
 
 }  // namespace zt::train

@@ -31,10 +31,10 @@ int optimizer_moments(const zero::OptimizerSpec& o) {
 // Optimizer state bytes per parameter: the moments, and the f32 master of 16-bit
 // parameters; without a master the state is in the parameters' dtype (engine.h,
 // ModelStateBytes).
-int optimizer_state_bytes(const TrainConfig& c) {
-  const int param_bytes = c.precision == Precision::F32 ? 4 : 2;
-  const bool master = c.precision != Precision::F32 && c.optimizer.master_weights == zero::MasterWeights::F32;
-  const int state_bytes = master || c.precision == Precision::F32 ? 4 : param_bytes;
+int optimizer_state_bytes(const config::TrainConfig& c) {
+  const int param_bytes = c.precision == config::Precision::F32 ? 4 : 2;
+  const bool master = c.precision != config::Precision::F32 && c.optimizer.master_weights == zero::MasterWeights::F32;
+  const int state_bytes = master || c.precision == config::Precision::F32 ? 4 : param_bytes;
   return optimizer_moments(c.optimizer) * state_bytes + (master ? 4 : 0);
 }
 
@@ -43,16 +43,16 @@ int optimizer_state_bytes(const TrainConfig& c) {
 struct OffloadHostBytes {
   double host = 0, off_gpu = 0;
 };
-OffloadHostBytes offload_host_bytes(const TrainConfig& c, const model::ModelConfig& mc, int stage, int world_size) {
+OffloadHostBytes offload_host_bytes(const config::TrainConfig& c, const model::ModelConfig& mc, int stage, int world_size) {
   OffloadHostBytes b;
-  if (c.zero.offload_optimizer == OffloadDevice::None) return b;
+  if (c.zero.offload_optimizer == config::OffloadDevice::None) return b;
   const double n = mc.num_parameters_f64();
-  const int param_bytes = c.precision == Precision::F32 ? 4 : 2;
+  const int param_bytes = c.precision == config::Precision::F32 ? 4 : 2;
   const int optimizer_bytes = optimizer_state_bytes(c);
   const double ratio = c.zero.offload_optimizer_ratio;
   const double owned = stage >= 1 ? n / world_size : n;  // elements this rank's optimizer updates
   const int grad_part_bytes = stage >= 2 ? 4 : param_bytes;
-  const bool params_home = stage >= 3 && offloads_params(c.zero);
+  const bool params_home = stage >= 3 && config::offloads_params(c.zero);
   // The largest unit's slice (the embedding's, or a block's): what one swap buffer holds.
   const double embedding = static_cast<double>(mc.padded_vocab_size()) * static_cast<double>(mc.hidden_size);
   const double block = (n - embedding * (mc.tie_word_embeddings ? 1 : 2)) / static_cast<double>(mc.num_layers);
@@ -61,13 +61,13 @@ OffloadHostBytes offload_host_bytes(const TrainConfig& c, const model::ModelConf
   // offload_param nvme only max_in_cpu elements of it and the swap buffers of the rest
   // (the drive's room is reserved when the store is made: a full drive is an error there).
   double params_host = ratio * owned * param_bytes;
-  if (params_home && c.zero.offload_param == OffloadDevice::NVMe) {
+  if (params_home && c.zero.offload_param == config::OffloadDevice::NVMe) {
     const double resident = std::min(owned, static_cast<double>(c.zero.offload_param_max_in_cpu));
     params_host = resident * param_bytes + (owned > resident ? c.zero.offload_param_buffer_count * unit * param_bytes : 0);
   }
   b.host = ratio * owned * (optimizer_bytes + grad_part_bytes) + params_host;
   b.off_gpu = ratio * owned * optimizer_bytes + (params_home ? owned * param_bytes : 0);
-  if (c.zero.offload_optimizer == OffloadDevice::NVMe) {
+  if (c.zero.offload_optimizer == config::OffloadDevice::NVMe) {
     // The state is on the drive; the host holds buffer_count swap buffers of the largest
     // piece: a unit's slice, at most sub_group_size.
     const double piece = std::min(unit, static_cast<double>(c.zero.sub_group_size));
@@ -78,15 +78,15 @@ OffloadHostBytes offload_host_bytes(const TrainConfig& c, const model::ModelConf
 
 }  // namespace
 
-void check_offload_fits_host(const TrainConfig& c, const model::ModelConfig& mc, int stage, int world_size,
+void check_offload_fits_host(const config::TrainConfig& c, const model::ModelConfig& mc, int stage, int world_size,
                              int ranks_on_host) {
   const double host = offload_host_bytes(c, mc, stage, world_size).host;
   if (host <= 0) return;
   char count[32];
   std::snprintf(count, sizeof count, "%.4g", mc.num_parameters_f64());
-  const bool nvme = c.zero.offload_optimizer == OffloadDevice::NVMe;
-  const bool params = stage >= 3 && offloads_params(c.zero);
-  const bool param_nvme = params && c.zero.offload_param == OffloadDevice::NVMe;
+  const bool nvme = c.zero.offload_optimizer == config::OffloadDevice::NVMe;
+  const bool params = stage >= 3 && config::offloads_params(c.zero);
+  const bool param_nvme = params && c.zero.offload_param == config::OffloadDevice::NVMe;
   const std::string what =
       c.source + ": the offloaded optimizer state" +
       (nvme ? "'s NVMe swap buffers (" + std::to_string(c.zero.offload_optimizer_buffer_count) + ") and its staging buffers"
@@ -109,10 +109,10 @@ void check_offload_fits_host(const TrainConfig& c, const model::ModelConfig& mc,
                            fix);
 }
 
-void check_model_state_fits(const TrainConfig& c, const model::ModelConfig& mc, int stage, int world_size,
+void check_model_state_fits(const config::TrainConfig& c, const model::ModelConfig& mc, int stage, int world_size,
                             int ranks_on_host) {
   const double n = mc.num_parameters_f64();
-  const int param_bytes = c.precision == Precision::F32 ? 4 : 2;
+  const int param_bytes = c.precision == config::Precision::F32 ? 4 : 2;
   const int optimizer_bytes = optimizer_state_bytes(c);
   // zero_formula_bytes (the engine's own accounting) in int64 where it cannot overflow;
   // past 2^48 parameters no machine holds the model anyway.
@@ -167,7 +167,7 @@ void check_model_state_fits(const TrainConfig& c, const model::ModelConfig& mc, 
                          c.source + ": " + what + " x " + std::to_string(ranks_on_host) + " ranks on this host");
 }
 
-void check_global_batch_fits_data(const TrainConfig& c, int64_t windows, int64_t seq_len) {
+void check_global_batch_fits_data(const config::TrainConfig& c, int64_t windows, int64_t seq_len) {
   const int64_t B = c.micro_batch_per_gpu, gas = c.grad_accum_steps, W = c.world_size;
   // Compared factor by factor: the product of absurd values would overflow.
   const bool too_big = gas > windows || B * W > windows || B * W * gas > windows;

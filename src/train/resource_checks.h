@@ -13,19 +13,19 @@ namespace zt::train {
 // hold them at `stage` over `world_size` ranks) against free host memory (CPU runs: the
 // `ranks_on_host` ranks of this machine together) or the GPU's memory (cuda runs: one GPU
 // per rank). BadInput naming the bytes needed and what is free.
-void check_model_state_fits(const TrainConfig& c, const model::ModelConfig& mc, int stage, int world_size,
+void check_model_state_fits(const config::TrainConfig& c, const model::ModelConfig& mc, int stage, int world_size,
                             int ranks_on_host = 1);
 
 // ZeRO-Offload's host bytes (the offloaded optimizer state and its staging, or with
 // offload_param the parameters' host partitions) for the `ranks_on_host` ranks of this
 // machine against its available memory; BadInput with the numbers. Does nothing without
 // offload_optimizer cpu. check_model_state_fits calls it for GPU runs.
-void check_offload_fits_host(const TrainConfig& c, const model::ModelConfig& mc, int stage, int world_size,
+void check_offload_fits_host(const config::TrainConfig& c, const model::ModelConfig& mc, int stage, int world_size,
                              int ranks_on_host = 1);
 
 // The global batch (micro batch x gradient_accumulation_steps x world size) must not
 // exceed the training data's windows per epoch: one optimizer step would otherwise loop
 // over the data more than once (a huge gradient_accumulation_steps never ends a step).
-void check_global_batch_fits_data(const TrainConfig& c, int64_t windows, int64_t seq_len);
+void check_global_batch_fits_data(const config::TrainConfig& c, int64_t windows, int64_t seq_len);
 
 }  // namespace zt::train

@@ -64,8 +64,8 @@ void log_memory_plan(TrainingRun& run) {
 // The MFU denominator of this run's device and precision, always known: the table's peak,
 // or on a GPU it does not list (or with ZT_PEAK_TFLOPS=measure) a dense GEMM in the run's
 // compute dtype measured now.
-PeakFlops run_peak(const TrainConfig& c) {
-  const PeakPrecision p = c.precision == Precision::F32 ? PeakPrecision::F32 : PeakPrecision::Sixteen;
+PeakFlops run_peak(const config::TrainConfig& c) {
+  const PeakPrecision p = c.precision == config::Precision::F32 ? PeakPrecision::F32 : PeakPrecision::Sixteen;
   if (c.device != "cuda") return peak_flops(ComputeDevice::CPU, "", p);
   const std::string name = cuda::device_info(cuda::current_device()).name;
   const bool force = env_equals(EnvVar::PeakTflops, "measure");
@@ -93,11 +93,11 @@ StepTimes take_step_times(TrainingRun& run, double comm_seconds, int64_t steps) 
 
 }  // namespace
 
-TrainResult run_training(const TrainConfig& config) {
+TrainResult run_training(const config::TrainConfig& config) {
   TrainResult result;
   const std::unique_ptr<TrainingRun> run_ptr = start_training_run(config);
   TrainingRun& run = *run_ptr;
-  const TrainConfig& c = run.config;
+  const config::TrainConfig& c = run.config;
   model::Transformer& model = run.model();
   const model::ModelConfig& mc = model.config();
   const int64_t B = run.micro_batch, T = run.seq_len, gas = run.grad_accum, total_steps = run.total_steps;
@@ -113,7 +113,7 @@ TrainResult run_training(const TrainConfig& config) {
   const double flops_per_token = mc.flops_per_token(T);
   const PeakFlops peak = run_peak(c);
   ZT_INFO("model: ", mc.model_type, ", ", mc.num_parameters(), " parameters (", mc.num_layers, " layers, width ",
-          mc.hidden_size, "), ", precision_name(c.precision),
+          mc.hidden_size, "), ", config::precision_name(c.precision),
           c.optimizer.master_weights == zero::MasterWeights::None ? " (no master weights: bf16 optimizer state)" : "",
           ", activation checkpointing ", c.model.activation_checkpointing ? "on" : "off");
   ZT_INFO("data: ", run.windows, " windows of ", T, " tokens; batch ", c.train_batch_size, " = micro ", B,
@@ -323,7 +323,7 @@ TrainResult run_training(const TrainConfig& config) {
     drills.at(TrainPoint::StepDone, step);
     // Every rank stops at the same step (a signal may reach only some of them).
     const bool stop = comm::any_rank(*run.comm, signals.requested());
-    const bool scheduled = (c.checkpoint_saves == CheckpointSaves::Steps &&
+    const bool scheduled = (c.checkpoint_saves == config::CheckpointSaves::Steps &&
                             ((c.save_interval > 0 && step % c.save_interval == 0) || last)) ||
                            (last && !write_final);
     if (scheduled) save();

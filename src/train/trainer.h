@@ -25,6 +25,6 @@ struct TrainResult {
   std::vector<std::string> samples;
 };
 
-TrainResult run_training(const TrainConfig& config);
+TrainResult run_training(const config::TrainConfig& config);
 
 }  // namespace zt::train

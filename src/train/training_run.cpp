@@ -36,7 +36,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::unique_ptr<LrSchedule> make_schedule(const TrainConfig& c, int64_t total_steps) {
+std::unique_ptr<LrSchedule> make_schedule(const config::TrainConfig& c, int64_t total_steps) {
   if (c.scheduler.is_object() && !c.scheduler.empty())
     return make_deepspeed_schedule(c.scheduler, c.optimizer.lr, c.source, ScheduleRun{total_steps, c.warmup_steps});
   return make_hf_schedule(c.hf_scheduler.empty() ? "constant" : c.hf_scheduler, c.optimizer.lr, c.warmup_steps,
@@ -45,7 +45,7 @@ std::unique_ptr<LrSchedule> make_schedule(const TrainConfig& c, int64_t total_st
 
 // The ds_config's aio section as the swap files' I/O options (NVMe offload of the
 // optimizer state and of the parameters).
-io::AioOptions aio_options(const TrainConfig& c) {
+io::AioOptions aio_options(const config::TrainConfig& c) {
   io::AioOptions a;
   a.block_size = static_cast<size_t>(c.aio.block_size);
   a.queue_depth = c.aio.queue_depth;
@@ -57,12 +57,12 @@ io::AioOptions aio_options(const TrainConfig& c) {
 
 // The config's own ZeroOptions (TrainConfig::zero is one); only the stage may be lowered
 // to what the world size allows.
-zero::ZeroOptions zero_options(const TrainConfig& c, int stage) {
+zero::ZeroOptions zero_options(const config::TrainConfig& c, int stage) {
   zero::ZeroOptions o = c.zero;
   o.stage = stage;
-  if (offloads_params(c.zero)) {
+  if (config::offloads_params(c.zero)) {
     o.param_home = c.zero.offload_param_pin_memory ? zero::ParamHome::PinnedHost : zero::ParamHome::PageableHost;
-    if (c.zero.offload_param == OffloadDevice::NVMe) {
+    if (c.zero.offload_param == config::OffloadDevice::NVMe) {
       zero::ParamNvme n;
       n.nvme_path = c.zero.offload_param_nvme_path;
       n.buffer_count = c.zero.offload_param_buffer_count;
@@ -76,7 +76,7 @@ zero::ZeroOptions zero_options(const TrainConfig& c, int stage) {
 }
 
 // Where stage 3's offloaded parameter slices live (the start-up log).
-void log_param_store(const TrainConfig& c, const zero::ParamStore& store) {
+void log_param_store(const config::TrainConfig& c, const zero::ParamStore& store) {
   const zero::ParamStoreLayout& l = store.layout();
   const auto elements = [](int64_t n) {
     char b[32];
@@ -91,10 +91,10 @@ void log_param_store(const TrainConfig& c, const zero::ParamStore& store) {
                  bytes_str(static_cast<double>(l.swap_file_bytes)), ") on NVMe in ", l.swap_file, " through ",
                  l.swap_buffers, " swap buffers (", bytes_str(static_cast<double>(l.swap_buffer_bytes)), "; ",
                  io::io_engine_name(store.io_engine()), ")");
-  else if (c.zero.offload_param == OffloadDevice::NVMe)
+  else if (c.zero.offload_param == config::OffloadDevice::NVMe)
     where += str(" (offload_param.max_in_cpu ", elements(c.zero.offload_param_max_in_cpu),
                  " holds them all: nothing is swapped)");
-  ZT_INFO("offload_param ", c.zero.offload_param == OffloadDevice::NVMe ? "nvme" : "cpu", ": this rank's 16-bit parameter slices: ",
+  ZT_INFO("offload_param ", c.zero.offload_param == config::OffloadDevice::NVMe ? "nvme" : "cpu", ": this rank's 16-bit parameter slices: ",
           where);
 }
 
@@ -103,9 +103,9 @@ void log_param_store(const TrainConfig& c, const zero::ParamStore& store) {
 // from one collective, so a refused directory ends every rank with exit 2 instead of
 // leaving them waiting in setup's barrier.
 void claim_output_dir_on_rank0(TrainingRun& run) {
-  const TrainConfig& c = run.config;
+  const config::TrainConfig& c = run.config;
   const OutputDirUse use = !c.resume.empty()                                   ? OutputDirUse::Resume
-                           : c.overwrite_output_dir == OutputDirOverwrite::Yes ? OutputDirUse::Overwrite
+                           : c.overwrite_output_dir == config::OutputDirOverwrite::Yes ? OutputDirUse::Overwrite
                                                                                : OutputDirUse::Fresh;
   std::exception_ptr refused;
   if (run.comm->rank() == 0) {
@@ -130,14 +130,14 @@ void claim_output_dir_on_rank0(TrainingRun& run) {
 // {device: cpu} its state and step on the host (zero/offload_optimizer.h), the engine
 // streaming each unit's gradients to it.
 std::unique_ptr<zero::Optimizer> make_run_optimizer(TrainingRun& run) {
-  const TrainConfig& c = run.config;
+  const config::TrainConfig& c = run.config;
   model::ParameterRegistry& registry = run.model().registry();
-  if (c.zero.offload_optimizer == OffloadDevice::None)
+  if (c.zero.offload_optimizer == config::OffloadDevice::None)
     return zero::make_optimizer(registry, c.optimizer, run.engine->partition_fn());
   zero::OffloadOptions oo;
   oo.ratio = c.zero.offload_optimizer_ratio;
   oo.pinning = c.zero.offload_pin_memory ? zero::Pinning::Pinned : zero::Pinning::Pageable;
-  if (c.zero.offload_optimizer == OffloadDevice::NVMe) {
+  if (c.zero.offload_optimizer == config::OffloadDevice::NVMe) {
     zero::NvmeStoreOptions n;
     n.nvme_path = c.zero.offload_optimizer_nvme_path;
     n.rank = run.rank();
@@ -183,10 +183,10 @@ int engine_stage(int configured_stage, int world_size, ParamOffload params) {
   return env_equals(EnvVar::ZeroKeepStage, "1") ? configured_stage : 0;
 }
 
-std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
+std::unique_ptr<TrainingRun> start_training_run(const config::TrainConfig& config) {
   StartupClock clock;
   auto run = std::make_unique<TrainingRun>();
-  TrainConfig& c = run->config;
+  config::TrainConfig& c = run->config;
   c = config;
   run->comm = comm::make_world_communicator();
   if (c.device == "cuda") {
@@ -208,7 +208,7 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   // Every rank has the same config: one copy of its warnings (rank 0's).
   if (run->comm->rank() == 0) {
     for (const std::string& w : c.warnings) ZT_WARN(w);
-    for (const std::string& w : inert_key_warnings(c, run->comm->size())) ZT_WARN(w);
+    for (const std::string& w : config::inert_key_warnings(c, run->comm->size())) ZT_WARN(w);
   }
   {
     // Before any host state is allocated: its pages land on the NUMA node of the cores
@@ -226,12 +226,12 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   const bool follower = run->comm->size() > 1 && run->comm->rank() != 0;
   const comm::Seconds setup_wait(3600.0);
   if (follower) run->comm->barrier_async()->wait(setup_wait);
-  TrainConfig setup_config = follower ? config_reading_prepared_files(c, run->output_dir) : c;
+  config::TrainConfig setup_config = follower ? config_reading_prepared_files(c, run->output_dir) : c;
   // One process: every ZeRO partition is the whole model, so stages 1-3 would only add
   // partition copies and per-unit gradient buffers (4-7.5% of a gpt2-xl/Llama-1B step on
   // one H200, and 3 GiB more); they run as stage 0, which holds exactly what they would.
   run->stage =
-      engine_stage(c.zero.stage, run->comm->size(), offloads_params(c.zero) ? ParamOffload::On : ParamOffload::Off);
+      engine_stage(c.zero.stage, run->comm->size(), config::offloads_params(c.zero) ? ParamOffload::On : ParamOffload::Off);
   setup_config.zero.stage = run->stage;
 
   // Model and tokenizer, once the model's states are known to fit.
@@ -274,7 +274,7 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   if (run->total_steps <= 0) {
     run->total_steps = std::max<int64_t>(1, static_cast<int64_t>(c.epochs * static_cast<double>(run->windows) /
                                                                  static_cast<double>(B * gas * c.world_size)));
-    set_total_steps(c, run->total_steps);
+    config::set_total_steps(c, run->total_steps);
   }
 
   // The ZeRO engine shards the model (stage 3: slice by slice into a model built without
@@ -294,7 +294,7 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
   run->optimizer = make_run_optimizer(*run);
   run->schedule = make_schedule(c, run->total_steps);
   zero::LossScalerConfig lsc = c.fp16;
-  lsc.enabled = c.precision == Precision::F16;
+  lsc.enabled = c.precision == config::Precision::F16;
   run->scaler = zero::LossScaler(lsc);
 
   model.set_checkpointing(c.model.activation_checkpointing ? model::Checkpointing::EveryBlock
@@ -308,11 +308,11 @@ std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config) {
 namespace {
 
 // Every buffer a rank holds, as slices of the named flat buffers a checkpoint stores.
-std::vector<FlatSlice> checkpoint_slices(TrainingRun& run, bool for_load) {
-  std::vector<FlatSlice> slices;
+std::vector<checkpoint::FlatSlice> checkpoint_slices(TrainingRun& run, bool for_load) {
+  std::vector<checkpoint::FlatSlice> slices;
   model::ParameterRegistry& reg = run.model().registry();
   for (size_t i = 0; i < reg.size(); ++i) {
-    FlatSlice s;
+    checkpoint::FlatSlice s;
     s.name = reg.unit(i).name() + ".params";
     // Parameters swapped to NVMe move through the store's slice I/O, like swapped state.
     zero::ParamSlice p = for_load ? run.engine->param_load_target(i) : run.engine->param_slice(i);
@@ -322,7 +322,7 @@ std::vector<FlatSlice> checkpoint_slices(TrainingRun& run, bool for_load) {
     slices.push_back(std::move(s));
   }
   for (zero::StateSlice& o : run.optimizer->state_slices()) {
-    FlatSlice s{o.name, o.data, o.begin};
+    checkpoint::FlatSlice s{o.name, o.data, o.begin};
     s.io = o.io;
     // A checkpoint saved with master_weights: false has no master: it is then initialised
     // from the loaded parameters (load_run_checkpoint).
@@ -339,15 +339,15 @@ std::string load_run_checkpoint(TrainingRun& run, const std::string& which) {
   if (which == "auto") {
     // Restarts: continue from the run's latest checkpoint (the newest complete one when
     // `latest` is missing or bad), or start fresh without one.
-    dir = resolve_checkpoint_auto(run.checkpoint_root().string());
+    dir = checkpoint::resolve_checkpoint_auto(run.checkpoint_root().string());
     if (dir.empty()) {
       ZT_INFO("--resume auto: no checkpoint in ", run.checkpoint_root().string(), " yet; starting from step 0");
       return "";
     }
   } else {
-    dir = resolve_checkpoint(which == "latest" ? run.checkpoint_root().string() : which);
+    dir = checkpoint::resolve_checkpoint(which == "latest" ? run.checkpoint_root().string() : which);
   }
-  const CheckpointState s = load_checkpoint(dir, run.model().registry(), checkpoint_slices(run, true));
+  const checkpoint::CheckpointState s = checkpoint::load_checkpoint(dir, run.model().registry(), checkpoint_slices(run, true));
   run.engine->refresh_after_load();
   if (!s.absent.empty()) {
     ZT_INFO("checkpoint ", dir,
@@ -378,7 +378,7 @@ std::string load_run_checkpoint(TrainingRun& run, const std::string& which) {
 
 void remove_stale_outputs(TrainingRun& run) {
   if (run.is_main_rank()) {
-    std::vector<std::string> removed = remove_stale_checkpoint_temps(run.checkpoint_root().string());
+    std::vector<std::string> removed = checkpoint::remove_stale_checkpoint_temps(run.checkpoint_root().string());
     for (std::string& p : io::remove_stale_staging((run.output_dir / "final").string()))
       removed.push_back(std::move(p));
     // The tokenizer and token shards a killed run was writing (prepared files).
@@ -391,7 +391,7 @@ void remove_stale_outputs(TrainingRun& run) {
 }
 
 std::string save_run_checkpoint(TrainingRun& run, const std::string& root) {
-  CheckpointState s;
+  checkpoint::CheckpointState s;
   s.step = run.step;
   s.micro_steps = run.micro_steps;
   const io::LoaderState ls = run.loader->state();
@@ -410,13 +410,13 @@ std::string save_run_checkpoint(TrainingRun& run, const std::string& root) {
   s.extra = {{"optimizer_steps", run.optimizer->steps_taken()},
              {"total_steps", run.total_steps},
              {"model_config", model::config_to_hf_json(run.model().config())}};
-  CheckpointWriteOptions wo;
+  checkpoint::CheckpointWriteOptions wo;
   wo.keep_last = run.config.keep_last;
   wo.zero_stage = run.engine->stage();
   wo.rank = run.rank();
   wo.world_size = run.world_size();
   wo.comm = run.comm.get();
-  const std::string dir = save_checkpoint(root, run.model().registry(), checkpoint_slices(run, false), s, wo);
+  const std::string dir = checkpoint::save_checkpoint(root, run.model().registry(), checkpoint_slices(run, false), s, wo);
   ZT_INFO("saved checkpoint ", dir);
   return dir;
 }
@@ -430,7 +430,7 @@ void enable_phase_timing(TrainingRun& run) {
 
 bool checks_overflow(const TrainingRun& run) {
   return run.scaler.config().enabled ||
-         (run.config.precision == Precision::BF16 && run.config.bf16.check_grad_overflow);
+         (run.config.precision == config::Precision::BF16 && run.config.bf16.check_grad_overflow);
 }
 
 double mean_over_ranks(TrainingRun& run, double value) {

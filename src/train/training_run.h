@@ -26,7 +26,7 @@
 namespace zt::train {
 
 struct TrainingRun {
-  TrainConfig config;  // epoch-based runs: with the total steps filled in
+  config::TrainConfig config;  // epoch-based runs: with the total steps filled in
   // The data-parallel ranks (a single-process communicator without a launcher) and the
   // ZeRO engine over them: declared first so that they outlive what uses them.
   std::unique_ptr<comm::Communicator> comm;
@@ -79,7 +79,7 @@ int engine_stage(int configured_stage, int world_size, ParamOffload params = Par
 // count, the ZeRO engine, the optimizer over its partitions, schedule and loss scaler,
 // and puts the model in train mode with the configured activation checkpointing.
 // Does not resume (load_run_checkpoint does). BadInput names what does not fit.
-std::unique_ptr<TrainingRun> start_training_run(const TrainConfig& config);
+std::unique_ptr<TrainingRun> start_training_run(const config::TrainConfig& config);
 
 // Times the steps' phases from now on (run.timer; the model's hooks become PhaseHooks
 // over the engine). Timing reads clocks or queues events only: the numbers are the same.

@@ -54,14 +54,14 @@ fs::path job_dir(const std::string& name) {
 
 // The shared small run (tests/common/small_run.h: micro batch 4, accumulation 2) for this
 // job's world size, 3 steps, no checkpoints. Rank 0 writes the run.yaml every rank reads.
-train::TrainConfig job_config(const fs::path& dir, int stage) {
+config::TrainConfig job_config(const fs::path& dir, int stage) {
   if (job().rank() == 0) zt::testing::small_run_yaml(dir);
   job().barrier();
-  train::LoadOptions lo;
+  config::LoadOptions lo;
   lo.world_size = job().size();
-  return train::load_train_config({(dir / "run.yaml").string(), "--max_steps", "3", "--save_interval", "0",
-                                   "--eval_interval", "0", "--zero_optimization.stage", std::to_string(stage)},
-                                  lo);
+  return config::load_train_config({(dir / "run.yaml").string(), "--max_steps", "3", "--save_interval", "0",
+                                    "--eval_interval", "0", "--zero_optimization.stage", std::to_string(stage)},
+                                   lo);
 }
 
 // The Accelerate pattern; each step's loss is the mean over the ranks, as run_training logs it.

@@ -25,10 +25,10 @@ comm::Communicator& world() {
   return *comm;
 }
 
-train::TrainConfig offload_config() {
-  train::TrainConfig c;
+config::TrainConfig offload_config() {
+  config::TrainConfig c;
   c.zero.stage = 2;
-  c.zero.offload_optimizer = train::OffloadDevice::CPU;
+  c.zero.offload_optimizer = config::OffloadDevice::CPU;
   return c;
 }
 
@@ -83,7 +83,7 @@ TEST(RankBinding, NoneLeavesTheProcessAlone) {
   EXPECT_EQ(line, "");
   EXPECT_EQ(allowed_cpus(), guard.cpus);
   // Without offload there is no host work to place.
-  train::TrainConfig plain;
+  config::TrainConfig plain;
   EXPECT_EQ(train::bind_rank_for_host_work(plain, world().rank(), std::max(2, world().size())), "");
 }
 

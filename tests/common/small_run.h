@@ -29,10 +29,10 @@ inline std::filesystem::path small_run_yaml(const std::filesystem::path& out) {
   return yaml;
 }
 
-inline train::TrainConfig small_run(const std::filesystem::path& out, std::vector<std::string> extra = {}) {
+inline config::TrainConfig small_run(const std::filesystem::path& out, std::vector<std::string> extra = {}) {
   std::vector<std::string> args{small_run_yaml(out).string()};
   args.insert(args.end(), extra.begin(), extra.end());
-  return train::load_train_config(args);
+  return config::load_train_config(args);
 }
 
 // The whole content of a file, read as bytes.

@@ -158,7 +158,7 @@ std::vector<double> train_losses(const fs::path& out, const std::string& preset,
   // The cases share out/<device>: each replaces the previous case's run.
   std::vector<std::string> args{yaml.string(), "--overwrite_output_dir"};
   args.insert(args.end(), extra.begin(), extra.end());
-  return train::run_training(train::load_train_config(args)).losses;
+  return train::run_training(config::load_train_config(args)).losses;
 }
 
 double max_loss_diff(const std::vector<double>& a, const std::vector<double>& b) {
@@ -276,7 +276,7 @@ TEST(CudaModel, EndOfRunSamplesAreDrawnOnTheGpuAsTheHostWouldDrawThem) {
                          "samples: {tokens: 24, temperature: 0, prompts: ['The ', 'Licensee']}\nbf16: true\n"
                          "device: cuda\noutput_dir: '"
                       << (dir.path() / "out").string() << "'\n";
-  const train::TrainResult r = train::run_training(train::load_train_config({yaml.string()}));
+  const train::TrainResult r = train::run_training(config::load_train_config({yaml.string()}));
   ASSERT_EQ(r.samples.size(), 2u);
   model::Pretrained host = model::load_pretrained(r.final_model_dir);
   const auto tokenizer = io::load_tokenizer(r.final_model_dir);

@@ -56,8 +56,8 @@ void expect_latest_complete(const fs::path& run) {
   ASSERT_FALSE(name.empty()) << "latest names nothing";
   std::string why;
   // resolve_checkpoint first puts back an aside checkpoint that `latest` names.
-  const std::string dir = zt::train::resolve_checkpoint((run / "checkpoints").string());
-  EXPECT_TRUE(zt::train::checkpoint_complete(dir, &why)) << why;
+  const std::string dir = zt::checkpoint::resolve_checkpoint((run / "checkpoints").string());
+  EXPECT_TRUE(zt::checkpoint::checkpoint_complete(dir, &why)) << why;
 }
 
 void expect_final_whole(const fs::path& run) {

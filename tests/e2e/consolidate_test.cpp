@@ -88,17 +88,17 @@ ShardedCheckpoint save_sharded(const fs::path& where, const model::ModelConfig& 
   c.model->init_weights(11);
   // Optimizer moments that consolidation must never need: huge values it would show.
   std::vector<OwnedTensor> moments;
-  std::vector<train::FlatSlice> slices = train::whole_param_slices(c.model->registry());
+  std::vector<checkpoint::FlatSlice> slices = checkpoint::whole_param_slices(c.model->registry());
   moments.reserve(c.model->registry().size());
   for (const auto& u : c.model->registry().units()) {
     moments.emplace_back(Shape{u->padded_numel()}, DType::F32);
     moments.back().view().fill_f32(1e30f);
     slices.push_back({u->name() + ".exp_avg", moments.back().view(), 0});
   }
-  train::CheckpointState st;
+  checkpoint::CheckpointState st;
   st.step = 5;
   st.extra = {{"model_config", model::config_to_hf_json(config)}};
-  train::CheckpointWriteOptions wo;
+  checkpoint::CheckpointWriteOptions wo;
   wo.world_size = world_size;
   c.root = where / "rank0";
   for (int r = world_size - 1; r >= 0; --r) {  // rank 0 last: it renames and writes `latest`
@@ -106,7 +106,7 @@ ShardedCheckpoint save_sharded(const fs::path& where, const model::ModelConfig& 
     const fs::path root = where / ("rank" + std::to_string(r));
     // Without a communicator, ranks > 0 write into the temporary directory rank 0 makes.
     if (r > 0) fs::create_directories(root / ".global_step5.tmp");
-    const std::string d = train::save_checkpoint(root.string(), c.model->registry(), slices, st, wo);
+    const std::string d = checkpoint::save_checkpoint(root.string(), c.model->registry(), slices, st, wo);
     if (r == 0) c.dir = d;
   }
   for (int r = 1; r < world_size; ++r) {

@@ -47,7 +47,7 @@ using zt::testing::file_bytes;
 using zt::testing::small_run;
 
 // Runs the training with stderr captured (the log); returns the result and the log.
-train::TrainResult run_logged(const train::TrainConfig& c, std::string& log) {
+train::TrainResult run_logged(const config::TrainConfig& c, std::string& log) {
   ::testing::internal::CaptureStderr();
   train::TrainResult r;
   try {
@@ -93,9 +93,9 @@ TEST(NoMasterTraining, Bf16RunWithoutMasterResumesBitwiseWithBf16State) {
   }
   EXPECT_GT(moments, 0);
   // It consolidates from its bf16 parameters (there is no master to read).
-  train::ConsolidateOptions co;
+  checkpoint::ConsolidateOptions co;
   co.dtype = DType::F32;
-  const train::ConsolidateSummary cs = train::consolidate_checkpoint(step3.string(), (a / "hf").string(), co);
+  const checkpoint::ConsolidateSummary cs = checkpoint::consolidate_checkpoint(step3.string(), (a / "hf").string(), co);
   EXPECT_EQ(cs.source, "params");
   EXPECT_TRUE(fs::exists(a / "hf" / "config.json"));
 

@@ -54,7 +54,7 @@ struct Logged {
   std::string log;
 };
 
-Logged run_logged(const train::TrainConfig& c) {
+Logged run_logged(const config::TrainConfig& c) {
   ::testing::internal::CaptureStderr();
   Logged out;
   try {
@@ -445,7 +445,7 @@ TEST(OffloadTraining, ParametersOnAnUnusableNvmePathIsExitTwoBeforeTraining) {
   EXPECT_NE(r.out.find(bad.string()), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("step      1"), std::string::npos) << r.out;
 
-  const train::TrainConfig alone =
+  const config::TrainConfig alone =
       small_run(run_dir, with({"--zero_optimization.stage", "3", "--max_steps", "1"}, param_nvme(nvme)));
   const Logged l = run_logged(alone);
   EXPECT_NE(l.log.find("zero_optimization.offload_param.device nvme: accepted but has no effect"), std::string::npos)

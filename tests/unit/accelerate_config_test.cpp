@@ -12,7 +12,7 @@
 #include "config/accelerate_config.h"
 #include "config/run_config.h"
 
-namespace zt::train {
+namespace zt::config {
 namespace {
 
 namespace fs = std::filesystem;
@@ -191,4 +191,4 @@ fsdp_config:
 }
 
 }  // namespace
-}  // namespace zt::train
+}  // namespace zt::config

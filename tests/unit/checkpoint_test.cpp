@@ -44,10 +44,10 @@ struct FakeState {
       fill_normal(owned.back(), Philox(seed, owned.size()), 0.0f, 1.0f);
     }
     for (size_t i = 0; i < owned.size(); ++i) named.emplace_back(reg.unit(i).name() + ".exp_avg", owned[i].view());
-    slices = train::whole_param_slices(reg);
+    slices = checkpoint::whole_param_slices(reg);
     for (const auto& [name, t] : named) slices.push_back({name, t, 0});
   }
-  std::vector<train::FlatSlice> slices;  // every unit's parameters and the fake state
+  std::vector<checkpoint::FlatSlice> slices;  // every unit's parameters and the fake state
 };
 
 bool same_bytes(const Tensor& a, const Tensor& b, int64_t n) {
@@ -62,17 +62,17 @@ TEST(Checkpoint, RoundTripIsBitwiseAndLatestPointsToNewest) {
   a.init_weights(1);
   b.init_weights(2);
   FakeState sa(a.registry(), 3), sb(b.registry(), 4);
-  train::CheckpointState st;
+  checkpoint::CheckpointState st;
   st.step = 7;
   st.data_epoch = 1;
   st.data_position = 99;
   st.loss_scaler = {{"scale", 1024.0}, {"hysteresis_left", 2}, {"clean_steps", 3}, {"skipped_steps", 1}};
-  train::CheckpointWriteOptions wo;
+  checkpoint::CheckpointWriteOptions wo;
   wo.keep_last = 2;
-  train::save_checkpoint(dir.path.string(), a.registry(), sa.slices, st, wo);
-  const std::string resolved = train::resolve_checkpoint(dir.path.string());
+  checkpoint::save_checkpoint(dir.path.string(), a.registry(), sa.slices, st, wo);
+  const std::string resolved = checkpoint::resolve_checkpoint(dir.path.string());
   EXPECT_EQ(fs::path(resolved).filename(), "global_step7");
-  const train::CheckpointState got = train::load_checkpoint(resolved, b.registry(), sb.slices);
+  const checkpoint::CheckpointState got = checkpoint::load_checkpoint(resolved, b.registry(), sb.slices);
   EXPECT_EQ(got.step, 7);
   EXPECT_EQ(got.data_epoch, 1u);
   EXPECT_EQ(got.data_position, 99u);
@@ -85,11 +85,11 @@ TEST(Checkpoint, RoundTripIsBitwiseAndLatestPointsToNewest) {
   // keep_last = 2: after steps 8 and 9, step 7 is gone and latest is 9.
   for (int64_t s : {8, 9}) {
     st.step = s;
-    train::save_checkpoint(dir.path.string(), a.registry(), sa.slices, st, wo);
+    checkpoint::save_checkpoint(dir.path.string(), a.registry(), sa.slices, st, wo);
   }
   EXPECT_FALSE(fs::exists(dir.path / "global_step7"));
   EXPECT_TRUE(fs::exists(dir.path / "global_step8"));
-  EXPECT_EQ(fs::path(train::resolve_checkpoint(dir.path.string())).filename(), "global_step9");
+  EXPECT_EQ(fs::path(checkpoint::resolve_checkpoint(dir.path.string())).filename(), "global_step9");
 }
 
 TEST(Checkpoint, ShardsFromSeveralRanksLoadAtOneRank) {
@@ -99,9 +99,9 @@ TEST(Checkpoint, ShardsFromSeveralRanksLoadAtOneRank) {
   model::Transformer a(small(), four), b(small(), model::ModelOptions{});
   a.init_weights(5);
   FakeState sa(a.registry(), 6), sb(b.registry(), 7);
-  train::CheckpointState st;
+  checkpoint::CheckpointState st;
   st.step = 3;
-  train::CheckpointWriteOptions wo;
+  checkpoint::CheckpointWriteOptions wo;
   wo.world_size = 4;
   for (int r = 3; r >= 0; --r) {  // rank 0 last: it writes the manifest and renames
     wo.rank = r;
@@ -111,12 +111,12 @@ TEST(Checkpoint, ShardsFromSeveralRanksLoadAtOneRank) {
     const fs::path root = dir.path / ("r" + std::to_string(r));
     const fs::path tmp = root / ".global_step3.tmp";
     if (r > 0) fs::create_directories(tmp);
-    const std::string d = train::save_checkpoint(root.string(), a.registry(), sa.slices, st, wo);
+    const std::string d = checkpoint::save_checkpoint(root.string(), a.registry(), sa.slices, st, wo);
     fs::create_directories(dir.path / "merged");
     for (const auto& e : fs::directory_iterator(r > 0 ? tmp : fs::path(d)))
       fs::copy(e.path(), dir.path / "merged" / e.path().filename(), fs::copy_options::overwrite_existing);
   }
-  train::load_checkpoint((dir.path / "merged").string(), b.registry(), sb.slices);
+  checkpoint::load_checkpoint((dir.path / "merged").string(), b.registry(), sb.slices);
   for (size_t i = 0; i < a.registry().size(); ++i) {
     const auto& ua = a.registry().unit(i);
     EXPECT_TRUE(same_bytes(ua.flat_params(), b.registry().unit(i).flat_params(), ua.numel())) << ua.name();
@@ -125,7 +125,7 @@ TEST(Checkpoint, ShardsFromSeveralRanksLoadAtOneRank) {
   // Without rank 2's shard the load names what is missing.
   fs::remove(dir.path / "merged" / "shard_rank2.safetensors");
   try {
-    train::load_checkpoint((dir.path / "merged").string(), b.registry(), sb.slices);
+    checkpoint::load_checkpoint((dir.path / "merged").string(), b.registry(), sb.slices);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("rank 2"), std::string::npos) << e.what();
@@ -140,16 +140,17 @@ TEST(Checkpoint, AnotherModelsCheckpointIsRefused) {
   other.intermediate_size = 48;
   model::Transformer b(other, model::ModelOptions{});
   FakeState sa(a.registry(), 1), sb(b.registry(), 1);
-  train::CheckpointState st;
+  checkpoint::CheckpointState st;
   st.step = 1;
-  train::save_checkpoint(dir.path.string(), a.registry(), sa.slices, st, {});
-  EXPECT_THROW(train::load_checkpoint(train::resolve_checkpoint(dir.path.string()), b.registry(), sb.slices), Error);
+  checkpoint::save_checkpoint(dir.path.string(), a.registry(), sa.slices, st, {});
+  EXPECT_THROW(checkpoint::load_checkpoint(checkpoint::resolve_checkpoint(dir.path.string()), b.registry(), sb.slices),
+               Error);
 }
 
 TEST(Checkpoint, NoCheckpointGivesAClearError) {
   TempDir dir;
   try {
-    train::resolve_checkpoint(dir.path.string());
+    checkpoint::resolve_checkpoint(dir.path.string());
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("no checkpoint to resume from"), std::string::npos);
@@ -160,18 +161,18 @@ TEST(Checkpoint, FailedSaveLeavesThePreviousCheckpointIntact) {
   TempDir dir;
   model::Transformer a(small(), model::ModelOptions{});
   FakeState sa(a.registry(), 1);
-  train::CheckpointState st;
+  checkpoint::CheckpointState st;
   st.step = 1;
-  train::save_checkpoint(dir.path.string(), a.registry(), sa.slices, st, {});
+  checkpoint::save_checkpoint(dir.path.string(), a.registry(), sa.slices, st, {});
   // An optimizer tensor that is not a flat per-unit buffer makes the save fail midway.
   OwnedTensor bad({3}, DType::F32);
   auto named = sa.slices;
   named.push_back({"head.bogus", bad.view(), 0});
-  train::CheckpointWriteOptions wo;
+  checkpoint::CheckpointWriteOptions wo;
   st.step = 2;
-  EXPECT_THROW(train::save_checkpoint(dir.path.string(), a.registry(), named, st, wo), Error);
+  EXPECT_THROW(checkpoint::save_checkpoint(dir.path.string(), a.registry(), named, st, wo), Error);
   EXPECT_FALSE(fs::exists(dir.path / "global_step2"));
-  EXPECT_EQ(fs::path(train::resolve_checkpoint(dir.path.string())).filename(), "global_step1");
+  EXPECT_EQ(fs::path(checkpoint::resolve_checkpoint(dir.path.string())).filename(), "global_step1");
   for (const auto& e : fs::directory_iterator(dir.path))
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
 }
@@ -187,13 +188,13 @@ TEST(Checkpoint, ResavingAnExistingStepReplacesItWhole) {
         c(small(), model::ModelOptions{});
     a.init_weights(1);
     b.init_weights(2);
-    train::CheckpointState st;
+    checkpoint::CheckpointState st;
     st.step = 5;
-    train::save_checkpoint(dir.path.string(), a.registry(), train::whole_param_slices(a.registry()), st, {});
-    train::save_checkpoint(dir.path.string(), b.registry(), train::whole_param_slices(b.registry()), st, {});
+    checkpoint::save_checkpoint(dir.path.string(), a.registry(), checkpoint::whole_param_slices(a.registry()), st, {});
+    checkpoint::save_checkpoint(dir.path.string(), b.registry(), checkpoint::whole_param_slices(b.registry()), st, {});
     ::unsetenv("ZT_TEST_NO_RENAME_EXCHANGE");
-    const std::string resolved = train::resolve_checkpoint(dir.path.string());
-    train::load_checkpoint(resolved, c.registry(), train::whole_param_slices(c.registry()));
+    const std::string resolved = checkpoint::resolve_checkpoint(dir.path.string());
+    checkpoint::load_checkpoint(resolved, c.registry(), checkpoint::whole_param_slices(c.registry()));
     for (size_t i = 0; i < b.registry().size(); ++i)
       EXPECT_TRUE(same_bytes(b.registry().unit(i).flat_params(), c.registry().unit(i).flat_params(),
                              b.registry().unit(i).numel()));
@@ -209,18 +210,18 @@ TEST(Checkpoint, ResavingAnExistingStepReplacesItWhole) {
 TEST(Checkpoint, StaleTemporariesAreRemovedAndAnAsideCheckpointPutBack) {
   TempDir dir;
   model::Transformer a(small(), model::ModelOptions{});
-  train::CheckpointState st;
+  checkpoint::CheckpointState st;
   st.step = 4;
-  train::save_checkpoint(dir.path.string(), a.registry(), train::whole_param_slices(a.registry()), st, {});
+  checkpoint::save_checkpoint(dir.path.string(), a.registry(), checkpoint::whole_param_slices(a.registry()), st, {});
   fs::rename(dir.path / "global_step4", dir.path / ".global_step4.old");
   fs::create_directories(dir.path / ".global_step6.tmp");
   std::ofstream(dir.path / "latest.tmp.999999999.0") << "x";
-  const std::vector<std::string> removed = train::remove_stale_checkpoint_temps(dir.path.string());
+  const std::vector<std::string> removed = checkpoint::remove_stale_checkpoint_temps(dir.path.string());
   EXPECT_EQ(removed.size(), 2u);
   std::set<std::string> names;
   for (const auto& e : fs::directory_iterator(dir.path)) names.insert(e.path().filename().string());
   EXPECT_EQ(names, (std::set<std::string>{"latest", "global_step4"}));
-  EXPECT_EQ(fs::path(train::resolve_checkpoint(dir.path.string())).filename(), "global_step4");
+  EXPECT_EQ(fs::path(checkpoint::resolve_checkpoint(dir.path.string())).filename(), "global_step4");
 }
 
 // --resume auto: `latest` missing or naming a damaged checkpoint falls back to the newest
@@ -228,15 +229,15 @@ TEST(Checkpoint, StaleTemporariesAreRemovedAndAnAsideCheckpointPutBack) {
 TEST(Checkpoint, AutoPicksTheNewestCompleteCheckpointWhenLatestIsBad) {
   TempDir dir;
   model::Transformer a(small(), model::ModelOptions{});
-  train::CheckpointState st;
+  checkpoint::CheckpointState st;
   for (const int64_t step : {2, 4, 6}) {
     st.step = step;
-    train::save_checkpoint(dir.path.string(), a.registry(), train::whole_param_slices(a.registry()), st, {});
+    checkpoint::save_checkpoint(dir.path.string(), a.registry(), checkpoint::whole_param_slices(a.registry()), st, {});
   }
   std::ofstream(dir.path / "global_step6" / "manifest.json") << "{";
-  EXPECT_EQ(fs::path(train::resolve_checkpoint_auto(dir.path.string())).filename(), "global_step4");
+  EXPECT_EQ(fs::path(checkpoint::resolve_checkpoint_auto(dir.path.string())).filename(), "global_step4");
   try {
-    train::resolve_checkpoint(dir.path.string());
+    checkpoint::resolve_checkpoint(dir.path.string());
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::BadInput);
@@ -244,8 +245,8 @@ TEST(Checkpoint, AutoPicksTheNewestCompleteCheckpointWhenLatestIsBad) {
     EXPECT_NE(std::string(e.what()).find("--resume auto"), std::string::npos) << e.what();
   }
   fs::remove(dir.path / "latest");
-  EXPECT_EQ(fs::path(train::resolve_checkpoint_auto(dir.path.string())).filename(), "global_step4");
+  EXPECT_EQ(fs::path(checkpoint::resolve_checkpoint_auto(dir.path.string())).filename(), "global_step4");
   fs::remove_all(dir.path / "global_step4");
   fs::remove_all(dir.path / "global_step2");
-  EXPECT_EQ(train::resolve_checkpoint_auto(dir.path.string()), "");
+  EXPECT_EQ(checkpoint::resolve_checkpoint_auto(dir.path.string()), "");
 }

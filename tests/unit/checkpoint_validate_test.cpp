@@ -33,9 +33,10 @@ struct Fixture {
     fs::remove_all(root);
     fs::create_directories(root);
     model.init_weights(1);
-    train::CheckpointState st;
+    checkpoint::CheckpointState st;
     st.step = 3;
-    dir = train::save_checkpoint(root.string(), model.registry(), train::whole_param_slices(model.registry()), st, {});
+    dir = checkpoint::save_checkpoint(root.string(), model.registry(), checkpoint::whole_param_slices(model.registry()),
+                                      st, {});
   }
   ~Fixture() { fs::remove_all(root); }
 
@@ -50,7 +51,7 @@ struct Fixture {
   // load_checkpoint's error: BadInput whose message holds every one of `words`.
   void expect_bad_input(const std::vector<std::string>& words) const {
     try {
-      train::load_checkpoint(dir, model.registry(), train::whole_param_slices(model.registry()));
+      checkpoint::load_checkpoint(dir, model.registry(), checkpoint::whole_param_slices(model.registry()));
       ADD_FAILURE() << "loaded a bad checkpoint";
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::BadInput) << e.what();
@@ -65,8 +66,8 @@ struct Fixture {
 TEST(CheckpointValidate, AGoodCheckpointValidates) {
   Fixture f;
   std::string why;
-  EXPECT_TRUE(train::checkpoint_complete(f.dir, &why)) << why;
-  const train::CheckpointManifest m = train::read_checkpoint_manifest(f.dir);
+  EXPECT_TRUE(checkpoint::checkpoint_complete(f.dir, &why)) << why;
+  const checkpoint::CheckpointManifest m = checkpoint::read_checkpoint_manifest(f.dir);
   EXPECT_EQ(m.step, 3);
   EXPECT_EQ(m.world_size, 1);
   EXPECT_EQ(m.units.size(), f.model.registry().size());
@@ -144,7 +145,7 @@ TEST(CheckpointValidate, TruncatedManifestIsBadInput) {
   Fixture f;
   std::ofstream(fs::path(f.dir) / "manifest.json") << "{\"format\": \"zerotrain-checkpoint\", \"units\": [";
   f.expect_bad_input({"manifest.json", "not valid JSON"});
-  EXPECT_FALSE(train::checkpoint_complete(f.dir));
+  EXPECT_FALSE(checkpoint::checkpoint_complete(f.dir));
 }
 
 // A shard tensor of another dtype (I32) or length must be refused, never converted.
@@ -178,5 +179,5 @@ TEST(CheckpointValidate, MissingShardNamesTheRank) {
     for (json& u : j["units"]) u["padded_numel"] = (u["numel"].get<int64_t>() + 1) / 2 * 2;
   });
   f.expect_bad_input({"rank 1", "shard_rank1.safetensors"});
-  EXPECT_FALSE(train::checkpoint_complete(f.dir));
+  EXPECT_FALSE(checkpoint::checkpoint_complete(f.dir));
 }

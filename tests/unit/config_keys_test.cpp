@@ -17,7 +17,7 @@
 #include "config/run_config.h"
 #include "config/scheduler_keys.h"
 
-namespace zt::train {
+namespace zt::config {
 namespace {
 
 using nlohmann::json;
@@ -411,4 +411,4 @@ TEST(ConfigCheckPaths, ExistingPathsAndGlobsPass) {
 }
 
 }  // namespace
-}  // namespace zt::train
+}  // namespace zt::config

@@ -10,7 +10,7 @@
 #include "config/ds_config.h"
 #include "config/run_config.h"
 
-namespace zt::train {
+namespace zt::config {
 namespace {
 
 using nlohmann::json;
@@ -369,4 +369,4 @@ TEST(DsConfig, TopLevelKeys) {
 }
 
 }  // namespace
-}  // namespace zt::train
+}  // namespace zt::config

@@ -72,16 +72,16 @@ TEST(Estimate, DeepSpeedFormulasGiveDeepSpeedsNumbers) {
   EXPECT_EQ(e.largest_layer_params, 38597376);
   EXPECT_EQ(e.deepspeed_gpu_bytes_per_gpu, 4 * 124439808LL + 16 * 124439808LL / 8);  // 746,638,848
   EXPECT_EQ(e.deepspeed_cpu_bytes_per_node, 5973110784LL);                           // P * 4 * 8 * 1.5
-  in.offload_optimizer = OffloadDevice::CPU;
+  in.offload_optimizer = config::OffloadDevice::CPU;
   e = estimate_memory(in);
   EXPECT_EQ(e.deepspeed_gpu_bytes_per_gpu, 2 * 124439808LL);
   EXPECT_EQ(e.deepspeed_cpu_bytes_per_node, 5973110784LL);  // P * max(4 * 8, 16) * 1.5
   in.stage = 3;
-  in.offload_optimizer = OffloadDevice::None;
+  in.offload_optimizer = config::OffloadDevice::None;
   e = estimate_memory(in);
   EXPECT_EQ(e.deepspeed_gpu_bytes_per_gpu, 4 * 38597376LL + 18 * 124439808LL / 8);  // 434,379,072
   EXPECT_EQ(e.deepspeed_cpu_bytes_per_node, 1852674048LL);                          // L * 4 * 8 * 1.5
-  in.offload_optimizer = in.offload_param = OffloadDevice::CPU;
+  in.offload_optimizer = in.offload_param = config::OffloadDevice::CPU;
   in.nodes = 2;
   e = estimate_memory(in);
   EXPECT_EQ(e.deepspeed_gpu_bytes_per_gpu, 4 * 38597376LL);
@@ -131,20 +131,20 @@ TEST(Estimate, StagesDivideAndOffloadMovesStateToTheHost) {
   EXPECT_EQ(s3.gpu_transient, 3 * s3.largest_unit_elements * 2);
   // Optimizer offload: the state (12 bytes) and a staging copy of the f32 gradient slice
   // and the bf16 parameter slice (4 + 2) on the host; the GPU keeps parameters and gradients.
-  in.offload_optimizer = OffloadDevice::CPU;
+  in.offload_optimizer = config::OffloadDevice::CPU;
   const MemoryEstimate o3 = estimate_memory(in);
   EXPECT_EQ(o3.gpu_model_states, P * (2 + 4) / 8);
   EXPECT_EQ(o3.cpu_bytes_per_node, P * (12 + 4 + 2) / 8 * 8);
   // With parameter offload too the bf16 slices live on the host, where the host optimizer
   // updates them in place: no parameter staging.
-  in.offload_param = OffloadDevice::CPU;
+  in.offload_param = config::OffloadDevice::CPU;
   const MemoryEstimate op = estimate_memory(in);
   EXPECT_EQ(op.gpu_model_states, P * 4 / 8);
   EXPECT_EQ(op.cpu_bytes_per_node, P * (2 + 12 + 4) / 8 * 8);
   // Optimizer state on NVMe: the drive holds the 12 bytes; the host 4 swap buffers of the
   // largest unit's slice and the same staging.
-  in.offload_param = OffloadDevice::None;
-  in.offload_optimizer = OffloadDevice::NVMe;
+  in.offload_param = config::OffloadDevice::None;
+  in.offload_optimizer = config::OffloadDevice::NVMe;
   const MemoryEstimate on = estimate_memory(in);
   EXPECT_EQ(on.gpu_model_states, o3.gpu_model_states);
   EXPECT_EQ(on.nvme_bytes_per_node, P * 12 / 8 * 8);
@@ -154,8 +154,8 @@ TEST(Estimate, StagesDivideAndOffloadMovesStateToTheHost) {
   // Parameters on NVMe (with the optimizer's state in host memory): within max_in_cpu
   // elements per rank they stay in host memory, as with cpu; past it the rest is on the
   // drive and the host holds buffer_count swap buffers of the largest unit's slice.
-  in.offload_optimizer = OffloadDevice::CPU;
-  in.offload_param = OffloadDevice::NVMe;
+  in.offload_optimizer = config::OffloadDevice::CPU;
+  in.offload_param = config::OffloadDevice::NVMe;
   const MemoryEstimate pn = estimate_memory(in);
   EXPECT_EQ(pn.gpu_model_states, op.gpu_model_states);
   EXPECT_EQ(pn.cpu_bytes_per_node, op.cpu_bytes_per_node);
@@ -167,14 +167,14 @@ TEST(Estimate, StagesDivideAndOffloadMovesStateToTheHost) {
   EXPECT_EQ(ps.nvme_bytes_per_node, P / 8 * 2 * 8);
   EXPECT_EQ(ps.cpu_bytes_per_node, (P * (12 + 4) / 8 + 3 * ((ps.largest_unit_elements + 7) / 8) * 2) * 8);
   in.offload_param_max_in_cpu = 1000000000;
-  in.offload_param = OffloadDevice::CPU;
+  in.offload_param = config::OffloadDevice::CPU;
   // Parameter offload alone: the run keeps them on the GPU.
-  in.offload_optimizer = OffloadDevice::None;
+  in.offload_optimizer = config::OffloadDevice::None;
   EXPECT_EQ(estimate_memory(in).gpu_model_states, s3.gpu_model_states);
-  in.offload_optimizer = OffloadDevice::CPU;
+  in.offload_optimizer = config::OffloadDevice::CPU;
   in.stage = 2;
   EXPECT_THROW(estimate_memory(in), Error);  // offload_param needs stage 3
-  in.offload_param = OffloadDevice::None;
+  in.offload_param = config::OffloadDevice::None;
   in.seq_len = 1 << 20;
   EXPECT_THROW(estimate_memory(in), Error);  // past the model's context
 }

@@ -17,11 +17,11 @@ const std::string kSeeds = std::string(ZT_SOURCE_DIR) + "/tests/data/seed-config
 
 std::vector<std::string> warnings_of(const std::vector<std::string>& args, int world = 1,
                                      const std::string& device = "cpu") {
-  LoadOptions lo;
+  config::LoadOptions lo;
   lo.world_size = world;
-  TrainConfig c = load_train_config(args, lo);
+  config::TrainConfig c = config::load_train_config(args, lo);
   c.device = device;
-  return inert_key_warnings(c, world);
+  return config::inert_key_warnings(c, world);
 }
 
 // How many warnings name `key` (as "key: ..." or "key <value>: ...").
@@ -148,14 +148,14 @@ TEST(InertKeys, AccelerateKeysSwitchedOnSayTheyDoNothing) {
   const std::string on = dir.write("on.yaml",
                                    "distributed_type: MULTI_CPU\ndowncast_bf16: 'yes'\ndebug: true\n"
                                    "enable_cpu_affinity: true\nsame_network: true\nnum_processes: 1\n");
-  const TrainConfig c = load_train_config({"--config_file", on});
+  const config::TrainConfig c = config::load_train_config({"--config_file", on});
   for (const char* key : {"downcast_bf16", "debug", "enable_cpu_affinity"})
     EXPECT_EQ(naming(c.warnings, on + ": " + key), 1) << key << "\n" << joined(c.warnings);
   EXPECT_EQ(c.warnings.size(), 3u) << joined(c.warnings);
   const std::string off = dir.write("off.yaml",
                                     "distributed_type: MULTI_CPU\ndowncast_bf16: 'no'\ndebug: false\n"
                                     "same_network: true\nnum_processes: 1\n");
-  EXPECT_TRUE(load_train_config({"--config_file", off}).warnings.empty());
+  EXPECT_TRUE(config::load_train_config({"--config_file", off}).warnings.empty());
   // zero3_init_flag below stage 3.
   const std::string z = dir.write("z.yaml",
                                   "distributed_type: DEEPSPEED\nnum_processes: 1\ndeepspeed_config:\n"

@@ -10,6 +10,8 @@
 #   - core/, ops/, backend/cuda_api.h, backend/*_kernels.h and backend/stub/ include no
 #     CUDA, NCCL or MPI header;
 #   - no include climbs with "../";
+#   - a layer's namespace (zt::<layer>, e.g. zt::config) is opened only in its own folder,
+#     so a name's namespace says which folder defines it;
 #   - the public API in include/zerotrain/ (next to src/) sits at the train layer: only
 #     train/ and cli/ include "zerotrain/...", and its headers include nothing but
 #     standard headers and each other (so installing include/ is enough to use them).
@@ -46,6 +48,13 @@ while IFS= read -r -d '' file; do
   lineno=0
   while IFS= read -r line; do
     lineno=$((lineno + 1))
+    if [[ $line =~ ^namespace[[:space:]]+zt::([a-z_]+) ]]; then
+      ns=${BASH_REMATCH[1]}
+      if [[ -n ${rank[$ns]+x} && $ns != "$layer" ]]; then
+        violations+=("$rel:$lineno: opens namespace zt::$ns outside src/$ns/ (a layer's code lives in its folder)")
+      fi
+      continue
+    fi
     [[ $line =~ ^[[:space:]]*#[[:space:]]*include[[:space:]]*([\"\<])([^\"\>]+)[\"\>] ]] || continue
     delim=${BASH_REMATCH[1]}
     inc=${BASH_REMATCH[2]}

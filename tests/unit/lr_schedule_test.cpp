@@ -216,21 +216,21 @@ TEST(HfSchedule, BadArguments) {
 // param's value names one the schedule takes, defaults lie in their ranges, and every
 // schedule builds from its defaults (plus its required params) through the table.
 TEST(DeepSpeedSchedule, ParamsTableIsConsistent) {
-  for (ScheduleType t : schedule_types()) {
-    const std::vector<std::string> names = scheduler_param_names(t);
+  for (config::ScheduleType t : config::schedule_types()) {
+    const std::vector<std::string> names = config::scheduler_param_names(t);
     json params = json::object();
     for (size_t i = 0; i < names.size(); ++i) {
-      for (size_t j = i + 1; j < names.size(); ++j) EXPECT_NE(names[i], names[j]) << schedule_type_name(t);
-      const SchedulerParamKey& k = *scheduler_param(t, names[i]);
-      if (k.default_rule == SchedulerDefault::SameAs) {
-        EXPECT_NE(scheduler_param(t, k.same_as), nullptr) << k.key;
+      for (size_t j = i + 1; j < names.size(); ++j) EXPECT_NE(names[i], names[j]) << config::schedule_type_name(t);
+      const config::SchedulerParamKey& k = *config::scheduler_param(t, names[i]);
+      if (k.default_rule == config::SchedulerDefault::SameAs) {
+        EXPECT_NE(config::scheduler_param(t, k.same_as), nullptr) << k.key;
       }
-      if (k.default_rule == SchedulerDefault::Value && k.kind != SchedulerParamKind::WarmupType && k.refused.empty()) {
-        EXPECT_EQ(scheduler_range_error(k, k.default_value), "") << k.key;
+      if (k.default_rule == config::SchedulerDefault::Value && k.kind != config::SchedulerParamKind::WarmupType && k.refused.empty()) {
+        EXPECT_EQ(config::scheduler_range_error(k, k.default_value), "") << k.key;
       }
-      if (k.default_rule == SchedulerDefault::Required) params[k.key] = 10;
+      if (k.default_rule == config::SchedulerDefault::Required) params[k.key] = 10;
     }
-    const auto s = make_deepspeed_schedule(json{{"type", schedule_type_name(t)}, {"params", params}}, 0.1f,
+    const auto s = make_deepspeed_schedule(json{{"type", config::schedule_type_name(t)}, {"params", params}}, 0.1f,
                                            "ds_config.json");
     EXPECT_TRUE(std::isfinite(s->lr(5))) << s->describe();
   }

@@ -422,10 +422,10 @@ fs::path scratch(const std::string& name) {
 
 // What training_run.cpp hands the checkpoint code: parameters, then the optimizer's state,
 // the master optional when loading.
-std::vector<train::FlatSlice> slices(Model& m, Optimizer& o, bool for_load) {
-  std::vector<train::FlatSlice> out = train::whole_param_slices(m.reg);
+std::vector<checkpoint::FlatSlice> slices(Model& m, Optimizer& o, bool for_load) {
+  std::vector<checkpoint::FlatSlice> out = checkpoint::whole_param_slices(m.reg);
   for (StateSlice& s : o.state_slices()) {
-    train::FlatSlice f{s.name, s.data, s.begin};
+    checkpoint::FlatSlice f{s.name, s.data, s.begin};
     f.optional = for_load && s.name.size() > 7 && s.name.compare(s.name.size() - 7, 7, ".master") == 0;
     out.push_back(std::move(f));
   }
@@ -450,11 +450,11 @@ TEST(NoMasterCheckpoint, MasterCheckpointLoadsIntoANoMasterRunRoundingTheState) 
     a.set_grads(step);
     oa->step(0.01f, 1.0f);
   }
-  train::CheckpointState st;
+  checkpoint::CheckpointState st;
   st.step = 2;
   const std::string saved =
-      train::save_checkpoint(dir.string(), a.reg, slices(a, *oa, false), st, train::CheckpointWriteOptions{});
-  const train::CheckpointState got = train::load_checkpoint(saved, b.reg, slices(b, *ob, true));
+      checkpoint::save_checkpoint(dir.string(), a.reg, slices(a, *oa, false), st, checkpoint::CheckpointWriteOptions{});
+  const checkpoint::CheckpointState got = checkpoint::load_checkpoint(saved, b.reg, slices(b, *ob, true));
   EXPECT_TRUE(got.absent.empty());
   EXPECT_NE(std::find(got.saved_optimizer_state.begin(), got.saved_optimizer_state.end(), "embed.master"),
             got.saved_optimizer_state.end());
@@ -477,19 +477,19 @@ TEST(NoMasterCheckpoint, NoMasterCheckpointLoadsIntoAMasterRunWideningExactly) {
     a.set_grads(step);
     oa->step(0.01f, 1.0f);
   }
-  train::CheckpointState st;
+  checkpoint::CheckpointState st;
   st.step = 2;
   const std::string saved =
-      train::save_checkpoint(dir.string(), a.reg, slices(a, *oa, false), st, train::CheckpointWriteOptions{});
+      checkpoint::save_checkpoint(dir.string(), a.reg, slices(a, *oa, false), st, checkpoint::CheckpointWriteOptions{});
   // Without the optional flag the missing master is an error naming it.
-  std::vector<train::FlatSlice> strict = slices(b, *ob, false);
+  std::vector<checkpoint::FlatSlice> strict = slices(b, *ob, false);
   try {
-    train::load_checkpoint(saved, b.reg, strict);
+    checkpoint::load_checkpoint(saved, b.reg, strict);
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("embed.master"), std::string::npos) << e.what();
   }
-  const train::CheckpointState got = train::load_checkpoint(saved, b.reg, slices(b, *ob, true));
+  const checkpoint::CheckpointState got = checkpoint::load_checkpoint(saved, b.reg, slices(b, *ob, true));
   EXPECT_EQ(got.absent, (std::vector<std::string>{"embed.master", "block.0.master"}));
   ob->init_master_from_params();
   EXPECT_EQ(a.params(), b.params());
@@ -516,7 +516,7 @@ namespace {
 
 std::string config_error(const std::vector<std::string>& args) {
   try {
-    train::load_train_config(args);
+    config::load_train_config(args);
   } catch (const Error& e) {
     EXPECT_EQ(e.exit_code(), 2);
     return e.what();
@@ -528,18 +528,18 @@ std::string config_error(const std::vector<std::string>& args) {
 }  // namespace
 
 TEST(NoMasterConfig, DefaultsToMasterWeightsAndCarriesFalseIntoTheOptimizerSpec) {
-  const train::TrainConfig d = train::load_train_config({"--bf16", "true"});
+  const config::TrainConfig d = config::load_train_config({"--bf16", "true"});
   EXPECT_EQ(d.optimizer.master_weights, MasterWeights::F32);
-  EXPECT_NE(train::describe_config(d).find("master_weights"), std::string::npos);
-  const train::TrainConfig c = train::load_train_config({"--bf16", "true", "--master_weights", "false"});
+  EXPECT_NE(config::describe_config(d).find("master_weights"), std::string::npos);
+  const config::TrainConfig c = config::load_train_config({"--bf16", "true", "--master_weights", "false"});
   EXPECT_EQ(c.optimizer.master_weights, MasterWeights::None);
   EXPECT_EQ(c.origin.at("master_weights"), "command line");
-  const std::string dump = train::describe_config(c);
+  const std::string dump = config::describe_config(c);
   EXPECT_NE(dump.find("no master"), std::string::npos) << dump;
   // Precision from a ds_config bf16 block counts too.
   const fs::path dir = scratch("config");
   std::ofstream(dir / "ds.json") << R"({"bf16": {"enabled": true}, "train_micro_batch_size_per_gpu": 8})";
-  EXPECT_EQ(train::load_train_config({"--deepspeed", (dir / "ds.json").string(), "--master_weights", "false"})
+  EXPECT_EQ(config::load_train_config({"--deepspeed", (dir / "ds.json").string(), "--master_weights", "false"})
                 .optimizer.master_weights,
             MasterWeights::None);
   fs::remove_all(dir);

@@ -18,8 +18,8 @@ namespace {
 
 using zt::testing::input_error_of;
 
-TrainConfig config(int64_t micro, int64_t gas, int world) {
-  TrainConfig c;
+config::TrainConfig config(int64_t micro, int64_t gas, int world) {
+  config::TrainConfig c;
   c.source = "run.yaml";
   c.device = "cpu";
   c.micro_batch_per_gpu = micro;
@@ -41,7 +41,7 @@ TEST(ResourceChecks, GlobalBatchMustFitTheDataWindows) {
 }
 
 TEST(ResourceChecks, ModelStatesMustFitFreeMemory) {
-  const TrainConfig c = config(1, 1, 1);
+  const config::TrainConfig c = config(1, 1, 1);
   const model::ModelConfig tiny = model::preset_config("tiny-gpt2");
   check_model_state_fits(c, tiny, 0, 1);  // ~14 MB fits this machine
   model::ModelConfig huge = tiny;
@@ -64,13 +64,13 @@ TEST(ResourceChecks, ModelStatesMustFitFreeMemory) {
 // ZeRO-Offload on the GPU: the host must hold every local rank's offloaded state and
 // staging; the refusal names the bytes, the ranks and the ratio to lower.
 TEST(ResourceChecks, OffloadedStateMustFitHostMemory) {
-  TrainConfig c = config(1, 1, 2);
+  config::TrainConfig c = config(1, 1, 2);
   c.device = "cuda";
-  c.precision = Precision::BF16;
+  c.precision = config::Precision::BF16;
   c.zero.stage = 2;
   const model::ModelConfig tiny = model::preset_config("tiny-gpt2");
   check_offload_fits_host(c, tiny, 2, 2, 2);  // no offload: nothing to check
-  c.zero.offload_optimizer = OffloadDevice::CPU;
+  c.zero.offload_optimizer = config::OffloadDevice::CPU;
   // Per rank at stage 2 over 2 ranks: half of the parameters x (12 state + 4 gradient + 2
   // parameter staging) bytes.
   const double per_rank = tiny.num_parameters_f64() / 2 * 18;
@@ -81,7 +81,7 @@ TEST(ResourceChecks, OffloadedStateMustFitHostMemory) {
   check_offload_fits_host(c, tiny, 2, 2, 2);  // half the state on the host: fits again
   // The state on NVMe: the host holds the staging and 4 swap buffers of a piece.
   c.zero.offload_optimizer_ratio = 1.0;
-  c.zero.offload_optimizer = OffloadDevice::NVMe;
+  c.zero.offload_optimizer = config::OffloadDevice::NVMe;
   c.zero.sub_group_size = 1000;
   check_offload_fits_host(c, tiny, 2, 2, 2);
   c.zero.sub_group_size = 1000000000;

@@ -13,7 +13,7 @@
 #include "config/config_dump.h"
 #include "config/run_config.h"
 
-namespace zt::train {
+namespace zt::config {
 namespace {
 
 namespace fs = std::filesystem;
@@ -267,4 +267,4 @@ TEST(RunConfig, YamlAliasExpansionIsCapped) {
 }
 
 }  // namespace
-}  // namespace zt::train
+}  // namespace zt::config
