@@ -28,7 +28,8 @@ enum class OutputDirOverwrite { No, Yes };   // overwrite_output_dir
 
 struct ModelSection {
   std::string preset;     // a built-in preset name, or
-  std::string path;       // an HF model directory (config.json + safetensors)
+  std::string path;       // an HF model directory (config.json + safetensors), or
+  std::string config_file;  // an HF config.json: its shape, randomly initialised (from_config)
   std::string tokenizer;  // tokenizer file/dir; default: the model dir, or trained for the built-in run
   bool activation_checkpointing = false;
 };

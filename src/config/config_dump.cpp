@@ -47,7 +47,9 @@ std::string joined(const std::vector<std::string>& v) {
 std::string describe_config(const TrainConfig& c) {
   Printer p(c);
   p.section("run");
-  p.line("model", c.model.path.empty() ? "preset " + c.model.preset : c.model.path);
+  p.line("model", !c.model.path.empty()          ? c.model.path
+                  : !c.model.config_file.empty() ? "config " + c.model.config_file + " (random init)"
+                                                 : "preset " + c.model.preset);
   p.line("model.tokenizer", c.model.tokenizer.empty() ? "(from the model)" : c.model.tokenizer);
   p.line("model.activation_checkpointing", c.model.activation_checkpointing);
   p.line("data.train", joined(c.data.train));

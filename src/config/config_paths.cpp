@@ -37,6 +37,7 @@ void require_exists(const TrainConfig& c, const std::string& key, const std::str
 
 void check_named_paths(const TrainConfig& c) {
   require_exists(c, "model.path", "model", c.model.path);
+  require_exists(c, "model.config", "model", c.model.config_file);
   require_exists(c, "model.tokenizer", "model.tokenizer", c.model.tokenizer);
   for (const std::string& p : c.data.train) require_exists(c, "data.train", "data.train", p);
   for (const std::string& p : c.data.validation) require_exists(c, "data.validation", "data.validation", p);

@@ -36,7 +36,7 @@ int64_t hidden_size(const RunContext& run, const std::string& source, const std:
   if (run.hidden_size <= 0)
     ZT_THROW_INPUT(source, ": ", key,
                    " is \"auto\", which needs the model's hidden size, and no model is known; "
-                   "set model.preset or model.path in the run config, or write a number");
+                   "set model.preset, model.path or model.config in the run config, or write a number");
   return run.hidden_size;
 }
 

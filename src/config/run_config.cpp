@@ -49,10 +49,13 @@ void parse_model(const json& doc, const Where& top, RunConfig& r) {
   if (it == doc.end() || it->is_null()) return;
   const Where w = top.key("model");
   if (it->is_string()) {
-    // model: NAME — a preset name, or an HF model directory.
+    // model: NAME — a preset name, an HF config.json, or an HF model directory.
     const std::string name = it->get<std::string>();
     const auto presets = model::preset_names();
-    (std::find(presets.begin(), presets.end(), name) != presets.end() ? r.model.preset : r.model.path) = name;
+    const bool json_file = name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0;
+    (std::find(presets.begin(), presets.end(), name) != presets.end() ? r.model.preset
+     : json_file                                                      ? r.model.config_file
+                                                                      : r.model.path) = name;
     return;
   }
   check_known_keys(*it, run_section_keys("model"), w, kFix);
@@ -60,10 +63,13 @@ void parse_model(const json& doc, const Where& top, RunConfig& r) {
     ZT_THROW_INPUT(w.str(), ": 'path' and 'name_or_path' are the same setting; keep 'path'");
   r.model.preset = read_string(*it, "preset", w, "").value;
   r.model.path = read_string(*it, it->contains("name_or_path") ? "name_or_path" : "path", w, "").value;
+  r.model.config_file = read_string(*it, "config", w, "").value;
   r.model.tokenizer = read_string(*it, "tokenizer", w, "").value;
   r.model.activation_checkpointing = read_bool(*it, "activation_checkpointing", w, false).value;
-  if (!r.model.preset.empty() && !r.model.path.empty())
-    ZT_THROW_INPUT(w.str(), ": give either model.preset or model.path, not both");
+  const int sources = !r.model.preset.empty() + !r.model.path.empty() + !r.model.config_file.empty();
+  if (sources > 1)
+    ZT_THROW_INPUT(w.str(), ": give one of model.preset, model.path and model.config (a preset, a model directory "
+                   "with its weights, or a config.json to initialise from), not several");
 }
 
 void parse_data(const json& doc, const Where& top, RunConfig& r) {

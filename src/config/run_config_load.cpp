@@ -82,9 +82,10 @@ std::string relative_to(const std::string& path, const std::string& naming_file)
 
 int64_t model_hidden_size(const ModelSection& m) {
   if (!m.preset.empty()) return model::preset_config(m.preset).hidden_size;
-  if (m.path.empty()) return 0;
+  if (m.path.empty() && m.config_file.empty()) return 0;
   // Only "auto" sizes need it: an unreadable model dir is reported by the model loader.
-  const std::string path = (std::filesystem::path(m.path) / "config.json").string();
+  const std::string path =
+      m.config_file.empty() ? (std::filesystem::path(m.path) / "config.json").string() : m.config_file;
   try {
     const json j = json::parse(io::read_bounded_file(path, "model config"));
     return model::config_from_hf_json(j, path).hidden_size;
@@ -119,8 +120,9 @@ Setting<Precision> run_precision(const RunConfig& run, const AccelerateConfig& a
 void apply_run(const RunConfig& r, TrainConfig& cfg) {
   const std::string& s = r.source;
   cfg.model = r.model;
-  if (cfg.model.preset.empty() && cfg.model.path.empty()) cfg.model.preset = "tiny-gpt2";  // the built-in run's model
-  cfg.origin["model"] = r.model.preset.empty() && r.model.path.empty() ? "default" : s;
+  const bool no_model = cfg.model.preset.empty() && cfg.model.path.empty() && cfg.model.config_file.empty();
+  if (no_model) cfg.model.preset = "tiny-gpt2";  // the built-in run's model
+  cfg.origin["model"] = r.model.preset.empty() && r.model.path.empty() && r.model.config_file.empty() ? "default" : s;
   cfg.data = r.data;
   cfg.max_steps = r.max_steps.value;
   note(cfg, "max_steps", r.max_steps, s);
@@ -339,6 +341,7 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
   for (auto* list : {&run.data.train, &run.data.validation})
     for (std::string& p : *list) p = relative_to(p, args.run_path);
   run.model.path = relative_to(run.model.path, args.run_path);
+  run.model.config_file = relative_to(run.model.config_file, args.run_path);
   run.model.tokenizer = relative_to(run.model.tokenizer, args.run_path);
   const DsConfig ds = parse_ds_config(ds_doc.is_null() ? json::object() : ds_doc, ds_source);
 

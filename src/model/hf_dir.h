@@ -31,6 +31,9 @@ uint64_t parse_byte_size(const std::string& text, const std::string& what);
 // Reads and validates dir/config.json (Unsupported for model types and features zerotrain
 // does not implement, naming which).
 ModelConfig load_hf_config(const std::string& dir);
+// The same for a config.json file on its own (a model trained from scratch in that shape:
+// run config `model: {config: FILE}`, as transformers' AutoModelForCausalLM.from_config).
+ModelConfig load_hf_config_file(const std::string& path);
 
 struct Pretrained {
   ModelConfig config;

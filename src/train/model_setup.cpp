@@ -47,6 +47,14 @@ DType storage_dtype(config::Precision p) {
   return DType::F32;
 }
 
+model::ModelConfig from_scratch_config(const config::ModelSection& m) {
+  if (!m.config_file.empty()) return model::load_hf_config_file(m.config_file);
+  if (m.preset.empty())
+    ZT_THROW_INPUT("model: give a built-in preset (model.preset), an HF config.json (model.config) or an HF directory "
+                   "(model.path)");
+  return model::preset_config(m.preset);
+}
+
 ModelSetup setup_model(const config::TrainConfig& c, const fs::path& out) {
   ModelSetup s;
   model::ModelOptions mo;
@@ -97,9 +105,7 @@ ModelSetup setup_model(const config::TrainConfig& c, const fs::path& out) {
     s.tokenizer_path = tok;
     return s;
   }
-  if (c.model.preset.empty())
-    ZT_THROW_INPUT(c.source, ": model: give a built-in preset (model.preset) or an HF directory (model.path)");
-  const model::ModelConfig config = model::preset_config(c.model.preset);
+  const model::ModelConfig config = from_scratch_config(c.model);
   mo.allocate_params = c.zero.stage < 3;
   s.model = std::make_unique<model::Transformer>(config, mo);
   if (c.zero.stage < 3) {
@@ -119,7 +125,7 @@ ModelSetup setup_model(const config::TrainConfig& c, const fs::path& out) {
     // training text (kept in the output directory and shipped with the final model).
     const std::vector<std::string> texts = training_texts(c);
     if (texts.empty())
-      ZT_THROW_INPUT(c.source, ": model.preset '", c.model.preset,
+      ZT_THROW_INPUT(c.source, ": ", c.model.preset.empty() ? "model.config '" + c.model.config_file : "model.preset '" + c.model.preset,
                      "' needs a tokenizer: set model.tokenizer, or give text data to train one on");
     io::BpeTrainOptions bo;
     bo.vocab_size = config.vocab_size;

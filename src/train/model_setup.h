@@ -29,6 +29,11 @@ DType storage_dtype(config::Precision p);
 
 ModelSetup setup_model(const config::TrainConfig& config, const std::filesystem::path& output_dir);
 
+// The shape of a model trained from scratch: a built-in preset's, or an HF config.json's
+// (model.config). BadInput when the section names neither (an HF directory is loaded
+// with its weights instead).
+model::ModelConfig from_scratch_config(const config::ModelSection& model);
+
 // Writes the HF directory (config.json, generation_config.json, safetensors, tokenizer).
 void save_final_model(const model::Transformer& model, const ModelSetup& setup, const std::string& dir, DType dtype);
 

@@ -27,6 +27,7 @@
 #include "config/inert_keys.h"
 #include "train/rank_binding.h"
 #include "train/resource_checks.h"
+#include "config/config_paths.h"
 #include "config/run_config.h"
 #include "train/startup_clock.h"
 #include "zero/offload_optimizer.h"
@@ -218,6 +219,9 @@ std::unique_ptr<TrainingRun> start_training_run(const config::TrainConfig& confi
     if (!bound.empty()) ZT_INFO(bound);
   }
   run->output_dir = c.output_dir;
+  // A path that does not exist is bad input: said before the output directory is claimed
+  // (and, with overwrite_output_dir, the previous run's files removed).
+  config::check_named_paths(c);
   claim_output_dir_on_rank0(*run);
 
   // Rank 0 trains the tokenizer and tokenizes text data; the other ranks wait for it and
@@ -241,8 +245,8 @@ std::unique_ptr<TrainingRun> start_training_run(const config::TrainConfig& confi
     const model::ModelConfig mc = model::load_hf_config(c.model.path);
     model::check_hf_config_against_weights(mc, c.model.path + "/config.json", c.model.path);
     check_model_state_fits(c, mc, run->stage, run->comm->size(), ranks_on_host);
-  } else if (!c.model.preset.empty()) {
-    check_model_state_fits(c, model::preset_config(c.model.preset), run->stage, run->comm->size(), ranks_on_host);
+  } else {
+    check_model_state_fits(c, from_scratch_config(c.model), run->stage, run->comm->size(), ranks_on_host);
   }
   clock.lap("output dir");
   run->setup = setup_model(setup_config, run->output_dir);

@@ -359,3 +359,35 @@ TEST(Trainer, SigintSavesACheckpointAndExitsZero) {
   EXPECT_TRUE(fs::exists(a / "run" / "checkpoints" / name / "manifest.json"));
   fs::remove_all(a);
 }
+
+// model.config (issue 19): a 2-layer GPT-2 with GPT-2's 50257-token vocabulary, from its
+// config.json alone, trains (random init, as AutoModelForCausalLM.from_config), and final/
+// is that shape; the final model loads back. A config.json that does not exist is exit 2.
+TEST(Trainer, AModelFromAConfigJsonTrainsInThatShape) {
+  const fs::path a = temp_dir("from_config");
+  fs::create_directories(a);
+  std::ofstream(a / "config.json") << R"({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": 2,
+    "n_head": 2, "n_embd": 64, "n_positions": 128, "vocab_size": 50257, "bos_token_id": 50256, "eos_token_id": 50256})";
+  const train::TrainResult r = train::run_training(
+      small_run(a, {"--model.preset", "", "--model.config", (a / "config.json").string(), "--model.tokenizer",
+                    std::string(ZT_SOURCE_DIR) + "/tests/data/gpt2", "--max_steps", "12", "--save_strategy", "no",
+                    "--eval_interval", "0"}));
+  ASSERT_EQ(r.losses.size(), 12u);
+  EXPECT_LT(r.losses.back(), r.losses.front() - 0.5) << "the loss falls from ln(50257) ~ 10.8";
+  const model::ModelConfig final_config = model::load_hf_config(r.final_model_dir);
+  EXPECT_EQ(final_config.num_layers, 2);
+  EXPECT_EQ(final_config.hidden_size, 64);
+  EXPECT_EQ(final_config.vocab_size, 50257);
+  EXPECT_NO_THROW(model::load_pretrained(r.final_model_dir));
+  try {
+    train::run_training(small_run(a, {"--model.preset", "", "--model.config", (a / "missing.json").string(),
+                                      "--overwrite_output_dir"}));
+    ADD_FAILURE() << "a missing config.json was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_NE(std::string(e.what()).find("missing.json"), std::string::npos) << e.what();
+  }
+  // Said before the output directory is touched: the previous run's final/ is still there.
+  EXPECT_TRUE(fs::exists(fs::path(r.final_model_dir) / "model.safetensors"));
+  fs::remove_all(a);
+}

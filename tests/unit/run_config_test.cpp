@@ -227,6 +227,22 @@ TEST(RunConfig, ModelShorthandAndHiddenSizeForAuto) {
   const TrainConfig h = load_train_config({"--deepspeed", ds, "--model.path", mdir});
   EXPECT_EQ(h.model.path, mdir);
   EXPECT_EQ(h.zero.reduce_bucket_size, 96 * 96);
+  // A config.json on its own (model.config: trained from scratch in that shape), also as
+  // the `model: FILE.json` shorthand of a run file, relative to it.
+  const std::string cfg_json = (fs::path(mdir) / "config.json").string();
+  const TrainConfig k = load_train_config({"--deepspeed", ds, "--model.config", cfg_json});
+  EXPECT_EQ(k.model.config_file, cfg_json);
+  EXPECT_TRUE(k.model.preset.empty());
+  EXPECT_EQ(k.zero.reduce_bucket_size, 96 * 96);
+  const std::string run = dir.write("m/run.yaml", "model: config.json\n");
+  EXPECT_EQ(load_train_config({run}).model.config_file, cfg_json);
+}
+
+TEST(RunConfig, OneModelSourceAtATime) {
+  TempDir dir;
+  const std::string cfg = dir.write("config.json", R"({"model_type": "gpt2", "n_embd": 64, "n_head": 2, "n_layer": 2})");
+  const std::string run = dir.write("run.yaml", "model: {preset: gpt2, config: config.json}\n");
+  EXPECT_HAS(load_error({run}), "give one of model.preset, model.path and model.config");
 }
 
 // Bounded inputs (issue 15): every config document is read by io::read_bounded_file, so a
