@@ -112,6 +112,20 @@ std::string human_bytes(double b) {
   return buf;
 }
 
+std::string human_duration(double seconds) {
+  const long long s = seconds > 0 ? static_cast<long long>(seconds) : 0;
+  char buf[32];
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%llds", s);
+  else if (s < 3600)
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", s / 60, s % 60);
+  else if (s < 86400)
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", s / 3600, s % 3600 / 60);
+  else
+    std::snprintf(buf, sizeof buf, "%lldd%02lldh", s / 86400, s % 86400 / 3600);
+  return buf;
+}
+
 MetricsFile::MetricsFile(const std::string& path, bool append) : path_(path) {
   file_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (!file_) ZT_THROW_IO("cannot open metrics file '", path, "' for writing: ", std::strerror(errno));

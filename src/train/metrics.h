@@ -36,6 +36,8 @@ struct MemoryUsage {
 MemoryUsage host_memory();
 
 std::string human_bytes(double bytes);
+// "42s", "3m07s", "2h05m", "3d04h" (whole seconds, rounded down; negative as 0s).
+std::string human_duration(double seconds);
 
 // Whether metrics still reach their file.
 enum class MetricsState { Writing, Failed };

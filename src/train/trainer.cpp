@@ -172,6 +172,9 @@ TrainResult run_training(const config::TrainConfig& config) {
   };
 
   auto t_last = std::chrono::steady_clock::now();
+  // Elapsed time and ETA count from here: a resumed run's rate is its own steps'.
+  const auto t_start = t_last;
+  const int64_t first_step = step;
   int64_t tokens_since_log = 0, steps_since_log = 0;
   // The NVMe swaps, when there are any (the optimizer state's, the parameters'): their
   // traffic goes in the step line.
@@ -245,6 +248,10 @@ TrainResult run_training(const config::TrainConfig& config) {
       tokens_since_log = 0;
       const double mfu = tps * flops_per_token / peak.flops;
       const MemoryUsage mem = host_memory();
+      const double elapsed = std::chrono::duration<double>(now - t_start).count();
+      const double eta =
+          elapsed / static_cast<double>(step - first_step) * static_cast<double>(total_steps - step);
+      const std::string timing = " | " + human_duration(elapsed) + " elapsed, ETA " + human_duration(eta);
       // Bytes this rank moved through collectives per step (ring-algorithm accounting).
       const zero::CommVolume volume = run.engine->comm_volume();
       const double comm_per_step = volume.total() / static_cast<double>(steps_since_log);
@@ -272,10 +279,10 @@ TrainResult run_training(const config::TrainConfig& config) {
       }
       std::printf(
           "step %6lld/%lld | loss %.4f | lr %.3e | grad norm %7.4f | scale %g | %8.0f tok/s | MFU %5.1f%% | "
-          "mem %s%s%s%s",
+          "mem %s%s%s%s%s",
           static_cast<long long>(step), static_cast<long long>(total_steps), loss, lr, grad_norm, scale, tps,
-          100.0 * mfu, human_bytes(static_cast<double>(mem.rss_bytes)).c_str(), gpu.c_str(), comm.c_str(),
-          swap.c_str());
+          100.0 * mfu, human_bytes(static_cast<double>(mem.rss_bytes)).c_str(), gpu.c_str(), timing.c_str(),
+          comm.c_str(), swap.c_str());
       if (skip) std::printf(" | overflow: skipped (%lld so far)", static_cast<long long>(skipped_so_far));
       std::printf("\n");
       json record = {{"step", step},
@@ -289,6 +296,8 @@ TrainResult run_training(const config::TrainConfig& config) {
                      {"comm_bytes_per_step", comm_per_step},
                      {"skipped", skip},
                      {"skipped_steps", skipped_so_far},
+                     {"elapsed_s", elapsed},
+                     {"eta_s", eta},
                      {"gpu_peak_bytes", cuda::initialized() ? json(cuda::peak_bytes()) : json(nullptr)}};
       if (nvme) record["nvme"] = swap_record;
       if (run.timer) {

@@ -374,6 +374,13 @@ TEST(Trainer, AModelFromAConfigJsonTrainsInThatShape) {
                     "--eval_interval", "0"}));
   ASSERT_EQ(r.losses.size(), 12u);
   EXPECT_LT(r.losses.back(), r.losses.front() - 0.5) << "the loss falls from ln(50257) ~ 10.8";
+  {  // Each step record has the elapsed time and the ETA (the step line shows them too).
+    const std::vector<nlohmann::json> rec = step_records(a / "run");
+    ASSERT_EQ(rec.size(), 12u);
+    EXPECT_EQ(rec.back().at("eta_s").get<double>(), 0.0);
+    EXPECT_GT(rec.front().at("eta_s").get<double>(), 0.0);
+    EXPECT_GE(rec.back().at("elapsed_s").get<double>(), rec.front().at("elapsed_s").get<double>());
+  }
   const model::ModelConfig final_config = model::load_hf_config(r.final_model_dir);
   EXPECT_EQ(final_config.num_layers, 2);
   EXPECT_EQ(final_config.hidden_size, 64);

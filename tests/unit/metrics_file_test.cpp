@@ -69,3 +69,13 @@ TEST(MetricsFile, AnUnwritablePathIsAnErrorNamingIt) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
   }
 }
+
+TEST(HumanDuration, SecondsMinutesHoursDays) {
+  using zt::train::human_duration;
+  EXPECT_EQ(human_duration(0), "0s");
+  EXPECT_EQ(human_duration(-3), "0s");
+  EXPECT_EQ(human_duration(42.9), "42s");
+  EXPECT_EQ(human_duration(187), "3m07s");
+  EXPECT_EQ(human_duration(2 * 3600 + 5 * 60 + 59), "2h05m");
+  EXPECT_EQ(human_duration(3 * 86400 + 4 * 3600 + 1), "3d04h");
+}
