@@ -87,7 +87,12 @@ std::vector<RunKey> make_table() {
       {"gradient_accumulation_steps", {}, "1", "", ""},
       {"warmup_steps", {}, "0", "", ""},
       {"warmup_ratio", {}, "0", "", "fraction of total steps; not with warmup_steps"},
-      {"lr_scheduler_type", {}, "linear", "", "constant, constant_with_warmup, linear, cosine; HF's others refused"},
+      {"lr_scheduler_type",
+       {},
+       "linear",
+       "",
+       "constant, constant_with_warmup, linear, cosine, cosine_with_restarts, polynomial, inverse_sqrt (HF's "
+       "defaults for their arguments); reduce_lr_on_plateau, cosine_with_min_lr and warmup_stable_decay refused"},
       {"weight_decay", {}, "0", "", ""},
       {"max_grad_norm", {}, "1.0", "", "clipping (0 = off)"},
       {"adam_beta1", {}, "0.9", "", ""},

@@ -228,15 +228,18 @@ RunConfig parse_run_config(const json& raw, const std::string& source) {
     ZT_THROW_INPUT(top.key("warmup_ratio").str(), ": warmup_steps is also given; keep one of them");
   if (r.bf16.value && r.fp16.value) ZT_THROW_INPUT(top.str(), ": bf16 and fp16 are both true; choose one");
   check_one_of(r.device, {"auto", "cpu", "cuda"}, top.key("device"));
-  const std::vector<std::string> refused_schedules = {"cosine_with_restarts", "polynomial",
-                                                      "inverse_sqrt",         "reduce_lr_on_plateau",
-                                                      "cosine_with_min_lr",   "warmup_stable_decay"};
+  // These need arguments (a metric, min_lr, the phases) that lr_scheduler_kwargs would carry.
+  const std::vector<std::string> refused_schedules = {"reduce_lr_on_plateau", "cosine_with_min_lr",
+                                                      "warmup_stable_decay"};
   if (std::find(refused_schedules.begin(), refused_schedules.end(), r.lr_scheduler_type.value) !=
       refused_schedules.end())
     ZT_THROW_UNSUPPORTED(
         top.key("lr_scheduler_type").str(), ": '", r.lr_scheduler_type.value,
-        "' is not supported; use constant, constant_with_warmup, linear or cosine (or a ds_config scheduler block)");
-  check_one_of(r.lr_scheduler_type, {"constant", "constant_with_warmup", "linear", "cosine"},
+        "' is not supported; use constant, constant_with_warmup, linear, cosine, cosine_with_restarts, polynomial or "
+        "inverse_sqrt (or a ds_config scheduler block)");
+  check_one_of(r.lr_scheduler_type,
+               {"constant", "constant_with_warmup", "linear", "cosine", "cosine_with_restarts", "polynomial",
+                "inverse_sqrt"},
                top.key("lr_scheduler_type"));
   check_one_of(r.optim, {"adamw", "adamw_torch", "adamw_torch_fused", "adamw_hf", "adam", "sgd", "lion", "lion_32bit"},
                top.key("optim"));

@@ -10,7 +10,12 @@
 namespace zt::train {
 namespace {
 
-enum class HfKind { Constant, ConstantWithWarmup, Linear, Cosine };
+enum class HfKind { Constant, ConstantWithWarmup, Linear, Cosine, CosineWithRestarts, Polynomial, InverseSqrt };
+
+// HF's defaults for the schedules' own arguments (TrainingArguments passes none unless
+// lr_scheduler_kwargs says so): polynomial lr_end 1e-7 and power 1; cosine_with_restarts
+// num_cycles 1; inverse_sqrt timescale = warmup steps, or 10,000 without warmup.
+constexpr double kPolynomialLrEnd = 1e-7, kPolynomialPower = 1.0, kRestartCycles = 1.0;
 
 class HfSchedule final : public LrSchedule {
  public:
@@ -37,6 +42,21 @@ class HfSchedule final : public LrSchedule {
         return 1.0;
       case HfKind::Linear:
         return std::max(0.0, static_cast<double>(total_ - step) / std::max(1.0, static_cast<double>(total_ - warmup_)));
+      case HfKind::CosineWithRestarts: {  // get_cosine_with_hard_restarts_schedule_with_warmup
+        const double progress =
+            (s - static_cast<double>(warmup_)) / std::max(1.0, static_cast<double>(total_ - warmup_));
+        if (progress >= 1.0) return 0.0;
+        return std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * std::fmod(kRestartCycles * progress, 1.0))));
+      }
+      case HfKind::Polynomial: {  // get_polynomial_decay_schedule_with_warmup
+        if (step > total_) return kPolynomialLrEnd / base_;
+        const double remaining = 1.0 - (s - static_cast<double>(warmup_)) / static_cast<double>(total_ - warmup_);
+        return ((base_ - kPolynomialLrEnd) * std::pow(remaining, kPolynomialPower) + kPolynomialLrEnd) / base_;
+      }
+      case HfKind::InverseSqrt: {  // get_inverse_sqrt_schedule
+        const double timescale = warmup_ > 0 ? static_cast<double>(warmup_) : 10000.0;
+        return 1.0 / std::sqrt((s + timescale - static_cast<double>(warmup_)) / timescale);
+      }
       case HfKind::Cosine: {
         // num_cycles = 0.5; HF does not clamp progress past the end, neither do we.
         const double progress =
@@ -69,12 +89,27 @@ std::unique_ptr<LrSchedule> make_hf_schedule(const std::string& type, float base
     kind = HfKind::Linear;
   else if (name == "cosine" || name == "cosine_with_min_lr")
     kind = HfKind::Cosine;
+  else if (name == "cosine_with_restarts")
+    kind = HfKind::CosineWithRestarts;
+  else if (name == "polynomial")
+    kind = HfKind::Polynomial;
+  else if (name == "inverse_sqrt")
+    kind = HfKind::InverseSqrt;
   else
     ZT_THROW_INPUT("lr_scheduler_type \"", type,
-                   "\" is not supported: use constant, constant_with_warmup, linear, cosine or cosine_with_min_lr");
+                   "\" is not supported: use constant, constant_with_warmup, linear, cosine, cosine_with_min_lr, "
+                   "cosine_with_restarts, polynomial or inverse_sqrt");
   if (!(base_lr >= 0.0f) || !std::isfinite(base_lr)) ZT_THROW_INPUT("learning_rate = ", base_lr, " must be >= 0");
   if (warmup_steps < 0) ZT_THROW_INPUT("warmup_steps = ", warmup_steps, " must be >= 0");
-  if ((kind == HfKind::Linear || kind == HfKind::Cosine) && total_steps <= 0)
+  const bool needs_total = kind == HfKind::Linear || kind == HfKind::Cosine || kind == HfKind::CosineWithRestarts ||
+                           kind == HfKind::Polynomial;
+  if (kind == HfKind::Polynomial && !(base_lr > kPolynomialLrEnd))
+    ZT_THROW_INPUT("lr_scheduler_type \"polynomial\" decays to lr_end ", kPolynomialLrEnd,
+                   " (HF's default): learning_rate (", base_lr, ") must be larger");
+  if (kind == HfKind::Polynomial && total_steps <= warmup_steps && total_steps > 0)
+    ZT_THROW_INPUT("lr_scheduler_type \"polynomial\" needs more total steps (", total_steps, ") than warmup steps (",
+                   warmup_steps, ")");
+  if (needs_total && total_steps <= 0)
     ZT_THROW_INPUT("lr_scheduler_type \"", name, "\" needs the total number of optimizer steps (got ", total_steps,
                    "): set max_steps or epochs");
   if (!(min_lr_ratio >= 0.0f && min_lr_ratio <= 1.0f))

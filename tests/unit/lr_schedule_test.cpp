@@ -204,8 +204,33 @@ TEST(HfSchedule, CosineAndCosineWithMinLr) {
   expect_lr(*same, 7, 0.055);
 }
 
+// transformers/optimization.py with TrainingArguments' defaults (no lr_scheduler_kwargs).
+TEST(HfSchedule, CosineWithRestartsPolynomialInverseSqrt) {
+  auto r = make_hf_schedule("cosine_with_restarts", 0.1f, 4, 10);  // num_cycles 1
+  expect_lr(*r, 2, 0.05);
+  expect_lr(*r, 5, 0.1 * 0.5 * (1 + std::cos(M_PI / 6)));
+  expect_lr(*r, 7, 0.05);
+  expect_lr(*r, 10, 0.0);  // progress >= 1: 0, where plain cosine would rise again
+  expect_lr(*r, 12, 0.0);
+  auto p = make_hf_schedule("polynomial", 0.1f, 4, 10);  // lr_end 1e-7, power 1
+  expect_lr(*p, 2, 0.05);
+  expect_lr(*p, 7, (0.1 - 1e-7) * 0.5 + 1e-7);
+  expect_lr(*p, 10, 1e-7);
+  expect_lr(*p, 12, 1e-7);
+  auto q = make_hf_schedule("inverse_sqrt", 0.1f, 4, 10);  // timescale = warmup
+  expect_lr(*q, 2, 0.05);
+  expect_lr(*q, 4, 0.1);
+  expect_lr(*q, 16, 0.05);  // 1 / sqrt(16 / 4)
+  auto n = make_hf_schedule("inverse_sqrt", 0.1f, 0, 0);  // timescale 10,000; needs no total
+  expect_lr(*n, 0, 0.1);
+  expect_lr(*n, 30000, 0.05);  // 1 / sqrt((30000 + 10000) / 10000)
+}
+
 TEST(HfSchedule, BadArguments) {
-  EXPECT_THROW(make_hf_schedule("polynomial", 0.1f, 0, 10), Error);
+  EXPECT_THROW(make_hf_schedule("reduce_lr_on_plateau", 0.1f, 0, 10), Error);
+  EXPECT_THROW(make_hf_schedule("polynomial", 1e-8f, 0, 10), Error);  // below HF's lr_end 1e-7
+  EXPECT_THROW(make_hf_schedule("polynomial", 0.1f, 0, 0), Error);
+  EXPECT_THROW(make_hf_schedule("cosine_with_restarts", 0.1f, 0, 0), Error);
   EXPECT_THROW(make_hf_schedule("linear", 0.1f, 0, 0), Error);
   EXPECT_THROW(make_hf_schedule("linear", 0.1f, 0, 10, 0.1f), Error);
   EXPECT_THROW(make_hf_schedule("constant", 0.1f, -1, 10), Error);
