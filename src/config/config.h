@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -203,6 +204,7 @@ struct TrainConfig {
   int64_t steps_per_print = 10;
   int64_t eval_interval = 0;  // steps; 0 = only at the end
   int64_t eval_batches = 20;
+  int64_t eval_batch_size = 0;  // sequences per evaluation batch; 0: the training micro batch
   int64_t save_interval = 0;  // steps; 0 = only at the end
   int64_t keep_last = 2;      // checkpoints kept
   // save_strategy: Steps saves every save_interval steps and at the end; None saves only
@@ -213,6 +215,8 @@ struct TrainConfig {
   OutputDirOverwrite overwrite_output_dir = OutputDirOverwrite::No;
   int64_t stop_grace_seconds = 0;  // first stop signal -> immediate exit after this long (0: none)
   uint64_t seed = 1234;
+  std::optional<uint64_t> data_seed;  // the data order's seed (HF's data_seed); unset: seed
+  uint64_t data_order_seed() const { return data_seed.value_or(seed); }
   std::string resume;          // "" | "latest" | a checkpoint dir
   std::string device = "cpu";  // cpu | cuda
 

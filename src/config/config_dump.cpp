@@ -67,6 +67,8 @@ std::string describe_config(const TrainConfig& c) {
   p.line("overwrite_output_dir", c.overwrite_output_dir == OutputDirOverwrite::Yes);
   p.line("stop_grace_seconds", c.stop_grace_seconds);
   p.line("seed", c.seed);
+  if (c.data_seed) p.line("data_seed", *c.data_seed);
+  if (c.eval_batch_size > 0) p.line("per_device_eval_batch_size", c.eval_batch_size);
   p.line("steps_per_print", c.steps_per_print);
   p.line("resume", c.resume.empty() ? std::string("(no)") : c.resume);
   p.line("device", c.device);

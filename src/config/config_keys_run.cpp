@@ -44,6 +44,12 @@ std::vector<RunKey> make_table() {
       {"epochs", {"num_train_epochs"}, "1", "", "when max_steps is 0"},
       {"eval_interval", {"eval_steps"}, "0 (end only)", "", "steps between evaluations"},
       {"eval_batches", {}, "20", "", "batches per evaluation"},
+      {"per_device_eval_batch_size",
+       {},
+       "0 (the training micro batch)",
+       "",
+       "sequences per evaluation batch (HF's name; its default 8 is not taken, so evaluation matches the training "
+       "batch unless set)"},
       {"save_interval", {"save_steps"}, "0 (end only)", "", "steps between checkpoints"},
       {"save_strategy",
        {},
@@ -71,6 +77,7 @@ std::vector<RunKey> make_table() {
        "seconds from the first stop signal to an immediate exit (128 + the signal) when the stop's save has not "
        "finished (docs/checkpoints.md#stop-signals)"},
       {"seed", {}, "1234", "", ""},
+      {"data_seed", {}, "seed", "", "the seed of the data order (training and validation batches) alone, as HF's"},
       {"steps_per_print", {"logging_steps", "log_interval"}, "10", "", ""},
       {"resume", {"resume_from_checkpoint"}, "\"\"", "", "\"\" \\| latest \\| auto \\| a checkpoint dir"},
       {"device",

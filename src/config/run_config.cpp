@@ -158,6 +158,8 @@ RunConfig parse_run_config(const json& raw, const std::string& source) {
   r.epochs = read_number(doc, "epochs", top, 1.0);
   r.eval_interval = read_int(doc, "eval_interval", top, 0);
   r.eval_batches = read_int(doc, "eval_batches", top, 20);
+  r.eval_batch_size = read_int(doc, "per_device_eval_batch_size", top, 0);
+  r.data_seed = read_int(doc, "data_seed", top, -1);
   r.save_interval = read_int(doc, "save_interval", top, 0);
   r.keep_last = read_int(doc, "keep_last", top, 2);
   // HF TrainingArguments.save_strategy: "steps" (checkpoints every save_interval steps and
@@ -216,6 +218,10 @@ RunConfig parse_run_config(const json& raw, const std::string& source) {
   positive(r.gradient_accumulation_steps, "gradient_accumulation_steps", 1);
   positive(r.warmup_steps, "warmup_steps", 0);
   if (r.seed.value < 0) ZT_THROW_INPUT(top.key("seed").str(), ": must not be negative");
+  if (r.data_seed.is_set() && r.data_seed.value < 0)
+    ZT_THROW_INPUT(top.key("data_seed").str(), ": must not be negative");
+  if (r.eval_batch_size.value < 0)
+    ZT_THROW_INPUT(top.key("per_device_eval_batch_size").str(), ": must be positive (or 0: the training micro batch)");
   if (r.max_steps.value == 0 && !(r.epochs.value > 0))
     ZT_THROW_INPUT(top.key("epochs").str(), ": must be positive when max_steps is not given");
   if (r.learning_rate.value < 0) ZT_THROW_INPUT(top.key("learning_rate").str(), ": must not be negative");

@@ -132,6 +132,8 @@ void apply_run(const RunConfig& r, TrainConfig& cfg) {
   note(cfg, "steps_per_print", r.steps_per_print, s);
   cfg.eval_interval = r.eval_interval.value;
   cfg.eval_batches = r.eval_batches.value;
+  cfg.eval_batch_size = r.eval_batch_size.value;
+  if (r.data_seed.is_set()) cfg.data_seed = static_cast<uint64_t>(r.data_seed.value);
   cfg.save_interval = r.save_interval.value;
   cfg.keep_last = r.keep_last.value;
   cfg.checkpoint_saves = r.save_strategy.value == "no" ? CheckpointSaves::None : CheckpointSaves::Steps;

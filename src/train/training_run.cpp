@@ -266,7 +266,8 @@ std::unique_ptr<TrainingRun> start_training_run(const config::TrainConfig& confi
   clock.lap("data");
   if (run->comm->size() > 1 && !follower) run->comm->barrier_async()->wait(setup_wait);
   run->loader =
-      std::make_unique<io::BatchLoader>(run->data.train_shards, B, T, c.seed, run->comm->rank(), run->comm->size());
+      std::make_unique<io::BatchLoader>(run->data.train_shards, B, T, c.data_order_seed(), run->comm->rank(),
+                                        run->comm->size());
   run->loader->set_vocab_size(model.config().vocab_size);  // ids past the vocabulary are bad data
   run->windows = run->loader->windows_per_epoch();
   if (run->windows < B)
@@ -443,8 +444,8 @@ double mean_over_ranks(TrainingRun& run, double value) {
 
 double validation_loss(TrainingRun& run, int64_t batches) {
   if (run.data.val_shards.empty() || batches <= 0) return std::nan("");
-  const int64_t B = run.micro_batch, T = run.seq_len;
-  io::BatchLoader loader(run.data.val_shards, B, T, run.config.seed ^ 0xE7A1ull);
+  const int64_t B = run.config.eval_batch_size > 0 ? run.config.eval_batch_size : run.micro_batch, T = run.seq_len;
+  io::BatchLoader loader(run.data.val_shards, B, T, run.config.data_order_seed() ^ 0xE7A1ull);
   OwnedTensor tok({B, T}, DType::I32), tgt({B, T}, DType::I32);
   model::Transformer& model = run.model();
   model.set_mode(model::Mode::Eval);

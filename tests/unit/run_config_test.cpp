@@ -200,6 +200,8 @@ TEST(RunConfig, Errors) {
   EXPECT_HAS(err("model: {preset: gpt3}\n"), "gpt3");
   EXPECT_HAS(err("lr_scheduler_type: cosin\n"), "did you mean 'cosine'");
   EXPECT_HAS(err("lr_scheduler_type: reduce_lr_on_plateau\n"), "not supported");
+  EXPECT_HAS(err("per_device_eval_batch_size: -1\n"), "per_device_eval_batch_size");
+  EXPECT_HAS(err("data_seed: -5\n"), "data_seed");
   EXPECT_HAS(err("device: gpu\n"), "auto, cpu, cuda");
   EXPECT_HAS(err("per_device_train_batch_size: 0\n"), "at least 1");
   EXPECT_HAS(err("num_train_epochs: 2\nepochs: 3\n"), "same setting");
