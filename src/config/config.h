@@ -24,7 +24,8 @@ namespace zt::config {
 
 enum class Precision { F32, BF16, F16 };
 enum class OffloadDevice { None, CPU, NVMe };
-enum class CheckpointSaves { Steps, None };  // save_strategy: steps | no
+enum class CheckpointSaves { Steps, Epoch, None };  // save_strategy: steps | epoch | no
+enum class Evaluations { Steps, Epoch, None };      // eval_strategy: steps | epoch | no
 enum class OutputDirOverwrite { No, Yes };   // overwrite_output_dir
 
 struct ModelSection {
@@ -210,6 +211,9 @@ struct TrainConfig {
   // save_strategy: Steps saves every save_interval steps and at the end; None saves only
   // when a stop signal ends the run (benchmarks, throw-away runs).
   CheckpointSaves checkpoint_saves = CheckpointSaves::Steps;
+  // eval_strategy: Steps evaluates every eval_interval steps and at the end; Epoch at the
+  // end of every epoch and at the end; None never.
+  Evaluations evaluations = Evaluations::Steps;
   std::string output_dir = "out";
   // No: a run without --resume refuses an output_dir holding a run; Yes: replaces it.
   OutputDirOverwrite overwrite_output_dir = OutputDirOverwrite::No;

@@ -61,7 +61,12 @@ std::string describe_config(const TrainConfig& c) {
   p.line("eval_interval", c.eval_interval);
   p.line("eval_batches", c.eval_batches);
   p.line("save_interval", c.save_interval);
-  p.line("save_strategy", c.checkpoint_saves == CheckpointSaves::None ? "no" : "steps");
+  p.line("save_strategy", c.checkpoint_saves == CheckpointSaves::None    ? "no"
+                          : c.checkpoint_saves == CheckpointSaves::Epoch ? "epoch"
+                                                                         : "steps");
+  p.line("eval_strategy", c.evaluations == Evaluations::None    ? "no"
+                          : c.evaluations == Evaluations::Epoch ? "epoch"
+                                                                : "steps");
   p.line("keep_last", c.keep_last);
   p.line("output_dir", c.output_dir);
   p.line("overwrite_output_dir", c.overwrite_output_dir == OutputDirOverwrite::Yes);

@@ -55,8 +55,14 @@ std::vector<RunKey> make_table() {
        {},
        "steps",
        "",
-       "`steps`: checkpoints every `save_interval` steps and at the end; `no`: none (a stop signal still saves); "
-       "final/ is written either way"},
+       "`steps`: checkpoints every `save_interval` steps and at the end; `epoch`: at the end of every epoch and at "
+       "the end; `no`: none (a stop signal still saves); final/ is written either way"},
+      {"eval_strategy",
+       {"evaluation_strategy"},
+       "steps",
+       "",
+       "`steps`: evaluates every `eval_interval` steps and at the end; `epoch`: at the end of every epoch and at the "
+       "end; `no`: never (HF's default is `no`; zerotrain's keeps its end-of-run evaluation)"},
       {"keep_last", {"save_total_limit"}, "2", "", "checkpoints kept"},
       {"output_dir",
        {},

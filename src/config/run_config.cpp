@@ -165,10 +165,10 @@ RunConfig parse_run_config(const json& raw, const std::string& source) {
   // HF TrainingArguments.save_strategy: "steps" (checkpoints every save_interval steps and
   // at the end) or "no" (none; a stop signal still saves, so that the stop can be resumed).
   r.save_strategy = read_string(doc, "save_strategy", top, "steps");
-  if (r.save_strategy.value != "steps" && r.save_strategy.value != "no")
-    ZT_THROW_INPUT(top.key("save_strategy").str(), ": '", r.save_strategy.value,
-                   "' is not supported: use \"steps\" (every save_interval steps and at the end) or \"no\" "
-                   "(no checkpoints); per-epoch saves are save_interval = steps per epoch");
+  check_one_of(r.save_strategy, {"steps", "epoch", "no"}, top.key("save_strategy"));
+  // HF TrainingArguments.eval_strategy (its alias evaluation_strategy: before transformers 4.41).
+  r.eval_strategy = read_string(doc, "eval_strategy", top, "steps");
+  check_one_of(r.eval_strategy, {"steps", "epoch", "no"}, top.key("eval_strategy"));
   r.output_dir = read_string(doc, "output_dir", top, "out");
   // HF TrainingArguments.overwrite_output_dir: a new run may replace the run already in
   // output_dir (without it such a run exits 2, touching nothing).

@@ -22,6 +22,7 @@ struct RunConfig {
   Setting<int64_t> max_steps{0};
   Setting<double> epochs{1.0};
   Setting<int64_t> eval_interval{0}, eval_batches{20}, save_interval{0}, keep_last{2};
+  Setting<std::string> eval_strategy{"steps"};
   Setting<int64_t> eval_batch_size{0};  // per_device_eval_batch_size; 0: the training micro batch
   Setting<int64_t> data_seed{-1};       // -1: seed
   Setting<std::string> save_strategy{"steps"};  // steps | no

@@ -136,7 +136,12 @@ void apply_run(const RunConfig& r, TrainConfig& cfg) {
   if (r.data_seed.is_set()) cfg.data_seed = static_cast<uint64_t>(r.data_seed.value);
   cfg.save_interval = r.save_interval.value;
   cfg.keep_last = r.keep_last.value;
-  cfg.checkpoint_saves = r.save_strategy.value == "no" ? CheckpointSaves::None : CheckpointSaves::Steps;
+  cfg.checkpoint_saves = r.save_strategy.value == "no"      ? CheckpointSaves::None
+                         : r.save_strategy.value == "epoch" ? CheckpointSaves::Epoch
+                                                            : CheckpointSaves::Steps;
+  cfg.evaluations = r.eval_strategy.value == "no"      ? Evaluations::None
+                    : r.eval_strategy.value == "epoch" ? Evaluations::Epoch
+                                                       : Evaluations::Steps;
   cfg.output_dir = r.output_dir.value;
   cfg.overwrite_output_dir = r.overwrite_output_dir.value ? OutputDirOverwrite::Yes : OutputDirOverwrite::No;
   cfg.stop_grace_seconds = r.stop_grace_seconds.value;

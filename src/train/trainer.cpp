@@ -319,7 +319,11 @@ TrainResult run_training(const config::TrainConfig& config) {
     }
     // Evaluation and checkpoints follow the global step, skipped or not: a skipped step
     // leaves a consistent state (weights as before; scaler and counters advanced).
-    if ((c.eval_interval > 0 && step % c.eval_interval == 0) || last) {
+    // eval_strategy / save_strategy epoch: at every epoch's last step (HF's on_epoch_end).
+    const int64_t eval_every = c.evaluations == config::Evaluations::Epoch ? run.steps_per_epoch : c.eval_interval;
+    const int64_t save_every =
+        c.checkpoint_saves == config::CheckpointSaves::Epoch ? run.steps_per_epoch : c.save_interval;
+    if (c.evaluations != config::Evaluations::None && ((eval_every > 0 && step % eval_every == 0) || last)) {
       const double vl = validation_loss(run, c.eval_batches);
       if (!std::isnan(vl) && main_rank) {
         result.final_val_loss = vl;
@@ -332,8 +336,8 @@ TrainResult run_training(const config::TrainConfig& config) {
     drills.at(TrainPoint::StepDone, step);
     // Every rank stops at the same step (a signal may reach only some of them).
     const bool stop = comm::any_rank(*run.comm, signals.requested());
-    const bool scheduled = (c.checkpoint_saves == config::CheckpointSaves::Steps &&
-                            ((c.save_interval > 0 && step % c.save_interval == 0) || last)) ||
+    const bool scheduled = (c.checkpoint_saves != config::CheckpointSaves::None &&
+                            ((save_every > 0 && step % save_every == 0) || last)) ||
                            (last && !write_final);
     if (scheduled) save();
     if (stop) {

@@ -274,6 +274,7 @@ std::unique_ptr<TrainingRun> start_training_run(const config::TrainConfig& confi
     ZT_THROW_INPUT("the training data has ", run->windows, " windows of ", T + 1,
                    " tokens, fewer than one micro-batch (", B, "): use more data or a smaller seq_len / micro batch");
   check_global_batch_fits_data(c, run->windows, T);
+  run->steps_per_epoch = std::max<int64_t>(1, run->windows / (B * gas * c.world_size));
   // Epoch-based runs learn their total step count from the data.
   run->total_steps = c.max_steps;
   if (run->total_steps <= 0) {

@@ -41,6 +41,7 @@ struct TrainingRun {
   DataSetup data;
   int64_t micro_batch = 0, seq_len = 0, grad_accum = 0;
   int64_t windows = 0;      // training windows per epoch
+  int64_t steps_per_epoch = 1;  // global steps over one epoch of the training windows (>= 1)
   int64_t total_steps = 0;  // global steps the run takes (fp16-skipped ones included)
   std::unique_ptr<io::BatchLoader> loader;
   std::unique_ptr<zero::Optimizer> optimizer;

@@ -117,8 +117,8 @@ TEST(Trainer, SaveStrategyNoWritesNoCheckpoint) {
   EXPECT_FALSE(fs::exists(a / "run" / "checkpoints" / "global_step3"));
   EXPECT_TRUE(fs::exists(fs::path(r.final_model_dir) / "model.safetensors"));
   try {
-    small_run(a, {"--save_strategy", "epoch"});
-    ADD_FAILURE() << "save_strategy epoch was accepted";
+    small_run(a, {"--save_strategy", "never"});
+    ADD_FAILURE() << "save_strategy never was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.exit_code(), 2);
     EXPECT_NE(std::string(e.what()).find("save_strategy"), std::string::npos) << e.what();
@@ -417,5 +417,40 @@ TEST(Trainer, DataSeedAndEvalBatchSizeAsHfMeansThem) {
   const train::TrainResult b1 = run({"--per_device_eval_batch_size", "1", "--eval_batches", "8"});
   ASSERT_TRUE(std::isfinite(b8.final_val_loss));
   EXPECT_NEAR(b8.final_val_loss, b1.final_val_loss, 1e-5 * b8.final_val_loss);
+  fs::remove_all(a);
+}
+
+// HF's eval_strategy and save_strategy "epoch" (issue 19 item 8): the run's 6 steps over
+// data whose epoch is E steps evaluate and save at steps E, 2E, ... and at the end;
+// eval_strategy "no" never evaluates (evaluation_strategy is its older spelling).
+TEST(Trainer, EpochStrategiesEvaluateAndSaveAtEveryEpochEnd) {
+  const fs::path a = temp_dir("epoch_strategy");
+  const train::TrainResult r = train::run_training(
+      small_run(a, {"--eval_strategy", "epoch", "--save_strategy", "epoch", "--max_steps", "6", "--keep_last", "20",
+                    "--per_device_train_batch_size", "8", "--gradient_accumulation_steps", "3"}));
+  std::vector<int64_t> evaluated, saved;
+  {
+    std::ifstream metrics(a / "run" / "metrics.jsonl");
+    for (std::string line; std::getline(metrics, line);) {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      if (j.contains("val_loss")) evaluated.push_back(j.at("step").get<int64_t>());
+    }
+  }
+  for (int64_t s = 1; s <= 6; ++s)
+    if (fs::exists(a / "run" / "checkpoints" / ("global_step" + std::to_string(s)))) saved.push_back(s);
+  // The run's epoch length, as the trainer computes it (a fresh run over the same data).
+  const int64_t E = train::start_training_run(small_run(a, {"--overwrite_output_dir", "--per_device_train_batch_size",
+                                                             "8", "--gradient_accumulation_steps", "3"}))
+                        ->steps_per_epoch;
+  ASSERT_GE(E, 1);
+  ASSERT_LT(E, 6) << "the test needs an epoch shorter than the run";
+  std::vector<int64_t> expected;
+  for (int64_t s = E; s <= 6; s += E) expected.push_back(s);
+  if (expected.back() != 6) expected.push_back(6);
+  EXPECT_EQ(evaluated, expected) << "steps per epoch " << E;
+  EXPECT_EQ(saved, expected) << "steps per epoch " << E;
+  const train::TrainResult none = train::run_training(
+      small_run(a, {"--evaluation_strategy", "no", "--max_steps", "3", "--overwrite_output_dir"}));
+  EXPECT_TRUE(std::isnan(none.final_val_loss) || none.final_val_loss == 0) << none.final_val_loss;
   fs::remove_all(a);
 }
