@@ -42,7 +42,7 @@ json unit_layout(const model::ParameterRegistry& registry) {
 // Elements [begin, begin + n) of a flat 1-D tensor.
 Tensor flat_slice(const Tensor& flat, int64_t begin, int64_t n) { return flat.narrow(0, begin, n); }
 
-void prune(const fs::path& root, int64_t keep_last, const std::string& newest) {
+void prune(const fs::path& root, int64_t keep_last, const std::string& newest, const std::string& keep) {
   if (keep_last <= 0) return;
   std::vector<std::pair<int64_t, fs::path>> found;
   for (const auto& entry : fs::directory_iterator(root)) {
@@ -56,7 +56,7 @@ void prune(const fs::path& root, int64_t keep_last, const std::string& newest) {
   const int64_t excess = static_cast<int64_t>(found.size()) - keep_last;
   for (int64_t i = 0; i < excess; ++i) {
     const fs::path& dir = found[static_cast<size_t>(i)].second;
-    if (dir.filename() == newest) continue;
+    if (dir.filename() == newest || (!keep.empty() && dir.filename() == keep)) continue;
     // Renamed out of sight first: a kill during the (long) delete must not leave a
     // half-deleted global_stepN that looks like a checkpoint.
     const fs::path doomed = root / ("." + dir.filename().string() + ".del");
@@ -175,7 +175,7 @@ std::string save_checkpoint(const std::string& root_str, const model::ParameterR
       fail_point("checkpoint.renamed", name.c_str());
       io::write_file_atomic((root / "latest").string(), [&](std::FILE* f) { std::fprintf(f, "%s\n", name.c_str()); });
       fail_point("checkpoint.latest_written", name.c_str());
-      prune(root, options.keep_last, name);
+      prune(root, options.keep_last, name, options.keep);
     } catch (const std::exception& e) {
       error = e.what();
       fs::remove_all(tmp_dir, ec);

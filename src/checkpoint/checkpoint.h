@@ -52,6 +52,7 @@ struct CheckpointWriteOptions {
   int world_size = 1;
   int zero_stage = 0;
   int64_t keep_last = 0;  // 0 keeps all
+  std::string keep;       // a checkpoint (global_stepN) the rotation never removes: the best one
   // The ranks that save together (barriers, agreeing on success); nullptr: one process.
   comm::Communicator* comm = nullptr;
 };

@@ -214,6 +214,13 @@ struct TrainConfig {
   // eval_strategy: Steps evaluates every eval_interval steps and at the end; Epoch at the
   // end of every epoch and at the end; None never.
   Evaluations evaluations = Evaluations::Steps;
+  // load_best_model_at_end: final/ holds the checkpoint with the best validation loss (kept
+  // by the checkpoint rotation); early stopping ends the run after `patience` evaluations
+  // without an improvement larger than `threshold` (0: never).
+  bool load_best_model_at_end = false;
+  bool greater_is_better = false;
+  int64_t early_stopping_patience = 0;
+  double early_stopping_threshold = 0.0;
   std::string output_dir = "out";
   // No: a run without --resume refuses an output_dir holding a run; Yes: replaces it.
   OutputDirOverwrite overwrite_output_dir = OutputDirOverwrite::No;

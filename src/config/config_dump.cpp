@@ -68,6 +68,10 @@ std::string describe_config(const TrainConfig& c) {
                           : c.evaluations == Evaluations::Epoch ? "epoch"
                                                                 : "steps");
   p.line("keep_last", c.keep_last);
+  if (c.load_best_model_at_end) p.line("load_best_model_at_end", "true (metric: validation loss)");
+  if (c.early_stopping_patience > 0)
+    p.line("early_stopping", std::to_string(c.early_stopping_patience) + " evaluations, threshold " +
+                                 std::to_string(c.early_stopping_threshold));
   p.line("output_dir", c.output_dir);
   p.line("overwrite_output_dir", c.overwrite_output_dir == OutputDirOverwrite::Yes);
   p.line("stop_grace_seconds", c.stop_grace_seconds);

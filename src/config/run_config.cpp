@@ -173,6 +173,30 @@ RunConfig parse_run_config(const json& raw, const std::string& source) {
   // HF TrainingArguments.overwrite_output_dir: a new run may replace the run already in
   // output_dir (without it such a run exits 2, touching nothing).
   r.overwrite_output_dir = read_bool(doc, "overwrite_output_dir", top, false);
+  r.load_best_model_at_end = read_bool(doc, "load_best_model_at_end", top, false);
+  r.metric_for_best_model = read_string(doc, "metric_for_best_model", top, "loss");
+  // The validation loss is the one metric a run computes (HF names it loss or eval_loss).
+  check_one_of(r.metric_for_best_model, {"loss", "eval_loss"}, top.key("metric_for_best_model"));
+  r.greater_is_better = read_bool(doc, "greater_is_better", top, false);
+  r.early_stopping_patience = read_int(doc, "early_stopping_patience", top, 0);
+  r.early_stopping_threshold = read_number(doc, "early_stopping_threshold", top, 0.0);
+  if (r.early_stopping_patience.value < 0 || r.early_stopping_threshold.value < 0)
+    ZT_THROW_INPUT(top.key("early_stopping_patience").str(), ": early_stopping_patience and early_stopping_threshold "
+                   "must not be negative (patience 0: no early stopping)");
+  const bool evaluates = r.eval_strategy.value != "no";
+  if (r.load_best_model_at_end.value) {
+    // HF's TrainingArguments checks: the best model is a saved checkpoint, judged by the
+    // evaluation at that step.
+    if (!evaluates || r.save_strategy.value == "no" || r.eval_strategy.value != r.save_strategy.value)
+      ZT_THROW_INPUT(top.key("load_best_model_at_end").str(), ": needs eval_strategy and save_strategy to be the same "
+                     "and not \"no\" (they are \"", r.eval_strategy.value, "\" and \"", r.save_strategy.value, "\")");
+    if (r.save_strategy.value == "steps" &&
+        (r.eval_interval.value <= 0 || r.save_interval.value <= 0 || r.save_interval.value % r.eval_interval.value != 0))
+      ZT_THROW_INPUT(top.key("load_best_model_at_end").str(), ": needs save_steps (", r.save_interval.value,
+                     ") to be a round multiple of eval_steps (", r.eval_interval.value, "), both positive");
+  }
+  if (r.early_stopping_patience.value > 0 && !evaluates)
+    ZT_THROW_INPUT(top.key("early_stopping_patience").str(), ": early stopping needs evaluations (eval_strategy is \"no\")");
   // Seconds from the first stop signal to an immediate exit when the step and the save have
   // not ended by then (0: wait for them; a third SIGINT still exits at once).
   r.stop_grace_seconds = read_int(doc, "stop_grace_seconds", top, 0);

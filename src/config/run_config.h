@@ -27,6 +27,13 @@ struct RunConfig {
   Setting<int64_t> data_seed{-1};       // -1: seed
   Setting<std::string> save_strategy{"steps"};  // steps | no
   Setting<bool> overwrite_output_dir{false};
+  // HF's load_best_model_at_end / metric_for_best_model / greater_is_better, and its
+  // EarlyStoppingCallback's patience and threshold.
+  Setting<bool> load_best_model_at_end{false};
+  Setting<std::string> metric_for_best_model{"loss"};
+  Setting<bool> greater_is_better{false};
+  Setting<int64_t> early_stopping_patience{0};
+  Setting<double> early_stopping_threshold{0.0};
   Setting<int64_t> stop_grace_seconds{0};
   Setting<std::string> output_dir{"out"}, resume{""}, device{"auto"};  // auto: cuda when a GPU is visible, else cpu
   Setting<int64_t> seed{1234}, steps_per_print{10};

@@ -133,6 +133,10 @@ void apply_run(const RunConfig& r, TrainConfig& cfg) {
   cfg.eval_interval = r.eval_interval.value;
   cfg.eval_batches = r.eval_batches.value;
   cfg.eval_batch_size = r.eval_batch_size.value;
+  cfg.load_best_model_at_end = r.load_best_model_at_end.value;
+  cfg.greater_is_better = r.greater_is_better.value;
+  cfg.early_stopping_patience = r.early_stopping_patience.value;
+  cfg.early_stopping_threshold = r.early_stopping_threshold.value;
   if (r.data_seed.is_set()) cfg.data_seed = static_cast<uint64_t>(r.data_seed.value);
   cfg.save_interval = r.save_interval.value;
   cfg.keep_last = r.keep_last.value;

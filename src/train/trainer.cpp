@@ -148,7 +148,15 @@ TrainResult run_training(const config::TrainConfig& config) {
   // written at the end even with save_strategy: no.
   const bool write_final =
       run.engine->stage() < 3 || run.world_size() == 1 || c.zero.stage3_gather_16bit_weights_on_model_save;
+  // load_best_model_at_end and early stopping (HF's Trainer and EarlyStoppingCallback):
+  // the best validation loss so far, the step it was measured at, and the evaluations
+  // since the last improvement (larger than the threshold).
+  bool have_best = false, early_stop = false;
+  double best_metric = 0;
+  int64_t best_step = -1, evals_without_improvement = 0;
   auto save = [&]() {
+    // The step just evaluated as the best: its checkpoint is the one rotation keeps.
+    if (c.load_best_model_at_end && best_step == step) run.best_checkpoint = "global_step" + std::to_string(step);
     signals.saving(step);
     drills.at(TrainPoint::Save, step);
     result.last_checkpoint = save_run_checkpoint(run, run.checkpoint_root().string());
@@ -325,6 +333,17 @@ TrainResult run_training(const config::TrainConfig& config) {
         c.checkpoint_saves == config::CheckpointSaves::Epoch ? run.steps_per_epoch : c.save_interval;
     if (c.evaluations != config::Evaluations::None && ((eval_every > 0 && step % eval_every == 0) || last)) {
       const double vl = validation_loss(run, c.eval_batches);
+      if (!std::isnan(vl)) {
+        // The same decision on every rank.
+        const double metric = mean_over_ranks(run, vl);
+        const bool better = !have_best || (c.greater_is_better ? metric > best_metric : metric < best_metric);
+        if (!have_best || (better && std::fabs(metric - best_metric) > c.early_stopping_threshold))
+          evals_without_improvement = 0;
+        else
+          ++evals_without_improvement;
+        if (better) have_best = true, best_metric = metric, best_step = step;
+        early_stop = c.early_stopping_patience > 0 && evals_without_improvement >= c.early_stopping_patience;
+      }
       if (!std::isnan(vl) && main_rank) {
         result.final_val_loss = vl;
         std::printf("step %6lld/%lld | val loss %.4f | val ppl %.2f\n", static_cast<long long>(step),
@@ -344,10 +363,30 @@ TrainResult run_training(const config::TrainConfig& config) {
       stop_and_save("");
       break;
     }
+    if (early_stop && !last) {
+      if (main_rank)
+        ZT_INFO("early stopping at step ", step, ": ", evals_without_improvement,
+                " evaluations without a validation loss better than ", best_metric, " (step ", best_step,
+                ") by more than ", c.early_stopping_threshold, " (early_stopping_patience ", c.early_stopping_patience,
+                ")");
+      if (saved_step != step && c.checkpoint_saves != config::CheckpointSaves::None) save();
+      result.early_stopped = true;
+      break;
+    }
   }
+  result.best_step = best_step;
   result.steps = step;
   result.skipped_steps = run.scaler.skipped_steps();
   result.optimizer_steps = run.optimizer->steps_taken();
+  // load_best_model_at_end: the weights of the best checkpoint go to final/ (the counters
+  // above are the run's own).
+  if (c.load_best_model_at_end && !run.best_checkpoint.empty() && best_step != step && !result.stopped_by_signal) {
+    const std::string best_dir = (run.checkpoint_root() / run.best_checkpoint).string();
+    load_run_checkpoint(run, best_dir);
+    if (main_rank)
+      ZT_INFO("load_best_model_at_end: the final model is ", best_dir, " (validation loss ", best_metric, " at step ",
+              best_step, ")");
+  }
 
   if (!result.stopped_by_signal && !write_final) {
     ZT_INFO(

@@ -23,6 +23,8 @@ struct TrainResult {
   std::string last_checkpoint;
   bool stopped_by_signal = false;
   std::vector<std::string> samples;
+  bool early_stopped = false;  // early_stopping_patience ended the run before max_steps
+  int64_t best_step = -1;      // the step of the best validation loss (-1: none evaluated)
 };
 
 TrainResult run_training(const config::TrainConfig& config);

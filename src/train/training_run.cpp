@@ -418,6 +418,7 @@ std::string save_run_checkpoint(TrainingRun& run, const std::string& root) {
              {"model_config", model::config_to_hf_json(run.model().config())}};
   checkpoint::CheckpointWriteOptions wo;
   wo.keep_last = run.config.keep_last;
+  wo.keep = run.best_checkpoint;
   wo.zero_stage = run.engine->stage();
   wo.rank = run.rank();
   wo.world_size = run.world_size();

@@ -454,3 +454,48 @@ TEST(Trainer, EpochStrategiesEvaluateAndSaveAtEveryEpochEnd) {
   EXPECT_TRUE(std::isnan(none.final_val_loss) || none.final_val_loss == 0) << none.final_val_loss;
   fs::remove_all(a);
 }
+
+// HF's load_best_model_at_end and EarlyStoppingCallback (issue 19 item 8). With
+// greater_is_better the best evaluation of a run whose loss falls is its first (step 2),
+// so final/ is global_step2's model: bitwise the final/ of a run that stopped at step 2
+// (constant lr, so the runs share steps 1-2), and rotation (keep_last 1) keeps global_step2.
+// Patience 1 stops the run at the next evaluation that does not improve (step 4).
+TEST(Trainer, LoadBestModelAtEndAndEarlyStopping) {
+  const fs::path a = temp_dir("best_model");
+  const std::vector<std::string> common = {"--lr_scheduler_type", "constant", "--warmup_steps", "0", "--eval_interval",
+                                           "2", "--save_interval", "2", "--overwrite_output_dir"};
+  const auto run = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), common.begin(), common.end());
+    return train::run_training(small_run(a, extra));
+  };
+  const train::TrainResult two = run({"--max_steps", "2"});
+  const std::string two_final = file_bytes(fs::path(two.final_model_dir) / "model.safetensors");
+  const train::TrainResult best = run({"--max_steps", "6", "--load_best_model_at_end", "true", "--greater_is_better",
+                                       "true", "--keep_last", "1"});
+  EXPECT_EQ(best.steps, 6);
+  EXPECT_EQ(best.best_step, 2);
+  EXPECT_FALSE(best.early_stopped);
+  EXPECT_TRUE(fs::exists(a / "run" / "checkpoints" / "global_step2")) << "the best checkpoint survives rotation";
+  EXPECT_TRUE(fs::exists(a / "run" / "checkpoints" / "global_step6"));
+  EXPECT_FALSE(fs::exists(a / "run" / "checkpoints" / "global_step4"));
+  EXPECT_EQ(file_bytes(fs::path(best.final_model_dir) / "model.safetensors"), two_final)
+      << "final/ is the best checkpoint's model";
+  const train::TrainResult stopped = run({"--max_steps", "6", "--load_best_model_at_end", "true",
+                                          "--greater_is_better", "true", "--early_stopping_patience", "1"});
+  EXPECT_TRUE(stopped.early_stopped);
+  EXPECT_EQ(stopped.steps, 4);
+  EXPECT_EQ(file_bytes(fs::path(stopped.final_model_dir) / "model.safetensors"), two_final);
+  // HF's checks: the strategies must match, save_steps a multiple of eval_steps.
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--load_best_model_at_end", "true", "--eval_interval", "2", "--save_interval", "3"},
+        {"--load_best_model_at_end", "true", "--save_strategy", "no"},
+        {"--early_stopping_patience", "2", "--eval_strategy", "no"}}) {
+    try {
+      small_run(a, bad);
+      ADD_FAILURE() << bad[0] << " " << bad[2] << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2) << e.what();
+    }
+  }
+  fs::remove_all(a);
+}
