@@ -173,6 +173,29 @@ RunConfig parse_run_config(const json& raw, const std::string& source) {
   // HF TrainingArguments.overwrite_output_dir: a new run may replace the run already in
   // output_dir (without it such a run exits 2, touching nothing).
   r.overwrite_output_dir = read_bool(doc, "overwrite_output_dir", top, false);
+  // TrainingArguments keys that change nothing here: a user's file loads, and each is named.
+  const auto no_effect = [&](const char* key, const std::string& why) {
+    r.warnings.push_back(top.key(key).str() + ": accepted but has no effect here (" + why + ")");
+  };
+  if (doc.contains("report_to")) {
+    const std::vector<std::string> to = read_string_list(doc, "report_to", top);
+    const bool none = to.empty() || (to.size() == 1 && (to[0] == "none" || to[0].empty()));
+    if (!none)
+      no_effect("report_to", "no tracker integration yet; every step's numbers are in output_dir/metrics.jsonl");
+  }
+  if (doc.contains("logging_dir")) {
+    read_string(doc, "logging_dir", top, "");
+    no_effect("logging_dir", "no tracker files are written; metrics.jsonl is in output_dir");
+  }
+  if (doc.contains("tf32")) {
+    read_bool(doc, "tf32", top, false);
+    no_effect("tf32", "f32 GEMMs run in full f32 precision; bf16 or fp16 is the fast path");
+  }
+  if (doc.contains("dataloader_num_workers")) {
+    if (read_int(doc, "dataloader_num_workers", top, 0).value < 0)
+      ZT_THROW_INPUT(top.key("dataloader_num_workers").str(), ": must not be negative");
+    no_effect("dataloader_num_workers", "batches are read from memory-mapped token shards, with no loader workers");
+  }
   r.load_best_model_at_end = read_bool(doc, "load_best_model_at_end", top, false);
   r.metric_for_best_model = read_string(doc, "metric_for_best_model", top, "loss");
   // The validation loss is the one metric a run computes (HF names it loss or eval_loss).

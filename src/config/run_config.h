@@ -17,6 +17,8 @@ namespace zt::config {
 
 struct RunConfig {
   std::string source;
+  // HF TrainingArguments keys accepted with no effect here, one line each (printed at start).
+  std::vector<std::string> warnings;
   ModelSection model;
   DataSection data;
   Setting<int64_t> max_steps{0};

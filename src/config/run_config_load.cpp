@@ -415,6 +415,7 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
     cfg.device = "cpu";
   }
   cfg.warnings.insert(cfg.warnings.end(), acc.warnings.begin(), acc.warnings.end());
+  cfg.warnings.insert(cfg.warnings.end(), run.warnings.begin(), run.warnings.end());
 
   for (const auto& k : ds_overridden) cfg.origin[k] = kCommandLine;
   // Under the name `config check` prints: --save_steps sets save_interval, --model.path model.

@@ -286,3 +286,25 @@ TEST(RunConfig, YamlAliasExpansionIsCapped) {
 
 }  // namespace
 }  // namespace zt::config
+
+namespace zt::config {
+namespace {
+// TrainingArguments keys with no effect here load, and each is named once (report_to: none
+// says nothing, as it asks for nothing).
+TEST(RunConfig, TrainingArgumentsWithoutEffectHereLoadWithAWarningEach) {
+  TempDir dir;
+  const std::string run = dir.write("run.yaml",
+                                    "report_to: [tensorboard, wandb]\nlogging_dir: runs\ntf32: true\n"
+                                    "dataloader_num_workers: 4\n");
+  const TrainConfig c = load_train_config({run});
+  for (const char* key : {"report_to", "logging_dir", "tf32", "dataloader_num_workers"}) {
+    size_t n = 0;
+    for (const std::string& w : c.warnings) n += w.find(std::string(key) + ": accepted but has no effect") != std::string::npos;
+    EXPECT_EQ(n, 1u) << key;
+  }
+  const TrainConfig quiet = load_train_config({dir.write("quiet.yaml", "report_to: none\n")});
+  for (const std::string& w : quiet.warnings) EXPECT_EQ(w.find("report_to"), std::string::npos) << w;
+  EXPECT_HAS(load_error({dir.write("bad.yaml", "dataloader_num_workers: -1\n")}), "dataloader_num_workers");
+}
+}  // namespace
+}  // namespace zt::config
