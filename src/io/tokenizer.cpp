@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "io/bounded_file.h"
 #include "io/byte_tokenizer.h"
 #include "io/tokenizer_load.h"
@@ -65,8 +66,22 @@ void default_specials(BpeSpec& spec) {
   }
 }
 
+std::unique_ptr<Tokenizer> load_vocab(const std::string& vocab_path);
+
 std::unique_ptr<Tokenizer> load_json(const std::string& path) {
   BpeSpec spec = parse_tokenizer_json(read_bounded_file(path, "tokenizer file", kTokenizerFileCap), path);
+  if (spec.vocab.empty()) {
+    // transformers 5 saves a slow GPT-2 tokenizer as a tokenizer.json whose model has no
+    // vocabulary, beside the vocab.json + merges.txt that hold it (HF then loads those).
+    const std::string vocab = dir_of(path) + "/vocab.json";
+    if (is_file(vocab) && is_file(dir_of(path) + "/merges.txt")) {
+      ZT_INFO(path, " has an empty vocabulary; using vocab.json + merges.txt beside it");
+      return load_vocab(vocab);
+    }
+    ZT_THROW_INPUT(path, ": the tokenizer's model has an empty vocabulary, so every text would encode to nothing; "
+                   "give the tokenizer files that hold the vocabulary (vocab.json + merges.txt, tokenizer.model, "
+                   "or a complete tokenizer.json)");
+  }
   apply_tokenizer_config(dir_of(path), spec);
   default_specials(spec);
   return make_bpe_tokenizer(std::move(spec));

@@ -126,6 +126,33 @@ TEST(Tokenizer, MissingFilesNameThePath) {
   EXPECT_THROW(load_tokenizer(model), Error);
 }
 
+// transformers 5 writes a slow GPT-2 tokenizer as a tokenizer.json with an empty model
+// vocabulary beside vocab.json + merges.txt (issue 19 item 2): the directory loads those;
+// alone, the empty tokenizer.json is an error naming it, never an encoder of nothing.
+TEST(Tokenizer, AnEmptyVocabularyIsNeverAnEncoderOfNothing) {
+  TempDir dir;
+  const std::string empty = R"({"version": "1.0", "added_tokens": [], "normalizer": null,
+    "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+    "post_processor": null, "decoder": {"type": "ByteLevel"},
+    "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": "",
+              "end_of_word_suffix": "", "fuse_unk": false, "byte_fallback": false, "vocab": {}, "merges": []}})";
+  const std::string alone = dir.write("tokenizer.json", empty);
+  try {
+    load_tokenizer(alone);
+    FAIL() << "an empty vocabulary loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+    EXPECT_NE(std::string(e.what()).find(alone + ": the tokenizer's model has an empty vocabulary"), std::string::npos)
+        << e.what();
+  }
+  const std::string folder = std::filesystem::path(alone).parent_path().string();
+  for (const char* f : {"vocab.json", "merges.txt"})
+    std::filesystem::copy_file(std::string(ZT_SOURCE_DIR) + "/tests/data/gpt2/" + f, folder + "/" + f);
+  const auto tok = load_tokenizer(folder);
+  EXPECT_EQ(tok->vocab_size(), 50257);
+  EXPECT_EQ(tok->encode("Hello world", SpecialTokens::Skip), (std::vector<int32_t>{15496, 995}));
+}
+
 TEST(Tokenizer, MergeRanksAndIgnoreMerges) {
   TempDir dir;
   // "b c" outranks "a b": abc -> a + bc, and no merge makes abc from a + bc.
