@@ -218,6 +218,8 @@ struct TrainConfig {
   // by the checkpoint rotation); early stopping ends the run after `patience` evaluations
   // without an improvement larger than `threshold` (0: never).
   bool load_best_model_at_end = false;
+  // report_to tensorboard: the folder of the TensorBoard event files ("": none written).
+  std::string tensorboard_dir;
   bool greater_is_better = false;
   int64_t early_stopping_patience = 0;
   double early_stopping_threshold = 0.0;

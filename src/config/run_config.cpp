@@ -178,15 +178,22 @@ RunConfig parse_run_config(const json& raw, const std::string& source) {
     r.warnings.push_back(top.key(key).str() + ": accepted but has no effect here (" + why + ")");
   };
   if (doc.contains("report_to")) {
-    const std::vector<std::string> to = read_string_list(doc, "report_to", top);
-    const bool none = to.empty() || (to.size() == 1 && (to[0] == "none" || to[0].empty()));
-    if (!none)
-      no_effect("report_to", "no tracker integration yet; every step's numbers are in output_dir/metrics.jsonl");
+    // HF's trackers: tensorboard writes event files; "all" means every one installed, here
+    // tensorboard; the others are named in a warning.
+    std::string others;
+    for (const std::string& t : read_string_list(doc, "report_to", top)) {
+      if (t == "tensorboard" || t == "all")
+        r.report_tensorboard = true;
+      else if (t != "none" && !t.empty())
+        others += (others.empty() ? "" : ", ") + t;
+    }
+    if (!others.empty())
+      no_effect("report_to", others + ": no integration for it; every step's numbers are in metrics.jsonl" +
+                                 std::string(r.report_tensorboard ? " (tensorboard is written)" : ""));
   }
-  if (doc.contains("logging_dir")) {
-    read_string(doc, "logging_dir", top, "");
-    no_effect("logging_dir", "no tracker files are written; metrics.jsonl is in output_dir");
-  }
+  r.logging_dir = read_string(doc, "logging_dir", top, "").value;
+  if (!r.logging_dir.empty() && !r.report_tensorboard)
+    no_effect("logging_dir", "it is where report_to: tensorboard writes, and report_to does not name it");
   if (doc.contains("tf32")) {
     read_bool(doc, "tf32", top, false);
     no_effect("tf32", "f32 GEMMs run in full f32 precision; bf16 or fp16 is the fast path");

@@ -19,6 +19,8 @@ struct RunConfig {
   std::string source;
   // HF TrainingArguments keys accepted with no effect here, one line each (printed at start).
   std::vector<std::string> warnings;
+  bool report_tensorboard = false;  // report_to names tensorboard (or all)
+  std::string logging_dir;          // HF's logging_dir ("": output_dir/runs)
   ModelSection model;
   DataSection data;
   Setting<int64_t> max_steps{0};

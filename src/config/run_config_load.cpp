@@ -147,6 +147,8 @@ void apply_run(const RunConfig& r, TrainConfig& cfg) {
                     : r.eval_strategy.value == "epoch" ? Evaluations::Epoch
                                                        : Evaluations::Steps;
   cfg.output_dir = r.output_dir.value;
+  if (r.report_tensorboard)
+    cfg.tensorboard_dir = r.logging_dir.empty() ? (std::filesystem::path(cfg.output_dir) / "runs").string() : r.logging_dir;
   cfg.overwrite_output_dir = r.overwrite_output_dir.value ? OutputDirOverwrite::Yes : OutputDirOverwrite::No;
   cfg.stop_grace_seconds = r.stop_grace_seconds.value;
   cfg.seed = static_cast<uint64_t>(r.seed.value);

@@ -22,6 +22,7 @@
 #include "config/run_config.h"
 #include "train/signals.h"
 #include "train/step_protocol.h"
+#include "train/tensorboard.h"
 #include "train/training_run.h"
 #include "zero/offload_optimizer.h"
 
@@ -179,6 +180,12 @@ TrainResult run_training(const config::TrainConfig& config) {
     result.stopped_by_signal = true;
   };
 
+  // report_to tensorboard: rank 0 writes the step lines' numbers as TensorBoard scalars.
+  std::unique_ptr<TensorBoardWriter> tensorboard;
+  if (main_rank && !c.tensorboard_dir.empty()) {
+    tensorboard = std::make_unique<TensorBoardWriter>(c.tensorboard_dir);
+    ZT_INFO("report_to tensorboard: ", tensorboard->path());
+  }
   auto t_last = std::chrono::steady_clock::now();
   // Elapsed time and ETA count from here: a resumed run's rate is its own steps'.
   const auto t_start = t_last;
@@ -324,6 +331,18 @@ TrainResult run_training(const config::TrainConfig& config) {
       std::fflush(stdout);
       steps_since_log = 0;
       metrics.write(record);
+      if (tensorboard) {
+        for (const auto& [tag, value] : std::initializer_list<std::pair<const char*, double>>{
+                 {"train/loss", loss},
+                 {"train/learning_rate", lr},
+                 {"train/grad_norm", grad_norm},
+                 {"train/loss_scale", scale},
+                 {"train/tokens_per_second", tps},
+                 {"train/mfu", mfu},
+                 {"train/memory_bytes", static_cast<double>(mem.rss_bytes)}})
+          if (std::isfinite(value)) tensorboard->scalar(tag, value, step);
+        tensorboard->flush();
+      }
     }
     // Evaluation and checkpoints follow the global step, skipped or not: a skipped step
     // leaves a consistent state (weights as before; scaler and counters advanced).
@@ -350,6 +369,10 @@ TrainResult run_training(const config::TrainConfig& config) {
                     static_cast<long long>(total_steps), vl, std::exp(vl));
         std::fflush(stdout);
         metrics.write({{"step", step}, {"val_loss", vl}, {"val_ppl", std::exp(vl)}, {"skipped", skip}});
+        if (tensorboard) {
+          tensorboard->scalar("eval/loss", vl, step);
+          tensorboard->flush();
+        }
       }
     }
     drills.at(TrainPoint::StepDone, step);

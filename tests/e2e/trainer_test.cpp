@@ -499,3 +499,23 @@ TEST(Trainer, LoadBestModelAtEndAndEarlyStopping) {
   }
   fs::remove_all(a);
 }
+
+// report_to: tensorboard (issue 19 item 6) writes an event file under output_dir/runs (or
+// logging_dir) with one train/loss scalar per step line and the validation losses; the
+// format itself is checked by tests/unit/tensorboard_test.cpp.
+TEST(Trainer, ReportToTensorboardWritesEventFiles) {
+  const fs::path a = temp_dir("tensorboard");
+  const train::TrainResult r = train::run_training(small_run(a, {"--report_to", "tensorboard"}));
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(a / "run" / "runs")) files.push_back(e.path());
+  ASSERT_EQ(files.size(), 1u);
+  const std::string bytes = file_bytes(files[0]);
+  // The tag, then simple_value's key (0x15): train/loss, not train/loss_scale.
+  EXPECT_EQ(count_of(bytes, std::string("train/loss") + '\x15'), r.losses.size());  // steps_per_print 1
+  EXPECT_EQ(count_of(bytes, "eval/loss"), 2u);                // eval_interval 3 over 6 steps
+  EXPECT_EQ(count_of(bytes, "brain.Event:2"), 1u);
+  const train::TrainResult other = train::run_training(small_run(
+      a, {"--report_to", "all", "--logging_dir", (a / "tb").string(), "--max_steps", "2", "--overwrite_output_dir"}));
+  EXPECT_FALSE(fs::is_empty(a / "tb"));
+  fs::remove_all(a);
+}

@@ -294,7 +294,7 @@ namespace {
 TEST(RunConfig, TrainingArgumentsWithoutEffectHereLoadWithAWarningEach) {
   TempDir dir;
   const std::string run = dir.write("run.yaml",
-                                    "report_to: [tensorboard, wandb]\nlogging_dir: runs\ntf32: true\n"
+                                    "report_to: [wandb, comet_ml]\nlogging_dir: runs\ntf32: true\n"
                                     "dataloader_num_workers: 4\n");
   const TrainConfig c = load_train_config({run});
   for (const char* key : {"report_to", "logging_dir", "tf32", "dataloader_num_workers"}) {
