@@ -220,6 +220,9 @@ struct TrainConfig {
   bool load_best_model_at_end = false;
   // report_to tensorboard: the folder of the TensorBoard event files ("": none written).
   std::string tensorboard_dir;
+  // Whose tag names: HF Trainer's (train/loss at the step) or DeepSpeed's monitor's
+  // (Train/Samples/train_loss at the samples seen).
+  enum class TensorBoardTags { Hf, DeepSpeed } tensorboard_tags = TensorBoardTags::Hf;
   bool greater_is_better = false;
   int64_t early_stopping_patience = 0;
   double early_stopping_threshold = 0.0;

@@ -75,7 +75,11 @@ std::vector<TopKey> make_table() {
             "a section: see [activation_checkpointing](#activation_checkpointing)"),
       block("aio", {}, "see aio", R, "a section: see [aio](#aio-top-level-for-nvme-offload)"),
   };
-  for (const char* monitor : {"tensorboard", "wandb", "csv_monitor", "comet", "flops_profiler"})
+  t.push_back(block("tensorboard", {}, "off", R,
+                    "enabled: TensorBoard event files in output_path/job_name (DeepSpeed's defaults: "
+                    "./DeepSpeedJobName) with DeepSpeed's tags (Train/Samples/train_loss, lr, loss_scale) against "
+                    "samples; report_to tensorboard wins when both are set"));
+  for (const char* monitor : {"wandb", "csv_monitor", "comet", "flops_profiler"})
     t.push_back(block(monitor, {}, "off", A, "accepted; a note says it has no effect (logs go to stdout)"));
   for (const char* refused :
        {"amp", "elasticity", "autotuning", "compression_training", "data_efficiency", "curriculum_learning"})

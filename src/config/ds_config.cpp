@@ -187,8 +187,19 @@ void parse_misc(const json& doc, const Where& top, DsConfig& ds) {
   }
   if (auto it = doc.find("pipeline"); it != doc.end() && !it->is_null() && !(it->is_object() && it->empty()))
     refuse(top.key("pipeline"), "a ds_config pipeline block", "remove it (pipeline stages are not configured here)");
-  // Monitors and the profiler have no effect: zerotrain logs to stdout (steps_per_print).
-  for (const char* key : {"tensorboard", "wandb", "csv_monitor", "comet", "flops_profiler"})
+  // DeepSpeed's TensorBoardMonitor: event files in output_path/job_name (its defaults ""
+  // and "DeepSpeedJobName", so ./DeepSpeedJobName), under DeepSpeed's tag names.
+  if (block_enabled(doc, "tensorboard", top)) {
+    const json& tb = doc["tensorboard"];
+    const Where w = top.key("tensorboard");
+    if (tb.is_object()) check_known_keys(tb, {"enabled", "output_path", "job_name"}, w, "remove it");
+    const std::string output_path = tb.is_object() ? read_string(tb, "output_path", w, "").value : "";
+    const std::string job_name = tb.is_object() ? read_string(tb, "job_name", w, "DeepSpeedJobName").value : "DeepSpeedJobName";
+    ds.tensorboard_dir = (std::filesystem::path(output_path) / job_name).string();
+  }
+  // The other monitors and the profiler have no effect: zerotrain logs to stdout
+  // (steps_per_print) and metrics.jsonl.
+  for (const char* key : {"wandb", "csv_monitor", "comet", "flops_profiler"})
     if (block_enabled(doc, key, top))
       ds.warnings.push_back(top.key(key).str() + ": accepted but has no effect (training logs go to stdout)");
 }

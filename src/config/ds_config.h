@@ -124,6 +124,8 @@ struct DsConfig {
 
   std::string communication_data_type, grad_accum_dtype;
   std::vector<std::string> warnings;
+  // tensorboard {enabled: true}: DeepSpeed's log folder, output_path/job_name ("": off).
+  std::string tensorboard_dir;
 };
 
 // Validates a ds_config document. `source` names it in errors (usually its path).

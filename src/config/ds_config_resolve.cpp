@@ -248,6 +248,10 @@ BatchSizes derive_batch_sizes(int64_t b, int64_t m, int64_t g, int world, const 
 }
 
 void resolve_ds_config(const DsConfig& ds, const RunContext& run, TrainConfig& out) {
+  if (!ds.tensorboard_dir.empty() && out.tensorboard_dir.empty()) {  // report_to's, when both ask
+    out.tensorboard_dir = ds.tensorboard_dir;
+    out.tensorboard_tags = TrainConfig::TensorBoardTags::DeepSpeed;
+  }
   resolve_batch(ds, run, out);
   resolve_precision(ds, run, out);
   resolve_optimizer(ds, run, out);

@@ -331,7 +331,14 @@ TrainResult run_training(const config::TrainConfig& config) {
       std::fflush(stdout);
       steps_since_log = 0;
       metrics.write(record);
-      if (tensorboard) {
+      if (tensorboard && c.tensorboard_tags == config::TrainConfig::TensorBoardTags::DeepSpeed) {
+        // DeepSpeed's engine: its monitor's tags, against the samples seen so far.
+        const int64_t samples = step * run.micro_batch * gas * run.world_size();
+        tensorboard->scalar("Train/Samples/train_loss", loss, samples);
+        tensorboard->scalar("Train/Samples/lr", lr, samples);
+        if (run.scaler.config().enabled) tensorboard->scalar("Train/Samples/loss_scale", scale, samples);
+        tensorboard->flush();
+      } else if (tensorboard) {
         for (const auto& [tag, value] : std::initializer_list<std::pair<const char*, double>>{
                  {"train/loss", loss},
                  {"train/learning_rate", lr},
@@ -369,7 +376,7 @@ TrainResult run_training(const config::TrainConfig& config) {
                     static_cast<long long>(total_steps), vl, std::exp(vl));
         std::fflush(stdout);
         metrics.write({{"step", step}, {"val_loss", vl}, {"val_ppl", std::exp(vl)}, {"skipped", skip}});
-        if (tensorboard) {
+        if (tensorboard && c.tensorboard_tags == config::TrainConfig::TensorBoardTags::Hf) {
           tensorboard->scalar("eval/loss", vl, step);
           tensorboard->flush();
         }

@@ -517,5 +517,15 @@ TEST(Trainer, ReportToTensorboardWritesEventFiles) {
   const train::TrainResult other = train::run_training(small_run(
       a, {"--report_to", "all", "--logging_dir", (a / "tb").string(), "--max_steps", "2", "--overwrite_output_dir"}));
   EXPECT_FALSE(fs::is_empty(a / "tb"));
+  // DeepSpeed's tensorboard section: output_path/job_name, DeepSpeed's tags.
+  std::ofstream(a / "ds.json") << R"({"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+      "train_batch_size": "auto", "tensorboard": {"enabled": true,
+      "output_path": ")" << (a / "dslogs").string() << R"(", "job_name": "job"}})";
+  train::run_training(small_run(
+      a, {"--deepspeed", (a / "ds.json").string(), "--max_steps", "2", "--overwrite_output_dir"}));
+  std::vector<fs::path> ds_files;
+  for (const auto& e : fs::directory_iterator(a / "dslogs" / "job")) ds_files.push_back(e.path());
+  ASSERT_EQ(ds_files.size(), 1u);
+  EXPECT_EQ(count_of(file_bytes(ds_files[0]), "Train/Samples/train_loss"), 2u);
   fs::remove_all(a);
 }

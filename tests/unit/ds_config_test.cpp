@@ -364,8 +364,15 @@ TEST(DsConfig, TopLevelKeys) {
   EXPECT_EQ(c.communication_data_type, "bf16");
   EXPECT_EQ(c.grad_accum_dtype, "fp32");
   EXPECT_EQ(c.aio.intra_op_parallelism, 4);
-  ASSERT_EQ(c.warnings.size(), 1u);  // tensorboard: accepted, no effect
-  EXPECT_HAS(c.warnings[0], "tensorboard");
+  // tensorboard: DeepSpeed's monitor (output_path "" / job_name "DeepSpeedJobName"), its tags.
+  EXPECT_TRUE(c.warnings.empty());
+  EXPECT_EQ(c.tensorboard_dir, "DeepSpeedJobName");
+  EXPECT_EQ(c.tensorboard_tags, TrainConfig::TensorBoardTags::DeepSpeed);
+  const TrainConfig named = resolve(json::parse(R"({"train_batch_size": 8,
+      "tensorboard": {"enabled": true, "output_path": "logs", "job_name": "run1"}, "wandb": {"enabled": true}})"));
+  EXPECT_EQ(named.tensorboard_dir, "logs/run1");
+  ASSERT_EQ(named.warnings.size(), 1u);  // wandb: accepted, no effect
+  EXPECT_HAS(named.warnings[0], "wandb");
 }
 
 }  // namespace
