@@ -1,0 +1,62 @@
+// `zerotrain plot` (train/plot.h): metrics.jsonl -> an SVG with four panels; bad input names
+// the file (and the line).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "common/temp_dir.h"
+#include "core/error.h"
+#include "train/plot.h"
+
+namespace zt::train {
+namespace {
+
+size_t count_of(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+TEST(Plot, FourPanelsOfTheStepRecordsAndTheValidationLosses) {
+  zt::testing::TempDir dir(zt::testing::build_temp_path("plot_"));
+  const std::string path = dir.file("metrics.jsonl");
+  {
+    std::ofstream f(path);
+    for (int s = 1; s <= 10; ++s)
+      f << R"({"step": )" << s << R"(, "loss": )" << 10.0 - s * 0.5 << R"(, "lr": )" << 1e-3 * s
+        << R"(, "grad_norm": 1.5, "tokens_per_s": )" << 1000 + s << R"(, "skipped": false})" << "\n";
+    f << R"({"step": 5, "val_loss": 7.5, "val_ppl": 1808.0, "skipped": false})" << "\n";
+    f << R"({"step": 10, "val_loss": 5.5, "val_ppl": 244.7, "skipped": false})" << "\n";
+    f << R"({"event": "run_start"})" << "\n";  // other records are skipped
+  }
+  const std::string svg = plot_metrics_svg(path);
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_EQ(count_of(svg, "<polyline"), 4u);  // loss, lr, tokens/s, grad norm
+  EXPECT_EQ(count_of(svg, "<circle"), 2u);    // the validation losses
+  const size_t points = svg.find("points=\"");
+  const std::string first = svg.substr(points + 8, svg.find('"', points + 8) - points - 8);
+  EXPECT_EQ(count_of(first, " ") + 1, 10u) << "one point per step record: " << first;
+  EXPECT_NE(svg.find(">10 steps<"), std::string::npos);
+}
+
+TEST(Plot, BadInputNamesTheFile) {
+  zt::testing::TempDir dir(zt::testing::build_temp_path("plot_bad_"));
+  const auto error_of = [](const std::string& p) {
+    try {
+      plot_metrics_svg(p);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of(dir.file("none.jsonl")).find("none.jsonl: cannot open"), std::string::npos);
+  std::ofstream(dir.file("empty.jsonl")) << R"({"step": 3, "val_loss": 2.0})" << "\n";
+  EXPECT_NE(error_of(dir.file("empty.jsonl")).find("no training step records"), std::string::npos);
+  std::ofstream(dir.file("broken.jsonl")) << R"({"step": 1, "loss": 2.0})" << "\n{oops\n";
+  EXPECT_NE(error_of(dir.file("broken.jsonl")).find("broken.jsonl:2: not a JSON record"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace zt::train
