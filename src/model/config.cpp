@@ -24,6 +24,29 @@ T get_or(const json& j, const char* key, T fallback, const std::string& source) 
   }
 }
 
+// eos_token_id: an integer, or a list (HF keeps lists; the first is the one a sampler
+// stops on first, the others still end a generation).
+void read_eos(const json& j, ModelConfig& c, int64_t fallback, const std::string& source) {
+  const auto it = j.find("eos_token_id");
+  c.eos_token_id_list.clear();
+  if (it == j.end() || !it->is_array()) {
+    c.eos_token_id = get_or<int64_t>(j, "eos_token_id", fallback, source);
+    return;
+  }
+  for (const json& id : *it) {
+    if (!id.is_number_integer())
+      ZT_THROW_INPUT(source, ": key 'eos_token_id' must be an integer or a list of integers");
+    c.eos_token_id_list.push_back(id.get<int64_t>());
+  }
+  c.eos_token_id = c.eos_token_id_list.empty() ? -1 : c.eos_token_id_list.front();
+  if (c.eos_token_id_list.size() < 2) c.eos_token_id_list.clear();  // one id: the scalar says it
+}
+
+// What config.json says back: the list when there was one.
+json eos_json(const ModelConfig& c) {
+  return c.eos_token_id_list.empty() ? json(c.eos_token_id) : json(c.eos_token_id_list);
+}
+
 template <class T>
 T require(const json& j, const char* key, const std::string& source) {
   if (!j.contains(key) || j.at(key).is_null()) ZT_THROW_INPUT(source, ": required key '", key, "' is missing");
@@ -71,7 +94,7 @@ ModelConfig gpt2_from_json(const json& j, const std::string& source) {
   c.attn_pdrop = get_or<float>(j, "attn_pdrop", 0.1f, source);
   c.tie_word_embeddings = get_or<bool>(j, "tie_word_embeddings", true, source);
   c.bos_token_id = get_or<int64_t>(j, "bos_token_id", 50256, source);
-  c.eos_token_id = get_or<int64_t>(j, "eos_token_id", 50256, source);
+  read_eos(j, c, 50256, source);
   c.qkv_bias = c.attn_out_bias = c.mlp_bias = true;
   const std::string act = get_or<std::string>(j, "activation_function", "gelu_new", source);
   if (act != "gelu_new" && act != "gelu_pytorch_tanh")
@@ -104,11 +127,7 @@ ModelConfig llama_from_json(const json& j, const std::string& source, const std:
   c.initializer_range = get_or<float>(j, "initializer_range", 0.02f, source);
   c.tie_word_embeddings = get_or<bool>(j, "tie_word_embeddings", false, source);
   c.bos_token_id = get_or<int64_t>(j, "bos_token_id", -1, source);
-  if (j.contains("eos_token_id") && j["eos_token_id"].is_array()) {
-    c.eos_token_id = j["eos_token_id"].empty() ? -1 : j["eos_token_id"][0].get<int64_t>();
-  } else {
-    c.eos_token_id = get_or<int64_t>(j, "eos_token_id", -1, source);
-  }
+  read_eos(j, c, -1, source);
   c.embd_pdrop = c.resid_pdrop = 0.0f;
   c.attn_pdrop = get_or<float>(j, "attention_dropout", 0.0f, source);
   const std::string act = get_or<std::string>(j, "hidden_act", "silu", source);
@@ -250,7 +269,7 @@ json config_to_hf_json(const ModelConfig& c) {
          {"tie_word_embeddings", c.tie_word_embeddings},
          {"scale_attn_weights", true},
          {"bos_token_id", c.bos_token_id},
-         {"eos_token_id", c.eos_token_id}};
+         {"eos_token_id", eos_json(c)}};
   } else {
     const char* arch = c.model_type == "mistral" ? "MistralForCausalLM"
                        : c.model_type == "qwen2" ? "Qwen2ForCausalLM"
@@ -289,7 +308,7 @@ json config_to_hf_json(const ModelConfig& c) {
       j["rope_scaling"] = nullptr;
     }
     if (c.bos_token_id >= 0) j["bos_token_id"] = c.bos_token_id;
-    if (c.eos_token_id >= 0) j["eos_token_id"] = c.eos_token_id;
+    if (c.eos_token_id >= 0) j["eos_token_id"] = eos_json(c);
   }
   j["torch_dtype"] = "float32";
   return j;

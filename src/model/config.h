@@ -50,7 +50,10 @@ struct ModelConfig {
   float resid_pdrop = 0.0f;
   float attn_pdrop = 0.0f;  // not applied: the fused attention has no probability dropout
   int64_t bos_token_id = -1;
-  int64_t eos_token_id = -1;
+  int64_t eos_token_id = -1;  // the first when config.json gives a list
+  // config.json's eos_token_id when it is a list (Llama-3-Instruct ends turns with
+  // <|eot_id|> too): written back as the list HF reads. Empty: the scalar above.
+  std::vector<int64_t> eos_token_id_list;
 
   // Vocabulary rounded up to a multiple of 128: embedding and head matrices have this
   // many rows; rows past vocab_size are zero and excluded from the softmax.

@@ -227,10 +227,14 @@ void save_pretrained(const Transformer& model, const std::string& dir, const Sav
   json cj = config_to_hf_json(config);
   cj["torch_dtype"] = torch_dtype_name(o.dtype);
   write_json_atomic(staging.file("config.json"), cj);
-  json gen = {{"_from_model_config", true}};
-  if (config.bos_token_id >= 0) gen["bos_token_id"] = config.bos_token_id;
-  if (config.eos_token_id >= 0) gen["eos_token_id"] = config.eos_token_id;
-  write_json_atomic(staging.file("generation_config.json"), gen);
+  if (!o.generation_config.empty()) {
+    io::copy_file_atomic(o.generation_config, staging.file("generation_config.json"));
+  } else {
+    json gen = {{"_from_model_config", true}};
+    if (config.bos_token_id >= 0) gen["bos_token_id"] = config.bos_token_id;
+    if (config.eos_token_id >= 0) gen["eos_token_id"] = cj["eos_token_id"];  // the list, when there is one
+    write_json_atomic(staging.file("generation_config.json"), gen);
+  }
   for (const std::string& t : tokenizer_files) io::copy_file_atomic(t, staging.file(fs::path(t).filename().string()));
   for (const auto& [src, name] : o.tokenizer_copies) io::copy_file_atomic(src, staging.file(name));
   const bool writes_tokenizer = !tokenizer_files.empty() || !o.tokenizer_copies.empty();

@@ -54,6 +54,9 @@ struct SavePretrainedOptions {
   // Tokenizer files copied under another name: {source file, file name in dir} (a
   // my_tok.json is also written as tokenizer.json, where HF tools look for it).
   std::vector<std::pair<std::string, std::string>> tokenizer_copies;
+  // A source model's generation_config.json, copied as it is (save_pretrained keeps the
+  // model's own: its sampling defaults, its eos ids); "": one is written from the config.
+  std::string generation_config;
 };
 
 // Writes the model directory: every file, tokenizer included, goes into one staging

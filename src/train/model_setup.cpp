@@ -100,6 +100,9 @@ ModelSetup setup_model(const config::TrainConfig& c, const fs::path& out) {
       for (size_t i = 0; i < p.model->registry().size(); ++i)
         ops::copy(s.model->registry().unit(i).flat_params(), p.model->registry().unit(i).flat_params());
     }
+    const std::string gen = (fs::path(c.model.path) / "generation_config.json").string();
+    std::error_code gen_ec;
+    if (fs::is_regular_file(gen, gen_ec)) s.generation_config = gen;
     const std::string tok = c.model.tokenizer.empty() ? c.model.path : c.model.tokenizer;
     s.tokenizer = io::load_tokenizer(tok);
     s.tokenizer_path = tok;
@@ -146,6 +149,7 @@ ModelSetup setup_model(const config::TrainConfig& c, const fs::path& out) {
 void save_final_model(const model::Transformer& model, const ModelSetup& setup, const std::string& dir, DType dtype) {
   model::SavePretrainedOptions o;
   o.dtype = dtype;
+  o.generation_config = setup.generation_config;
   if (!setup.tokenizer_path.empty()) o.tokenizer_files.push_back(setup.tokenizer_path);
   // A tokenizer file under another name (my_tok.json, spm.model) is found by HF tools
   // and `zerotrain generate` only under the standard name. It goes into the same staging

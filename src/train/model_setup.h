@@ -18,6 +18,8 @@ struct ModelSetup {
   std::unique_ptr<model::Transformer> model;
   std::unique_ptr<io::Tokenizer> tokenizer;
   std::string tokenizer_path;  // file copied next to the final model ("" for none)
+  // A fine-tuned HF directory's generation_config.json, carried to the final model ("": none).
+  std::string generation_config;
   // ZeRO-3: the model was built without parameter storage; the engine gets each rank's
   // slice of each unit from this (reading only those bytes of an HF directory's files, or
   // initialising a preset's unit and cutting the slice). Empty: the model is complete.

@@ -529,3 +529,26 @@ TEST(Trainer, ReportToTensorboardWritesEventFiles) {
   EXPECT_EQ(count_of(file_bytes(ds_files[0]), "Train/Samples/train_loss"), 2u);
   fs::remove_all(a);
 }
+
+// Fine-tuning an HF directory keeps what HF keeps (issue 19 item 1): a Llama-3-style
+// eos_token_id list ([1, 2]) stays a list in final/config.json, and the source's
+// generation_config.json is carried over byte for byte.
+TEST(Trainer, FineTuningKeepsTheEosListAndTheGenerationConfig) {
+  const fs::path a = temp_dir("eos_list");
+  fs::create_directories(a);
+  const std::string source = std::string(ZT_SOURCE_DIR) + "/tests/data/hf/llama3";
+  io::BpeTrainOptions o;
+  o.vocab_size = 300;  // fits the fixture's 320 rows
+  std::ofstream(a / "tok.json") << io::train_bpe_tokenizer_json(
+      {io::read_text_file(std::string(ZT_SOURCE_DIR) + "/data/text/artistic.txt")}, o);
+  const train::TrainResult r = train::run_training(
+      small_run(a, {"--model.preset", "", "--model.path", source, "--model.tokenizer", (a / "tok.json").string(),
+                    "--max_steps", "2", "--save_strategy", "no"}));
+  std::ifstream cfg(fs::path(r.final_model_dir) / "config.json");
+  const nlohmann::json j = nlohmann::json::parse(cfg);
+  EXPECT_EQ(j.at("eos_token_id"), nlohmann::json::array({1, 2})) << j.dump();
+  EXPECT_EQ(file_bytes(fs::path(r.final_model_dir) / "generation_config.json"),
+            file_bytes(fs::path(source) / "generation_config.json"));
+  EXPECT_EQ(model::load_hf_config(r.final_model_dir).eos_token_id_list, (std::vector<int64_t>{1, 2}));
+  fs::remove_all(a);
+}

@@ -205,6 +205,15 @@ TEST(HfConfig, Gpt2) {
   j = gpt2();
   j["n_head"] = 7;
   expect_error([&] { parse(j); }, ErrorKind::BadInput, {"n_embd (768) must be a multiple of n_head (7)"});
+  // eos_token_id as a list (issue 19): kept, the first is the scalar, written back as the list.
+  j = gpt2();
+  j["eos_token_id"] = json::array({50256, 50255});
+  c = parse(j);
+  EXPECT_EQ(c.eos_token_id, 50256);
+  EXPECT_EQ(c.eos_token_id_list, (std::vector<int64_t>{50256, 50255}));
+  EXPECT_EQ(config_to_hf_json(c).at("eos_token_id"), json::array({50256, 50255}));
+  j["eos_token_id"] = json::array({50256, "x"});
+  expect_error([&] { parse(j); }, ErrorKind::BadInput, {"eos_token_id"});
 }
 
 TEST(HfConfig, UnsupportedAndMalformed) {
