@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "io/bounded_file.h"
 #include "io/safetensors.h"
 #include "model/config.h"
@@ -44,6 +45,18 @@ model::ModelConfig model_config(const CheckpointManifest& m, const std::string& 
                    "' has no extra.model_config (a checkpoint saved before zerotrain recorded it): "
                    "give the model's HF config with --config DIR|config.json");
   return model::config_from_hf_json(m.model_config, m.path + " (extra.model_config)");
+}
+
+// A file the run recorded in the manifest's extra (its tokenizer, its source model's
+// generation_config.json), when it is still there; "" otherwise (said once).
+std::string recorded_file(const CheckpointManifest& m, const char* key, const char* flag) {
+  if (!m.extra.is_object() || !m.extra.contains(key) || !m.extra.at(key).is_string()) return "";
+  const std::string path = m.extra.at(key).get<std::string>();
+  std::error_code ec;
+  if (fs::exists(path, ec)) return path;
+  ZT_WARN(m.path, ": the run's ", key, " '", path, "' is gone; the output has none",
+          flag[0] ? std::string(" (give one with ") + flag + ")" : std::string());
+  return "";
 }
 
 }  // namespace
@@ -113,6 +126,10 @@ ConsolidateSummary consolidate_checkpoint(const std::string& checkpoint, const s
   so.dtype = options.dtype;
   so.max_shard_size = options.max_shard_size;
   so.tokenizer_files = options.tokenizer_files;
+  // Without --tokenizer: the run's own tokenizer, as its final/ has it.
+  if (so.tokenizer_files.empty())
+    if (std::string t = recorded_file(m, "tokenizer", "--tokenizer"); !t.empty()) so.tokenizer_files.push_back(t);
+  so.generation_config = recorded_file(m, "generation_config", "");
   model::save_pretrained(model, out, so);  // its staging removes dead exports' leftovers
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;

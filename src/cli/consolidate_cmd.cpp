@@ -14,7 +14,8 @@ namespace {
 constexpr const char* kHelp = R"(usage: zerotrain consolidate CKPT OUT [options]
 
 Writes the weights of a training checkpoint as a Hugging Face model directory OUT
-(config.json, generation_config.json, model.safetensors or shards + index) that
+(config.json, generation_config.json, model.safetensors or shards + index, the
+tokenizer files) that
 transformers' from_pretrained and `zerotrain train` (model.path) load, as DeepSpeed's
 zero_to_fp32.py does. CKPT is a checkpoint directory (global_stepN, holding
 manifest.json) or a checkpoint root (holding `latest`: the newest checkpoint). The shards
@@ -24,8 +25,10 @@ atomically; files in it that are not part of a model (README.md, ...) are kept.
 
   --dtype f32|bf16|f16       dtype of the written weights (f32)
   --max-shard-size SIZE      split the weights into files of at most SIZE (5GB; 500MB, 2GiB)
-  --tokenizer PATH           copy tokenizer files: a file, or a directory's tokenizer files
-                             (repeatable)
+  --tokenizer PATH           the tokenizer to save with it: a tokenizer file or a directory
+                             holding one (repeatable); default: the run's own tokenizer, as
+                             the checkpoint records it. Its files go in under HF's names
+                             with tokenizer_config.json and special_tokens_map.json
   --config DIR|config.json   the model's HF config, for checkpoints without
                              extra.model_config in their manifest
   --quiet                    no per-unit progress

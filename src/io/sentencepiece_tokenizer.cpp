@@ -16,12 +16,26 @@ namespace {
 
 class SentencePieceTokenizer final : public Tokenizer {
  public:
-  explicit SentencePieceTokenizer(const std::string& path) {
+  SentencePieceTokenizer(const std::string& path, const TokenizerConfig& config) : path_(path) {
     check_bounded_file(path, "tokenizer file", kTokenizerFileCap);
     const auto status = sp_.Load(path);
     if (!status.ok())
       ZT_THROW_INPUT(path, ": not a readable SentencePiece model (", status.ToString(),
                      "); pass the tokenizer.model file of the model");
+    if (sp_.GetPieceSize() == 0)
+      ZT_THROW_INPUT(path, ": the SentencePiece model has an empty vocabulary; pass the model's own tokenizer.model");
+    // HF's LlamaTokenizer: add_bos_token true, add_eos_token false unless the config says.
+    if (config.add_bos_token.value_or(true)) {
+      if (sp_.bos_id() < 0)
+        ZT_THROW_INPUT(path, ": ", config.path.empty() ? "BOS is added by default" : config.path + " sets add_bos_token",
+                       " but the model has no BOS piece; set add_bos_token to false in tokenizer_config.json");
+      prefix_.push_back(sp_.bos_id());
+    }
+    if (config.add_eos_token.value_or(false)) {
+      if (sp_.eos_id() < 0)
+        ZT_THROW_INPUT(config.path, ": add_eos_token is true but ", path, " has no EOS piece");
+      suffix_.push_back(sp_.eos_id());
+    }
   }
   std::vector<int32_t> encode(const std::string& text, SpecialTokens specials) const override {
     std::vector<int> ids;
@@ -30,10 +44,10 @@ class SentencePieceTokenizer final : public Tokenizer {
     const auto status = sp_.Encode(unicode::to_valid_utf8(text), &ids);
     if (!status.ok()) ZT_THROW_INPUT("sentencepiece encode failed: ", status.ToString());
     std::vector<int32_t> out;
-    out.reserve(ids.size() + 1);
-    // HF's LlamaTokenizer adds BOS only (add_bos_token true, add_eos_token false).
-    if (specials == SpecialTokens::Add && sp_.bos_id() >= 0) out.push_back(sp_.bos_id());
+    out.reserve(ids.size() + 2);
+    if (specials == SpecialTokens::Add) out = prefix_;
     out.insert(out.end(), ids.begin(), ids.end());
+    if (specials == SpecialTokens::Add) out.insert(out.end(), suffix_.begin(), suffix_.end());
     return out;
   }
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const override {
@@ -57,20 +71,27 @@ class SentencePieceTokenizer final : public Tokenizer {
     return id >= 0 && id < sp_.GetPieceSize() ? sp_.IdToPiece(id) : std::string();
   }
   std::string kind() const override { return "sentencepiece"; }
+  int32_t unk_id() const override { return sp_.unk_id(); }
+  std::vector<int32_t> added_prefix() const override { return prefix_; }
+  std::vector<int32_t> added_suffix() const override { return suffix_; }
+  std::vector<std::string> files() const override { return {path_}; }
+  std::string hf_class() const override { return "LlamaTokenizer"; }
 
  private:
+  std::string path_;
   sentencepiece::SentencePieceProcessor sp_;
+  std::vector<int32_t> prefix_, suffix_;
 };
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& path) {
-  return std::make_unique<SentencePieceTokenizer>(path);
+std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& path, const TokenizerConfig& config) {
+  return std::make_unique<SentencePieceTokenizer>(path, config);
 }
 
 #else
 
-std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& path) {
+std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& path, const TokenizerConfig&) {
   ZT_THROW_UNSUPPORTED(path,
                        ": this zerotrain was built without SentencePiece; install "
                        "libsentencepiece-dev and rebuild, or use the model's tokenizer.json");

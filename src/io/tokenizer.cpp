@@ -3,8 +3,6 @@
 
 #include <sys/stat.h>
 
-#include <nlohmann/json.hpp>
-
 #include "core/error.h"
 #include "core/log.h"
 #include "io/bounded_file.h"
@@ -30,26 +28,12 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// bos_token / eos_token of a tokenizer_config.json beside the tokenizer: a string or
-// {"content": ...} (AddedToken). Unreadable configs are reported, not ignored.
-void apply_tokenizer_config(const std::string& dir, BpeSpec& spec) {
-  const std::string path = dir + "/tokenizer_config.json";
-  if (!is_file(path)) return;
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_bounded_file(path, "tokenizer file", kTokenizerFileCap));
-  } catch (const nlohmann::json::exception& e) {
-    ZT_THROW_INPUT(path, ": not valid JSON (", e.what(), ")");
-  }
-  if (!j.is_object()) return;
-  for (auto [key, target] : {std::pair{"bos_token", &spec.bos_token}, std::pair{"eos_token", &spec.eos_token}}) {
-    auto it = j.find(key);
-    if (it == j.end()) continue;
-    if (it->is_string())
-      *target = it->get<std::string>();
-    else if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
-      *target = (*it)["content"].get<std::string>();
-  }
+// What a tokenizer_config.json beside the tokenizer says about its specials.
+void apply_tokenizer_config(const TokenizerConfig& config, BpeSpec& spec) {
+  if (config.bos_token) spec.bos_token = *config.bos_token;
+  if (config.eos_token) spec.eos_token = *config.eos_token;
+  spec.add_bos = config.add_bos_token;
+  spec.add_eos = config.add_eos_token;
 }
 
 // Without a tokenizer_config.json: the usual end-of-text specials.
@@ -82,8 +66,10 @@ std::unique_ptr<Tokenizer> load_json(const std::string& path) {
                    "give the tokenizer files that hold the vocabulary (vocab.json + merges.txt, tokenizer.model, "
                    "or a complete tokenizer.json)");
   }
-  apply_tokenizer_config(dir_of(path), spec);
+  apply_tokenizer_config(read_tokenizer_config(dir_of(path)), spec);
   default_specials(spec);
+  spec.hf_class = "PreTrainedTokenizerFast";
+  spec.files = {path};
   return make_bpe_tokenizer(std::move(spec));
 }
 
@@ -93,7 +79,18 @@ std::unique_ptr<Tokenizer> load_vocab(const std::string& vocab_path) {
     ZT_THROW_INPUT(vocab_path, ": merges.txt not found beside it (", merges,
                    "); GPT-2 style tokenizers need both files");
   BpeSpec spec = parse_gpt2_files(vocab_path, merges);
-  apply_tokenizer_config(dir_of(vocab_path), spec);
+  if (spec.vocab.empty())
+    ZT_THROW_INPUT(vocab_path, ": the vocabulary is empty, so every text would encode to nothing; give the "
+                   "model's own vocab.json (or its tokenizer.json)");
+  const TokenizerConfig config = read_tokenizer_config(dir_of(vocab_path));
+  apply_tokenizer_config(config, spec);
+  // GPT2Tokenizer's add_prefix_space: a space before the text, as the ByteLevel step adds.
+  if (config.add_prefix_space)
+    for (PreTokenizerStep& step : spec.pre_tokenizer)
+      if (step.kind == PreTokenizerStep::Kind::ByteLevel)
+        step.prefix_space = *config.add_prefix_space ? PrefixSpace::Yes : PrefixSpace::No;
+  spec.hf_class = "GPT2Tokenizer";
+  spec.files = {vocab_path, merges};
   return make_bpe_tokenizer(std::move(spec));
 }
 
@@ -121,7 +118,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
     ZT_THROW_INPUT(path, ": no tokenizer.json, vocab.json (+ merges.txt) or tokenizer.model in this directory");
   }
   if (!is_file(path)) ZT_THROW_INPUT(path, ": no such tokenizer file or directory");
-  if (ends_with(path, ".model")) return load_sentencepiece(path);
+  if (ends_with(path, ".model")) return load_sentencepiece(path, read_tokenizer_config(dir_of(path)));
   if (ends_with(path, "vocab.json")) return load_vocab(path);
   if (ends_with(path, ".json")) return load_json(path);
   ZT_THROW_INPUT(path,

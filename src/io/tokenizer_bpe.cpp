@@ -122,6 +122,9 @@ class BpeTokenizer final : public Tokenizer {
     post_suffix_ = spec_.post_suffix;
     if (!spec_.bos_token.empty()) bos_ = lookup(spec_.bos_token).value_or(-1);
     if (!spec_.eos_token.empty()) eos_ = lookup(spec_.eos_token).value_or(-1);
+    if (spec_.options.unk_token) unk_ = lookup(*spec_.options.unk_token).value_or(-1);
+    apply_add_special(spec_.add_bos, "add_bos_token", "bos_token", spec_.bos_token, bos_, post_prefix_);
+    apply_add_special(spec_.add_eos, "add_eos_token", "eos_token", spec_.eos_token, eos_, post_suffix_);
     decoded_.resize(static_cast<size_t>(size));
     for (int32_t id = 0; id < size; ++id) decoded_[static_cast<size_t>(id)] = decode_piece(token(id));
   }
@@ -195,6 +198,11 @@ class BpeTokenizer final : public Tokenizer {
     return model_.has_id(id) ? model_.token(id) : std::string();
   }
   std::string kind() const override { return "bpe"; }
+  int32_t unk_id() const override { return unk_; }
+  std::vector<int32_t> added_prefix() const override { return post_prefix_; }
+  std::vector<int32_t> added_suffix() const override { return post_suffix_; }
+  std::vector<std::string> files() const override { return spec_.files; }
+  std::string hf_class() const override { return spec_.hf_class; }
 
  private:
   bool has_normalizer() const { return !spec_.normalizer_prepend.empty() || !spec_.normalizer_replace.empty(); }
@@ -219,6 +227,18 @@ class BpeTokenizer final : public Tokenizer {
     auto it = added_by_content_.find(s);
     if (it != added_by_content_.end()) return it->second;
     return model_.find(s);
+  }
+  // tokenizer_config.json's add_bos_token / add_eos_token: the post-processor becomes
+  // [bos] A or A [eos] (or nothing), as transformers rebuilds it when the keys are given.
+  void apply_add_special(std::optional<bool> add, const char* key, const char* token_key, const std::string& token,
+                         int32_t id, std::vector<int32_t>& ids) const {
+    if (!add) return;
+    ids.clear();
+    if (!*add) return;
+    if (id < 0)
+      ZT_THROW_INPUT(spec_.where, ": tokenizer_config.json sets ", key, " but its ", token_key, " '", token,
+                     "' is not in the vocabulary; name a token of the vocabulary or set ", key, " to false");
+    ids.push_back(id);
   }
   void check_id(int32_t id, const char* key) const {
     if (id < 0 || id >= vocab_size_ || (!added_by_id_[static_cast<size_t>(id)] && !model_.has_id(id)))
@@ -274,7 +294,7 @@ class BpeTokenizer final : public Tokenizer {
   AddedTokenMatcher raw_matcher_, normalized_matcher_;
   std::vector<int32_t> post_prefix_, post_suffix_;
   std::vector<std::string> decoded_;
-  int32_t bos_ = -1, eos_ = -1;
+  int32_t bos_ = -1, eos_ = -1, unk_ = -1;
 };
 
 }  // namespace

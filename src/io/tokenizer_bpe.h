@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,11 @@ struct BpeSpec {
   DecoderKind decoder = DecoderKind::ByteLevel;
   std::vector<int32_t> post_prefix, post_suffix;  // special token ids around one sequence
   std::string bos_token, eos_token;               // "" when unknown
+  // tokenizer_config.json's add_bos_token / add_eos_token: when set, they replace the
+  // post-processor's ids with [bos] / [eos] (as transformers' TokenizersBackend does).
+  std::optional<bool> add_bos, add_eos;
+  std::string hf_class;            // Tokenizer::hf_class
+  std::vector<std::string> files;  // Tokenizer::files
 };
 
 std::unique_ptr<Tokenizer> make_bpe_tokenizer(BpeSpec spec);

@@ -51,6 +51,7 @@ BpeSpec parse_gpt2_files(const std::string& vocab_path, const std::string& merge
       t.special = true;
       spec.added.push_back(t);
       spec.bos_token = spec.eos_token = tok;
+      spec.options.unk_token = tok;  // GPT2Tokenizer's unk too (never used: every byte is a token)
     }
   }
   return spec;

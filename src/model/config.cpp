@@ -323,6 +323,7 @@ ModelConfig gpt2_shape(int64_t layers, int64_t heads, int64_t width) {
   c.head_dim = width / heads;
   c.intermediate_size = 4 * width;
   c.embd_pdrop = c.resid_pdrop = c.attn_pdrop = 0.0f;
+  c.bos_token_id = c.eos_token_id = 50256;  // <|endoftext|> of GPT-2's 50257-token vocabulary, as HF's gpt2
   return c;
 }
 }  // namespace

@@ -13,6 +13,7 @@
 #include "io/safetensors.h"
 #include "io/staging_dir.h"
 #include "model/hf_check.h"
+#include "model/hf_tokenizer_files.h"
 #include "model/hf_weights.h"
 
 namespace zt::model {
@@ -37,17 +38,6 @@ const char* torch_dtype_name(DType d) {
   }
 }
 
-// Files a HF tokenizer consists of (what AutoTokenizer.save_pretrained writes).
-const char* const kTokenizerFiles[] = {
-    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
-    "merges.txt",     "tokenizer.model",       "added_tokens.json"};
-
-bool is_tokenizer_file(const std::string& name) {
-  for (const char* t : kTokenizerFiles)
-    if (name == t) return true;
-  return false;
-}
-
 // Entries of an old model directory that a new save replaces or makes stale.
 bool is_model_output(const std::string& name) {
   return name == "config.json" || name == "generation_config.json" || name == "model.safetensors.index.json" ||
@@ -55,12 +45,13 @@ bool is_model_output(const std::string& name) {
          (starts_with(name, "pytorch_model") && (ends_with(name, ".bin") || ends_with(name, ".bin.index.json")));
 }
 
-void write_json_atomic(const std::string& path, const json& j) {
-  const std::string text = j.dump(2) + "\n";
+void write_text_atomic(const std::string& path, const std::string& text) {
   io::write_file_atomic(path, [&](std::FILE* f) {
     if (std::fwrite(text.data(), 1, text.size(), f) != text.size()) ZT_THROW_IO(path, ": write failed");
   });
 }
+
+void write_json_atomic(const std::string& path, const json& j) { write_text_atomic(path, j.dump(2) + "\n"); }
 
 std::string read_file(const std::string& path) { return io::read_bounded_file(path, "model config"); }
 
@@ -156,22 +147,11 @@ void save_pretrained(const Transformer& model, const std::string& dir, const Sav
   if (o.max_shard_size == 0) ZT_THROW_INPUT(dir, ": max_shard_size must be positive");
   const ModelConfig& config = model.config();
 
-  // Resolve the tokenizer files first: a missing one fails before anything is written.
-  std::vector<std::string> tokenizer_files;
-  for (const std::string& t : o.tokenizer_files) {
-    std::error_code ec;
-    if (fs::is_directory(t, ec)) {
-      const size_t before = tokenizer_files.size();
-      for (const char* name : kTokenizerFiles)
-        if (fs::is_regular_file(fs::path(t) / name, ec)) tokenizer_files.push_back((fs::path(t) / name).string());
-      if (tokenizer_files.size() == before)
-        ZT_THROW_INPUT(t, ": holds no tokenizer files (tokenizer.json, vocab.json + merges.txt, tokenizer.model)");
-    } else if (fs::is_regular_file(t, ec)) {
-      tokenizer_files.push_back(t);
-    } else {
-      ZT_THROW_INPUT(t, ": tokenizer file or directory not found");
-    }
-  }
+  // Resolve the tokenizer files first: a missing or broken one fails before anything is
+  // written. The last source wins a name two of them share.
+  std::vector<TokenizerFiles> tokenizers;
+  for (const std::string& t : o.tokenizer_files)
+    tokenizers.push_back(tokenizer_files_for(t, config.max_position_embeddings));
 
   // The tensors in model order with their file bytes, then cut into shards.
   struct Item {
@@ -235,11 +215,13 @@ void save_pretrained(const Transformer& model, const std::string& dir, const Sav
     if (config.eos_token_id >= 0) gen["eos_token_id"] = cj["eos_token_id"];  // the list, when there is one
     write_json_atomic(staging.file("generation_config.json"), gen);
   }
-  for (const std::string& t : tokenizer_files) io::copy_file_atomic(t, staging.file(fs::path(t).filename().string()));
-  for (const auto& [src, name] : o.tokenizer_copies) io::copy_file_atomic(src, staging.file(name));
-  const bool writes_tokenizer = !tokenizer_files.empty() || !o.tokenizer_copies.empty();
+  for (const TokenizerFiles& t : tokenizers) {
+    for (const auto& [src, name] : t.copies) io::copy_file_atomic(src, staging.file(name));
+    for (const auto& [name, text] : t.written) write_text_atomic(staging.file(name), text);
+  }
+  const bool writes_tokenizer = !tokenizers.empty();
   staging.commit([writes_tokenizer](const std::string& name) {
-    return !is_model_output(name) && !(writes_tokenizer && is_tokenizer_file(name));
+    return !is_model_output(name) && !(writes_tokenizer && is_tokenizer_file_name(name));
   });
 }
 

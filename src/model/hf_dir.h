@@ -5,7 +5,9 @@
 //   model.safetensors           or, above max_shard_size,
 //   model-00001-of-0000N.safetensors ... + model.safetensors.index.json
 //                               {"metadata": {"total_size": bytes, ...}, "weight_map": {name: file}}
-//   tokenizer files             copied when given (tokenizer.json, tokenizer_config.json, ...)
+//   tokenizer files             when given: tokenizer.json | vocab.json + merges.txt |
+//                               tokenizer.model, with tokenizer_config.json and
+//                               special_tokens_map.json (model/hf_tokenizer_files.h)
 //
 // Shards are cut as transformers cuts them: parameters in model order, a new shard when
 // the next tensor would push the current one past max_shard_size (a tensor larger than
@@ -47,13 +49,11 @@ Pretrained load_pretrained(const std::string& dir, ModelOptions options = {});
 struct SavePretrainedOptions {
   DType dtype = DType::F32;  // f32, bf16 or f16 in the files
   uint64_t max_shard_size = kDefaultMaxShardSize;
-  // Tokenizer files to copy: files, or directories whose tokenizer files (tokenizer.json,
-  // tokenizer_config.json, special_tokens_map.json, vocab.json, merges.txt,
-  // tokenizer.model, added_tokens.json) are copied.
+  // Tokenizers to save with the model: each a tokenizer file (tokenizer.json or any
+  // other name, vocab.json with merges.txt beside it, a .model) or a directory holding one.
+  // Their files go in under HF's names with a tokenizer_config.json + special_tokens_map.json
+  // (carried over from the source when it has them, else written: model/hf_tokenizer_files.h).
   std::vector<std::string> tokenizer_files;
-  // Tokenizer files copied under another name: {source file, file name in dir} (a
-  // my_tok.json is also written as tokenizer.json, where HF tools look for it).
-  std::vector<std::pair<std::string, std::string>> tokenizer_copies;
   // A source model's generation_config.json, copied as it is (save_pretrained keeps the
   // model's own: its sampling defaults, its eos ids); "": one is written from the config.
   std::string generation_config;

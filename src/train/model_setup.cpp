@@ -108,18 +108,7 @@ ModelSetup setup_model(const config::TrainConfig& c, const fs::path& out) {
     s.tokenizer_path = tok;
     return s;
   }
-  const model::ModelConfig config = from_scratch_config(c.model);
-  mo.allocate_params = c.zero.stage < 3;
-  s.model = std::make_unique<model::Transformer>(config, mo);
-  if (c.zero.stage < 3) {
-    s.model->init_weights(c.seed);
-  } else {
-    model::Transformer* m = s.model.get();
-    const uint64_t seed = c.seed;
-    s.fill_slice = [m, seed](model::Unit& u, int64_t begin, const Tensor& out) {
-      m->init_unit_slice(u, seed, begin, out);
-    };
-  }
+  model::ModelConfig config = from_scratch_config(c.model);
   if (!c.model.tokenizer.empty()) {
     s.tokenizer = io::load_tokenizer(c.model.tokenizer);
     s.tokenizer_path = c.model.tokenizer;
@@ -143,6 +132,27 @@ ModelSetup setup_model(const config::TrainConfig& c, const fs::path& out) {
   if (s.tokenizer->vocab_size() > config.vocab_size)
     ZT_THROW_INPUT("the tokenizer has ", s.tokenizer->vocab_size(), " tokens but the model's vocabulary is ",
                    config.vocab_size, ": use a model with a larger vocab_size");
+  // config.json names the tokenizer's BOS / EOS: a preset's ids are placeholders for the
+  // vocabulary it is trained with (the gpt2 preset with GPT-2's vocab.json says 50256, as
+  // HF's gpt2 does; tiny-llama with Llama-2's tokenizer.model 1 and 2). An HF config.json
+  // keeps its own, filled in only where it has none.
+  const bool preset = c.model.config_file.empty();
+  if (s.tokenizer->bos_id() >= 0 && (preset || config.bos_token_id < 0)) config.bos_token_id = s.tokenizer->bos_id();
+  if (s.tokenizer->eos_id() >= 0 && (preset || config.eos_token_id < 0)) {
+    config.eos_token_id = s.tokenizer->eos_id();
+    config.eos_token_id_list.clear();
+  }
+  mo.allocate_params = c.zero.stage < 3;
+  s.model = std::make_unique<model::Transformer>(config, mo);
+  if (c.zero.stage < 3) {
+    s.model->init_weights(c.seed);
+  } else {
+    model::Transformer* m = s.model.get();
+    const uint64_t seed = c.seed;
+    s.fill_slice = [m, seed](model::Unit& u, int64_t begin, const Tensor& out) {
+      m->init_unit_slice(u, seed, begin, out);
+    };
+  }
   return s;
 }
 
@@ -150,18 +160,10 @@ void save_final_model(const model::Transformer& model, const ModelSetup& setup, 
   model::SavePretrainedOptions o;
   o.dtype = dtype;
   o.generation_config = setup.generation_config;
+  // The tokenizer's files go in under HF's names (a my_tok.json as tokenizer.json), with a
+  // tokenizer_config.json; in the same staging directory as the weights, so final/ is one
+  // whole model at every instant.
   if (!setup.tokenizer_path.empty()) o.tokenizer_files.push_back(setup.tokenizer_path);
-  // A tokenizer file under another name (my_tok.json, spm.model) is found by HF tools
-  // and `zerotrain generate` only under the standard name. It goes into the same staging
-  // directory as the weights, so final/ is one whole model at every instant.
-  const fs::path tok(setup.tokenizer_path);
-  std::error_code ec;
-  if (!setup.tokenizer_path.empty() && fs::is_regular_file(tok, ec)) {
-    const std::string ext = tok.extension().string();
-    const char* standard = ext == ".json" ? "tokenizer.json" : ext == ".model" ? "tokenizer.model" : nullptr;
-    if (standard && tok.filename() != standard && tok.filename() != "vocab.json")
-      o.tokenizer_copies.emplace_back(tok.string(), standard);
-  }
   model::save_pretrained(model, dir, o);
 }
 

@@ -416,6 +416,13 @@ std::string save_run_checkpoint(TrainingRun& run, const std::string& root) {
   s.extra = {{"optimizer_steps", run.optimizer->steps_taken()},
              {"total_steps", run.total_steps},
              {"model_config", model::config_to_hf_json(run.model().config())}};
+  // The tokenizer and generation config final/ ships with, so that consolidate writes the
+  // same HF directory from the checkpoint alone.
+  std::error_code abs_ec;
+  if (!run.setup.tokenizer_path.empty())
+    s.extra["tokenizer"] = fs::absolute(run.setup.tokenizer_path, abs_ec).string();
+  if (!run.setup.generation_config.empty())
+    s.extra["generation_config"] = fs::absolute(run.setup.generation_config, abs_ec).string();
   checkpoint::CheckpointWriteOptions wo;
   wo.keep_last = run.config.keep_last;
   wo.keep = run.best_checkpoint;

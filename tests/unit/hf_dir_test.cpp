@@ -17,6 +17,7 @@
 
 #include "common/temp_dir.h"
 #include "core/error.h"
+#include "io/bpe_trainer.h"
 #include "model/config.h"
 #include "model/hf_dir.h"
 #include "model/hf_weights.h"
@@ -270,7 +271,9 @@ TEST(HfDir, ReplacesOldDirectoryKeepingOtherFilesAndCopiesTokenizer) {
   ASSERT_TRUE(fs::exists(dir + "/model.safetensors.index.json"));
   write_all(dir + "/README.md", "notes");
   fs::create_directories(tmp.file("tok"));
-  write_all(tmp.file("tok") + "/tokenizer.json", "{\"model\":{}}");
+  const std::string gpt2 = std::string(ZT_SOURCE_DIR) + "/tests/data/gpt2/";
+  fs::copy_file(gpt2 + "vocab.json", tmp.file("tok") + "/vocab.json");
+  fs::copy_file(gpt2 + "merges.txt", tmp.file("tok") + "/merges.txt");
   write_all(tmp.file("tok") + "/tokenizer_config.json", "{}");
   write_all(tmp.file("tok") + "/unrelated.txt", "x");
   SavePretrainedOptions o;
@@ -278,11 +281,12 @@ TEST(HfDir, ReplacesOldDirectoryKeepingOtherFilesAndCopiesTokenizer) {
   save_pretrained(*model, dir, o);  // now one file: the old shards and index must go
   std::set<std::string> names;
   for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
-  const std::set<std::string> expected = {"README.md",         "config.json",    "generation_config.json",
-                                          "model.safetensors", "tokenizer.json", "tokenizer_config.json"};
+  const std::set<std::string> expected = {"README.md",         "config.json", "generation_config.json",
+                                          "model.safetensors", "vocab.json",  "merges.txt",
+                                          "tokenizer_config.json"};
   EXPECT_EQ(names, expected);
   EXPECT_EQ(read_all(dir + "/README.md"), "notes");
-  EXPECT_EQ(read_all(dir + "/tokenizer.json"), "{\"model\":{}}");
+  EXPECT_EQ(read_all(dir + "/tokenizer_config.json"), "{}");  // the source's own, as it is
   EXPECT_FALSE(has_leftovers(tmp.path()));
   expect_bitwise_equal(*model, *load_pretrained(dir).model);
 
@@ -385,21 +389,26 @@ TEST(HfDir, NewTokenizerReplacesTheOldTokenizerFiles) {
   TempDir tmp;
   auto model = make_model(preset_config("tiny-llama"), DType::F32, 1);
   const std::string dir = tmp.file("model");
-  write_all(tmp.file("old_tokenizer.json"), "{\"old\":1}");
+  io::BpeTrainOptions bo;
+  bo.vocab_size = 300;
+  write_all(tmp.file("old_tokenizer.json"), io::train_bpe_tokenizer_json({"an old tokenizer's text"}, bo));
   SavePretrainedOptions o;
-  o.tokenizer_copies = {{tmp.file("old_tokenizer.json"), "tokenizer.json"}};
+  o.tokenizer_files = {tmp.file("old_tokenizer.json")};
   save_pretrained(*model, dir, o);
-  EXPECT_EQ(read_all(dir + "/tokenizer.json"), "{\"old\":1}");
+  EXPECT_EQ(read_all(dir + "/tokenizer.json"), read_all(tmp.file("old_tokenizer.json")));
+  EXPECT_TRUE(fs::exists(dir + "/special_tokens_map.json"));
   write_all(dir + "/README.md", "notes");
   fs::create_directories(tmp.file("tok2"));
-  write_all(tmp.file("tok2") + "/vocab.json", "{}");
-  write_all(tmp.file("tok2") + "/merges.txt", "#version: 0.2\n");
+  const std::string gpt2 = std::string(ZT_SOURCE_DIR) + "/tests/data/gpt2/";
+  fs::copy_file(gpt2 + "vocab.json", tmp.file("tok2") + "/vocab.json");
+  fs::copy_file(gpt2 + "merges.txt", tmp.file("tok2") + "/merges.txt");
   SavePretrainedOptions o2;
   o2.tokenizer_files = {tmp.file("tok2")};
   save_pretrained(*model, dir, o2);
   EXPECT_FALSE(fs::exists(dir + "/tokenizer.json"));
   EXPECT_TRUE(fs::exists(dir + "/vocab.json"));
   EXPECT_TRUE(fs::exists(dir + "/merges.txt"));
+  EXPECT_NE(read_all(dir + "/tokenizer_config.json").find("GPT2Tokenizer"), std::string::npos);
   EXPECT_EQ(read_all(dir + "/README.md"), "notes");
   // A save without a tokenizer keeps the one there.
   save_pretrained(*model, dir, DType::F32);
