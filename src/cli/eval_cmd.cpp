@@ -15,6 +15,7 @@
 #include "io/tokenizer.h"
 #include "model/inference_load.h"
 #include "train/evaluate.h"
+#include "train/logits_dump.h"
 
 namespace zt::cli {
 namespace {
@@ -41,6 +42,11 @@ predicted once, from the earlier tokens of its window.
   --tokenizer PATH       tokenizer file or directory (default: DIR); "bytes": byte ids
   --device DEV           cpu (default) or cuda: the forward runs on the GPU
   --threads N            CPU threads (default: all cores)
+  --dump-logits OUT      also write every position's f32 logits of each document, one
+                         forward pass over the whole document, to the safetensors file
+                         OUT: input_ids.I (i32 [T]) and logits.I (f32 [T, vocab]) for
+                         document I = 0, 1, ... (for comparing with another
+                         implementation, e.g. transformers; documents must fit the context)
   --log-level LEVEL      debug, info, warn, error
 )";
 
@@ -49,7 +55,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 
 int run_eval(const Args& args) {
-  std::string model_dir, data, field = "text", tokenizer_path;
+  std::string model_dir, data, field = "text", tokenizer_path, logits_out;
   Device device = Device::cpu();
   train::EvalOptions o;
   ArgParser p("eval");
@@ -62,6 +68,7 @@ int run_eval(const Args& args) {
   p.value("--device", [&](const std::string& v) { device = parse_device(v); });
   p.value("--threads", [&](const std::string& v) { apply_threads_flag(v); });
   p.value("--log-level", [&](const std::string& v) { set_log_level(parse_log_level(v)); });
+  p.value("--dump-logits", [&](const std::string& v) { logits_out = v; });
   p.parse(args);
   if (model_dir.empty()) ZT_THROW_INPUT("eval: --model DIR is required (a HF model directory)");
   if (data.empty())
@@ -82,6 +89,13 @@ int run_eval(const Args& args) {
     const std::vector<std::string> texts = train::read_text_documents(data, field);
     docs.reserve(texts.size());
     for (const auto& t : texts) docs.push_back(tok->encode(t, io::SpecialTokens::Add));
+  }
+  if (!logits_out.empty()) {
+    train::dump_logits(*m.model, docs, logits_out);
+    std::printf("wrote the logits of %zu document%s to %s\n", docs.size(), docs.size() == 1 ? "" : "s",
+                logits_out.c_str());
+    // Documents of one token are dumped but predict nothing: no loss to print then.
+    if (std::none_of(docs.begin(), docs.end(), [](const auto& d) { return d.size() >= 2; })) return 0;
   }
   const train::EvalResult r = train::evaluate(*m.model, docs, o);
   std::printf("documents %lld | windows %lld | tokens %lld | mean loss %.6f | perplexity %.4f\n",
