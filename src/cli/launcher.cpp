@@ -1,9 +1,12 @@
 #include "cli/launcher.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/cuda_api.h"
 #include "core/error.h"
 #include "io/bounded_file.h"
 #include "comm/env.h"
@@ -35,7 +39,9 @@ namespace zt::cli {
 // The Accelerate config reader (config/accelerate_config.h) is the config layer's.
 using config::accelerate_top_level_keys;
 using config::AccelerateConfig;
+using config::did_you_mean;
 using config::load_document;
+using config::lower;
 using config::parse_accelerate_config;
 
 namespace fs = std::filesystem;
@@ -80,6 +86,28 @@ std::vector<HostSlots> parse_hostfile(const std::string& path) {
 // ---------------------------------------------------------------------------------------
 // Context
 
+namespace {
+
+// A port no one listens on now (what torchrun --standalone's rendezvous takes): the kernel's
+// choice for a socket bound to port 0 on the loopback. 29500 when that fails.
+int pick_free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 29500;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  int port = 29500;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
+
+}  // namespace
+
 LaunchContext LaunchContext::current() {
   LaunchContext c;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
@@ -94,6 +122,8 @@ LaunchContext LaunchContext::current() {
   // The CPUs this process may use (a container or taskset may allow fewer than exist).
   cpu_set_t set;
   c.cpu_count = ::sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  c.gpu_count = [] { return cuda::device_count(); };
+  c.free_port = pick_free_port;
   return c;
 }
 
@@ -144,7 +174,9 @@ std::string first_slurm_host(const std::string& list) {
 
 struct ConfigLaunch {
   std::optional<int> num_processes, num_machines, machine_rank, main_process_port;
-  std::string main_process_ip, hostfile;
+  std::string main_process_ip, hostfile, gpu_ids;
+  // Its settings that only the training command reads (for the note when there is none).
+  std::vector<std::string> training_keys;
 };
 
 // DeepSpeed configs share only fp16/bf16 with Accelerate's top-level keys: any other
@@ -176,6 +208,12 @@ std::optional<ConfigLaunch> read_config_launch(const std::string& path, std::vec
   if (written("main_process_port")) c.main_process_port = acc.launch.main_process_port;
   c.main_process_ip = acc.launch.main_process_ip;
   c.hostfile = acc.launch.deepspeed_hostfile;
+  if (lower(acc.launch.gpu_ids) != "all") c.gpu_ids = acc.launch.gpu_ids;
+  // ZeRO through DeepSpeed or FSDP (stage 2 / 3 without a block saying more) is a training setting.
+  const std::string& type = acc.launch.distributed_type;
+  if (type == "DEEPSPEED" || type == "FSDP") c.training_keys.push_back("distributed_type " + type);
+  for (const char* key : {"mixed_precision", "use_cpu", "deepspeed_config", "fsdp_config", "fp16", "bf16"})
+    if (written(key)) c.training_keys.push_back(key);
   return c;
 }
 
@@ -198,6 +236,8 @@ struct Layout {
   std::vector<HostSlots> hosts;  // from a hostfile; empty otherwise
   std::string master_addr;
   int master_port = 29500;
+  // The GPUs each node's ranks see (--include, --gpu_ids, ...); empty: whatever they see.
+  std::vector<NodeGpus> node_gpus;
 };
 
 std::string describe(const std::vector<HostSlots>& hosts) {
@@ -255,27 +295,193 @@ Layout layout_from_counts(const Given& nproc, const Given& total, const Given& n
   return l;
 }
 
-Layout resolve_layout(const LaunchOptions& o, const LaunchContext& ctx, bool slurm, std::vector<std::string>& notes) {
+// DeepSpeed's selection (--include, --exclude, --num_nodes, --num_gpus) over the hostfile's
+// hosts or this machine's GPUs: the hosts and a rank per chosen GPU. Counts given besides
+// must agree with it.
+Layout layout_from_selection(const LaunchOptions& o, const std::string& hostfile, const Given& nproc,
+                             const Given& total, const Given& nodes, const LaunchContext& ctx) {
+  GpuPool pool;
+  if (!hostfile.empty()) {
+    pool.name = "hostfile " + hostfile;
+    for (const HostSlots& h : parse_hostfile(hostfile)) {
+      NodeGpus node{h.host, {}};
+      for (int g = 0; g < h.slots; ++g) node.gpus.push_back(g);
+      pool.nodes.push_back(std::move(node));
+    }
+  } else {
+    const int n = ctx.gpus();
+    pool.name = n > 0 ? "this machine (CUDA sees " + std::to_string(n) + " GPUs)" : "this machine";
+    pool.open = n == 0;
+    NodeGpus local{"localhost", {}};
+    for (int g = 0; g < n; ++g) local.gpus.push_back(g);
+    pool.nodes.push_back(std::move(local));
+  }
+  Layout l;
+  l.node_gpus = select_gpus(pool, o.gpus);
+  const GpuSelection& s = o.gpus;
+  const std::string what = !s.include.empty()   ? "--include " + s.include
+                           : !s.exclude.empty() ? "--exclude " + s.exclude
+                           : s.num_gpus > 0     ? "--num_gpus " + std::to_string(s.num_gpus)
+                                                : "--num_nodes " + std::to_string(s.num_nodes);
+  l.world = 0;
+  std::string listing;
+  for (const NodeGpus& n : l.node_gpus) {
+    l.world += static_cast<int>(n.gpus.size());
+    listing += (listing.empty() ? "" : ", ") + n.host + ":" + gpu_list_text(n.gpus);
+    if (!hostfile.empty()) l.hosts.push_back({n.host, static_cast<int>(n.gpus.size())});
+  }
+  l.nnodes = static_cast<int>(l.node_gpus.size());
+  if (total.given() && total.value != l.world)
+    ZT_THROW_INPUT(total.from, " asks for ", total.value, " processes but ", what, " chooses ", l.world, " GPU(s) (",
+                   listing, "), one process each; give one of them");
+  if (nodes.given() && nodes.value != l.nnodes)
+    ZT_THROW_INPUT(nodes.from, " is ", nodes.value, " but ", what, " chooses ", l.nnodes, " node(s) (", listing,
+                   "); give one of them");
+  if (nproc.given())
+    for (const NodeGpus& n : l.node_gpus)
+      if (static_cast<int>(n.gpus.size()) != nproc.value)
+        ZT_THROW_INPUT(nproc.from, " is ", nproc.value, " but ", what, " chooses ", n.gpus.size(), " GPU(s) on ",
+                       n.host, " (", listing, "); give one of them");
+  return l;
+}
+
+// torchrun's --nproc-per-node gpu|cpu|auto.
+Given processes_per_node_word(ProcessesPerNode word, const LaunchContext& ctx) {
+  const int gpus = word == ProcessesPerNode::Cpu ? 0 : ctx.gpus();
+  if (word == ProcessesPerNode::Gpu && gpus == 0)
+    ZT_THROW_INPUT("--nproc-per-node gpu: CUDA sees no GPU here; give a number of processes (CPU ranks)");
+  const bool by_gpu = word == ProcessesPerNode::Gpu || (word == ProcessesPerNode::Auto && gpus > 0);
+  const char* name = word == ProcessesPerNode::Gpu ? "gpu" : word == ProcessesPerNode::Cpu ? "cpu" : "auto";
+  return {by_gpu ? gpus : ctx.cpu_count,
+          std::string("--nproc-per-node ") + name + (by_gpu ? " (one per GPU)" : " (one per CPU)")};
+}
+
+// torchrun's rendezvous flags, as rank 0's address: --rdzv_endpoint HOST[:PORT] ([v6]:PORT
+// too); --rdzv_backend c10d or static (both meet at that address); others need a server
+// zerotrain has no use for.
+void apply_rendezvous(const LaunchOptions& o, std::string& addr, int& port) {
+  if (!o.rdzv_backend.empty()) {
+    const std::string b = lower(o.rdzv_backend);
+    if (b == "etcd" || b == "etcd-v2")
+      ZT_THROW_INPUT("--rdzv_backend ", o.rdzv_backend,
+                     ": zerotrain's ranks meet through mpirun or srun, not an etcd server; use --rdzv_backend c10d "
+                     "(or leave it out) with --rdzv_endpoint HOST:PORT for rank 0's address");
+    if (b != "c10d" && b != "static")
+      ZT_THROW_INPUT("--rdzv_backend '", o.rdzv_backend, "' is not one of c10d, static",
+                     did_you_mean(b, {"c10d", "static"}));
+  }
+  if (o.rdzv_endpoint.empty()) return;
+  std::string host = o.rdzv_endpoint, port_text;
+  if (host.front() == '[') {  // [v6 address]:port
+    const size_t close = host.find(']');
+    if (close == std::string::npos) ZT_THROW_INPUT("--rdzv_endpoint '", o.rdzv_endpoint, "': no closing ']'");
+    if (close + 1 < host.size() && host[close + 1] == ':') port_text = host.substr(close + 2);
+    host = host.substr(1, close - 1);
+  } else if (const size_t colon = host.rfind(':'); colon != std::string::npos) {
+    port_text = host.substr(colon + 1);
+    host = host.substr(0, colon);
+  }
+  if (host.empty()) ZT_THROW_INPUT("--rdzv_endpoint '", o.rdzv_endpoint, "' names no host; write HOST:PORT");
+  int endpoint_port = 0;
+  if (!port_text.empty()) {
+    char* end = nullptr;
+    const long p = std::strtol(port_text.c_str(), &end, 10);
+    if (*end != '\0' || p < 1 || p > 65535)
+      ZT_THROW_INPUT("--rdzv_endpoint '", o.rdzv_endpoint, "': '", port_text, "' is not a port in 1..65535");
+    endpoint_port = static_cast<int>(p);
+  }
+  if (!o.master_addr.empty() && o.master_addr != host)
+    ZT_THROW_INPUT("--rdzv_endpoint ", o.rdzv_endpoint, " and --master-addr ", o.master_addr,
+                   " name different hosts for rank 0; give one of them");
+  if (endpoint_port != 0 && o.master_port != 0 && o.master_port != endpoint_port)
+    ZT_THROW_INPUT("--rdzv_endpoint ", o.rdzv_endpoint, " and --master-port ", o.master_port,
+                   " name different ports; give one of them");
+  addr = host;
+  if (endpoint_port != 0) port = endpoint_port;
+}
+
+bool is_this_host(const std::string& addr) {
+  return addr.empty() || addr == "localhost" || addr == "127.0.0.1" || addr == "::1";
+}
+
+Layout resolve_layout(const LaunchOptions& o, const std::optional<ConfigLaunch>& yaml, const LaunchContext& ctx,
+                      bool slurm) {
   Given nproc = given_if(o.nproc_per_node > 0, o.nproc_per_node, "--nproc-per-node");
+  if (o.nproc_word != ProcessesPerNode::Number) nproc = processes_per_node_word(o.nproc_word, ctx);
   Given total = given_if(o.num_processes > 0, o.num_processes, "--num_processes");
   Given nodes = given_if(o.nnodes > 0, o.nnodes, "--nnodes/--num_machines");
   Given node_rank = given_if(o.node_rank >= 0, o.node_rank, "--node-rank/--machine_rank");
-  std::string addr = o.master_addr, hostfile = o.hostfile;
+  std::string addr = o.master_addr, hostfile = o.hostfile, gpu_ids = o.gpu_ids;
+  std::string gpu_ids_from = "--gpu_ids";
   int port = o.master_port;
+  // DeepSpeed's --num_nodes alone, without a hostfile to take the first hosts of, counts nodes.
+  GpuSelection selection = o.gpus;
+  const bool only_num_nodes = selection.include.empty() && selection.exclude.empty() && selection.num_gpus == 0;
   // The config file fills in what the command line leaves open.
-  if (!o.config_file.empty()) {
-    if (const auto c = read_config_launch(o.config_file, notes)) {
-      const std::string in = o.config_file + ": ";
-      if (!nproc.given() && !total.given() && c->num_processes) total = {*c->num_processes, in + "num_processes"};
-      if (!nodes.given() && c->num_machines) nodes = {*c->num_machines, in + "num_machines"};
-      if (!node_rank.given() && c->machine_rank) node_rank = {*c->machine_rank, in + "machine_rank"};
-      if (addr.empty()) addr = c->main_process_ip;
-      if (port == 0 && c->main_process_port) port = *c->main_process_port;
-      if (hostfile.empty()) hostfile = c->hostfile;
+  if (yaml) {
+    const std::string in = o.config_file + ": ";
+    if (!nproc.given() && !total.given() && !selection.given() && yaml->num_processes)
+      total = {*yaml->num_processes, in + "num_processes"};
+    if (!nodes.given() && yaml->num_machines) nodes = {*yaml->num_machines, in + "num_machines"};
+    if (!node_rank.given() && yaml->machine_rank) node_rank = {*yaml->machine_rank, in + "machine_rank"};
+    if (addr.empty()) addr = yaml->main_process_ip;
+    if (port == 0 && yaml->main_process_port) port = *yaml->main_process_port;
+    if (hostfile.empty()) hostfile = yaml->hostfile;
+    if (gpu_ids.empty()) {
+      gpu_ids = yaml->gpu_ids;
+      gpu_ids_from = in + "gpu_ids";
     }
   }
-  Layout l = hostfile.empty() ? layout_from_counts(nproc, total, nodes, slurm, ctx)
-                              : layout_from_hostfile(hostfile, nproc, total, nodes);
+  if (lower(gpu_ids) == "all") gpu_ids.clear();
+  if (selection.num_nodes > 0 && only_num_nodes && hostfile.empty()) {
+    if (nodes.given() && nodes.value != selection.num_nodes)
+      ZT_THROW_INPUT("--num_nodes ", selection.num_nodes, " and ", nodes.from, " ", nodes.value,
+                     " disagree; give one of them");
+    nodes = {selection.num_nodes, "--num_nodes"};
+    selection.num_nodes = 0;
+  }
+  apply_rendezvous(o, addr, port);
+  if (o.standalone) {
+    // torchrun --standalone: one node, rendezvous on this host at a port free now.
+    if (!hostfile.empty())
+      ZT_THROW_INPUT("--standalone runs on this node only, but the hostfile ", hostfile,
+                     " names hosts; leave out one of them");
+    if (nodes.given() && nodes.value != 1)
+      ZT_THROW_INPUT("--standalone runs on one node, but ", nodes.from, " is ", nodes.value, "; leave out one of them");
+    if (!o.rdzv_endpoint.empty() || !is_this_host(addr))
+      ZT_THROW_INPUT("--standalone meets on this host, but ",
+                     o.rdzv_endpoint.empty() ? "rank 0's address is " + addr : "--rdzv_endpoint is " + o.rdzv_endpoint,
+                     "; leave out one of them");
+    addr = "127.0.0.1";
+    if (port == 0) port = ctx.free_port ? ctx.free_port() : 29500;
+  }
+  // Accelerate's --multi_gpu: one process per GPU when nothing else counts them.
+  if (o.multi_gpu && !nproc.given() && !total.given() && hostfile.empty() && !selection.given()) {
+    const int n = !gpu_ids.empty() ? static_cast<int>(parse_gpu_list(gpu_ids, gpu_ids_from).size()) : ctx.gpus();
+    if (n == 0)
+      ZT_THROW_INPUT(
+          "--multi_gpu: CUDA sees no GPU here to start a process on each; give --num_processes N "
+          "(N CPU ranks), or leave --multi_gpu out");
+    nproc = {n, "--multi_gpu (one process per GPU)"};
+  }
+
+  Layout l = selection.given()  ? layout_from_selection(o, hostfile, nproc, total, nodes, ctx)
+             : hostfile.empty() ? layout_from_counts(nproc, total, nodes, slurm, ctx)
+                                : layout_from_hostfile(hostfile, nproc, total, nodes);
+  if (!gpu_ids.empty()) {
+    // Accelerate's gpu_ids: the GPUs every node's ranks see, one rank each at most.
+    if (selection.given())
+      ZT_THROW_INPUT(gpu_ids_from,
+                     " and DeepSpeed's --include/--exclude/--num_gpus both choose GPUs; give one of them");
+    const std::vector<int> ids = parse_gpu_list(gpu_ids, gpu_ids_from);
+    int per_node = l.world / l.nnodes;
+    for (const HostSlots& h : l.hosts) per_node = std::max(per_node, h.slots);
+    if (per_node > static_cast<int>(ids.size()))
+      ZT_THROW_INPUT(gpu_ids_from, " lists ", ids.size(), " GPU(s) (", gpu_ids, ") but ", per_node,
+                     " processes run per node; list a GPU per process, or start ", ids.size(), " per node");
+    for (int n = 0; n < l.nnodes; ++n)
+      l.node_gpus.push_back({l.hosts.empty() ? "localhost" : l.hosts[static_cast<size_t>(n)].host, ids});
+  }
   if (node_rank.given() && node_rank.value >= l.nnodes)
     ZT_THROW_INPUT(node_rank.from, " is ", node_rank.value, " but the job has ", l.nnodes,
                    " node(s); node ranks are 0..", l.nnodes - 1);
@@ -307,10 +513,6 @@ void set_export(std::vector<std::pair<std::string, std::string>>& exports, const
   exports.emplace_back(name, value);
 }
 
-bool is_zerotrain_train(const std::vector<std::string>& command) {
-  return command.size() >= 2 && fs::path(command[0]).filename() == "zerotrain" && command[1] == "train";
-}
-
 bool has_resume_flag(const std::vector<std::string>& command) {
   return std::any_of(command.begin(), command.end(),
                      [](const std::string& a) { return a == "--resume" || a.rfind("--resume=", 0) == 0; });
@@ -327,11 +529,21 @@ LaunchPlan build_launch_plan(const LaunchOptions& o, const LaunchContext& ctx) {
         "launch: no command to run; put it after the options, e.g. "
         "zerotrain launch --nproc-per-node 2 -- zerotrain train run.yaml");
   LaunchPlan plan;
-  plan.command = o.command;
-  const std::string srun = ctx.get("SLURM_JOB_ID") != nullptr ? find_program("srun", ctx) : "";
-  const Layout l = resolve_layout(o, ctx, !srun.empty(), plan.notes);
+  std::optional<ConfigLaunch> yaml;
+  if (!o.config_file.empty()) yaml = read_config_launch(o.config_file, plan.notes);
+  // --standalone is this node's job, also inside a SLURM allocation.
+  const bool slurm = ctx.get("SLURM_JOB_ID") != nullptr && !o.standalone;
+  const std::string srun = slurm ? find_program("srun", ctx) : "";
+  const Layout l = resolve_layout(o, yaml, ctx, !srun.empty());
   plan.world_size = l.world;
   plan.nnodes = l.nnodes;
+  LaunchYaml for_training;
+  if (yaml) {
+    for_training.path = o.config_file;
+    for_training.num_processes = yaml->num_processes;
+    for_training.training_keys = yaml->training_keys;
+  }
+  plan.command = command_with_training_settings(o.command, o.training, for_training, l.world, plan.notes);
   // A hostfile names the hosts, which only mpirun takes; SLURM otherwise knows its nodes.
   plan.runner = !l.hosts.empty() ? Runner::Mpirun
                 : !srun.empty()  ? Runner::Srun
@@ -350,12 +562,30 @@ LaunchPlan build_launch_plan(const LaunchOptions& o, const LaunchContext& ctx) {
   // Every rank would start one CPU thread per core: share the cores between a node's ranks.
   int per_node = l.world / l.nnodes;
   for (const HostSlots& h : l.hosts) per_node = std::max(per_node, h.slots);
-  if (per_node > 1 && ctx.get("ZT_NUM_THREADS") == nullptr && ctx.get("OMP_NUM_THREADS") == nullptr)
+  if (o.threads_per_process > 0)
+    plan.exports.emplace_back("ZT_NUM_THREADS", std::to_string(o.threads_per_process));
+  else if (per_node > 1 && ctx.get("ZT_NUM_THREADS") == nullptr && ctx.get("OMP_NUM_THREADS") == nullptr)
     plan.exports.emplace_back("ZT_NUM_THREADS", std::to_string(std::max(1, ctx.cpu_count / per_node)));
   plan.exports.emplace_back("ZT_RESTART_COUNT", "0");
+  // The chosen GPUs: the same list on every node is one variable for all ranks; different
+  // lists are the rank wrapper's to set, node by node.
+  std::string node_gpus;
+  if (!l.node_gpus.empty()) {
+    const bool same = std::all_of(l.node_gpus.begin(), l.node_gpus.end(),
+                                  [&](const NodeGpus& n) { return n.gpus == l.node_gpus[0].gpus; });
+    if (same)
+      plan.exports.emplace_back("CUDA_VISIBLE_DEVICES", gpu_list_text(l.node_gpus[0].gpus));
+    else
+      node_gpus = node_gpus_text(l.node_gpus);
+    if (const char* visible = ctx.get("CUDA_VISIBLE_DEVICES"))
+      plan.notes.push_back(std::string("the GPUs chosen replace CUDA_VISIBLE_DEVICES=") + visible +
+                           " of this shell (GPU numbers are the node's own, as DeepSpeed's are)");
+  }
 
   if (plan.runner == Runner::Direct) return plan;
-  plan.rank_wrapper = {ctx.self_exe.empty() ? "zerotrain" : ctx.self_exe, "launch", "--rank-env", "--"};
+  plan.rank_wrapper = {ctx.self_exe.empty() ? "zerotrain" : ctx.self_exe, "launch", "--rank-env"};
+  if (!node_gpus.empty()) plan.rank_wrapper.insert(plan.rank_wrapper.end(), {"--node-gpus", node_gpus});
+  plan.rank_wrapper.push_back("--");
   const std::string world = std::to_string(l.world);
   if (plan.runner == Runner::Srun) {
     plan.launcher = {srun,
@@ -608,9 +838,10 @@ const char* launcher_variable(const char* name) {
 
 }  // namespace
 
-void exec_as_rank(const std::vector<std::string>& command) {
+void exec_as_rank(const std::vector<std::string>& command, const std::string& node_gpus) {
   if (command.empty()) ZT_THROW_INPUT("launch --rank-env: no command to run after --");
   const comm::LaunchEnv env = comm::read_launch_env(launcher_variable);
+  if (!node_gpus.empty()) ::setenv("CUDA_VISIBLE_DEVICES", gpu_list_text(gpus_of_rank(node_gpus, env.rank)).c_str(), 1);
   ::setenv("RANK", std::to_string(env.rank).c_str(), 1);
   ::setenv("LOCAL_RANK", std::to_string(env.local_rank).c_str(), 1);
   ::setenv("WORLD_SIZE", std::to_string(env.world_size).c_str(), 1);

@@ -76,7 +76,9 @@ int run_train(const Args& raw) {
   }
   // The batch arithmetic uses the job's real world size (every rank is started by the
   // launcher with the same command line).
-  lo.world_size = comm::read_launch_env().world_size;
+  const comm::LaunchEnv job = comm::read_launch_env();
+  lo.world_size = job.world_size;
+  lo.world_source = job.source == "default" ? config::WorldSource::PlainProcess : config::WorldSource::Launcher;
   const config::TrainConfig config = config::load_train_config(args, lo);
   train::run_training(config);
   return 0;

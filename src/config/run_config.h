@@ -74,8 +74,16 @@ const std::vector<std::string>& run_top_level_keys();
 // user wrote in two places).
 enum class RunDocument { User, BuiltIn };
 
+// Who set LoadOptions::world_size: a launcher (its RANK / WORLD_SIZE, MPI's or SLURM's
+// variables), or nobody: a process started on its own, which an Accelerate YAML's
+// num_processes cannot turn into more.
+enum class WorldSource { Launcher, PlainProcess };
+
 struct LoadOptions {
   int world_size = 0;  // the real data-parallel world; 0: Accelerate's num_processes, else 1
+  // With world_size set, an Accelerate YAML's num_processes that differs from it is a warning
+  // under a launcher and an error (exit 2) for a plain process: never silent.
+  WorldSource world_source = WorldSource::Launcher;
   RunDocument run_document = RunDocument::User;
 };
 

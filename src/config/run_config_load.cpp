@@ -240,6 +240,25 @@ void yield_builtin_run(json& run_doc, const json& ds_doc, const std::vector<std:
   }
 }
 
+// An Accelerate YAML's num_processes is how many processes `accelerate launch` (or
+// `zerotrain launch --config_file`) starts; a running job of another size did not come from
+// it. A plain process cannot become the YAML's N: an error that says how to start them. A
+// launcher's job of another size is a warning: the job's own size decides the batches.
+// Returns the warning ("" when they agree).
+std::string check_world_against_accelerate(const AccelerateConfig& acc, const LoadOptions& options) {
+  const int yaml = acc.launch.num_processes, world = options.world_size;
+  if (world <= 0 || yaml <= 0 || yaml == world) return "";
+  const std::string where = Where{acc.source, "num_processes"}.str();
+  if (options.world_source == WorldSource::PlainProcess)
+    ZT_THROW_INPUT(where, " is ", yaml,
+                   ", but this is one process started on its own, and an Accelerate config "
+                   "does not start processes; start ",
+                   yaml, " with `zerotrain launch --config_file ", acc.source,
+                   " -- zerotrain train ...`, or train on this one process with --num_processes ", world);
+  return str(where, " is ", yaml, " but the job runs ", world, " processes; the batch sizes are worked out for ", world,
+             " (give --num_processes ", world, " to say so)");
+}
+
 zero::OptimizerType hf_optim(const std::string& name) {
   if (name == "sgd") return zero::OptimizerType::SGD;
   if (name == "lion" || name == "lion_32bit") return zero::OptimizerType::Lion;
@@ -284,6 +303,7 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
   if (!acc_overridden.empty()) acc_source += acc_path.empty() ? "" : " + command line";
   AccelerateConfig acc;
   if (!acc_doc.is_null()) acc = parse_accelerate_config(acc_doc, acc_source);
+  const std::string world_warning = check_world_against_accelerate(acc, options);
 
   // 3. The DeepSpeed document: a JSON file (command line > run config > Accelerate's
   // deepspeed_config_file), or the settings the Accelerate YAML carries itself.
@@ -417,6 +437,7 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
     cfg.device = "cpu";
   }
   cfg.warnings.insert(cfg.warnings.end(), acc.warnings.begin(), acc.warnings.end());
+  if (!world_warning.empty()) cfg.warnings.push_back(world_warning);
   cfg.warnings.insert(cfg.warnings.end(), run.warnings.begin(), run.warnings.end());
 
   for (const auto& k : ds_overridden) cfg.origin[k] = kCommandLine;

@@ -37,7 +37,9 @@ namespace {
 // world size (every rank runs the same program with the same arguments).
 config::TrainConfig config_for_this_job(const std::vector<std::string>& args) {
   config::LoadOptions lo;
-  lo.world_size = comm::read_launch_env().world_size;
+  const comm::LaunchEnv job = comm::read_launch_env();
+  lo.world_size = job.world_size;
+  lo.world_source = job.source == "default" ? config::WorldSource::PlainProcess : config::WorldSource::Launcher;
   return config::load_train_config(args, lo);
 }
 

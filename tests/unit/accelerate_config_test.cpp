@@ -93,6 +93,37 @@ deepspeed_config:
   EXPECT_EQ(load_train_config({"--config_file", d}).zero.stage, 2);
 }
 
+// issue 19: `train --config_file` with num_processes 2 ran one process without a word.
+TEST(AccelerateConfig, NumProcessesAgainstTheRunningJobIsNeverSilent) {
+  TempDir dir;
+  const std::string y = dir.write("acc.yaml", "distributed_type: MULTI_CPU\nnum_processes: 2\n");
+  LoadOptions plain;
+  plain.world_size = 1;
+  plain.world_source = WorldSource::PlainProcess;
+  try {
+    load_train_config({"--config_file", y}, plain);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_HAS(e.what(), y + ": num_processes is 2, but this is one process started on its own");
+    EXPECT_HAS(e.what(), "zerotrain launch --config_file " + y + " -- zerotrain train");
+    EXPECT_HAS(e.what(), "--num_processes 1");
+  }
+  // Told on the command line, it agrees.
+  EXPECT_EQ(load_train_config({"--config_file", y, "--num_processes", "1"}, plain).world_size, 1);
+  // Under a launcher the job's size decides, with a warning.
+  LoadOptions launched;
+  launched.world_size = 4;
+  const TrainConfig c = load_train_config({"--config_file", y}, launched);
+  EXPECT_EQ(c.world_size, 4);
+  ASSERT_FALSE(c.warnings.empty());
+  EXPECT_HAS(c.warnings.back(), y + ": num_processes is 2 but the job runs 4 processes");
+  // The same size: nothing to say.
+  launched.world_size = 2;
+  for (const std::string& w : load_train_config({"--config_file", y}, launched).warnings)
+    EXPECT_EQ(w.find("num_processes"), std::string::npos) << w;
+}
+
 TEST(AccelerateConfig, JsonFileMayNotBeRepeatedInTheYaml) {
   TempDir dir;
   const std::string ds =

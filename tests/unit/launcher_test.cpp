@@ -368,6 +368,361 @@ TEST_F(LaunchPlanTest, RestartResumesZerotrainTrainFromTheLatestCheckpoint) {
   EXPECT_EQ(plan_for_restart(plan(options({"python", "train.py"})), 1).command, (Words{"python", "train.py"}));
 }
 
+// ---------------------------------------------------------------------------------------
+// DeepSpeed's --include / --exclude / --num_nodes / --num_gpus, Accelerate's gpu_ids
+
+TEST_F(LaunchPlanTest, IncludeChoosesGpusOfThisMachine) {
+  context_.gpu_count = [] { return 4; };
+  LaunchOptions o = options();
+  o.gpus.include = "localhost:1,3";
+  const LaunchPlan p = plan(o);
+  EXPECT_EQ(p.runner, Runner::Mpirun);
+  EXPECT_EQ(p.world_size, 2);
+  EXPECT_EQ(slice(p.argv(), "--host", 2), (Words{"--host", "localhost:2"}));
+  EXPECT_EQ(export_of(p, "CUDA_VISIBLE_DEVICES"), "1,3");
+  EXPECT_EQ(export_of(p, "MASTER_ADDR"), "127.0.0.1");
+  // One GPU: the command itself, seeing that GPU.
+  o.gpus.include = "localhost:2";
+  const LaunchPlan one = plan(o);
+  EXPECT_EQ(one.runner, Runner::Direct);
+  const auto env = one.process_env();
+  EXPECT_NE(std::find(env.begin(), env.end(), std::make_pair(std::string("CUDA_VISIBLE_DEVICES"), std::string("2"))),
+            env.end());
+}
+
+TEST_F(LaunchPlanTest, IncludeWithoutGpusTakesTheNumbersAsGiven) {
+  // A CPU machine: nothing to check the numbers against; they count the ranks.
+  LaunchOptions o = options();
+  o.gpus.include = "localhost:0,1";
+  const LaunchPlan p = plan(o);
+  EXPECT_EQ(p.world_size, 2);
+  EXPECT_EQ(export_of(p, "CUDA_VISIBLE_DEVICES"), "0,1");
+  o.gpus.include = "localhost";
+  EXPECT_HAS(plan_error(o), "--include localhost: name its GPUs (localhost:0,1)");
+  o.gpus.include.clear();
+  o.gpus.exclude = "localhost:0";
+  EXPECT_HAS(plan_error(o), "--exclude: CUDA sees no GPU");
+}
+
+TEST_F(LaunchPlanTest, ExcludeOverHostfileGivesEachNodeItsOwnGpus) {
+  LaunchOptions o = options();
+  o.hostfile = dir_.write("hostfile", "a slots=4\nb slots=4\nc slots=2\n");
+  o.gpus.exclude = "a:0,1@b:3@c";
+  const LaunchPlan p = plan(o);
+  EXPECT_EQ(p.world_size, 5);
+  EXPECT_EQ(p.nnodes, 2);
+  const Words argv = p.argv();
+  EXPECT_EQ(slice(argv, "--host", 2), (Words{"--host", "a:2,b:3"}));
+  EXPECT_EQ(export_of(p, "MASTER_ADDR"), "a");
+  // Different lists per node: the rank wrapper sets each node's.
+  EXPECT_EQ(export_of(p, "CUDA_VISIBLE_DEVICES"), "<unset>");
+  EXPECT_EQ(slice(argv, "/opt/zt/zerotrain", 6),
+            (Words{"/opt/zt/zerotrain", "launch", "--rank-env", "--node-gpus", "2,3;0,1,2", "--"}));
+}
+
+TEST_F(LaunchPlanTest, IncludeKeepsTheHostfilesOrder) {
+  LaunchOptions o = options();
+  o.hostfile = dir_.write("hostfile", "a slots=2\nb slots=2\n");
+  o.gpus.include = "b@a:1";
+  const LaunchPlan p = plan(o);
+  EXPECT_EQ(slice(p.argv(), "--host", 2), (Words{"--host", "a:1,b:2"}));
+  EXPECT_EQ(slice(p.argv(), "--node-gpus", 2), (Words{"--node-gpus", "1;0,1"}));
+}
+
+TEST_F(LaunchPlanTest, NumNodesAndNumGpusTakeTheFirstHostsAndGpus) {
+  LaunchOptions o = options();
+  o.hostfile = dir_.write("hostfile", "a slots=4\nb slots=4\nc slots=4\n");
+  o.gpus.num_nodes = 2;
+  o.gpus.num_gpus = 2;
+  const LaunchPlan p = plan(o);
+  EXPECT_EQ(p.world_size, 4);
+  EXPECT_EQ(slice(p.argv(), "--host", 2), (Words{"--host", "a:2,b:2"}));
+  EXPECT_EQ(export_of(p, "CUDA_VISIBLE_DEVICES"), "0,1");
+  // Without a hostfile --num_gpus is the processes of this machine, --num_nodes its nodes.
+  LaunchOptions local = options();
+  local.gpus.num_gpus = 3;
+  EXPECT_EQ(plan(local).world_size, 3);
+  EXPECT_EQ(export_of(plan(local), "CUDA_VISIBLE_DEVICES"), "0,1,2");
+  local.gpus.num_nodes = 1;
+  EXPECT_EQ(plan(local).nnodes, 1);
+  local.gpus.num_nodes = 2;
+  EXPECT_HAS(plan_error(local), "--num_nodes 2: this machine has 1 node(s)");
+}
+
+TEST_F(LaunchPlanTest, SelectionMistakesNameTheFlagAndTheFix) {
+  context_.gpu_count = [] { return 2; };
+  LaunchOptions o = options();
+  o.gpus.include = "localhost:0";
+  o.gpus.exclude = "localhost:1";
+  EXPECT_HAS(plan_error(o), "--include and --exclude together");
+  o = options();
+  o.gpus.include = "localhost:0";
+  o.gpus.num_gpus = 1;
+  EXPECT_HAS(plan_error(o), "--num_gpus with --include");
+  o = options();
+  o.gpus.include = "localhost:2";
+  EXPECT_HAS(plan_error(o), "--include: host localhost has no GPU 2 in this machine (CUDA sees 2 GPUs) (it has 0,1)");
+  o.gpus.include = "worker-9:0";
+  EXPECT_HAS(plan_error(o), "--include: host worker-9 is not in this machine");
+  o.gpus.include = "localhost:0,x";
+  EXPECT_HAS(plan_error(o), "is not a list of GPU numbers");
+  o = options();
+  o.gpus.exclude = "localhost";
+  EXPECT_HAS(plan_error(o), "leaves no GPU of this machine");
+  o = options();
+  o.gpus.num_gpus = 3;
+  EXPECT_HAS(plan_error(o), "--num_gpus 3: host localhost has 2 GPU(s)");
+  o = options();
+  o.gpus.include = "localhost:0,1";
+  o.num_processes = 4;
+  EXPECT_HAS(plan_error(o), "--num_processes asks for 4 processes but --include localhost:0,1 chooses 2 GPU(s)");
+  o = options();
+  o.hostfile = dir_.write("hostfile", "a slots=2\n");
+  o.gpus.include = "b";
+  EXPECT_HAS(plan_error(o), "host b is not in hostfile " + o.hostfile + " (a); name one of those, or add it");
+}
+
+TEST(LaunchSelection, RankWrapperFindsItsNodesGpus) {
+  EXPECT_EQ(gpus_of_rank("0,1;2,3,4", 0), (std::vector<int>{0, 1}));
+  EXPECT_EQ(gpus_of_rank("0,1;2,3,4", 1), (std::vector<int>{0, 1}));
+  EXPECT_EQ(gpus_of_rank("0,1;2,3,4", 2), (std::vector<int>{2, 3, 4}));
+  EXPECT_EQ(gpus_of_rank("0,1;2,3,4", 4), (std::vector<int>{2, 3, 4}));
+  EXPECT_THROW(gpus_of_rank("0,1;2,3,4", 5), Error);
+  EXPECT_EQ(parse_gpu_list("3,1", "x"), (std::vector<int>{1, 3}));
+  EXPECT_THROW(parse_gpu_list("1,1", "x"), Error);
+  EXPECT_THROW(parse_gpu_list("", "x"), Error);
+  EXPECT_THROW(parse_gpu_list("-1", "x"), Error);
+}
+
+TEST_F(LaunchPlanTest, GpuIdsAreWhatEveryRankSees) {
+  LaunchOptions o = options();
+  o.gpu_ids = "1,2";
+  o.nproc_per_node = 2;
+  EXPECT_EQ(export_of(plan(o), "CUDA_VISIBLE_DEVICES"), "1,2");
+  o.nproc_per_node = 3;
+  EXPECT_HAS(plan_error(o), "--gpu_ids lists 2 GPU(s) (1,2) but 3 processes run per node");
+  o.nproc_per_node = 2;
+  o.gpus.num_gpus = 2;
+  EXPECT_HAS(plan_error(o), "--gpu_ids and DeepSpeed's --include/--exclude/--num_gpus both choose GPUs");
+  // From the YAML; `all` chooses nothing.
+  o = options();
+  o.config_file = dir_.write("acc.yaml", "distributed_type: MULTI_GPU\nnum_processes: 2\ngpu_ids: 0,3\n");
+  EXPECT_EQ(export_of(plan(o), "CUDA_VISIBLE_DEVICES"), "0,3");
+  o.config_file = dir_.write("all.yaml", "distributed_type: MULTI_GPU\nnum_processes: 2\ngpu_ids: all\n");
+  EXPECT_EQ(export_of(plan(o), "CUDA_VISIBLE_DEVICES"), "<unset>");
+}
+
+TEST_F(LaunchPlanTest, ChosenGpusReplaceTheShellsWithANote) {
+  context_.env.push_back({"CUDA_VISIBLE_DEVICES", "4,5"});
+  LaunchOptions o = options();
+  o.gpus.include = "localhost:0,1";
+  const LaunchPlan p = plan(o);
+  EXPECT_EQ(export_of(p, "CUDA_VISIBLE_DEVICES"), "0,1");
+  ASSERT_EQ(p.notes.size(), 1u);
+  EXPECT_HAS(p.notes[0], "replace CUDA_VISIBLE_DEVICES=4,5 of this shell");
+}
+
+// ---------------------------------------------------------------------------------------
+// torchrun's --standalone, --rdzv_*, --nproc-per-node gpu|cpu|auto; Accelerate's --multi_gpu
+
+TEST_F(LaunchPlanTest, StandaloneIsThisNodeAtAFreePort) {
+  context_.free_port = [] { return 31337; };
+  LaunchOptions o = options();
+  o.standalone = true;
+  o.nproc_per_node = 2;
+  LaunchPlan p = plan(o);
+  EXPECT_EQ(p.runner, Runner::Mpirun);
+  EXPECT_EQ(export_of(p, "MASTER_ADDR"), "127.0.0.1");
+  EXPECT_EQ(export_of(p, "MASTER_PORT"), "31337");
+  o.master_port = 29700;  // a port given is kept
+  EXPECT_EQ(export_of(plan(o), "MASTER_PORT"), "29700");
+  // Inside a SLURM allocation too: this node, not srun.
+  context_.env.push_back({"SLURM_JOB_ID", "1"});
+  context_.env.push_back({"SLURM_NTASKS", "8"});
+  EXPECT_EQ(plan(o).runner, Runner::Mpirun);
+  EXPECT_EQ(plan(o).world_size, 2);
+
+  o.hostfile = dir_.write("hostfile", "a slots=2\n");
+  EXPECT_HAS(plan_error(o), "--standalone runs on this node only, but the hostfile");
+  o.hostfile.clear();
+  o.nnodes = 2;
+  EXPECT_HAS(plan_error(o), "--standalone runs on one node, but --nnodes/--num_machines is 2");
+  o.nnodes = 0;
+  o.master_port = 0;
+  o.rdzv_endpoint = "node-1:29400";
+  EXPECT_HAS(plan_error(o), "--standalone meets on this host, but --rdzv_endpoint is node-1:29400");
+}
+
+TEST_F(LaunchPlanTest, RendezvousEndpointIsRankZerosAddress) {
+  LaunchOptions o = options();
+  o.nproc_per_node = 2;
+  o.rdzv_backend = "c10d";
+  o.rdzv_endpoint = "node-1:29400";
+  LaunchPlan p = plan(o);
+  EXPECT_EQ(export_of(p, "MASTER_ADDR"), "node-1");
+  EXPECT_EQ(export_of(p, "MASTER_PORT"), "29400");
+  o.rdzv_endpoint = "[fe80::1]:29401";
+  p = plan(o);
+  EXPECT_EQ(export_of(p, "MASTER_ADDR"), "fe80::1");
+  EXPECT_EQ(export_of(p, "MASTER_PORT"), "29401");
+  o.rdzv_endpoint = "node-2";
+  o.rdzv_backend = "static";
+  p = plan(o);
+  EXPECT_EQ(export_of(p, "MASTER_ADDR"), "node-2");
+  EXPECT_EQ(export_of(p, "MASTER_PORT"), "29500");
+
+  o.master_addr = "node-3";
+  EXPECT_HAS(plan_error(o), "--rdzv_endpoint node-2 and --master-addr node-3 name different hosts");
+  o.master_addr.clear();
+  o.rdzv_endpoint = "node-2:99999";
+  EXPECT_HAS(plan_error(o), "'99999' is not a port");
+  o.rdzv_endpoint.clear();
+  o.rdzv_backend = "etcd-v2";
+  EXPECT_HAS(plan_error(o), "--rdzv_backend etcd-v2: zerotrain's ranks meet through mpirun or srun");
+  o.rdzv_backend = "c10";
+  EXPECT_HAS(plan_error(o), "--rdzv_backend 'c10' is not one of c10d, static");
+}
+
+TEST_F(LaunchPlanTest, NprocPerNodeWordsCountGpusOrCpus) {
+  LaunchOptions o = options();
+  o.nproc_word = ProcessesPerNode::Gpu;
+  EXPECT_HAS(plan_error(o), "--nproc-per-node gpu: CUDA sees no GPU here");
+  o.nproc_word = ProcessesPerNode::Auto;
+  EXPECT_EQ(plan(o).world_size, 8);  // no GPU: one per CPU
+  o.nproc_word = ProcessesPerNode::Cpu;
+  EXPECT_EQ(plan(o).world_size, 8);
+  context_.gpu_count = [] { return 4; };
+  o.nproc_word = ProcessesPerNode::Gpu;
+  EXPECT_EQ(plan(o).world_size, 4);
+  o.nproc_word = ProcessesPerNode::Auto;
+  EXPECT_EQ(plan(o).world_size, 4);
+}
+
+TEST_F(LaunchPlanTest, MultiGpuStartsOneProcessPerGpu) {
+  LaunchOptions o = options();
+  o.multi_gpu = true;
+  EXPECT_HAS(plan_error(o), "--multi_gpu: CUDA sees no GPU here");
+  context_.gpu_count = [] { return 2; };
+  EXPECT_EQ(plan(o).world_size, 2);
+  o.gpu_ids = "0,1,2";
+  EXPECT_EQ(plan(o).world_size, 3);
+  EXPECT_EQ(export_of(plan(o), "CUDA_VISIBLE_DEVICES"), "0,1,2");
+  // A count given wins, as Accelerate's num_processes does.
+  o.gpu_ids.clear();
+  o.config_file = dir_.write("acc.yaml", "distributed_type: MULTI_GPU\nnum_processes: 4\n");
+  EXPECT_EQ(plan(o).world_size, 4);
+}
+
+TEST_F(LaunchPlanTest, ThreadsPerProcessAreEveryRanksThreads) {
+  LaunchOptions o = options();
+  o.nproc_per_node = 2;
+  o.threads_per_process = 3;
+  EXPECT_EQ(export_of(plan(o), "ZT_NUM_THREADS"), "3");
+}
+
+// ---------------------------------------------------------------------------------------
+// Accelerate's training settings reach a `zerotrain train` command
+
+TEST_F(LaunchPlanTest, ConfigFileReachesTheTrainingCommand) {
+  const std::string yaml = dir_.write("acc.yaml",
+                                      "distributed_type: DEEPSPEED\nmixed_precision: bf16\n"
+                                      "deepspeed_config:\n  zero_stage: 2\nnum_processes: 2\n");
+  LaunchOptions o = options({"/opt/zt/zerotrain", "train", "run.yaml"});
+  o.config_file = yaml;
+  EXPECT_EQ(plan(o).command, (Words{"/opt/zt/zerotrain", "train", "run.yaml", "--config_file", yaml}));
+  // The launch decided another count: the training command hears it too.
+  o.num_processes = 4;
+  EXPECT_EQ(tail(plan(o).command, 4), (Words{"--config_file", yaml, "--num_processes", "4"}));
+  // Named already (same file): not twice; another file: an error.
+  o.num_processes = 0;
+  o.command = {"zerotrain", "train", "run.yaml", "--config_file", yaml};
+  EXPECT_EQ(plan(o).command, o.command);
+  o.command = {"zerotrain", "train", "run.yaml", "--config_file=other.yaml"};
+  EXPECT_HAS(plan_error(o), "and the training command's --config_file other.yaml name different Accelerate configs");
+  // Restarts still resume.
+  o.command = {"zerotrain", "train", "run.yaml"};
+  EXPECT_EQ(tail(plan_for_restart(plan(o), 1).command, 4), (Words{"--config_file", yaml, "--resume", "auto"}));
+}
+
+TEST_F(LaunchPlanTest, AccelerateFlagsBecomeTheTrainingCommandsOptions) {
+  LaunchOptions o = options();
+  o.training.mixed_precision = "bf16";
+  o.training.zero_stage = 3;
+  o.training.gradient_accumulation_steps = 4;
+  o.training.offload_optimizer_device = "cpu";
+  o.training.deepspeed_config_file = "ds.json";
+  EXPECT_EQ(plan(o).command,
+            (Words{"zerotrain", "train", "run.yaml", "--distributed_type", "DEEPSPEED", "--mixed_precision", "bf16",
+                   "--deepspeed_config.deepspeed_config_file", "ds.json", "--deepspeed_config.zero_stage", "3",
+                   "--deepspeed_config.gradient_accumulation_steps", "4", "--deepspeed_config.offload_optimizer_device",
+                   "cpu"}));
+  o.training = {};
+  o.training.use_deepspeed = true;
+  o.training.use_cpu = true;
+  EXPECT_EQ(tail(plan(o).command, 4), (Words{"--distributed_type", "DEEPSPEED", "--use_cpu", "true"}));
+
+  // The command's own value: the same is fine, another is an error.
+  o.training = {};
+  o.training.mixed_precision = "bf16";
+  o.command = {"zerotrain", "train", "run.yaml", "--mixed_precision", "bf16"};
+  EXPECT_EQ(plan(o).command, o.command);
+  o.command = {"zerotrain", "train", "run.yaml", "--mixed_precision=fp16"};
+  EXPECT_HAS(plan_error(o),
+             "launch --mixed_precision sets mixed_precision to bf16 but the training command says "
+             "--mixed_precision fp16");
+  o.training = {};
+  o.training.deepspeed_config_file = "a.json";
+  o.command = {"zerotrain", "train", "run.yaml", "--deepspeed", "b.json"};
+  EXPECT_HAS(plan_error(o), "launch --deepspeed_config_file a.json and the training command's --deepspeed b.json");
+}
+
+TEST_F(LaunchPlanTest, TrainingSettingsForAnotherCommand) {
+  LaunchOptions o = options({"sh", "-c", "zerotrain train run.yaml"});
+  o.training.mixed_precision = "bf16";
+  o.training.zero_stage = 2;
+  EXPECT_HAS(plan_error(o),
+             "--mixed_precision bf16 --zero_stage 2: these are training settings, which zerotrain "
+             "launch passes to a `zerotrain train` command only, and 'sh' is not one");
+  // A YAML's training settings: a note (its launch values still count).
+  o.training = {};
+  o.config_file = dir_.write("acc.yaml", "distributed_type: DEEPSPEED\nmixed_precision: fp16\nnum_processes: 2\n");
+  const LaunchPlan p = plan(o);
+  EXPECT_EQ(p.world_size, 2);
+  EXPECT_EQ(p.command, o.command);
+  ASSERT_EQ(p.notes.size(), 1u);
+  EXPECT_HAS(p.notes[0],
+             "sets distributed_type DEEPSPEED, mixed_precision for training, which reach a `zerotrain train` "
+             "command only ('sh' is not one)");
+  // Launch values only: nothing to say.
+  o.config_file = dir_.write("plain.yaml", "distributed_type: MULTI_CPU\nnum_processes: 2\n");
+  EXPECT_TRUE(plan(o).notes.empty());
+}
+
+TEST(LaunchTrainingFlags, ValuesAccelerateRefusesAreBadInput) {
+  const auto error_of = [](AccelerateTrainingFlags f) -> std::string {
+    try {
+      check_training_flag_values(f);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2);
+      return e.what();
+    }
+    return "";
+  };
+  AccelerateTrainingFlags f;
+  f.mixed_precision = "bf8";
+  EXPECT_HAS(error_of(f), "--mixed_precision 'bf8' is not one of no, fp16, bf16");
+  f.mixed_precision = "fp8";
+  EXPECT_HAS(error_of(f), "fp8 training is not supported");
+  f = {};
+  f.offload_optimizer_device = "disk";
+  EXPECT_HAS(error_of(f), "--offload_optimizer_device 'disk' is not one of none, cpu, nvme");
+  f = {};
+  f.gradient_clipping = "-1";
+  EXPECT_HAS(error_of(f), "--gradient_clipping '-1' is not a number >= 0");
+  f.gradient_clipping = "1.0";
+  EXPECT_EQ(error_of(f), "");
+}
+
 TEST(LaunchFormat, QuotesWordsTheShellWouldSplitOrExpand) {
   EXPECT_EQ(shell_quote("run.yaml"), "run.yaml");
   EXPECT_EQ(shell_quote("--host=a:2,b:2"), "--host=a:2,b:2");
