@@ -64,9 +64,11 @@ Ends with the mean busbw of each collective over the sizes.
           bytes written and read whole with O_DIRECT through the asynchronous engine
           (io_uring, or a thread pool without liburing) for every block size x queue
           depth x threads, each with GB/s (10^9 bytes/s) and its ratio to `dd bs=1M
-          oflag=direct` (write) / `iflag=direct` (read) run first on the same file; ends
-          with the best settings as a ds_config "aio" section. The file is removed after.
-  --path DIR            the folder to test (required; needs --size free)
+          oflag=direct` (write) / `iflag=direct` (read) run first on the same file; then
+          the best settings reading one file while writing another (as pipelined
+          swapping does), next to two dd doing the same; ends with the best settings as
+          a ds_config "aio" section. The files are removed after.
+  --path DIR            the folder to test (required; needs twice --size free)
   --size SIZE           bytes per pass, e.g. 256M, 4G (default 1G; larger than the drive's
                         cache for honest figures)
   --block-sizes LIST    piece sizes, comma-separated (default 256K,1M,4M)

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -90,8 +91,42 @@ double sweep_pass(io::AsyncIo& aio, const io::DirectFile& file, io::AlignedBuffe
   return static_cast<double>(size) / secs / 1e9;
 }
 
+// Read and write at the same time, as pipelined swapping does (the next sub-group read while
+// the last one is written back): one engine reads `read_file` while another writes
+// `write_file`, each on its own thread with the same settings; GB/s of each side.
+struct MixedRates {
+  double read_gbs = 0, write_gbs = 0;
+};
+MixedRates mixed_pass(const io::AioOptions& a, const io::DirectFile& read_file, const io::DirectFile& write_file,
+                      size_t size) {
+  MixedRates rates;
+  const auto side = [&](const io::DirectFile& file, bool write, double* gbs) {
+    io::AsyncIo aio(a);
+    io::AlignedBuffer buffer(std::min(size, a.block_size * 32));
+    aio.register_buffer(buffer.data(), buffer.bytes());
+    *gbs = sweep_pass(aio, file, buffer, size, write);
+  };
+  std::thread writer(side, std::cref(write_file), true, &rates.write_gbs);
+  side(read_file, false, &rates.read_gbs);
+  writer.join();
+  return rates;
+}
+
+// dd reading one file while another dd writes a second one: the raw baseline of mixed traffic.
+MixedRates mixed_dd(const std::string& read_path, const std::string& write_path, size_t size) {
+  MixedRates rates;
+  std::thread writer([&] {
+    rates.write_gbs = run_dd("dd if=/dev/zero of='" + write_path + "' bs=1M count=" + std::to_string(size >> 20) +
+                                 " oflag=direct conv=notrunc",
+                             nullptr);
+  });
+  rates.read_gbs = run_dd("dd if='" + read_path + "' of=/dev/null bs=1M iflag=direct", nullptr);
+  writer.join();
+  return rates;
+}
+
 void write_json(const std::string& path, const IoBenchOptions& o, const std::vector<IoRow>& rows, double dd_write,
-                double dd_read, io::IoMode mode) {
+                double dd_read, io::IoMode mode, const MixedRates& mixed, const MixedRates& mixed_dd_rates) {
   nlohmann::ordered_json doc;
   doc["tool"] = "zerotrain";
   doc["path"] = o.path;
@@ -99,6 +134,10 @@ void write_json(const std::string& path, const IoBenchOptions& o, const std::vec
   doc["o_direct"] = mode == io::IoMode::Direct;
   doc["dd_write_gbs"] = dd_write;
   doc["dd_read_gbs"] = dd_read;
+  doc["mixed"] = {{"read_gbs", mixed.read_gbs},
+                  {"write_gbs", mixed.write_gbs},
+                  {"dd_read_gbs", mixed_dd_rates.read_gbs},
+                  {"dd_write_gbs", mixed_dd_rates.write_gbs}};
   auto& out = doc["rows"] = nlohmann::ordered_json::array();
   for (const IoRow& r : rows)
     out.push_back({{"engine", r.engine},
@@ -115,11 +154,14 @@ void write_json(const std::string& path, const IoBenchOptions& o, const std::vec
 int run_io_bench(const IoBenchOptions& o) {
   if (!fs::is_directory(o.path)) ZT_THROW_INPUT("--path ", o.path, ": not a folder; create it (on the drive to test)");
   const uint64_t free = io::free_bytes(o.path);
-  if (free < o.size + (64 << 20))
-    ZT_THROW_INPUT("--path ", o.path, ": ", free >> 20, " MiB free, the test needs --size ", o.size >> 20,
-                   " MiB; lower --size or free space there");
+  // Two files: the mixed pass reads one while it writes the other.
+  if (free < 2 * o.size + (64 << 20))
+    ZT_THROW_INPUT("--path ", o.path, ": ", free >> 20, " MiB free, the test needs twice --size (", o.size >> 20,
+                   " MiB); lower --size or free space there");
   const size_t size = io::round_up_to_direct(o.size);
-  ScratchFile scratch((fs::path(o.path) / ("zerotrain-bench-io-" + std::to_string(::getpid()) + ".tmp")).string());
+  const std::string stem = (fs::path(o.path) / ("zerotrain-bench-io-" + std::to_string(::getpid()))).string();
+  ScratchFile scratch(stem + ".tmp");
+  ScratchFile second(stem + "-mixed.tmp");
 
   std::printf("# zerotrain bench io: %s, %s per pass\n", o.path.c_str(), size_text(size).c_str());
   double dd_write = 0, dd_read = 0;
@@ -186,12 +228,29 @@ int run_io_bench(const IoBenchOptions& o) {
   if (dd_read > 0) std::printf(", %.2fx dd", best_read.read_gbs / dd_read);
   std::printf("\nbest write %.2f GB/s (%s)", best_write.write_gbs, describe(best_write).c_str());
   if (dd_write > 0) std::printf(", %.2fx dd", best_write.write_gbs / dd_write);
+
+  // The settings chosen, reading and writing at once (what pipelined swapping does).
+  io::DirectFile other(second.path(), io::FileAccess::ReadWrite);
+  other.reserve(size);
+  io::AioOptions chosen;
+  chosen.block_size = best.block;
+  chosen.queue_depth = best.queue_depth;
+  chosen.thread_count = best.threads;
+  chosen.engine = o.engine;
+  const MixedRates mixed = mixed_pass(chosen, file, other, size);
+  MixedRates mixed_dd_rates;
+  if (dd_read > 0 && dd_write > 0) mixed_dd_rates = mixed_dd(scratch.path(), second.path(), size);
+  std::printf("\nread and write at once (%s): read %.2f + write %.2f = %.2f GB/s", describe(best).c_str(),
+              mixed.read_gbs, mixed.write_gbs, mixed.read_gbs + mixed.write_gbs);
+  if (mixed_dd_rates.read_gbs > 0 && mixed_dd_rates.write_gbs > 0)
+    std::printf("; two dd at once: read %.2f + write %.2f = %.2f GB/s", mixed_dd_rates.read_gbs,
+                mixed_dd_rates.write_gbs, mixed_dd_rates.read_gbs + mixed_dd_rates.write_gbs);
   std::printf("\nfor your ds_config (best read + write: %.2f + %.2f GB/s):\n", best.read_gbs, best.write_gbs);
   std::printf(
       "  \"aio\": {\"block_size\": %zu, \"queue_depth\": %d, \"intra_op_parallelism\": %d, \"single_submit\": false, "
       "\"overlap_events\": true}\n",
       best.block, best.queue_depth, best.threads);
-  if (!o.json_path.empty()) write_json(o.json_path, o, rows, dd_write, dd_read, file.mode());
+  if (!o.json_path.empty()) write_json(o.json_path, o, rows, dd_write, dd_read, file.mode(), mixed, mixed_dd_rates);
   return 0;
 }
 

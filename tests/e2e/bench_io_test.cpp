@@ -40,7 +40,13 @@ TEST(BenchIo, SweepsTheSettingsAndSuggestsAnAioSection) {
   }
   if (doc["dd_write_gbs"].get<double>() > 0) {
     EXPECT_HAS(r.out, "# dd bs=1M oflag=direct: write ");
+    EXPECT_HAS(r.out, "; two dd at once: read ");
+    EXPECT_GT(doc["mixed"]["dd_read_gbs"].get<double>(), 0.0);
   }
+  // The chosen settings reading and writing at once (pipelined swapping's traffic).
+  EXPECT_HAS(r.out, "read and write at once (block ");
+  EXPECT_GT(doc["mixed"]["read_gbs"].get<double>(), 0.0);
+  EXPECT_GT(doc["mixed"]["write_gbs"].get<double>(), 0.0);
   // Only the JSON is left: the test file went.
   size_t files = 0;
   for (const auto& e : fs::directory_iterator(dir.path())) files += e.path().filename() != "io.json";
