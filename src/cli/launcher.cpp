@@ -174,7 +174,7 @@ std::string first_slurm_host(const std::string& list) {
 
 struct ConfigLaunch {
   std::optional<int> num_processes, num_machines, machine_rank, main_process_port;
-  std::string main_process_ip, hostfile, gpu_ids;
+  std::string main_process_ip, hostfile, gpu_ids, include, exclude;
   // Its settings that only the training command reads (for the note when there is none).
   std::vector<std::string> training_keys;
 };
@@ -209,6 +209,8 @@ std::optional<ConfigLaunch> read_config_launch(const std::string& path, std::vec
   c.main_process_ip = acc.launch.main_process_ip;
   c.hostfile = acc.launch.deepspeed_hostfile;
   if (lower(acc.launch.gpu_ids) != "all") c.gpu_ids = acc.launch.gpu_ids;
+  c.include = acc.launch.deepspeed_inclusion_filter;
+  c.exclude = acc.launch.deepspeed_exclusion_filter;
   // ZeRO through DeepSpeed or FSDP (stage 2 / 3 without a block saying more) is a training setting.
   const std::string& type = acc.launch.distributed_type;
   if (type == "DEEPSPEED" || type == "FSDP") c.training_keys.push_back("distributed_type " + type);
@@ -298,8 +300,8 @@ Layout layout_from_counts(const Given& nproc, const Given& total, const Given& n
 // DeepSpeed's selection (--include, --exclude, --num_nodes, --num_gpus) over the hostfile's
 // hosts or this machine's GPUs: the hosts and a rank per chosen GPU. Counts given besides
 // must agree with it.
-Layout layout_from_selection(const LaunchOptions& o, const std::string& hostfile, const Given& nproc,
-                             const Given& total, const Given& nodes, const LaunchContext& ctx) {
+Layout layout_from_selection(const GpuSelection& s, const std::string& hostfile, const Given& nproc, const Given& total,
+                             const Given& nodes, const LaunchContext& ctx) {
   GpuPool pool;
   if (!hostfile.empty()) {
     pool.name = "hostfile " + hostfile;
@@ -317,8 +319,7 @@ Layout layout_from_selection(const LaunchOptions& o, const std::string& hostfile
     pool.nodes.push_back(std::move(local));
   }
   Layout l;
-  l.node_gpus = select_gpus(pool, o.gpus);
-  const GpuSelection& s = o.gpus;
+  l.node_gpus = select_gpus(pool, s);
   const std::string what = !s.include.empty()   ? "--include " + s.include
                            : !s.exclude.empty() ? "--exclude " + s.exclude
                            : s.num_gpus > 0     ? "--num_gpus " + std::to_string(s.num_gpus)
@@ -416,10 +417,14 @@ Layout resolve_layout(const LaunchOptions& o, const std::optional<ConfigLaunch>&
   int port = o.master_port;
   // DeepSpeed's --num_nodes alone, without a hostfile to take the first hosts of, counts nodes.
   GpuSelection selection = o.gpus;
-  const bool only_num_nodes = selection.include.empty() && selection.exclude.empty() && selection.num_gpus == 0;
   // The config file fills in what the command line leaves open.
   if (yaml) {
     const std::string in = o.config_file + ": ";
+    // Its DeepSpeed filters choose the GPUs, as Accelerate passes them to deepspeed's launcher.
+    if (!selection.given()) {
+      selection.include = yaml->include;
+      selection.exclude = yaml->exclude;
+    }
     if (!nproc.given() && !total.given() && !selection.given() && yaml->num_processes)
       total = {*yaml->num_processes, in + "num_processes"};
     if (!nodes.given() && yaml->num_machines) nodes = {*yaml->num_machines, in + "num_machines"};
@@ -433,6 +438,7 @@ Layout resolve_layout(const LaunchOptions& o, const std::optional<ConfigLaunch>&
     }
   }
   if (lower(gpu_ids) == "all") gpu_ids.clear();
+  const bool only_num_nodes = selection.include.empty() && selection.exclude.empty() && selection.num_gpus == 0;
   if (selection.num_nodes > 0 && only_num_nodes && hostfile.empty()) {
     if (nodes.given() && nodes.value != selection.num_nodes)
       ZT_THROW_INPUT("--num_nodes ", selection.num_nodes, " and ", nodes.from, " ", nodes.value,
@@ -465,7 +471,7 @@ Layout resolve_layout(const LaunchOptions& o, const std::optional<ConfigLaunch>&
     nproc = {n, "--multi_gpu (one process per GPU)"};
   }
 
-  Layout l = selection.given()  ? layout_from_selection(o, hostfile, nproc, total, nodes, ctx)
+  Layout l = selection.given()  ? layout_from_selection(selection, hostfile, nproc, total, nodes, ctx)
              : hostfile.empty() ? layout_from_counts(nproc, total, nodes, slurm, ctx)
                                 : layout_from_hostfile(hostfile, nproc, total, nodes);
   if (!gpu_ids.empty()) {

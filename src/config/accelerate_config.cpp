@@ -99,6 +99,8 @@ void parse_deepspeed(const json& dc, const Where& w, const std::string& source, 
   acc.zero3_init = read_bool(dc, "zero3_init_flag", w, false).value;
   acc.launch.deepspeed_hostfile = read_string(dc, "deepspeed_hostfile", w, "").value;
   acc.launch.deepspeed_multinode_launcher = read_string(dc, "deepspeed_multinode_launcher", w, "").value;
+  acc.launch.deepspeed_inclusion_filter = read_string(dc, "deepspeed_inclusion_filter", w, "").value;
+  acc.launch.deepspeed_exclusion_filter = read_string(dc, "deepspeed_exclusion_filter", w, "").value;
   if (!acc.launch.deepspeed_multinode_launcher.empty()) {
     const std::vector<std::string> launchers = {"pdsh", "standard", "openmpi", "mvapich", "mpich", "nossh", "slurm"};
     const std::string l = lower(acc.launch.deepspeed_multinode_launcher);

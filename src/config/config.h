@@ -159,6 +159,9 @@ struct LaunchSection {
   std::string gpu_ids;  // "" or "all" or "0,1,..."
   std::string deepspeed_hostfile;
   std::string deepspeed_multinode_launcher;
+  // DeepSpeed's --include / --exclude ("host:0,1@host"), which `zerotrain launch` applies.
+  std::string deepspeed_inclusion_filter;
+  std::string deepspeed_exclusion_filter;
 };
 
 struct TrainConfig {

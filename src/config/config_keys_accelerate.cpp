@@ -22,10 +22,12 @@ std::vector<AccelerateKey> make_top() {
           "refused"),
       top("mixed_precision", "no", "resolved: no \\| fp16 \\| bf16 (unquoted `no` too); fp8 refused"),
       top("use_cpu", "false", "resolved (device cpu)"),
-      top("num_processes", "—", "resolved: total over all machines; the world size when the job does not say"),
+      top("num_processes", "—",
+          "resolved: total over all machines (`zerotrain launch --config_file` starts them); a running job of "
+          "another size warns, a process started alone exits 2"),
       top("num_machines", "1", "resolved; must divide num_processes"),
       top("machine_rank", "0", "resolved (0..num_machines-1)"),
-      top("gpu_ids", "all", "resolved"),
+      top("gpu_ids", "all", "resolved by `zerotrain launch`: every node's CUDA_VISIBLE_DEVICES"),
       top("main_process_ip", "—", "resolved"),
       top("main_process_port", "29500", "resolved"),
       top("rdzv_backend", "—", platform),
@@ -72,8 +74,10 @@ std::vector<AccelerateKey> make_deepspeed() {
       plugin("deepspeed_hostfile", "launch settings", false, "resolved"),
       plugin("deepspeed_multinode_launcher", "launch settings", false,
              "resolved: pdsh, standard, openmpi, mvapich, mpich, nossh, slurm"),
-      plugin("deepspeed_inclusion_filter", "", false, "accepted"),
-      plugin("deepspeed_exclusion_filter", "", false, "accepted"),
+      plugin("deepspeed_inclusion_filter", "launch settings", false,
+             "resolved by `zerotrain launch`: DeepSpeed's --include"),
+      plugin("deepspeed_exclusion_filter", "launch settings", false,
+             "resolved by `zerotrain launch`: DeepSpeed's --exclude"),
       plugin("deepspeed_moe_layer_cls_names", "", false, "accepted"),
   };
 }

@@ -512,6 +512,23 @@ TEST_F(LaunchPlanTest, GpuIdsAreWhatEveryRankSees) {
   EXPECT_EQ(export_of(plan(o), "CUDA_VISIBLE_DEVICES"), "<unset>");
 }
 
+TEST_F(LaunchPlanTest, ConfigFilesDeepSpeedFiltersChooseTheGpus) {
+  LaunchOptions o = options();
+  o.hostfile = dir_.write("hostfile", "a slots=2\nb slots=2\n");
+  o.config_file = dir_.write("acc.yaml",
+                             "distributed_type: DEEPSPEED\nnum_machines: 2\nnum_processes: 4\ndeepspeed_config:\n"
+                             "  deepspeed_exclusion_filter: b:1\n");
+  LaunchPlan p = plan(o);
+  EXPECT_EQ(p.world_size, 3);
+  EXPECT_EQ(slice(p.argv(), "--host", 2), (Words{"--host", "a:2,b:1"}));
+  // The command line's selection wins.
+  o.gpus.include = "a:1";
+  o.nnodes = 1;
+  p = plan(o);
+  EXPECT_EQ(p.world_size, 1);
+  EXPECT_EQ(export_of(p, "CUDA_VISIBLE_DEVICES"), "1");
+}
+
 TEST_F(LaunchPlanTest, ChosenGpusReplaceTheShellsWithANote) {
   context_.env.push_back({"CUDA_VISIBLE_DEVICES", "4,5"});
   LaunchOptions o = options();
