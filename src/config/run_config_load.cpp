@@ -280,6 +280,13 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
     if (!it->is_string()) ZT_THROW_INPUT(Where{run_source, key}.str(), ": expected a file path");
     return relative_to(it->get<std::string>(), args.run_path);
   };
+  // One Accelerate config: `zerotrain launch --config_file` passes its file on, which must not
+  // quietly replace another that the run file names.
+  if (const std::string named = doc_path("accelerate_config");
+      !args.acc_path.empty() && !named.empty() &&
+      std::filesystem::path(named).lexically_normal() != std::filesystem::path(args.acc_path).lexically_normal())
+    ZT_THROW_INPUT(run_source, ": accelerate_config names ", named, " but --config_file names ", args.acc_path,
+                   "; name one Accelerate config");
   const std::string acc_path = !args.acc_path.empty() ? args.acc_path : doc_path("accelerate_config");
   json acc_doc = acc_path.empty() ? json() : load_document(acc_path);
   std::string acc_source = acc_path.empty() ? kCommandLine : acc_path;

@@ -124,6 +124,16 @@ TEST(AccelerateConfig, NumProcessesAgainstTheRunningJobIsNeverSilent) {
     EXPECT_EQ(w.find("num_processes"), std::string::npos) << w;
 }
 
+TEST(AccelerateConfig, RunFilesAccelerateConfigAndConfigFileMustAgree) {
+  TempDir dir;
+  const std::string a = dir.write("a.yaml", "distributed_type: DEEPSPEED\n");
+  const std::string b = dir.write("b.yaml", "distributed_type: MULTI_CPU\n");
+  const std::string run = dir.write("run.yaml", "accelerate_config: " + a + "\n");
+  EXPECT_EQ(load_train_config({run, "--config_file", a}).zero.stage, 2);
+  EXPECT_HAS(load_error({run, "--config_file", b}),
+             run + ": accelerate_config names " + a + " but --config_file names " + b);
+}
+
 TEST(AccelerateConfig, JsonFileMayNotBeRepeatedInTheYaml) {
   TempDir dir;
   const std::string ds =
