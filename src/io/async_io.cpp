@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/log.h"
 
 #ifdef ZT_WITH_LIBURING
 #include <liburing.h>
@@ -175,7 +176,7 @@ class UringEngine final : public AsyncIo::Engine {
     const int rc = io_uring_queue_init(entries_, &ring_, 0);
     if (rc < 0)
       ZT_THROW_UNSUPPORTED("io_uring: cannot set up a ring of ", entries_, " entries: ", std::strerror(-rc),
-                           "; set aio engine to threads (ZT_AIO_ENGINE=threads)");
+                           " (RLIMIT_MEMLOCK or the container's limits); the threads engine needs no ring");
     slots_.resize(entries_);
     for (unsigned i = 0; i < entries_; ++i) free_.push_back(entries_ - 1 - i);
   }
@@ -357,8 +358,15 @@ AsyncIo::AsyncIo(const AioOptions& options) {
     ZT_THROW_UNSUPPORTED("io_uring is not usable here: ", why, "; use the threads engine");
 #ifdef ZT_WITH_LIBURING
   if (kind == IoEngine::Uring) {
-    engine_ = std::make_unique<UringEngine>(options);
-    return;
+    try {
+      engine_ = std::make_unique<UringEngine>(options);
+      return;
+    } catch (const Error& e) {
+      // A probe ring of 2 entries worked but this one did not (locked-memory limits):
+      // chosen automatically, the thread engine takes over; asked for by name, fail.
+      if (options.engine == IoEngine::Uring || e.kind() != ErrorKind::Unsupported) throw;
+      ZT_WARN(e.what(), "; using the threads engine");
+    }
   }
 #endif
   engine_ = std::make_unique<ThreadEngine>(options);
