@@ -18,8 +18,13 @@
 
 int main(int argc, char** argv) try {
   std::vector<std::string> args(argv + 1, argv + argc);
+#ifdef ZT_SOURCE_DIR  // built in zerotrain's own tree
+  const std::string default_run = std::string(ZT_SOURCE_DIR) + "/examples/default_run.yaml";
+#else  // built against an installed zerotrain (find_package): run it from a zerotrain checkout
+  const std::string default_run = "examples/default_run.yaml";
+#endif
   if (args.empty())
-    args = {std::string(ZT_SOURCE_DIR) + "/examples/default_run.yaml",
+    args = {default_run,
             "--max_steps",
             "20",
             "--output_dir",

@@ -2,7 +2,8 @@
 # Shared by the scripts in this folder (source it; not executable on its own).
 #   ZT_PRESET     cpu | cuda | debug; default: cuda when /usr/local/cuda/bin/nvcc exists
 #                 (the CUDA backend is compiled and linked; GPU tests skip without a GPU),
-#                 else cpu
+#                 else cpu; run_default.sh takes cpu too when no GPU is visible (nothing
+#                 would run the CUDA code, and the CPU build is the quick one)
 #   ZT_BUILD_DIR  build folder; default: the preset's (build/cpu, build/cuda, build/debug)
 #   ZT_JOBS       parallel build/test jobs; default: the number of cores
 
@@ -28,6 +29,13 @@ zt_preset() {
   fi
 }
 
+# Whether this machine has an NVIDIA GPU the driver shows (nvidia-smi lists one, or the
+# driver's /proc entry has one): a CUDA toolkit alone is not a GPU.
+zt_gpu_visible() {
+  if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then return 0; fi
+  compgen -G '/proc/driver/nvidia/gpus/*' >/dev/null
+}
+
 zt_build_dir() {
   local dir=${ZT_BUILD_DIR:-build/$(zt_preset)}
   [[ $dir == /* ]] || dir=$ZT_ROOT/$dir
@@ -36,7 +44,8 @@ zt_build_dir() {
 
 zt_jobs() { echo "${ZT_JOBS:-$(nproc 2>/dev/null || echo 2)}"; }
 
-# Configures (once; CMake re-runs itself when needed) and builds. Prints nothing on stdout.
+# Configures (once; CMake re-runs itself when needed) and builds the given targets (all
+# when none are given). Prints nothing on stdout.
 zt_configure_and_build() {
   local preset dir start
   preset=$(zt_preset)
@@ -47,6 +56,8 @@ zt_configure_and_build() {
   zt_log "configure: preset '$preset' in $dir"
   (cd "$ZT_ROOT" && cmake --preset "$preset" -B "$dir" "${gen[@]}") >&2
   zt_log "build: $(zt_jobs) jobs"
-  cmake --build "$dir" -j "$(zt_jobs)" >&2
+  local targets=()
+  (($# > 0)) && targets=(--target "$@")
+  cmake --build "$dir" -j "$(zt_jobs)" "${targets[@]}" >&2
   zt_log "configured and built in $((SECONDS - start)) s"
 }
