@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/parallel.h"
+#include "io/hf_dataset_dir.h"
 #include "io/tokenizer.h"
 #include "model/inference_load.h"
 #include "train/evaluate.h"
@@ -26,7 +27,8 @@ Scores the model in DIR (a HF directory) on FILE and prints the mean next-token 
 the perplexity and the number of predicted tokens.
 
 FILE is text: a .jsonl file holds one document per line (the --jsonl-field string of
-each JSON object); any other file is one document. Documents are tokenized with the
+each JSON object); an Arrow file (.arrow), a datasets save_to_disk folder or a Parquet
+file one document per row of that column; any other text file is one document. Documents are tokenized with the
 model's tokenizer (BOS added as the tokenizer does). FILE may also be token shards (a
 .bin file or a directory of them, as `zerotrain prepare` writes): a document starts at
 each EOS id. Each document is scored on its own, in
@@ -34,10 +36,11 @@ non-overlapping windows of --seq-len tokens: every token but a document's first 
 predicted once, from the earlier tokens of its window.
 
   --model DIR            HF model directory (GPT-2, Llama, Mistral, Qwen2)
-  --data FILE            .txt (one document), .jsonl (one document per line), or
-                         token shards (.bin file or directory; documents split at EOS)
+  --data FILE            .txt (one document), .jsonl (one document per line), .arrow,
+                         .parquet or a save_to_disk folder (one per row), or token
+                         shards (.bin file or directory; documents split at EOS)
   --seq-len T            window length (default: the model's context)
-  --jsonl-field NAME     the text field of .jsonl lines ("text")
+  --jsonl-field NAME     the text field of .jsonl lines / column of Arrow, Parquet ("text")
   --batch-size N         windows per forward pass (8)
   --tokenizer PATH       tokenizer file or directory (default: DIR); "bytes": byte ids
   --device DEV           cpu (default) or cuda: the forward runs on the GPU
@@ -75,7 +78,9 @@ int run_eval(const Args& args) {
     ZT_THROW_INPUT("eval: --data FILE is required (.txt, .jsonl, or token shards: .bin or a directory)");
   if (o.seq_len < 0 || (o.seq_len == 0 && args.end() != std::find(args.begin(), args.end(), "--seq-len")))
     ZT_THROW_INPUT("--seq-len must be positive, got ", o.seq_len);
-  const bool shards = ends_with(data, ".bin") || std::filesystem::is_directory(data);
+  // A datasets save_to_disk folder is text; any other directory holds shards.
+  const bool shards = ends_with(data, ".bin") ||
+                      (std::filesystem::is_directory(data) && io::hf_dataset_dir_kind(data) == io::HfDatasetDir::None);
   init_device("eval", device);
   model::InferenceModel m = model::load_for_inference(model_dir, DType::F32, device);
   const auto tok = tokenizer_path == "bytes" ? io::make_byte_tokenizer()

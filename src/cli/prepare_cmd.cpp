@@ -1,4 +1,4 @@
-// zerotrain prepare: tokenize text / JSONL into token shards for training.
+// zerotrain prepare: tokenize text / JSONL / Arrow / Parquet into token shards for training.
 #include <cstdio>
 #include <string>
 
@@ -16,14 +16,18 @@ constexpr const char* kHelp = R"(usage: zerotrain prepare --tokenizer PATH --out
 
 Tokenizes documents into token shards (DIR/train_000000.bin ..., DIR/val_000000.bin ...,
 DIR/dataset.json) that `zerotrain train` reads. INPUT is a text file (one document), a
-.jsonl file (one JSON object per line; the document is its --field), or a directory
-(every file in it, recursively, in sorted order). The EOS token precedes every document.
+.jsonl file (one JSON object per line; the document is its --field), an Arrow IPC file
+(.arrow, stream or file format), a datasets save_to_disk folder (its data files in
+state.json's order) or a Parquet file (needs a build with Apache Arrow: `zerotrain
+report`), one document per row of the --field column, or a directory (every file in
+it, recursively, in sorted order). Formats are detected from the content; a binary file
+(compressed, weights, a shard, not UTF-8) is refused, never tokenized. The EOS token precedes every document.
 DIR is written atomically: it appears complete or not at all.
 
   --tokenizer PATH       tokenizer.json, vocab.json (+ merges.txt), SentencePiece .model,
                          a directory holding one, or "bytes" (the byte-level tokenizer)
   --out DIR              output directory (replaced; files other than shards are kept)
-  --field NAME           JSONL field holding the text (text)
+  --field NAME           JSONL field / Arrow or Parquet column holding the text (text)
   --shard-size N         tokens per shard (100000000)
   --val-fraction X       share of documents for validation, in [0, 1) (0)
   --eos ID               separator id (default: the tokenizer's EOS)
@@ -66,7 +70,7 @@ int run_prepare(const Args& args) {
   return 0;
 }
 
-const Registrar registrar{{"prepare", "tokenize text or JSONL into token shards for training", run_prepare, kHelp}};
+const Registrar registrar{{"prepare", "tokenize text, JSONL, Arrow or Parquet into token shards for training", run_prepare, kHelp}};
 
 }  // namespace
 }  // namespace zt::cli

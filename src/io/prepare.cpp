@@ -8,14 +8,13 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "io/document_source.h"
 #include "io/safetensors.h"
 #include "io/staging_dir.h"
 #include "io/token_dataset.h"
@@ -31,89 +30,41 @@ using Clock = std::chrono::steady_clock;
 bool ends_with(const std::string& s, const std::string& p) {
   return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
 }
-bool is_jsonl(const std::string& path) { return ends_with(path, ".jsonl") || ends_with(path, ".json"); }
-
-// Streams documents from the input files in order: a text file is one document, a JSONL
-// file one document per non-empty line (its `field`).
+// Streams documents from the input files in order (io/document_source.h).
 class DocumentReader {
  public:
-  DocumentReader(std::vector<std::string> files, std::string field)
-      : files_(std::move(files)), field_(std::move(field)) {}
+  DocumentReader(std::vector<std::string> files, DocumentOptions options)
+      : files_(std::move(files)), options_(std::move(options)) {}
 
   // Appends up to about `max_bytes` of documents; false when the input is exhausted.
+  // `bytes_read`: the input files' bytes consumed so far.
   bool next_chunk(std::vector<std::string>& docs, size_t max_bytes, int64_t& bytes_read) {
     docs.clear();
     size_t bytes = 0;
+    std::string doc;
     while (bytes < max_bytes && docs.size() < 65536) {
-      if (!in_.is_open()) {
+      if (!source_) {
         if (next_file_ >= files_.size()) break;
-        current_ = files_[next_file_++];
-        line_ = 0;
-        if (!is_jsonl(current_)) {
-          std::string text = read_whole(current_);
-          bytes_read += static_cast<int64_t>(text.size());
-          bytes += text.size();
-          if (!text.empty()) docs.push_back(std::move(text));
-          continue;
-        }
-        in_.open(current_, std::ios::binary);
-        if (!in_) ZT_THROW_INPUT(current_, ": cannot read");
+        source_ = open_document_source(files_[next_file_++], options_);
       }
-      std::string line;
-      if (!std::getline(in_, line)) {
-        if (in_.bad()) ZT_THROW_IO(current_, ": read error");
-        in_.close();
-        in_.clear();
+      if (!source_->next(doc)) {
+        finished_bytes_ += source_->bytes_done();
+        source_.reset();
         continue;
       }
-      ++line_;
-      bytes_read += static_cast<int64_t>(line.size()) + 1;
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      std::string text = field_of(line);
-      bytes += text.size();
-      if (!text.empty()) docs.push_back(std::move(text));
+      bytes += doc.size();
+      if (!doc.empty()) docs.push_back(std::move(doc));
     }
-    return !docs.empty() || next_file_ < files_.size() || in_.is_open();
+    bytes_read = finished_bytes_ + (source_ ? source_->bytes_done() : 0);
+    return !docs.empty() || next_file_ < files_.size() || source_;
   }
 
  private:
-  static std::string read_whole(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) ZT_THROW_INPUT(path, ": cannot read");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) ZT_THROW_IO(path, ": read error");
-    return ss.str();
-  }
-
-  std::string field_of(const std::string& line) const {
-    const std::string where = str(current_, ":", line_);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      ZT_THROW_INPUT(where, ": not valid JSON (", e.what(),
-                     "); JSONL input needs one JSON object per line (a plain text file must not end in .json/.jsonl)");
-    }
-    if (!j.is_object()) ZT_THROW_INPUT(where, ": expected a JSON object per line, got ", j.type_name());
-    auto it = j.find(field_);
-    if (it == j.end()) {
-      std::string keys;
-      for (auto k = j.begin(); k != j.end(); ++k) keys += (keys.empty() ? "" : ", ") + k.key();
-      ZT_THROW_INPUT(where, ": no field '", field_, "' (the record has: ", keys.empty() ? "nothing" : keys,
-                     "); choose the document field with --field NAME");
-    }
-    if (!it->is_string())
-      ZT_THROW_INPUT(where, ": field '", field_, "' is a ", it->type_name(), "; it must hold the document text");
-    return it->get<std::string>();
-  }
-
   std::vector<std::string> files_;
-  std::string field_;
+  DocumentOptions options_;
   size_t next_file_ = 0;
-  std::string current_;
-  int64_t line_ = 0;
-  std::ifstream in_;
+  std::unique_ptr<DocumentSource> source_;
+  int64_t finished_bytes_ = 0;
 };
 
 // Collects one split's tokens and writes a shard every `shard_size` tokens.
@@ -200,32 +151,7 @@ class ProgressReporter {
 }  // namespace
 
 std::vector<std::string> list_prepare_inputs(const std::vector<std::string>& inputs) {
-  if (inputs.empty()) ZT_THROW_INPUT("no input files given (text files, directories or .jsonl files)");
-  std::vector<std::string> files;
-  for (const std::string& in : inputs) {
-    std::error_code ec;
-    if (fs::is_directory(in, ec)) {
-      std::vector<std::string> found;
-      for (auto it = fs::recursive_directory_iterator(in, ec); !ec && it != fs::recursive_directory_iterator();
-           it.increment(ec)) {
-        const std::string name = it->path().filename().string();
-        if (!name.empty() && name[0] == '.') {
-          if (it->is_directory(ec)) it.disable_recursion_pending();
-          continue;
-        }
-        if (it->is_regular_file(ec)) found.push_back(it->path().string());
-      }
-      if (ec) ZT_THROW_IO(in, ": cannot list (", ec.message(), ")");
-      if (found.empty()) ZT_THROW_INPUT(in, ": directory holds no files to tokenize");
-      std::sort(found.begin(), found.end());
-      files.insert(files.end(), found.begin(), found.end());
-    } else if (fs::is_regular_file(in, ec)) {
-      files.push_back(in);
-    } else {
-      ZT_THROW_INPUT(in, ": no such input file or directory");
-    }
-  }
-  return files;
+  return list_document_files(inputs);
 }
 
 PrepareSummary prepare_dataset(const PrepareOptions& o, const Tokenizer& tokenizer) {
@@ -251,7 +177,7 @@ PrepareSummary prepare_dataset(const PrepareOptions& o, const Tokenizer& tokeniz
 
   StagingDir staging(o.output_dir);
   ShardSink train("train", staging, o.shard_size, vocab, eos), val("val", staging, o.shard_size, vocab, eos);
-  DocumentReader reader(files, o.jsonl_field);
+  DocumentReader reader(files, DocumentOptions{o.jsonl_field, o.field_option});
   ProgressReporter progress(o.progress, o.progress_interval_s, total_bytes);
   PrepareSummary s;
   std::vector<std::string> docs;

@@ -1,5 +1,5 @@
-// Pre-tokenizing a corpus into token shards (`zerotrain prepare`): text files, directories
-// of them, or JSON Lines documents -> out/train_000000.bin ... and out/val_000000.bin ...
+// Pre-tokenizing a corpus into token shards (`zerotrain prepare`): text, JSON Lines, Arrow
+// IPC, save_to_disk folders or Parquet (io/document_source.h) -> out/train_000000.bin ... and out/val_000000.bin ...
 // (the zerotrain shard format of io/token_dataset.h).
 //
 // Every document is preceded by the EOS id (as llm.c's fineweb.py does), so documents are
@@ -21,9 +21,10 @@ class Tokenizer;
 enum class Progress { Auto, Never };  // Auto: a bar on a terminal, else a line every interval
 
 struct PrepareOptions {
-  std::vector<std::string> inputs;  // files (.txt / any text, .jsonl / .json lines) or directories
+  std::vector<std::string> inputs;  // text, JSONL, Arrow or Parquet files, or directories (io/document_source.h)
   std::string output_dir;
-  std::string jsonl_field = "text";  // the field holding the document in JSONL records
+  std::string jsonl_field = "text";  // the JSONL field / Arrow or Parquet column holding the document
+  std::string field_option = "--field NAME";  // how the user sets it, for errors (io/document_source.h)
   int64_t shard_size = 100'000'000;  // tokens per shard
   double val_fraction = 0.0;         // share of documents for validation, in [0, 1)
   int64_t eos_id = -2;               // -2: the tokenizer's EOS; -1: no separator; else this id
@@ -43,8 +44,7 @@ struct PrepareSummary {
   double mb_per_s() const { return seconds > 0 ? static_cast<double>(bytes) / 1e6 / seconds : 0.0; }
 };
 
-// Expands inputs into document sources: directories recursively (files sorted, hidden
-// ones skipped). BadInput when an input is missing or nothing is found.
+// Expands inputs into data files (io/document_source.h's list_document_files).
 std::vector<std::string> list_prepare_inputs(const std::vector<std::string>& inputs);
 
 // Throws BadInput naming the file (and line, for JSONL) on malformed input; nothing is

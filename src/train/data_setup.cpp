@@ -64,6 +64,7 @@ io::PrepareSummary prepare(const std::vector<std::string>& inputs, const fs::pat
   po.inputs = inputs;
   po.output_dir = dir.string();
   po.jsonl_field = c.data.jsonl_field;
+  po.field_option = "data.jsonl_field in " + c.source;
   po.val_fraction = val_fraction;
   po.progress = io::Progress::Auto;
   const io::PrepareSummary s = io::prepare_dataset(po, tokenizer);

@@ -5,13 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-
-#include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "io/token_dataset.h"
 #include "io/byte_tokenizer.h"
+#include "io/document_source.h"
+#include "io/token_dataset.h"
 
 namespace zt::train {
 
@@ -77,29 +75,7 @@ EvalResult evaluate(model::Transformer& model, const std::vector<std::vector<int
 }
 
 std::vector<std::string> read_text_documents(const std::string& path, const std::string& field) {
-  const auto ends_with = [&](const std::string& suffix) {
-    return path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  if (!ends_with(".jsonl") && !ends_with(".ndjson")) return {io::read_text_file(path)};
-  std::ifstream in(path);
-  if (!in) ZT_THROW_INPUT("cannot read '", path, "': no such file or not readable");
-  std::vector<std::string> docs;
-  std::string line;
-  for (int64_t lineno = 1; std::getline(in, line); ++lineno) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      ZT_THROW_INPUT(path, ":", lineno, ": not valid JSON (", e.what(), "): each line must be one JSON object");
-    }
-    if (!j.is_object() || !j.contains(field))
-      ZT_THROW_INPUT(path, ":", lineno, ": no field \"", field, "\"; name the text field with --jsonl-field");
-    if (!j[field].is_string()) ZT_THROW_INPUT(path, ":", lineno, ": field \"", field, "\" is not a string");
-    docs.push_back(j[field].get<std::string>());
-  }
-  if (docs.empty()) ZT_THROW_INPUT(path, ": no JSON lines found");
-  return docs;
+  return io::read_documents({path}, io::DocumentOptions{field, "--jsonl-field NAME"});
 }
 
 std::vector<std::vector<int32_t>> read_shard_documents(const std::string& path, int64_t separator) {

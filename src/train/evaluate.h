@@ -32,9 +32,11 @@ struct EvalResult {
 EvalResult evaluate(model::Transformer& model, const std::vector<std::vector<int32_t>>& documents,
                     const EvalOptions& options);
 
-// Text documents from a file: a .jsonl (or .ndjson) file gives one document per line
-// (the string field `jsonl_field` of each object; blank lines skipped); any other file is
-// one document. Errors name the file, line and field.
+// Text documents from a data file or folder (io/document_source.h): a .jsonl (.ndjson,
+// .json) file gives one document per line (the string field `jsonl_field` of each object;
+// blank lines skipped), Arrow / Parquet / a save_to_disk folder one per row of that column,
+// any other text file one document; binary files are refused. Errors name the file, line
+// and field.
 std::vector<std::string> read_text_documents(const std::string& path, const std::string& jsonl_field = "text");
 
 // Token documents from shards (a .bin file, a directory or a glob; zerotrain, llm.c or

@@ -7,6 +7,7 @@
 #include "core/log.h"
 #include "io/bpe_trainer.h"
 #include "io/byte_tokenizer.h"
+#include "io/document_source.h"
 #include "io/safetensors.h"
 #include "model/hf_dir.h"
 #include "model/hf_check.h"
@@ -18,17 +19,21 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The text a preset's tokenizer is trained on: the training files that are text.
+// The text a preset's tokenizer is trained on: the documents of the training files that
+// are not token shards (the same documents `prepare` reads: JSONL's field, Arrow's column).
 std::vector<std::string> training_texts(const config::TrainConfig& c) {
-  std::vector<std::string> texts;
+  std::vector<std::string> files;
   for (const std::string& p : c.data.train) {
-    if (fs::is_directory(p)) {
-      for (const auto& e : fs::recursive_directory_iterator(p))
-        if (e.is_regular_file() && e.path().extension() != ".bin")
-          texts.push_back(io::read_text_file(e.path().string()));
-    } else if (fs::path(p).extension() != ".bin") {
-      texts.push_back(io::read_text_file(p));
-    }
+    if (fs::path(p).extension() == ".bin") continue;
+    for (const std::string& f : io::list_document_files({p}))
+      if (fs::path(f).extension() != ".bin") files.push_back(f);
+  }
+  std::vector<std::string> texts;
+  const io::DocumentOptions o{c.data.jsonl_field, "data.jsonl_field in " + c.source};
+  for (const std::string& f : files) {
+    const auto source = io::open_document_source(f, o);
+    for (std::string doc; source->next(doc);)
+      if (!doc.empty()) texts.push_back(std::move(doc));
   }
   return texts;
 }
@@ -127,7 +132,7 @@ ModelSetup setup_model(const config::TrainConfig& c, const fs::path& out) {
     s.tokenizer = io::load_tokenizer(path);
     s.tokenizer_path = path;
     ZT_INFO("trained a byte-level BPE tokenizer with ", s.tokenizer->vocab_size(), " tokens on ", texts.size(),
-            " text file(s): ", path);
+            " document(s): ", path);
   }
   if (s.tokenizer->vocab_size() > config.vocab_size)
     ZT_THROW_INPUT("the tokenizer has ", s.tokenizer->vocab_size(), " tokens but the model's vocabulary is ",
