@@ -223,6 +223,8 @@ struct TrainConfig {
   bool load_best_model_at_end = false;
   // report_to tensorboard: the folder of the TensorBoard event files ("": none written).
   std::string tensorboard_dir;
+  // ds_config csv_monitor: the folder of DeepSpeed's per-tag CSV files ("": none written).
+  std::string csv_monitor_dir;
   // Whose tag names: HF Trainer's (train/loss at the step) or DeepSpeed's monitor's
   // (Train/Samples/train_loss at the samples seen).
   enum class TensorBoardTags { Hf, DeepSpeed } tensorboard_tags = TensorBoardTags::Hf;

@@ -79,7 +79,10 @@ std::vector<TopKey> make_table() {
                     "enabled: TensorBoard event files in output_path/job_name (DeepSpeed's defaults: "
                     "./DeepSpeedJobName) with DeepSpeed's tags (Train/Samples/train_loss, lr, loss_scale) against "
                     "samples; report_to tensorboard wins when both are set"));
-  for (const char* monitor : {"wandb", "csv_monitor", "comet", "flops_profiler"})
+  t.push_back(block("csv_monitor", {}, "off", R,
+                    "enabled: DeepSpeed's CSV files in output_path/job_name (defaults ./DeepSpeedJobName), one per "
+                    "tag (Train_Samples_train_loss.csv, _lr, _loss_scale), rows `step,<name>` against samples"));
+  for (const char* monitor : {"wandb", "comet", "flops_profiler"})
     t.push_back(block(monitor, {}, "off", A, "accepted; a note says it has no effect (logs go to stdout)"));
   for (const char* refused :
        {"amp", "elasticity", "autotuning", "compression_training", "data_efficiency", "curriculum_learning"})

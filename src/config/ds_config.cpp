@@ -197,9 +197,18 @@ void parse_misc(const json& doc, const Where& top, DsConfig& ds) {
     const std::string job_name = tb.is_object() ? read_string(tb, "job_name", w, "DeepSpeedJobName").value : "DeepSpeedJobName";
     ds.tensorboard_dir = (std::filesystem::path(output_path) / job_name).string();
   }
+  // DeepSpeed's csvMonitor: one CSV per tag in output_path/job_name (same defaults).
+  if (block_enabled(doc, "csv_monitor", top)) {
+    const json& cm = doc["csv_monitor"];
+    const Where w = top.key("csv_monitor");
+    if (cm.is_object()) check_known_keys(cm, {"enabled", "output_path", "job_name"}, w, "remove it");
+    const std::string output_path = cm.is_object() ? read_string(cm, "output_path", w, "").value : "";
+    const std::string job_name = cm.is_object() ? read_string(cm, "job_name", w, "DeepSpeedJobName").value : "DeepSpeedJobName";
+    ds.csv_monitor_dir = (std::filesystem::path(output_path) / job_name).string();
+  }
   // The other monitors and the profiler have no effect: zerotrain logs to stdout
   // (steps_per_print) and metrics.jsonl.
-  for (const char* key : {"wandb", "csv_monitor", "comet", "flops_profiler"})
+  for (const char* key : {"wandb", "comet", "flops_profiler"})
     if (block_enabled(doc, key, top))
       ds.warnings.push_back(top.key(key).str() + ": accepted but has no effect (training logs go to stdout)");
 }

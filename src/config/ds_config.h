@@ -126,6 +126,8 @@ struct DsConfig {
   std::vector<std::string> warnings;
   // tensorboard {enabled: true}: DeepSpeed's log folder, output_path/job_name ("": off).
   std::string tensorboard_dir;
+  // csv_monitor enabled: its output_path/job_name ("" when off).
+  std::string csv_monitor_dir;
 };
 
 // Validates a ds_config document. `source` names it in errors (usually its path).

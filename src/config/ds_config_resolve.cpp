@@ -252,6 +252,7 @@ void resolve_ds_config(const DsConfig& ds, const RunContext& run, TrainConfig& o
     out.tensorboard_dir = ds.tensorboard_dir;
     out.tensorboard_tags = TrainConfig::TensorBoardTags::DeepSpeed;
   }
+  out.csv_monitor_dir = ds.csv_monitor_dir;
   resolve_batch(ds, run, out);
   resolve_precision(ds, run, out);
   resolve_optimizer(ds, run, out);

@@ -22,6 +22,7 @@
 #include "config/run_config.h"
 #include "train/signals.h"
 #include "train/step_protocol.h"
+#include "train/csv_monitor.h"
 #include "train/tensorboard.h"
 #include "train/training_run.h"
 #include "zero/offload_optimizer.h"
@@ -186,6 +187,12 @@ TrainResult run_training(const config::TrainConfig& config) {
     tensorboard = std::make_unique<TensorBoardWriter>(c.tensorboard_dir);
     ZT_INFO("report_to tensorboard: ", tensorboard->path());
   }
+  // ds_config csv_monitor: DeepSpeed's per-tag CSV files, on rank 0 as DeepSpeed does.
+  std::unique_ptr<CsvMonitor> csv_monitor;
+  if (main_rank && !c.csv_monitor_dir.empty()) {
+    csv_monitor = std::make_unique<CsvMonitor>(c.csv_monitor_dir);
+    ZT_INFO("csv_monitor: ", csv_monitor->dir());
+  }
   auto t_last = std::chrono::steady_clock::now();
   // Elapsed time and ETA count from here: a resumed run's rate is its own steps'.
   const auto t_start = t_last;
@@ -331,13 +338,17 @@ TrainResult run_training(const config::TrainConfig& config) {
       std::fflush(stdout);
       steps_since_log = 0;
       metrics.write(record);
+      // DeepSpeed's engine: its monitors' tags, against the samples seen so far.
+      const int64_t samples = step * run.micro_batch * gas * run.world_size();
+      const auto deepspeed_events = [&](auto& sink) {
+        sink.scalar("Train/Samples/train_loss", loss, samples);
+        sink.scalar("Train/Samples/lr", lr, samples);
+        if (run.scaler.config().enabled) sink.scalar("Train/Samples/loss_scale", scale, samples);
+        sink.flush();
+      };
+      if (csv_monitor) deepspeed_events(*csv_monitor);
       if (tensorboard && c.tensorboard_tags == config::TrainConfig::TensorBoardTags::DeepSpeed) {
-        // DeepSpeed's engine: its monitor's tags, against the samples seen so far.
-        const int64_t samples = step * run.micro_batch * gas * run.world_size();
-        tensorboard->scalar("Train/Samples/train_loss", loss, samples);
-        tensorboard->scalar("Train/Samples/lr", lr, samples);
-        if (run.scaler.config().enabled) tensorboard->scalar("Train/Samples/loss_scale", scale, samples);
-        tensorboard->flush();
+        deepspeed_events(*tensorboard);
       } else if (tensorboard) {
         for (const auto& [tag, value] : std::initializer_list<std::pair<const char*, double>>{
                  {"train/loss", loss},

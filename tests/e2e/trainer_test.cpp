@@ -532,6 +532,39 @@ TEST(Trainer, ReportToTensorboardWritesEventFiles) {
   fs::remove_all(a);
 }
 
+// DeepSpeed's csv_monitor: one CSV per tag in output_path/job_name, `step,<name>` then a row
+// per logged step against the samples seen (small_run: 1 rank x micro-batch 2 x gas 1...),
+// appended to by a resumed run without a second header.
+TEST(Trainer, CsvMonitorWritesDeepSpeedsFiles) {
+  const fs::path a = temp_dir("csv_monitor");
+  fs::create_directories(a);
+  std::ofstream(a / "ds.json") << R"({"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+      "train_batch_size": "auto", "csv_monitor": {"enabled": true,
+      "output_path": ")" << (a / "csv").string() << R"(", "job_name": "job"}})";
+  const train::TrainResult r =
+      train::run_training(small_run(a, {"--deepspeed", (a / "ds.json").string(), "--max_steps", "4"}));
+  const fs::path loss_csv = a / "csv" / "job" / "Train_Samples_train_loss.csv";
+  const std::string text = file_bytes(loss_csv);
+  EXPECT_TRUE(fs::exists(a / "csv" / "job" / "Train_Samples_lr.csv"));
+  EXPECT_EQ(text.rfind("step,train_loss\n", 0), 0u) << text;
+  EXPECT_EQ(count_of(text, "\n"), 1 + r.losses.size()) << text;  // steps_per_print 1
+  // The first row: the samples after step 1 and step 1's loss, read back exactly.
+  std::istringstream rows(text.substr(text.find('\n') + 1));
+  long long samples = 0;
+  char comma = 0;
+  double loss = 0;
+  rows >> samples >> comma >> loss;
+  EXPECT_GT(samples, 0);
+  EXPECT_EQ(loss, r.losses.front());
+  // A resumed run appends its rows to the same files (no second header).
+  train::run_training(small_run(a, {"--deepspeed", (a / "ds.json").string(), "--max_steps", "6", "--resume",
+                                    "latest"}));
+  const std::string more = file_bytes(loss_csv);
+  EXPECT_EQ(count_of(more, "step,"), 1u) << more;
+  EXPECT_GT(count_of(more, "\n"), count_of(text, "\n"));
+  fs::remove_all(a);
+}
+
 // Fine-tuning an HF directory keeps what HF keeps (issue 19 item 1): a Llama-3-style
 // eos_token_id list ([1, 2]) stays a list in final/config.json, and the source's
 // generation_config.json is carried over byte for byte.

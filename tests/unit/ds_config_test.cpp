@@ -373,6 +373,16 @@ TEST(DsConfig, TopLevelKeys) {
   EXPECT_EQ(named.tensorboard_dir, "logs/run1");
   ASSERT_EQ(named.warnings.size(), 1u);  // wandb: accepted, no effect
   EXPECT_HAS(named.warnings[0], "wandb");
+  EXPECT_TRUE(named.csv_monitor_dir.empty());
+  // csv_monitor: DeepSpeed's csvMonitor folder, the same defaults; no warning.
+  const TrainConfig csv = resolve(json::parse(R"({"train_batch_size": 8, "csv_monitor": {"enabled": true}})"));
+  EXPECT_EQ(csv.csv_monitor_dir, "DeepSpeedJobName");
+  EXPECT_TRUE(csv.warnings.empty());
+  EXPECT_EQ(resolve(json::parse(R"({"train_batch_size": 8, "csv_monitor": {"enabled": true, "output_path": "out",
+      "job_name": "j"}})")).csv_monitor_dir, "out/j");
+  EXPECT_TRUE(resolve(json::parse(R"({"train_batch_size": 8, "csv_monitor": {"enabled": false}})"))
+                  .csv_monitor_dir.empty());
+  EXPECT_HAS(error_of(json::parse(R"({"csv_monitor": {"enabled": true, "outputpath": "x"}})")), "outputpath");
 }
 
 }  // namespace
