@@ -225,6 +225,31 @@ bool written(const json& doc, const std::string& dotted) {
   }
 }
 
+// Removes from the run document the spellings of `key`'s setting other than `key` itself
+// (save_interval for --save_steps, model.path for --model.name_or_path is its section's),
+// unless the command line also gives them: two command-line spellings stay a conflict.
+void drop_other_spellings(json& run_doc, const std::string& key, const std::vector<Override>& overrides) {
+  if (!run_doc.is_object()) return;
+  for (const RunKey& k : run_keys()) {
+    std::vector<std::string> spellings = k.aliases;
+    spellings.push_back(k.key);
+    if (!contains(spellings, key)) continue;
+    for (const std::string& other : spellings) {
+      if (other == key) continue;
+      const bool on_command_line = std::any_of(overrides.begin(), overrides.end(),
+                                               [&](const Override& o) { return o.key == other; });
+      if (on_command_line) continue;
+      const size_t dot = other.find('.');
+      if (dot == std::string::npos) {
+        run_doc.erase(other);
+      } else if (auto section = run_doc.find(other.substr(0, dot)); section != run_doc.end() && section->is_object()) {
+        section->erase(other.substr(dot + 1));
+      }
+    }
+    return;
+  }
+}
+
 // RunDocument::BuiltIn: drops the built-in run's values that the DeepSpeed settings
 // supersede (keeping those the command line set: a conflict there is the user's).
 void yield_builtin_run(json& run_doc, const json& ds_doc, const std::vector<std::string>& run_overridden) {
@@ -358,6 +383,9 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
       set_dotted(ds_doc, o.key, o.value, "--" + o.key);
       ds_overridden.push_back(o.key);
     } else if (in_run) {
+      // HF's rule: the command line's value wins over the run file's, whichever of the
+      // setting's spellings each uses (--save_steps over a file's save_interval).
+      drop_other_spellings(run_doc, o.key, rest);
       set_dotted(run_doc, o.key, o.value, "--" + o.key);
       run_overridden.push_back(o.key);
     } else {

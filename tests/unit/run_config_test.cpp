@@ -191,6 +191,21 @@ TEST(RunConfig, OverridesWithoutFilesAndOtherDocuments) {
   EXPECT_HAS(load_error({"--deepspeed"}), "needs a file path");
 }
 
+// HF's rule for the command line: its value wins over the run file's, whichever spelling
+// of the setting each uses; two spellings in one place stay an error.
+TEST(RunConfig, ACommandLineSpellingOverridesTheRunFilesOther) {
+  TempDir dir;
+  const std::string run = dir.write("r.yaml", "save_interval: 2\nnum_train_epochs: 2\nmodel: {preset: tiny-gpt2}\n");
+  const TrainConfig c = load_train_config({run, "--save_steps", "3", "--epochs", "5"});
+  EXPECT_EQ(c.save_interval, 3);
+  EXPECT_EQ(c.origin.at("save_interval"), "command line");
+  EXPECT_DOUBLE_EQ(c.epochs, 5.0);
+  const TrainConfig same = load_train_config({run, "--save_interval", "4"});
+  EXPECT_EQ(same.save_interval, 4);
+  EXPECT_HAS(load_error({run, "--save_steps", "3", "--save_interval", "4"}), "same setting");
+  EXPECT_HAS(load_error({dir.write("both.yaml", "save_steps: 1\nsave_interval: 2\n"), "--seed", "3"}), "same setting");
+}
+
 TEST(RunConfig, Errors) {
   TempDir dir;
   const auto err = [&](const std::string& yaml) { return load_error({dir.write("r.yaml", yaml)}); };
