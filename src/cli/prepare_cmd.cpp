@@ -24,10 +24,21 @@ it, recursively, in sorted order). Formats are detected from the content; a bina
 (compressed, weights, a shard, not UTF-8) is refused, never tokenized. The EOS token precedes every document.
 DIR is written atomically: it appears complete or not at all.
 
+Supervised fine-tuning: JSONL records {"messages": [{"role", "content"}, ...]}, {"prompt",
+"response"} (or "completion") and {"instruction", "input", "output"} (Alpaca) give shards
+with a loss mask: only the responses (assistant turns) count in the loss. Conversations
+go through the tokenizer's chat_template or --chat-template; prompt/response records are
+prompt + response + EOS, Alpaca records Stanford Alpaca's prompt format, unless
+--chat-template is given. See docs/formats.md.
+
   --tokenizer PATH       tokenizer.json, vocab.json (+ merges.txt), SentencePiece .model,
                          a directory holding one, or "bytes" (the byte-level tokenizer)
   --out DIR              output directory (replaced; files other than shards are kept)
   --field NAME           JSONL field / Arrow or Parquet column holding the text (text)
+  --chat-template T      chatml, llama3, mistral, alpaca, or a Jinja file (default: the
+                         tokenizer's chat_template)
+  --skip-bad-records     count and skip JSONL records that cannot be read (default: exit 2
+                         naming the file and line)
   --shard-size N         tokens per shard (100000000)
   --val-fraction X       share of documents for validation, in [0, 1) (0)
   --eos ID               separator id (default: the tokenizer's EOS)
@@ -44,6 +55,8 @@ int run_prepare(const Args& args) {
   p.value("--tokenizer", [&](const std::string& v) { tokenizer_path = v; });
   p.value("--out", [&](const std::string& v) { o.output_dir = v; });
   p.value("--field", [&](const std::string& v) { o.jsonl_field = v; });
+  p.value("--chat-template", [&](const std::string& v) { o.chat_template = v; });
+  p.flag("--skip-bad-records", [&] { o.bad_records = io::BadRecords::Skip; });
   p.value("--shard-size", [&](const std::string& v) { o.shard_size = parse_int("--shard-size", v); });
   p.value("--val-fraction", [&](const std::string& v) { o.val_fraction = parse_double("--val-fraction", v); });
   p.value("--eos", [&](const std::string& v) {
@@ -67,6 +80,14 @@ int run_prepare(const Args& args) {
       static_cast<long long>(s.documents), static_cast<long long>(s.train_tokens + s.val_tokens),
       static_cast<long long>(s.train_tokens), static_cast<long long>(s.val_tokens), s.shards.size(),
       static_cast<double>(s.bytes) / 1e6, s.seconds, s.mb_per_s(), o.output_dir.c_str());
+  if (s.sft)
+    std::printf("SFT samples with a loss mask (%lld messages, %lld prompt/response, %lld alpaca, %lld text); chat "
+                "template: %s\n",
+                static_cast<long long>(s.kinds[1]), static_cast<long long>(s.kinds[2]),
+                static_cast<long long>(s.kinds[3]), static_cast<long long>(s.kinds[0]),
+                s.chat_template.empty() ? "none" : s.chat_template.c_str());
+  if (s.skipped_records > 0)
+    std::printf("skipped %lld bad record(s)\n", static_cast<long long>(s.skipped_records));
   return 0;
 }
 

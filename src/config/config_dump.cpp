@@ -55,6 +55,9 @@ std::string describe_config(const TrainConfig& c) {
   p.line("data.train", joined(c.data.train));
   p.line("data.validation", c.data.validation.empty() ? "(split off train)" : joined(c.data.validation));
   p.line("data.jsonl_field", c.data.jsonl_field);
+  p.line("data.chat_template", c.data.chat_template.empty() ? std::string("(the tokenizer's)") : c.data.chat_template);
+  p.line("data.skip_bad_records", c.data.skip_bad_records);
+  p.line("data.packing", c.data.packing);
   p.line("data.seq_len", c.data.seq_len == 0 ? std::string("(model context)") : std::to_string(c.data.seq_len));
   p.line("max_steps", c.max_steps);
   p.line("epochs", c.epochs);

@@ -80,6 +80,9 @@ void parse_data(const json& doc, const Where& top, RunConfig& r) {
   r.data.train = read_string_list(*it, "train", w);
   r.data.validation = read_string_list(*it, "validation", w);
   r.data.jsonl_field = read_string(*it, "jsonl_field", w, "text").value;
+  r.data.chat_template = read_string(*it, "chat_template", w, "").value;
+  r.data.skip_bad_records = read_bool(*it, "skip_bad_records", w, false).value;
+  r.data.packing = read_bool(*it, "packing", w, false).value;
   r.data.seq_len = read_int(*it, "seq_len", w, 0).value;
   r.data.validation_fraction = read_number(*it, "validation_fraction", w, 0.05).value;
   if (r.data.seq_len < 0) ZT_THROW_INPUT(w.key("seq_len").str(), ": must be positive (or 0 for the model's context)");

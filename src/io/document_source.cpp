@@ -51,19 +51,34 @@ class JsonlSource final : public DocumentSource {
   }
   bool next(std::string& doc) override {
     std::string line;
+    if (!next_line(line)) return false;
+    doc = field_of(line);
+    return true;
+  }
+  bool next_record(DocumentRecord& r) override {
+    if (o_.jsonl == DocumentOptions::Jsonl::Field) {
+      r.json_line = false;
+      r.where = path_;
+      return next(r.text);
+    }
+    if (!next_line(r.text)) return false;
+    r.json_line = true;
+    r.where = str(path_, ":", line_);
+    return true;
+  }
+  int64_t bytes_done() const override { return bytes_; }
+
+ private:
+  bool next_line(std::string& line) {
     while (std::getline(in_, line)) {
       ++line_;
       bytes_ += static_cast<int64_t>(line.size()) + 1;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      doc = field_of(line);
       return true;
     }
     if (in_.bad()) ZT_THROW_IO(path_, ": read error");
     return false;
   }
-  int64_t bytes_done() const override { return bytes_; }
-
- private:
   std::string field_of(const std::string& line) const {
     const std::string where = str(path_, ":", line_);
     nlohmann::json j;
@@ -79,10 +94,13 @@ class JsonlSource final : public DocumentSource {
       std::string keys;
       for (auto k = j.begin(); k != j.end(); ++k) keys += (keys.empty() ? "" : ", ") + k.key();
       ZT_THROW_INPUT(where, ": no field '", o_.field, "' (the record has: ", keys.empty() ? "nothing" : keys,
-                     "); choose the document field with ", o_.field_option);
+                     "); choose the document field with ", o_.field_option,
+                     " (supervised fine-tuning records, {messages}, {prompt, response} or {instruction, output}, "
+                     "are read by `zerotrain prepare` and data.train)");
     }
     if (!it->is_string())
-      ZT_THROW_INPUT(where, ": field '", o_.field, "' is a ", it->type_name(), "; it must hold the document text");
+      ZT_THROW_INPUT(where, ": field '", o_.field, "' is a ", it->type_name(), "; it must hold the document text",
+                     it->is_array() ? " (a conversation is read by `zerotrain prepare` and data.train)" : "");
     return it->get<std::string>();
   }
 

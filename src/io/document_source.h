@@ -17,6 +17,16 @@ struct DocumentOptions {
   // How the user names the field where this reader runs, for the fix in errors
   // ("--field NAME" for prepare, "data.jsonl_field" in a run config).
   std::string field_option = "--field NAME";
+  // JSON Lines are handed over as records (DocumentRecord::json_line), unparsed, for
+  // `prepare` to read supervised fine-tuning records (io/sft_record.h) and skip bad ones.
+  enum class Jsonl { Field, Records } jsonl = Jsonl::Field;
+};
+
+// A document, or with DocumentOptions::Jsonl::Records a JSON Lines record as it stands.
+struct DocumentRecord {
+  std::string text;        // the document; the line itself when json_line
+  bool json_line = false;  // text is a JSON Lines record, not yet parsed
+  std::string where;       // "file:line" of a record; the file otherwise
 };
 
 class DocumentSource {
@@ -24,6 +34,11 @@ class DocumentSource {
   virtual ~DocumentSource() = default;
   // The next document (possibly empty: callers skip those); false after the last.
   virtual bool next(std::string& doc) = 0;
+  // next() as a record (the default: the document, not a JSON line).
+  virtual bool next_record(DocumentRecord& record) {
+    record.json_line = false;
+    return next(record.text);
+  }
   // Bytes of the file consumed so far (progress); the whole file once next() is false.
   virtual int64_t bytes_done() const = 0;
 };

@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "io/document_source.h"
 #include "io/safetensors.h"
+#include "io/sft_record.h"
 #include "io/staging_dir.h"
 #include "io/token_dataset.h"
 #include "io/tokenizer.h"
@@ -38,22 +39,22 @@ class DocumentReader {
 
   // Appends up to about `max_bytes` of documents; false when the input is exhausted.
   // `bytes_read`: the input files' bytes consumed so far.
-  bool next_chunk(std::vector<std::string>& docs, size_t max_bytes, int64_t& bytes_read) {
+  bool next_chunk(std::vector<DocumentRecord>& docs, size_t max_bytes, int64_t& bytes_read) {
     docs.clear();
     size_t bytes = 0;
-    std::string doc;
+    DocumentRecord doc;
     while (bytes < max_bytes && docs.size() < 65536) {
       if (!source_) {
         if (next_file_ >= files_.size()) break;
         source_ = open_document_source(files_[next_file_++], options_);
       }
-      if (!source_->next(doc)) {
+      if (!source_->next_record(doc)) {
         finished_bytes_ += source_->bytes_done();
         source_.reset();
         continue;
       }
-      bytes += doc.size();
-      if (!doc.empty()) docs.push_back(std::move(doc));
+      bytes += doc.text.size();
+      if (!doc.text.empty()) docs.push_back(std::move(doc));
     }
     bytes_read = finished_bytes_ + (source_ ? source_->bytes_done() : 0);
     return !docs.empty() || next_file_ < files_.size() || source_;
@@ -85,13 +86,28 @@ class ShardSink {
     tokens_ += static_cast<int64_t>(ids.size());
   }
   void push(int32_t id) { append(std::vector<int32_t>{id}); }
+  // An SFT sample, whole in one shard: the shard is written at the first sample end at or
+  // past shard_size tokens.
+  void append_sample(const std::vector<int32_t>& ids, const std::vector<uint8_t>& mask) {
+    starts_.push_back(static_cast<int64_t>(buffer_.size()));
+    buffer_.insert(buffer_.end(), ids.begin(), ids.end());
+    mask_.insert(mask_.end(), mask.begin(), mask.end());
+    tokens_ += static_cast<int64_t>(ids.size());
+    if (static_cast<int64_t>(buffer_.size()) >= shard_size_) flush();
+  }
   void flush() {
     if (buffer_.empty()) return;
     char name[64];
     std::snprintf(name, sizeof name, "%s_%06d.bin", prefix_.c_str(), index_++);
-    write_token_shard(dir_.file(name), buffer_.data(), static_cast<int64_t>(buffer_.size()), vocab_, eos_);
+    if (starts_.empty())
+      write_token_shard(dir_.file(name), buffer_.data(), static_cast<int64_t>(buffer_.size()), vocab_, eos_);
+    else
+      write_sft_shard(dir_.file(name), buffer_.data(), mask_.data(), static_cast<int64_t>(buffer_.size()), starts_,
+                      vocab_, eos_);
     names_.push_back(name);
     buffer_.clear();
+    mask_.clear();
+    starts_.clear();
   }
   int64_t tokens() const { return tokens_; }
   const std::vector<std::string>& names() const { return names_; }
@@ -101,6 +117,8 @@ class ShardSink {
   const StagingDir& dir_;
   int64_t shard_size_, vocab_, eos_;
   std::vector<int32_t> buffer_;
+  std::vector<uint8_t> mask_;     // SFT: the loss mask of buffer_
+  std::vector<int64_t> starts_;   // SFT: where buffer_'s samples start
   int64_t tokens_ = 0;
   int index_ = 0;
   std::vector<std::string> names_;
@@ -177,40 +195,128 @@ PrepareSummary prepare_dataset(const PrepareOptions& o, const Tokenizer& tokeniz
 
   StagingDir staging(o.output_dir);
   ShardSink train("train", staging, o.shard_size, vocab, eos), val("val", staging, o.shard_size, vocab, eos);
-  DocumentReader reader(files, DocumentOptions{o.jsonl_field, o.field_option});
+  DocumentOptions doc_options{o.jsonl_field, o.field_option};
+  doc_options.jsonl = DocumentOptions::Jsonl::Records;
+  DocumentReader reader(files, doc_options);
   ProgressReporter progress(o.progress, o.progress_interval_s, total_bytes);
+  SftEncoderOptions sft_options;
+  sft_options.field = o.jsonl_field;
+  sft_options.chat_template = o.chat_template;
+  sft_options.chat_template_option = o.chat_template_option;
+  sft_options.eos_id = eos;
+  const SftEncoder sft(tokenizer, sft_options);
   PrepareSummary s;
-  std::vector<std::string> docs;
-  std::vector<std::vector<int32_t>> ids;
+  std::vector<DocumentRecord> docs;
+  // Per record: what it became, or why it could not be read.
+  struct Encoded {
+    bool skip = false;  // an empty document
+    RecordKind kind = RecordKind::Text;
+    SftSample sample;   // Text: ids only (the mask is all ones)
+    std::string error;  // a bad record: "file:line: what is wrong"
+  };
+  std::vector<Encoded> encoded;
+  enum class Mode { Unknown, Text, Sft } mode = Mode::Unknown;
+  std::string first_record;  // where the mode was decided
   // Chunks of ~ 16 MB keep every core busy and the memory bounded.
   constexpr size_t kChunkBytes = 16u << 20;
   while (reader.next_chunk(docs, kChunkBytes, s.bytes)) {
-    ids.assign(docs.size(), {});
+    encoded.assign(docs.size(), {});
     std::exception_ptr error;
     const int64_t n = static_cast<int64_t>(docs.size());
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t i = 0; i < n; ++i) {
+      const DocumentRecord& d = docs[static_cast<size_t>(i)];
+      Encoded& e = encoded[static_cast<size_t>(i)];
       try {
-        ids[static_cast<size_t>(i)] = tokenizer.encode(docs[static_cast<size_t>(i)]);
+        if (!d.json_line) {
+          e.sample.ids = tokenizer.encode(d.text);
+          continue;
+        }
+        try {
+          nlohmann::json j;
+          try {
+            j = nlohmann::json::parse(d.text);
+          } catch (const nlohmann::json::exception& x) {
+            ZT_THROW_INPUT("not valid JSON (", x.what(),
+                           "); JSONL input needs one JSON object per line (a plain text file must not end in "
+                           ".json/.jsonl)");
+          }
+          if (!j.is_object()) ZT_THROW_INPUT("expected a JSON object per line, got ", j.type_name());
+          if (!detect_record_kind(j, o.jsonl_field, e.kind)) {
+            if (auto f = j.find(o.jsonl_field); f != j.end())
+              ZT_THROW_INPUT("field '", o.jsonl_field, "' is a ", f->type_name(),
+                             "; it must hold the document text (or, as an array, a conversation)");
+            std::string keys;
+            for (auto k = j.begin(); k != j.end(); ++k) keys += (keys.empty() ? "" : ", ") + k.key();
+            ZT_THROW_INPUT("no field '", o.jsonl_field, "' (the record has: ", keys.empty() ? "nothing" : keys,
+                           "); choose the document field with ", o.field_option,
+                           ", or give supervised fine-tuning records: {messages: [{role, content}, ...]}, "
+                           "{prompt, response} (or completion), {instruction, input, output}");
+          }
+          if (e.kind == RecordKind::Text) {
+            const std::string& text = j[o.jsonl_field].get_ref<const std::string&>();
+            if (text.empty()) e.skip = true;
+            else e.sample.ids = tokenizer.encode(text);
+          } else {
+            e.sample = sft.encode(j, e.kind);
+          }
+        } catch (const Error& x) {
+          if (x.kind() != ErrorKind::BadInput) throw;
+          e.error = d.where + ": " + x.what();
+        }
       } catch (...) {
 #pragma omp critical(zt_prepare_error)
         if (!error) error = std::current_exception();
       }
     }
     if (error) std::rethrow_exception(error);
-    for (auto& doc : ids) {
+    for (size_t k = 0; k < encoded.size(); ++k) {
+      Encoded& e = encoded[k];
+      if (e.skip) continue;
+      if (e.error.empty() && mode == Mode::Unknown) {
+        mode = e.kind == RecordKind::Text ? Mode::Text : Mode::Sft;
+        first_record = docs[k].where;
+      }
+      if (e.error.empty() && mode == Mode::Text && e.kind != RecordKind::Text)
+        e.error = str(docs[k].where, ": a ", record_kind_name(e.kind), " record among plain text documents (",
+                      first_record,
+                      " is plain text): give supervised fine-tuning records alone, so that every sample has its "
+                      "loss mask");
+      if (!e.error.empty()) {
+        if (o.bad_records == BadRecords::Fail)
+          ZT_THROW_INPUT(e.error, " (--skip-bad-records / data.skip_bad_records: true counts and skips such records)");
+        if (s.skipped_records++ < 5) ZT_WARN("skipping ", e.error);
+        continue;
+      }
       const int64_t d = s.documents++;
       // The epsilon keeps k * 0.1 == integer exact despite binary rounding.
       const bool is_val = o.val_fraction > 0 && std::floor(static_cast<double>(d + 1) * o.val_fraction + 1e-9) >
                                                     std::floor(static_cast<double>(d) * o.val_fraction + 1e-9);
       ShardSink& sink = is_val ? val : train;
       (is_val ? s.val_documents : s.train_documents)++;
-      if (eos >= 0) sink.push(static_cast<int32_t>(eos));
-      sink.append(doc);
-      doc = {};
+      if (mode == Mode::Text) {
+        if (eos >= 0) sink.push(static_cast<int32_t>(eos));
+        sink.append(e.sample.ids);
+      } else {
+        ++s.kinds[static_cast<int>(e.kind)];
+        if (e.kind == RecordKind::Text) {  // plain text among SFT records: every token counts
+          std::vector<int32_t> ids = tokenizer.added_prefix();
+          ids.insert(ids.end(), e.sample.ids.begin(), e.sample.ids.end());
+          if (eos >= 0) ids.push_back(static_cast<int32_t>(eos));
+          e.sample.ids = std::move(ids);
+          e.sample.mask.assign(e.sample.ids.size(), 1);
+        }
+        sink.append_sample(e.sample.ids, e.sample.mask);
+      }
+      e = {};
     }
     progress.update(s.bytes, s.documents, train.tokens() + val.tokens());
   }
+  s.sft = mode == Mode::Sft;
+  if (s.sft && (s.kinds[static_cast<int>(RecordKind::Messages)] > 0 || !o.chat_template.empty()))
+    s.chat_template = sft.template_origin();
+  if (s.skipped_records > 0)
+    ZT_WARN("prepare: skipped ", s.skipped_records, " bad record(s) (--skip-bad-records)");
   if (s.documents == 0)
     ZT_THROW_INPUT("prepare: the inputs hold no documents (", files.size(), " file(s), all empty",
                    o.jsonl_field.empty() ? "" : " or without text", ")");
@@ -223,7 +329,7 @@ PrepareSummary prepare_dataset(const PrepareOptions& o, const Tokenizer& tokeniz
 
   // A manifest for people and tools; the shards are self-describing without it.
   nlohmann::json manifest = {
-      {"format", "zerotrain-tokens-v1"},
+      {"format", s.sft ? "zerotrain-tokens-v2" : "zerotrain-tokens-v1"},
       {"tokenizer", tokenizer.kind()},
       {"vocab_size", vocab},
       {"eos_id", eos},
@@ -233,6 +339,14 @@ PrepareSummary prepare_dataset(const PrepareOptions& o, const Tokenizer& tokeniz
       {"shard_size", o.shard_size},
       {"val_fraction", o.val_fraction},
       {"input_bytes", s.bytes}};
+  if (s.skipped_records > 0) manifest["skipped_records"] = s.skipped_records;
+  if (s.sft) {
+    nlohmann::json kinds = nlohmann::json::object();
+    for (RecordKind k : {RecordKind::Text, RecordKind::Messages, RecordKind::PromptResponse, RecordKind::Alpaca})
+      if (s.kinds[static_cast<int>(k)] > 0) kinds[record_kind_name(k)] = s.kinds[static_cast<int>(k)];
+    manifest["sft"] = {{"records", kinds},
+                       {"chat_template", s.chat_template.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.chat_template)}};
+  }
   const std::string text = manifest.dump(2) + "\n";
   write_file_atomic(staging.file("dataset.json"), [&](std::FILE* f) {
     if (std::fwrite(text.data(), 1, text.size(), f) != text.size())

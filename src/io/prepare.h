@@ -19,6 +19,9 @@ namespace zt::io {
 class Tokenizer;
 
 enum class Progress { Auto, Never };  // Auto: a bar on a terminal, else a line every interval
+// A JSON Lines record that cannot be read (not JSON, no known fields, a conversation the
+// template refuses): Fail = exit 2 naming file:line; Skip = count it, warn, go on.
+enum class BadRecords { Fail, Skip };
 
 struct PrepareOptions {
   std::vector<std::string> inputs;  // text, JSONL, Arrow or Parquet files, or directories (io/document_source.h)
@@ -30,6 +33,11 @@ struct PrepareOptions {
   int64_t eos_id = -2;               // -2: the tokenizer's EOS; -1: no separator; else this id
   Progress progress = Progress::Auto;
   double progress_interval_s = 10.0;  // between lines when stderr is not a terminal
+  // Supervised fine-tuning records (io/sft_record.h): the chat template (a built-in name or
+  // a file; "" = the tokenizer's) and how the user names it, for errors.
+  std::string chat_template;
+  std::string chat_template_option = "--chat-template";
+  BadRecords bad_records = BadRecords::Fail;
 };
 
 struct PrepareSummary {
@@ -41,6 +49,10 @@ struct PrepareSummary {
   int64_t bytes = 0;  // input text bytes
   double seconds = 0;
   std::vector<std::string> shards;  // written files, final paths
+  bool sft = false;                  // SFT records: version 2 shards with a loss mask and samples
+  int64_t skipped_records = 0;       // with BadRecords::Skip
+  int64_t kinds[4] = {0, 0, 0, 0};   // records per io::RecordKind (SFT)
+  std::string chat_template;         // the template's origin, when a conversation used one
   double mb_per_s() const { return seconds > 0 ? static_cast<double>(bytes) / 1e6 / seconds : 0.0; }
 };
 
@@ -48,7 +60,11 @@ struct PrepareSummary {
 std::vector<std::string> list_prepare_inputs(const std::vector<std::string>& inputs);
 
 // Throws BadInput naming the file (and line, for JSONL) on malformed input; nothing is
-// written then.
+// written then. JSONL files whose first record is an SFT record (io/sft_record.h) give
+// version 2 shards: every sample its ids (what the template or the prompt format renders,
+// then EOS for prompt/response, Alpaca and text records) and its loss mask, no separator
+// before it; samples never span shards, which are cut at the first sample end at or past
+// shard_size tokens.
 PrepareSummary prepare_dataset(const PrepareOptions& options, const Tokenizer& tokenizer);
 
 }  // namespace zt::io

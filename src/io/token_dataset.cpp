@@ -22,6 +22,8 @@ constexpr char kMagic[8] = {'Z', 'T', 'T', 'O', 'K', 'E', 'N', 'S'};
 constexpr uint64_t kHeaderBytes = 64;
 constexpr int32_t kLlmcMagic = 20240520;
 constexpr uint64_t kLlmcHeaderBytes = 256 * 4;
+// A target the loss ignores: model::kIgnoreIndex, HF's ignore_index (-100).
+constexpr int32_t kIgnoreTarget = -100;
 
 uint32_t le32(const uint8_t* p) { return p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24); }
 uint64_t le64(const uint8_t* p) { return le32(p) | (static_cast<uint64_t>(le32(p + 4)) << 32); }
@@ -39,14 +41,25 @@ bool ends_with(const std::string& s, const std::string& p) {
 class MappedShard final : public TokenShard {
  public:
   MappedShard(MappedFile file, ShardFormat format, uint64_t offset, int width, int64_t count, int64_t vocab,
-              int64_t eos)
+              int64_t eos, uint64_t mask_offset = 0, std::vector<int64_t> samples = {})
       : file_(std::move(file)),
         format_(format),
         offset_(offset),
         width_(width),
         count_(count),
         vocab_(vocab),
-        eos_(eos) {}
+        eos_(eos),
+        mask_offset_(mask_offset),
+        samples_(std::move(samples)) {}
+  bool has_loss_mask() const override { return mask_offset_ != 0; }
+  void read_mask(int64_t start, int64_t n, uint8_t* out) const override {
+    if (!mask_offset_) return TokenShard::read_mask(start, n, out);
+    ZT_CHECK(start >= 0 && n >= 0 && start + n <= count_, file_.path(), ": mask [", start, ", ", start + n,
+             ") out of range");
+    const uint8_t* m = file_.data() + mask_offset_;
+    for (int64_t i = 0; i < n; ++i) out[i] = (m[(start + i) >> 3] >> ((start + i) & 7)) & 1;
+  }
+  const std::vector<int64_t>& sample_starts() const override { return samples_; }
   int64_t size() const override { return count_; }
   int32_t at(int64_t i) const override {
     ZT_CHECK(i >= 0 && i < count_, file_.path(), ": token ", i, " out of range [0, ", count_, ")");
@@ -83,7 +96,15 @@ class MappedShard final : public TokenShard {
   int64_t count_;
   int64_t vocab_;
   int64_t eos_;
+  uint64_t mask_offset_;  // 0: no mask
+  std::vector<int64_t> samples_;
 };
+
+// Version 2's layout after the ids: the mask bitmap, zero padding to 8 bytes, the samples.
+uint64_t v2_samples_offset(uint64_t count, int width) {
+  const uint64_t mask_end = kHeaderBytes + count * static_cast<uint64_t>(width) + (count + 7) / 8;
+  return (mask_end + 7) / 8 * 8;
+}
 
 constexpr const char* kFormats =
     "expected a zerotrain shard (ZTTOKENS header; `zerotrain prepare` writes them), an llm.c shard (magic "
@@ -102,11 +123,38 @@ std::unique_ptr<TokenShard> open_token_shard(const std::string& path) {
     const uint32_t version = le32(d + 8), width = le32(d + 12);
     const uint64_t count = le64(d + 16), vocab = le64(d + 24);
     const int64_t eos = static_cast<int64_t>(le64(d + 32));
-    if (version != 1)
+    if (version != 1 && version != 2)
       ZT_THROW_UNSUPPORTED(path, ": zerotrain shard version ", version,
-                           " is not supported (this build reads version 1; re-create it with `zerotrain prepare`)");
+                           " is not supported (this build reads versions 1 and 2; re-create it with `zerotrain "
+                           "prepare`)");
     if (width != 2 && width != 4)
       ZT_THROW_INPUT(path, ": corrupt zerotrain shard header: token width ", width, " bytes (must be 2 or 4)");
+    if (version == 2) {
+      const uint64_t samples = le64(d + 40);
+      const uint64_t max_count = (size - kHeaderBytes) / width;
+      if (count > max_count || samples > count || samples > size / 8)
+        ZT_THROW_INPUT(path, ": corrupt SFT shard header (", count, " tokens, ", samples, " samples in ", size,
+                       " bytes); re-create it with `zerotrain prepare`");
+      const uint64_t at = v2_samples_offset(count, static_cast<int>(width));
+      if (at + samples * 8 != size)
+        ZT_THROW_INPUT(path, ": an SFT shard of ", count, " tokens and ", samples, " samples takes ", at + samples * 8,
+                       " bytes but the file holds ", size,
+                       ": the shard is truncated or corrupt; re-create it with `zerotrain prepare`");
+      std::vector<int64_t> starts(static_cast<size_t>(samples));
+      for (uint64_t i = 0; i < samples; ++i) {
+        const uint64_t v = le64(d + at + 8 * i);
+        if ((i == 0 && v != 0) || v >= count || (i > 0 && static_cast<int64_t>(v) <= starts[i - 1]))
+          ZT_THROW_INPUT(path, ": sample ", i, " starts at token ", v,
+                         " (samples must start at 0 and increase within the shard's ", count,
+                         " tokens): corrupt shard; re-create it with `zerotrain prepare`");
+        starts[i] = static_cast<int64_t>(v);
+      }
+      if (count > 0 && samples == 0) ZT_THROW_INPUT(path, ": an SFT shard with tokens but no samples (corrupt)");
+      return std::make_unique<MappedShard>(std::move(file), ShardFormat::Zerotrain, kHeaderBytes,
+                                           static_cast<int>(width), static_cast<int64_t>(count),
+                                           static_cast<int64_t>(vocab), eos, kHeaderBytes + count * width,
+                                           std::move(starts));
+    }
     const uint64_t data = size - kHeaderBytes;
     if (count > data / width || count * width != data)
       ZT_THROW_INPUT(path, ": header says ", count, " tokens (", count * width, " bytes) but the file holds ", data,
@@ -136,6 +184,13 @@ std::unique_ptr<TokenShard> open_token_shard(const std::string& path) {
                                        -1);
 }
 
+void TokenShard::read_mask(int64_t, int64_t n, uint8_t* out) const { std::fill(out, out + n, uint8_t{1}); }
+
+const std::vector<int64_t>& TokenShard::sample_starts() const {
+  static const std::vector<int64_t> none;
+  return none;
+}
+
 std::vector<std::string> list_token_shards(const std::string& pattern) {
   std::vector<std::string> out;
   std::error_code ec;
@@ -161,7 +216,11 @@ std::vector<std::string> list_token_shards(const std::string& pattern) {
   return out;
 }
 
-void write_token_shard(const std::string& path, const int32_t* ids, int64_t n, int64_t vocab_size, int64_t eos_id) {
+namespace {
+
+// Version 1 (plain) or, with a mask, version 2 (SFT).
+void write_shard(const std::string& path, const int32_t* ids, const uint8_t* mask, int64_t n,
+                 const std::vector<int64_t>* samples, int64_t vocab_size, int64_t eos_id) {
   if (vocab_size <= 0 || vocab_size > (int64_t{1} << 31))
     ZT_THROW_INPUT(path, ": vocab_size ", vocab_size, " out of range (1 .. 2^31)");
   for (int64_t i = 0; i < n; ++i)
@@ -170,11 +229,12 @@ void write_token_shard(const std::string& path, const int32_t* ids, int64_t n, i
   const int width = vocab_size <= 65536 ? 2 : 4;
   uint8_t header[kHeaderBytes] = {};
   std::memcpy(header, kMagic, 8);
-  put32(header + 8, 1);
+  put32(header + 8, mask ? 2 : 1);
   put32(header + 12, static_cast<uint32_t>(width));
   put64(header + 16, static_cast<uint64_t>(n));
   put64(header + 24, static_cast<uint64_t>(vocab_size));
   put64(header + 32, static_cast<uint64_t>(eos_id));
+  if (mask) put64(header + 40, samples->size());
   write_file_atomic(path, [&](std::FILE* f) {
     auto put = [&](const void* p, size_t bytes) {
       if (bytes && std::fwrite(p, 1, bytes, f) != bytes)
@@ -192,7 +252,32 @@ void write_token_shard(const std::string& path, const int32_t* ids, int64_t n, i
       }
       put(buf.data(), buf.size());
     }
+    if (!mask) return;
+    std::vector<uint8_t> bits(static_cast<size_t>((n + 7) / 8), 0);
+    for (int64_t i = 0; i < n; ++i)
+      if (mask[i]) bits[static_cast<size_t>(i >> 3)] |= static_cast<uint8_t>(1u << (i & 7));
+    const uint64_t at = v2_samples_offset(static_cast<uint64_t>(n), width);
+    bits.resize(static_cast<size_t>(at - kHeaderBytes - static_cast<uint64_t>(n) * width), 0);
+    put(bits.data(), bits.size());
+    std::vector<uint8_t> starts(samples->size() * 8);
+    for (size_t i = 0; i < samples->size(); ++i) put64(starts.data() + 8 * i, static_cast<uint64_t>((*samples)[i]));
+    put(starts.data(), starts.size());
   });
+}
+
+}  // namespace
+
+void write_token_shard(const std::string& path, const int32_t* ids, int64_t n, int64_t vocab_size, int64_t eos_id) {
+  write_shard(path, ids, nullptr, n, nullptr, vocab_size, eos_id);
+}
+
+void write_sft_shard(const std::string& path, const int32_t* ids, const uint8_t* mask, int64_t n,
+                     const std::vector<int64_t>& sample_starts, int64_t vocab_size, int64_t eos_id) {
+  for (size_t i = 0; i < sample_starts.size(); ++i)
+    if ((i == 0 && sample_starts[i] != 0) || sample_starts[i] >= n || (i > 0 && sample_starts[i] <= sample_starts[i - 1]))
+      ZT_THROW_INPUT(path, ": sample starts must begin at 0 and increase below ", n, " (sample ", i, ")");
+  if (n > 0 && sample_starts.empty()) ZT_THROW_INPUT(path, ": an SFT shard needs its samples' starts");
+  write_shard(path, ids, mask, n, &sample_starts, vocab_size, eos_id);
 }
 
 void write_llmc_shard(const std::string& path, const int32_t* ids, int64_t n) {
@@ -221,9 +306,13 @@ struct BatchLoader::Impl {
   uint64_t seed = 0;
   int rank = 0, world = 1;
   int64_t vocab = 0;
+  SampleWindows sample_windows = SampleWindows::PaddedPerSample;
+  std::vector<bool> per_sample;  // shard s: one window per sample
+  int64_t samples = 0, truncated = 0;
   LoaderState state;
   std::vector<int64_t> order;  // this epoch's permutation of window indices
   std::vector<int32_t> scratch;
+  std::vector<uint8_t> mask;
 
   int64_t windows() const { return first_window.back(); }
   int64_t global_batch() const { return B * world; }
@@ -247,12 +336,24 @@ struct BatchLoader::Impl {
     const int64_t idx = order[static_cast<size_t>(w)];
     const auto it = std::upper_bound(first_window.begin(), first_window.end(), idx);
     const int64_t s = static_cast<int64_t>(it - first_window.begin()) - 1;
-    return {s, (idx - first_window[static_cast<size_t>(s)]) * T};
+    const int64_t local = idx - first_window[static_cast<size_t>(s)];
+    if (per_sample[static_cast<size_t>(s)])
+      return {s, shards[static_cast<size_t>(s)]->sample_starts()[static_cast<size_t>(local)]};
+    return {s, local * T};
+  }
+  // Tokens of the window starting at `start` in shard s: T+1, or the sample's length up to T+1.
+  int64_t window_length(int64_t s, int64_t start) const {
+    if (!per_sample[static_cast<size_t>(s)]) return T + 1;
+    const TokenShard& shard = *shards[static_cast<size_t>(s)];
+    const auto& st = shard.sample_starts();
+    const auto next = std::upper_bound(st.begin(), st.end(), start);
+    const int64_t end = next == st.end() ? shard.size() : *next;
+    return std::min(end - start, T + 1);
   }
 };
 
 BatchLoader::BatchLoader(std::vector<std::string> shard_paths, int64_t micro_batch, int64_t seq_len, uint64_t seed,
-                         int rank, int world_size)
+                         int rank, int world_size, SampleWindows sample_windows)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   if (shard_paths.empty()) ZT_THROW_INPUT("no token shards given");
@@ -265,11 +366,23 @@ BatchLoader::BatchLoader(std::vector<std::string> shard_paths, int64_t micro_bat
   m.seed = seed;
   m.rank = rank;
   m.world = world_size;
+  m.sample_windows = sample_windows;
   m.first_window.push_back(0);
   for (const auto& p : shard_paths) {
     m.shards.push_back(open_token_shard(p));
-    const int64_t n = m.shards.back()->size();
-    m.first_window.push_back(m.first_window.back() + (n > 0 ? (n - 1) / seq_len : 0));
+    const TokenShard& shard = *m.shards.back();
+    const int64_t n = shard.size();
+    const auto& starts = shard.sample_starts();
+    m.samples += static_cast<int64_t>(starts.size());
+    const bool per_sample = !starts.empty() && sample_windows == SampleWindows::PaddedPerSample;
+    m.per_sample.push_back(per_sample);
+    if (per_sample) {
+      for (size_t i = 0; i < starts.size(); ++i)
+        if ((i + 1 < starts.size() ? starts[i + 1] : n) - starts[i] > seq_len + 1) ++m.truncated;
+      m.first_window.push_back(m.first_window.back() + static_cast<int64_t>(starts.size()));
+    } else {
+      m.first_window.push_back(m.first_window.back() + (n > 0 ? (n - 1) / seq_len : 0));
+    }
   }
   if (m.windows() < m.global_batch()) {
     int64_t tokens = 0;
@@ -280,6 +393,7 @@ BatchLoader::BatchLoader(std::vector<std::string> shard_paths, int64_t micro_bat
                    " (micro-batch x world size); use more data, a shorter sequence or a smaller batch");
   }
   m.scratch.resize(static_cast<size_t>(seq_len + 1));
+  m.mask.resize(static_cast<size_t>(seq_len + 1));
   m.shuffle();
 }
 
@@ -287,6 +401,8 @@ BatchLoader::~BatchLoader() = default;
 
 int64_t BatchLoader::windows_per_epoch() const { return impl_->windows(); }
 int64_t BatchLoader::steps_per_epoch() const { return impl_->windows() / impl_->global_batch(); }
+int64_t BatchLoader::samples() const { return impl_->samples; }
+int64_t BatchLoader::truncated_samples() const { return impl_->truncated; }
 LoaderState BatchLoader::state() const { return impl_->state; }
 void BatchLoader::set_vocab_size(int64_t vocab_size) { impl_->vocab = vocab_size; }
 std::pair<int64_t, int64_t> BatchLoader::window(int64_t w) const {
@@ -322,15 +438,27 @@ void BatchLoader::next(const Tensor& tokens, const Tensor& targets) {
     const int64_t w = static_cast<int64_t>(m.state.position) + m.rank * m.B + b;
     const auto [s, start] = m.locate(w);
     const TokenShard& shard = *m.shards[static_cast<size_t>(s)];
-    shard.read(start, m.T + 1, m.scratch.data());
+    const int64_t len = m.window_length(s, start);
+    shard.read(start, len, m.scratch.data());
     if (m.vocab > 0)
-      for (int64_t i = 0; i <= m.T; ++i)
+      for (int64_t i = 0; i < len; ++i)
         if (m.scratch[static_cast<size_t>(i)] < 0 || m.scratch[static_cast<size_t>(i)] >= m.vocab)
           ZT_THROW_INPUT(shard.path(), ": token ", start + i, " has id ", m.scratch[static_cast<size_t>(i)],
                          ", outside the model's vocabulary of ", m.vocab,
                          " (the data was tokenized for another model; re-run `zerotrain prepare` with its tokenizer)");
+    // A padded sample: the pad inputs come after it and attention is causal, so they change
+    // none of its positions; their targets are ignored.
+    const int32_t pad = shard.eos_id() >= 0 ? static_cast<int32_t>(shard.eos_id()) : 0;
+    for (int64_t i = len; i <= m.T; ++i) m.scratch[static_cast<size_t>(i)] = pad;
     std::memcpy(tok + b * m.T, m.scratch.data(), static_cast<size_t>(m.T) * 4);
-    std::memcpy(tgt + b * m.T, m.scratch.data() + 1, static_cast<size_t>(m.T) * 4);
+    int32_t* t = tgt + b * m.T;
+    if (!shard.has_loss_mask()) {
+      std::memcpy(t, m.scratch.data() + 1, static_cast<size_t>(m.T) * 4);
+      continue;
+    }
+    shard.read_mask(start, len, m.mask.data());
+    for (int64_t i = 0; i < m.T; ++i)
+      t[i] = i + 1 < len && m.mask[static_cast<size_t>(i + 1)] ? m.scratch[static_cast<size_t>(i + 1)] : kIgnoreTarget;
   }
   m.state.position += static_cast<uint64_t>(m.global_batch());
 }

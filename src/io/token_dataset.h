@@ -3,12 +3,19 @@
 // Shard format (zerotrain .bin): a 64-byte little-endian header
 //   magic "ZTTOKENS" (8 bytes), version u32 (1), token bytes u32 (2 = u16, 4 = u32),
 //   token count u64, vocab size u64, eos id i64, reserved (24 bytes, zero)
-// followed by the ids. Also read: llm.c shards (256 x i32 header, magic 20240520,
+// followed by the ids. Version 2 (supervised fine-tuning data, `prepare` on SFT records)
+// uses reserved bytes 40..47 for the sample count S and appends, after the ids, a loss
+// mask of one bit per token (LSB first; 1 = the token is a target counted in the loss),
+// zero bytes up to a multiple of 8 bytes from the file's start, and S u64 token offsets
+// where the samples start (0 first, increasing). Also read: llm.c shards (256 x i32 header, magic 20240520,
 // version 1 = u16 tokens) and nanoGPT's raw u16 .bin files (no header).
 //
 // Windows: a shard of n tokens holds (n - 1) / T windows of T+1 tokens starting at 0, T,
 // 2T, ... (consecutive windows share one token, so every token but the first is a target
-// exactly once per epoch); windows never cross shard boundaries. An epoch visits every
+// exactly once per epoch); windows never cross shard boundaries. In version 2 shards the
+// targets whose token is masked are ignore_index (-100), and with
+// SampleWindows::PaddedPerSample every sample is a window of its own (cut at T+1 tokens,
+// padded; pad targets -100). An epoch visits every
 // window of every shard once in a seeded order; the last partial global batch is dropped.
 #pragma once
 #include <cstdint>
@@ -34,6 +41,11 @@ class TokenShard {
   virtual ShardFormat format() const = 0;
   virtual int64_t vocab_size() const { return 0; }  // 0: not recorded (llm.c, raw)
   virtual int64_t eos_id() const { return -1; }     // -1: not recorded
+  // Version 2 (SFT) shards: the loss mask and the samples' first tokens.
+  virtual bool has_loss_mask() const { return false; }
+  // Mask of tokens [start, start + n): 1 = a target counted in the loss (all 1 without a mask).
+  virtual void read_mask(int64_t start, int64_t n, uint8_t* out) const;
+  virtual const std::vector<int64_t>& sample_starts() const;  // empty without samples
 };
 
 // Opens one shard (format detected from the header; raw u16 when it has none and the
@@ -46,6 +58,10 @@ std::vector<std::string> list_token_shards(const std::string& pattern);
 // Writes a zerotrain shard atomically: u16 ids when vocab_size <= 65536, else u32.
 // Ids outside [0, vocab_size) are BadInput (naming the index).
 void write_token_shard(const std::string& path, const int32_t* ids, int64_t n, int64_t vocab_size, int64_t eos_id);
+// A version 2 (SFT) shard: ids, their loss mask (0/1 per token) and the samples' first
+// tokens (sample_starts[0] == 0, increasing, < n).
+void write_sft_shard(const std::string& path, const int32_t* ids, const uint8_t* mask, int64_t n,
+                     const std::vector<int64_t>& sample_starts, int64_t vocab_size, int64_t eos_id);
 // The llm.c format (u16 ids; for tests and for llm.c users).
 void write_llmc_shard(const std::string& path, const int32_t* ids, int64_t n);
 
@@ -59,12 +75,18 @@ struct LoaderState {
 // batch is (global_batch) consecutive windows of the order and rank r takes windows
 // [r*B, (r+1)*B) of it, so ranks see disjoint data and a run resumed at another world
 // size continues the same sequence.
+// How version 2 (SFT) shards are cut into windows; other shards are always Packed.
+enum class SampleWindows {
+  PaddedPerSample,  // each sample its own window, padded (HF TRL's packing=False)
+  Packed,           // windows of T+1 tokens over the samples; attention crosses sample boundaries
+};
+
 class BatchLoader {
  public:
   // Throws BadInput when a shard is malformed or the data has fewer windows than one
   // global batch (micro_batch * world_size) needs.
   BatchLoader(std::vector<std::string> shard_paths, int64_t micro_batch, int64_t seq_len, uint64_t seed, int rank = 0,
-              int world_size = 1);
+              int world_size = 1, SampleWindows sample_windows = SampleWindows::PaddedPerSample);
   ~BatchLoader();
   // Fills tokens and targets (i32, [B, T] each) with the next micro-batch of this rank.
   void next(const Tensor& tokens, const Tensor& targets);
@@ -74,6 +96,9 @@ class BatchLoader {
   void restore(const LoaderState& state);
   int64_t windows_per_epoch() const;
   int64_t steps_per_epoch() const;  // global batches per epoch
+  // SFT shards: their samples, and those longer than T+1 tokens (cut) when padded per sample.
+  int64_t samples() const;
+  int64_t truncated_samples() const;
   // Ids >= vocab_size (or negative) in a batch are BadInput naming the shard and offset,
   // instead of indexing past the embedding (data tokenized for another model).
   void set_vocab_size(int64_t vocab_size);

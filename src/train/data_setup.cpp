@@ -65,6 +65,9 @@ io::PrepareSummary prepare(const std::vector<std::string>& inputs, const fs::pat
   po.output_dir = dir.string();
   po.jsonl_field = c.data.jsonl_field;
   po.field_option = "data.jsonl_field in " + c.source;
+  po.chat_template = c.data.chat_template;
+  po.chat_template_option = "data.chat_template in " + c.source;
+  po.bad_records = c.data.skip_bad_records ? io::BadRecords::Skip : io::BadRecords::Fail;
   po.val_fraction = val_fraction;
   po.progress = io::Progress::Auto;
   const io::PrepareSummary s = io::prepare_dataset(po, tokenizer);

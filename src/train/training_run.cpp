@@ -33,6 +33,28 @@
 #include "zero/offload_optimizer.h"
 
 namespace zt::train {
+
+namespace {
+
+// SFT shards (a loss mask and samples): each sample its own padded window, or packed.
+io::SampleWindows sample_windows(const config::TrainConfig& c) {
+  return c.data.packing ? io::SampleWindows::Packed : io::SampleWindows::PaddedPerSample;
+}
+
+// The one line that says how SFT samples become windows (nothing for plain data).
+void log_sample_windows(const io::BatchLoader& loader, const config::TrainConfig& c, int64_t T, bool main_rank) {
+  if (loader.samples() == 0 || !main_rank) return;
+  if (c.data.packing)
+    ZT_INFO("SFT data: ", loader.samples(), " samples packed into ", loader.windows_per_epoch(), " windows of ",
+            T + 1, " tokens (data.packing: true); attention crosses sample boundaries, as HF's packing without "
+            "padding_free; the loss counts response tokens only");
+  else
+    ZT_INFO("SFT data: ", loader.samples(), " samples, each its own window of up to ", T + 1,
+            " tokens, padded (data.packing: false); ", loader.truncated_samples(),
+            " longer sample(s) cut at that length; the loss counts response tokens only");
+}
+
+}  // namespace
 namespace fs = std::filesystem;
 
 namespace {
@@ -265,10 +287,10 @@ std::unique_ptr<TrainingRun> start_training_run(const config::TrainConfig& confi
   run->data = setup_data(setup_config, *run->setup.tokenizer, run->output_dir);
   clock.lap("data");
   if (run->comm->size() > 1 && !follower) run->comm->barrier_async()->wait(setup_wait);
-  run->loader =
-      std::make_unique<io::BatchLoader>(run->data.train_shards, B, T, c.data_order_seed(), run->comm->rank(),
-                                        run->comm->size());
+  run->loader = std::make_unique<io::BatchLoader>(run->data.train_shards, B, T, c.data_order_seed(),
+                                                  run->comm->rank(), run->comm->size(), sample_windows(c));
   run->loader->set_vocab_size(model.config().vocab_size);  // ids past the vocabulary are bad data
+  log_sample_windows(*run->loader, c, T, run->comm->rank() == 0);
   run->windows = run->loader->windows_per_epoch();
   if (run->windows < B)
     ZT_THROW_INPUT("the training data has ", run->windows, " windows of ", T + 1,
@@ -454,7 +476,8 @@ double mean_over_ranks(TrainingRun& run, double value) {
 double validation_loss(TrainingRun& run, int64_t batches) {
   if (run.data.val_shards.empty() || batches <= 0) return std::nan("");
   const int64_t B = run.config.eval_batch_size > 0 ? run.config.eval_batch_size : run.micro_batch, T = run.seq_len;
-  io::BatchLoader loader(run.data.val_shards, B, T, run.config.data_order_seed() ^ 0xE7A1ull);
+  io::BatchLoader loader(run.data.val_shards, B, T, run.config.data_order_seed() ^ 0xE7A1ull, 0, 1,
+                         sample_windows(run.config));
   OwnedTensor tok({B, T}, DType::I32), tgt({B, T}, DType::I32);
   model::Transformer& model = run.model();
   model.set_mode(model::Mode::Eval);

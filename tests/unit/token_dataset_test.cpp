@@ -152,9 +152,12 @@ TEST(TokenDataset, MalformedShardsAreClearErrors) {
   expect_bad_shard(bad("empty.bin", ""), {"empty token shard"});
   expect_bad_shard(bad("cut.bin", good.substr(0, good.size() - 3)), {"truncated"});
   expect_bad_shard(bad("cut_header.bin", good.substr(0, 20)), {"truncated zerotrain shard header"});
-  std::string v2 = good;
+  std::string v3 = good;
+  v3[8] = 3;  // version 2 is the SFT shard (tests/unit/sft_data_test.cpp)
+  expect_bad_shard(bad("v3.bin", v3), {"version 3"}, ErrorKind::Unsupported);
+  std::string v2 = good;  // a version 1 body labelled 2: no mask or samples
   v2[8] = 2;
-  expect_bad_shard(bad("v2.bin", v2), {"version 2"}, ErrorKind::Unsupported);
+  expect_bad_shard(bad("v2.bin", v2), {"truncated or corrupt"}, ErrorKind::BadInput);
   std::string w3 = good;
   w3[12] = 3;
   expect_bad_shard(bad("w3.bin", w3), {"token width 3"});

@@ -1,0 +1,79 @@
+// Supervised fine-tuning records -> token ids with a loss mask (`zerotrain prepare` on JSON
+// Lines; docs/formats.md "Supervised fine-tuning data").
+//
+// Record kinds, detected per record:
+//   {"messages": [{"role", "content"}, ...]}     a conversation (system/user/assistant); the
+//                                                 loss counts the assistant turns only
+//   {"prompt", "response"} / {"prompt", "completion"}   the loss counts the response
+//   {"instruction", "input"?, "output"}           Alpaca; the loss counts the output
+//   {"text"} (the --field)                        plain text: every token counts
+//
+// Conversations go through a chat template (tokenizer_config.json's chat_template, or
+// --chat-template NAME|FILE). Prompt/response and Alpaca records are rendered as TRL and
+// Stanford Alpaca do (prompt + response + EOS; Alpaca's prompt format) unless a template
+// is named explicitly, which then renders them as a user and an assistant turn.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "io/chat_template.h"
+
+namespace zt::io {
+
+class Tokenizer;
+
+enum class RecordKind { Text, Messages, PromptResponse, Alpaca };
+const char* record_kind_name(RecordKind k);
+
+// The kind of a JSONL record, or false when it is none of them (the caller names the
+// record's keys). `field`: the text field (--field); an array there is a conversation.
+bool detect_record_kind(const nlohmann::json& record, const std::string& field, RecordKind& kind);
+
+struct SftSample {
+  std::vector<int32_t> ids;
+  std::vector<uint8_t> mask;  // 1: the token is a target counted in the loss (its label is not -100)
+};
+
+struct SftEncoderOptions {
+  std::string field = "text";
+  // A template named by the user (a built-in name or a file); "" = the tokenizer's own.
+  std::string chat_template;
+  std::string chat_template_option = "--chat-template";  // how the user names it, for errors
+  int64_t eos_id = -1;  // appended after every sample (-1: none)
+};
+
+class SftEncoder {
+ public:
+  // The tokenizer's own template is looked up beside its files (Tokenizer::files()).
+  // BadInput for an unreadable or unsupported template.
+  SftEncoder(const Tokenizer& tokenizer, SftEncoderOptions options);
+  ~SftEncoder();
+  // Encodes one record of `kind`. BadInput (without the file:line, which the caller adds)
+  // for a malformed record: a missing or non-string field, an empty conversation, roles
+  // the template refuses, no assistant turn.
+  SftSample encode(const nlohmann::json& record, RecordKind kind) const;
+  // "the tokenizer's chat_template (DIR/tokenizer_config.json)", "built-in template chatml", ...
+  std::string template_origin() const;
+
+ private:
+  const ChatTemplate& chat_template() const;
+  SftSample encode_spans(const std::string& text, const std::vector<std::pair<size_t, size_t>>& spans,
+                         bool add_prefix) const;
+
+  const Tokenizer& tok_;
+  SftEncoderOptions o_;
+  std::unique_ptr<ChatTemplate> template_;
+  std::string template_missing_;  // why there is no template, for the error on a conversation
+  ChatTemplateContext ctx_;
+};
+
+// The chat template beside a tokenizer: DIR/chat_template.jinja, else tokenizer_config.json's
+// chat_template (a string, or a list of {name, template}: the "default" one). Sets `origin`;
+// "" when there is none.
+std::string read_tokenizer_chat_template(const std::string& tokenizer_dir, std::string& origin);
+
+}  // namespace zt::io
