@@ -70,6 +70,15 @@ Philox site_rng(const BlockCall& call, int site) {
   return dropout_rng(call.dropout.seed, call.dropout.step, call.layer, site);
 }
 
+// The LoRA adapters of one linear field (model/lora.h), after its base GEMM: y += adapters(x);
+// the backward adds their dx share after the base linear's (=) write.
+void lora_forward(const BlockCall& call, Field field, const Tensor& x, const Tensor& y) {
+  if (call.lora) model::lora_forward(*call.lora, call.layer, field, x, y);
+}
+void lora_backward(const BlockCall& call, Field field, const Tensor& x, const Tensor& dy, const Tensor& dx) {
+  if (call.lora) model::lora_backward(*call.lora, call.layer, field, x, dy, dx);
+}
+
 }  // namespace
 
 Philox dropout_rng(uint64_t seed, uint64_t step, int layer, int site) {
@@ -85,8 +94,10 @@ void block_forward(const ModelConfig& c, const UnitWeights& w, const BlockCall& 
   // Attention branch.
   norm_forward(c, ln, a.ln1_mean, a.ln1_rstd, x_in, w[F::Norm1Weight], w[F::Norm1Bias]);
   ops::linear_forward(a.qkv, ln, w[F::QkvWeight], w[F::QkvBias], w.layout(F::QkvWeight));
+  lora_forward(call, F::QkvWeight, ln, a.qkv);
   attention(c, call, a);
   ops::linear_forward(proj, a.att, w[F::AttnOutWeight], w[F::AttnOutBias], w.layout(F::AttnOutWeight));
+  lora_forward(call, F::AttnOutWeight, a.att, proj);
   if (dropout_on(call)) ops::dropout_forward(proj, proj, call.dropout.p, site_rng(call, 0));
   // The residual add, fused with the MLP branch's norm: x_mid = x_in + proj, ln = norm(x_mid).
   if (c.norm == NormKind::LayerNorm) {
@@ -98,6 +109,7 @@ void block_forward(const ModelConfig& c, const UnitWeights& w, const BlockCall& 
 
   // MLP branch.
   ops::linear_forward(a.fc, ln, w[F::MlpInWeight], w[F::MlpInBias], w.layout(F::MlpInWeight));  // [gate | up]: one GEMM
+  lora_forward(call, F::MlpInWeight, ln, a.fc);
   if (c.mlp == MlpKind::Gelu) {
     ops::gelu_forward(a.act, a.fc);
   } else {
@@ -106,6 +118,7 @@ void block_forward(const ModelConfig& c, const UnitWeights& w, const BlockCall& 
   }
   if (call.pass == BlockPass::Recompute) return;  // the backward reads act, not x_out
   ops::linear_forward(proj, a.act, w[F::MlpOutWeight], w[F::MlpOutBias], w.layout(F::MlpOutWeight));
+  lora_forward(call, F::MlpOutWeight, a.act, proj);
   if (dropout_on(call)) ops::dropout_forward(proj, proj, call.dropout.p, site_rng(call, 1));
   ops::add(x_out, a.x_mid, proj);
 }
@@ -125,6 +138,7 @@ void block_backward(const ModelConfig& c, const UnitWeights& w, const UnitWeight
   }
   ops::linear_backward(d.d_act, g[F::MlpOutWeight], g[F::MlpOutBias], d_branch, a.act, w[F::MlpOutWeight],
                        w.layout(F::MlpOutWeight));
+  lora_backward(call, F::MlpOutWeight, a.act, d_branch, d.d_act);
   norm_forward(c, s.ln, a.ln2_mean, a.ln2_rstd, a.x_mid, w[F::Norm2Weight], w[F::Norm2Bias]);
   if (c.mlp == MlpKind::Gelu) {
     ops::gelu_backward(d.d_fc, d.d_act, a.fc);
@@ -136,6 +150,7 @@ void block_backward(const ModelConfig& c, const UnitWeights& w, const UnitWeight
   // One GEMM each for d[gate; up] and for d_ln = d_gate W_gate + d_up W_up (K = 2F).
   ops::linear_backward(d.d_ln, g[F::MlpInWeight], g[F::MlpInBias], d.d_fc, s.ln, w[F::MlpInWeight],
                        w.layout(F::MlpInWeight));
+  lora_backward(call, F::MlpInWeight, s.ln, d.d_fc, d.d_ln);
   norm_backward(c, dx, g[F::Norm2Weight], g[F::Norm2Bias], d.d_ln, a.x_mid, w[F::Norm2Weight], a.ln2_mean, a.ln2_rstd,
                 GradWrite::Accumulate);
   // dx is now the gradient at x_mid: the norm's backward added the branch's share.
@@ -148,6 +163,7 @@ void block_backward(const ModelConfig& c, const UnitWeights& w, const UnitWeight
   }
   ops::linear_backward(d.d_att, g[F::AttnOutWeight], g[F::AttnOutBias], d_branch, a.att, w[F::AttnOutWeight],
                        w.layout(F::AttnOutWeight));
+  lora_backward(call, F::AttnOutWeight, a.att, d_branch, d.d_att);
   const Tensor qkv3 = a.qkv.reshape({B, T, c.qkv_width()});
   const Tensor dqkv3 = d.d_qkv.reshape({B, T, c.qkv_width()});
   ops::attention_backward(dqkv3, d.d_att.reshape({B, T, Hq * c.head_dim}), qkv3, a.att.reshape({B, T, Hq * c.head_dim}),
@@ -155,6 +171,7 @@ void block_backward(const ModelConfig& c, const UnitWeights& w, const UnitWeight
   if (c.position == PositionKind::Rotary) ops::rope_backward_inplace(dqkv3, Hq, Hkv, *call.rope);
   norm_forward(c, s.ln, a.ln1_mean, a.ln1_rstd, x_in, w[F::Norm1Weight], w[F::Norm1Bias]);
   ops::linear_backward(d.d_ln, g[F::QkvWeight], g[F::QkvBias], d.d_qkv, s.ln, w[F::QkvWeight], w.layout(F::QkvWeight));
+  lora_backward(call, F::QkvWeight, s.ln, d.d_qkv, d.d_ln);
   norm_backward(c, dx, g[F::Norm1Weight], g[F::Norm1Bias], d.d_ln, x_in, w[F::Norm1Weight], a.ln1_mean, a.ln1_rstd,
                 GradWrite::Accumulate);
   // dx is now the gradient of the block input.

@@ -16,6 +16,7 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "model/config.h"
+#include "model/lora.h"
 #include "model/weights.h"
 #include "ops/rope.h"
 
@@ -74,6 +75,8 @@ struct BlockCall {
   const ops::RopeTable* rope = nullptr;  // PositionKind::Rotary: rows up to start + T
   const KvCacheLayer* cache = nullptr;   // null: attend over these T tokens only (start 0)
   ResidualDropout dropout;
+  // LoRA adapters on the block's linears (model/lora.h); null: none.
+  const BlockLora* lora = nullptr;
 };
 
 // x_out = block(x_in); both [N, C]. Saves what block_backward reads in `a`.

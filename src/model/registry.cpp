@@ -53,6 +53,7 @@ void Unit::allocate_params_uninitialized(DType dtype, Device device) {
 }
 
 void Unit::allocate_grads(DType dtype, Device device) {
+  ZT_CHECK(!frozen(), "unit ", name_, " is frozen: it has no gradient buffer");
   grad_dtype_ = dtype;
   grad_buffer_ = Buffer(static_cast<size_t>(padded_numel_) * dtype_size(dtype), device);
   grad_buffer_.zero();
@@ -60,6 +61,11 @@ void Unit::allocate_grads(DType dtype, Device device) {
   for (auto& p : params_)
     p.grad = Tensor(base + p.offset * static_cast<int64_t>(dtype_size(dtype)), p.spec.shape, dtype, device,
                     p.spec.name + ".grad");
+}
+
+void Unit::set_training(Training training) {
+  training_ = training;
+  if (frozen()) release_grads();
 }
 
 void Unit::release_grads() {

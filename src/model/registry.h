@@ -23,6 +23,9 @@ enum class Init {
   Normal,  // N(0, std)
   Zeros,
   Ones,
+  // U(-1/sqrt(in), 1/sqrt(in)) for a [out, in] matrix: torch's kaiming_uniform_ with
+  // a = sqrt(5), nn.Linear's default and PEFT's lora_A.
+  KaimingUniform,
 };
 
 // One parameter, as model/weights.h's table yields it.
@@ -54,6 +57,13 @@ struct ParamEntry {
   int64_t numel() const { return shape_numel(spec.shape); }
 };
 
+// Whether the optimizer trains a unit. A frozen unit (LoRA's base model) holds parameters
+// only: no gradient buffer, no f32 master, no optimizer state, no gradient reduction. The
+// flag is per unit because every ZeRO mechanism (slices, buckets, reduce-scatter, the
+// optimizer's state, checkpoints) is per unit: a trainable part of a model is a unit of
+// its own (LoRA adapters: one unit per block, model/lora.h).
+enum class Training { Trainable, Frozen };
+
 class Unit {
  public:
   Unit(std::string name, std::vector<ParamSpec> specs, int shard_count);
@@ -71,8 +81,13 @@ class Unit {
   void allocate_params_uninitialized(DType dtype, Device device);
   // ZeRO-3 frees a unit's full parameters between uses; entries become undefined views.
   void release_params();
+  // A frozen unit never has gradients: allocate_grads is a logic error there.
   void allocate_grads(DType dtype, Device device);
   void release_grads();
+  // Freezing releases the gradient buffer.
+  void set_training(Training training);
+  Training training() const { return training_; }
+  bool frozen() const { return training_ == Training::Frozen; }
   bool has_params() const { return param_buffer_.data() != nullptr; }
   bool has_grads() const { return grad_buffer_.data() != nullptr; }
   // The whole flat buffers (padded_numel elements).
@@ -99,6 +114,7 @@ class Unit {
   DType param_dtype_ = DType::F32;
   DType grad_dtype_ = DType::F32;
   Device device_{};
+  Training training_ = Training::Trainable;
 };
 
 class ParameterRegistry {

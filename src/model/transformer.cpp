@@ -51,6 +51,9 @@ struct Transformer::Activations {
   ops::RopeTable rope;
   // A model on the GPU reads host token ids from device copies.
   OwnedTensor tokens, targets;
+  // LoRA's scratch (model/lora.h's LoraScratch), shared by every layer; not in
+  // activation_bytes (r-wide, or one layer's input, beside the layers' activations).
+  OwnedTensor lora_xd, lora_dxd, lora_h, lora_dh, lora_delta, lora_b_ext, lora_db_ext;
   BlockScratch scratch() const { return {ln, proj}; }
   BlockGradScratch grad_scratch() const { return {d_ln, d_branch, d_qkv, d_att, d_fc, d_act}; }
 };
@@ -78,10 +81,17 @@ Transformer::Transformer(ModelConfig config, ModelOptions options) : config_(std
                          " need the GPU backend; on the CPU they are f32");
   const ModelConfig& c = config_;
   add_model_units(registry_, c, options_.shard_count);
+  if (options_.lora.enabled()) {
+    ZT_CHECK(options_.lora.r > 0, "lora r must be positive");
+    // The base is frozen; each block's adapters are a trainable unit of their own.
+    for (auto& u : registry_.units()) u->set_training(Training::Frozen);
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      registry_.add_unit(lora_unit_name(l), lora_unit_specs(c, options_.lora, l), options_.shard_count);
+  }
   for (auto& u : registry_.units()) {
     u->set_storage(options_.param_dtype, options_.grad_dtype, options_.device);
     if (options_.allocate_params) u->allocate_params(options_.param_dtype, options_.device);
-    if (options_.allocate_grads) u->allocate_grads(options_.grad_dtype, options_.device);
+    if (options_.allocate_grads && !u->frozen()) u->allocate_grads(options_.grad_dtype, options_.device);
   }
   if (c.attn_pdrop > 0.0f)
     ZT_DEBUG("attn_pdrop=", c.attn_pdrop, " is not applied: the fused attention has no probability dropout");
@@ -117,6 +127,14 @@ void Transformer::init_unit_weights(Unit& unit, uint64_t seed) {
           ops::copy(value, ones);
         }
         break;
+      case Init::KaimingUniform: {
+        // Drawn on the host (a LoRA A matrix: small), the same bits on every device.
+        const float bound = 1.0f / std::sqrt(static_cast<float>(p.spec.shape.at(1)));
+        OwnedTensor host(p.spec.shape, DType::F32);
+        fill_uniform(host, Philox(seed, hash_name(p.name().c_str())), -bound, bound);
+        ops::copy(value, host);
+        break;
+      }
       case Init::Normal:
         // Drawn where the parameter lives, the same bits on every device (ops/random.h):
         // a 1.5B-parameter model drawn on the host took ~4 s before its first GPU step.
@@ -146,6 +164,21 @@ Tensor Transformer::head_weight() {
 Tensor Transformer::head_weight_grad() {
   return head_matrix(config_, UnitWeights(embed_unit(registry_), Storage::Grads),
                      UnitWeights(head_unit(registry_), Storage::Grads));
+}
+
+Unit* Transformer::lora_unit(int layer) {
+  if (!options_.lora.enabled()) return nullptr;
+  return &registry_.unit(static_cast<size_t>(config_.num_layers) + 2 + static_cast<size_t>(layer));
+}
+
+BlockLora Transformer::block_lora_views(int layer) {
+  BlockLora b = block_lora(options_.lora, config_, *lora_unit(layer), layer);
+  const Activations& s = *acts_;
+  b.scratch = {s.lora_xd, s.lora_dxd, s.lora_h, s.lora_dh, s.lora_delta, s.lora_b_ext, s.lora_db_ext};
+  b.seed = dropout_seed_;
+  b.step = dropout_step_;
+  b.train = mode_ == Mode::Train;
+  return b;
 }
 
 Philox Transformer::embed_dropout_rng() const { return dropout_rng(dropout_seed_, dropout_step_, -1, 0); }
@@ -265,6 +298,17 @@ void Transformer::ensure_activations(int64_t B, int64_t T) {
   act->d_fc = act_t({N, c.mlp_in_width()});
   act->d_act = act_t({N, F});
   if (c.position == PositionKind::Rotary) act->rope = ops::make_rope_table(c.rope, static_cast<int>(T), dev);
+  if (options_.lora.enabled()) {
+    const LoraScratchSizes z = lora_scratch_sizes(c, options_.lora, N);
+    auto flat = [&](int64_t n, DType dt) { return OwnedTensor({std::max<int64_t>(n, 1)}, dt, dev); };
+    act->lora_xd = flat(z.xd, options_.activation_dtype);
+    act->lora_dxd = flat(z.xd, options_.activation_dtype);
+    act->lora_h = flat(z.h, options_.activation_dtype);
+    act->lora_dh = flat(z.h, options_.activation_dtype);
+    act->lora_delta = flat(z.delta, options_.activation_dtype);
+    act->lora_b_ext = flat(z.b_ext, options_.param_dtype);
+    act->lora_db_ext = flat(z.b_ext, options_.grad_dtype);
+  }
   acts_ = std::move(act);
 }
 
@@ -286,9 +330,15 @@ void Transformer::forward_trunk(const Tensor& host_tokens) {
 
   for (int l = 0; l < c.num_layers; ++l) {
     Unit& u = block_unit(registry_, l);
+    Unit* adapters = lora_unit(l);
     hooks.before_forward(u);
-    block_forward(c, UnitWeights(u, Storage::Values), block_call(l), layer_acts(l), s.scratch(),
-                  s.x[static_cast<size_t>(l)], s.x[static_cast<size_t>(l) + 1]);
+    if (adapters) hooks.before_forward(*adapters);
+    BlockCall call = block_call(l);
+    const BlockLora lora = adapters ? block_lora_views(l) : BlockLora();
+    if (adapters) call.lora = &lora;
+    block_forward(c, UnitWeights(u, Storage::Values), call, layer_acts(l), s.scratch(), s.x[static_cast<size_t>(l)],
+                  s.x[static_cast<size_t>(l) + 1]);
+    if (adapters) hooks.after_forward(*adapters);
     hooks.after_forward(u);
   }
 
@@ -336,8 +386,8 @@ ops::CrossEntropyResult Transformer::forward_backward(const Tensor& host_tokens,
   hooks.after_forward(head);
   hooks.before_backward(head);
   if (c.tie_word_embeddings) hooks.before_backward(embed);  // the head's weight lives there
-  require_grads(head);
-  if (c.tie_word_embeddings) require_grads(embed);
+  if (!head.frozen()) require_grads(head);
+  if (c.tie_word_embeddings && !embed.frozen()) require_grads(embed);
   const ops::CrossEntropyResult r = ops::lm_head_cross_entropy_forward_backward(
       s.d_ln, head_weight_grad(), s.lnf, head_weight(), targets.reshape({N}), c.vocab_size, kIgnoreIndex, grad_scale);
   final_norm_backward(c, UnitWeights(head, Storage::Values), UnitWeights(head, Storage::Grads), s.dx, s.d_ln,
@@ -346,10 +396,15 @@ ops::CrossEntropyResult Transformer::forward_backward(const Tensor& host_tokens,
 
   for (int l = static_cast<int>(c.num_layers) - 1; l >= 0; --l) {
     Unit& u = block_unit(registry_, l);
+    Unit* adapters = lora_unit(l);
     hooks.before_backward(u);
-    require_grads(u);
+    if (adapters) hooks.before_backward(*adapters);
+    if (!u.frozen()) require_grads(u);
+    if (adapters) require_grads(*adapters);
     const UnitWeights w(u, Storage::Values);
     BlockCall call = block_call(l);
+    const BlockLora lora = adapters ? block_lora_views(l) : BlockLora();
+    if (adapters) call.lora = &lora;
     const BlockActivations a = layer_acts(l);
     const Tensor& x_in = s.x[static_cast<size_t>(l)];
     if (recompute) {
@@ -357,10 +412,15 @@ ops::CrossEntropyResult Transformer::forward_backward(const Tensor& host_tokens,
       block_forward(c, w, call, a, s.scratch(), x_in, s.x[static_cast<size_t>(l) + 1]);
     }
     block_backward(c, w, UnitWeights(u, Storage::Grads), call, a, s.scratch(), s.grad_scratch(), x_in, s.dx);
+    if (adapters) hooks.after_backward(*adapters);
     hooks.after_backward(u);
   }
 
   if (!c.tie_word_embeddings) hooks.before_backward(embed);
+  if (embed.frozen()) {  // LoRA: nothing below the blocks is trained
+    hooks.after_backward(embed);
+    return r;
+  }
   require_grads(embed);
   const Tensor dx3 = s.dx->reshape({B, T, c.hidden_size});
   if (mode_ == Mode::Train && c.embd_pdrop > 0.0f) ops::dropout_backward(dx3, dx3, c.embd_pdrop, embed_dropout_rng());

@@ -9,7 +9,7 @@
 // activation grads are scratch. Activations live in f32 on the CPU backend.
 //
 // Units (the flat buffers of registry.h): "embed" (wte [+ wpe]), "block.0" .. "block.L-1",
-// "head" (final norm [+ untied lm_head]). A UnitHooks object sees each unit before and
+// "head" (final norm [+ untied lm_head]), and with LoRA "lora.0" .. "lora.L-1" (frozen base). A UnitHooks object sees each unit before and
 // after its forward and backward: the ZeRO engine gathers/releases and reduces there.
 #pragma once
 #include <cstdint>
@@ -20,6 +20,7 @@
 #include "core/tensor.h"
 #include "model/block.h"
 #include "model/config.h"
+#include "model/lora.h"
 #include "model/registry.h"
 #include "ops/cross_entropy.h"
 
@@ -47,6 +48,9 @@ struct ModelOptions {
   // false: units record their dtype and device but get no storage; the ZeRO-3 engine
   // allocates, fills and shards them one at a time, so the whole model never exists.
   bool allocate_params = true;
+  // LoRA (model/lora.h): the base units are frozen (no gradients) and each block gets an
+  // adapter unit "lora.<l>", after the head in the registry.
+  LoraOptions lora;
 };
 
 // The same model on the host, for staging weights read from files before they are copied
@@ -128,6 +132,9 @@ class Transformer {
   BlockActivations layer_acts(int layer) const;  // views; att/lse per layer when checkpointing
   Tensor head_weight();
   Tensor head_weight_grad();
+  // LoRA: block l's adapter unit and its views for the block (null options without LoRA).
+  Unit* lora_unit(int layer);
+  BlockLora block_lora_views(int layer);
   Philox embed_dropout_rng() const;
 
   ModelConfig config_;

@@ -203,10 +203,16 @@ void add_model_units(ParameterRegistry& registry, const ModelConfig& c, int shar
 
 Unit& embed_unit(ParameterRegistry& r) { return r.unit(0); }
 Unit& block_unit(ParameterRegistry& r, int64_t layer) { return r.unit(static_cast<size_t>(layer) + 1); }
-Unit& head_unit(ParameterRegistry& r) { return *r.units().back(); }
+// The head follows the blocks; a LoRA model's adapter units come after it.
+Unit& head_unit(ParameterRegistry& r) {
+  for (auto it = r.units().rbegin(); it != r.units().rend(); ++it)
+    if ((*it)->name() == "head") return **it;
+  ZT_CHECK(false, "the registry has no head unit");
+  return *r.units().back();  // not reached
+}
 const Unit& embed_unit(const ParameterRegistry& r) { return r.unit(0); }
 const Unit& block_unit(const ParameterRegistry& r, int64_t layer) { return r.unit(static_cast<size_t>(layer) + 1); }
-const Unit& head_unit(const ParameterRegistry& r) { return *r.units().back(); }
+const Unit& head_unit(const ParameterRegistry& r) { return head_unit(const_cast<ParameterRegistry&>(r)); }
 
 ModelConfig tensor_parallel_config(const ModelConfig& c, int tp) {
   if (tp < 1) ZT_THROW_INPUT("tensor parallel size ", tp, ": must be at least 1");

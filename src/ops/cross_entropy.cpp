@@ -60,8 +60,9 @@ CrossEntropyResult lm_head_cross_entropy_forward_backward(const Tensor& dinp, co
   ZT_CHECK(dinp.defined() && dinp.shape() == inp.shape() && is_activation_dtype(dinp) && dinp.is_contiguous(), op,
            ": dinp must be contiguous f32 (or bf16/f16 on CUDA) ", shape_str(inp.shape()), ", got ",
            dtype_name(dinp.dtype()), " ", shape_str(dinp.shape()));
-  ZT_CHECK(dweight.defined() && dweight.shape() == weight.shape() && dweight.dtype() == weight.dtype() &&
-               dweight.is_contiguous(),
+  // dweight without data: a frozen head (LoRA), dinp only.
+  ZT_CHECK(!dweight.has_data() || (dweight.shape() == weight.shape() && dweight.dtype() == weight.dtype() &&
+                                   dweight.is_contiguous()),
            op, ": dweight must be contiguous ", dtype_name(weight.dtype()), " ", shape_str(weight.shape()), ", got ",
            dtype_name(dweight.dtype()), " ", shape_str(dweight.shape()));
   const Device dev = common_device(op, {&dinp, &dweight, &inp, &weight, &targets});

@@ -24,7 +24,8 @@ CrossEntropyResult lm_head_cross_entropy_forward(const Tensor& inp, const Tensor
                                                  int64_t vocab_size, int ignore_index, const Tensor& losses);
 
 // Forward and backward in one pass, for the loss L = grad_scale * loss_sum:
-// dinp [N, C] = dL/dinp (=), dweight [Vp, C] += dL/dweight.
+// dinp [N, C] = dL/dinp (=), dweight [Vp, C] += dL/dweight (skipped when dweight has no data:
+// a frozen head, LoRA).
 CrossEntropyResult lm_head_cross_entropy_forward_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& inp,
                                                           const Tensor& weight, const Tensor& targets,
                                                           int64_t vocab_size, int ignore_index, float grad_scale);

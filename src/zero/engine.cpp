@@ -109,6 +109,7 @@ void ZeroEngine::shard_model() {
 
 void ZeroEngine::partition_gradients(size_t unit) {
   model::Unit& u = registry_.unit(unit);
+  if (u.frozen()) return;  // no gradients at all
   units_[unit].grad_part = OwnedTensor::zeros({units_[unit].slice}, DType::F32, u.device());
   u.release_grads();
 }
@@ -165,7 +166,7 @@ void ZeroEngine::allocate_host_params() {
 UnitPartition ZeroEngine::partition(size_t unit) {
   model::Unit& u = registry_.unit(unit);
   UnitState& s = units_[unit];
-  if (options_.stage == 0) return whole_unit(u);
+  if (options_.stage == 0 || u.frozen()) return whole_unit(u);
   const int64_t begin = rank_ * s.slice;
   UnitPartition p;
   p.begin = begin;
@@ -509,7 +510,7 @@ void ZeroEngine::before_backward(model::Unit& unit) {
     ensure_gathered(i);
     prefetch(i, -1);
   }
-  if (options_.stage >= 2 && !unit.has_grads()) {
+  if (options_.stage >= 2 && !unit.frozen() && !unit.has_grads()) {
     unit.allocate_grads(unit.grad_dtype(), unit.device());
     add_transient(static_cast<int64_t>(unit.flat_grads().nbytes()));
   }
@@ -517,7 +518,7 @@ void ZeroEngine::before_backward(model::Unit& unit) {
 
 void ZeroEngine::after_backward(model::Unit& unit) {
   const size_t i = index_of(unit);
-  if (reduce_this_micro_batch_) start_reduction(i);
+  if (reduce_this_micro_batch_ && !unit.frozen()) start_reduction(i);
   if (options_.stage >= 3) units_[i].release_pending = true;
   poll();
 }
@@ -559,7 +560,7 @@ void ZeroEngine::after_optimizer_step() {
     // The host is still updating the units in forward order: each unit's all-gather waits
     // for its next use (gather_updated), so the forward of the first units runs while
     // the host steps the later ones.
-    for (UnitState& s : units_) s.gather_pending = true;
+    for (size_t i = 0; i < units_.size(); ++i) units_[i].gather_pending = !registry_.unit(i).frozen();
     return;
   }
   std::vector<comm::WorkPtr> works;
@@ -567,6 +568,7 @@ void ZeroEngine::after_optimizer_step() {
     model::Unit& u = registry_.unit(i);
     UnitState& s = units_[i];
     if (options_.stage >= 3 && s.gathered == Gathered::No) continue;  // gathered when next used
+    if (u.frozen()) continue;                                          // nothing was updated
     if (s.gathered == Gathered::InFlight) {
       finish_gather(i);
       s.gathered = Gathered::Yes;
@@ -624,7 +626,7 @@ ModelStateBytes ZeroEngine::memory(int64_t optimizer_state_bytes) const {
     } else {
       m.params += full_p;
     }
-    m.grads += options_.stage >= 2 ? static_cast<int64_t>(s.slice * 4) : full_g;
+    if (!u.frozen()) m.grads += options_.stage >= 2 ? static_cast<int64_t>(s.slice * 4) : full_g;
   }
   m.optimizer = optimizer_state_bytes;
   m.buffers_peak = transient_peak_;

@@ -34,8 +34,16 @@ struct UnitPartition {
 // slice bounds must not change after the optimizer is built.
 using PartitionFn = std::function<UnitPartition(size_t unit_index)>;
 
-// The whole unit: the single-process / stage-0 partition.
-inline UnitPartition whole_unit(model::Unit& u) { return {0, u.flat_params(), u.flat_grads(), u.device()}; }
+// Nothing to update: a frozen unit's partition (no optimizer state is kept for it).
+inline UnitPartition empty_partition(const model::Unit& u) {
+  return {0, Tensor(nullptr, {0}, u.param_dtype(), u.device()), Tensor(), u.device()};
+}
+
+// The whole unit: the single-process / stage-0 partition (empty when frozen).
+inline UnitPartition whole_unit(model::Unit& u) {
+  if (u.frozen()) return empty_partition(u);
+  return {0, u.flat_params(), u.flat_grads(), u.device()};
+}
 
 // The overlap of a parameter [offset, offset + n) with [begin, begin + len), as local
 // offsets into the slice; empty (length 0) when they do not overlap.

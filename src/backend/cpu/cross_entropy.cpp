@@ -90,6 +90,8 @@ CrossEntropySums lm_head_cross_entropy(const float* inp, const void* weight, DTy
   CrossEntropySums result;
   if (N == 0) return result;
   const bool backward = dinp != nullptr;
+  // A frozen head (LoRA) has no weight gradient: dinp only.
+  const bool weight_grad = backward && dweight != nullptr;
   const bool f32_weight = weight_dtype == DType::F32;
 
   // Vocabulary slices: at least 128 columns each, at most one per thread.
@@ -100,9 +102,9 @@ CrossEntropySums lm_head_cross_entropy(const float* inp, const void* weight, DTy
   const int64_t rows_max = std::min(R, N);
 
   std::unique_ptr<float[]> w_conv(f32_weight ? nullptr : new float[static_cast<size_t>(V * C)]);
-  std::unique_ptr<float[]> dw_acc(backward && !f32_weight ? new float[static_cast<size_t>(V * C)] : nullptr);
+  std::unique_ptr<float[]> dw_acc(weight_grad && !f32_weight ? new float[static_cast<size_t>(V * C)] : nullptr);
   const float* W = f32_weight ? static_cast<const float*>(weight) : w_conv.get();
-  float* dW = backward ? (f32_weight ? static_cast<float*>(dweight) : dw_acc.get()) : nullptr;
+  float* dW = weight_grad ? (f32_weight ? static_cast<float*>(dweight) : dw_acc.get()) : nullptr;
 
   std::vector<float> row_losses(static_cast<size_t>(N), 0.0f);
   // Per slice, per chunk row: partial max and sum. Per row: target logit, lse.
@@ -125,7 +127,7 @@ CrossEntropySums lm_head_cross_entropy(const float* inp, const void* weight, DTy
     if (!f32_weight && nv > 0)
       convert(static_cast<const char*>(weight) + v0 * C * static_cast<int64_t>(dtype_size(weight_dtype)), weight_dtype,
               w_conv.get() + v0 * C, DType::F32, static_cast<size_t>(nv * C));
-    if (backward && !f32_weight && nv > 0) std::memset(dW + v0 * C, 0, static_cast<size_t>(nv * C) * sizeof(float));
+    if (weight_grad && !f32_weight && nv > 0) std::memset(dW + v0 * C, 0, static_cast<size_t>(nv * C) * sizeof(float));
 #pragma omp barrier
 
     for (int64_t r0 = 0; r0 < N; r0 += R) {
@@ -187,9 +189,10 @@ CrossEntropySums lm_head_cross_entropy(const float* inp, const void* weight, DTy
       }
       float* dpart = dinp_part.get() + k * rows_max * C;
       if (nv > 0) {
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(nv), static_cast<int>(C),
-                    static_cast<int>(m), 1.0f, Z.data(), static_cast<int>(nv), X, static_cast<int>(C), 1.0f,
-                    dW + v0 * C, static_cast<int>(C));
+        if (weight_grad)
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(nv), static_cast<int>(C),
+                      static_cast<int>(m), 1.0f, Z.data(), static_cast<int>(nv), X, static_cast<int>(C), 1.0f,
+                      dW + v0 * C, static_cast<int>(C));
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(C),
                     static_cast<int>(nv), 1.0f, Z.data(), static_cast<int>(nv), W + v0 * C, static_cast<int>(C), 0.0f,
                     dpart, static_cast<int>(C));
@@ -206,7 +209,7 @@ CrossEntropySums lm_head_cross_entropy(const float* inp, const void* weight, DTy
       }  // implicit barrier: partials and Z are free again
     }
 
-    if (backward && !f32_weight && nv > 0) {
+    if (weight_grad && !f32_weight && nv > 0) {
       const float* acc = dW + v0 * C;
       dispatch_float(weight_dtype, [&](auto tag) {
         using T = decltype(tag);
@@ -241,7 +244,7 @@ CrossEntropySums lm_head_cross_entropy_forward_backward(const Tensor& dinp, cons
                                                         int ignore_index, float grad_scale, int64_t /*chunk_rows*/) {
   return lm_head_cross_entropy(inp.data_as<float>(), weight.data(), weight.dtype(), targets.data_as<int32_t>(),
                                inp.size(0), inp.size(1), vocab_size, weight.size(0), ignore_index, nullptr,
-                               dinp.data_as<float>(), dweight.data(), grad_scale);
+                               dinp.data_as<float>(), dweight.has_data() ? dweight.data() : nullptr, grad_scale);
 }
 
 }  // namespace zt::cpu

@@ -451,6 +451,8 @@ CrossEntropySums run(const Tensor* dinp, const Tensor* dweight, const Tensor& in
   const cudaStream_t stream = compute_stream();
   const Device dev = Device::cuda(context().device);
   const bool backward = dinp != nullptr;
+  // A frozen head (LoRA) has no weight gradient: dinp only.
+  const bool weight_grad = backward && dweight != nullptr && dweight->has_data();
 
   const DType ct = act_weight_compute_dtype(inp.dtype(), weight.dtype());
   Buffer w_holder;
@@ -469,7 +471,7 @@ CrossEntropySums run(const Tensor* dinp, const Tensor* dweight, const Tensor& in
   // spread evenly over the fewest chunks, R a multiple of 64; one chunk when that takes no
   // more memory than chunks plus the f32 dweight accumulator (see the top of the file).
   const LmHeadChunkPlan plan =
-      lm_head_chunk_plan(N, V, C, zs, backward && dweight->dtype() != DType::F32, chunk_rows);
+      lm_head_chunk_plan(N, V, C, zs, weight_grad && dweight->dtype() != DType::F32, chunk_rows);
   const int64_t ld = plan.ld, R = plan.rows;
   ZT_CHECK(R <= INT_MAX, "lm_head_cross_entropy: chunk of ", R, " rows is too large");
   ZT_CHECK(V <= INT_MAX / 2, "lm_head_cross_entropy: vocabulary of ", V, " is too large");  // in-row int indices
@@ -510,9 +512,9 @@ CrossEntropySums run(const Tensor* dinp, const Tensor* dweight, const Tensor& in
 
   // dweight: straight (beta = 1) when f32 or a single chunk, else an f32 accumulator [ld, C]
   // (its rows [V, ld) take the padding's zeros and are not added to dweight).
-  const bool dw_direct = backward && !plan.f32_accumulator;
+  const bool dw_direct = weight_grad && !plan.f32_accumulator;
   Buffer dw_acc;
-  if (backward && !dw_direct) {
+  if (weight_grad && !dw_direct) {
     dw_acc = Buffer(static_cast<size_t>(ld * C) * sizeof(float), dev);
     if (dw_acc.bytes()) ZT_CUDA_CHECK(cudaMemsetAsync(dw_acc.data(), 0, dw_acc.bytes(), stream));
   }
@@ -565,14 +567,16 @@ CrossEntropySums run(const Tensor* dinp, const Tensor* dweight, const Tensor& in
     matmul_into(MatrixRef{z, ct, m, ld, ldg}, MatrixRef{wk, ct, ld, C}, dinp_rows, dinp->dtype(), 0,
                 /*accumulate=*/false);
     // dW[0:V] (+=) dlogits^T [V, m] x_c [m, C] (the accumulator takes all ld rows).
-    if (dw_direct) {
+    if (!weight_grad) {
+      // dinp only.
+    } else if (dw_direct) {
       matmul_into(MatrixRef{z, ct, m, V, ldg, true}, xc, dweight->data(), dweight->dtype(), 0,
                   /*accumulate=*/true);
     } else {
       matmul(MatrixRef{z, ct, m, ld, ldg, true}, xc, dw_acc.data(), DType::F32, C, 1.0f, 1.0f);
     }
   }
-  if (backward && !dw_direct)
+  if (weight_grad && !dw_direct)
     accumulate_f32_into(dweight->data(), dweight->dtype(), static_cast<const float*>(dw_acc.data()),
                         static_cast<size_t>(V * C), stream);
 

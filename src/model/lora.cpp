@@ -1,0 +1,225 @@
+// LoRA adapters (see lora.h): target resolution over the weights table, the adapter unit's
+// parameters, and the adapters' forward and backward through the existing linear ops.
+#include "model/lora.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "model/hf_names.h"
+#include "model/weights.h"
+#include "ops/copy.h"
+#include "ops/dropout.h"
+#include "ops/elementwise.h"
+#include "ops/linear.h"
+
+namespace zt::model {
+namespace {
+
+bool is_linear_weight(Field f) {
+  return f == Field::QkvWeight || f == Field::AttnOutWeight || f == Field::MlpInWeight || f == Field::MlpOutWeight;
+}
+
+std::string module_of(const std::string& tensor_name) {
+  const std::string suffix = ".weight";
+  if (tensor_name.size() > suffix.size() &&
+      tensor_name.compare(tensor_name.size() - suffix.size(), suffix.size(), suffix) == 0)
+    return tensor_name.substr(0, tensor_name.size() - suffix.size());
+  return tensor_name;
+}
+
+// PEFT's rule: the whole path, or a suffix after a dot.
+bool matches(const std::string& module, const std::string& target) {
+  if (target == "all-linear" || module == target) return true;
+  return module.size() > target.size() + 1 && module.compare(module.size() - target.size(), target.size(), target) == 0 &&
+         module[module.size() - target.size() - 1] == '.';
+}
+
+// Every linear module of block `layer` with its rows, in table order.
+std::vector<LoraTarget> block_linears(const ModelConfig& c, int64_t layer) {
+  std::vector<LoraTarget> out;
+  std::vector<int64_t> next_row(kFieldCount, 0);
+  for (const ParamSpec& s : unit_specs(c, UnitKind::Block, layer)) {
+    if (!is_linear_weight(s.field)) continue;
+    const bool in_out = s.layout == WeightLayout::InOut;
+    LoraTarget t;
+    t.field = s.field;
+    t.module = module_of(s.name);
+    t.rows = in_out ? s.shape[1] : s.shape[0];
+    t.in_features = in_out ? s.shape[0] : s.shape[1];
+    int64_t& row = next_row[static_cast<size_t>(s.field)];
+    t.row_begin = row;
+    row += t.rows;
+    out.push_back(t);
+  }
+  for (LoraTarget& t : out) t.field_rows = next_row[static_cast<size_t>(t.field)];
+  return out;
+}
+
+Philox adapter_rng(const BlockLora& lora, int layer, size_t index) {
+  return lora_dropout_rng(lora.seed, lora.step, layer, index);
+}
+
+Tensor cut(const Tensor& flat, Shape shape) { return flat.narrow(0, 0, shape_numel(shape)).reshape(std::move(shape)); }
+
+// The adapter's input: x, or dropout(x) in the scratch.
+Tensor adapter_input(const BlockLora& lora, int layer, size_t index, const Tensor& x) {
+  const float p = lora.options->dropout;
+  if (!lora.train || p <= 0.0f) return x;
+  const Tensor xd = cut(lora.scratch.xd, x.shape());
+  ops::dropout_forward(xd, x, p, adapter_rng(lora, layer, index));
+  return xd;
+}
+
+// The adapter's B as the field's whole output width: itself, or in the rows it covers of
+// a zeroed scratch (a packed field: the other modules' rows add nothing).
+Tensor full_width_b(const BlockLora& lora, const AdapterViews& ad) {
+  if (ad.target.whole_field()) return ad.b;
+  const int64_t r = lora.options->r;
+  const Tensor ext = cut(lora.scratch.b_ext, {ad.target.field_rows, r});
+  ext.zero();
+  ops::copy(ext.narrow(0, ad.target.row_begin, ad.target.rows), ad.b);
+  return ext;
+}
+
+}  // namespace
+
+std::vector<LoraTarget> adapter_targets(const ModelConfig& c, const std::vector<std::string>& targets,
+                                             int64_t layer) {
+  const std::vector<LoraTarget> linears = block_linears(c, layer);
+  std::vector<bool> chosen(linears.size(), false);
+  for (const std::string& target : targets) {
+    bool found = false;
+    for (size_t i = 0; i < linears.size(); ++i)
+      if (matches(linears[i].module, target)) chosen[i] = found = true;
+    if (!found) {
+      std::string names;
+      for (const std::string& n : adapter_module_names(c)) names += (names.empty() ? "" : ", ") + n;
+      ZT_THROW_INPUT("lora.target_modules: '", target, "' names no linear layer of this ", family_name(c.family),
+                     " model; its linear layers are ", names, " (or all-linear)");
+    }
+  }
+  std::vector<LoraTarget> out;
+  for (size_t i = 0; i < linears.size(); ++i)
+    if (chosen[i]) out.push_back(linears[i]);
+  return out;
+}
+
+std::vector<std::string> adapter_module_names(const ModelConfig& c) {
+  std::vector<std::string> names;
+  for (const LoraTarget& t : block_linears(c, 0)) {
+    // The part after the layer index: "self_attn.q_proj", "attn.c_attn".
+    const std::string marker = ".0.";
+    const size_t at = t.module.find(marker);
+    names.push_back(at == std::string::npos ? t.module : t.module.substr(at + marker.size()));
+  }
+  return names;
+}
+
+Philox lora_dropout_rng(uint64_t seed, uint64_t step, int layer, size_t index) {
+  const uint64_t stream = (step << 24) ^ (static_cast<uint64_t>(layer + 1) << 8) ^ static_cast<uint64_t>(index);
+  return Philox(seed ^ 0x10AAD0A7ull, stream);
+}
+
+std::string lora_unit_name(int64_t layer) { return "lora." + std::to_string(layer); }
+
+std::vector<ParamSpec> lora_unit_specs(const ModelConfig& c, const LoraOptions& lora, int64_t layer) {
+  std::vector<ParamSpec> specs;
+  for (const LoraTarget& t : adapter_targets(c, lora.target_modules, layer)) {
+    ParamSpec a;
+    a.name = t.module + ".lora_A.weight";
+    a.field = t.field;
+    a.shape = {lora.r, t.in_features};
+    a.decay = WeightDecay::Apply;
+    if (lora.init == AdapterInit::Gaussian) {
+      a.init = Init::Normal;
+      a.init_std = 1.0f / static_cast<float>(lora.r);
+    } else {
+      a.init = Init::KaimingUniform;
+    }
+    ParamSpec b = a;
+    b.name = t.module + ".lora_B.weight";
+    b.shape = {t.rows, lora.r};
+    b.init = Init::Zeros;
+    specs.push_back(a);
+    specs.push_back(b);
+  }
+  return specs;
+}
+
+BlockLora block_lora(const LoraOptions& options, const ModelConfig& c, const Unit& unit, int64_t layer) {
+  BlockLora out;
+  out.options = &options;
+  const std::vector<LoraTarget> targets = adapter_targets(c, options.target_modules, layer);
+  ZT_CHECK(unit.params().size() == 2 * targets.size(), "unit ", unit.name(), " has ", unit.params().size(),
+           " tensors for ", targets.size(), " adapters");
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const ParamEntry& a = unit.params()[2 * i];
+    const ParamEntry& b = unit.params()[2 * i + 1];
+    out.adapters.push_back({targets[i], a.value, b.value, a.grad, b.grad});
+  }
+  return out;
+}
+
+LoraScratchSizes lora_scratch_sizes(const ModelConfig& c, const LoraOptions& lora, int64_t N) {
+  LoraScratchSizes s;
+  for (const LoraTarget& t : adapter_targets(c, lora.target_modules, 0)) {
+    s.xd = std::max(s.xd, N * t.in_features);
+    s.delta = std::max(s.delta, N * t.field_rows);
+    if (!t.whole_field()) s.b_ext = std::max(s.b_ext, t.field_rows * lora.r);
+  }
+  s.h = N * lora.r;
+  return s;
+}
+
+void lora_forward(const BlockLora& lora, int layer, Field field, const Tensor& x, const Tensor& y) {
+  if (!lora.options) return;
+  const int64_t N = x.size(0), r = lora.options->r;
+  for (size_t i = 0; i < lora.adapters.size(); ++i) {
+    const AdapterViews& ad = lora.adapters[i];
+    if (ad.target.field != field) continue;
+    const Tensor in = adapter_input(lora, layer, i, x);
+    const Tensor h = cut(lora.scratch.h, {N, r});
+    ops::linear_forward(h, in, ad.a, Tensor());
+    ops::scale_inplace(h, lora.options->scaling);
+    const Tensor delta = cut(lora.scratch.delta, {N, ad.target.field_rows});
+    ops::linear_forward(delta, h, full_width_b(lora, ad), Tensor());
+    ops::add_inplace(y, delta);
+  }
+}
+
+void lora_backward(const BlockLora& lora, int layer, Field field, const Tensor& x, const Tensor& dy,
+                   const Tensor& dx) {
+  if (!lora.options) return;
+  const int64_t N = x.size(0), r = lora.options->r;
+  const float s = lora.options->scaling, p = lora.options->dropout;
+  for (size_t i = 0; i < lora.adapters.size(); ++i) {
+    const AdapterViews& ad = lora.adapters[i];
+    if (ad.target.field != field) continue;
+    ZT_CHECK(ad.da.has_data() && ad.db.has_data(), "lora backward of ", ad.target.module, " without gradients");
+    // h = s * dropout(x) A^T, recomputed (same mask, same bits as the forward).
+    const Tensor in = adapter_input(lora, layer, i, x);
+    const Tensor h = cut(lora.scratch.h, {N, r});
+    ops::linear_forward(h, in, ad.a, Tensor());
+    ops::scale_inplace(h, s);
+    // dh = dy B (=), dB += dy^T h.
+    const Tensor dh = cut(lora.scratch.dh, {N, r});
+    if (ad.target.whole_field()) {
+      ops::linear_backward(dh, ad.db, Tensor(), dy, h, ad.b);
+    } else {
+      const Tensor db_ext = cut(lora.scratch.db_ext, {ad.target.field_rows, r});
+      db_ext.zero();
+      ops::linear_backward(dh, db_ext, Tensor(), dy, h, full_width_b(lora, ad));
+      ops::add_inplace(ad.db, db_ext.narrow(0, ad.target.row_begin, ad.target.rows));
+    }
+    // d(dropout(x) A^T) = s dh; dA += (s dh)^T dropout(x), d dropout(x) = (s dh) A.
+    ops::scale_inplace(dh, s);
+    const Tensor dxd = cut(lora.scratch.dxd, x.shape());
+    ops::linear_backward(dxd, ad.da, Tensor(), dh, in, ad.a);
+    if (lora.train && p > 0.0f) ops::dropout_backward(dxd, dxd, p, adapter_rng(lora, layer, i));
+    ops::add_inplace(dx, dxd);
+  }
+}
+
+}  // namespace zt::model

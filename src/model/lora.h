@@ -1,0 +1,114 @@
+// LoRA adapters (issue 20): for each targeted linear of every block,
+//
+//   y += scaling * B (A (dropout(x)))      A [r, in], B [out, r]   (PEFT's lora_A, lora_B)
+//
+// The adapters of block l are the unit "lora.<l>", beside the (frozen) base units: every
+// ZeRO mechanism works per unit (slices, buckets, the optimizer's state, checkpoints), so
+// a trainable unit of its own gives the base no gradient buffer, no master and no state
+// with no per-parameter special case (registry.h, Training).
+//
+// One adapter per PEFT module: a packed field (Llama's [q; k; v], [gate; up]) carries one
+// per HF tensor it packs that the targets name, each covering that tensor's output rows.
+//
+// Precision: the adapters are stored in the parameters' dtype (bf16/fp16 runs: 16-bit, with
+// the optimizer's f32 master and f32 moments), so the GEMMs run in the compute dtype, as
+// PEFT's f32 adapters under autocast do (cast at use); the update is applied in f32 to the
+// master, as PEFT's f32 adapters are updated.
+//
+// The backward recomputes dropout(x) and x A^T (one [N, in] x [in, r] GEMM per adapter)
+// rather than saving them per layer: no LoRA activations are kept, and activation
+// checkpointing's recompute is consistent by construction (the masks depend on (seed,
+// step, layer, adapter) only).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "model/config.h"
+#include "model/field.h"
+#include "model/registry.h"
+
+namespace zt::model {
+
+// PEFT's init_lora_weights: true (A Kaiming-uniform with a = sqrt(5), i.e.
+// U(-1/sqrt(in), 1/sqrt(in)); B zero) or "gaussian" (A normal with std 1/r; B zero).
+enum class AdapterInit { KaimingUniform, Gaussian };
+
+// What the model needs of a LoRA run (resolved from the run's LoraConfig).
+struct LoraOptions {
+  int64_t r = 0;  // 0: no adapters
+  float scaling = 1.0f;  // lora_alpha / r, or lora_alpha / sqrt(r) with use_rslora
+  float dropout = 0.0f;
+  AdapterInit init = AdapterInit::KaimingUniform;
+  // PEFT's names: a module path suffix ("q_proj", "c_attn", "mlp.c_proj") or "all-linear".
+  std::vector<std::string> target_modules;
+  bool enabled() const { return r > 0; }
+};
+
+// One adapter: a PEFT module (one HF tensor of a block's linear field) and the logical
+// output rows [row_begin, row_begin + rows) of the field it adds to.
+struct LoraTarget {
+  Field field = Field::QkvWeight;
+  std::string module;  // HF module path, e.g. "model.layers.0.self_attn.q_proj"
+  int64_t row_begin = 0, rows = 0;
+  int64_t field_rows = 0;  // the field's whole output width
+  int64_t in_features = 0;
+  bool whole_field() const { return row_begin == 0 && rows == field_rows; }
+};
+
+// The adapters of block `layer`, in the order of the block's HF tensors. A module matches a
+// target when its path equals it or ends with "." + target (PEFT's rule); "all-linear" is
+// every linear of the block. BadInput when a target matches nothing, naming the modules the
+// model has.
+std::vector<LoraTarget> adapter_targets(const ModelConfig& config, const std::vector<std::string>& target_modules,
+                                             int64_t layer);
+// Every linear module name of a block (layer 0), for messages and `config check`.
+std::vector<std::string> adapter_module_names(const ModelConfig& config);
+
+// The unit "lora.<layer>": per target "<module>.lora_A.weight" [r, in] and
+// "<module>.lora_B.weight" [rows, r] (PEFT's names without "base_model.model.").
+std::vector<ParamSpec> lora_unit_specs(const ModelConfig& config, const LoraOptions& lora, int64_t layer);
+std::string lora_unit_name(int64_t layer);
+
+// One adapter's tensors: values (a, b) and gradients (da, db; undefined without a buffer).
+struct AdapterViews {
+  LoraTarget target;
+  Tensor a, b, da, db;
+};
+
+// Scratch shared by every layer (flat buffers, cut to shape at use).
+struct LoraScratch {
+  Tensor xd, dxd;       // activation dtype: [N * max in]  (xd only with dropout)
+  Tensor h, dh;         // activation dtype: [N * r]
+  Tensor delta;         // activation dtype: [N * max out]
+  Tensor b_ext, db_ext;  // param / grad dtype: [max out * r], a packed field's B in its rows
+};
+
+// The adapters of one block for block_forward/backward (model/block.h).
+struct BlockLora {
+  const LoraOptions* options = nullptr;
+  std::vector<AdapterViews> adapters;
+  LoraScratch scratch;
+  uint64_t seed = 0, step = 0;  // dropout masks: (seed, step, layer, adapter)
+  bool train = true;            // false: no dropout (evaluation)
+};
+BlockLora block_lora(const LoraOptions& options, const ModelConfig& config, const Unit& unit, int64_t layer);
+
+// Scratch sizes for N rows (elements of each flat buffer, by LoraScratch member order).
+struct LoraScratchSizes {
+  int64_t xd = 0, h = 0, delta = 0, b_ext = 0;
+};
+LoraScratchSizes lora_scratch_sizes(const ModelConfig& config, const LoraOptions& lora, int64_t N);
+
+// The dropout mask stream of adapter `index` of block `layer` (apart from the residual
+// dropout's, block.h's dropout_rng).
+Philox lora_dropout_rng(uint64_t seed, uint64_t step, int layer, size_t index);
+
+// y (+=) the adapters of `field` on input x [N, in] into the field's output y [N, out].
+void lora_forward(const BlockLora& lora, int layer, Field field, const Tensor& x, const Tensor& y);
+// dA, dB (+=) and dx (+=) from dy [N, out], the gradient of the field's output.
+void lora_backward(const BlockLora& lora, int layer, Field field, const Tensor& x, const Tensor& dy, const Tensor& dx);
+
+}  // namespace zt::model
