@@ -1,0 +1,114 @@
+// Reading PEFT adapter folders (see lora_adapter.h for the names).
+#include "model/lora_adapter.h"
+
+#include <filesystem>
+#include <map>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+
+namespace zt::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string shape_text(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+OwnedTensor read_f32(const io::SafetensorsReader& file, const std::string& key) {
+  const io::TensorInfo& info = file.info(key);
+  if (!info.supported || !is_floating(info.dtype))
+    ZT_THROW_INPUT(file.path(), ": tensor ", key, " has dtype ", info.dtype_name,
+                   "; adapter tensors must be F32, BF16 or F16");
+  OwnedTensor out(info.shape, DType::F32);
+  out.view().copy_from(file.tensor(key));
+  return out;
+}
+
+}  // namespace
+
+std::string peft_lora_key(const ModelConfig& model, int64_t layer, const std::string& module, char which) {
+  return std::string(kPeftKeyPrefix) + lora_module_path(model, layer, module) + ".lora_" + which + ".weight";
+}
+
+std::string peft_base_key(const std::string& hf_name, bool wrapped) {
+  if (!wrapped) return kPeftKeyPrefix + hf_name;
+  const size_t dot = hf_name.rfind('.');
+  return kPeftKeyPrefix + hf_name.substr(0, dot) + ".base_layer" + hf_name.substr(dot);
+}
+
+LoraAdapter load_lora_adapter(const std::string& dir, const ModelConfig& base) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    ZT_THROW_INPUT(dir, ": not an adapter folder (PEFT's save_pretrained writes a folder with adapter_config.json "
+                        "and adapter_model.safetensors)");
+  const std::string weights = dir + "/adapter_model.safetensors";
+  if (!fs::is_regular_file(weights, ec)) {
+    if (fs::is_regular_file(dir + "/adapter_model.bin", ec))
+      ZT_THROW_INPUT(dir, ": has adapter_model.bin only (a pickle, which zerotrain does not read); save it with "
+                          "safe_serialization=True, or convert: safetensors.torch.save_file(torch.load(...), "
+                          "'adapter_model.safetensors')");
+    ZT_THROW_INPUT(weights, ": missing; a PEFT adapter folder holds adapter_model.safetensors");
+  }
+  LoraAdapter adapter;
+  adapter.config = load_lora_config(dir);
+  const std::string config_file = dir + "/adapter_config.json";
+  adapter.modules = resolve_lora_targets(adapter.config, base, config_file);
+
+  // Every expected A/B key -> its place in `factors`.
+  std::map<std::string, std::pair<size_t, char>> expected;
+  for (int64_t l = 0; l < base.num_layers; ++l)
+    for (const LoraModule& m : adapter.modules) {
+      expected[peft_lora_key(base, l, m.name, 'A')] = {adapter.factors.size(), 'A'};
+      expected[peft_lora_key(base, l, m.name, 'B')] = {adapter.factors.size(), 'B'};
+      LoraFactors f;
+      f.layer = l;
+      f.module = m;
+      adapter.factors.push_back(std::move(f));
+    }
+
+  const io::SafetensorsReader file(weights);
+  const int64_t r = adapter.config.r;
+  for (const std::string& key : file.names()) {
+    if (key.find("lora_magnitude_vector") != std::string::npos || key.find("lora_embedding_") != std::string::npos)
+      ZT_THROW_UNSUPPORTED(weights, ": tensor ", key, " belongs to a LoRA variant zerotrain does not implement "
+                                    "(DoRA or LoRA on embeddings)");
+    const auto it = expected.find(key);
+    if (it != expected.end()) {
+      LoraFactors& f = adapter.factors[it->second.first];
+      const bool is_a = it->second.second == 'A';
+      const Shape want = is_a ? Shape{r, f.module.in_features} : Shape{f.module.out_features(), r};
+      if (file.info(key).shape != want)
+        ZT_THROW_INPUT(weights, ": tensor ", key, " has shape ", shape_text(file.info(key).shape), ", expected ",
+                       shape_text(want), " (r = ", r, " from adapter_config.json and the base's ",
+                       f.module.name, "); is the adapter for another base model?");
+      (is_a ? f.a : f.b) = read_f32(file, key);
+      continue;
+    }
+    if (ends_with(key, ".lora_A.weight") || ends_with(key, ".lora_B.weight"))
+      ZT_THROW_INPUT(weights, ": tensor ", key, " is not a module adapter_config.json's target_modules picks in a ",
+                     base.model_type, " model of ", base.num_layers, " layers; is the adapter for another base model?");
+    if (key.rfind(kPeftKeyPrefix, 0) != 0)
+      ZT_THROW_INPUT(weights, ": tensor ", key, " does not start with '", kPeftKeyPrefix,
+                     "' as PEFT's keys do (LoRA A/B, trained biases or modules_to_save)");
+    std::string name = key.substr(std::string(kPeftKeyPrefix).size());
+    const size_t wrapped = name.find(".base_layer.");
+    if (wrapped != std::string::npos) name.erase(wrapped, std::string(".base_layer").size());
+    adapter.replaced.emplace_back(name, read_f32(file, key));
+  }
+  for (const LoraFactors& f : adapter.factors)
+    for (char which : {'A', 'B'})
+      if (!(which == 'A' ? f.a : f.b)->has_data())
+        ZT_THROW_INPUT(weights, ": tensor ", peft_lora_key(base, f.layer, f.module.name, which),
+                       " is missing; adapter_config.json's target_modules picks ", f.module.name, " in every layer");
+  return adapter;
+}
+
+}  // namespace zt::model

@@ -1,0 +1,121 @@
+// Merging a PEFT LoRA adapter into its base model (see lora_merge.h).
+#include "model/lora_merge.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "model/hf_dir.h"
+#include "model/hf_weights.h"
+#include "model/lora_adapter.h"
+
+namespace zt::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The dtype of the base's weights: the first floating tensor of its first file.
+DType base_files_dtype(const std::string& dir) {
+  for (const std::string& path : hf_weight_files(dir)) {
+    const io::SafetensorsReader file(path);
+    for (const std::string& name : file.names()) {
+      const io::TensorInfo& info = file.info(name);
+      if (info.supported && is_floating(info.dtype)) return info.dtype;
+    }
+  }
+  return DType::F32;
+}
+
+// W[row, col] of the module's [out, in] matrix += delta, where the registry tensor holds
+// [out, in] (OutIn) or its transpose [in, out] (GPT-2's Conv1D).
+void add_delta(const ParamEntry& entry, const LoraFactors& f, double scaling) {
+  const Tensor& w = entry.value;
+  ZT_CHECK(w.dtype() == DType::F32 && w.dim() == 2, entry.name());
+  const bool in_out = entry.spec.layout == WeightLayout::InOut;
+  const int64_t out = f.module.out_features(), in = f.module.in_features, r = f.a->size(0);
+  ZT_CHECK((in_out ? w.size(0) : w.size(1)) == in && (in_out ? w.size(1) : w.size(0)) == out, entry.name());
+  float* wd = w.data_as<float>();
+  const int64_t s0 = w.strides()[0], s1 = w.strides()[1];
+  const float* a = f.a.data<float>();
+  const float* b = f.b.data<float>();
+  std::vector<double> row(static_cast<size_t>(in));
+  for (int64_t i = 0; i < out; ++i) {
+    std::fill(row.begin(), row.end(), 0.0);
+    for (int64_t k = 0; k < r; ++k) {
+      const double bik = b[i * r + k];
+      const float* ak = a + k * in;
+      for (int64_t j = 0; j < in; ++j) row[static_cast<size_t>(j)] += bik * ak[j];
+    }
+    for (int64_t j = 0; j < in; ++j) {
+      float& wij = in_out ? wd[j * s0 + i * s1] : wd[i * s0 + j * s1];
+      wij = static_cast<float>(wij + scaling * row[static_cast<size_t>(j)]);
+    }
+  }
+}
+
+bool has_tokenizer(const std::string& dir) {
+  std::error_code ec;
+  for (const char* name : {"tokenizer.json", "vocab.json", "tokenizer.model"})
+    if (fs::is_regular_file(dir + "/" + name, ec)) return true;
+  return false;
+}
+
+}  // namespace
+
+LoraMergeSummary merge_lora(const std::string& base_dir, const std::string& adapter_dir, const std::string& out_dir,
+                            const LoraMergeOptions& options) {
+  const ModelConfig config = load_hf_config(base_dir);
+  // The adapter first: a mismatched one fails before the base is read.
+  const LoraAdapter adapter = load_lora_adapter(adapter_dir, config);
+  const std::string weights = adapter_dir + "/adapter_model.safetensors";
+
+  ModelOptions mo;
+  mo.param_dtype = DType::F32;
+  mo.allocate_grads = false;
+  Pretrained base = load_pretrained(base_dir, mo);
+  ParameterRegistry& registry = base.model->registry();
+
+  LoraMergeSummary s;
+  s.scaling = adapter.config.scaling();
+  s.dtype = options.dtype_given ? options.dtype : base_files_dtype(base_dir);
+  for (const auto& [name, value] : adapter.replaced) {
+    ParamEntry* entry = registry.find(name);
+    if (entry == nullptr) {
+      if (name == "lm_head.weight" && config.tie_word_embeddings)
+        ZT_THROW_INPUT(weights, ": the adapter trains lm_head (modules_to_save), but the base's head is tied to its "
+                                "embedding (tie_word_embeddings); merging it would untie them, which is not "
+                                "implemented");
+      ZT_THROW_INPUT(weights, ": tensor ", peft_base_key(name, false), " replaces ", name,
+                     ", which the base model in ", base_dir, " does not have");
+    }
+    const HfTensorLayout layout = hf_layout(config, entry->spec);
+    if (value->shape() != layout.shape)
+      ZT_THROW_INPUT(weights, ": tensor ", name, " (trained bias or modules_to_save) does not have the shape of the "
+                              "base's in ", base_dir);
+    from_hf_layout(config, entry->spec, value, entry->value);
+    ++s.replaced;
+  }
+  size_t next = 0;
+  for (int64_t l = 0; l < config.num_layers; ++l) {
+    for (; next < adapter.factors.size() && adapter.factors[next].layer == l; ++next) {
+      const LoraFactors& f = adapter.factors[next];
+      const std::string name = lora_module_path(config, l, f.module.name) + ".weight";
+      ParamEntry* entry = registry.find(name);
+      ZT_CHECK(entry != nullptr, "no registry entry ", name);
+      add_delta(*entry, f, s.scaling);
+      ++s.modules;
+    }
+    if (options.on_layer) options.on_layer({l, config.num_layers});
+  }
+
+  SavePretrainedOptions so;
+  so.dtype = s.dtype;
+  if (has_tokenizer(base_dir)) so.tokenizer_files.push_back(base_dir);
+  std::error_code ec;
+  if (fs::is_regular_file(base_dir + "/generation_config.json", ec))
+    so.generation_config = base_dir + "/generation_config.json";
+  save_pretrained(*base.model, out_dir, so);
+  return s;
+}
+
+}  // namespace zt::model

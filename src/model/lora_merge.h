@@ -1,0 +1,45 @@
+// `zerotrain lora merge`: a base HF model directory + a PEFT LoRA adapter -> the merged HF
+// model directory, as PEFT's merge_and_unload() + save_pretrained give it:
+//
+//   W' = W + scaling * B @ A            (scaling: lora_alpha / r, or / sqrt(r) with rslora)
+//
+// for every adapted module of every layer, transposed for GPT-2's Conv1D weights ([in, out]
+// in the files: PEFT's fan_in_fan_out); trained biases (bias "all" / "lora_only") and
+// modules_to_save replace the base's tensors. The merge is done in f32 (the base is read
+// into f32: 4 bytes per parameter of host memory) and written in the base files' dtype,
+// with config.json, the base's generation_config.json and its tokenizer files, into one
+// staging directory that replaces OUT atomically (model/hf_dir.h's save_pretrained).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "core/dtype.h"
+
+namespace zt::model {
+
+struct LoraMergeProgress {
+  int64_t layer = 0, layers = 0;  // layer done (0-based) of layers
+};
+
+struct LoraMergeOptions {
+  // The dtype written; when not given, the base files' dtype (PEFT keeps the base's).
+  bool dtype_given = false;
+  DType dtype = DType::F32;
+  std::function<void(const LoraMergeProgress&)> on_layer;  // after each layer is merged
+};
+
+struct LoraMergeSummary {
+  int64_t modules = 0;   // adapted (layer, module) pairs merged
+  int64_t replaced = 0;  // base tensors replaced (biases, modules_to_save)
+  DType dtype = DType::F32;
+  double scaling = 0;
+};
+
+// BadInput (exit 2) naming the file: a base that is not an HF model directory, an adapter
+// whose shapes or targets do not fit it (model/lora_adapter.h), a replaced tensor the base
+// does not have or of another shape, lm_head in modules_to_save of a tied-head model.
+LoraMergeSummary merge_lora(const std::string& base_dir, const std::string& adapter_dir, const std::string& out_dir,
+                            const LoraMergeOptions& options = {});
+
+}  // namespace zt::model
