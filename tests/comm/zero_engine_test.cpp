@@ -72,6 +72,7 @@ struct RunSpec {
   std::optional<double> offload_ratio;  // ZeRO-Offload with this ratio (host staging on the CPU)
   bool offload_params = false;          // stage 3: the partitions in the engine's host store
   std::string param_nvme_path;          // with offload_params: the slices past 2000 elements swapped here
+  model::LoraOptions lora;              // LoRA: a frozen base and adapter units
 };
 
 constexpr int64_t kMicroBatch = 2;  // per rank
@@ -103,6 +104,7 @@ RunResult train(comm::Communicator& comm, const RunSpec& spec, int64_t micro_bat
   mo.shard_count = W;
   mo.allocate_grads = spec.stage < 2;
   mo.allocate_params = spec.stage < 3;
+  mo.lora = spec.lora;
   model::Transformer model(spec.config, mo);
   zero::ZeroOptions zo;
   zo.stage = spec.stage;
@@ -266,6 +268,50 @@ INSTANTIATE_TEST_SUITE_P(StagesAndAccumulation, ZeroEquivalence,
                          [](const ::testing::TestParamInfo<MatrixCase>& i) {
                            return "stage" + std::to_string(i.param.stage) + "_gas" + std::to_string(i.param.grad_accum);
                          });
+
+// LoRA (issue 20): the frozen base has no gradients to reduce and no state; the adapters
+// train the same at every stage as in one process, and the base stays bitwise.
+TEST(ZeroEngine, LoraAdaptersMatchOneProcessAndTheBaseStaysFrozen) {
+  for (int stage : {0, 1, 2, 3}) {
+    RunSpec spec;
+    spec.config = llama_config();
+    spec.stage = stage;
+    spec.grad_accum = 2;
+    spec.optimizer = zero::OptimizerType::SGD;
+    spec.lora.r = 4;
+    spec.lora.scaling = 2.0f;
+    spec.lora.target_modules = {"q_proj", "v_proj", "down_proj"};
+    RunSpec frozen_only = spec;
+    frozen_only.steps = 0;
+    const RunResult initial = reference(frozen_only);
+    const RunResult want = reference(spec);
+    const RunResult got = train(world(), spec, kMicroBatch);
+    char what[64];
+    std::snprintf(what, sizeof what, "llama lora sgd stage %d gas 2", stage);
+    expect_same_parameters(got, want, 1e-6, what);
+    // Units 0 .. L+1 are the base (embed, blocks, head): unchanged, bit for bit.
+    const size_t base_units = static_cast<size_t>(spec.config.num_layers) + 2;
+    for (size_t u = 0; u < base_units; ++u) EXPECT_EQ(got.params[u], initial.params[u]) << "base unit " << u;
+    bool trained = false;
+    for (size_t u = base_units; u < got.params.size(); ++u) trained = trained || got.params[u] != initial.params[u];
+    EXPECT_TRUE(trained);
+    // Memory: gradients and optimizer state for the adapters only.
+    int64_t adapter_padded = 0;
+    {
+      model::ModelOptions mo;
+      mo.shard_count = world().size();
+      mo.lora = spec.lora;
+      model::Transformer m(spec.config, mo);
+      for (auto& u : m.registry().units())
+        if (!u->frozen()) adapter_padded += u->padded_numel();
+    }
+    const int W = world().size();
+    const int64_t grads = stage >= 2 ? adapter_padded / W * 4 : adapter_padded * 4;
+    EXPECT_EQ(got.memory.grads, grads) << "stage " << stage;
+    // SGD with momentum: one f32 buffer per owned adapter element.
+    EXPECT_EQ(got.memory.optimizer, stage >= 1 ? adapter_padded / W * 4 : adapter_padded * 4) << "stage " << stage;
+  }
+}
 
 TEST(ZeroEngine, UntiedLlamaWithPersistentUnitsMatchesOneProcess) {
   // Stage 3 with every unit persistent (never released): the updated slices must still
