@@ -17,6 +17,7 @@
 #include "config/config_paths.h"
 #include "config/config_value.h"
 #include "config/ds_config.h"
+#include "config/hf_training_args.h"
 #include "config/run_config.h"
 #include "config/scheduler_keys.h"
 
@@ -27,7 +28,7 @@ constexpr const char* kHelp =
     R"(usage: zerotrain config check [FILE...] [--deepspeed DS.json] [--config_file ACCELERATE.yaml]
                               [--world_size N] [--section.key VALUE ...]
        zerotrain config keys [--markdown] [top|zero_optimization|activation_checkpointing|aio|fp16|bf16|optimizer|accelerate|
-                                        accelerate.deepspeed_config|run]
+                                        accelerate.deepspeed_config|run|hf_training_args]
 
 Validates configs without training and prints the resolved configuration (every value
 the run would use, with its origin: default, a file, auto, command line).
@@ -140,7 +141,8 @@ const KeyTable kKeyTables[] = {{"top", config::top_level_keys_markdown},
                                {"scheduler", config::scheduler_param_keys_markdown},
                                {"accelerate", config::accelerate_keys_markdown},
                                {"accelerate.deepspeed_config", config::accelerate_deepspeed_keys_markdown},
-                               {"run", config::run_keys_markdown}};
+                               {"run", config::run_keys_markdown},
+                               {"hf_training_args", config::hf_training_args_markdown}};
 
 int run_keys(const Args& args) {
   std::string section;

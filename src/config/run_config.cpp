@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "model/config.h"
 #include "config/config_keys.h"
+#include "config/hf_training_args.h"
 
 namespace zt::config {
 
@@ -151,8 +152,11 @@ RunConfig parse_run_config(const json& raw, const std::string& source) {
   RunConfig r;
   r.source = source;
   const Where top{source, ""};
-  check_known_keys(raw, run_top_level_keys(), top, kFix);
-  const json doc = canonical(raw, top);
+  // TrainingArguments fields without a run key: a warning or exit 2 each, then gone.
+  json given = raw;
+  take_hf_training_args(given, top, r.warnings);
+  check_known_keys(given, run_top_level_keys(), top, kFix);
+  const json doc = canonical(given, top);
   r.written = written_keys(doc);
   parse_model(doc, top, r);
   parse_data(doc, top, r);

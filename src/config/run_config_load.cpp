@@ -13,6 +13,7 @@
 #include "model/config.h"
 #include "config/accelerate_config.h"
 #include "config/config_keys.h"
+#include "config/hf_training_args.h"
 #include "config/run_config.h"
 #include "config/scheduler_keys.h"
 
@@ -366,8 +367,12 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
   std::vector<std::string> ds_overridden, run_overridden;
   for (const auto& o : rest) {
     const std::string first = o.key.substr(0, o.key.find('.'));
-    const bool in_run = contains(run_top_level_keys(), first);
     const bool in_ds = contains(ds_top_level_keys(), first);
+    // A TrainingArguments field without a run key goes to the run document (its table
+    // decides), unless DeepSpeed has the key too (dataloader_drop_last): the ds_config's.
+    const bool in_run = contains(run_top_level_keys(), first) ||
+                        (!in_ds && std::any_of(hf_training_args().begin(), hf_training_args().end(),
+                                               [&](const HfTrainingArg& a) { return a.name == first; }));
     const bool nested = o.key.find('.') != std::string::npos;  // --fp16.enabled: the ds block
     if (in_ds && (!in_run || nested || (ds_doc.is_object() && ds_doc.contains(first) && !is_auto(ds_doc[first])))) {
       if (ds_doc.is_null()) ds_doc = json::object();
