@@ -271,6 +271,25 @@ TEST(CrossEntropyGrad, AllIgnored) {
   for (int64_t k = 0; k < c.Vp * c.C; ++k) ASSERT_EQ(dw->get_f32(k), 0.5f);
 }
 
+// A frozen head (LoRA): no dweight, the same dinp and loss as with one, bit for bit.
+TEST(CrossEntropyGrad, WithoutWeightGradientDinpIsTheSame) {
+  for (DType wt : {DType::F32, DType::BF16}) {
+    const CeCase c{7, 6, 11, 16};
+    const Data d = make_data(c, wt, 3, 3);
+    OwnedTensor inp = to_tensor(d.inp, {c.N, c.C});
+    OwnedTensor w = to_tensor(d.w, {c.Vp, c.C}, wt);
+    OwnedTensor targets({c.N}, DType::I32);
+    for (int64_t i = 0; i < c.N; ++i) targets.data<int32_t>()[i] = d.targets[static_cast<size_t>(i)];
+    OwnedTensor dinp1({c.N, c.C}, DType::F32), dinp2({c.N, c.C}, DType::F32);
+    OwnedTensor dw = OwnedTensor::zeros({c.Vp, c.C}, wt);
+    const auto r1 = ops::lm_head_cross_entropy_forward_backward(dinp1, dw, inp, w, targets, c.V, kIgnore, 0.5f);
+    const auto r2 = ops::lm_head_cross_entropy_forward_backward(dinp2, Tensor{}, inp, w, targets, c.V, kIgnore, 0.5f);
+    EXPECT_EQ(r1.loss_sum, r2.loss_sum);
+    EXPECT_EQ(r1.count, r2.count);
+    EXPECT_EQ(dinp1->to_f32_vector(), dinp2->to_f32_vector()) << dtype_name(wt);
+  }
+}
+
 TEST(CrossEntropyGrad, ForwardWithoutLosses) {
   const CeCase c{4, 3, 11, 16};
   const Data d = make_data(c, DType::F32, 9, 0);
