@@ -29,6 +29,7 @@ The adapters:
                     (k_proj's bias is trained, but PEFT 0.12 does not save it: it looks
                     for k_proj.bias, the wrapped layer's is k_proj.base_layer.bias)
 """
+import json
 import os
 import shutil
 import sys
@@ -36,7 +37,7 @@ import sys
 import torch
 from peft import LoraConfig, get_peft_model
 from safetensors.torch import save_file
-from transformers import AutoModelForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM
 
 TEXT = "LoRA merges."
 R, ALPHA = 4, 8
@@ -74,9 +75,23 @@ def is_layer0_or_global(name):
     return True
 
 
+def load_base(base_dir):
+    """The base as transformers 4.x reads it: tests/data/hf was saved by transformers 5.x, whose
+    config.json has rope_parameters, which 4.x ignores (it would run RoPE with theta 10000 and
+    no llama3 scaling); they are given back as 4.x's rope_theta and rope_scaling."""
+    config = AutoConfig.from_pretrained(base_dir)
+    with open(os.path.join(base_dir, "config.json")) as f:
+        rope = json.load(f).get("rope_parameters")
+    if rope:
+        config.rope_theta = rope["rope_theta"]
+        scaling = {k: v for k, v in rope.items() if k != "rope_theta"}
+        config.rope_scaling = scaling if scaling.get("rope_type", "default") != "default" else None
+    return AutoModelForCausalLM.from_pretrained(base_dir, config=config, torch_dtype=torch.float32)
+
+
 def make(out_dir, name, family, kwargs, seed):
     base_dir = os.path.join("tests/data/hf", family)
-    base = AutoModelForCausalLM.from_pretrained(base_dir, torch_dtype=torch.float32)
+    base = load_base(base_dir)
     base_state = {k: v.clone() for k, v in base.state_dict().items()}
     config = LoraConfig(r=R, lora_alpha=ALPHA, lora_dropout=0.0, task_type="CAUSAL_LM", **kwargs)
     model = get_peft_model(base, config)
@@ -93,8 +108,7 @@ def make(out_dir, name, family, kwargs, seed):
     # not save (bias "lora_only" of a layer it wraps: it looks for X.bias, the layer's is
     # X.base_layer.bias) is then not in them either.
     from peft import PeftModel
-    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base_dir, torch_dtype=torch.float32),
-                                      folder)
+    model = PeftModel.from_pretrained(load_base(base_dir), folder)
     model.eval()
     ids = torch.tensor([list(TEXT.encode())], dtype=torch.long)
     with torch.no_grad():
@@ -105,6 +119,12 @@ def make(out_dir, name, family, kwargs, seed):
         logits = merged(ids).logits[0]
     # the merged model computes what the adapted one does
     assert torch.allclose(logits, adapter_logits, atol=1e-4), (logits - adapter_logits).abs().max()
+    # the base as read here computes what transformers 5.x recorded in expected.json
+    with open(os.path.join(base_dir, "expected.json")) as f:
+        expected = json.load(f)
+    with torch.no_grad():
+        base_logits = load_base(base_dir)(torch.tensor([expected["prompt_ids"]])).logits[0, -1]
+    assert torch.allclose(base_logits, torch.tensor(expected["last_logits"]), atol=1e-4), name
     ref = {"input_ids": ids[0].to(torch.int32), "logits": logits.contiguous()}
     for k, v in merged.state_dict().items():
         if k in base_state and not torch.equal(base_state[k], v) and is_layer0_or_global(k):
