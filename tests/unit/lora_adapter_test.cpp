@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/input_error.h"
 #include "common/temp_dir.h"
 #include "core/error.h"
 #include "io/safetensors.h"
@@ -43,16 +44,7 @@ const Fixture kFixtures[] = {{"gpt2_c_attn", "gpt2"},
                              {"llama3_all", "llama3"},
                              {"qwen2_lora_only", "qwen2"}};
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.exit_code(), 2) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
+std::string error_of(const std::function<void()>& fn) { return zt::testing::input_error_of(fn); }
 
 void copy_dir(const std::string& from, const fs::path& to) {
   fs::create_directories(to);

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/input_error.h"
 #include "core/error.h"
 #include "model/config.h"
 #include "model/lora_config.h"
@@ -32,16 +33,7 @@ json peft_017_file() {
   "trainable_token_indices": null, "use_dora": false, "use_qalora": false, "use_rslora": false})");
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.exit_code(), 2) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
+std::string error_of(const std::function<void()>& fn) { return zt::testing::input_error_of(fn); }
 
 std::string parse_error(json j) {
   return error_of([&] { lora_config_from_peft_json(j, "adapter_config.json"); });

@@ -13,6 +13,7 @@
 
 #include "common/input_error.h"
 #include "core/error.h"
+#include "common/small_models.h"
 #include "core/rng.h"
 #include "model/transformer.h"
 #include "model/weights.h"
@@ -24,16 +25,7 @@ using namespace zt::model;
 namespace {
 
 ModelConfig micro(Family family) {
-  ModelConfig c = preset_config(family == Family::GPT2 ? "tiny-gpt2" : "tiny-llama");
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.num_heads = 4;
-  c.num_kv_heads = family == Family::GPT2 ? 4 : 2;
-  c.head_dim = 8;
-  c.rope.head_dim = 8;
-  c.intermediate_size = family == Family::GPT2 ? 128 : 72;
-  c.vocab_size = 300;
-  c.max_position_embeddings = 64;
+  ModelConfig c = zt::testing::micro_config(family);
   c.resid_pdrop = c.embd_pdrop = c.attn_pdrop = 0.0f;
   return c;
 }

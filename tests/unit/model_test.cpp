@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "common/small_models.h"
 #include "core/rng.h"
 #include "model/transformer.h"
 #include "model/weights.h"
@@ -16,19 +17,7 @@ using namespace zt::model;
 
 namespace {
 
-ModelConfig micro(Family family) {
-  ModelConfig c = preset_config(family == Family::GPT2 ? "tiny-gpt2" : "tiny-llama");
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.num_heads = 4;
-  c.num_kv_heads = family == Family::GPT2 ? 4 : 2;
-  c.head_dim = 8;
-  c.rope.head_dim = 8;
-  c.intermediate_size = family == Family::GPT2 ? 128 : 72;
-  c.vocab_size = 300;  // pads to 384
-  c.max_position_embeddings = 64;
-  return c;
-}
+ModelConfig micro(Family family) { return zt::testing::micro_config(family); }
 
 struct Batch {
   std::vector<int32_t> tokens, targets;
