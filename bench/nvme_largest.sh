@@ -8,6 +8,8 @@
 #   bench/nvme_largest.sh ZEROTRAIN LAYERS [STEPS=2] [NVME_PATH=/tmp/nvme]
 #   ZT_NVL_TIMEOUT   seconds the run may take (default 330)
 #   ZT_NVL_DEVICE    cuda (default) or cpu (to check the script itself with 1 layer)
+#   ZT_NVL_OUT       the run's output_dir (default inside a temp folder on the same disk;
+#                    /dev/shm/... keeps the final model off a disk the swap fills)
 #   ZT_NVL_AIO       the aio section (default: 4M blocks, depth 32, 4 threads: the best
 #                    `zerotrain bench io` settings on the GPU machine's disk)
 #
@@ -48,7 +50,7 @@ seed: 7
 samples: {tokens: 0}
 device: ${ZT_NVL_DEVICE:-cuda}
 YAML
-"$Z" train "$W/run.yaml" --deepspeed "$W/ds.json" --output_dir "$W/out" >"$W/log" 2>&1 &
+"$Z" train "$W/run.yaml" --deepspeed "$W/ds.json" --output_dir "${ZT_NVL_OUT:-$W/out}" >"$W/log" 2>&1 &
 pid=$!
 rss_max=0 disk_max=0 start=$SECONDS
 while kill -0 $pid 2>/dev/null; do
