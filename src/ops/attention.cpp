@@ -3,7 +3,8 @@
 // Accumulation rule: attention_forward overwrites out and lse (=); attention_backward
 // overwrites the activation gradient dqkv (=). No parameters.
 // qkv, out, dout, dqkv: contiguous f32; on CUDA they may also be bf16 (one activation dtype
-// per call; the kernels compute in f32). lse: contiguous f32.
+// per call; the kernels compute in f32). lse: contiguous f32. segment_starts (packed
+// samples): undefined, or contiguous i32 [B, T] on the same device.
 #include "ops/attention.h"
 
 #include "backend/attention_kernels.h"
@@ -39,21 +40,46 @@ void check_act(const char* op, const char* what, const Tensor& t, const Shape& s
   ZT_CHECK(t.is_contiguous(), op, ": ", what, " must be contiguous");
 }
 
+// segment_starts, when defined: i32 [B, T] contiguous on the activations' device; on the host
+// its values are checked too (a device copy is the caller's, built from a checked host one).
+void check_segments(const char* op, const Tensor& seg, const AttnShape& s, Device dev) {
+  if (!seg.has_data()) return;
+  ZT_CHECK(seg.dim() == 2 && seg.size(0) == s.B && seg.size(1) == s.T, op, ": segment_starts must be [", s.B, ", ",
+           s.T, "], got ", shape_str(seg.shape()));
+  ZT_CHECK(seg.dtype() == DType::I32, op, ": segment_starts must be i32, got ", dtype_name(seg.dtype()));
+  ZT_CHECK(seg.is_contiguous(), op, ": segment_starts must be contiguous");
+  ZT_CHECK(seg.device() == dev, op, ": segment_starts must be on the activations' device");
+  if (dev.is_cpu()) check_segment_starts(seg, s.B, s.T);
+}
+
 }  // namespace
 
+void check_segment_starts(const Tensor& segment_starts, int64_t B, int64_t T) {
+  const int32_t* s = segment_starts.data_as<int32_t>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      const int32_t v = s[b * T + t];
+      const bool ok = t == 0 ? v == 0 : (v == t || v == s[b * T + t - 1]);
+      if (!ok)
+        ZT_THROW_INPUT("segment_starts[", b, ", ", t, "] = ", v, " is not a sample start: expected ", t,
+                       t == 0 ? "" : str(" or ", s[b * T + t - 1], " (the previous token's)"));
+    }
+}
+
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads, int n_kv_heads,
-                       float scale) {
+                       float scale, const Tensor& segment_starts) {
   const char* op = "attention_forward";
   const AttnShape s = check_qkv(op, qkv, n_q_heads, n_kv_heads);
   check_act(op, "out", out, {s.B, s.T, n_q_heads * s.D}, qkv.dtype());
   check_act(op, "lse", lse, {s.B, n_q_heads, s.T}, DType::F32);
   const Device dev = common_device(op, {&out, &lse, &qkv});
+  check_segments(op, segment_starts, s, dev);
   if (qkv.numel() == 0) return;
-  ZT_RUN_KERNEL(op, dev, attention_forward(out, lse, qkv, n_q_heads, n_kv_heads, scale));
+  ZT_RUN_KERNEL(op, dev, attention_forward(out, lse, qkv, n_q_heads, n_kv_heads, scale, segment_starts));
 }
 
 void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                        int n_q_heads, int n_kv_heads, float scale) {
+                        int n_q_heads, int n_kv_heads, float scale, const Tensor& segment_starts) {
   const char* op = "attention_backward";
   const AttnShape s = check_qkv(op, qkv, n_q_heads, n_kv_heads);
   check_act(op, "dqkv", dqkv, qkv.shape(), qkv.dtype());
@@ -61,8 +87,10 @@ void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qk
   check_act(op, "out", out, {s.B, s.T, n_q_heads * s.D}, qkv.dtype());
   check_act(op, "lse", lse, {s.B, n_q_heads, s.T}, DType::F32);
   const Device dev = common_device(op, {&dqkv, &dout, &qkv, &out, &lse});
+  check_segments(op, segment_starts, s, dev);
   if (qkv.numel() == 0) return;
-  ZT_RUN_KERNEL(op, dev, attention_backward(dqkv, dout, qkv, out, lse, n_q_heads, n_kv_heads, scale));
+  ZT_RUN_KERNEL(op, dev,
+                attention_backward(dqkv, dout, qkv, out, lse, n_q_heads, n_kv_heads, scale, segment_starts));
 }
 
 }  // namespace zt::ops

@@ -126,14 +126,14 @@ TEST_P(CudaAttentionTensorCore, MatchesReferenceKernel) {
   OwnedTensor out_tc = device_filled(c.out_shape(), dt, kNaN);
   OwnedTensor lse_tc = device_filled(c.lse_shape(), DType::F32, kNaN);
   ASSERT_TRUE(cuda::attention_forward_tensor_core_supports(out_tc, qkv, hq, hkv));
-  cuda::attention_forward_fma(out_ref, lse_ref, qkv, hq, hkv, c.scale());
+  cuda::attention_forward_fma(out_ref, lse_ref, qkv, hq, hkv, c.scale(), Tensor());
   cuda::attention_forward_tensor_core(out_tc, lse_tc, qkv, hq, hkv, c.scale());
 
   OwnedTensor dqkv_ref = device_filled(c.qkv_shape(), dt, kNaN);
   OwnedTensor dqkv_tc = device_filled(c.qkv_shape(), dt, kNaN);
   OwnedTensor dqkv_both = device_filled(c.qkv_shape(), dt, kNaN);
   ASSERT_TRUE(cuda::attention_backward_tensor_core_supports(dqkv_tc, dout, qkv, out_ref, hq, hkv));
-  cuda::attention_backward_fma(dqkv_ref, dout, qkv, out_ref, lse_ref, hq, hkv, c.scale());
+  cuda::attention_backward_fma(dqkv_ref, dout, qkv, out_ref, lse_ref, hq, hkv, c.scale(), Tensor());
   cuda::attention_backward_tensor_core(dqkv_tc, dout, qkv, out_ref, lse_ref, hq, hkv, c.scale());
   cuda::attention_backward_tensor_core(dqkv_both, dout, qkv, out_tc, lse_tc, hq, hkv, c.scale());
 

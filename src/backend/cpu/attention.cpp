@@ -9,6 +9,11 @@
 // matrix products are single-threaded cblas_sgemm calls inside an OpenMP loop over
 // (batch, head[, block]); OpenBLAS's own threads are switched off for the duration of the
 // loop (its threaded sgemm serialises concurrent callers in a pthreads build).
+//
+// Packed samples (segment_starts): row t sees keys seg[t] .. t. A block's keys start at its
+// first row's sample start (the smallest of the block: starts never decrease), so keys of
+// earlier samples are skipped as a whole, and the rest is masked per row. Without segments
+// the key range starts at 0 and the code is the plain causal one.
 #include "backend/attention_kernels.h"
 
 #include <cblas.h>
@@ -34,19 +39,23 @@ struct Dims {
   int64_t n_blocks() const { return (T + kBlock - 1) / kBlock; }
 };
 
+// The sample start of row t of batch b (0 without segments).
+int64_t row_start(const int32_t* seg, const Dims& d, int64_t b, int64_t t) { return seg ? seg[b * d.T + t] : 0; }
+
 // One query block [r0, r1) of query head h of batch b. S: scratch of kBlock * T floats.
-ZT_VECTOR_MATH void forward_block(float* out, float* lse, const float* qkv, const Dims& d, float scale, int64_t b,
-                                  int64_t h, int64_t blk, float* S) {
+ZT_VECTOR_MATH void forward_block(float* out, float* lse, const float* qkv, const int32_t* seg, const Dims& d,
+                                  float scale, int64_t b, int64_t h, int64_t blk, float* S) {
   const int64_t ld = d.qkv_ld();
   const int64_t r0 = blk * kBlock;
   const int64_t r1 = std::min(d.T, r0 + kBlock);
   const int64_t m = r1 - r0;
-  const int64_t n = r1;  // keys 0 .. r1-1
+  const int64_t k0 = row_start(seg, d, b, r0);  // keys k0 .. r1-1: the block's first row sees the most
+  const int64_t n = r1 - k0;
   const int64_t g = h / d.group();
   const float* base = qkv + b * d.T * ld;
   const float* Q = base + r0 * ld + h * d.D;
-  const float* K = base + (d.Hq + g) * d.D;
-  const float* V = base + (d.Hq + d.Hkv + g) * d.D;
+  const float* K = base + k0 * ld + (d.Hq + g) * d.D;
+  const float* V = base + k0 * ld + (d.Hq + d.Hkv + g) * d.D;
   float* O = out + (b * d.T + r0) * d.out_ld() + h * d.D;
   float* L = lse + (b * d.Hq + h) * d.T + r0;
 
@@ -55,17 +64,19 @@ ZT_VECTOR_MATH void forward_block(float* out, float* lse, const float* qkv, cons
   float inv_sum[kBlock];
   for (int64_t i = 0; i < m; ++i) {
     float* s = S + i * n;
-    const int64_t valid = r0 + i + 1;
-    float mx = s[0];
+    const int64_t lo = row_start(seg, d, b, r0 + i) - k0;  // keys [lo, valid) of the block
+    const int64_t valid = r0 + i + 1 - k0;
+    float mx = s[lo];
 #pragma omp simd reduction(max : mx)
-    for (int64_t j = 1; j < valid; ++j) mx = s[j] > mx ? s[j] : mx;
+    for (int64_t j = lo + 1; j < valid; ++j) mx = s[j] > mx ? s[j] : mx;
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < valid; ++j) {
+    for (int64_t j = lo; j < valid; ++j) {
       const float e = exp_approx(s[j] - mx);
       s[j] = e;
       sum += e;
     }
+    for (int64_t j = 0; j < lo; ++j) s[j] = 0.0f;
     for (int64_t j = valid; j < n; ++j) s[j] = 0.0f;
     L[i] = mx + std::log(sum);
     inv_sum[i] = 1.0f / sum;
@@ -82,15 +93,13 @@ ZT_VECTOR_MATH void forward_block(float* out, float* lse, const float* qkv, cons
 
 // Backward of query head h of batch b: writes dQ (=) into dqkv, adds dK and dV (+=) into
 // dK/dV (row stride ld_kv). S and dP: scratch of kBlock * T floats each.
-ZT_VECTOR_MATH void backward_head(float* dqkv, float* dK, float* dV, int64_t ld_kv, const float* dout, const float* qkv,
-                                  const float* out, const float* lse, const Dims& d, float scale, int64_t b, int64_t h,
-                                  float* S, float* dP) {
+ZT_VECTOR_MATH void backward_head(float* dqkv, float* dK_all, float* dV_all, int64_t ld_kv, const float* dout,
+                                  const float* qkv, const float* out, const float* lse, const int32_t* seg,
+                                  const Dims& d, float scale, int64_t b, int64_t h, float* S, float* dP) {
   const int64_t ld = d.qkv_ld();
   const int64_t ldo = d.out_ld();
   const int64_t g = h / d.group();
   const float* base = qkv + b * d.T * ld;
-  const float* K = base + (d.Hq + g) * d.D;
-  const float* V = base + (d.Hq + d.Hkv + g) * d.D;
   const int ild = static_cast<int>(ld);
   const int ildo = static_cast<int>(ldo);
   const int ildkv = static_cast<int>(ld_kv);
@@ -99,9 +108,14 @@ ZT_VECTOR_MATH void backward_head(float* dqkv, float* dK, float* dV, int64_t ld_
   for (int64_t blk = 0; blk < d.n_blocks(); ++blk) {
     const int64_t r0 = blk * kBlock;
     const int64_t r1 = std::min(d.T, r0 + kBlock);
+    const int64_t k0 = row_start(seg, d, b, r0);  // keys k0 .. r1-1, as the forward's block
     const int im = static_cast<int>(r1 - r0);
-    const int in = static_cast<int>(r1);
-    const int64_t n = r1;
+    const int in = static_cast<int>(r1 - k0);
+    const int64_t n = r1 - k0;
+    const float* K = base + k0 * ld + (d.Hq + g) * d.D;
+    const float* V = base + k0 * ld + (d.Hq + d.Hkv + g) * d.D;
+    float* dK = dK_all + k0 * ld_kv;
+    float* dV = dV_all + k0 * ld_kv;
     const float* Q = base + r0 * ld + h * d.D;
     const float* dO = dout + (b * d.T + r0) * ldo + h * d.D;
     const float* O = out + (b * d.T + r0) * ldo + h * d.D;
@@ -112,10 +126,12 @@ ZT_VECTOR_MATH void backward_head(float* dqkv, float* dK, float* dV, int64_t ld_
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, im, in, iD, scale, Q, ild, K, ild, 0.0f, S, in);
     for (int64_t i = 0; i < im; ++i) {
       float* s = S + i * n;
-      const int64_t valid = r0 + i + 1;
+      const int64_t lo = row_start(seg, d, b, r0 + i) - k0;
+      const int64_t valid = r0 + i + 1 - k0;
       const float l = L[i];
 #pragma omp simd
-      for (int64_t j = 0; j < valid; ++j) s[j] = exp_approx(s[j] - l);
+      for (int64_t j = lo; j < valid; ++j) s[j] = exp_approx(s[j] - l);
+      for (int64_t j = 0; j < lo; ++j) s[j] = 0.0f;
       for (int64_t j = valid; j < n; ++j) s[j] = 0.0f;
       float acc = 0.0f;
       const float* go = dO + i * ldo;
@@ -147,8 +163,9 @@ void zero_rows(float* p, int64_t rows, int64_t cols, int64_t ld) {
 
 // qkv: [B, T, (Hq + 2 Hkv) * D] (q heads, then k heads, then v heads); query head h reads
 // kv head h / (Hq / Hkv). out: [B, T, Hq * D]. lse: [B, Hq, T] = logsumexp_j<=i(scale q_i.k_j).
-void attention_forward_f32(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t n_q_heads,
-                           int64_t n_kv_heads, int64_t head_dim, float scale) {
+// seg: [B, T] sample starts (packed samples), or null.
+void attention_forward_f32(float* out, float* lse, const float* qkv, const int32_t* seg, int64_t B, int64_t T,
+                           int64_t n_q_heads, int64_t n_kv_heads, int64_t head_dim, float scale) {
   const Dims d{B, T, n_q_heads, n_kv_heads, head_dim};
   if (B == 0 || T == 0) return;
   const int64_t nb = d.n_blocks();
@@ -162,7 +179,7 @@ void attention_forward_f32(float* out, float* lse, const float* qkv, int64_t B, 
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t blk = nb - 1 - t / (B * n_q_heads);
       const int64_t bh = t % (B * n_q_heads);
-      forward_block(out, lse, qkv, d, scale, bh / n_q_heads, bh % n_q_heads, blk, S.data());
+      forward_block(out, lse, qkv, seg, d, scale, bh / n_q_heads, bh % n_q_heads, blk, S.data());
     }
   }
 }
@@ -170,7 +187,7 @@ void attention_forward_f32(float* out, float* lse, const float* qkv, int64_t B, 
 // dqkv (=): [B, T, (Hq + 2 Hkv) * D]. dout, out: [B, T, Hq * D]. Probabilities are recomputed
 // from q, k and lse; D_i = rowsum(dout_i * out_i).
 void attention_backward_f32(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
-                            int64_t B, int64_t T, int64_t n_q_heads, int64_t n_kv_heads, int64_t head_dim,
+                            const int32_t* seg, int64_t B, int64_t T, int64_t n_q_heads, int64_t n_kv_heads, int64_t head_dim,
                             float scale) {
   const Dims d{B, T, n_q_heads, n_kv_heads, head_dim};
   if (B == 0 || T == 0) return;
@@ -193,7 +210,7 @@ void attention_backward_f32(float* dqkv, const float* dout, const float* qkv, co
         zero_rows(dK, T, head_dim, ld);
         zero_rows(dV, T, head_dim, ld);
         for (int64_t h = g * group; h < (g + 1) * group; ++h)
-          backward_head(dqkv, dK, dV, ld, dout, qkv, out, lse, d, scale, b, h, S.data(), dP.data());
+          backward_head(dqkv, dK, dV, ld, dout, qkv, out, lse, seg, d, scale, b, h, S.data(), dP.data());
       }
     }
     return;
@@ -211,7 +228,7 @@ void attention_backward_f32(float* dqkv, const float* dout, const float* qkv, co
       float* dK = partial.data() + t * 2 * part;
       float* dV = dK + part;
       std::memset(dK, 0, static_cast<size_t>(2 * part) * sizeof(float));
-      backward_head(dqkv, dK, dV, head_dim, dout, qkv, out, lse, d, scale, t / n_q_heads, t % n_q_heads, S.data(),
+      backward_head(dqkv, dK, dV, head_dim, dout, qkv, out, lse, seg, d, scale, t / n_q_heads, t % n_q_heads, S.data(),
                     dP.data());
     }
 #pragma omp for schedule(static)
@@ -236,18 +253,24 @@ void attention_backward_f32(float* dqkv, const float* dout, const float* qkv, co
 
 }  // namespace
 
+namespace {
+const int32_t* segments_of(const Tensor& segment_starts) {
+  return segment_starts.has_data() ? segment_starts.data_as<int32_t>() : nullptr;
+}
+}  // namespace
+
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads, int n_kv_heads,
-                       float scale) {
+                       float scale, const Tensor& segment_starts) {
   const int64_t D = qkv.size(2) / (n_q_heads + 2 * static_cast<int64_t>(n_kv_heads));
-  attention_forward_f32(out.data_as<float>(), lse.data_as<float>(), qkv.data_as<float>(), qkv.size(0), qkv.size(1),
-                        n_q_heads, n_kv_heads, D, scale);
+  attention_forward_f32(out.data_as<float>(), lse.data_as<float>(), qkv.data_as<float>(), segments_of(segment_starts),
+                        qkv.size(0), qkv.size(1), n_q_heads, n_kv_heads, D, scale);
 }
 
 void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                        int n_q_heads, int n_kv_heads, float scale) {
+                        int n_q_heads, int n_kv_heads, float scale, const Tensor& segment_starts) {
   const int64_t D = qkv.size(2) / (n_q_heads + 2 * static_cast<int64_t>(n_kv_heads));
   attention_backward_f32(dqkv.data_as<float>(), dout.data_as<float>(), qkv.data_as<float>(), out.data_as<float>(),
-                         lse.data_as<float>(), qkv.size(0), qkv.size(1), n_q_heads, n_kv_heads, D, scale);
+                         lse.data_as<float>(), segments_of(segment_starts), qkv.size(0), qkv.size(1), n_q_heads, n_kv_heads, D, scale);
 }
 
 }  // namespace zt::cpu

@@ -70,15 +70,19 @@ bool allow_shared_memory(Kernel* kernel, size_t bytes) {
 
 int tiles(int n, int tile) { return (n + tile - 1) / tile; }
 
-// Sizes shared by forward and backward; checks what the grid can hold.
-Dims dims_of(const char* op, const Tensor& qkv, int n_q_heads, int n_kv_heads) {
+// Sizes shared by forward and backward, with the packed samples' starts when defined; checks
+// what the grid can hold.
+Dims dims_of(const char* op, const Tensor& qkv, int n_q_heads, int n_kv_heads,
+             const Tensor& segment_starts = Tensor()) {
   const int64_t B = qkv.size(0), T = qkv.size(1);
   const int64_t D = qkv.size(2) / (n_q_heads + 2 * static_cast<int64_t>(n_kv_heads));
   ZT_CHECK(T <= INT_MAX / 2, op, ": sequence length ", T, " too long");
   if (B > 65535 || n_q_heads > 65535)
     ZT_THROW_UNSUPPORTED(op, ": CUDA attention supports at most 65535 sequences and heads per call, got B=", B,
                          " Hq=", n_q_heads);
-  return Dims{static_cast<int>(T), n_q_heads, n_kv_heads, static_cast<int>(D)};
+  Dims dm{static_cast<int>(T), n_q_heads, n_kv_heads, static_cast<int>(D)};
+  if (segment_starts.has_data()) dm.seg = static_cast<const int*>(segment_starts.data());
+  return dm;
 }
 
 template <class T>
@@ -139,9 +143,9 @@ void launch_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, 
 }  // namespace
 
 void attention_forward_fma(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads, int n_kv_heads,
-                           float scale) {
+                           float scale, const Tensor& segment_starts) {
   const char* op = "cuda attention_forward";
-  const Dims dm = dims_of(op, qkv, n_q_heads, n_kv_heads);
+  const Dims dm = dims_of(op, qkv, n_q_heads, n_kv_heads, segment_starts);
   const int B = static_cast<int>(qkv.size(0));
   if (B == 0 || dm.T == 0) return;
   dispatch_dtype(op, qkv.dtype(), [&](auto tag) {
@@ -151,9 +155,10 @@ void attention_forward_fma(const Tensor& out, const Tensor& lse, const Tensor& q
 }
 
 void attention_backward_fma(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                            const Tensor& lse, int n_q_heads, int n_kv_heads, float scale) {
+                            const Tensor& lse, int n_q_heads, int n_kv_heads, float scale,
+                            const Tensor& segment_starts) {
   const char* op = "cuda attention_backward";
-  const Dims dm = dims_of(op, qkv, n_q_heads, n_kv_heads);
+  const Dims dm = dims_of(op, qkv, n_q_heads, n_kv_heads, segment_starts);
   const int B = static_cast<int>(qkv.size(0));
   if (B == 0 || dm.T == 0) return;
   dispatch_dtype(op, qkv.dtype(), [&](auto tag) {
@@ -166,20 +171,20 @@ void attention_backward_fma(const Tensor& dqkv, const Tensor& dout, const Tensor
 // Tensor cores (attention_tc.h) for bf16 and f16 with head dim 64 or 128 unless ZT_ATTENTION_TC=0;
 // the f32-FMA kernels otherwise.
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads, int n_kv_heads,
-                       float scale) {
+                       float scale, const Tensor& segment_starts) {
   dims_of("cuda attention_forward", qkv, n_q_heads, n_kv_heads);  // the grid limits, checked once
   if (attention_tensor_core_enabled() && attention_forward_tensor_core_supports(out, qkv, n_q_heads, n_kv_heads))
-    return attention_forward_tensor_core(out, lse, qkv, n_q_heads, n_kv_heads, scale);
-  attention_forward_fma(out, lse, qkv, n_q_heads, n_kv_heads, scale);
+    return attention_forward_tensor_core(out, lse, qkv, n_q_heads, n_kv_heads, scale, segment_starts);
+  attention_forward_fma(out, lse, qkv, n_q_heads, n_kv_heads, scale, segment_starts);
 }
 
 void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                        int n_q_heads, int n_kv_heads, float scale) {
+                        int n_q_heads, int n_kv_heads, float scale, const Tensor& segment_starts) {
   dims_of("cuda attention_backward", qkv, n_q_heads, n_kv_heads);
   if (attention_tensor_core_enabled() &&
       attention_backward_tensor_core_supports(dqkv, dout, qkv, out, n_q_heads, n_kv_heads))
-    return attention_backward_tensor_core(dqkv, dout, qkv, out, lse, n_q_heads, n_kv_heads, scale);
-  attention_backward_fma(dqkv, dout, qkv, out, lse, n_q_heads, n_kv_heads, scale);
+    return attention_backward_tensor_core(dqkv, dout, qkv, out, lse, n_q_heads, n_kv_heads, scale, segment_starts);
+  attention_backward_fma(dqkv, dout, qkv, out, lse, n_q_heads, n_kv_heads, scale, segment_starts);
 }
 
 }  // namespace zt::cuda

@@ -31,6 +31,14 @@
 // 16-byte reads of 8 different rows by 8 lanes), n + 8 for score tiles (conflict-free
 // 4-byte writes by a full warp, 16-byte reads of 4 rows).
 //
+// Packed samples (Dims::seg, the per-token sample starts of ops/attention.h; null without
+// them): query row r sees keys seg[r] .. r. Starts never decrease along a row, so a query
+// tile's keys begin at its first row's start (key tiles before it are skipped, not masked),
+// and a key tile's queries end where a sample starting after its last key begins (query
+// tiles from there on are skipped); inside the visited tiles the start is one more mask
+// term. A row with no visible key in a tile keeps m = -inf: the online softmax then rescales
+// against 0 instead of m (no -inf - -inf).
+//
 // A faster version would: keep the tiles in bf16 and use tensor cores (mma.sync m16n8k16
 // with ldmatrix, or sm_90 wgmma with a warp group per 64 query rows), keep Q fragments and
 // the P fragments of the P V product in registers (FA2 register reuse: no P round trip
@@ -67,6 +75,7 @@ struct Tiles {
 // Problem sizes, passed by value to every kernel.
 struct Dims {
   int T, Hq, Hkv, D;
+  const int* seg = nullptr;  // [B, T] sample starts (packed samples), or null: one sequence per row
   __host__ __device__ int64_t qkv_ld() const { return static_cast<int64_t>(Hq + 2 * Hkv) * D; }
   __host__ __device__ int64_t out_ld() const { return static_cast<int64_t>(Hq) * D; }
   __host__ __device__ int kv_head(int h) const { return h / (Hq / Hkv); }
@@ -85,6 +94,32 @@ __device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_ca
 __device__ __forceinline__ float dot4(float4 a, float4 b, float acc) {
   return fmaf(a.w, b.w, fmaf(a.z, b.z, fmaf(a.y, b.y, fmaf(a.x, b.x, acc))));
 }
+
+// The sample start of row t (clamped to T - 1: padding rows of a tile) of sequence b; 0
+// without segments.
+__device__ __forceinline__ int row_start(const Dims& dm, int b, int t) {
+  return dm.seg ? __ldg(dm.seg + static_cast<int64_t>(b) * dm.T + min(t, dm.T - 1)) : 0;
+}
+
+// The first query row at or after `key` whose sample starts after `key` (T when none): the
+// end of the queries that can see `key`. A binary search over the non-decreasing starts.
+__device__ __forceinline__ int queries_end(const Dims& dm, int b, int key) {
+  if (!dm.seg) return dm.T;
+  const int* s = dm.seg + static_cast<int64_t>(b) * dm.T;
+  int lo = key + 1, hi = dm.T;  // s[key] <= key: the answer is in (key, T]
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (__ldg(s + mid) > key)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
+// The reference of a row's online softmax: m, or 0 while the row has seen no key (m = -inf,
+// a packed row whose sample starts after the tiles so far), so exponentials stay 0, not NaN.
+__device__ __forceinline__ float softmax_ref(float m) { return m == -INFINITY ? 0.0f : m; }
 
 __device__ __forceinline__ float* shared_floats() {
   extern __shared__ float4 attention_smem[];
@@ -236,8 +271,12 @@ __global__ void __launch_bounds__(kThreads)
     l[i] = 0.0f;
   }
 
-  const int k_end = min(dm.T, q0 + kQ);  // causal: no key after the tile's last row
-  for (int k0 = 0; k0 < k_end; k0 += kK) {
+  const int k_end = min(dm.T, q0 + kQ);               // causal: no key after the tile's last row
+  const int k_begin = row_start(dm, b, q0) / kK * kK;  // packed: no key before the tile's first sample
+  int starts[kQ / 16];                                 // this thread's rows' sample starts
+#pragma unroll
+  for (int i = 0; i < kQ / 16; ++i) starts[i] = row_start(dm, b, q0 + ty + 16 * i);
+  for (int k0 = k_begin; k0 < k_end; k0 += kK) {
     __syncthreads();  // the previous K/V tile is no longer read (and, first time, Q is loaded)
     load_tile<kK, kD>(Ks, kLd, seq + k0 * ld + (dm.Hq + g) * dm.D, ld, dm.T - k0, dm.D);
     load_tile<kK, kD>(Vs, kLd, seq + k0 * ld + (dm.Hq + dm.Hkv + g) * dm.D, ld, dm.T - k0, dm.D);
@@ -252,16 +291,18 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int j = 0; j < kK / 8; ++j) {
         const int col = k0 + tx + 8 * j;
-        s[i][j] = (col <= row && col < dm.T) ? s[i][j] * scale_log2 : -INFINITY;
+        s[i][j] = (col <= row && col < dm.T && col >= starts[i]) ? s[i][j] * scale_log2 : -INFINITY;
         mx = fmaxf(mx, s[i][j]);
       }
-      // Finite: key 0 is in the first tile and visible to every row (padding rows too).
+      // Without segments m_new is finite (key 0 is in the first tile and visible to every
+      // row, padding rows too); a packed row may have seen no key yet (softmax_ref).
       const float m_new = fmaxf(m[i], row_max(mx));
-      const float corr = exp2f(m[i] - m_new);  // 0 on the first tile
+      const float ref = softmax_ref(m_new);
+      const float corr = exp2f(m[i] - ref);  // 0 on the first tile
       float sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < kK / 8; ++j) {
-        s[i][j] = exp2f(s[i][j] - m_new);  // masked: exp2(-inf) = 0
+        s[i][j] = exp2f(s[i][j] - ref);  // masked: exp2(-inf) = 0
         sum += s[i][j];
         Ps[(ty + 16 * i) * kLdS + tx + 8 * j] = s[i][j];
       }
@@ -346,7 +387,11 @@ __global__ void __launch_bounds__(kThreads)
 
   float dq[kQ / 16][kD / 32][4] = {};
   const int k_end = min(dm.T, q0 + kQ);
-  for (int k0 = 0; k0 < k_end; k0 += kK) {
+  const int k_begin = row_start(dm, b, q0) / kK * kK;  // packed: as the forward
+  int starts[kQ / 16];
+#pragma unroll
+  for (int i = 0; i < kQ / 16; ++i) starts[i] = row_start(dm, b, q0 + ty + 16 * i);
+  for (int k0 = k_begin; k0 < k_end; k0 += kK) {
     __syncthreads();
     load_tile<kK, kD>(Ks, kLd, seq + k0 * ld + (dm.Hq + g) * dm.D, ld, dm.T - k0, dm.D);
     load_tile<kK, kD>(Vs, kLd, seq + k0 * ld + (dm.Hq + dm.Hkv + g) * dm.D, ld, dm.T - k0, dm.D);
@@ -362,7 +407,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int j = 0; j < kK / 8; ++j) {
         const int col = k0 + tx + 8 * j;
-        const float p = (col <= row && row < dm.T) ? exp2f(s[i][j] * scale_log2 - Ls[r]) : 0.0f;
+        const float p =
+            (col <= row && row < dm.T && col >= starts[i]) ? exp2f(s[i][j] * scale_log2 - Ls[r]) : 0.0f;
         dSs[r * kLdS + tx + 8 * j] = p * (dp[i][j] - Ds[r]);
       }
     }
@@ -401,9 +447,11 @@ __global__ void __launch_bounds__(kThreads)
   float dk[kK / 16][kD / 32][4] = {};
   float dv[kK / 16][kD / 32][4] = {};
   const int group = dm.Hq / dm.Hkv;
+  // Packed: queries from the first sample starting after the tile's last key see none of it.
+  const int q_end = queries_end(dm, b, min(k0 + kK, dm.T) - 1);
   for (int h = g * group; h < (g + 1) * group; ++h) {
     const int64_t stat_h = (static_cast<int64_t>(b) * dm.Hq + h) * dm.T;
-    for (int q0 = k0 / kQ * kQ; q0 < dm.T; q0 += kQ) {  // causal: rows before the tile's first key see none of it
+    for (int q0 = k0 / kQ * kQ; q0 < q_end; q0 += kQ) {  // causal: rows before the tile's first key see none of it
       __syncthreads();  // previous Q/dO/stat tiles and Ss no longer read (first time: K/V loaded)
       load_tile<kQ, kD>(Qs, kLd, seq + q0 * ld + h * dm.D, ld, dm.T - q0, dm.D);
       load_tile<kQ, kD>(dOs, kLd, dout_seq + q0 * dm.out_ld() + h * dm.D, dm.out_ld(), dm.T - q0, dm.D);
@@ -421,7 +469,9 @@ __global__ void __launch_bounds__(kThreads)
         for (int j = 0; j < kQ / 8; ++j) {
           const int c = tx + 8 * j;
           const int query = q0 + c;
-          const float p = (key <= query && query < dm.T) ? exp2f(s[i][j] * scale_log2 - Ls[c]) : 0.0f;
+          const float p = (key <= query && query < dm.T && key >= row_start(dm, b, query))
+                              ? exp2f(s[i][j] * scale_log2 - Ls[c])
+                              : 0.0f;
           dp[i][j] = p * (dp[i][j] - Ds[c]);  // dS^T
           Ss[(ty + 16 * i) * kLdS + c] = p;   // P^T
         }

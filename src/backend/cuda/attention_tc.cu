@@ -27,6 +27,11 @@ int64_t head_dim(const Tensor& qkv, int n_q_heads, int n_kv_heads) {
   return qkv.size(2) / heads;
 }
 
+// The packed samples' starts for TcDims::seg (null without them).
+const int* segments_of(const Tensor& segment_starts) {
+  return segment_starts.has_data() ? static_cast<const int*>(segment_starts.data()) : nullptr;
+}
+
 bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 bool tc_dtype(DType dt) { return dt == DType::BF16 || dt == DType::F16; }
@@ -113,14 +118,15 @@ bool attention_backward_tensor_core_supports(const Tensor& dqkv, const Tensor& d
 }
 
 void attention_backward_tensor_core(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                                    const Tensor& lse, int n_q_heads, int n_kv_heads, float scale) {
+                                    const Tensor& lse, int n_q_heads, int n_kv_heads, float scale,
+                                    const Tensor& segment_starts) {
   const char* op = "cuda attention_backward_tensor_core";
   if (!attention_backward_tensor_core_supports(dqkv, dout, qkv, out, n_q_heads, n_kv_heads))
     ZT_THROW_UNSUPPORTED(op,
                          ": needs bf16 or f16 tensors (one dtype), head dim 64 or 128, 16-byte aligned qkv/dout/out, "
                          "B and Hq <= 65535");
   const int B = static_cast<int>(qkv.size(0));
-  const attn_tc::TcDims dm{static_cast<int>(qkv.size(1)), n_q_heads, n_kv_heads};
+  const attn_tc::TcDims dm{static_cast<int>(qkv.size(1)), n_q_heads, n_kv_heads, segments_of(segment_starts)};
   if (B == 0 || dm.T == 0) return;
   const bool d64 = head_dim(qkv, n_q_heads, n_kv_heads) == 64;
   dispatch_elem(qkv.dtype(), [&](auto e) {
@@ -133,13 +139,13 @@ void attention_backward_tensor_core(const Tensor& dqkv, const Tensor& dout, cons
 }
 
 void attention_forward_tensor_core(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads,
-                                   int n_kv_heads, float scale) {
+                                   int n_kv_heads, float scale, const Tensor& segment_starts) {
   const char* op = "cuda attention_forward_tensor_core";
   if (!attention_forward_tensor_core_supports(out, qkv, n_q_heads, n_kv_heads))
     ZT_THROW_UNSUPPORTED(op,
                          ": needs bf16 or f16 activations, head dim 64 or 128, 16-byte aligned qkv, B and Hq <= 65535");
   const int B = static_cast<int>(qkv.size(0));
-  const attn_tc::TcDims dm{static_cast<int>(qkv.size(1)), n_q_heads, n_kv_heads};
+  const attn_tc::TcDims dm{static_cast<int>(qkv.size(1)), n_q_heads, n_kv_heads, segments_of(segment_starts)};
   if (B == 0 || dm.T == 0) return;
   const bool d64 = head_dim(qkv, n_q_heads, n_kv_heads) == 64;
   dispatch_elem(qkv.dtype(), [&](auto e) {

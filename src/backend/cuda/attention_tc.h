@@ -22,15 +22,17 @@ bool attention_forward_tensor_core_supports(const Tensor& out, const Tensor& qkv
 
 // The tensor-core forward; throws Unsupported when attention_forward_tensor_core_supports()
 // does not hold. Expects the shape checks of ops::attention_forward already done.
+// segment_starts: packed samples as in ops/attention.h (undefined: plain causal rows).
 void attention_forward_tensor_core(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_q_heads,
-                                   int n_kv_heads, float scale);
+                                   int n_kv_heads, float scale, const Tensor& segment_starts = Tensor());
 
 // The tensor-core backward, same contract as zt::cuda::attention_backward: dqkv (=) every
 // element. Needs what the forward needs plus dqkv/dout of qkv's dtype, dout and out 16-byte aligned.
 bool attention_backward_tensor_core_supports(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
                                              const Tensor& out, int n_q_heads, int n_kv_heads);
 void attention_backward_tensor_core(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                                    const Tensor& lse, int n_q_heads, int n_kv_heads, float scale);
+                                    const Tensor& lse, int n_q_heads, int n_kv_heads, float scale,
+                                    const Tensor& segment_starts = Tensor());
 
 // False when ZT_ATTENTION_TC=0 was set when first asked (read once per process).
 bool attention_tensor_core_enabled();

@@ -34,6 +34,11 @@
 // are zero-filled; a query row past T gets lse = +inf (so P = 0) and delta = 0, a key row past T is never stored, and a key past T
 // is masked for every real query (it is later than all of them).
 //
+// Packed samples (TcDims::seg): dK/dV's query tiles end where a sample starting after the
+// block's last key begins (queries_end), dQ's key tiles begin at the tile of the block's
+// first row's start (row_start); inside, a key before the query's sample start is masked
+// (P = 0) like a key after the query.
+//
 // Register budget per thread (kD = 64): dK, dV 2 x 32, S^T, dP^T 2 x 32 f32; for kD = 128
 // the query tile of dK/dV and the key tile of dQ shrink to 32 rows to stay near 160.
 #pragma once
@@ -198,8 +203,10 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
 
-  // (head, query tile) pairs in order: heads of the group outer, query tiles from k0 inner.
-  const int n_qt = (dm.T - k0 + kQi - 1) / kQi;
+  // (head, query tile) pairs in order: heads of the group outer, query tiles from k0 inner,
+  // up to the last query that can see a key of the block (T without segments).
+  const int q_end = queries_end(dm, b, min(k0 + kKeys, dm.T) - 1);
+  const int n_qt = (q_end - k0 + kQi - 1) / kQi;
   const int total = group * n_qt;
   auto tile_head = [&](int i) { return g_kv * group + i / n_qt; };
   auto tile_q0 = [&](int i) { return k0 + (i % n_qt) * kQi; };
@@ -280,6 +287,7 @@ __global__ void __launch_bounds__(kThreads)
         const int q = qs + 8 * j + 2 * t + (e % 2);
         float p = exp2f(s[j][e] * scale_log2 - (e % 2 ? l2.y : l2.x));
         if (diagonal && q < key) p = 0.0f;
+        if (dm.seg && key < row_start(dm, b, q)) p = 0.0f;  // the query's sample starts after the key
         s[j][e] = p;
         dp[j][e] = p * (dp[j][e] - (e % 2 ? dl.y : dl.x));
       }
@@ -323,12 +331,14 @@ __global__ void __launch_bounds__(kThreads)
 
   load_rows<kD, kQ>(Qs, seq + q0 * ld + h * kD, ld, dm.T - q0);
   load_rows<kD, kQ>(dOs, dout + static_cast<int64_t>(b) * dm.T * out_ld + q0 * out_ld + h * kD, out_ld, dm.T - q0);
-  load_rows<kD, kKt>(KV, k_src, ld, dm.T);
-  load_rows<kD, kKt>(KV + kTileK, v_src, ld, dm.T);
+  const int k_first = row_start(dm, b, q0) / kKt * kKt;  // packed: keys before the block's first sample skipped
+  load_rows<kD, kKt>(KV, k_src + k_first * ld, ld, dm.T - k_first);
+  load_rows<kD, kKt>(KV + kTileK, v_src + k_first * ld, ld, dm.T - k_first);
   cp_async_commit();
 
   // This thread's rows: row0 = q0 + 16 warp + g and row0 + 8.
   const int row0 = q0 + warp * 16 + g;
+  const int starts[2] = {row_start(dm, b, row0), row_start(dm, b, row0 + 8)};  // 0 without segments
   float l2[2], dl[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -349,7 +359,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int n = 0; n < kNO; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
 
   const int k_end = min(q0 + kQ, dm.T);  // causal: keys < k_end
-  for (int k0 = 0, buf = 0; k0 < k_end; k0 += kKt, buf ^= 1) {
+  for (int k0 = k_first, buf = 0; k0 < k_end; k0 += kKt, buf ^= 1) {
     cp_async_wait_all();
     __syncthreads();  // tile k0 landed everywhere; every warp is done with buffer buf ^ 1
     if (k0 + kKt < k_end) {
@@ -372,7 +382,7 @@ __global__ void __launch_bounds__(kThreads)
         const int row = row0 + 8 * (e / 2);
         const int key = k0 + 8 * j + 2 * t + (e % 2);
         float p = exp2f(s[j][e] * scale_log2 - l2[e / 2]);
-        if (diagonal && key > row) p = 0.0f;
+        if ((diagonal && key > row) || key < starts[e / 2]) p = 0.0f;
         dp[j][e] = p * (dp[j][e] - dl[e / 2]);
       }
     mma_acc_pv<kD, kKt>(dq, dp, Ks, lane);  // dQ += dS K

@@ -55,7 +55,14 @@
 // past T zero-filled (src-size 0). Shared memory: Q + 2 x (K, V) = 5 tiles, 45 KiB for
 // kD = 64, 85 KiB for kD = 128.
 //
-// Pipeline (one cp.async group per key tile; Q goes with tile 0):
+// Packed samples (TcDims::seg, the per-token sample starts of ops/attention.h; null without
+// them): query row r sees keys seg[r] .. r. The key loop starts at the tile holding the
+// block's first row's start (starts never decrease: earlier tiles are skipped, not masked),
+// and the start is one more mask term on every visited tile. A row that has seen no key yet
+// (its sample starts later in the block) keeps m = -inf; its exponentials are taken against
+// 0 instead (softmax_ref), never -inf - -inf.
+//
+// Pipeline (one cp.async group per key tile; Q goes with the first tile):
 //   issue Q, K0, V0 -> buffer 0; commit; wait_group 0; __syncthreads(); Q fragments
 //   for tile i: wait_group 0; __syncthreads()   (tile i landed for every thread; every
 //                 warp is done with tile i - 1, i.e. with buffer (i + 1) % 2)
@@ -94,7 +101,32 @@ struct TcTiles {
 // Problem sizes (D == kD).
 struct TcDims {
   int T, Hq, Hkv;
+  const int* seg = nullptr;  // [B, T] sample starts (packed samples), or null: one sequence per row
 };
+
+// The sample start of row t (clamped to T - 1: padding rows) of sequence b; 0 without segments.
+__device__ __forceinline__ int row_start(const TcDims& dm, int b, int t) {
+  return dm.seg ? __ldg(dm.seg + static_cast<int64_t>(b) * dm.T + min(t, dm.T - 1)) : 0;
+}
+
+// The first query row after `key` whose sample starts after `key` (T when none, or without
+// segments): the end of the queries that see `key`. Binary search over the non-decreasing starts.
+__device__ __forceinline__ int queries_end(const TcDims& dm, int b, int key) {
+  if (!dm.seg) return dm.T;
+  const int* s = dm.seg + static_cast<int64_t>(b) * dm.T;
+  int lo = key + 1, hi = dm.T;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (__ldg(s + mid) > key)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
+// A row's online-softmax reference: m, or 0 while it has seen no key (m = -inf).
+__device__ __forceinline__ float softmax_ref(float m) { return m == -INFINITY ? 0.0f : m; }
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -223,10 +255,13 @@ __global__ void __launch_bounds__(kThreads)
   const E* k_src = seq + static_cast<int64_t>(dm.Hq + g_kv) * kD;
   const E* v_src = seq + static_cast<int64_t>(dm.Hq + dm.Hkv + g_kv) * kD;
 
-  // 1. Q tile and K/V tile 0 -> shared (one cp.async group); this warp's Q rows -> A fragments.
+  // Packed samples: the first key tile any row of the block sees; 0 without segments.
+  const int k_first = row_start(dm, b, q0) / kRowsK * kRowsK;
+
+  // 1. Q tile and the first K/V tile -> shared (one cp.async group); this warp's Q rows -> A fragments.
   load_tile<kD>(Qs, seq + q0 * ld + h * kD, ld, dm.T - q0);
-  load_tile<kD>(KV, k_src, ld, dm.T);
-  load_tile<kD>(KV + kTile, v_src, ld, dm.T);
+  load_tile<kD>(KV, k_src + k_first * ld, ld, dm.T - k_first);
+  load_tile<kD>(KV + kTile, v_src + k_first * ld, ld, dm.T - k_first);
   cp_async_commit();
   cp_async_wait_all();
   __syncthreads();
@@ -242,8 +277,9 @@ __global__ void __launch_bounds__(kThreads)
   float m[2] = {-INFINITY, -INFINITY};
   float l[2] = {0.0f, 0.0f};
   const int row0 = q0 + warp * 16 + g;  // row of c0, c1; row0 + 8: row of c2, c3
+  const int starts[2] = {row_start(dm, b, row0), row_start(dm, b, row0 + 8)};  // 0 without segments
 
-  for (int k0 = 0, buf = 0; k0 <= q0; k0 += kRowsK, buf ^= 1) {  // causal: k0 == q0 is the diagonal tile
+  for (int k0 = k_first, buf = 0; k0 <= q0; k0 += kRowsK, buf ^= 1) {  // causal: k0 == q0 is the diagonal tile
     cp_async_wait_all();      // this thread's copies of tile k0 landed (no-op for tile 0)
     __syncthreads();          // everyone's did; every warp is done with the other buffer (tile k0 - 64)
     if (k0 + kRowsK <= q0) {  // prefetch the next key tile into the other buffer
@@ -271,8 +307,9 @@ __global__ void __launch_bounds__(kThreads)
     }
 
     // 2b. Scale, causal mask (diagonal tile only: key > query; this also masks keys >= T
-    // for rows < T), online softmax. Key 0 is in the first tile and visible to every row
-    // (padding rows too), so m is finite after the first tile and corr = 0 there.
+    // for rows < T), the sample-start mask (packed), online softmax. Without segments key 0
+    // is in the first tile and visible to every row (padding rows too), so m is finite after
+    // the first tile and corr = 0 there; a packed row may see no key of a tile (softmax_ref).
     const bool diagonal = k0 == q0;
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -282,17 +319,18 @@ __global__ void __launch_bounds__(kThreads)
         const int row = row0 + (e / 2) * 8;
         const int col = k0 + 8 * j + 2 * t + (e % 2);
         float v = s[j][e] * scale_log2;
-        if (diagonal && col > row) v = -INFINITY;
+        if ((diagonal && col > row) || col < starts[e / 2]) v = -INFINITY;
         s[j][e] = v;
         mx[e / 2] = fmaxf(mx[e / 2], v);
       }
-    float corr[2];
+    float corr[2], ref[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
       const float m_new = fmaxf(m[r], mx[r]);
-      corr[r] = exp2f(m[r] - m_new);  // 0 on the first tile (m = -inf)
+      ref[r] = softmax_ref(m_new);
+      corr[r] = exp2f(m[r] - ref[r]);  // 0 on the first tile (m = -inf)
       m[r] = m_new;
     }
     float sum[2] = {0.0f, 0.0f};
@@ -300,7 +338,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = 0; j < kNT; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        s[j][e] = exp2f(s[j][e] - m[e / 2]);  // masked: exp2(-inf) = 0
+        s[j][e] = exp2f(s[j][e] - ref[e / 2]);  // masked: exp2(-inf) = 0
         sum[e / 2] += s[j][e];
       }
 #pragma unroll
