@@ -60,6 +60,10 @@ class Accelerator {
     const int32_t* targets = nullptr;
     int64_t batch_size = 0;
     int64_t seq_len = 0;
+    // Packed SFT samples (data.packing: true): for each token the index in its row of its
+    // sample's first token; attention stays inside each sample and positions restart there.
+    // Null: each row is one sequence.
+    const int32_t* segment_starts = nullptr;
   };
   // The next micro-batch of the training data (seeded order, epochs wrap). The views
   // stay valid until the next call.

@@ -313,6 +313,7 @@ struct BatchLoader::Impl {
   std::vector<int64_t> order;  // this epoch's permutation of window indices
   std::vector<int32_t> scratch;
   std::vector<uint8_t> mask;
+  std::vector<int32_t> starts;  // the window's T+1 tokens' sample starts (packed SFT windows)
 
   int64_t windows() const { return first_window.back(); }
   int64_t global_batch() const { return B * world; }
@@ -349,6 +350,25 @@ struct BatchLoader::Impl {
     const auto next = std::upper_bound(st.begin(), st.end(), start);
     const int64_t end = next == st.end() ? shard.size() : *next;
     return std::min(end - start, T + 1);
+  }
+  // Whether shard s's windows pack several samples (SFT shards with SampleWindows::Packed).
+  bool packed(int64_t s) const {
+    return !per_sample[static_cast<size_t>(s)] && !shards[static_cast<size_t>(s)]->sample_starts().empty();
+  }
+  // starts[i] = the window position of the first token of token i's sample, for the T+1
+  // tokens of the window at `start` of a packed shard (0 for a sample begun before the
+  // window: positions restart at the window's start, as a cut sample's do in HF's packing).
+  void fill_starts(int64_t s, int64_t start) {
+    const auto& st = shards[static_cast<size_t>(s)]->sample_starts();
+    auto next = std::upper_bound(st.begin(), st.end(), start);  // the first sample after token 0's
+    int32_t current = 0;
+    for (int64_t i = 0; i <= T; ++i) {
+      if (next != st.end() && *next == start + i) {
+        current = static_cast<int32_t>(i);
+        ++next;
+      }
+      starts[static_cast<size_t>(i)] = current;
+    }
   }
 };
 
@@ -394,6 +414,7 @@ BatchLoader::BatchLoader(std::vector<std::string> shard_paths, int64_t micro_bat
   }
   m.scratch.resize(static_cast<size_t>(seq_len + 1));
   m.mask.resize(static_cast<size_t>(seq_len + 1));
+  m.starts.resize(static_cast<size_t>(seq_len + 1));
   m.shuffle();
 }
 
@@ -403,6 +424,11 @@ int64_t BatchLoader::windows_per_epoch() const { return impl_->windows(); }
 int64_t BatchLoader::steps_per_epoch() const { return impl_->windows() / impl_->global_batch(); }
 int64_t BatchLoader::samples() const { return impl_->samples; }
 int64_t BatchLoader::truncated_samples() const { return impl_->truncated; }
+bool BatchLoader::packs_samples() const {
+  for (size_t s = 0; s < impl_->shards.size(); ++s)
+    if (impl_->packed(static_cast<int64_t>(s))) return true;
+  return false;
+}
 LoaderState BatchLoader::state() const { return impl_->state; }
 void BatchLoader::set_vocab_size(int64_t vocab_size) { impl_->vocab = vocab_size; }
 std::pair<int64_t, int64_t> BatchLoader::window(int64_t w) const {
@@ -420,8 +446,15 @@ void BatchLoader::restore(const LoaderState& s) {
   if (reshuffle) m.shuffle();
 }
 
-void BatchLoader::next(const Tensor& tokens, const Tensor& targets) {
+void BatchLoader::next(const Tensor& tokens, const Tensor& targets) { next(tokens, targets, Tensor()); }
+
+void BatchLoader::next(const Tensor& tokens, const Tensor& targets, const Tensor& segment_starts) {
   Impl& m = *impl_;
+  if (segment_starts.has_data())
+    ZT_CHECK(segment_starts.dtype() == DType::I32 && segment_starts.shape() == Shape({m.B, m.T}) &&
+                 segment_starts.is_contiguous() && segment_starts.device().is_cpu(),
+             "BatchLoader: segment_starts must be host contiguous i32 [", m.B, ", ", m.T, "], got ",
+             shape_str(segment_starts.shape()));
   ZT_CHECK(tokens.dtype() == DType::I32 && targets.dtype() == DType::I32, "BatchLoader: tokens/targets must be i32");
   ZT_CHECK(tokens.shape() == Shape({m.B, m.T}) && targets.shape() == Shape({m.B, m.T}),
            "BatchLoader: tokens/targets must be [", m.B, ", ", m.T, "], got ", shape_str(tokens.shape()));
@@ -451,6 +484,15 @@ void BatchLoader::next(const Tensor& tokens, const Tensor& targets) {
     const int32_t pad = shard.eos_id() >= 0 ? static_cast<int32_t>(shard.eos_id()) : 0;
     for (int64_t i = len; i <= m.T; ++i) m.scratch[static_cast<size_t>(i)] = pad;
     std::memcpy(tok + b * m.T, m.scratch.data(), static_cast<size_t>(m.T) * 4);
+    const bool packed = m.packed(s);
+    if (packed) m.fill_starts(s, start);
+    if (segment_starts.has_data()) {
+      int32_t* seg = segment_starts.data_as<int32_t>() + b * m.T;
+      if (packed)
+        std::memcpy(seg, m.starts.data(), static_cast<size_t>(m.T) * 4);
+      else
+        std::fill(seg, seg + m.T, 0);  // one sequence (a padded sample or plain text)
+    }
     int32_t* t = tgt + b * m.T;
     if (!shard.has_loss_mask()) {
       std::memcpy(t, m.scratch.data() + 1, static_cast<size_t>(m.T) * 4);
@@ -459,6 +501,11 @@ void BatchLoader::next(const Tensor& tokens, const Tensor& targets) {
     shard.read_mask(start, len, m.mask.data());
     for (int64_t i = 0; i < m.T; ++i)
       t[i] = i + 1 < len && m.mask[static_cast<size_t>(i + 1)] ? m.scratch[static_cast<size_t>(i + 1)] : kIgnoreTarget;
+    // Packed: a sample's last token does not predict the next sample's first (HF's
+    // DataCollatorWithFlattening sets that label to -100 too).
+    if (packed)
+      for (int64_t i = 0; i < m.T; ++i)
+        if (m.starts[static_cast<size_t>(i + 1)] == i + 1) t[i] = kIgnoreTarget;
   }
   m.state.position += static_cast<uint64_t>(m.global_batch());
 }

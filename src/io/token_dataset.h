@@ -78,7 +78,11 @@ struct LoaderState {
 // How version 2 (SFT) shards are cut into windows; other shards are always Packed.
 enum class SampleWindows {
   PaddedPerSample,  // each sample its own window, padded (HF TRL's packing=False)
-  Packed,           // windows of T+1 tokens over the samples; attention crosses sample boundaries
+  // Windows of T+1 tokens over the samples, each token tagged with its sample (next()'s
+  // segment_starts): attention stays inside each sample and positions restart at each sample
+  // start (HF's packing with position_ids / TRL's padding_free); the target of a sample's
+  // last token (the next sample's first) is ignored.
+  Packed,
 };
 
 class BatchLoader {
@@ -90,6 +94,13 @@ class BatchLoader {
   ~BatchLoader();
   // Fills tokens and targets (i32, [B, T] each) with the next micro-batch of this rank.
   void next(const Tensor& tokens, const Tensor& targets);
+  // The same, and segment_starts (host i32 [B, T]): for each input token the window position
+  // of its sample's first token (model::Transformer::forward's argument). Zeros for windows
+  // that hold one sequence (plain text, a padded sample).
+  void next(const Tensor& tokens, const Tensor& targets, const Tensor& segment_starts);
+  // True when some window packs several SFT samples (SampleWindows::Packed on SFT shards):
+  // the model then needs next()'s segment_starts.
+  bool packs_samples() const;
   LoaderState state() const;
   // Continues from `state` (taken at any world size with the same global batch). BadInput
   // when the position lies past the epoch.

@@ -45,6 +45,13 @@ void norm_backward(const ModelConfig& c, const Tensor& dx, const Tensor& dw, con
 
 float attention_scale(const ModelConfig& c) { return 1.0f / std::sqrt(static_cast<float>(c.head_dim)); }
 
+// qkv as the rope op takes it: [B, T, W], or with packed samples [1, B T, W], so that row
+// b T + t takes the per-token table's row b T + t (make_token_rope_table).
+Tensor rope_rows(const BlockCall& call, const Tensor& qkv3) {
+  if (!call.segment_starts) return qkv3;
+  return qkv3.reshape({1, qkv3.size(0) * qkv3.size(1), qkv3.size(2)});
+}
+
 // q, k rotated (Rotary), then attention over the sequence or the cache.
 void attention(const ModelConfig& c, const BlockCall& call, const BlockActivations& a) {
   const int64_t B = call.batch, T = call.tokens;
@@ -55,8 +62,10 @@ void attention(const ModelConfig& c, const BlockCall& call, const BlockActivatio
   if (rotary) ZT_CHECK(call.rope != nullptr, "block: rotary positions need a rope table");
   if (!call.cache) {
     ZT_CHECK(call.start == 0, "block: without a KV cache the tokens start at position 0");
-    if (rotary) ops::rope_forward_inplace(qkv3, Hq, Hkv, *call.rope);
-    if (call.pass == BlockPass::Forward) ops::attention_forward(att3, a.lse, qkv3, Hq, Hkv, attention_scale(c));
+    const Tensor segments = call.segment_starts ? *call.segment_starts : Tensor();
+    if (rotary) ops::rope_forward_inplace(rope_rows(call, qkv3), Hq, Hkv, *call.rope);
+    if (call.pass == BlockPass::Forward)
+      ops::attention_forward(att3, a.lse, qkv3, Hq, Hkv, attention_scale(c), segments);
     return;
   }
   ZT_CHECK(call.pass == BlockPass::Forward, "block: a KV-cache call is never a recompute");
@@ -167,8 +176,9 @@ void block_backward(const ModelConfig& c, const UnitWeights& w, const UnitWeight
   const Tensor qkv3 = a.qkv.reshape({B, T, c.qkv_width()});
   const Tensor dqkv3 = d.d_qkv.reshape({B, T, c.qkv_width()});
   ops::attention_backward(dqkv3, d.d_att.reshape({B, T, Hq * c.head_dim}), qkv3, a.att.reshape({B, T, Hq * c.head_dim}),
-                          a.lse, Hq, Hkv, attention_scale(c));
-  if (c.position == PositionKind::Rotary) ops::rope_backward_inplace(dqkv3, Hq, Hkv, *call.rope);
+                          a.lse, Hq, Hkv, attention_scale(c),
+                          call.segment_starts ? *call.segment_starts : Tensor());
+  if (c.position == PositionKind::Rotary) ops::rope_backward_inplace(rope_rows(call, dqkv3), Hq, Hkv, *call.rope);
   norm_forward(c, s.ln, a.ln1_mean, a.ln1_rstd, x_in, w[F::Norm1Weight], w[F::Norm1Bias]);
   ops::linear_backward(d.d_ln, g[F::QkvWeight], g[F::QkvBias], d.d_qkv, s.ln, w[F::QkvWeight], w.layout(F::QkvWeight));
   lora_backward(call, F::QkvWeight, s.ln, d.d_qkv, d.d_ln);
@@ -185,9 +195,39 @@ void embed_forward(const ModelConfig& c, const UnitWeights& embed, const Tensor&
   ops::embedding_forward(x, tokens, embed[F::TokenEmbedding], positions);
 }
 
-void embed_backward(const ModelConfig& c, const UnitWeights& g, const Tensor& dx, const Tensor& tokens) {
-  ops::embedding_backward(g[F::TokenEmbedding],
-                          c.position == PositionKind::Learned ? g[F::PositionEmbedding] : Tensor(), dx, tokens);
+void embed_forward_at(const ModelConfig& c, const UnitWeights& embed, const Tensor& x, const Tensor& tokens,
+                      const Tensor& positions, const Tensor& scratch) {
+  ops::embedding_forward(x, tokens, embed[F::TokenEmbedding], Tensor());
+  if (c.position != PositionKind::Learned) return;
+  // The position rows are gathered as token rows are (an embedding lookup by position id),
+  // then added: in f32 the same one rounding as the fused wte + wpe of embed_forward.
+  const Tensor rows = scratch.reshape(x.shape());
+  ops::embedding_forward(rows, positions, embed[F::PositionEmbedding], Tensor());
+  ops::add(x, x, rows);
+}
+
+void embed_backward(const ModelConfig& c, const UnitWeights& g, const Tensor& dx, const Tensor& tokens,
+                    const Tensor& positions) {
+  const bool learned = c.position == PositionKind::Learned;
+  if (!positions.has_data() || !learned) {
+    ops::embedding_backward(g[F::TokenEmbedding], learned ? g[F::PositionEmbedding] : Tensor(), dx, tokens);
+    return;
+  }
+  ops::embedding_backward(g[F::TokenEmbedding], Tensor(), dx, tokens);
+  ops::embedding_backward(g[F::PositionEmbedding], Tensor(), dx, positions);  // dwpe[positions[b, t]] += dx[b, t]
+}
+
+void make_token_rope_table(ops::RopeTable& out, const ops::RopeTable& table, const Tensor& positions) {
+  const int64_t N = positions.numel(), half = table.cos->size(1);
+  if (out.max_positions != N || out.head_dim != table.head_dim) {
+    out.cos = OwnedTensor({N, half}, DType::F32, table.cos->device());
+    out.sin = OwnedTensor({N, half}, DType::F32, table.cos->device());
+    out.max_positions = static_cast<int>(N);
+    out.head_dim = table.head_dim;
+  }
+  const Tensor ids = positions.reshape({1, N});
+  ops::embedding_forward(out.cos->reshape({1, N, half}), ids, table.cos, Tensor());
+  ops::embedding_forward(out.sin->reshape({1, N, half}), ids, table.sin, Tensor());
 }
 
 void final_norm_forward(const ModelConfig& c, const UnitWeights& head, const Tensor& out, const Tensor& mean,

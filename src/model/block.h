@@ -74,6 +74,11 @@ struct BlockCall {
   int64_t start = 0;                     // position of the first token (tokens already in the cache)
   const ops::RopeTable* rope = nullptr;  // PositionKind::Rotary: rows up to start + T
   const KvCacheLayer* cache = nullptr;   // null: attend over these T tokens only (start 0)
+  // Packed samples (SFT packing, HF's position_ids): per token the index in its row of its
+  // sample's first token, i32 [B, T] on the model's device; attention stays inside each
+  // sample, and `rope` then holds one row per token (B * T rows: the rotation at the token's
+  // position within its sample, make_token_rope_table). Null: each row one sequence.
+  const Tensor* segment_starts = nullptr;
   ResidualDropout dropout;
   // LoRA adapters on the block's linears (model/lora.h); null: none.
   const BlockLora* lora = nullptr;
@@ -91,8 +96,20 @@ void block_backward(const ModelConfig& config, const UnitWeights& w, const UnitW
 // x [B, T, C] (=) token rows + (learned positions) rows start .. start+T-1.
 void embed_forward(const ModelConfig& config, const UnitWeights& embed, const Tensor& x, const Tensor& tokens,
                    int64_t start);
-// The embedding's parameter gradients (+=) from dx [B, T, C] (start 0).
-void embed_backward(const ModelConfig& config, const UnitWeights& embed_grads, const Tensor& dx, const Tensor& tokens);
+// Packed samples: x [B, T, C] (=) token rows + (learned positions) rows positions[b, t]
+// (i32 [B, T] on x's device: each token's position within its sample). `scratch` [B T, C]
+// (x's dtype) holds the gathered position rows.
+void embed_forward_at(const ModelConfig& config, const UnitWeights& embed, const Tensor& x, const Tensor& tokens,
+                      const Tensor& positions, const Tensor& scratch);
+// The embedding's parameter gradients (+=) from dx [B, T, C] (start 0), or with packed
+// samples' positions (undefined: rows 0 .. T-1).
+void embed_backward(const ModelConfig& config, const UnitWeights& embed_grads, const Tensor& dx, const Tensor& tokens,
+                    const Tensor& positions = Tensor());
+
+// Packed samples with rotary positions: a table of B * T rows, row b T + t the rotation of
+// position positions[b, t] (gathered from `table`, so the bits are those of the unpacked
+// rows). Rebuilt into `out` (reallocated only when its size changes).
+void make_token_rope_table(ops::RopeTable& out, const ops::RopeTable& table, const Tensor& positions);
 
 // out = final_norm(x), saving the statistics (mean: LayerNorm only).
 void final_norm_forward(const ModelConfig& config, const UnitWeights& head, const Tensor& out, const Tensor& mean,

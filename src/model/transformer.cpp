@@ -10,6 +10,7 @@
 #include "ops/random.h"
 #include "ops/dropout.h"
 #include "ops/linear.h"
+#include "ops/attention.h"
 #include "ops/rope.h"
 
 namespace zt::model {
@@ -51,6 +52,13 @@ struct Transformer::Activations {
   ops::RopeTable rope;
   // A model on the GPU reads host token ids from device copies.
   OwnedTensor tokens, targets;
+  // Packed samples of this step (set_packed_samples): sample starts and positions within the
+  // samples (views on the model's device: a GPU model's copies live in the slots), and the
+  // rope rows per token. Undefined views: no packing. Not in activation_bytes (i32 [B, T]
+  // twice, and 4 B T D bytes of rope rows, beside the layers' activations).
+  OwnedTensor segment_slot, position_slot, host_positions;
+  Tensor segment_starts, positions;
+  ops::RopeTable token_rope;
   // LoRA's scratch (model/lora.h's LoraScratch), shared by every layer; not in
   // activation_bytes (r-wide, or one layer's input, beside the layers' activations).
   OwnedTensor lora_xd, lora_dxd, lora_h, lora_dh, lora_delta, lora_b_ext, lora_db_ext;
@@ -189,6 +197,10 @@ BlockCall Transformer::block_call(int layer) const {
   call.batch = acts_->B;
   call.tokens = acts_->T;
   call.rope = &acts_->rope;
+  if (acts_->segment_starts.has_data()) {
+    call.segment_starts = &acts_->segment_starts;
+    call.rope = &acts_->token_rope;
+  }
   if (mode_ == Mode::Train) call.dropout = {config_.resid_pdrop, dropout_seed_, dropout_step_};
   return call;
 }
@@ -312,11 +324,32 @@ void Transformer::ensure_activations(int64_t B, int64_t T) {
   acts_ = std::move(act);
 }
 
-void Transformer::forward_trunk(const Tensor& host_tokens) {
+void Transformer::set_packed_samples(const Tensor& host_segments) {
+  Activations& s = *acts_;
+  s.segment_starts = Tensor();
+  s.positions = Tensor();
+  if (!host_segments.has_data()) return;
+  const int64_t B = s.B, T = s.T;
+  ZT_CHECK(host_segments.device().is_cpu() && host_segments.dtype() == DType::I32 && host_segments.dim() == 2 &&
+               host_segments.size(0) == B && host_segments.size(1) == T && host_segments.is_contiguous(),
+           "segment_starts must be a contiguous host i32 [", B, ", ", T, "] tensor, got ",
+           shape_str(host_segments.shape()));
+  ops::check_segment_starts(host_segments, B, T);
+  if (s.host_positions->shape() != host_segments.shape()) s.host_positions = OwnedTensor({B, T}, DType::I32);
+  const int32_t* start = host_segments.data_as<int32_t>();
+  int32_t* pos = s.host_positions.data<int32_t>();
+  for (int64_t i = 0; i < B * T; ++i) pos[i] = static_cast<int32_t>(i % T) - start[i];  // HF's position_ids
+  s.segment_starts = ids_on(options_.device, host_segments, s.segment_slot);
+  s.positions = ids_on(options_.device, s.host_positions, s.position_slot);
+  if (config_.position == PositionKind::Rotary) make_token_rope_table(s.token_rope, s.rope, s.positions);
+}
+
+void Transformer::forward_trunk(const Tensor& host_tokens, const Tensor& host_segments) {
   ZT_CHECK(host_tokens.dim() == 2 && host_tokens.dtype() == DType::I32, "tokens must be i32 [B, T]");
   const ModelConfig& c = config_;
   const int64_t B = host_tokens.size(0), T = host_tokens.size(1);
   ensure_activations(B, T);
+  set_packed_samples(host_segments);
   const Tensor tokens = ids_on(options_.device, host_tokens, acts_->tokens);
   UnitHooks& hooks = hooks_ ? *hooks_ : no_hooks_;
   Activations& s = *acts_;
@@ -324,7 +357,10 @@ void Transformer::forward_trunk(const Tensor& host_tokens) {
   Unit& embed = embed_unit(registry_);
   hooks.before_forward(embed);
   const Tensor x0 = s.x[0]->reshape({B, T, c.hidden_size});
-  embed_forward(c, UnitWeights(embed, Storage::Values), x0, tokens, 0);
+  if (s.positions.has_data())
+    embed_forward_at(c, UnitWeights(embed, Storage::Values), x0, tokens, s.positions, s.proj);
+  else
+    embed_forward(c, UnitWeights(embed, Storage::Values), x0, tokens, 0);
   if (mode_ == Mode::Train && c.embd_pdrop > 0.0f) ops::dropout_forward(x0, x0, c.embd_pdrop, embed_dropout_rng());
   if (!c.tie_word_embeddings) hooks.after_forward(embed);
 
@@ -347,8 +383,9 @@ void Transformer::forward_trunk(const Tensor& host_tokens) {
   final_norm_forward(c, UnitWeights(head, Storage::Values), s.lnf, s.lnf_mean, s.lnf_rstd, s.x.back());
 }
 
-ops::CrossEntropyResult Transformer::forward(const Tensor& tokens, const Tensor& host_targets) {
-  forward_trunk(tokens);
+ops::CrossEntropyResult Transformer::forward(const Tensor& tokens, const Tensor& host_targets,
+                                             const Tensor& segment_starts) {
+  forward_trunk(tokens, segment_starts);
   const Tensor targets = ids_on(options_.device, host_targets, acts_->targets);
   ops::CrossEntropyResult r = ops::lm_head_cross_entropy_forward(
       acts_->lnf, head_weight(), targets.reshape({targets.numel()}), config_.vocab_size, kIgnoreIndex, Tensor());
@@ -369,10 +406,10 @@ void Transformer::forward_logits(const Tensor& tokens, const Tensor& logits) {
 }
 
 ops::CrossEntropyResult Transformer::forward_backward(const Tensor& host_tokens, const Tensor& host_targets,
-                                                      float grad_scale) {
+                                                      float grad_scale, const Tensor& segment_starts) {
   const ModelConfig& c = config_;
   const bool recompute = options_.checkpointing == Checkpointing::EveryBlock;
-  forward_trunk(host_tokens);
+  forward_trunk(host_tokens, segment_starts);
   Activations& s = *acts_;
   // forward_trunk already brought the token ids to the model's device.
   const Tensor tokens = host_tokens.device() == options_.device ? host_tokens : s.tokens.view();
@@ -424,7 +461,7 @@ ops::CrossEntropyResult Transformer::forward_backward(const Tensor& host_tokens,
   require_grads(embed);
   const Tensor dx3 = s.dx->reshape({B, T, c.hidden_size});
   if (mode_ == Mode::Train && c.embd_pdrop > 0.0f) ops::dropout_backward(dx3, dx3, c.embd_pdrop, embed_dropout_rng());
-  embed_backward(c, UnitWeights(embed, Storage::Grads), dx3, tokens);
+  embed_backward(c, UnitWeights(embed, Storage::Grads), dx3, tokens, s.positions);
   hooks.after_backward(embed);
   return r;
 }

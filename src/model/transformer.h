@@ -115,9 +115,15 @@ class Transformer {
   void set_checkpointing(Checkpointing c);
 
   // tokens, targets: i32 [B, T]. Loss only (no gradients, no saved activations).
-  ops::CrossEntropyResult forward(const Tensor& tokens, const Tensor& targets);
+  // segment_starts: packed samples (SFT packing), host i32 [B, T], for each token the index
+  // in its row of its sample's first token (io::BatchLoader::next fills it): attention stays
+  // inside each sample and positions restart at 0 at each sample start, as HF's packing with
+  // position_ids (flash-attn varlen, TRL's padding_free). Undefined: each row one sequence.
+  ops::CrossEntropyResult forward(const Tensor& tokens, const Tensor& targets,
+                                  const Tensor& segment_starts = Tensor());
   // Forward and backward of L = grad_scale * sum of token losses; gradients accumulate.
-  ops::CrossEntropyResult forward_backward(const Tensor& tokens, const Tensor& targets, float grad_scale);
+  ops::CrossEntropyResult forward_backward(const Tensor& tokens, const Tensor& targets, float grad_scale,
+                                           const Tensor& segment_starts = Tensor());
   // logits: f32 [B, T, vocab_size] (unpadded).
   void forward_logits(const Tensor& tokens, const Tensor& logits);
   // The bytes the step's activation buffers hold now (0 before the first step).
@@ -127,7 +133,10 @@ class Transformer {
   struct Activations;
   void ensure_activations(int64_t B, int64_t T);
   // Runs embedding + blocks (model/block.h); leaves the final normalised hidden state in acts_.
-  void forward_trunk(const Tensor& tokens);
+  void forward_trunk(const Tensor& tokens, const Tensor& segment_starts = Tensor());
+  // This step's packed samples (or none): their starts and positions on the device, and the
+  // per-token rope rows.
+  void set_packed_samples(const Tensor& host_segment_starts);
   BlockCall block_call(int layer) const;
   BlockActivations layer_acts(int layer) const;  // views; att/lse per layer when checkpointing
   Tensor head_weight();

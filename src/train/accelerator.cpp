@@ -18,6 +18,7 @@ namespace zt {
 struct Accelerator::Impl {
   std::unique_ptr<train::TrainingRun> run;
   OwnedTensor tokens, targets;  // next_batch()'s buffers
+  OwnedTensor segment_starts;   // next_batch()'s, when the data packs SFT samples
   // The accumulation window: the optimizer step its micro-batches go into, and the
   // clipping threshold clip_grad_norm() chose for it (0: none).
   std::optional<train::OptimizerStep> step;
@@ -63,6 +64,7 @@ Accelerator::Accelerator(const config::TrainConfig& config) : impl_(std::make_un
   if (!run.config.resume.empty()) train::load_run_checkpoint(run, run.config.resume);
   impl_->tokens = OwnedTensor({run.micro_batch, run.seq_len}, DType::I32);
   impl_->targets = OwnedTensor({run.micro_batch, run.seq_len}, DType::I32);
+  if (run.loader->packs_samples()) impl_->segment_starts = OwnedTensor({run.micro_batch, run.seq_len}, DType::I32);
   impl_->start_window(train::Gradients::Clear);
 }
 
@@ -72,9 +74,10 @@ Accelerator& Accelerator::operator=(Accelerator&&) noexcept = default;
 
 Accelerator::Batch Accelerator::next_batch() {
   Impl& s = *impl_;
-  s.run->loader->next(s.tokens, s.targets);
+  s.run->loader->next(s.tokens, s.targets, s.segment_starts);
   const Tensor& t = s.tokens;
-  return {t.data_as<int32_t>(), s.targets.view().data_as<int32_t>(), t.size(0), t.size(1)};
+  return {t.data_as<int32_t>(), s.targets.view().data_as<int32_t>(), t.size(0), t.size(1),
+          s.segment_starts->has_data() ? s.segment_starts.data<int32_t>() : nullptr};
 }
 
 double Accelerator::backward(const Batch& batch) {
@@ -90,8 +93,11 @@ double Accelerator::backward(const Batch& batch) {
   // The model only reads the batch; Tensor views are non-const by design.
   const Tensor tok(const_cast<int32_t*>(batch.tokens), {batch.batch_size, batch.seq_len}, DType::I32);
   const Tensor tgt(const_cast<int32_t*>(batch.targets), {batch.batch_size, batch.seq_len}, DType::I32);
+  const Tensor seg = batch.segment_starts ? Tensor(const_cast<int32_t*>(batch.segment_starts),
+                                                   {batch.batch_size, batch.seq_len}, DType::I32)
+                                          : Tensor();
   train::OptimizerStep::MicroBatch micro = s.step->micro_batch();
-  return micro.forward_backward(tok, tgt);  // the micro-batch ends as `micro` goes
+  return micro.forward_backward(tok, tgt, seg);  // the micro-batch ends as `micro` goes
 }
 
 bool Accelerator::is_accumulation_boundary() const { return impl_->at_boundary(); }

@@ -97,13 +97,15 @@ OptimizerStep::MicroBatch::MicroBatch(MicroBatch&& other) noexcept
   other.step_ = nullptr;
 }
 
-double OptimizerStep::MicroBatch::forward_backward(const Tensor& tokens, const Tensor& targets) {
+double OptimizerStep::MicroBatch::forward_backward(const Tensor& tokens, const Tensor& targets,
+                                                   const Tensor& segment_starts) {
   ZT_CHECK(step_ != nullptr, "MicroBatch: forward_backward() on a moved-from scope");
   ZT_CHECK(!ran_, "MicroBatch: one forward_backward() per micro-batch");
   TrainingRun& run = step_->run_;
   const int64_t count = std::max<int64_t>(1, model::count_targets(targets));
   const auto r = run.model().forward_backward(
-      tokens, targets, step_->scale_ / static_cast<float>(count * run.grad_accum * run.world_size()));
+      tokens, targets, step_->scale_ / static_cast<float>(count * run.grad_accum * run.world_size()),
+      segment_starts);
   ran_ = true;
   return r.loss_sum / static_cast<double>(count);
 }

@@ -59,8 +59,9 @@ class OptimizerStep {
     // Forward and backward with gradients scaled by loss_scale / (target tokens x
     // grad_accum x world size) — HF semantics: each micro-batch's mean token loss divided
     // by the accumulation steps, the ranks' sum being the mean. Dropout is seeded by the
-    // run's micro-step count. Returns the mean token loss (unscaled).
-    double forward_backward(const Tensor& tokens, const Tensor& targets);
+    // run's micro-step count. Returns the mean token loss (unscaled). segment_starts: packed
+    // SFT samples (io::BatchLoader::next's), or undefined (model::Transformer::forward).
+    double forward_backward(const Tensor& tokens, const Tensor& targets, const Tensor& segment_starts = Tensor());
 
    private:
     friend class OptimizerStep;

@@ -144,6 +144,8 @@ TrainResult run_training(const config::TrainConfig& config) {
     signals.saved(resumed_from, run.step);
   }
   OwnedTensor tok({B, T}, DType::I32), tgt({B, T}, DType::I32);
+  // Packed SFT samples: each token's sample start (attention and positions stay per sample).
+  const OwnedTensor seg = run.loader->packs_samples() ? OwnedTensor({B, T}, DType::I32) : OwnedTensor();
   int64_t& step = run.step;
   // ZeRO-3 writes a full model only with stage3_gather_16bit_weights_on_model_save, as
   // DeepSpeed does; the checkpoint then is the result (zerotrain consolidate), so it is
@@ -235,10 +237,10 @@ TrainResult run_training(const config::TrainConfig& config) {
           break;
         }
       }
-      run.loader->next(tok, tgt);
+      run.loader->next(tok, tgt, seg);
       {
         OptimizerStep::MicroBatch micro = opt_step.micro_batch();
-        loss_sum += micro.forward_backward(tok, tgt);
+        loss_sum += micro.forward_backward(tok, tgt, seg);
       }  // the micro-batch ends here (stages 0-1 reduce after the step's last one)
       tokens_since_log += B * T * run.world_size();
     }

@@ -46,8 +46,9 @@ void log_sample_windows(const io::BatchLoader& loader, const config::TrainConfig
   if (loader.samples() == 0 || !main_rank) return;
   if (c.data.packing)
     ZT_INFO("SFT data: ", loader.samples(), " samples packed into ", loader.windows_per_epoch(), " windows of ",
-            T + 1, " tokens (data.packing: true); attention crosses sample boundaries, as HF's packing without "
-            "padding_free; the loss counts response tokens only");
+            T + 1, " tokens (data.packing: true); attention stays inside each sample and positions restart "
+            "at each sample start, as HF's packing with position_ids (TRL's padding_free); the loss counts "
+            "response tokens only");
   else
     ZT_INFO("SFT data: ", loader.samples(), " samples, each its own window of up to ", T + 1,
             " tokens, padded (data.packing: false); ", loader.truncated_samples(),
@@ -479,14 +480,15 @@ double validation_loss(TrainingRun& run, int64_t batches) {
   io::BatchLoader loader(run.data.val_shards, B, T, run.config.data_order_seed() ^ 0xE7A1ull, 0, 1,
                          sample_windows(run.config));
   OwnedTensor tok({B, T}, DType::I32), tgt({B, T}, DType::I32);
+  const OwnedTensor seg = loader.packs_samples() ? OwnedTensor({B, T}, DType::I32) : OwnedTensor();
   model::Transformer& model = run.model();
   model.set_mode(model::Mode::Eval);
   double sum = 0;
   int64_t count = 0;
   const int64_t n = std::min<int64_t>(batches, std::max<int64_t>(1, loader.windows_per_epoch() / B));
   for (int64_t i = 0; i < n; ++i) {
-    loader.next(tok, tgt);
-    const auto r = model.forward(tok, tgt);
+    loader.next(tok, tgt, seg);
+    const auto r = model.forward(tok, tgt, seg);
     sum += r.loss_sum;
     count += r.count;
   }

@@ -4,6 +4,7 @@
 // counted and skipped (io/prepare.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -204,6 +205,44 @@ TEST(SftShards, PaddedPerSampleWindowsMaskPromptsAndPadding) {
   // A sample longer than T+1 is cut (and counted).
   BatchLoader short_windows({dir.file("a.bin")}, 1, 2, 5);
   EXPECT_EQ(short_windows.truncated_samples(), 2);
+}
+
+// Packed windows tag each input token with its sample's start in the window (what the model
+// keeps attention and positions inside), zeros for one-sequence windows, and ignore the
+// target of a sample's last token even where the mask counts the next sample's first token.
+TEST(SftShards, PackedWindowsTagEachTokensSampleStart) {
+  TempDir dir;
+  std::vector<int32_t> ids = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  std::vector<uint8_t> mask(11, 1);
+  write_sft_shard(dir.file("a.bin"), ids.data(), mask.data(), 11, {0, 4, 7}, 300, 99);
+  BatchLoader packed({dir.file("a.bin")}, 1, 5, 5, 0, 1, SampleWindows::Packed);
+  EXPECT_TRUE(packed.packs_samples());
+  OwnedTensor tok({1, 5}, DType::I32), tgt({1, 5}, DType::I32), seg({1, 5}, DType::I32);
+  for (int w = 0; w < 2; ++w) {
+    const int64_t start = packed.window(w).second;
+    packed.next(tok, tgt, seg);
+    const int32_t* g = tgt.data<int32_t>();
+    const int32_t* s = seg.data<int32_t>();
+    std::vector<int32_t> gv(g, g + 5), sv(s, s + 5);
+    if (start == 0) {  // tokens 1..5: samples [1 2 3 4] [5 ...
+      EXPECT_EQ(sv, (std::vector<int32_t>{0, 0, 0, 0, 4}));
+      EXPECT_EQ(gv, (std::vector<int32_t>{2, 3, 4, -100, 6}));  // 4 does not predict 5
+    } else {  // tokens 6..10: sample [5 6 7] begun before the window, then [8 9 10 11]
+      EXPECT_EQ(start, 5);
+      EXPECT_EQ(sv, (std::vector<int32_t>{0, 0, 2, 2, 2}));
+      EXPECT_EQ(gv, (std::vector<int32_t>{7, -100, 9, 10, 11}));
+    }
+  }
+  // One sequence per window: zeros (a padded sample; plain text).
+  BatchLoader padded({dir.file("a.bin")}, 1, 3, 5);
+  EXPECT_FALSE(padded.packs_samples());
+  OwnedTensor tok3({1, 3}, DType::I32), tgt3({1, 3}, DType::I32), seg3({1, 3}, DType::I32);
+  std::fill(seg3.data<int32_t>(), seg3.data<int32_t>() + 3, 7);
+  padded.next(tok3, tgt3, seg3);
+  const int32_t* s3 = seg3.data<int32_t>();
+  EXPECT_EQ(std::vector<int32_t>(s3, s3 + 3), (std::vector<int32_t>{0, 0, 0}));
+  OwnedTensor wrong({1, 4}, DType::I32);
+  EXPECT_THROW(packed.next(tok, tgt, wrong), Error);
 }
 
 TEST(SftPrepare, KindsPerRecordMasksAndBadRecords) {
