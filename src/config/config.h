@@ -42,7 +42,7 @@ struct DataSection {
   std::string jsonl_field = "text";
   std::string chat_template;       // SFT conversations: a built-in name or a file; "" = the tokenizer's
   bool skip_bad_records = false;   // count and skip unreadable JSONL records
-  bool packing = false;            // SFT samples packed into windows (attention crosses samples)
+  bool packing = false;            // SFT samples packed into windows (attention and positions per sample)
   int64_t seq_len = 0;                // 0: the model's context
   double validation_fraction = 0.05;  // split off the train text when no validation set
 };

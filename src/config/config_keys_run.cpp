@@ -39,8 +39,8 @@ std::vector<RunKey> make_table() {
        {},
        "false",
        "",
-       "SFT samples: false = each its own padded window; true = packed into seq_len windows, attention crossing "
-       "sample boundaries"},
+       "SFT samples: false = each its own padded window; true = packed into seq_len windows, attention and "
+       "positions kept inside each sample (HF's position_ids)"},
       {"data.seq_len", {"seq_len"}, "0 (model context)", "", "tokens per sequence"},
       {"data.validation_fraction", {}, "0.05", "", "split off the train text when no validation set is given"},
       {"max_steps",
