@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +15,8 @@
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/hf_weights.h"
+#include "model/lora.h"
+#include "model/lora_adapter.h"
 #include "model/transformer.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_validate.h"
@@ -85,7 +88,19 @@ ConsolidateSummary consolidate_checkpoint(const std::string& checkpoint, const s
   model::ModelOptions mo;
   mo.param_dtype = options.dtype;
   mo.allocate_grads = false;
+  // A LoRA run's checkpoint holds its adapters alone (the base is model.path's): the result
+  // is the PEFT adapter folder, as the run's final/ (adapter tensors in f32).
+  std::optional<model::LoraConfig> lora;
+  if (m.extra.is_object() && m.extra.contains("lora")) {
+    lora = model::lora_config_from_peft_json(m.extra.at("lora"), m.path + " (extra.lora)");
+    mo.lora = model::lora_model_options(*lora, config, m.path + " (extra.lora)");
+    mo.param_dtype = DType::F32;
+    mo.allocate_params = false;  // the base is not in the checkpoint: only the adapters are built
+  }
   model::Transformer model(config, mo);
+  if (lora)
+    for (auto& u : model.registry().units())
+      if (!u->frozen()) u->allocate_params(DType::F32, Device::cpu());
   check_manifest_layout(m, model.registry(),
                         " (a checkpoint of another model? with --config, is it this checkpoint's config?)");
   check_shards_present(m);  // a missing one fails before any work
@@ -94,15 +109,18 @@ ConsolidateSummary consolidate_checkpoint(const std::string& checkpoint, const s
 
   // fp32 master weights are the exact weights of a 16-bit run (zero_to_fp32 reads them
   // too); when the output has the run's own dtype the parameters are those bytes already.
-  bool use_master = options.dtype != m.param_dtype;
-  for (const ManifestUnit& u : m.units)
+  bool use_master = (lora ? DType::F32 : options.dtype) != m.param_dtype;
+  for (const ManifestUnit& u : m.units) {
+    if (lora && u.name.rfind("lora.", 0) != 0) continue;  // the frozen base: not in the checkpoint
     use_master = use_master && std::find(m.optimizer_state.begin(), m.optimizer_state.end(), u.name + ".master") !=
                                    m.optimizer_state.end();
+  }
   summary.source = use_master ? "master" : "params";
 
   model::ParameterRegistry& registry = model.registry();
   for (size_t i = 0; i < registry.size(); ++i) {
     model::Unit& unit = registry.unit(i);
+    if (unit.frozen()) continue;
     const ManifestUnit& mu = m.units[i];
     const std::string name = unit.name() + "." + summary.source;
     const int64_t part = mu.part;
@@ -117,6 +135,19 @@ ConsolidateSummary consolidate_checkpoint(const std::string& checkpoint, const s
     if (options.on_unit) options.on_unit({i, registry.size(), unit.name(), summary.source, unit.numel()});
   }
 
+  if (lora) {
+    std::vector<std::string> tokenizer_files = options.tokenizer_files;
+    if (tokenizer_files.empty())
+      if (std::string t = recorded_file(m, "tokenizer", "--tokenizer"); !t.empty()) tokenizer_files.push_back(t);
+    registry.for_each([&](const model::Unit& u, const model::ParamEntry& e) {
+      if (u.frozen()) return;
+      summary.parameters += e.value.numel();
+      summary.bytes += static_cast<uint64_t>(e.value.numel()) * sizeof(float);
+    });
+    model::save_lora_adapter(registry, config, *lora, out, tokenizer_files);
+    summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return summary;
+  }
   registry.for_each([&](const model::Unit&, const model::ParamEntry& e) {
     const int64_t n = shape_numel(model::hf_layout(config, e.spec).shape);
     summary.parameters += n;

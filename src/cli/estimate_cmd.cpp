@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "model/config.h"
 #include "model/hf_dir.h"
+#include "model/lora_config.h"
 #include "train/estimate.h"
 
 namespace zt::cli {
@@ -37,6 +38,11 @@ same inputs (estimate_zero2/3_model_states_mem_needs, model states only).
   --activation-checkpointing  keep each block's input (and attention output) only
   --precision P               bf16 (default), fp16 or fp32
   --additional-buffer-factor F  DeepSpeed's (default 1.5)
+  --peft FILE|DIR             LoRA: a PEFT adapter_config.json (or its folder); the base is
+                              frozen, gradients and optimizer state are the adapters' only
+  --lora-r R                  LoRA of rank R (alpha = R) on --lora-targets
+  --lora-targets LIST         with --lora-r: module names, comma-separated, or all-linear
+                              (default all-linear)
   --json                      one JSON object instead of the table
 
 --offload-optimizer cpu is what a run allocates; --offload-param and nvme figures are
@@ -92,8 +98,34 @@ int run_estimate(const Args& args) {
   p.value("--precision", [&](const std::string& v) { in.precision = parse_precision(v); });
   p.value("--additional-buffer-factor",
           [&](const std::string& v) { in.additional_buffer_factor = parse_double("--additional-buffer-factor", v); });
+  std::string peft, lora_targets = "all-linear";
+  int64_t lora_r = 0;
+  p.value("--peft", [&](const std::string& v) { peft = v; });
+  p.value("--lora-r", [&](const std::string& v) { lora_r = parse_int("--lora-r", v); });
+  p.value("--lora-targets", [&](const std::string& v) { lora_targets = v; });
   p.flag("--json", [&] { as_json = true; });
   p.parse(args);
+  if (!peft.empty() && lora_r != 0) ZT_THROW_INPUT("estimate: give --peft or --lora-r, not both");
+  if (!peft.empty()) {
+    in.lora = model::load_lora_config(peft);
+    in.lora_source = peft;
+  } else if (lora_r != 0) {
+    model::LoraConfig l;
+    l.r = lora_r;
+    l.lora_alpha = static_cast<double>(lora_r);
+    if (lora_targets == "all-linear") {
+      l.target_form = model::LoraTargetForm::AllLinear;
+    } else {
+      for (size_t start = 0; start <= lora_targets.size();) {
+        const size_t comma = std::min(lora_targets.find(',', start), lora_targets.size());
+        if (comma > start) l.target_modules.push_back(lora_targets.substr(start, comma - start));
+        start = comma + 1;
+      }
+    }
+    l.validate("--lora-r / --lora-targets");
+    in.lora = l;
+    in.lora_source = "--lora-r " + std::to_string(lora_r) + " --lora-targets " + lora_targets;
+  }
   if (model.empty()) ZT_THROW_INPUT("zerotrain estimate: give --model (a preset, a HF directory or a config.json)");
   in.model = load_model(model);
   in.model_name = model;

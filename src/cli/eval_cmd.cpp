@@ -35,7 +35,10 @@ each EOS id. Each document is scored on its own, in
 non-overlapping windows of --seq-len tokens: every token but a document's first is
 predicted once, from the earlier tokens of its window.
 
-  --model DIR            HF model directory (GPT-2, Llama, Mistral, Qwen2)
+  --model DIR            HF model directory (GPT-2, Llama, Mistral, Qwen2), or a PEFT
+                         adapter folder whose base_model_name_or_path is one
+  --adapter DIR          a PEFT LoRA adapter folder (a LoRA run's final/) on top of
+                         --model's weights (merged in f32 when loaded)
   --data FILE            .txt (one document), .jsonl (one document per line), .arrow,
                          .parquet or a save_to_disk folder (one per row), or token
                          shards (.bin file or directory; documents split at EOS)
@@ -62,7 +65,9 @@ int run_eval(const Args& args) {
   Device device = Device::cpu();
   train::EvalOptions o;
   ArgParser p("eval");
+  std::string adapter_dir;
   p.value("--model", [&](const std::string& v) { model_dir = v; });
+  p.value("--adapter", [&](const std::string& v) { adapter_dir = v; });
   p.value("--data", [&](const std::string& v) { data = v; });
   p.value("--seq-len", [&](const std::string& v) { o.seq_len = parse_int("--seq-len", v); });
   p.value("--jsonl-field", [&](const std::string& v) { field = v; });
@@ -82,9 +87,11 @@ int run_eval(const Args& args) {
   const bool shards = ends_with(data, ".bin") ||
                       (std::filesystem::is_directory(data) && io::hf_dataset_dir_kind(data) == io::HfDatasetDir::None);
   init_device("eval", device);
-  model::InferenceModel m = model::load_for_inference(model_dir, DType::F32, device);
+  const model::ModelAndAdapter chosen = model::resolve_model_and_adapter(model_dir, adapter_dir);
+  model_dir = chosen.model;
+  model::InferenceModel m = model::load_for_inference(model_dir, DType::F32, device, chosen.adapter);
   const auto tok = tokenizer_path == "bytes" ? io::make_byte_tokenizer()
-                                             : io::load_tokenizer(tokenizer_path.empty() ? model_dir : tokenizer_path);
+                                             : io::load_tokenizer(tokenizer_path.empty() ? chosen.tokenizer : tokenizer_path);
   std::vector<std::vector<int32_t>> docs;
   if (shards) {
     // Token shards are already tokenized: documents start at each EOS (as prepare writes them).

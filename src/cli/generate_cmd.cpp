@@ -24,7 +24,10 @@ Generates a continuation of TEXT with the model in DIR (a HF directory: config.j
 safetensors weights, tokenizer files; zerotrain's trained outputs have the same layout).
 The prompt is printed, then the new text as each token is chosen.
 
-  --model DIR            HF model directory (GPT-2, Llama, Mistral, Qwen2)
+  --model DIR            HF model directory (GPT-2, Llama, Mistral, Qwen2), or a PEFT
+                         adapter folder whose base_model_name_or_path is one
+  --adapter DIR          a PEFT LoRA adapter folder (a LoRA run's final/) on top of
+                         --model's weights (merged in f32 when loaded)
   --prompt TEXT          the text to continue (empty: start from the BOS token)
   --max-new-tokens N     tokens to generate at most (100)
   --temperature T        softmax temperature (1.0; 0 is greedy)
@@ -53,7 +56,9 @@ int run_generate(const Args& args) {
   train::GenerateOptions o;
   o.sampling.top_k = 50;
   ArgParser p("generate");
+  std::string adapter_dir;
   p.value("--model", [&](const std::string& v) { model_dir = v; });
+  p.value("--adapter", [&](const std::string& v) { adapter_dir = v; });
   p.value("--prompt", [&](const std::string& v) {
     prompt = v;
     have_prompt = true;
@@ -78,9 +83,11 @@ int run_generate(const Args& args) {
   train::validate(o.sampling);
   init_device("generate", device);  // before minutes of loading
 
-  model::InferenceModel m = model::load_for_inference(model_dir, DType::F32, device);
+  const model::ModelAndAdapter chosen = model::resolve_model_and_adapter(model_dir, adapter_dir);
+  model_dir = chosen.model;
+  model::InferenceModel m = model::load_for_inference(model_dir, DType::F32, device, chosen.adapter);
   const auto tok = tokenizer_path == "bytes" ? io::make_byte_tokenizer()
-                                             : io::load_tokenizer(tokenizer_path.empty() ? model_dir : tokenizer_path);
+                                             : io::load_tokenizer(tokenizer_path.empty() ? chosen.tokenizer : tokenizer_path);
   std::vector<int32_t> ids = tok->encode(prompt, io::SpecialTokens::Add);
   if (ids.empty()) {
     const int64_t bos = tok->bos_id() >= 0 ? tok->bos_id() : m.config.bos_token_id;

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
+#include "model/lora_config.h"
 #include "zero/loss_scaler.h"
 #include "zero/optimizer.h"
 #include "zero/options.h"
@@ -243,6 +244,14 @@ struct TrainConfig {
   uint64_t data_order_seed() const { return data_seed.value_or(seed); }
   std::string resume;          // "" | "latest" | a checkpoint dir
   std::string device = "cpu";  // cpu | cuda
+
+  // LoRA (issue 20, docs/lora.md): set, the base model is frozen and adapters train. From
+  // the run file's lora: section, --peft (PEFT's adapter_config.json) or --adapter (a PEFT
+  // adapter folder, whose adapter_config.json it is and whose tensors the adapters start
+  // from); one of the three.
+  std::optional<model::LoraConfig> lora;
+  std::string lora_source;  // where the settings came from, for messages ("run.yaml: lora", a file)
+  std::string adapter;      // --adapter DIR ("": the adapters start at PEFT's init)
 
   // Samples printed after training (and at eval when sample_every_eval).
   std::vector<std::string> sample_prompts;

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "model/config.h"
+#include "model/lora_config.h"
 #include "config/config_keys.h"
 #include "config/hf_training_args.h"
 
@@ -104,6 +105,69 @@ void parse_samples(const json& doc, const Where& top, RunConfig& r) {
     ZT_THROW_INPUT(w.str(), ": tokens, temperature and top_k must not be negative");
 }
 
+// A number a YAML plain scalar kept as a string ("1e-1", config_value.h): as a number.
+json as_number_if_numeric(const json& v) {
+  if (!v.is_string()) return v;
+  const json parsed = parse_override_value(v.get<std::string>());
+  return parsed.is_number() ? parsed : v;
+}
+
+// target_modules as a user writes it: a list, "all-linear", a regular expression (PEFT's
+// reading of any other string) or, handier on a command line, plain module names separated
+// by commas ("q_proj,v_proj"), which no module path fully matches as a regex.
+json target_modules_value(const json& v) {
+  if (!v.is_string()) return v;
+  const std::string s = v.get<std::string>();
+  if (s == "all-linear" || s.empty()) return v;
+  const bool plain_names = s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.,") ==
+                           std::string::npos;
+  if (!plain_names) return v;
+  json list = json::array();
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t comma = std::min(s.find(',', start), s.size());
+    if (comma > start) list.push_back(s.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return list;
+}
+
+// lora: {r, alpha, dropout, target_modules, ...}: the section in PEFT's spelling, read by
+// the adapter_config.json reader (model/lora_config.h), so both have one set of rules.
+void parse_lora(const json& doc, const Where& top, RunConfig& r) {
+  auto it = doc.find("lora");
+  if (it == doc.end() || it->is_null()) return;
+  const Where w = top.key("lora");
+  require_object(*it, w);
+  check_known_keys(*it, run_section_keys("lora"), w, kFix);
+  json peft = {{"peft_type", "LORA"}};
+  const auto take = [&](const std::string& key, const std::string& alias, const std::string& peft_key) {
+    const bool has_key = it->contains(key) && !(*it)[key].is_null();
+    const bool has_alias = !alias.empty() && it->contains(alias) && !(*it)[alias].is_null();
+    if (has_key && has_alias)
+      ZT_THROW_INPUT(w.str(), ": '", key, "' and '", alias, "' are the same setting; keep '", key, "'");
+    if (has_key || has_alias) peft[peft_key] = (*it)[has_key ? key : alias];
+  };
+  take("r", "", "r");
+  take("alpha", "lora_alpha", "lora_alpha");
+  take("dropout", "lora_dropout", "lora_dropout");
+  take("target_modules", "", "target_modules");
+  take("bias", "", "bias");
+  take("use_rslora", "", "use_rslora");
+  take("init_lora_weights", "", "init_lora_weights");
+  take("modules_to_save", "", "modules_to_save");
+  take("fan_in_fan_out", "", "fan_in_fan_out");
+  for (const char* k : {"r", "lora_alpha", "lora_dropout"})
+    if (peft.contains(k)) peft[k] = as_number_if_numeric(peft[k]);
+  if (!peft.contains("target_modules"))
+    ZT_THROW_INPUT(w.key("target_modules").str(), ": missing; name the modules to adapt (e.g. [q_proj, v_proj], "
+                   "or all-linear)");
+  peft["target_modules"] = target_modules_value(peft["target_modules"]);
+  if (!peft.contains("lora_alpha")) peft["lora_alpha"] = 8;  // PEFT's default
+  r.lora = model::lora_config_from_peft_json(peft, w.str());
+  r.lora_where = w.str();
+}
+
 void check_one_of(const Setting<std::string>& s, const std::vector<std::string>& allowed, const Where& w) {
   if (s.is_set() && std::find(allowed.begin(), allowed.end(), s.value) == allowed.end()) {
     std::string list;
@@ -161,6 +225,9 @@ RunConfig parse_run_config(const json& raw, const std::string& source) {
   parse_model(doc, top, r);
   parse_data(doc, top, r);
   parse_samples(doc, top, r);
+  parse_lora(doc, top, r);
+  r.peft = read_string(doc, "peft", top, "").value;
+  r.adapter = read_string(doc, "adapter", top, "").value;
   r.max_steps = read_int(doc, "max_steps", top, 0);
   r.epochs = read_number(doc, "epochs", top, 1.0);
   r.eval_interval = read_int(doc, "eval_interval", top, 0);

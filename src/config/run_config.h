@@ -4,6 +4,7 @@
 // load_train_config assembles everything a `zerotrain train` command line names into one
 // resolved TrainConfig.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,11 @@ struct RunConfig {
   // false: bf16 parameters are updated in place with bf16 optimizer state and no f32 master
   // copy (PyTorch's pure-bf16 AdamW; zero::MasterWeights::None). bf16 runs only.
   Setting<bool> master_weights{true};
+  // LoRA: the lora: section as PEFT's LoraConfig (lora_where names it in messages), and
+  // the peft (an adapter_config.json) and adapter (a PEFT adapter folder) paths.
+  std::optional<model::LoraConfig> lora;
+  std::string lora_where;
+  std::string peft, adapter;
   std::string deepspeed;          // ds_config.json path ("" = none)
   std::string accelerate_config;  // Accelerate YAML path ("" = none)
   // The canonical keys (config_keys_run.cpp) this document writes, for the origins that

@@ -15,6 +15,7 @@
 #include "config/config_keys.h"
 #include "config/hf_training_args.h"
 #include "config/run_config.h"
+#include "config/run_lora.h"
 #include "config/scheduler_keys.h"
 
 namespace zt::config {
@@ -416,6 +417,8 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
   run.model.path = relative_to(run.model.path, args.run_path);
   run.model.config_file = relative_to(run.model.config_file, args.run_path);
   run.model.tokenizer = relative_to(run.model.tokenizer, args.run_path);
+  run.peft = relative_to(run.peft, args.run_path);
+  run.adapter = relative_to(run.adapter, args.run_path);
   const DsConfig ds = parse_ds_config(ds_doc.is_null() ? json::object() : ds_doc, ds_source);
 
   RunContext ctx;
@@ -437,6 +440,7 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
 
   TrainConfig cfg;
   apply_run(run, cfg);
+  apply_run_lora(run, cfg);
   ctx.hidden_size = model_hidden_size(cfg.model);
   resolve_ds_config(ds, ctx, cfg);
   // The run config's own explicit loop settings win over the ds_config's.
@@ -490,6 +494,7 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
   if (!args.overrides.empty()) sources += (sources.empty() ? "" : " + ") + kCommandLine;
   cfg.source = sources.empty() ? "defaults" : sources;
 
+  check_lora_run(cfg);
   if (cfg.max_steps > 0) set_total_steps(cfg, cfg.max_steps);
   return cfg;
 }

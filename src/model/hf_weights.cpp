@@ -1,5 +1,7 @@
 #include "model/hf_weights.h"
 
+#include "model/lora.h"
+
 #include <sys/stat.h>
 
 #if defined(__SSE2__)
@@ -355,7 +357,8 @@ HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConf
   // Every byte will be read: map the pages up front (one unit: only its pages are touched).
   for (const auto& f : hf_weight_files(path))
     readers.push_back(std::make_unique<SafetensorsReader>(f, only ? io::Prefault::No : io::Prefault::Yes));
-  const auto selected = [only](const model::Unit& u) { return !only || &u == only; };
+  // LoRA adapter units are no tensors of the base's files (train/lora_setup.h fills them).
+  const auto selected = [only](const model::Unit& u) { return (!only || &u == only) && !model::is_lora_unit(u); };
 
   // registry name -> (reader, file tensor name)
   std::map<std::string, std::pair<const SafetensorsReader*, std::string>> found;

@@ -11,6 +11,8 @@
 #include "io/bounded_file.h"
 #include "model/hf_check.h"
 #include "model/hf_weights.h"
+#include "model/lora_adapter.h"
+#include "model/lora_merge.h"
 #include "ops/copy.h"
 
 namespace zt::model {
@@ -58,7 +60,8 @@ std::unique_ptr<Transformer> inference_copy(const Transformer& source, DType par
   return model;
 }
 
-InferenceModel load_for_inference(const std::string& dir, DType param_dtype, Device device) {
+InferenceModel load_for_inference(const std::string& dir, DType param_dtype, Device device,
+                                  const std::string& adapter_dir) {
   namespace fs = std::filesystem;
   const fs::path root(dir);
   if (!fs::is_directory(root))
@@ -69,15 +72,21 @@ InferenceModel load_for_inference(const std::string& dir, DType param_dtype, Dev
   const nlohmann::json cj = read_json(config_path);
   InferenceModel m;
   m.config = config_from_hf_json(cj, config_path.string());
+  // An adapter is merged in f32 on the host (read first: one that does not fit fails early).
+  const bool merge = !adapter_dir.empty();
+  std::unique_ptr<LoraAdapter> adapter;
+  if (merge) adapter = std::make_unique<LoraAdapter>(load_lora_adapter(adapter_dir, m.config));
+  const DType host_dtype = merge ? DType::F32 : param_dtype;
   ModelOptions o;
-  o.param_dtype = param_dtype;
+  o.param_dtype = host_dtype;
   o.allocate_grads = false;
   check_hf_config_against_weights(m.config, config_path.string(), dir);
-  check_model_fits_host(m.config, static_cast<double>(dtype_size(param_dtype)), dir + ": the model's parameters");
+  check_model_fits_host(m.config, static_cast<double>(dtype_size(host_dtype)), dir + ": the model's parameters");
   m.model = std::make_unique<Transformer>(m.config, o);
   load_hf_weights(m.model->registry(), m.config, dir);
+  if (merge) merge_lora_into(*m.model, *adapter, adapter_dir);
   m.model->set_mode(Mode::Eval);
-  if (!device.is_cpu()) m.model = inference_copy(*m.model, param_dtype, device);
+  if (!device.is_cpu() || host_dtype != param_dtype) m.model = inference_copy(*m.model, param_dtype, device);
 
   const fs::path gen = root / "generation_config.json";
   if (fs::exists(gen)) {
@@ -91,6 +100,39 @@ InferenceModel load_for_inference(const std::string& dir, DType param_dtype, Dev
                                        [&](int32_t id) { return id >= m.config.vocab_size; }),
                         m.eos_token_ids.end());
   return m;
+}
+
+namespace {
+
+ModelAndAdapter with_tokenizer(std::string model, std::string adapter) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  bool adapter_has_tokenizer = false;
+  if (!adapter.empty())
+    for (const char* name : {"tokenizer.json", "vocab.json", "tokenizer.model"})
+      adapter_has_tokenizer = adapter_has_tokenizer || fs::is_regular_file(fs::path(adapter) / name, ec);
+  std::string tokenizer = adapter_has_tokenizer ? adapter : model;
+  return {std::move(model), std::move(adapter), std::move(tokenizer)};
+}
+
+}  // namespace
+
+ModelAndAdapter resolve_model_and_adapter(const std::string& model, const std::string& adapter) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const bool adapter_folder =
+      fs::is_regular_file(fs::path(model) / "adapter_config.json", ec) && !fs::exists(fs::path(model) / "config.json", ec);
+  if (!adapter_folder) return with_tokenizer(model, adapter);
+  if (!adapter.empty())
+    ZT_THROW_INPUT("--model '", model, "' is a PEFT adapter folder and --adapter names '", adapter,
+                   "'; give the base model as --model BASE and the adapter as --adapter DIR");
+  const LoraConfig config = load_lora_config(model);
+  const std::string base = config.base_model_name_or_path;
+  if (base.empty() || !fs::is_regular_file(fs::path(base) / "config.json", ec))
+    ZT_THROW_INPUT("--model '", model, "' is a PEFT adapter folder whose base_model_name_or_path (",
+                   base.empty() ? std::string("null") : "'" + base + "'",
+                   ") is no local HF model directory; give it as --model BASE --adapter ", model);
+  return with_tokenizer(base, model);
 }
 
 }  // namespace zt::model

@@ -85,6 +85,18 @@ Tensor full_width_b(const BlockLora& lora, const AdapterViews& ad) {
 
 }  // namespace
 
+LoraOptions lora_model_options(const LoraConfig& lora, const ModelConfig& model, const std::string& source) {
+  LoraOptions o;
+  o.r = lora.r;
+  o.scaling = static_cast<float>(lora.scaling());
+  o.dropout = static_cast<float>(lora.lora_dropout);
+  o.init = lora.init_lora_weights == LoraInit::Gaussian ? AdapterInit::Gaussian : AdapterInit::KaimingUniform;
+  // Each resolved module by its path below the layer ("self_attn.q_proj"): a suffix match
+  // that picks exactly it in every layer (a regex or all-linear becomes the modules it picks).
+  for (const LoraModule& m : resolve_lora_targets(lora, model, source)) o.target_modules.push_back(m.name);
+  return o;
+}
+
 std::vector<LoraTarget> adapter_targets(const ModelConfig& c, const std::vector<std::string>& targets,
                                              int64_t layer) {
   const std::vector<LoraTarget> linears = block_linears(c, layer);
@@ -123,6 +135,8 @@ Philox lora_dropout_rng(uint64_t seed, uint64_t step, int layer, size_t index) {
 }
 
 std::string lora_unit_name(int64_t layer) { return "lora." + std::to_string(layer); }
+
+bool is_lora_unit(const Unit& unit) { return unit.name().rfind("lora.", 0) == 0; }
 
 std::vector<ParamSpec> lora_unit_specs(const ModelConfig& c, const LoraOptions& lora, int64_t layer) {
   std::vector<ParamSpec> specs;

@@ -28,6 +28,7 @@
 #include "core/tensor.h"
 #include "model/config.h"
 #include "model/field.h"
+#include "model/lora_config.h"
 #include "model/registry.h"
 
 namespace zt::model {
@@ -46,6 +47,11 @@ struct LoraOptions {
   std::vector<std::string> target_modules;
   bool enabled() const { return r > 0; }
 };
+
+// What the model needs of a run's LoraConfig for a base of shape `model`: PEFT's targets
+// resolved (a name the model lacks, a regex matching nothing: BadInput naming `source` and
+// listing the modules it has), rank, scaling, dropout and init.
+LoraOptions lora_model_options(const LoraConfig& lora, const ModelConfig& model, const std::string& source);
 
 // One adapter: a PEFT module (one HF tensor of a block's linear field) and the logical
 // output rows [row_begin, row_begin + rows) of the field it adds to.
@@ -71,6 +77,8 @@ std::vector<std::string> adapter_module_names(const ModelConfig& config);
 // "<module>.lora_B.weight" [rows, r] (PEFT's names without "base_model.model.").
 std::vector<ParamSpec> lora_unit_specs(const ModelConfig& config, const LoraOptions& lora, int64_t layer);
 std::string lora_unit_name(int64_t layer);
+// Whether `unit` holds adapters ("lora.<l>"), not base-model tensors of the HF files.
+bool is_lora_unit(const Unit& unit);
 
 // One adapter's tensors: values (a, b) and gradients (da, db; undefined without a buffer).
 struct AdapterViews {

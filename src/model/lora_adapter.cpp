@@ -1,11 +1,16 @@
 // Reading PEFT adapter folders (see lora_adapter.h for the names).
 #include "model/lora_adapter.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <map>
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "io/staging_dir.h"
+#include "model/hf_tokenizer_files.h"
+#include "model/lora.h"
+#include "ops/copy.h"
 
 namespace zt::model {
 namespace {
@@ -109,6 +114,42 @@ LoraAdapter load_lora_adapter(const std::string& dir, const ModelConfig& base) {
         ZT_THROW_INPUT(weights, ": tensor ", peft_lora_key(base, f.layer, f.module.name, which),
                        " is missing; adapter_config.json's target_modules picks ", f.module.name, " in every layer");
   return adapter;
+}
+
+void save_lora_adapter(const ParameterRegistry& registry, const ModelConfig& base, LoraConfig config,
+                       const std::string& dir, const std::vector<std::string>& tokenizer_files) {
+  // PEFT corrects the flag to the base's layout (with a warning) when it wraps the layers.
+  config.fan_in_fan_out = base.family == Family::GPT2;
+  std::vector<TokenizerFiles> tokenizers;  // resolved first: a broken one fails before writing
+  for (const std::string& t : tokenizer_files) tokenizers.push_back(tokenizer_files_for(t, base.max_position_embeddings));
+
+  std::vector<io::TensorSource> tensors;
+  for (const auto& unit : registry.units()) {
+    if (!is_lora_unit(*unit)) continue;
+    ZT_CHECK(unit->has_params(), "save_lora_adapter: the parameters of unit ", unit->name(), " are not in place");
+    for (const ParamEntry& e : unit->params()) {
+      const Tensor value = e.value;
+      // The unit's names are PEFT's without its prefix (lora_unit_specs).
+      tensors.push_back({kPeftKeyPrefix + e.name(), DType::F32, e.spec.shape, [value](void* dst) {
+                           OwnedTensor host(value.shape(), value.dtype());
+                           ops::copy(host, value);  // from the device when it lives there
+                           Tensor(dst, value.shape(), DType::F32).copy_from(host);
+                         }});
+    }
+  }
+  ZT_CHECK(!tensors.empty(), "save_lora_adapter: the model has no adapter units");
+
+  io::StagingDir staging(dir);
+  io::write_safetensors(staging.file("adapter_model.safetensors"), tensors, {{"format", "pt"}});
+  save_lora_config(config, staging.file("adapter_config.json"));
+  for (const TokenizerFiles& t : tokenizers) {
+    for (const auto& [src, name] : t.copies) io::copy_file_atomic(src, staging.file(name));
+    for (const auto& [name, text] : t.written)
+      io::write_file_atomic(staging.file(name), [&](std::FILE* f) {
+        if (std::fwrite(text.data(), 1, text.size(), f) != text.size()) ZT_THROW_IO(staging.file(name), ": write failed");
+      });
+  }
+  staging.commit();
 }
 
 }  // namespace zt::model

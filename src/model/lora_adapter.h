@@ -25,6 +25,7 @@
 #include "core/tensor.h"
 #include "model/config.h"
 #include "model/lora_config.h"
+#include "model/registry.h"
 
 namespace zt::model {
 
@@ -60,5 +61,15 @@ struct LoraAdapter {
 // folder with adapter_model.bin only (pickle: not read; convert it to safetensors).
 // Unsupported: tensors of LoRA variants (DoRA's lora_magnitude_vector, embedding LoRA).
 LoraAdapter load_lora_adapter(const std::string& dir, const ModelConfig& base);
+
+// Writes `dir` (atomically, replacing it) as PeftModel.save_pretrained does:
+// adapter_config.json (`config`, with fan_in_fan_out as PEFT sets it for the family: true for
+// GPT-2's Conv1D, false otherwise) and adapter_model.safetensors holding every adapter unit's
+// ("lora.<l>", model/lora.h) A and B under PEFT's keys, in f32 (PEFT keeps its adapters in
+// f32; a 16-bit run's values widen exactly), plus the tokenizer files of `tokenizer_files`
+// (as SavePretrainedOptions's: a Trainer's output folder has them beside the adapter).
+// The registry's adapter units must hold their values (host or device).
+void save_lora_adapter(const ParameterRegistry& registry, const ModelConfig& base, LoraConfig config,
+                       const std::string& dir, const std::vector<std::string>& tokenizer_files = {});
 
 }  // namespace zt::model

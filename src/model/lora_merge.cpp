@@ -62,22 +62,13 @@ bool has_tokenizer(const std::string& dir) {
 
 }  // namespace
 
-LoraMergeSummary merge_lora(const std::string& base_dir, const std::string& adapter_dir, const std::string& out_dir,
-                            const LoraMergeOptions& options) {
-  const ModelConfig config = load_hf_config(base_dir);
-  // The adapter first: a mismatched one fails before the base is read.
-  const LoraAdapter adapter = load_lora_adapter(adapter_dir, config);
+LoraMergeSummary merge_lora_into(Transformer& base, const LoraAdapter& adapter, const std::string& adapter_dir,
+                                 const std::function<void(const LoraMergeProgress&)>& on_layer) {
+  const ModelConfig& config = base.config();
+  ParameterRegistry& registry = base.registry();
   const std::string weights = adapter_dir + "/adapter_model.safetensors";
-
-  ModelOptions mo;
-  mo.param_dtype = DType::F32;
-  mo.allocate_grads = false;
-  Pretrained base = load_pretrained(base_dir, mo);
-  ParameterRegistry& registry = base.model->registry();
-
   LoraMergeSummary s;
   s.scaling = adapter.config.scaling();
-  s.dtype = options.dtype_given ? options.dtype : base_files_dtype(base_dir);
   for (const auto& [name, value] : adapter.replaced) {
     ParamEntry* entry = registry.find(name);
     if (entry == nullptr) {
@@ -86,12 +77,12 @@ LoraMergeSummary merge_lora(const std::string& base_dir, const std::string& adap
                                 "embedding (tie_word_embeddings); merging it would untie them, which is not "
                                 "implemented");
       ZT_THROW_INPUT(weights, ": tensor ", peft_base_key(name, false), " replaces ", name,
-                     ", which the base model in ", base_dir, " does not have");
+                     ", which the base model does not have");
     }
     const HfTensorLayout layout = hf_layout(config, entry->spec);
     if (value->shape() != layout.shape)
       ZT_THROW_INPUT(weights, ": tensor ", name, " (trained bias or modules_to_save) does not have the shape of the "
-                              "base's in ", base_dir);
+                              "base's");
     from_hf_layout(config, entry->spec, value, entry->value);
     ++s.replaced;
   }
@@ -105,8 +96,23 @@ LoraMergeSummary merge_lora(const std::string& base_dir, const std::string& adap
       add_delta(*entry, f, s.scaling);
       ++s.modules;
     }
-    if (options.on_layer) options.on_layer({l, config.num_layers});
+    if (on_layer) on_layer({l, config.num_layers});
   }
+  return s;
+}
+
+LoraMergeSummary merge_lora(const std::string& base_dir, const std::string& adapter_dir, const std::string& out_dir,
+                            const LoraMergeOptions& options) {
+  const ModelConfig config = load_hf_config(base_dir);
+  // The adapter first: a mismatched one fails before the base is read.
+  const LoraAdapter adapter = load_lora_adapter(adapter_dir, config);
+
+  ModelOptions mo;
+  mo.param_dtype = DType::F32;
+  mo.allocate_grads = false;
+  Pretrained base = load_pretrained(base_dir, mo);
+  LoraMergeSummary s = merge_lora_into(*base.model, adapter, adapter_dir, options.on_layer);
+  s.dtype = options.dtype_given ? options.dtype : base_files_dtype(base_dir);
 
   SavePretrainedOptions so;
   so.dtype = s.dtype;

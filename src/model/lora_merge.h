@@ -36,6 +36,15 @@ struct LoraMergeSummary {
   double scaling = 0;
 };
 
+// The merge in memory: every adapted weight of `base` (f32 parameters on the host) gets
+// scaling * B @ A, trained biases and modules_to_save replace the base's tensors. `adapter`
+// was read for this base (load_lora_adapter); `adapter_dir` names it in errors. eval and
+// generate --adapter run the merged model (model/inference_load.h).
+struct LoraAdapter;
+class Transformer;
+LoraMergeSummary merge_lora_into(Transformer& base, const LoraAdapter& adapter, const std::string& adapter_dir,
+                                 const std::function<void(const LoraMergeProgress&)>& on_layer = {});
+
 // BadInput (exit 2) naming the file: a base that is not an HF model directory, an adapter
 // whose shapes or targets do not fit it (model/lora_adapter.h), a replaced tensor the base
 // does not have or of another shape, lm_head in modules_to_save of a tied-head model.

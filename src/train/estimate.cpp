@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/memory_info.h"
 #include "model/transformer.h"
+#include "train/lora_setup.h"
 #include "zero/engine.h"
 
 namespace zt::train {
@@ -51,6 +52,9 @@ void check_input(const EstimateInput& in) {
                    ": optimizer offload needs ZeRO stage 1, 2 or 3; give --stage");
   if (in.offload_param != config::OffloadDevice::None && in.stage != 3)
     ZT_THROW_INPUT("--offload-param ", config::offload_device_name(in.offload_param), ": parameter offload needs --stage 3");
+  if (in.lora && (in.offload_optimizer != config::OffloadDevice::None || in.offload_param != config::OffloadDevice::None))
+    ZT_THROW_INPUT("--offload-optimizer/--offload-param with LoRA (", in.lora_source,
+                   "): a LoRA run does not combine them (exit 2 at start); drop the offload");
   if (!(in.additional_buffer_factor > 0))
     ZT_THROW_INPUT("--additional-buffer-factor: give a positive factor (DeepSpeed's default is 1.5)");
 }
@@ -101,10 +105,14 @@ MemoryEstimate estimate_memory(const EstimateInput& in) {
   mo.allocate_params = false;
   mo.allocate_grads = false;
   mo.shard_count = e.world;
+  if (in.lora) mo.lora = model::lora_model_options(*in.lora, in.model, in.lora_source);
   const model::Transformer shapes(in.model, mo);
   for (const auto& u : shapes.registry().units()) {
     e.padded_elements += u->padded_numel();
     e.largest_unit_elements = std::max(e.largest_unit_elements, u->padded_numel());
+    if (u->frozen()) continue;
+    e.trainable_elements += u->padded_numel();
+    e.largest_trainable_unit_elements = std::max(e.largest_trainable_unit_elements, u->padded_numel());
   }
   e.hf_parameters = in.model.num_parameters();
   e.largest_layer_params = largest_hf_layer_params(in.model);
@@ -114,15 +122,19 @@ MemoryEstimate estimate_memory(const EstimateInput& in) {
   const int moments = 8;                                // AdamW: two f32 moments
   const int optimizer_bytes = moments + (f32 ? 0 : 4);  // + the f32 master of 16-bit parameters
   const int64_t P = e.padded_elements, W = e.world;
+  // Gradients and optimizer state exist for the trainable units only (a LoRA run's
+  // adapters; every unit otherwise).
+  const int64_t Pt = e.trainable_elements;
   const bool off_opt = in.offload_optimizer != config::OffloadDevice::None;
   const bool off_param = in.offload_param != config::OffloadDevice::None;
   // Per rank, as the engine divides them.
   const int64_t params = stage >= 3 ? P * param_bytes / W : P * param_bytes;
-  const int64_t grads = stage >= 2 ? P * 4 / W : P * param_bytes;  // stages 2-3: f32 partitions
-  const int64_t optimizer = stage >= 1 ? P * optimizer_bytes / W : P * optimizer_bytes;
-  ZT_CHECK(params + grads + optimizer ==
-               zero::zero_formula_bytes(stage, P, static_cast<int>(W), param_bytes, param_bytes, 4, optimizer_bytes),
-           "estimate: the engine's division changed");
+  const int64_t grads = stage >= 2 ? Pt * 4 / W : Pt * param_bytes;  // stages 2-3: f32 partitions
+  const int64_t optimizer = stage >= 1 ? Pt * optimizer_bytes / W : Pt * optimizer_bytes;
+  if (Pt == P)
+    ZT_CHECK(params + grads + optimizer ==
+                 zero::zero_formula_bytes(stage, P, static_cast<int>(W), param_bytes, param_bytes, 4, optimizer_bytes),
+             "estimate: the engine's division changed");
   // Optimizer offload (zero/offload_optimizer.h) moves the state to the host and stages a
   // copy of the rank's gradient partition and 16-bit parameters there; the GPU keeps its
   // parameters and gradients.
@@ -158,7 +170,7 @@ MemoryEstimate estimate_memory(const EstimateInput& in) {
   e.nvme_bytes_per_node = ((opt_nvme ? optimizer : 0) + nvme_params) * in.gpus_per_node;
   // Transient: a unit's full gradient buffer while it is reduced (stages 2-3), and at
   // stage 3 the unit in use and the one prefetched.
-  if (stage >= 2) e.gpu_transient += e.largest_unit_elements * param_bytes;
+  if (stage >= 2) e.gpu_transient += e.largest_trainable_unit_elements * param_bytes;
   if (stage >= 3) e.gpu_transient += 2 * e.largest_unit_elements * param_bytes;
 
   e.gpu_activations =
@@ -198,6 +210,8 @@ nlohmann::json estimate_json(const EstimateInput& in, const MemoryEstimate& e) {
                  {"offload_param", config::offload_device_name(in.offload_param)},
                  {"parameters", e.hf_parameters},
                  {"largest_layer_params", e.largest_layer_params},
+                 {"trainable_parameters", e.trainable_elements},
+                 {"lora", in.lora ? model::lora_config_to_peft_json(*in.lora) : nlohmann::json(nullptr)},
                  {"additional_buffer_factor", in.additional_buffer_factor}};
   j["zerotrain"] = {{"gpu_bytes_per_gpu", e.gpu_bytes_per_gpu()},
                     {"cpu_bytes_per_node", e.cpu_bytes_per_node},
@@ -219,6 +233,12 @@ std::string describe_estimate(const EstimateInput& in, const MemoryEstimate& e) 
                 static_cast<double>(e.hf_parameters), static_cast<double>(e.largest_layer_params),
                 config::precision_name(in.precision));
   s += line;
+  if (in.lora) {
+    std::snprintf(line, sizeof line,
+                  "LoRA r %lld (%s): a frozen base; gradients and optimizer state for %.4g adapter elements only\n",
+                  static_cast<long long>(in.lora->r), in.lora_source.c_str(), static_cast<double>(e.trainable_elements));
+    s += line;
+  }
   std::snprintf(line, sizeof line,
                 "ZeRO stage %d over %d GPU(s) (%d node(s) x %d)%s; offload_optimizer %s, offload_param %s; micro-batch "
                 "%lld x %lld tokens, activation checkpointing %s\n\n",
@@ -257,6 +277,7 @@ std::string describe_estimate(const EstimateInput& in, const MemoryEstimate& e) 
   if (in.offload_param == config::OffloadDevice::NVMe && in.offload_optimizer != config::OffloadDevice::None)
     s += "note: offload_param nvme with DeepSpeed's defaults: each rank keeps its first max_in_cpu (1e9) parameter "
          "elements in host memory and swaps the rest through 5 buffers of the largest unit's slice.\n";
+  if (in.lora) s += "note: DeepSpeed's formulas count a full fine-tune; with LoRA they are far above its model states.\n";
   if (in.offload_param != config::OffloadDevice::None && in.offload_optimizer == config::OffloadDevice::None)
     s += "note: offload_param takes effect only together with offload_optimizer (cpu or nvme): a run keeps these "
          "parameters in GPU memory.\n";

@@ -16,6 +16,7 @@
 // (zero/param_store.h).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -23,6 +24,7 @@
 #include "config/config.h"
 #include "core/dtype.h"
 #include "model/config.h"
+#include "model/lora_config.h"
 
 namespace zt::train {
 
@@ -40,6 +42,10 @@ struct EstimateInput {
   // the swap buffers of the rest.
   int64_t offload_param_max_in_cpu = 1000000000;
   int offload_param_buffer_count = 5;
+  // LoRA (--peft, --lora-r): a frozen 16-bit base (parameters only) and adapters that hold
+  // the gradients, master weights and moments. lora_source names it in messages.
+  std::optional<model::LoraConfig> lora;
+  std::string lora_source;
 };
 
 // GPU memory the step uses beyond the counted buffers (cuBLASLt workspaces, the caching
@@ -50,6 +56,8 @@ constexpr int64_t kGpuReserveBytes = int64_t{512} << 20;
 struct MemoryEstimate {
   int world = 1, effective_stage = 0;
   int64_t hf_parameters = 0, largest_layer_params = 0, padded_elements = 0, largest_unit_elements = 0;
+  // What trains (with LoRA the adapters; else every element) and its largest unit.
+  int64_t trainable_elements = 0, largest_trainable_unit_elements = 0;
   // zerotrain, per GPU
   int64_t gpu_model_states = 0;  // parameters, gradients, master weights and moments this rank keeps
   int64_t gpu_transient = 0;     // a unit's full gradients (stages 2-3), gathered units (stage 3)

@@ -12,7 +12,9 @@
 #include "model/hf_dir.h"
 #include "model/hf_check.h"
 #include "model/hf_weights.h"
+#include "model/lora_adapter.h"
 #include "ops/copy.h"
+#include "train/lora_setup.h"
 
 namespace zt::train {
 namespace fs = std::filesystem;
@@ -36,6 +38,12 @@ std::vector<std::string> training_texts(const config::TrainConfig& c) {
       if (!doc.empty()) texts.push_back(std::move(doc));
   }
   return texts;
+}
+
+// LoRA: every adapter unit of a model that holds its parameters gets its starting values.
+void fill_adapter_units(model::Transformer& m, uint64_t seed, const model::LoraAdapter* adapter) {
+  for (auto& u : m.registry().units())
+    if (model::is_lora_unit(*u)) fill_adapter_unit(m, *u, seed, adapter);
 }
 
 }  // namespace
@@ -76,16 +84,33 @@ ModelSetup setup_model(const config::TrainConfig& c, const fs::path& out) {
   // tensor-core path. fp16 gradients stay representable through the loss scale.
   if (mo.device.is_cuda() && c.precision != config::Precision::F32) mo.activation_dtype = mo.param_dtype;
 
+  // LoRA: the adapters resolved against the model's shape, and --adapter's tensors.
+  std::shared_ptr<const model::LoraAdapter> adapter;
+  const auto add_lora = [&](const model::ModelConfig& config) {
+    if (!c.lora) return;
+    mo.lora = model::lora_model_options(*c.lora, config, c.lora_source);
+    if (!c.adapter.empty()) adapter = std::make_shared<model::LoraAdapter>(model::load_lora_adapter(c.adapter, config));
+    s.lora = c.lora;
+    s.base_model = !c.model.path.empty() ? c.model.path : !c.model.preset.empty() ? c.model.preset : c.model.config_file;
+  };
+  const uint64_t seed = c.seed;
+
   if (!c.model.path.empty()) {
     if (c.zero.stage >= 3) {
       // Each rank reads only its slice of each unit from the files.
       const model::ModelConfig config = model::load_hf_config(c.model.path);
       model::check_hf_config_against_weights(config, c.model.path + "/config.json", c.model.path);
+      add_lora(config);
       mo.allocate_params = false;
       s.model = std::make_unique<model::Transformer>(config, mo);
       model::Transformer* m = s.model.get();
       const std::string path = c.model.path;
-      s.fill_slice = [m, path](model::Unit& u, int64_t begin, const Tensor& out) {
+      s.fill_slice = [m, path, seed, adapter](model::Unit& u, int64_t begin, const Tensor& out) {
+        if (model::is_lora_unit(u)) {  // built whole (small), then cut
+          fill_adapter_unit(*m, u, seed, adapter.get());
+          ops::copy(out, u.flat_params().narrow(0, begin, out.numel()));
+          return;
+        }
         if (out.device().is_cpu()) {
           model::load_hf_unit_slice(m->config(), path, u, begin, out);
           return;
@@ -96,11 +121,15 @@ ModelSetup setup_model(const config::TrainConfig& c, const fs::path& out) {
         ops::copy(out, host);
       };
     } else if (mo.device.is_cpu()) {
+      if (c.lora) add_lora(model::load_hf_config(c.model.path));
       model::Pretrained p = model::load_pretrained(c.model.path, mo);
       s.model = std::move(p.model);
+      fill_adapter_units(*s.model, seed, adapter.get());
     } else {
       // The files are read into a host model, which is then copied to the GPU unit by unit.
+      if (c.lora) add_lora(model::load_hf_config(c.model.path));
       const model::Pretrained p = model::load_pretrained(c.model.path, model::host_staging_options(mo));
+      fill_adapter_units(*p.model, seed, adapter.get());
       s.model = std::make_unique<model::Transformer>(p.config, mo);
       for (size_t i = 0; i < p.model->registry().size(); ++i)
         ops::copy(s.model->registry().unit(i).flat_params(), p.model->registry().unit(i).flat_params());
@@ -147,14 +176,16 @@ ModelSetup setup_model(const config::TrainConfig& c, const fs::path& out) {
     config.eos_token_id = s.tokenizer->eos_id();
     config.eos_token_id_list.clear();
   }
+  add_lora(config);
   mo.allocate_params = c.zero.stage < 3;
   s.model = std::make_unique<model::Transformer>(config, mo);
   if (c.zero.stage < 3) {
     s.model->init_weights(c.seed);
+    if (adapter) fill_adapter_units(*s.model, seed, adapter.get());
   } else {
     model::Transformer* m = s.model.get();
-    const uint64_t seed = c.seed;
-    s.fill_slice = [m, seed](model::Unit& u, int64_t begin, const Tensor& out) {
+    s.fill_slice = [m, seed, adapter](model::Unit& u, int64_t begin, const Tensor& out) {
+      if (model::is_lora_unit(u) && adapter && !u.has_params()) fill_adapter_unit(*m, u, seed, adapter.get());
       m->init_unit_slice(u, seed, begin, out);
     };
   }
@@ -162,6 +193,14 @@ ModelSetup setup_model(const config::TrainConfig& c, const fs::path& out) {
 }
 
 void save_final_model(const model::Transformer& model, const ModelSetup& setup, const std::string& dir, DType dtype) {
+  if (setup.lora) {
+    model::LoraConfig lc = *setup.lora;
+    if (lc.base_model_name_or_path.empty()) lc.base_model_name_or_path = setup.base_model;
+    std::vector<std::string> tokenizer_files;
+    if (!setup.tokenizer_path.empty()) tokenizer_files.push_back(setup.tokenizer_path);
+    model::save_lora_adapter(model.registry(), model.config(), lc, dir, tokenizer_files);
+    return;
+  }
   model::SavePretrainedOptions o;
   o.dtype = dtype;
   o.generation_config = setup.generation_config;

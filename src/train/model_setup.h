@@ -6,9 +6,11 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "io/tokenizer.h"
+#include "model/lora_config.h"
 #include "model/transformer.h"
 #include "config/config.h"
 
@@ -24,6 +26,10 @@ struct ModelSetup {
   // slice of each unit from this (reading only those bytes of an HF directory's files, or
   // initialising a preset's unit and cutting the slice). Empty: the model is complete.
   std::function<void(model::Unit&, int64_t, const Tensor&)> fill_slice;
+  // A LoRA run (config.lora): its settings, for final/'s adapter_config.json, which names
+  // the base (base_model_name_or_path: model.path, or the preset / config.json's name).
+  std::optional<model::LoraConfig> lora;
+  std::string base_model;
 };
 
 // The dtype parameters (and the final model files) are stored in for a precision.
@@ -36,7 +42,9 @@ ModelSetup setup_model(const config::TrainConfig& config, const std::filesystem:
 // with its weights instead).
 model::ModelConfig from_scratch_config(const config::ModelSection& model);
 
-// Writes the HF directory (config.json, generation_config.json, safetensors, tokenizer).
+// Writes the HF directory (config.json, generation_config.json, safetensors, tokenizer); for
+// a LoRA run, the PEFT adapter folder (adapter_config.json, adapter_model.safetensors,
+// tokenizer) as PeftModel.save_pretrained and the Trainer write it.
 void save_final_model(const model::Transformer& model, const ModelSetup& setup, const std::string& dir, DType dtype);
 
 }  // namespace zt::train

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "core/memory_info.h"
 #include "train/estimate.h"
+#include "train/lora_setup.h"
 #include "zero/engine.h"
 
 namespace zt::train {
@@ -121,6 +122,20 @@ void check_model_state_fits(const config::TrainConfig& c, const model::ModelConf
                            ? static_cast<double>(zero::zero_formula_bytes(stage, static_cast<int64_t>(n), world_size,
                                                                           param_bytes, param_bytes, 4, optimizer_bytes))
                            : n * bytes_per_param / world_size;
+  if (c.lora) {
+    // LoRA: the frozen base holds its 16-bit parameters only; gradients, master and
+    // moments are the adapters' (the targets were resolved by the config; a bad one is
+    // reported by the model setup, so none is counted here).
+    double adapters = 0;
+    try {
+      adapters = static_cast<double>(lora_parameter_count(mc, model::lora_model_options(*c.lora, mc, c.lora_source)));
+    } catch (const Error&) {
+    }
+    const double params = stage >= 3 ? n * param_bytes / world_size : n * param_bytes;
+    const double grads = stage >= 2 ? adapters * 4 / world_size : adapters * param_bytes;
+    const double optimizer = stage >= 1 ? adapters * optimizer_bytes / world_size : adapters * optimizer_bytes;
+    total = params + grads + optimizer;
+  }
   char count[32];
   std::snprintf(count, sizeof count, "%.4g", n);
   std::string what = "the model's parameters, gradients and optimizer state (" + std::string(count) +

@@ -51,6 +51,18 @@ std::unique_ptr<model::Transformer> sampling_copy(const model::Transformer& mode
   return model::load_pretrained(final_dir).model;
 }
 
+// A LoRA run's samples come from the base with final/'s adapter merged (the KV-cache
+// engine runs plain weights), as `zerotrain generate --model BASE --adapter final/` would
+// give them; null when the base has no files (a preset) to merge into.
+std::unique_ptr<model::Transformer> lora_sampling_copy(const config::TrainConfig& c, const std::string& final_dir,
+                                                       Device device) {
+  if (c.model.path.empty()) {
+    ZT_INFO("samples: skipped (a LoRA run on a model with no weight files to merge the adapters into)");
+    return nullptr;
+  }
+  return model::load_for_inference(c.model.path, DType::F32, device, final_dir).model;
+}
+
 // The model-state bytes per rank, next to what the ZeRO paper's formula predicts.
 void log_memory_plan(TrainingRun& run) {
   const zero::ZeroEngine& e = *run.engine;
@@ -445,11 +457,17 @@ TrainResult run_training(const config::TrainConfig& config) {
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - save_start).count();
       char took[32];
       std::snprintf(took, sizeof took, "%.1f s", secs);
-      ZT_INFO("wrote the final model to ", result.final_model_dir, " (HF format) in ", took);
+      ZT_INFO("wrote the final ", run.setup.lora ? "LoRA adapter" : "model", " to ", result.final_model_dir,
+              run.setup.lora ? " (PEFT format)" : " (HF format)", " in ", took);
     }
     run.comm->barrier();  // the directory is complete for every rank
-    if (main_rank && c.sample_tokens > 0 && !c.sample_prompts.empty()) {
-      const std::unique_ptr<model::Transformer> copy = sampling_copy(model, result.final_model_dir);
+    const bool lora = run.setup.lora.has_value();
+    std::unique_ptr<model::Transformer> lora_copy;
+    if (lora && main_rank && c.sample_tokens > 0 && !c.sample_prompts.empty())
+      lora_copy = lora_sampling_copy(c, result.final_model_dir, model.options().device);
+    if (main_rank && c.sample_tokens > 0 && !c.sample_prompts.empty() && (!lora || lora_copy)) {
+      const std::unique_ptr<model::Transformer> copy =
+          lora ? std::move(lora_copy) : sampling_copy(model, result.final_model_dir);
       model::Transformer& sampler = copy ? *copy : model;
       for (const std::string& prompt : c.sample_prompts) {
         SampleOptions so;

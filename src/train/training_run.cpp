@@ -23,6 +23,7 @@
 #include "io/staging_dir.h"
 #include "model/hf_check.h"
 #include "model/hf_dir.h"
+#include "model/lora_config.h"
 #include "checkpoint/checkpoint.h"
 #include "config/inert_keys.h"
 #include "train/rank_binding.h"
@@ -341,6 +342,9 @@ std::vector<checkpoint::FlatSlice> checkpoint_slices(TrainingRun& run, bool for_
   std::vector<checkpoint::FlatSlice> slices;
   model::ParameterRegistry& reg = run.model().registry();
   for (size_t i = 0; i < reg.size(); ++i) {
+    // A LoRA run's frozen base is not saved: a resume reads it from model.path again, and
+    // the checkpoint holds the adapters and their optimizer state alone.
+    if (reg.unit(i).frozen()) continue;
     checkpoint::FlatSlice s;
     s.name = reg.unit(i).name() + ".params";
     // Parameters swapped to NVMe move through the store's slice I/O, like swapped state.
@@ -446,6 +450,13 @@ std::string save_run_checkpoint(TrainingRun& run, const std::string& root) {
     s.extra["tokenizer"] = fs::absolute(run.setup.tokenizer_path, abs_ec).string();
   if (!run.setup.generation_config.empty())
     s.extra["generation_config"] = fs::absolute(run.setup.generation_config, abs_ec).string();
+  // A LoRA checkpoint: the adapters' settings and the base they train on, so that
+  // `zerotrain consolidate` writes the adapter folder from the checkpoint alone.
+  if (run.setup.lora) {
+    model::LoraConfig lc = *run.setup.lora;
+    if (lc.base_model_name_or_path.empty()) lc.base_model_name_or_path = run.setup.base_model;
+    s.extra["lora"] = model::lora_config_to_peft_json(lc);
+  }
   checkpoint::CheckpointWriteOptions wo;
   wo.keep_last = run.config.keep_last;
   wo.keep = run.best_checkpoint;

@@ -1,0 +1,73 @@
+// LoRA settings of a run (see run_lora.h).
+#include "config/run_lora.h"
+
+#include "core/error.h"
+#include "model/lora_config.h"
+
+namespace zt::config {
+
+namespace {
+
+// The run file's spelling of a PEFT key (lora.alpha for lora_alpha, ...).
+std::string run_key_of(const std::string& peft_key) {
+  if (peft_key == "lora_alpha") return "alpha";
+  if (peft_key == "lora_dropout") return "dropout";
+  return peft_key;
+}
+
+}  // namespace
+
+void apply_run_lora(const RunConfig& run, TrainConfig& cfg) {
+  const int given = run.lora.has_value() + !run.peft.empty() + !run.adapter.empty();
+  if (given > 1)
+    ZT_THROW_INPUT(run.source, ": ", run.lora ? "a lora: section" : "", run.lora && !run.peft.empty() ? " and " : "",
+                   run.peft.empty() ? "" : "peft (" + run.peft + ")",
+                   !run.adapter.empty() && (run.lora || !run.peft.empty()) ? " and " : "",
+                   run.adapter.empty() ? "" : "adapter (" + run.adapter + ")",
+                   " each give the LoRA settings; keep one (an adapter folder brings its own adapter_config.json)");
+  if (run.lora) {
+    cfg.lora = run.lora;
+    cfg.lora_source = run.lora_where;
+    cfg.origin["lora"] = run.source;
+  } else if (!run.peft.empty()) {
+    cfg.lora = model::load_lora_config(run.peft);
+    cfg.lora_source = run.peft;
+    cfg.origin["lora"] = run.peft;
+  } else if (!run.adapter.empty()) {
+    cfg.lora = model::load_lora_config(run.adapter);
+    cfg.lora_source = run.adapter + "/adapter_config.json";
+    cfg.adapter = run.adapter;
+    cfg.origin["lora"] = cfg.lora_source;
+  }
+}
+
+std::string lora_setting_name(const TrainConfig& cfg, const std::string& peft_key) {
+  // A run file's section is named "<file>: lora"; a PEFT file is the file itself.
+  const std::string suffix = ": lora";
+  const std::string& s = cfg.lora_source;
+  if (s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0)
+    return s + "." + run_key_of(peft_key);
+  return s + ": " + peft_key;
+}
+
+void check_lora_run(const TrainConfig& cfg) {
+  if (!cfg.lora) return;
+  const model::LoraConfig& l = *cfg.lora;
+  if (l.bias != model::LoraBias::None)
+    ZT_THROW_INPUT(lora_setting_name(cfg, "bias"), ": \"", model::lora_bias_name(l.bias),
+                   "\" is not supported for training (the base's biases stay frozen); use \"none\"");
+  if (!l.modules_to_save.empty()) {
+    std::string names;
+    for (const std::string& m : l.modules_to_save) names += (names.empty() ? "" : ", ") + m;
+    ZT_THROW_INPUT(lora_setting_name(cfg, "modules_to_save"), ": [", names,
+                   "] is not supported for training (whole modules trained beside the adapters); remove it, or train "
+                   "the whole model without LoRA");
+  }
+  if (cfg.zero.offload_optimizer != OffloadDevice::None || cfg.zero.offload_param != OffloadDevice::None)
+    ZT_THROW_INPUT(cfg.source, ": zero_optimization.", cfg.zero.offload_optimizer != OffloadDevice::None ? "offload_optimizer" : "offload_param",
+                   " is set together with LoRA (", cfg.lora_source,
+                   "), which zerotrain does not combine yet; the adapters' optimizer state is small: remove the "
+                   "offload settings");
+}
+
+}  // namespace zt::config
