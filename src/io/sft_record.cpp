@@ -181,14 +181,33 @@ SftSample SftEncoder::encode_spans(const std::string& text, const std::vector<st
   return s;
 }
 
+std::string SftEncoder::render(const json& r, RecordKind kind) const { return rendered(r, kind).text; }
+
 SftSample SftEncoder::encode(const json& r, RecordKind kind) const {
+  const Rendered x = rendered(r, kind);
+  if (!x.templated) {
+    SftSample s = encode_spans(x.text, x.spans, true);
+    if (kind == RecordKind::Text) s.mask.assign(s.ids.size(), 1);  // plain text: every token counts
+    return s;
+  }
+  // The template writes the specials itself (bos_token), as apply_chat_template's text;
+  // no EOS is appended: the template closes every turn.
+  SftSample s;
+  s.ids = tok_.encode(x.text);
+  s.mask.assign(s.ids.size(), 0);
+  for (const auto& [b, e] : x.spans) {
+    const size_t first = common_prefix(tok_.encode(x.text.substr(0, b)), s.ids);
+    const size_t last = e >= x.text.size() ? s.ids.size() : common_prefix(tok_.encode(x.text.substr(0, e)), s.ids);
+    for (size_t k = first; k < last; ++k) s.mask[k] = 1;
+  }
+  return s;
+}
+
+SftEncoder::Rendered SftEncoder::rendered(const json& r, RecordKind kind) const {
   std::vector<ChatMessage> messages;
   switch (kind) {
-    case RecordKind::Text: {
-      SftSample s = encode_spans(string_field(r, o_.field.c_str()), {{0, std::string::npos}}, true);
-      s.mask.assign(s.ids.size(), 1);  // plain text: every token counts
-      return s;
-    }
+    case RecordKind::Text:
+      return {string_field(r, o_.field.c_str()), {{0, std::string::npos}}, false};
     case RecordKind::PromptResponse:
     case RecordKind::Alpaca: {
       std::string prompt, response;
@@ -201,7 +220,7 @@ SftSample SftEncoder::encode(const json& r, RecordKind kind) const {
         prompt = o_.chat_template.empty() ? alpaca_prompt(instruction, input)
                                           : (input.empty() ? instruction : instruction + "\n\n" + input);
       }
-      if (o_.chat_template.empty()) return encode_spans(prompt + response, {{prompt.size(), std::string::npos}}, true);
+      if (o_.chat_template.empty()) return {prompt + response, {{prompt.size(), std::string::npos}}, false};
       messages = {{"user", prompt}, {"assistant", response}};
       break;
     }
@@ -238,17 +257,7 @@ SftSample SftEncoder::encode(const json& r, RecordKind kind) const {
     if (f.size() > p.size()) spans.emplace_back(p.size(), f.size());
   }
   if (spans.empty()) ZT_THROW_INPUT("the conversation has no assistant turn to train on");
-  // The template writes the specials itself (bos_token), as apply_chat_template's text;
-  // no EOS is appended: the template closes every turn.
-  SftSample s;
-  s.ids = tok_.encode(full);
-  s.mask.assign(s.ids.size(), 0);
-  for (const auto& [b, e] : spans) {
-    const size_t first = common_prefix(tok_.encode(full.substr(0, b)), s.ids);
-    const size_t last = e >= full.size() ? s.ids.size() : common_prefix(tok_.encode(full.substr(0, e)), s.ids);
-    for (size_t k = first; k < last; ++k) s.mask[k] = 1;
-  }
-  return s;
+  return {full, std::move(spans), true};
 }
 
 }  // namespace zt::io

@@ -56,11 +56,25 @@ class SftEncoder {
   // for a malformed record: a missing or non-string field, an empty conversation, roles
   // the template refuses, no assistant turn.
   SftSample encode(const nlohmann::json& record, RecordKind kind) const;
+  // The text encode() tokenizes, before the tokenizer's added prefix and the EOS: a
+  // conversation's rendering by the template (also a prompt/response or Alpaca record's when
+  // a template is named), prompt + response otherwise, a plain record's text field. What a
+  // tokenizer trained for this data reads (a preset's, trained on the run's records). The
+  // same BadInput as encode() for a malformed record.
+  std::string render(const nlohmann::json& record, RecordKind kind) const;
   // "the tokenizer's chat_template (DIR/tokenizer_config.json)", "built-in template chatml", ...
   std::string template_origin() const;
 
  private:
   const ChatTemplate& chat_template() const;
+  // A record's text and the character spans of its responses; templated: rendered by the
+  // chat template (which writes its own specials: no added prefix, no EOS).
+  struct Rendered {
+    std::string text;
+    std::vector<std::pair<size_t, size_t>> spans;
+    bool templated = false;
+  };
+  Rendered rendered(const nlohmann::json& record, RecordKind kind) const;
   SftSample encode_spans(const std::string& text, const std::vector<std::pair<size_t, size_t>>& spans,
                          bool add_prefix) const;
 

@@ -14,31 +14,13 @@
 #include "model/hf_weights.h"
 #include "model/lora_adapter.h"
 #include "ops/copy.h"
+#include "train/tokenizer_texts.h"
 #include "train/lora_setup.h"
 
 namespace zt::train {
 namespace fs = std::filesystem;
 
 namespace {
-
-// The text a preset's tokenizer is trained on: the documents of the training files that
-// are not token shards (the same documents `prepare` reads: JSONL's field, Arrow's column).
-std::vector<std::string> training_texts(const config::TrainConfig& c) {
-  std::vector<std::string> files;
-  for (const std::string& p : c.data.train) {
-    if (fs::path(p).extension() == ".bin") continue;
-    for (const std::string& f : io::list_document_files({p}))
-      if (fs::path(f).extension() != ".bin") files.push_back(f);
-  }
-  std::vector<std::string> texts;
-  const io::DocumentOptions o{c.data.jsonl_field, "data.jsonl_field in " + c.source};
-  for (const std::string& f : files) {
-    const auto source = io::open_document_source(f, o);
-    for (std::string doc; source->next(doc);)
-      if (!doc.empty()) texts.push_back(std::move(doc));
-  }
-  return texts;
-}
 
 // LoRA: every adapter unit of a model that holds its parameters gets its starting values.
 void fill_adapter_units(model::Transformer& m, uint64_t seed, const model::LoraAdapter* adapter) {
@@ -149,7 +131,7 @@ ModelSetup setup_model(const config::TrainConfig& c, const fs::path& out) {
   } else {
     // A preset has no vocabulary of its own: train a byte-level BPE of its size on the
     // training text (kept in the output directory and shipped with the final model).
-    const std::vector<std::string> texts = training_texts(c);
+    const std::vector<std::string> texts = tokenizer_training_texts(c);
     if (texts.empty())
       ZT_THROW_INPUT(c.source, ": ", c.model.preset.empty() ? "model.config '" + c.model.config_file : "model.preset '" + c.model.preset,
                      "' needs a tokenizer: set model.tokenizer, or give text data to train one on");
