@@ -35,6 +35,12 @@ each EOS id. Each document is scored on its own, in
 non-overlapping windows of --seq-len tokens: every token but a document's first is
 predicted once, from the earlier tokens of its window.
 
+Supervised fine-tuning data is scored as training scores it: a .jsonl file whose first
+record is an SFT record ({messages}, {prompt, response|completion}, Alpaca's
+{instruction, input, output}) is rendered and masked as `zerotrain prepare` does, and SFT
+token shards carry their mask; each sample is a document and only its response tokens
+(the targets whose label is not -100) are predicted and counted.
+
   --model DIR            HF model directory (GPT-2, Llama, Mistral, Qwen2), or a PEFT
                          adapter folder whose base_model_name_or_path is one
   --adapter DIR          a PEFT LoRA adapter folder (a LoRA run's final/) on top of
@@ -44,6 +50,9 @@ predicted once, from the earlier tokens of its window.
                          shards (.bin file or directory; documents split at EOS)
   --seq-len T            window length (default: the model's context)
   --jsonl-field NAME     the text field of .jsonl lines / column of Arrow, Parquet ("text")
+  --chat-template NAME   SFT conversations: chatml, llama3, mistral, alpaca or a Jinja
+                         file (default: the tokenizer's chat_template)
+  --skip-bad-records     SFT records: count and skip unreadable records (else exit 2)
   --batch-size N         windows per forward pass (8)
   --tokenizer PATH       tokenizer file or directory (default: DIR); "bytes": byte ids
   --device DEV           cpu (default) or cuda: the forward runs on the GPU
@@ -71,6 +80,9 @@ int run_eval(const Args& args) {
   p.value("--data", [&](const std::string& v) { data = v; });
   p.value("--seq-len", [&](const std::string& v) { o.seq_len = parse_int("--seq-len", v); });
   p.value("--jsonl-field", [&](const std::string& v) { field = v; });
+  train::SftRecordOptions sft_options;
+  p.value("--chat-template", [&](const std::string& v) { sft_options.chat_template = v; });
+  p.flag("--skip-bad-records", [&] { sft_options.skip_bad_records = true; });
   p.value("--batch-size", [&](const std::string& v) { o.batch_size = parse_int("--batch-size", v); });
   p.value("--tokenizer", [&](const std::string& v) { tokenizer_path = v; });
   p.value("--device", [&](const std::string& v) { device = parse_device(v); });
@@ -93,7 +105,15 @@ int run_eval(const Args& args) {
   const auto tok = tokenizer_path == "bytes" ? io::make_byte_tokenizer()
                                              : io::load_tokenizer(tokenizer_path.empty() ? chosen.tokenizer : tokenizer_path);
   std::vector<std::vector<int32_t>> docs;
-  if (shards) {
+  sft_options.jsonl_field = field;
+  // SFT data (records or shards with a loss mask) is scored on its response tokens only.
+  train::SftDocuments sft =
+      shards ? train::read_sft_shard_documents(data) : train::read_sft_records(data, *tok, sft_options);
+  if (!sft.empty()) {
+    docs = std::move(sft.ids);
+    std::printf("SFT data: %zu samples; the loss counts their response tokens only, as training does\n",
+                docs.size());
+  } else if (shards) {
     // Token shards are already tokenized: documents start at each EOS (as prepare writes them).
     const int64_t eos = tok->eos_id() >= 0 ? tok->eos_id() : m.model->config().eos_token_id;
     docs = train::read_shard_documents(data, eos);
@@ -109,7 +129,7 @@ int run_eval(const Args& args) {
     // Documents of one token are dumped but predict nothing: no loss to print then.
     if (std::none_of(docs.begin(), docs.end(), [](const auto& d) { return d.size() >= 2; })) return 0;
   }
-  const train::EvalResult r = train::evaluate(*m.model, docs, o);
+  const train::EvalResult r = train::evaluate(*m.model, docs, o, sft.masks.empty() ? nullptr : &sft.masks);
   std::printf("documents %lld | windows %lld | tokens %lld | mean loss %.6f | perplexity %.4f\n",
               static_cast<long long>(r.documents), static_cast<long long>(r.windows), static_cast<long long>(r.tokens),
               r.mean_loss(), r.perplexity());
