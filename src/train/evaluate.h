@@ -13,11 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "io/tokenizer.h"
 #include "model/transformer.h"
-
-namespace zt::io {
-class Tokenizer;
-}  // namespace zt::io
 
 namespace zt::train {
 
