@@ -85,6 +85,22 @@ std::string describe_config(const TrainConfig& c) {
   p.line("resume", c.resume.empty() ? std::string("(no)") : c.resume);
   p.line("device", c.device);
   p.line("samples.tokens", c.sample_tokens);
+  if (c.lora) {
+    // LoRA (docs/lora.md): the settings as PEFT names them, from where they came.
+    const model::LoraConfig& l = *c.lora;
+    p.section("lora");
+    std::ostringstream targets;
+    if (l.target_form == model::LoraTargetForm::AllLinear) targets << "all-linear";
+    else if (l.target_form == model::LoraTargetForm::Regex) targets << "regex " << l.target_regex;
+    else targets << "[" << joined(l.target_modules) << "]";
+    std::ostringstream summary;
+    summary << "r " << l.r << ", lora_alpha " << l.lora_alpha << " (scaling " << l.scaling() << "), lora_dropout "
+            << l.lora_dropout << ", target_modules " << targets.str()
+            << (l.use_rslora ? ", use_rslora" : "")
+            << (l.init_lora_weights == model::LoraInit::Gaussian ? ", init gaussian" : "");
+    p.line("lora", summary.str());
+    p.line("adapter", c.adapter.empty() ? std::string("(PEFT's init)") : c.adapter);
+  }
 
   p.section("batch");
   p.line("world_size", c.world_size);

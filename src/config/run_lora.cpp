@@ -38,6 +38,7 @@ void apply_run_lora(const RunConfig& run, TrainConfig& cfg) {
     cfg.lora_source = run.adapter + "/adapter_config.json";
     cfg.adapter = run.adapter;
     cfg.origin["lora"] = cfg.lora_source;
+    cfg.origin["adapter"] = run.source;
   }
 }
 

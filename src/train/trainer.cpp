@@ -133,6 +133,15 @@ TrainResult run_training(const config::TrainConfig& config) {
   ZT_INFO("data: ", run.windows, " windows of ", T, " tokens; batch ", c.train_batch_size, " = micro ", B,
           " x accumulation ", gas, " x world ", c.world_size, "; ", total_steps, " steps; lr ",
           run.schedule->describe());
+  if (run.setup.lora) {
+    // What trains: the adapters alone (their elements, as the registry holds them).
+    int64_t adapters = 0;
+    for (const auto& u : model.registry().units())
+      if (!u->frozen()) adapters += u->numel();
+    ZT_INFO("LoRA: r ", run.setup.lora->r, ", scaling ", run.setup.lora->scaling(), " on ",
+            model.options().lora.target_modules.size(), " module(s) per layer; ", adapters,
+            " adapter parameters train, the base is frozen (", c.lora_source, ")");
+  }
   log_memory_plan(run);
   ZT_INFO(cpu_description(), ", ", num_threads(), " threads per rank");
   ZT_INFO("MFU against ", peak.describe());

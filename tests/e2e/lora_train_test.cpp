@@ -153,6 +153,10 @@ TEST(LoraTrain, FinalIsThePeftAdapterFolderAndCheckpointsHoldTheAdaptersOnly) {
     return at == std::string::npos ? std::string("no loss in: ") + out : out.substr(at);
   };
   EXPECT_EQ(loss_line(e.out), loss_line(e2.out));
+  // generate on the folder: the base merged with it, the folder's tokenizer.
+  const auto g = zt::testing::sh(zt::testing::zerotrain_binary() + " generate --model " + final_dir.string() +
+                                 " --prompt 'The license' --max-new-tokens 4 --seed 1");
+  EXPECT_EQ(g.rc, 0) << g.out;
   fs::remove_all(a);
 }
 

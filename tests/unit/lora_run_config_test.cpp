@@ -11,6 +11,7 @@
 
 #include "common/input_error.h"
 #include "common/temp_dir.h"
+#include "config/config_dump.h"
 #include "config/run_config.h"
 #include "model/lora.h"
 #include "train/estimate.h"
@@ -52,6 +53,13 @@ TEST(LoraRunConfig, TheSectionTakesPeftsKeysAndTheRunsSpellings) {
   EXPECT_DOUBLE_EQ(o.lora->lora_dropout, 0);
   EXPECT_EQ(o.lora->target_form, model::LoraTargetForm::Names);
   EXPECT_EQ(o.lora->target_modules, (std::vector<std::string>{"q_proj", "v_proj"}));
+
+  // `zerotrain config check` shows them, with where they came from.
+  const std::string dump = config::describe_config(o);
+  EXPECT_NE(dump.find("lora = r 8, lora_alpha 32 (scaling 11.3137), lora_dropout 0, target_modules [q_proj, v_proj], "
+                      "use_rslora, init gaussian"),
+            std::string::npos)
+      << dump;
 
   // No section: no LoRA.
   EXPECT_FALSE(config::load_train_config({write_run("none", "").string()}).lora.has_value());
