@@ -171,8 +171,10 @@ TrainResult run_training(const config::TrainConfig& config) {
   // ZeRO-3 writes a full model only with stage3_gather_16bit_weights_on_model_save, as
   // DeepSpeed does; the checkpoint then is the result (zerotrain consolidate), so it is
   // written at the end even with save_strategy: no.
-  const bool write_final =
-      run.engine->stage() < 3 || run.world_size() == 1 || c.zero.stage3_gather_16bit_weights_on_model_save;
+  // A LoRA run's final/ is its adapters, gathered alone (small): written at every stage, as
+  // HF's Trainer saves a PEFT model's adapter under ZeRO-3.
+  const bool write_final = run.engine->stage() < 3 || run.world_size() == 1 ||
+                           c.zero.stage3_gather_16bit_weights_on_model_save || run.setup.lora.has_value();
   // load_best_model_at_end and early stopping (HF's Trainer and EarlyStoppingCallback):
   // the best validation loss so far, the step it was measured at, and the evaluations
   // since the last improvement (larger than the threshold).
@@ -459,7 +461,10 @@ TrainResult run_training(const config::TrainConfig& config) {
         result.last_checkpoint, " ", (run.output_dir / "final").string(), "`");
   } else if (!result.stopped_by_signal) {
     const auto save_start = std::chrono::steady_clock::now();
-    run.engine->gather_full_model();
+    if (run.setup.lora)
+      run.engine->gather_trainable_units();
+    else
+      run.engine->gather_full_model();
     result.final_model_dir = (run.output_dir / "final").string();
     if (main_rank) {
       save_final_model(model, run.setup, result.final_model_dir, storage_dtype(c.precision));

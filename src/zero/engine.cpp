@@ -607,6 +607,15 @@ void ZeroEngine::gather_full_model() {
   }
 }
 
+void ZeroEngine::gather_trainable_units() {
+  for (size_t i = 0; i < units_.size(); ++i) {
+    if (registry_.unit(i).frozen()) continue;
+    gather_updated(i);
+    if (offload_) offload_->before_params_used(i);
+    if (options_.stage >= 3) ensure_gathered(i);
+  }
+}
+
 void ZeroEngine::release_full_model() {
   if (options_.stage < 3) return;
   for (size_t i = 0; i < units_.size(); ++i) release_unit(i);

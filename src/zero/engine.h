@@ -163,6 +163,9 @@ class ZeroEngine final : public model::UnitHooks {
   // them, and updates still in flight (offload) land first. release_full_model() returns
   // stage 3 to the sharded state (a no-op in stages 0-2).
   void gather_full_model();
+  // The trainable units' full parameters only (a LoRA run's adapters, which its final/
+  // holds: no frozen base unit is gathered); release_full_model() releases them.
+  void gather_trainable_units();
   void release_full_model();
 
   ModelStateBytes memory(int64_t optimizer_state_bytes) const;
