@@ -9,10 +9,9 @@
 #include "core/rng.h"
 #include "model/hf_names.h"
 #include "model/weights.h"
-#include "ops/copy.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
-#include "ops/linear.h"
+#include "ops/gemm.h"
 
 namespace zt::model {
 namespace {
@@ -72,15 +71,11 @@ Tensor adapter_input(const BlockLora& lora, int layer, size_t index, const Tenso
   return xd;
 }
 
-// The adapter's B as the field's whole output width: itself, or in the rows it covers of
-// a zeroed scratch (a packed field: the other modules' rows add nothing).
-Tensor full_width_b(const BlockLora& lora, const AdapterViews& ad) {
-  if (ad.target.whole_field()) return ad.b;
-  const int64_t r = lora.options->r;
-  const Tensor ext = cut(lora.scratch.b_ext, {ad.target.field_rows, r});
-  ext.zero();
-  ops::copy(ext.narrow(0, ad.target.row_begin, ad.target.rows), ad.b);
-  return ext;
+// x as [N, in], and the adapter's columns [row_begin, row_begin + rows) of a field's output
+// (or its gradient) [N, field_rows]: a column window the products read or add to in place.
+Tensor as_rows(const Tensor& t, int64_t cols) { return t.reshape({t.numel() / cols, cols}); }
+Tensor adapter_columns(const Tensor& y, const LoraTarget& t) {
+  return as_rows(y, t.field_rows).narrow(1, t.row_begin, t.rows);
 }
 
 }  // namespace
@@ -178,61 +173,64 @@ BlockLora block_lora(const LoraOptions& options, const ModelConfig& c, const Uni
 
 LoraScratchSizes lora_scratch_sizes(const ModelConfig& c, const LoraOptions& lora, int64_t N) {
   LoraScratchSizes s;
-  for (const LoraTarget& t : adapter_targets(c, lora.target_modules, 0)) {
-    s.xd = std::max(s.xd, N * t.in_features);
-    s.delta = std::max(s.delta, N * t.field_rows);
-    if (!t.whole_field()) s.b_ext = std::max(s.b_ext, t.field_rows * lora.r);
-  }
+  // dropout(x) and its gradient need a buffer; without dropout the products read x and add
+  // into dx directly.
+  if (lora.dropout > 0.0f)
+    for (const LoraTarget& t : adapter_targets(c, lora.target_modules, 0)) s.xd = std::max(s.xd, N * t.in_features);
   s.h = N * lora.r;
   return s;
 }
 
+// Per adapter: h = dropout(x) A^T, then y's columns += scaling * h B^T, the scaling in the
+// product's alpha (one rounding) and the sum in place (beta = 1) on the adapter's column
+// window of the packed output, so nothing of the field's full width is staged.
 void lora_forward(const BlockLora& lora, int layer, Field field, const Tensor& x, const Tensor& y) {
   if (!lora.options) return;
-  const int64_t N = x.size(0), r = lora.options->r;
+  const int64_t r = lora.options->r;
   for (size_t i = 0; i < lora.adapters.size(); ++i) {
     const AdapterViews& ad = lora.adapters[i];
     if (ad.target.field != field) continue;
-    const Tensor in = adapter_input(lora, layer, i, x);
-    const Tensor h = cut(lora.scratch.h, {N, r});
-    ops::linear_forward(h, in, ad.a, Tensor());
-    ops::scale_inplace(h, lora.options->scaling);
-    const Tensor delta = cut(lora.scratch.delta, {N, ad.target.field_rows});
-    ops::linear_forward(delta, h, full_width_b(lora, ad), Tensor());
-    ops::add_inplace(y, delta);
+    const Tensor in = as_rows(adapter_input(lora, layer, i, x), ad.target.in_features);
+    const Tensor h = cut(lora.scratch.h, {in.size(0), r});
+    ops::gemm(h, in, Transpose::No, ad.a, Transpose::Yes);
+    ops::gemm(adapter_columns(y, ad.target), h, Transpose::No, ad.b, Transpose::Yes, lora.options->scaling,
+              GradWrite::Accumulate);
   }
 }
 
+// With s = scaling and x' = dropout(x), from dy (the field's output gradient, the
+// adapter's columns read in place):
+//   h = x' A^T (recomputed: same mask, same bits as the forward)
+//   dB += s dy^T h        dh = s dy B        dA += dh^T x'        dx += d(x') = dh A
+// (through the dropout's backward when there is one; else added straight into dx).
 void lora_backward(const BlockLora& lora, int layer, Field field, const Tensor& x, const Tensor& dy,
                    const Tensor& dx) {
   if (!lora.options) return;
-  const int64_t N = x.size(0), r = lora.options->r;
+  const int64_t r = lora.options->r;
   const float s = lora.options->scaling, p = lora.options->dropout;
+  const bool dropout = lora.train && p > 0.0f;
   for (size_t i = 0; i < lora.adapters.size(); ++i) {
     const AdapterViews& ad = lora.adapters[i];
     if (ad.target.field != field) continue;
     ZT_CHECK(ad.da.has_data() && ad.db.has_data(), "lora backward of ", ad.target.module, " without gradients");
-    // h = s * dropout(x) A^T, recomputed (same mask, same bits as the forward).
-    const Tensor in = adapter_input(lora, layer, i, x);
+    const int64_t in_features = ad.target.in_features;
+    const Tensor in = as_rows(adapter_input(lora, layer, i, x), in_features);
+    const int64_t N = in.size(0);
     const Tensor h = cut(lora.scratch.h, {N, r});
-    ops::linear_forward(h, in, ad.a, Tensor());
-    ops::scale_inplace(h, s);
-    // dh = dy B (=), dB += dy^T h.
+    ops::gemm(h, in, Transpose::No, ad.a, Transpose::Yes);
+    const Tensor dy_cols = adapter_columns(dy, ad.target);
+    ops::gemm(ad.db, dy_cols, Transpose::Yes, h, Transpose::No, s, GradWrite::Accumulate);
     const Tensor dh = cut(lora.scratch.dh, {N, r});
-    if (ad.target.whole_field()) {
-      ops::linear_backward(dh, ad.db, Tensor(), dy, h, ad.b);
-    } else {
-      const Tensor db_ext = cut(lora.scratch.db_ext, {ad.target.field_rows, r});
-      db_ext.zero();
-      ops::linear_backward(dh, db_ext, Tensor(), dy, h, full_width_b(lora, ad));
-      ops::add_inplace(ad.db, db_ext.narrow(0, ad.target.row_begin, ad.target.rows));
+    ops::gemm(dh, dy_cols, Transpose::No, ad.b, Transpose::No, s);
+    ops::gemm(ad.da, dh, Transpose::Yes, in, Transpose::No, 1.0f, GradWrite::Accumulate);
+    if (!dropout) {
+      ops::gemm(as_rows(dx, in_features), dh, Transpose::No, ad.a, Transpose::No, 1.0f, GradWrite::Accumulate);
+      continue;
     }
-    // d(dropout(x) A^T) = s dh; dA += (s dh)^T dropout(x), d dropout(x) = (s dh) A.
-    ops::scale_inplace(dh, s);
-    const Tensor dxd = cut(lora.scratch.dxd, x.shape());
-    ops::linear_backward(dxd, ad.da, Tensor(), dh, in, ad.a);
-    if (lora.train && p > 0.0f) ops::dropout_backward(dxd, dxd, p, adapter_rng(lora, layer, i));
-    ops::add_inplace(dx, dxd);
+    const Tensor dxd = cut(lora.scratch.dxd, {N, in_features});
+    ops::gemm(dxd, dh, Transpose::No, ad.a, Transpose::No);
+    ops::dropout_backward(dxd, dxd, p, adapter_rng(lora, layer, i));
+    ops::add_inplace(as_rows(dx, in_features), dxd);
   }
 }
 

@@ -86,12 +86,12 @@ struct AdapterViews {
   Tensor a, b, da, db;
 };
 
-// Scratch shared by every layer (flat buffers, cut to shape at use).
+// Scratch shared by every layer (flat buffers, cut to shape at use). The products read
+// and add to the adapters' columns of the packed outputs in place (ops::gemm), so nothing
+// of a field's full width is staged.
 struct LoraScratch {
-  Tensor xd, dxd;       // activation dtype: [N * max in]  (xd only with dropout)
-  Tensor h, dh;         // activation dtype: [N * r]
-  Tensor delta;         // activation dtype: [N * max out]
-  Tensor b_ext, db_ext;  // param / grad dtype: [max out * r], a packed field's B in its rows
+  Tensor xd, dxd;  // activation dtype: [N * max in]  (only with dropout)
+  Tensor h, dh;    // activation dtype: [N * r]
 };
 
 // The adapters of one block for block_forward/backward (model/block.h).
@@ -106,7 +106,7 @@ BlockLora block_lora(const LoraOptions& options, const ModelConfig& config, cons
 
 // Scratch sizes for N rows (elements of each flat buffer, by LoraScratch member order).
 struct LoraScratchSizes {
-  int64_t xd = 0, h = 0, delta = 0, b_ext = 0;
+  int64_t xd = 0, h = 0;
 };
 LoraScratchSizes lora_scratch_sizes(const ModelConfig& config, const LoraOptions& lora, int64_t N);
 

@@ -61,7 +61,7 @@ struct Transformer::Activations {
   ops::RopeTable token_rope;
   // LoRA's scratch (model/lora.h's LoraScratch), shared by every layer; not in
   // activation_bytes (r-wide, or one layer's input, beside the layers' activations).
-  OwnedTensor lora_xd, lora_dxd, lora_h, lora_dh, lora_delta, lora_b_ext, lora_db_ext;
+  OwnedTensor lora_xd, lora_dxd, lora_h, lora_dh;
   BlockScratch scratch() const { return {ln, proj}; }
   BlockGradScratch grad_scratch() const { return {d_ln, d_branch, d_qkv, d_att, d_fc, d_act}; }
 };
@@ -182,7 +182,7 @@ Unit* Transformer::lora_unit(int layer) {
 BlockLora Transformer::block_lora_views(int layer) {
   BlockLora b = block_lora(options_.lora, config_, *lora_unit(layer), layer);
   const Activations& s = *acts_;
-  b.scratch = {s.lora_xd, s.lora_dxd, s.lora_h, s.lora_dh, s.lora_delta, s.lora_b_ext, s.lora_db_ext};
+  b.scratch = {s.lora_xd, s.lora_dxd, s.lora_h, s.lora_dh};
   b.seed = dropout_seed_;
   b.step = dropout_step_;
   b.train = mode_ == Mode::Train;
@@ -317,9 +317,6 @@ void Transformer::ensure_activations(int64_t B, int64_t T) {
     act->lora_dxd = flat(z.xd, options_.activation_dtype);
     act->lora_h = flat(z.h, options_.activation_dtype);
     act->lora_dh = flat(z.h, options_.activation_dtype);
-    act->lora_delta = flat(z.delta, options_.activation_dtype);
-    act->lora_b_ext = flat(z.b_ext, options_.param_dtype);
-    act->lora_db_ext = flat(z.b_ext, options_.grad_dtype);
   }
   acts_ = std::move(act);
 }

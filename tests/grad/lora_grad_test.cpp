@@ -95,9 +95,8 @@ TEST_P(LoraGrad, ForwardAndFiniteDifferences) {
     ops::dropout_forward(mask, ones, c.dropout, model::lora_dropout_rng(kSeed, kStep, kLayer, g));
     masks.push_back(to_d(mask->to_f32_vector()));
   }
-  OwnedTensor xd({N * I}, DType::F32), dxd({N * I}, DType::F32), h({N * R}, DType::F32), dh({N * R}, DType::F32),
-      delta({N * O}, DType::F32), b_ext({O * R}, DType::F32), db_ext({O * R}, DType::F32);
-  lora.scratch = {xd, dxd, h, dh, delta, b_ext, db_ext};
+  OwnedTensor xd({N * I}, DType::F32), dxd({N * I}, DType::F32), h({N * R}, DType::F32), dh({N * R}, DType::F32);
+  lora.scratch = {xd, dxd, h, dh};
 
   const auto x = randn(static_cast<size_t>(N * I), 1), y0 = randn(static_cast<size_t>(N * O), 2);
   const auto wl = randn(static_cast<size_t>(N * O), 3), dx0 = randn(static_cast<size_t>(N * I), 4);
