@@ -20,6 +20,7 @@
 #include "comm/env.h"
 #include "comm/world.h"
 #include "model/config.h"
+#include "io/direct_file.h"
 #include "io/staging_dir.h"
 #include "model/hf_check.h"
 #include "model/hf_dir.h"
@@ -200,6 +201,9 @@ std::unique_ptr<zero::Optimizer> make_run_optimizer(TrainingRun& run) {
   return offload;
 }
 
+// Defined with the checkpoint slices below.
+void check_outputs_fit_drive(TrainingRun& run);
+
 }  // namespace
 
 int engine_stage(int configured_stage, int world_size, ParamOffload params) {
@@ -330,6 +334,7 @@ std::unique_ptr<TrainingRun> start_training_run(const config::TrainConfig& confi
   model.set_checkpointing(c.model.activation_checkpointing ? model::Checkpointing::EveryBlock
                                                            : model::Checkpointing::None);
   model.set_mode(model::Mode::Train);
+  check_outputs_fit_drive(*run);
   clock.lap("optimizer");
   ZT_INFO("ready in ", clock.summary());
   return run;
@@ -363,6 +368,47 @@ std::vector<checkpoint::FlatSlice> checkpoint_slices(TrainingRun& run, bool for_
     slices.push_back(std::move(s));
   }
   return slices;
+}
+
+// Before step 1, with the NVMe swap files (if any) reserved: output_dir's drive must hold
+// final/ and, when the run saves checkpoints, one more checkpoint (the rotation removes the
+// oldest only after the new one is complete). Otherwise a run that fills its drive trains
+// for hours and then fails writing them ("No space left on device", seen with a swap
+// on the output's drive). Rank 0 checks (one output_dir); every rank learns the outcome.
+void check_outputs_fit_drive(TrainingRun& run) {
+  const config::TrainConfig& c = run.config;
+  std::exception_ptr refused;
+  if (run.comm->rank() == 0) {
+    try {
+      double final_bytes = 0, checkpoint_bytes = 0;
+      const model::ParameterRegistry& reg = run.model().registry();
+      for (size_t i = 0; i < reg.size(); ++i) {
+        const model::Unit& u = reg.unit(i);
+        if (u.frozen()) continue;  // a LoRA run's final/ holds the adapters only
+        final_bytes += static_cast<double>(u.numel()) * static_cast<double>(dtype_size(u.param_dtype()));
+      }
+      // Stage 0 slices are the whole buffers, of which each rank saves its share; at
+      // stages 1-3 they are this rank's partition, the same size on every rank.
+      for (const checkpoint::FlatSlice& s : checkpoint_slices(run, false))
+        checkpoint_bytes += static_cast<double>(s.data.nbytes());
+      if (run.engine->stage() > 0) checkpoint_bytes *= run.world_size();
+      const bool saves = c.checkpoint_saves != config::CheckpointSaves::None;
+      const double needed = final_bytes + (saves ? checkpoint_bytes : 0.0);
+      const double free = static_cast<double>(io::free_bytes(run.output_dir.string()));
+      if (free < needed)
+        ZT_THROW_INPUT("output_dir '", c.output_dir, "': its drive has ", bytes_str(free),
+                       " free (after the NVMe swap files, if on it, took theirs), but final/ needs ",
+                       bytes_str(final_bytes),
+                       saves ? str(" and a checkpoint ", bytes_str(checkpoint_bytes)) : std::string(),
+                       ": free space there or point output_dir at another drive",
+                       saves ? " (or save fewer checkpoints: save_strategy \"no\" saves only at a stop signal)" : "");
+    } catch (...) {
+      refused = std::current_exception();
+    }
+  }
+  const bool any_refused = comm::any_rank(*run.comm, refused != nullptr);
+  if (refused) std::rethrow_exception(refused);
+  if (any_refused) ZT_THROW_INPUT("output_dir '", c.output_dir, "': rank 0 found its drive too full (its error says how full)");
 }
 
 }  // namespace

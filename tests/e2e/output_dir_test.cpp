@@ -2,7 +2,8 @@
 // holding a run exits 2 and changes nothing; --overwrite_output_dir replaces the old run;
 // a run on a directory another run holds exits 2 naming its pid; under mpirun a refused
 // directory ends every rank (no rank left waiting); a full disk under metrics.jsonl is a
-// warning and the run goes on.
+// warning and the run goes on; a drive too small for final/ and a checkpoint is exit 2 before
+// the first step.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -119,4 +120,22 @@ TEST_F(OutputDir, ACheckpointWriteErrorIsAnErrorNamingTheFile) {
   EXPECT_HAS(r.out, "shard_rank0.safetensors");
   EXPECT_HAS(r.out, "File too large");
   EXPECT_FALSE(fs::exists(run / "checkpoints" / "latest")) << "latest names a checkpoint that failed";
+}
+
+// A drive (pretended) with too little room for final/ and a checkpoint: exit 2 before the
+// first step, naming output_dir and the sizes, not a "No space left on device" hours later.
+// Without checkpoints (save_strategy no) final/ alone is counted.
+TEST_F(OutputDir, ADriveTooSmallForTheOutputsIsExit2BeforeTraining) {
+  ShellResult r = train("--max_steps 3", "ZT_TEST_DRIVE_FREE_BYTES=4096 ");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_HAS(r.out, "output_dir");
+  EXPECT_HAS(r.out, "final/ needs");
+  EXPECT_HAS(r.out, "and a checkpoint");
+  EXPECT_EQ(r.out.find("step      1"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(run / "final"));
+
+  r = train("--max_steps 3 --overwrite_output_dir --save_strategy no", "ZT_TEST_DRIVE_FREE_BYTES=4096 ");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_HAS(r.out, "final/ needs");
+  EXPECT_EQ(r.out.find("and a checkpoint"), std::string::npos) << r.out;
 }
