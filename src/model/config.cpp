@@ -199,7 +199,7 @@ N count_parameters(const ModelConfig& c) {
 int64_t ModelConfig::num_parameters() const { return count_parameters<int64_t>(*this); }
 double ModelConfig::num_parameters_f64() const { return count_parameters<double>(*this); }
 
-double ModelConfig::flops_per_token(int64_t seq_len) const {
+double ModelConfig::flops_per_token(int64_t seq_len, BaseWeights base) const {
   // 6 FLOPs per parameter per token (forward + backward), embeddings excluded, plus the
   // attention score and value matmuls: 6 * L * T * (Hq * D) * 2 / 2 (causal half).
   const double n =
@@ -207,7 +207,7 @@ double ModelConfig::flops_per_token(int64_t seq_len) const {
                           (position == PositionKind::Learned ? max_position_embeddings * hidden_size : 0)) +
       static_cast<double>(vocab_size * hidden_size);  // the head matmul counts
   const double attn = 6.0 * num_layers * seq_len * num_heads * head_dim;
-  return 6.0 * n + attn;
+  return (base == BaseWeights::Frozen ? 4.0 : 6.0) * n + attn;
 }
 
 void ModelConfig::validate(const std::string& source) const {

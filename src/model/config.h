@@ -23,6 +23,9 @@ enum class MlpKind { Gelu, GatedSilu };          // fc -> gelu_new -> proj; silu
 enum class PositionKind { Learned, Rotary };     // a wpe table added to the embedding; RoPE on q, k
 enum class ResidualInit { Plain, DepthScaled };  // DepthScaled: residual projections get std / sqrt(2 L)
 
+// Whether a run trains the base model's weights or keeps them frozen (LoRA).
+enum class BaseWeights { Trained, Frozen };
+
 struct ModelConfig {
   Family family = Family::GPT2;
   std::string model_type = "gpt2";  // as written in config.json: gpt2, llama, mistral, qwen2
@@ -68,7 +71,10 @@ struct ModelConfig {
   // measured (and refused) before anything is allocated.
   double num_parameters_f64() const;
   // Training FLOPs per token (6N + attention), as llm.c and PaLM count them, for MFU.
-  double flops_per_token(int64_t seq_len) const;
+  // A frozen base (LoRA) computes no weight gradients: 4N (forward and input gradients)
+  // + attention (whose backward is the same); the adapters' 6 per parameter are the
+  // caller's to add.
+  double flops_per_token(int64_t seq_len, BaseWeights base = BaseWeights::Trained) const;
   // Throws BadInput naming the field when the config is inconsistent.
   void validate(const std::string& source) const;
 };

@@ -55,6 +55,17 @@ TEST(Registry, ParameterCountsMatchHF) {
   EXPECT_EQ(preset_config("llama-2-7b").num_parameters(), 6738415616);  // Llama-2-7b-hf's count
 }
 
+// MFU's FLOP count: 6 per weight a token meets (the head's GEMM counted, the embedding
+// lookup not) + attention's 6 L T (Hq D); a frozen base (LoRA) drops the weight gradients'
+// 2 per weight and keeps attention's backward. Llama-3.2-1B at T = 2048: 1,235,814,400
+// parameters of which 262,668,288 the tied embedding/head, 16 x 2048 x 2048 attention width.
+TEST(Registry, FlopsPerTokenCountsSixOrFourPerWeightPlusAttention) {
+  const ModelConfig c = preset_config("llama-3.2-1b");
+  const double weights = 1235814400.0, attention = 6.0 * 16 * 2048 * 2048;
+  EXPECT_DOUBLE_EQ(c.flops_per_token(2048), 6.0 * weights + attention);
+  EXPECT_DOUBLE_EQ(c.flops_per_token(2048, BaseWeights::Frozen), 4.0 * weights + attention);
+}
+
 TEST(Registry, UnitsArePaddedAndViewsAreDisjoint) {
   for (Family f : {Family::GPT2, Family::Llama}) {
     ModelOptions o;
