@@ -2,9 +2,10 @@
 // (tests/data/hf/llama3): final/ is the PEFT adapter folder (PEFT's config keys and tensor
 // names, read back by load_lora_adapter; no base weights), checkpoints hold the adapters'
 // state only and a resumed run continues bit for bit, the base stays bitwise through steps,
-// `zerotrain consolidate` writes the same adapter folder, a PEFT-made adapter (--adapter)
-// starts the model at PEFT's logits, stage 3's partitioned machinery trains the same, and
-// what LoRA training does not implement exits 2 naming the setting.
+// `zerotrain consolidate` writes the same adapter folder, PEFT-made adapters (--adapter,
+// eval --adapter) give PEFT's logits (Llama packed q/v, GPT-2 Conv1D, rslora, biases,
+// modules_to_save), training continues from one, stage 3's partitioned machinery trains the
+// same, and what LoRA training does not implement exits 2 naming the setting.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -213,55 +214,91 @@ TEST(LoraTrain, TheBaseStaysBitwiseAndOnlyTheAdaptersHaveOptimizerState) {
   fs::remove_all(a);
 }
 
-// A PEFT 0.12 adapter (tests/data/peft/llama3_qv) as --adapter: the training model starts
-// at PEFT's logits of the adapted model (reference.safetensors: merge_and_unload()'s,
-// which equal the unmerged PeftModel's to rounding); `zerotrain eval --adapter` gives them
-// too. Training continues from it, and final/ keeps its settings.
-TEST(LoraTrain, APeftAdapterStartsTheModelAtPeftsLogits) {
-  const fs::path a = temp_dir("peft_adapter");
-  const std::string adapter = kData + "peft/llama3_qv";
-  const io::SafetensorsReader ref(adapter + "/reference.safetensors");
-  const std::vector<float> ids = ref.tensor("input_ids").to_f32_vector();
-  const std::vector<float> want = ref.tensor("logits").to_f32_vector();
-  const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
-  const float tolerance = 1e-5f * (*hi - *lo);
-  const auto worst_diff = [&](const std::vector<float>& have) {
-    EXPECT_EQ(have.size(), want.size());
+// PEFT 0.12 adapters (tests/data/peft) against PEFT's logits of the adapted model
+// (reference.safetensors: merge_and_unload()'s, which equal the unmerged PeftModel's to
+// rounding), within 1e-5 of their range:
+//  - as --adapter of a training run (the unmerged adapter units): Llama-3's q_proj/v_proj
+//    (packed in the qkv field) and GPT-2's c_attn (Conv1D base, fan_in_fan_out);
+//  - through `zerotrain eval --adapter` (merged at load) for all five fixtures, with
+//    rslora, bias all / lora_only, modules_to_save and gaussian init among them.
+// Training then continues from one, and final/ keeps its settings.
+namespace {
+
+struct PeftReference {
+  std::vector<float> ids, logits;
+  float tolerance = 0;
+  std::string text;
+  explicit PeftReference(const std::string& adapter) {
+    const io::SafetensorsReader ref(adapter + "/reference.safetensors");
+    ids = ref.tensor("input_ids").to_f32_vector();
+    logits = ref.tensor("logits").to_f32_vector();
+    text = ref.metadata().at("text");
+    const auto [lo, hi] = std::minmax_element(logits.begin(), logits.end());
+    tolerance = 1e-5f * (*hi - *lo);
+  }
+  float worst_diff(const std::vector<float>& have) const {
+    EXPECT_EQ(have.size(), logits.size());
     float worst = 0;
-    for (size_t i = 0; i < std::min(have.size(), want.size()); ++i) worst = std::max(worst, std::fabs(have[i] - want[i]));
+    for (size_t i = 0; i < std::min(have.size(), logits.size()); ++i)
+      worst = std::max(worst, std::fabs(have[i] - logits[i]));
     return worst;
-  };
-  {
+  }
+};
+
+}  // namespace
+
+TEST(LoraTrain, PeftAdaptersGivePeftsLogits) {
+  for (const auto& [name, base] : {std::make_pair("llama3_qv", "llama3"), std::make_pair("gpt2_c_attn", "gpt2")}) {
+    SCOPED_TRACE(name);
+    const fs::path a = temp_dir(std::string("peft_") + name);
+    const std::string adapter = kData + "peft/" + name;
+    const PeftReference ref(adapter);
     config::TrainConfig c = zt::testing::small_run(
-        a, {"--model.preset", "", "--model.path", kBase, "--model.tokenizer", write_tokenizer(a / "tok"), "--adapter",
-            adapter});
+        a, {"--model.preset", "", "--model.path", kData + "hf/" + base, "--model.tokenizer", write_tokenizer(a / "tok"),
+            "--adapter", adapter});
     ASSERT_TRUE(c.lora.has_value());
     EXPECT_EQ(c.adapter, adapter);
     std::unique_ptr<train::TrainingRun> run = train::start_training_run(c);
     model::Transformer& m = run->model();
-    const int64_t T = static_cast<int64_t>(ids.size()), V = m.config().vocab_size;
-    std::vector<int32_t> tokens(ids.begin(), ids.end());
+    const int64_t T = static_cast<int64_t>(ref.ids.size()), V = m.config().vocab_size;
+    std::vector<int32_t> tokens(ref.ids.begin(), ref.ids.end());
     OwnedTensor logits({1, T, V}, DType::F32);
     m.set_mode(model::Mode::Eval);
     m.forward_logits(Tensor(tokens.data(), {1, T}, DType::I32), logits);
-    EXPECT_LE(worst_diff(logits->to_f32_vector()), tolerance);
+    EXPECT_LE(ref.worst_diff(logits->to_f32_vector()), ref.tolerance);
+    run.reset();
+    fs::remove_all(a);
   }
-  std::ofstream(a / "text.txt") << ref.metadata().at("text");
-  const std::string dump = (a / "logits.safetensors").string();
-  const auto e = zt::testing::sh(zt::testing::zerotrain_binary() + " eval --model " + kBase + " --adapter " + adapter +
-                                 " --tokenizer bytes --data " + (a / "text.txt").string() + " --dump-logits " + dump);
-  ASSERT_EQ(e.rc, 0) << e.out;
-  EXPECT_LE(worst_diff(io::SafetensorsReader(dump).tensor("logits.0").to_f32_vector()), tolerance);
+  for (const auto& [name, base] : {std::make_pair("llama3_qv", "llama3"), std::make_pair("llama3_all", "llama3"),
+                                   std::make_pair("gpt2_c_attn", "gpt2"), std::make_pair("gpt2_all_linear", "gpt2"),
+                                   std::make_pair("qwen2_lora_only", "qwen2")}) {
+    SCOPED_TRACE(name);
+    const fs::path a = temp_dir(std::string("eval_") + name);
+    const std::string adapter = kData + "peft/" + name;
+    const PeftReference ref(adapter);
+    std::ofstream(a / "text.txt") << ref.text;
+    const std::string dump = (a / "logits.safetensors").string();
+    const auto e = zt::testing::sh(zt::testing::zerotrain_binary() + " eval --model " + kData + "hf/" + base +
+                                   " --adapter " + adapter + " --tokenizer bytes --data " + (a / "text.txt").string() +
+                                   " --dump-logits " + dump);
+    ASSERT_EQ(e.rc, 0) << e.out;
+    EXPECT_LE(ref.worst_diff(io::SafetensorsReader(dump).tensor("logits.0").to_f32_vector()), ref.tolerance);
+    fs::remove_all(a);
+  }
+}
 
-  // Training continues from it.
+TEST(LoraTrain, TrainingContinuesFromAPeftAdapter) {
   const fs::path b = temp_dir("peft_adapter_run");
+  const std::string adapter = kData + "peft/llama3_qv";
   const train::TrainResult r = train::run_training(zt::testing::small_run(
       b, {"--model.preset", "", "--model.path", kBase, "--model.tokenizer", write_tokenizer(b / "tok"), "--adapter",
           adapter, "--max_steps", "2", "--save_strategy", "no"}));
   const model::LoraAdapter trained = model::load_lora_adapter(r.final_model_dir, model::load_hf_config(kBase));
   EXPECT_EQ(trained.modules.size(), 2u);  // q_proj and v_proj, as the adapter had
   EXPECT_DOUBLE_EQ(trained.config.lora_alpha, 8);
-  fs::remove_all(a);
+  // The trained A moved from the adapter's.
+  const model::LoraAdapter start = model::load_lora_adapter(adapter, model::load_hf_config(kBase));
+  EXPECT_NE(trained.factors[0].a->to_f32_vector(), start.factors[0].a->to_f32_vector());
   fs::remove_all(b);
 }
 
