@@ -64,11 +64,6 @@ void check_lora_run(const TrainConfig& cfg) {
                    "] is not supported for training (whole modules trained beside the adapters); remove it, or train "
                    "the whole model without LoRA");
   }
-  if (cfg.zero.offload_optimizer != OffloadDevice::None || cfg.zero.offload_param != OffloadDevice::None)
-    ZT_THROW_INPUT(cfg.source, ": zero_optimization.", cfg.zero.offload_optimizer != OffloadDevice::None ? "offload_optimizer" : "offload_param",
-                   " is set together with LoRA (", cfg.lora_source,
-                   "), which zerotrain does not combine yet; the adapters' optimizer state is small: remove the "
-                   "offload settings");
 }
 
 }  // namespace zt::config

@@ -14,8 +14,9 @@ namespace zt::config {
 void apply_run_lora(const RunConfig& run, TrainConfig& config);
 
 // BadInput naming the setting and the fix for what a LoRA run does not implement: trained
-// biases (bias all / lora_only), modules_to_save, ZeRO-Offload of the optimizer or the
-// parameters. Nothing without LoRA.
+// biases (bias all / lora_only) and modules_to_save. Nothing without LoRA. (ZeRO-Offload
+// works: the frozen base's slices live where offload_param puts them, the adapters' state
+// where offload_optimizer does.)
 void check_lora_run(const TrainConfig& config);
 
 // How a LoRA setting is named in messages: "run.yaml: lora.bias", or "FILE: bias" for a

@@ -52,9 +52,6 @@ void check_input(const EstimateInput& in) {
                    ": optimizer offload needs ZeRO stage 1, 2 or 3; give --stage");
   if (in.offload_param != config::OffloadDevice::None && in.stage != 3)
     ZT_THROW_INPUT("--offload-param ", config::offload_device_name(in.offload_param), ": parameter offload needs --stage 3");
-  if (in.lora && (in.offload_optimizer != config::OffloadDevice::None || in.offload_param != config::OffloadDevice::None))
-    ZT_THROW_INPUT("--offload-optimizer/--offload-param with LoRA (", in.lora_source,
-                   "): a LoRA run does not combine them (exit 2 at start); drop the offload");
   if (!(in.additional_buffer_factor > 0))
     ZT_THROW_INPUT("--additional-buffer-factor: give a positive factor (DeepSpeed's default is 1.5)");
 }
@@ -138,7 +135,7 @@ MemoryEstimate estimate_memory(const EstimateInput& in) {
   // Optimizer offload (zero/offload_optimizer.h) moves the state to the host and stages a
   // copy of the rank's gradient partition and 16-bit parameters there; the GPU keeps its
   // parameters and gradients.
-  const int64_t owned = stage >= 1 ? P / W : P;
+  const int64_t owned = stage >= 1 ? Pt / W : Pt;  // the partitions the host optimizer updates
   // With parameter offload the host optimizer updates the parameters' host partitions in
   // place: only the gradients are staged.
   const int64_t staging = owned * ((stage >= 2 ? 4 : param_bytes) + (params_home_host ? 0 : param_bytes));
@@ -161,8 +158,9 @@ MemoryEstimate estimate_memory(const EstimateInput& in) {
   // DeepSpeed's default 4 swap buffers of the largest piece (a unit's partition, at most the
   // default sub_group_size of 1e9 elements), each tensor padded to 4 KiB.
   const bool opt_nvme = in.offload_optimizer == config::OffloadDevice::NVMe;
-  const int64_t piece = std::min<int64_t>(stage >= 1 ? (e.largest_unit_elements + W - 1) / W : e.largest_unit_elements,
-                                          1000000000);
+  const int64_t piece =
+      std::min<int64_t>(stage >= 1 ? (e.largest_trainable_unit_elements + W - 1) / W : e.largest_trainable_unit_elements,
+                        1000000000);
   const int64_t swap_buffers = 4 * piece * optimizer_bytes;
   const int64_t host_optimizer = opt_nvme ? swap_buffers : optimizer;
   const int64_t host_per_rank = host_params + (off_opt ? host_optimizer + staging : 0);

@@ -51,7 +51,17 @@ OffloadHostBytes offload_host_bytes(const config::TrainConfig& c, const model::M
   const int param_bytes = c.precision == config::Precision::F32 ? 4 : 2;
   const int optimizer_bytes = optimizer_state_bytes(c);
   const double ratio = c.zero.offload_optimizer_ratio;
-  const double owned = stage >= 1 ? n / world_size : n;  // elements this rank's optimizer updates
+  const double owned = stage >= 1 ? n / world_size : n;  // this rank's parameter partition
+  // What trains: every parameter, or a LoRA run's adapters (the base has no optimizer state,
+  // no gradients and no updated copy to stage).
+  double trainable = n;
+  if (c.lora) {
+    try {
+      trainable = static_cast<double>(lora_parameter_count(mc, model::lora_model_options(*c.lora, mc, c.lora_source)));
+    } catch (const Error&) {
+    }
+  }
+  const double owned_t = stage >= 1 ? trainable / world_size : trainable;  // elements this rank's optimizer updates
   const int grad_part_bytes = stage >= 2 ? 4 : param_bytes;
   const bool params_home = stage >= 3 && config::offloads_params(c.zero);
   // The largest unit's slice (the embedding's, or a block's): what one swap buffer holds.
@@ -61,18 +71,18 @@ OffloadHostBytes offload_host_bytes(const config::TrainConfig& c, const model::M
   // The 16-bit parameters' staging, or offload_param's host home in its place; with
   // offload_param nvme only max_in_cpu elements of it and the swap buffers of the rest
   // (the drive's room is reserved when the store is made: a full drive is an error there).
-  double params_host = ratio * owned * param_bytes;
+  double params_host = params_home ? owned * param_bytes : ratio * owned_t * param_bytes;
   if (params_home && c.zero.offload_param == config::OffloadDevice::NVMe) {
     const double resident = std::min(owned, static_cast<double>(c.zero.offload_param_max_in_cpu));
     params_host = resident * param_bytes + (owned > resident ? c.zero.offload_param_buffer_count * unit * param_bytes : 0);
   }
-  b.host = ratio * owned * (optimizer_bytes + grad_part_bytes) + params_host;
-  b.off_gpu = ratio * owned * optimizer_bytes + (params_home ? owned * param_bytes : 0);
+  b.host = ratio * owned_t * (optimizer_bytes + grad_part_bytes) + params_host;
+  b.off_gpu = ratio * owned_t * optimizer_bytes + (params_home ? owned * param_bytes : 0);
   if (c.zero.offload_optimizer == config::OffloadDevice::NVMe) {
     // The state is on the drive; the host holds buffer_count swap buffers of the largest
     // piece: a unit's slice, at most sub_group_size.
     const double piece = std::min(unit, static_cast<double>(c.zero.sub_group_size));
-    b.host = ratio * owned * grad_part_bytes + params_host + c.zero.offload_optimizer_buffer_count * piece * optimizer_bytes;
+    b.host = ratio * owned_t * grad_part_bytes + params_host + c.zero.offload_optimizer_buffer_count * piece * optimizer_bytes;
   }
   return b;
 }
