@@ -35,13 +35,19 @@ clipping, precision and logging replace the built-in run's own).
                           --optimizer.params.lr 3e-4, --zero_optimization.stage 2
   --resume latest|auto|DIR  continue from output_dir/checkpoints/latest or a checkpoint
                           (auto: the latest when there is one, else from the start)
+  --lora.r R --lora.target_modules LIST
+                          LoRA on a frozen base (docs/lora.md; all lora.* keys are PEFT's
+                          LoraConfig's); final/ is then a PEFT adapter folder
+  --peft FILE             the LoRA settings from PEFT's adapter_config.json
+  --adapter DIR           continue training a PEFT adapter folder (its settings and tensors)
   --overwrite_output_dir  replace the run already in output_dir (without it, or
                           --resume, a new run there exits 2 and changes nothing)
   --threads N             CPU threads (default: all cores)
   --log-level LEVEL       debug, info, warn, error
 
 Writes to output_dir: checkpoints/global_stepN/ (+ latest), metrics.jsonl, final/ (an HF
-model directory with its tokenizer). One run at a time per output_dir (a lock).
+model directory with its tokenizer; with LoRA the PEFT adapter folder). One run at a time
+per output_dir (a lock).
 SIGINT/SIGTERM/SIGUSR1 stop at the next step (or micro-batch) boundary, save a
 checkpoint and exit 0; more SIGTERMs are absorbed; a third SIGINT exits at once
 (docs/checkpoints.md#stop-signals).
