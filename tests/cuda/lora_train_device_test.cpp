@@ -45,6 +45,7 @@ train::TrainResult lora_run(const fs::path& dir, const std::string& device, std:
                                 (dir / "tok.json").string(), "--lora.r", "4", "--lora.target_modules",
                                 "q_proj,v_proj,down_proj", "--device", device};
   args.insert(args.end(), extra.begin(), extra.end());
+  fs::create_directories(dir / device);  // small_run writes its run.yaml there
   return train::run_training(zt::testing::small_run(dir / device, args));
 }
 
