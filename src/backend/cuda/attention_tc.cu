@@ -43,31 +43,33 @@ void dispatch_elem(DType dt, Fn&& fn) {
   return fn(__nv_bfloat16{});
 }
 
-template <int kD, class E>
+// kPacked: the instantiation with sample starts (TcDims::seg); the other is the plain
+// causal kernel (attention_tc_kernels.cuh says why two).
+template <int kD, class E, bool kPacked>
 void launch(const Tensor& out, const Tensor& lse, const Tensor& qkv, attn_tc::TcDims dm, int B, float scale) {
   constexpr size_t smem = attn_tc::TcTiles<kD>::kSmem;
   static const bool ready = [] {
-    ZT_CUDA_CHECK(cudaFuncSetAttribute(attn_tc::attention_forward_tc_kernel<kD, E>,
+    ZT_CUDA_CHECK(cudaFuncSetAttribute(attn_tc::attention_forward_tc_kernel<kD, E, kPacked>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     return true;
   }();
   (void)ready;
   const dim3 grid((dm.T + attn_tc::kRowsQ - 1) / attn_tc::kRowsQ, dm.Hq, B);
-  attn_tc::attention_forward_tc_kernel<kD, E><<<grid, attn_tc::kThreads, smem, compute_stream()>>>(
+  attn_tc::attention_forward_tc_kernel<kD, E, kPacked><<<grid, attn_tc::kThreads, smem, compute_stream()>>>(
       static_cast<E*>(out.data()), static_cast<float*>(lse.data()), static_cast<const E*>(qkv.data()), dm,
       scale * attn_tc::kLog2e);
   ZT_CUDA_CHECK_LAST();
 }
 
-template <int kD, class E>
+template <int kD, class E, bool kPacked>
 void launch_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
                      attn_tc::TcDims dm, int B, float scale) {
   using Tiles = attn_tc::BwdTiles<kD>;
   static const bool ready = [] {
-    ZT_CUDA_CHECK(cudaFuncSetAttribute(attn_tc::attention_backward_dkdv_tc_kernel<kD, E>,
+    ZT_CUDA_CHECK(cudaFuncSetAttribute(attn_tc::attention_backward_dkdv_tc_kernel<kD, E, kPacked>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(Tiles::kDkDvSmem)));
-    ZT_CUDA_CHECK(cudaFuncSetAttribute(attn_tc::attention_backward_dq_tc_kernel<kD, E>,
+    ZT_CUDA_CHECK(cudaFuncSetAttribute(attn_tc::attention_backward_dq_tc_kernel<kD, E, kPacked>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Tiles::kDqSmem)));
     return true;
   }();
@@ -87,12 +89,12 @@ void launch_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, 
 
   const float scale_log2 = scale * attn_tc::kLog2e;
   const unsigned tiles = static_cast<unsigned>((dm.T + 63) / 64);
-  attn_tc::attention_backward_dkdv_tc_kernel<kD, E>
+  attn_tc::attention_backward_dkdv_tc_kernel<kD, E, kPacked>
       <<<dim3(tiles, dm.Hkv, B), attn_tc::kThreads, Tiles::kDkDvSmem, stream>>>(
           bf(dqkv), bf(dout), bf(qkv), static_cast<const float*>(lse.data()), delta.data<float>(), dm, scale,
           scale_log2);
   ZT_CUDA_CHECK_LAST();
-  attn_tc::attention_backward_dq_tc_kernel<kD, E><<<dim3(tiles, dm.Hq, B), attn_tc::kThreads, Tiles::kDqSmem, stream>>>(
+  attn_tc::attention_backward_dq_tc_kernel<kD, E, kPacked><<<dim3(tiles, dm.Hq, B), attn_tc::kThreads, Tiles::kDqSmem, stream>>>(
       bf(dqkv), bf(dout), bf(qkv), static_cast<const float*>(lse.data()), delta.data<float>(), dm, scale, scale_log2);
   ZT_CUDA_CHECK_LAST();
 }
@@ -132,9 +134,11 @@ void attention_backward_tensor_core(const Tensor& dqkv, const Tensor& dout, cons
   dispatch_elem(qkv.dtype(), [&](auto e) {
     using E = decltype(e);
     if (d64)
-      launch_backward<64, E>(dqkv, dout, qkv, out, lse, dm, B, scale);
+      dm.seg ? launch_backward<64, E, true>(dqkv, dout, qkv, out, lse, dm, B, scale)
+             : launch_backward<64, E, false>(dqkv, dout, qkv, out, lse, dm, B, scale);
     else
-      launch_backward<128, E>(dqkv, dout, qkv, out, lse, dm, B, scale);
+      dm.seg ? launch_backward<128, E, true>(dqkv, dout, qkv, out, lse, dm, B, scale)
+             : launch_backward<128, E, false>(dqkv, dout, qkv, out, lse, dm, B, scale);
   });
 }
 
@@ -151,9 +155,9 @@ void attention_forward_tensor_core(const Tensor& out, const Tensor& lse, const T
   dispatch_elem(qkv.dtype(), [&](auto e) {
     using E = decltype(e);
     if (d64)
-      launch<64, E>(out, lse, qkv, dm, B, scale);
+      dm.seg ? launch<64, E, true>(out, lse, qkv, dm, B, scale) : launch<64, E, false>(out, lse, qkv, dm, B, scale);
     else
-      launch<128, E>(out, lse, qkv, dm, B, scale);
+      dm.seg ? launch<128, E, true>(out, lse, qkv, dm, B, scale) : launch<128, E, false>(out, lse, qkv, dm, B, scale);
   });
 }
 

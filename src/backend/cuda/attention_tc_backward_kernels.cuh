@@ -178,7 +178,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // dK, dV (=) into the k and v slots of dqkv. Grid (ceil(T / 64), Hkv, B), kThreads threads,
 // BwdTiles<kD>::kDkDvSmem bytes of dynamic shared memory.
-template <int kD, class E>
+template <int kD, class E, bool kPacked>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_dkdv_tc_kernel(E* __restrict__ dqkv, const E* __restrict__ dout, const E* __restrict__ qkv,
                                       const float* __restrict__ lse, const float* __restrict__ delta, TcDims dm,
@@ -205,7 +205,7 @@ __global__ void __launch_bounds__(kThreads)
 
   // (head, query tile) pairs in order: heads of the group outer, query tiles from k0 inner,
   // up to the last query that can see a key of the block (T without segments).
-  const int q_end = queries_end(dm, b, min(k0 + kKeys, dm.T) - 1);
+  const int q_end = queries_end<kPacked>(dm, b, min(k0 + kKeys, dm.T) - 1);
   const int n_qt = (q_end - k0 + kQi - 1) / kQi;
   const int total = group * n_qt;
   auto tile_head = [&](int i) { return g_kv * group + i / n_qt; };
@@ -287,7 +287,7 @@ __global__ void __launch_bounds__(kThreads)
         const int q = qs + 8 * j + 2 * t + (e % 2);
         float p = exp2f(s[j][e] * scale_log2 - (e % 2 ? l2.y : l2.x));
         if (diagonal && q < key) p = 0.0f;
-        if (dm.seg && key < row_start(dm, b, q)) p = 0.0f;  // the query's sample starts after the key
+        if (kPacked && key < row_start<kPacked>(dm, b, q)) p = 0.0f;  // the query's sample starts after the key
         s[j][e] = p;
         dp[j][e] = p * (dp[j][e] - (e % 2 ? dl.y : dl.x));
       }
@@ -304,7 +304,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // dQ (=) into the q slots of dqkv. Grid (ceil(T / 64), Hq, B), kThreads threads,
 // BwdTiles<kD>::kDqSmem bytes of dynamic shared memory.
-template <int kD, class E>
+template <int kD, class E, bool kPacked>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_dq_tc_kernel(E* __restrict__ dqkv, const E* __restrict__ dout, const E* __restrict__ qkv,
                                     const float* __restrict__ lse, const float* __restrict__ delta, TcDims dm,
@@ -331,14 +331,14 @@ __global__ void __launch_bounds__(kThreads)
 
   load_rows<kD, kQ>(Qs, seq + q0 * ld + h * kD, ld, dm.T - q0);
   load_rows<kD, kQ>(dOs, dout + static_cast<int64_t>(b) * dm.T * out_ld + q0 * out_ld + h * kD, out_ld, dm.T - q0);
-  const int k_first = row_start(dm, b, q0) / kKt * kKt;  // packed: keys before the block's first sample skipped
+  const int k_first = row_start<kPacked>(dm, b, q0) / kKt * kKt;  // packed: keys before the block's first sample skipped
   load_rows<kD, kKt>(KV, k_src + k_first * ld, ld, dm.T - k_first);
   load_rows<kD, kKt>(KV + kTileK, v_src + k_first * ld, ld, dm.T - k_first);
   cp_async_commit();
 
   // This thread's rows: row0 = q0 + 16 warp + g and row0 + 8.
   const int row0 = q0 + warp * 16 + g;
-  const int starts[2] = {row_start(dm, b, row0), row_start(dm, b, row0 + 8)};  // 0 without segments
+  const int starts[2] = {row_start<kPacked>(dm, b, row0), row_start<kPacked>(dm, b, row0 + 8)};  // 0 without segments
   float l2[2], dl[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -382,7 +382,7 @@ __global__ void __launch_bounds__(kThreads)
         const int row = row0 + 8 * (e / 2);
         const int key = k0 + 8 * j + 2 * t + (e % 2);
         float p = exp2f(s[j][e] * scale_log2 - l2[e / 2]);
-        if ((diagonal && key > row) || key < starts[e / 2]) p = 0.0f;
+        if ((diagonal && key > row) || (kPacked && key < starts[e / 2])) p = 0.0f;
         dp[j][e] = p * (dp[j][e] - dl[e / 2]);
       }
     mma_acc_pv<kD, kKt>(dq, dp, Ks, lane);  // dQ += dS K

@@ -104,15 +104,22 @@ struct TcDims {
   const int* seg = nullptr;  // [B, T] sample starts (packed samples), or null: one sequence per row
 };
 
+// kPacked: the kernels are instantiated twice, with and without packed samples, so the
+// unpacked instantiation compiles to exactly the causal kernel (no sample-start loads,
+// compares or softmax_ref selects: they cost 2-3% of a gpt2-xl step as runtime branches).
+
 // The sample start of row t (clamped to T - 1: padding rows) of sequence b; 0 without segments.
+template <bool kPacked>
 __device__ __forceinline__ int row_start(const TcDims& dm, int b, int t) {
-  return dm.seg ? __ldg(dm.seg + static_cast<int64_t>(b) * dm.T + min(t, dm.T - 1)) : 0;
+  if constexpr (!kPacked) return 0;
+  return __ldg(dm.seg + static_cast<int64_t>(b) * dm.T + min(t, dm.T - 1));
 }
 
 // The first query row after `key` whose sample starts after `key` (T when none, or without
 // segments): the end of the queries that see `key`. Binary search over the non-decreasing starts.
+template <bool kPacked>
 __device__ __forceinline__ int queries_end(const TcDims& dm, int b, int key) {
-  if (!dm.seg) return dm.T;
+  if constexpr (!kPacked) return dm.T;
   const int* s = dm.seg + static_cast<int64_t>(b) * dm.T;
   int lo = key + 1, hi = dm.T;
   while (lo < hi) {
@@ -125,8 +132,13 @@ __device__ __forceinline__ int queries_end(const TcDims& dm, int b, int key) {
   return lo;
 }
 
-// A row's online-softmax reference: m, or 0 while it has seen no key (m = -inf).
-__device__ __forceinline__ float softmax_ref(float m) { return m == -INFINITY ? 0.0f : m; }
+// A row's online-softmax reference: m, or 0 while it has seen no key (m = -inf; only packed
+// rows can: without segments key 0 is visible to every row).
+template <bool kPacked>
+__device__ __forceinline__ float softmax_ref(float m) {
+  if constexpr (!kPacked) return m;
+  return m == -INFINITY ? 0.0f : m;
+}
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -231,7 +243,7 @@ __device__ __forceinline__ void load_tile(E* dst, const E* src, int64_t ld, int 
 // Grid (ceil(T / 64), Hq, B), kThreads threads, TcTiles<kD>::kSmem bytes of dynamic shared
 // memory. qkv [B, T, (Hq + 2 Hkv) kD], out [B, T, Hq kD] bf16, lse [B, Hq, T] f32.
 // scale_log2 = scale * log2(e).
-template <int kD, class E>
+template <int kD, class E, bool kPacked>
 __global__ void __launch_bounds__(kThreads)
     attention_forward_tc_kernel(E* __restrict__ out, float* __restrict__ lse, const E* __restrict__ qkv, TcDims dm,
                                 float scale_log2) {
@@ -256,7 +268,7 @@ __global__ void __launch_bounds__(kThreads)
   const E* v_src = seq + static_cast<int64_t>(dm.Hq + dm.Hkv + g_kv) * kD;
 
   // Packed samples: the first key tile any row of the block sees; 0 without segments.
-  const int k_first = row_start(dm, b, q0) / kRowsK * kRowsK;
+  const int k_first = row_start<kPacked>(dm, b, q0) / kRowsK * kRowsK;
 
   // 1. Q tile and the first K/V tile -> shared (one cp.async group); this warp's Q rows -> A fragments.
   load_tile<kD>(Qs, seq + q0 * ld + h * kD, ld, dm.T - q0);
@@ -277,7 +289,7 @@ __global__ void __launch_bounds__(kThreads)
   float m[2] = {-INFINITY, -INFINITY};
   float l[2] = {0.0f, 0.0f};
   const int row0 = q0 + warp * 16 + g;  // row of c0, c1; row0 + 8: row of c2, c3
-  const int starts[2] = {row_start(dm, b, row0), row_start(dm, b, row0 + 8)};  // 0 without segments
+  const int starts[2] = {row_start<kPacked>(dm, b, row0), row_start<kPacked>(dm, b, row0 + 8)};  // 0 without segments
 
   for (int k0 = k_first, buf = 0; k0 <= q0; k0 += kRowsK, buf ^= 1) {  // causal: k0 == q0 is the diagonal tile
     cp_async_wait_all();      // this thread's copies of tile k0 landed (no-op for tile 0)
@@ -319,7 +331,7 @@ __global__ void __launch_bounds__(kThreads)
         const int row = row0 + (e / 2) * 8;
         const int col = k0 + 8 * j + 2 * t + (e % 2);
         float v = s[j][e] * scale_log2;
-        if ((diagonal && col > row) || col < starts[e / 2]) v = -INFINITY;
+        if ((diagonal && col > row) || (kPacked && col < starts[e / 2])) v = -INFINITY;
         s[j][e] = v;
         mx[e / 2] = fmaxf(mx[e / 2], v);
       }
@@ -329,7 +341,7 @@ __global__ void __launch_bounds__(kThreads)
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
       const float m_new = fmaxf(m[r], mx[r]);
-      ref[r] = softmax_ref(m_new);
+      ref[r] = softmax_ref<kPacked>(m_new);
       corr[r] = exp2f(m[r] - ref[r]);  // 0 on the first tile (m = -inf)
       m[r] = m_new;
     }
