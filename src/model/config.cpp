@@ -202,10 +202,13 @@ double ModelConfig::num_parameters_f64() const { return count_parameters<double>
 double ModelConfig::flops_per_token(int64_t seq_len, BaseWeights base) const {
   // 6 FLOPs per parameter per token (forward + backward), embeddings excluded, plus the
   // attention score and value matmuls: 6 * L * T * (Hq * D) * 2 / 2 (causal half).
+  // The embedding tables are lookups, not GEMMs; the head is one. A tied head shares the
+  // token table's parameters, so its GEMM is added back; an untied head is already a
+  // parameter of its own.
   const double n =
       static_cast<double>(num_parameters() - vocab_size * hidden_size -
                           (position == PositionKind::Learned ? max_position_embeddings * hidden_size : 0)) +
-      static_cast<double>(vocab_size * hidden_size);  // the head matmul counts
+      (tie_word_embeddings ? static_cast<double>(vocab_size * hidden_size) : 0.0);
   const double attn = 6.0 * num_layers * seq_len * num_heads * head_dim;
   return (base == BaseWeights::Frozen ? 4.0 : 6.0) * n + attn;
 }

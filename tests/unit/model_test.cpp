@@ -64,6 +64,10 @@ TEST(Registry, FlopsPerTokenCountsSixOrFourPerWeightPlusAttention) {
   const double weights = 1235814400.0, attention = 6.0 * 16 * 2048 * 2048;
   EXPECT_DOUBLE_EQ(c.flops_per_token(2048), 6.0 * weights + attention);
   EXPECT_DOUBLE_EQ(c.flops_per_token(2048, BaseWeights::Frozen), 4.0 * weights + attention);
+  // Untied (Llama-2-7B): the head is its own 32000 x 4096 parameters, the token table not a
+  // GEMM: 6,738,415,616 - 131,072,000 weights; T = 4096, 32 layers of width 4096.
+  const ModelConfig u = preset_config("llama-2-7b");
+  EXPECT_DOUBLE_EQ(u.flops_per_token(4096), 6.0 * (6738415616.0 - 131072000.0) + 6.0 * 32 * 4096 * 4096);
 }
 
 TEST(Registry, UnitsArePaddedAndViewsAreDisjoint) {
