@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Makes tests/data/peft_grads: LoRA adapters with PEFT's gradients of HF's causal LM loss on
+one batch, for zerotrain's LoRA backward to be checked against PEFT + PyTorch on the same
+weights (tests/e2e/lora_peft_grads_test.cpp; issue 20 item 5):
+
+  python3 tools/make_peft_grad_fixtures.py [OUT_DIR]   (default tests/data/peft_grads; run from the repo root)
+
+Made on CPU with PyPI transformers 4.44.2 + peft 0.12.0 (tools/make_peft_fixtures.py's venv).
+One folder per case, over the tiny HF models of tests/data/hf:
+  adapter_config.json, adapter_model.safetensors   what PeftModel.save_pretrained writes
+      (r 2, lora_alpha 4, dropout 0; every lora_A and lora_B drawn at random, B nonzero, so
+      both gradients are nonzero; README.md dropped)
+  reference.safetensors
+      input_ids                 I32 [T]   the bytes of TEXT (the models take byte ids)
+      loss                      F32 [1]   HF's causal LM loss (labels = input_ids: the mean
+                                          over the T-1 shifted tokens)
+      grad.<adapter tensor key> F32       d loss / d that tensor, under the key it has in
+                                          adapter_model.safetensors
+The forward and backward run in float64 (the base and adapters cast up after loading), so
+the references carry no f32 rounding of their own.
+Cases:
+  gpt2     GPT-2, c_attn, c_proj (attn and mlp), c_fc: Conv1D, fan_in_fan_out
+  llama3   Llama-3, q/k/v/o_proj, gate/up/down_proj (GQA, llama3 RoPE scaling)
+  qwen2    Qwen2, q/k/v/o_proj, gate/up/down_proj (q/k/v biases), use_rslora
+"""
+import os
+import shutil
+import sys
+
+import torch
+from peft import LoraConfig, PeftModel, get_peft_model
+from safetensors.torch import load_file, save_file
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_peft_fixtures import load_base  # noqa: E402  (rope_parameters given back to 4.x)
+
+TEXT = "PEFT's gradients."
+R, ALPHA = 2, 4
+LLAMA = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+CASES = {
+    "gpt2": ("gpt2", dict(target_modules=["c_attn", "c_proj", "c_fc"], fan_in_fan_out=True)),
+    "llama3": ("llama3", dict(target_modules=LLAMA)),
+    "qwen2": ("qwen2", dict(target_modules=LLAMA, use_rslora=True)),
+}
+
+
+def make(out_dir, name, family, kwargs, seed):
+    base_dir = os.path.join("tests/data/hf", family)
+    config = LoraConfig(r=R, lora_alpha=ALPHA, lora_dropout=0.0, task_type="CAUSAL_LM", **kwargs)
+    model = get_peft_model(load_base(base_dir), config)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for _, p in model.named_parameters():
+            if p.requires_grad:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    folder = os.path.join(out_dir, name)
+    shutil.rmtree(folder, ignore_errors=True)
+    model.save_pretrained(folder)
+    readme = os.path.join(folder, "README.md")
+    if os.path.exists(readme):
+        os.remove(readme)
+
+    # the references from the saved files, reloaded as a user would, in float64
+    model = PeftModel.from_pretrained(load_base(base_dir), folder, is_trainable=True)
+    model = model.double()
+    model.eval()  # no dropout anywhere (the configs' are 0 as well)
+    ids = torch.tensor([list(TEXT.encode())], dtype=torch.long)
+    out = model(input_ids=ids, labels=ids)
+    out.loss.backward()
+    saved = load_file(os.path.join(folder, "adapter_model.safetensors"))
+    params = dict(model.named_parameters())
+    ref = {"input_ids": ids[0].to(torch.int32), "loss": out.loss.detach().float().reshape(1)}
+    for key, value in saved.items():
+        p = params[key.replace(".lora_A.weight", ".lora_A.default.weight").replace(".lora_B.weight",
+                                                                                  ".lora_B.default.weight")]
+        assert tuple(p.shape) == tuple(value.shape) and torch.equal(p.detach().float(), value), key
+        assert p.grad is not None and float(p.grad.abs().max()) > 0, key
+        ref["grad." + key] = p.grad.float().contiguous()
+    save_file(ref, os.path.join(folder, "reference.safetensors"), metadata={"text": TEXT})
+    print(name, f"loss {out.loss.item():.6f}", len(saved), "adapter tensors")
+
+
+def main():
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else "tests/data/peft_grads"
+    os.makedirs(out_dir, exist_ok=True)
+    for i, (name, (family, kwargs)) in enumerate(CASES.items()):
+        make(out_dir, name, family, kwargs, seed=2000 + i)
+
+
+if __name__ == "__main__":
+    main()
