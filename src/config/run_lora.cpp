@@ -54,9 +54,6 @@ std::string lora_setting_name(const TrainConfig& cfg, const std::string& peft_ke
 void check_lora_run(const TrainConfig& cfg) {
   if (!cfg.lora) return;
   const model::LoraConfig& l = *cfg.lora;
-  if (l.bias != model::LoraBias::None)
-    ZT_THROW_INPUT(lora_setting_name(cfg, "bias"), ": \"", model::lora_bias_name(l.bias),
-                   "\" is not supported for training (the base's biases stay frozen); use \"none\"");
   if (!l.modules_to_save.empty()) {
     std::string names;
     for (const std::string& m : l.modules_to_save) names += (names.empty() ? "" : ", ") + m;

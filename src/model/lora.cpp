@@ -20,12 +20,27 @@ bool is_linear_weight(Field f) {
   return f == Field::QkvWeight || f == Field::AttnOutWeight || f == Field::MlpInWeight || f == Field::MlpOutWeight;
 }
 
+bool is_bias(Field f) {
+  return f == Field::Norm1Bias || f == Field::QkvBias || f == Field::AttnOutBias || f == Field::Norm2Bias ||
+         f == Field::MlpInBias || f == Field::MlpOutBias || f == Field::FinalNormBias;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 std::string module_of(const std::string& tensor_name) {
-  const std::string suffix = ".weight";
-  if (tensor_name.size() > suffix.size() &&
-      tensor_name.compare(tensor_name.size() - suffix.size(), suffix.size(), suffix) == 0)
-    return tensor_name.substr(0, tensor_name.size() - suffix.size());
+  for (const std::string suffix : {".weight", ".bias"})
+    if (ends_with(tensor_name, suffix)) return tensor_name.substr(0, tensor_name.size() - suffix.size());
   return tensor_name;
+}
+
+// A trained copy of a base tensor: the base's spec (same name, so a preset's name-seeded
+// init gives the base's values), packed after the previous copy of its field.
+ParamSpec trained_copy(const ParamSpec& base, bool packed_after_previous) {
+  ParamSpec s = base;
+  s.placement = packed_after_previous ? ParamSpec::Placement::Packed : ParamSpec::Placement::Aligned;
+  return s;
 }
 
 // PEFT's rule: the whole path, or a suffix after a dot.
@@ -86,6 +101,7 @@ LoraOptions lora_model_options(const LoraConfig& lora, const ModelConfig& model,
   o.scaling = static_cast<float>(lora.scaling());
   o.dropout = static_cast<float>(lora.lora_dropout);
   o.init = lora.init_lora_weights == LoraInit::Gaussian ? AdapterInit::Gaussian : AdapterInit::KaimingUniform;
+  o.bias = lora.bias;
   // Each resolved module by its path below the layer ("self_attn.q_proj"): a suffix match
   // that picks exactly it in every layer (a regex or all-linear becomes the modules it picks).
   for (const LoraModule& m : resolve_lora_targets(lora, model, source)) o.target_modules.push_back(m.name);
@@ -154,20 +170,92 @@ std::vector<ParamSpec> lora_unit_specs(const ModelConfig& c, const LoraOptions& 
     specs.push_back(a);
     specs.push_back(b);
   }
+  if (lora.bias == LoraBias::None) return specs;
+  std::vector<std::string> adapted;
+  for (const LoraTarget& t : adapter_targets(c, lora.target_modules, layer)) adapted.push_back(t.module);
+  const auto is_adapted = [&](const std::string& module) {
+    return std::find(adapted.begin(), adapted.end(), module) != adapted.end();
+  };
+  const std::vector<ParamSpec> block = unit_specs(c, UnitKind::Block, layer);
+  for (size_t i = 0; i < block.size(); ++i) {
+    const ParamSpec& s = block[i];
+    if (!is_bias(s.field)) continue;
+    const bool packed = i > 0 && block[i - 1].field == s.field;
+    if (lora.bias == LoraBias::LoraOnly && !is_adapted(module_of(s.name))) {
+      // One view per field is trained or not: a packed field's tensors go together.
+      for (const ParamSpec& o : block)
+        if (o.field == s.field && is_adapted(module_of(o.name)))
+          ZT_THROW_INPUT("lora.bias: lora_only trains ", field_name(s.field), " as one tensor, but target_modules ",
+                         "adapts only some of the modules packed in it (", o.name, " but not ", s.name,
+                         "); target all of them or none, or use bias all / none");
+      continue;
+    }
+    specs.push_back(trained_copy(s, packed));
+  }
   return specs;
+}
+
+std::vector<ParamSpec> lora_final_norm_specs(const ModelConfig& c, const LoraOptions& lora) {
+  std::vector<ParamSpec> specs;
+  if (!lora.enabled() || lora.bias != LoraBias::All) return specs;
+  for (const ParamSpec& s : unit_specs(c, UnitKind::Head))
+    if (is_bias(s.field)) specs.push_back(trained_copy(s, false));
+  return specs;
+}
+
+bool is_trained_base_copy(const ParamSpec& spec) { return is_bias(spec.field); }
+
+bool wrapped_by_adapter(const Unit& unit, const std::string& hf_name) {
+  const std::string a = module_of(hf_name) + ".lora_A.weight";
+  return std::any_of(unit.params().begin(), unit.params().end(), [&](const ParamEntry& e) { return e.name() == a; });
+}
+
+UnitWeights lora_trained_weights(const Unit& unit, Storage storage) {
+  UnitWeights w;
+  const auto& ps = unit.params();
+  for (size_t i = 0; i < ps.size();) {
+    if (!is_trained_base_copy(ps[i].spec)) {
+      ++i;
+      continue;
+    }
+    // The field's copies: this one and the packed ones right after it (one view).
+    size_t end = i + 1;
+    int64_t rows = ps[i].spec.shape[0];
+    while (end < ps.size() && ps[end].spec.field == ps[i].spec.field) rows += ps[end++].spec.shape[0];
+    const Tensor& first = storage == Storage::Values ? ps[i].value : ps[i].grad;
+    if (first.data() != nullptr) {
+      Shape shape = ps[i].spec.shape;
+      shape[0] = rows;
+      w.set(ps[i].spec.field, Tensor(first.data(), std::move(shape), first.dtype(), first.device(), ps[i].name()),
+            ps[i].spec.layout);
+    }
+    i = end;
+  }
+  return w;
+}
+
+UnitWeights with_trained(const UnitWeights& base, const UnitWeights& trained) {
+  UnitWeights out = base;
+  for (size_t f = 0; f < kFieldCount; ++f) {
+    const Field field = static_cast<Field>(f);
+    if (trained[field].has_data()) out.set(field, trained[field], trained.layout(field));
+  }
+  return out;
 }
 
 BlockLora block_lora(const LoraOptions& options, const ModelConfig& c, const Unit& unit, int64_t layer) {
   BlockLora out;
   out.options = &options;
   const std::vector<LoraTarget> targets = adapter_targets(c, options.target_modules, layer);
-  ZT_CHECK(unit.params().size() == 2 * targets.size(), "unit ", unit.name(), " has ", unit.params().size(),
+  ZT_CHECK(unit.params().size() >= 2 * targets.size(), "unit ", unit.name(), " has ", unit.params().size(),
            " tensors for ", targets.size(), " adapters");
   for (size_t i = 0; i < targets.size(); ++i) {
     const ParamEntry& a = unit.params()[2 * i];
     const ParamEntry& b = unit.params()[2 * i + 1];
     out.adapters.push_back({targets[i], a.value, b.value, a.grad, b.grad});
   }
+  out.trained_values = lora_trained_weights(unit, Storage::Values);
+  out.trained_grads = lora_trained_weights(unit, Storage::Grads);
   return out;
 }
 

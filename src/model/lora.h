@@ -30,6 +30,7 @@
 #include "model/field.h"
 #include "model/lora_config.h"
 #include "model/registry.h"
+#include "model/weights.h"
 
 namespace zt::model {
 
@@ -45,6 +46,10 @@ struct LoraOptions {
   AdapterInit init = AdapterInit::KaimingUniform;
   // PEFT's names: a module path suffix ("q_proj", "c_attn", "mlp.c_proj") or "all-linear".
   std::vector<std::string> target_modules;
+  // PEFT's bias: None, All (every bias of the model trained) or LoraOnly (the biases of the
+  // adapted linears). The trained biases are copies in the trainable units (below), so the
+  // frozen base keeps no gradient, master or optimizer state.
+  LoraBias bias = LoraBias::None;
   bool enabled() const { return r > 0; }
 };
 
@@ -74,11 +79,32 @@ std::vector<LoraTarget> adapter_targets(const ModelConfig& config, const std::ve
 std::vector<std::string> adapter_module_names(const ModelConfig& config);
 
 // The unit "lora.<layer>": per target "<module>.lora_A.weight" [r, in] and
-// "<module>.lora_B.weight" [rows, r] (PEFT's names without "base_model.model.").
+// "<module>.lora_B.weight" [rows, r] (PEFT's names without "base_model.model."), then the
+// block's trained biases (bias all / lora_only) under the base's HF names and fields: a
+// trainable copy the block reads instead of the frozen base's (lora_trained_weights).
+// BadInput for lora_only on a packed bias field (Qwen2's q/k/v) whose modules are only
+// partly targeted (one field view is trained or not).
 std::vector<ParamSpec> lora_unit_specs(const ModelConfig& config, const LoraOptions& lora, int64_t layer);
 std::string lora_unit_name(int64_t layer);
-// Whether `unit` holds adapters ("lora.<l>"), not base-model tensors of the HF files.
+// With bias all on a model whose final norm has a bias (GPT-2's ln_f.bias): the unit
+// "lora.final_norm" holding its trained copy; no specs otherwise (then no such unit).
+std::vector<ParamSpec> lora_final_norm_specs(const ModelConfig& config, const LoraOptions& lora);
+constexpr const char* kLoraFinalNormUnit = "lora.final_norm";
+// Whether `unit` holds adapters or trained copies ("lora.<l>", "lora.final_norm"), not
+// base-model tensors of the HF files.
 bool is_lora_unit(const Unit& unit);
+// Whether a spec of an adapter unit is a trained copy of a base tensor (a bias), not A/B.
+bool is_trained_base_copy(const ParamSpec& spec);
+// Whether `hf_name` (a trained bias) belongs to a linear the adapters of `unit` wrap (PEFT
+// then names it "<module>.base_layer.bias").
+bool wrapped_by_adapter(const Unit& unit, const std::string& hf_name);
+
+// The trained copies of an adapter unit, field by field (values or gradients; undefined
+// where the unit trains no such field): the block (or final norm) reads them in place of the
+// frozen base's views.
+UnitWeights lora_trained_weights(const Unit& unit, Storage storage);
+// `base` with every field `trained` defines taken from it.
+UnitWeights with_trained(const UnitWeights& base, const UnitWeights& trained);
 
 // One adapter's tensors: values (a, b) and gradients (da, db; undefined without a buffer).
 struct AdapterViews {
@@ -98,6 +124,7 @@ struct LoraScratch {
 struct BlockLora {
   const LoraOptions* options = nullptr;
   std::vector<AdapterViews> adapters;
+  UnitWeights trained_values, trained_grads;  // the block's trained biases (lora_trained_weights)
   LoraScratch scratch;
   uint64_t seed = 0, step = 0;  // dropout masks: (seed, step, layer, adapter)
   bool train = true;            // false: no dropout (evaluation)

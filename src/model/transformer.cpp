@@ -95,6 +95,8 @@ Transformer::Transformer(ModelConfig config, ModelOptions options) : config_(std
     for (auto& u : registry_.units()) u->set_training(Training::Frozen);
     for (int64_t l = 0; l < c.num_layers; ++l)
       registry_.add_unit(lora_unit_name(l), lora_unit_specs(c, options_.lora, l), options_.shard_count);
+    const std::vector<ParamSpec> final_norm = lora_final_norm_specs(c, options_.lora);
+    if (!final_norm.empty()) registry_.add_unit(kLoraFinalNormUnit, final_norm, options_.shard_count);
   }
   for (auto& u : registry_.units()) {
     u->set_storage(options_.param_dtype, options_.grad_dtype, options_.device);
@@ -177,6 +179,12 @@ Tensor Transformer::head_weight_grad() {
 Unit* Transformer::lora_unit(int layer) {
   if (!options_.lora.enabled()) return nullptr;
   return &registry_.unit(static_cast<size_t>(config_.num_layers) + 2 + static_cast<size_t>(layer));
+}
+
+Unit* Transformer::lora_final_norm_unit() {
+  const size_t index = 2 * static_cast<size_t>(config_.num_layers) + 2;
+  if (!options_.lora.enabled() || registry_.size() <= index) return nullptr;
+  return &registry_.unit(index);
 }
 
 BlockLora Transformer::block_lora_views(int layer) {
@@ -369,15 +377,25 @@ void Transformer::forward_trunk(const Tensor& host_tokens, const Tensor& host_se
     BlockCall call = block_call(l);
     const BlockLora lora = adapters ? block_lora_views(l) : BlockLora();
     if (adapters) call.lora = &lora;
-    block_forward(c, UnitWeights(u, Storage::Values), call, layer_acts(l), s.scratch(), s.x[static_cast<size_t>(l)],
-                  s.x[static_cast<size_t>(l) + 1]);
+    const UnitWeights base(u, Storage::Values);
+    block_forward(c, adapters ? with_trained(base, lora.trained_values) : base, call, layer_acts(l), s.scratch(),
+                  s.x[static_cast<size_t>(l)], s.x[static_cast<size_t>(l) + 1]);
     if (adapters) hooks.after_forward(*adapters);
     hooks.after_forward(u);
   }
 
   Unit& head = head_unit(registry_);
   hooks.before_forward(head);
-  final_norm_forward(c, UnitWeights(head, Storage::Values), s.lnf, s.lnf_mean, s.lnf_rstd, s.x.back());
+  Unit* trained_norm = lora_final_norm_unit();
+  if (trained_norm) hooks.before_forward(*trained_norm);
+  final_norm_forward(c, final_norm_weights(Storage::Values), s.lnf, s.lnf_mean, s.lnf_rstd, s.x.back());
+  if (trained_norm) hooks.after_forward(*trained_norm);
+}
+
+UnitWeights Transformer::final_norm_weights(Storage storage) {
+  const UnitWeights base(head_unit(registry_), storage);
+  Unit* trained_norm = lora_final_norm_unit();
+  return trained_norm ? with_trained(base, lora_trained_weights(*trained_norm, storage)) : base;
 }
 
 ops::CrossEntropyResult Transformer::forward(const Tensor& tokens, const Tensor& host_targets,
@@ -424,8 +442,16 @@ ops::CrossEntropyResult Transformer::forward_backward(const Tensor& host_tokens,
   if (c.tie_word_embeddings && !embed.frozen()) require_grads(embed);
   const ops::CrossEntropyResult r = ops::lm_head_cross_entropy_forward_backward(
       s.d_ln, head_weight_grad(), s.lnf, head_weight(), targets.reshape({N}), c.vocab_size, kIgnoreIndex, grad_scale);
-  final_norm_backward(c, UnitWeights(head, Storage::Values), UnitWeights(head, Storage::Grads), s.dx, s.d_ln,
+  Unit* trained_norm = lora_final_norm_unit();
+  if (trained_norm) {
+    hooks.before_backward(*trained_norm);
+    require_grads(*trained_norm);
+  }
+  final_norm_backward(c, final_norm_weights(Storage::Values), final_norm_weights(Storage::Grads), s.dx, s.d_ln,
                       s.x.back(), s.lnf_mean, s.lnf_rstd);
+  if (trained_norm) {
+    hooks.after_backward(*trained_norm);
+  }
   hooks.after_backward(head);
 
   for (int l = static_cast<int>(c.num_layers) - 1; l >= 0; --l) {
@@ -435,9 +461,10 @@ ops::CrossEntropyResult Transformer::forward_backward(const Tensor& host_tokens,
     if (adapters) hooks.before_backward(*adapters);
     if (!u.frozen()) require_grads(u);
     if (adapters) require_grads(*adapters);
-    const UnitWeights w(u, Storage::Values);
     BlockCall call = block_call(l);
     const BlockLora lora = adapters ? block_lora_views(l) : BlockLora();
+    const UnitWeights base(u, Storage::Values);
+    const UnitWeights w = adapters ? with_trained(base, lora.trained_values) : base;
     if (adapters) call.lora = &lora;
     const BlockActivations a = layer_acts(l);
     const Tensor& x_in = s.x[static_cast<size_t>(l)];
@@ -445,7 +472,9 @@ ops::CrossEntropyResult Transformer::forward_backward(const Tensor& host_tokens,
       call.pass = BlockPass::Recompute;
       block_forward(c, w, call, a, s.scratch(), x_in, s.x[static_cast<size_t>(l) + 1]);
     }
-    block_backward(c, w, UnitWeights(u, Storage::Grads), call, a, s.scratch(), s.grad_scratch(), x_in, s.dx);
+    const UnitWeights g(u, Storage::Grads);
+    block_backward(c, w, adapters ? with_trained(g, lora.trained_grads) : g, call, a, s.scratch(), s.grad_scratch(),
+                   x_in, s.dx);
     if (adapters) hooks.after_backward(*adapters);
     hooks.after_backward(u);
   }

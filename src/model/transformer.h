@@ -144,6 +144,10 @@ class Transformer {
   // LoRA: block l's adapter unit and its views for the block (null options without LoRA).
   Unit* lora_unit(int layer);
   BlockLora block_lora_views(int layer);
+  // LoRA with bias all on a final norm with a bias: its trained copy's unit; null otherwise.
+  Unit* lora_final_norm_unit();
+  // The final norm's views (values or gradients), its trained bias in place of the base's.
+  UnitWeights final_norm_weights(Storage storage);
   Philox embed_dropout_rng() const;
 
   ModelConfig config_;

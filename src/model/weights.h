@@ -75,6 +75,11 @@ class UnitWeights {
   const Tensor& operator[](Field field) const { return views_[static_cast<size_t>(field)]; }
   // How the field's matrix is stored (linear weights: the family's file layout).
   WeightLayout layout(Field field) const { return layouts_[static_cast<size_t>(field)]; }
+  // Points `field` at another view (LoRA's trained copies replace the frozen base's).
+  void set(Field field, Tensor view, WeightLayout layout) {
+    views_[static_cast<size_t>(field)] = std::move(view);
+    layouts_[static_cast<size_t>(field)] = layout;
+  }
 
  private:
   std::array<Tensor, kFieldCount> views_;

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "model/hf_weights.h"
 #include "ops/copy.h"
 
 namespace zt::train {
@@ -12,27 +13,66 @@ int64_t lora_parameter_count(const model::ModelConfig& model, const model::LoraO
   int64_t n = 0;
   for (int64_t l = 0; l < model.num_layers; ++l)
     for (const model::ParamSpec& s : model::lora_unit_specs(model, lora, l)) n += shape_numel(s.shape);
+  for (const model::ParamSpec& s : model::lora_final_norm_specs(model, lora)) n += shape_numel(s.shape);
   return n;
 }
 
-void fill_adapter_unit(model::Transformer& model, model::Unit& unit, uint64_t seed, const model::LoraAdapter* adapter) {
+namespace {
+
+model::ParamEntry& entry_named(model::Unit& unit, const std::string& name) {
+  const auto entry = std::find_if(unit.params().begin(), unit.params().end(),
+                                  [&](const model::ParamEntry& e) { return e.name() == name; });
+  ZT_CHECK(entry != unit.params().end(), "unit ", unit.name(), " has no ", name);
+  return *entry;
+}
+
+// Converted on the host, then copied to where the unit lives.
+void set_value(const model::ParamEntry& entry, const Tensor& value, DType dtype) {
+  OwnedTensor staged(value.shape(), dtype);
+  staged.view().copy_from(value);
+  ops::copy(entry.value, staged);
+}
+
+// The trained copies (biases) start at the base's values: read from the base's files (a
+// few small tensors; at ZeRO-3 the base units are not whole here). Without files (a preset)
+// the copies' name-seeded init already drew the base's values.
+void fill_base_copies(const model::ModelConfig& config, model::Unit& unit, const std::string& base_path) {
+  std::vector<model::ParamSpec> copies;
+  for (const model::ParamEntry& e : unit.params())
+    if (model::is_trained_base_copy(e.spec)) copies.push_back(e.spec);
+  if (copies.empty() || base_path.empty()) return;
+  model::Unit files("base copies of " + unit.name(), copies, 1);
+  files.set_storage(DType::F32, DType::F32, Device::cpu());
+  files.allocate_params(DType::F32, Device::cpu());
+  model::load_hf_unit_slice(config, base_path, files, 0, files.flat_params());
+  for (const model::ParamEntry& e : files.params()) set_value(entry_named(unit, e.name()), e.value, unit.param_dtype());
+}
+
+}  // namespace
+
+void fill_adapter_unit(model::Transformer& model, model::Unit& unit, uint64_t seed, const model::LoraAdapter* adapter,
+                       const std::string& base_path) {
   ZT_CHECK(model::is_lora_unit(unit), "fill_adapter_unit on ", unit.name());
   if (!unit.has_params()) unit.allocate_params(unit.param_dtype(), unit.device());
   model.init_unit_weights(unit, seed);
+  fill_base_copies(model.config(), unit, base_path);
   if (adapter == nullptr) return;
+  // The adapter's trained biases (PEFT's bias all / lora_only keys, read under the base's names).
+  for (const auto& [name, value] : adapter->replaced)
+    for (const model::ParamEntry& e : unit.params())
+      if (model::is_trained_base_copy(e.spec) && e.name() == name) {
+        if (value.view().numel() != e.numel())
+          ZT_THROW_INPUT(name, " in the adapter has ", value.view().numel(), " elements, the base's ", e.numel());
+        set_value(e, value.view().reshape(e.spec.shape), unit.param_dtype());
+      }
+  if (unit.name() == model::kLoraFinalNormUnit) return;
   const int64_t layer = std::stoll(unit.name().substr(unit.name().find('.') + 1));
   for (const model::LoraFactors& f : adapter->factors) {
     if (f.layer != layer) continue;
     const std::string module = model::lora_module_path(model.config(), layer, f.module.name);
     for (const auto& [which, value] : {std::make_pair("A", &f.a), std::make_pair("B", &f.b)}) {
       const std::string name = module + ".lora_" + which + ".weight";
-      const auto entry = std::find_if(unit.params().begin(), unit.params().end(),
-                                      [&](const model::ParamEntry& e) { return e.name() == name; });
-      ZT_CHECK(entry != unit.params().end(), "unit ", unit.name(), " has no ", name);
-      // Converted on the host, then copied to where the unit lives.
-      OwnedTensor staged(value->view().shape(), unit.param_dtype());
-      staged.view().copy_from(value->view());
-      ops::copy(entry->value, staged);
+      set_value(entry_named(unit, name), value->view(), unit.param_dtype());
     }
   }
 }

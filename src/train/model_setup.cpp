@@ -23,9 +23,10 @@ namespace fs = std::filesystem;
 namespace {
 
 // LoRA: every adapter unit of a model that holds its parameters gets its starting values.
-void fill_adapter_units(model::Transformer& m, uint64_t seed, const model::LoraAdapter* adapter) {
+void fill_adapter_units(model::Transformer& m, uint64_t seed, const model::LoraAdapter* adapter,
+                        const std::string& base_path = "") {
   for (auto& u : m.registry().units())
-    if (model::is_lora_unit(*u)) fill_adapter_unit(m, *u, seed, adapter);
+    if (model::is_lora_unit(*u)) fill_adapter_unit(m, *u, seed, adapter, base_path);
 }
 
 }  // namespace
@@ -89,7 +90,7 @@ ModelSetup setup_model(const config::TrainConfig& c, const fs::path& out) {
       const std::string path = c.model.path;
       s.fill_slice = [m, path, seed, adapter](model::Unit& u, int64_t begin, const Tensor& out) {
         if (model::is_lora_unit(u)) {  // built whole (small), then cut
-          fill_adapter_unit(*m, u, seed, adapter.get());
+          fill_adapter_unit(*m, u, seed, adapter.get(), path);
           ops::copy(out, u.flat_params().narrow(0, begin, out.numel()));
           return;
         }
@@ -106,12 +107,12 @@ ModelSetup setup_model(const config::TrainConfig& c, const fs::path& out) {
       if (c.lora) add_lora(model::load_hf_config(c.model.path));
       model::Pretrained p = model::load_pretrained(c.model.path, mo);
       s.model = std::move(p.model);
-      fill_adapter_units(*s.model, seed, adapter.get());
+      fill_adapter_units(*s.model, seed, adapter.get(), c.model.path);
     } else {
       // The files are read into a host model, which is then copied to the GPU unit by unit.
       if (c.lora) add_lora(model::load_hf_config(c.model.path));
       const model::Pretrained p = model::load_pretrained(c.model.path, model::host_staging_options(mo));
-      fill_adapter_units(*p.model, seed, adapter.get());
+      fill_adapter_units(*p.model, seed, adapter.get(), c.model.path);
       s.model = std::make_unique<model::Transformer>(p.config, mo);
       for (size_t i = 0; i < p.model->registry().size(); ++i)
         ops::copy(s.model->registry().unit(i).flat_params(), p.model->registry().unit(i).flat_params());
