@@ -199,15 +199,18 @@ LoraConfig lora_config_from_peft_json(const json& j, const std::string& source) 
   return c;
 }
 
+// PEFT 0.12's keys only: PEFT up to 0.12 builds LoraConfig(**file) and fails with a
+// TypeError on a key it does not know (corda_config, eva_config, exclude_modules, lora_bias,
+// qalora_group_size, target_parameters, trainable_token_indices, use_qalora came later),
+// while later versions fill every missing key with its default, which is what those keys
+// would say here. So the file loads in every PEFT from 0.12 on
+// (tools/peft_load_check.py).
 json lora_config_to_peft_json(const LoraConfig& c) {
   json j;
   j["alpha_pattern"] = json::object();
   j["auto_mapping"] = nullptr;
   j["base_model_name_or_path"] = c.base_model_name_or_path.empty() ? json(nullptr) : json(c.base_model_name_or_path);
   j["bias"] = lora_bias_name(c.bias);
-  j["corda_config"] = nullptr;
-  j["eva_config"] = nullptr;
-  j["exclude_modules"] = nullptr;
   j["fan_in_fan_out"] = c.fan_in_fan_out;
   j["inference_mode"] = true;
   j["init_lora_weights"] = c.init_lora_weights == LoraInit::Gaussian ? json("gaussian") : json(true);
@@ -220,13 +223,11 @@ json lora_config_to_peft_json(const LoraConfig& c) {
     j["lora_alpha"] = static_cast<int64_t>(c.lora_alpha);
   else
     j["lora_alpha"] = c.lora_alpha;
-  j["lora_bias"] = false;
   j["lora_dropout"] = c.lora_dropout;
   j["megatron_config"] = nullptr;
   j["megatron_core"] = "megatron.core";
   j["modules_to_save"] = c.modules_to_save.empty() ? json(nullptr) : json(c.modules_to_save);
   j["peft_type"] = "LORA";
-  j["qalora_group_size"] = 16;
   j["r"] = c.r;
   j["rank_pattern"] = json::object();
   j["revision"] = nullptr;
@@ -235,11 +236,8 @@ json lora_config_to_peft_json(const LoraConfig& c) {
     case LoraTargetForm::Regex: j["target_modules"] = c.target_regex; break;
     case LoraTargetForm::Names: j["target_modules"] = c.target_modules; break;
   }
-  j["target_parameters"] = nullptr;
   j["task_type"] = "CAUSAL_LM";
-  j["trainable_token_indices"] = nullptr;
   j["use_dora"] = false;
-  j["use_qalora"] = false;
   j["use_rslora"] = c.use_rslora;
   return j;
 }

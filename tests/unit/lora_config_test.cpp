@@ -58,9 +58,18 @@ TEST(LoraConfig, ReadsPeftFile) {
   EXPECT_DOUBLE_EQ(c.scaling(), 2.0);
 }
 
+// PEFT 0.17's file without the keys PEFT 0.12 does not know (0.12 raises a TypeError on
+// them; later versions default what is missing): what zerotrain writes.
+json peft_012_keys_of(json j) {
+  for (const char* newer : {"corda_config", "eva_config", "exclude_modules", "lora_bias", "qalora_group_size",
+                            "target_parameters", "trainable_token_indices", "use_qalora"})
+    j.erase(newer);
+  return j;
+}
+
 TEST(LoraConfig, WritesWhatPeftWrites) {
   const LoraConfig c = lora_config_from_peft_json(peft_017_file(), "f");
-  EXPECT_EQ(lora_config_to_peft_json(c), peft_017_file());
+  EXPECT_EQ(lora_config_to_peft_json(c), peft_012_keys_of(peft_017_file()));
   // and what it writes reads back to the same config, for every non-default setting
   LoraConfig d;
   d.r = 4;
