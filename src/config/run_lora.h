@@ -13,8 +13,8 @@ namespace zt::config {
 // resolved). BadInput when more than one of lora:, peft and adapter is given.
 void apply_run_lora(const RunConfig& run, TrainConfig& config);
 
-// BadInput naming the setting and the fix for what a LoRA run does not implement: trained
-// biases (bias all / lora_only) and modules_to_save. Nothing without LoRA. (ZeRO-Offload
+// Nothing left to refuse here: bias and modules_to_save need the model's shape and are
+// checked by lora_model_options / lora_unit_specs. (ZeRO-Offload
 // works: the frozen base's slices live where offload_param puts them, the adapters' state
 // where offload_optimizer does.)
 void check_lora_run(const TrainConfig& config);

@@ -71,6 +71,12 @@ std::vector<LoraTarget> block_linears(const ModelConfig& c, int64_t layer) {
   return out;
 }
 
+// A run file's section is named "<file>: lora" (its keys "lora.<key>"); a PEFT file is the
+// file itself ("<file>: <key>").
+std::string setting_name(const std::string& source, const std::string& key) {
+  return ends_with(source, ": lora") ? source + "." + key : source + ": " + key;
+}
+
 Philox adapter_rng(const BlockLora& lora, int layer, size_t index) {
   return lora_dropout_rng(lora.seed, lora.step, layer, index);
 }
@@ -102,6 +108,14 @@ LoraOptions lora_model_options(const LoraConfig& lora, const ModelConfig& model,
   o.dropout = static_cast<float>(lora.lora_dropout);
   o.init = lora.init_lora_weights == LoraInit::Gaussian ? AdapterInit::Gaussian : AdapterInit::KaimingUniform;
   o.bias = lora.bias;
+  for (const std::string& m : lora.modules_to_save) {
+    // PEFT's rule: a module whose path ends with the name.
+    if (m != "lm_head" || model.tie_word_embeddings)
+      ZT_THROW_INPUT(setting_name(source, "modules_to_save"), ": '", m, "' is not implemented for training: only lm_head of a model ",
+                     "with an untied head is (", model.tie_word_embeddings ? "this model's head is tied to its "
+                     "token embedding; " : "", "remove it, or train the whole model without LoRA)");
+    o.train_lm_head = true;
+  }
   // Each resolved module by its path below the layer ("self_attn.q_proj"): a suffix match
   // that picks exactly it in every layer (a regex or all-linear becomes the modules it picks).
   for (const LoraModule& m : resolve_lora_targets(lora, model, source)) o.target_modules.push_back(m.name);
@@ -203,7 +217,15 @@ std::vector<ParamSpec> lora_final_norm_specs(const ModelConfig& c, const LoraOpt
   return specs;
 }
 
-bool is_trained_base_copy(const ParamSpec& spec) { return is_bias(spec.field); }
+std::vector<ParamSpec> lora_lm_head_specs(const ModelConfig& c, const LoraOptions& lora) {
+  std::vector<ParamSpec> specs;
+  if (!lora.enabled() || !lora.train_lm_head) return specs;
+  for (const ParamSpec& s : unit_specs(c, UnitKind::Head))
+    if (s.field == Field::LmHead) specs.push_back(trained_copy(s, false));
+  return specs;
+}
+
+bool is_trained_base_copy(const ParamSpec& spec) { return is_bias(spec.field) || spec.field == Field::LmHead; }
 
 bool wrapped_by_adapter(const Unit& unit, const std::string& hf_name) {
   const std::string a = module_of(hf_name) + ".lora_A.weight";

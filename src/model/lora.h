@@ -50,6 +50,9 @@ struct LoraOptions {
   // adapted linears). The trained biases are copies in the trainable units (below), so the
   // frozen base keeps no gradient, master or optimizer state.
   LoraBias bias = LoraBias::None;
+  // PEFT's modules_to_save, resolved: "lm_head" (an untied head) trains a full copy of the
+  // head beside the adapters; other modules are refused by lora_model_options.
+  bool train_lm_head = false;
   bool enabled() const { return r > 0; }
 };
 
@@ -90,10 +93,15 @@ std::string lora_unit_name(int64_t layer);
 // "lora.final_norm" holding its trained copy; no specs otherwise (then no such unit).
 std::vector<ParamSpec> lora_final_norm_specs(const ModelConfig& config, const LoraOptions& lora);
 constexpr const char* kLoraFinalNormUnit = "lora.final_norm";
+// With modules_to_save [lm_head]: the unit "lora.modules_to_save.lm_head" holding the trained
+// copy of the (untied) head's weight, under the base's name "lm_head.weight".
+std::vector<ParamSpec> lora_lm_head_specs(const ModelConfig& config, const LoraOptions& lora);
+constexpr const char* kLoraLmHeadUnit = "lora.modules_to_save.lm_head";
 // Whether `unit` holds adapters or trained copies ("lora.<l>", "lora.final_norm"), not
 // base-model tensors of the HF files.
 bool is_lora_unit(const Unit& unit);
-// Whether a spec of an adapter unit is a trained copy of a base tensor (a bias), not A/B.
+// Whether a spec of an adapter unit is a trained copy of a base tensor (a bias, the head of
+// modules_to_save), not A/B.
 bool is_trained_base_copy(const ParamSpec& spec);
 // Whether `hf_name` (a trained bias) belongs to a linear the adapters of `unit` wrap (PEFT
 // then names it "<module>.base_layer.bias").

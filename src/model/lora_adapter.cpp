@@ -128,12 +128,13 @@ void save_lora_adapter(const ParameterRegistry& registry, const ModelConfig& bas
     if (!is_lora_unit(*unit)) continue;
     ZT_CHECK(unit->has_params(), "save_lora_adapter: the parameters of unit ", unit->name(), " are not in place");
     for (const ParamEntry& e : unit->params()) {
-      const Tensor value = e.value;
+      // A trained head copy: its file rows (without the vocabulary padding).
+      const Tensor value = is_trained_base_copy(e.spec) ? e.value.narrow(0, 0, e.spec.hf_shape[0]) : e.value;
       // The unit's names are PEFT's without its prefix (lora_unit_specs); a trained bias is
       // the base's tensor, under ".base_layer" when an adapter wraps its linear.
       const std::string key = is_trained_base_copy(e.spec) ? peft_base_key(e.name(), wrapped_by_adapter(*unit, e.name()))
                                                            : kPeftKeyPrefix + e.name();
-      tensors.push_back({key, DType::F32, e.spec.shape, [value](void* dst) {
+      tensors.push_back({key, DType::F32, value.shape(), [value](void* dst) {
                            OwnedTensor host(value.shape(), value.dtype());
                            ops::copy(host, value);  // from the device when it lives there
                            Tensor(dst, value.shape(), DType::F32).copy_from(host);

@@ -97,6 +97,8 @@ Transformer::Transformer(ModelConfig config, ModelOptions options) : config_(std
       registry_.add_unit(lora_unit_name(l), lora_unit_specs(c, options_.lora, l), options_.shard_count);
     const std::vector<ParamSpec> final_norm = lora_final_norm_specs(c, options_.lora);
     if (!final_norm.empty()) registry_.add_unit(kLoraFinalNormUnit, final_norm, options_.shard_count);
+    const std::vector<ParamSpec> lm_head = lora_lm_head_specs(c, options_.lora);
+    if (!lm_head.empty()) registry_.add_unit(kLoraLmHeadUnit, lm_head, options_.shard_count);
   }
   for (auto& u : registry_.units()) {
     u->set_storage(options_.param_dtype, options_.grad_dtype, options_.device);
@@ -167,11 +169,13 @@ static void require_grads(const Unit& u) {
 }
 
 Tensor Transformer::head_weight() {
+  if (Unit* copy = lora_copy_unit(kLoraLmHeadUnit)) return lora_trained_weights(*copy, Storage::Values)[Field::LmHead];
   return head_matrix(config_, UnitWeights(embed_unit(registry_), Storage::Values),
                      UnitWeights(head_unit(registry_), Storage::Values));
 }
 
 Tensor Transformer::head_weight_grad() {
+  if (Unit* copy = lora_copy_unit(kLoraLmHeadUnit)) return lora_trained_weights(*copy, Storage::Grads)[Field::LmHead];
   return head_matrix(config_, UnitWeights(embed_unit(registry_), Storage::Grads),
                      UnitWeights(head_unit(registry_), Storage::Grads));
 }
@@ -181,11 +185,15 @@ Unit* Transformer::lora_unit(int layer) {
   return &registry_.unit(static_cast<size_t>(config_.num_layers) + 2 + static_cast<size_t>(layer));
 }
 
-Unit* Transformer::lora_final_norm_unit() {
-  const size_t index = 2 * static_cast<size_t>(config_.num_layers) + 2;
-  if (!options_.lora.enabled() || registry_.size() <= index) return nullptr;
-  return &registry_.unit(index);
+Unit* Transformer::lora_copy_unit(const char* name) {
+  if (!options_.lora.enabled()) return nullptr;
+  // After the adapter units: at most two, so a scan.
+  for (size_t i = 2 * static_cast<size_t>(config_.num_layers) + 2; i < registry_.size(); ++i)
+    if (registry_.unit(i).name() == name) return &registry_.unit(i);
+  return nullptr;
 }
+
+Unit* Transformer::lora_final_norm_unit() { return lora_copy_unit(kLoraFinalNormUnit); }
 
 BlockLora Transformer::block_lora_views(int layer) {
   BlockLora b = block_lora(options_.lora, config_, *lora_unit(layer), layer);
@@ -402,9 +410,12 @@ ops::CrossEntropyResult Transformer::forward(const Tensor& tokens, const Tensor&
                                              const Tensor& segment_starts) {
   forward_trunk(tokens, segment_starts);
   const Tensor targets = ids_on(options_.device, host_targets, acts_->targets);
+  UnitHooks& hooks = hooks_ ? *hooks_ : no_hooks_;
+  Unit* head_copy = lora_copy_unit(kLoraLmHeadUnit);
+  if (head_copy) hooks.before_forward(*head_copy);
   ops::CrossEntropyResult r = ops::lm_head_cross_entropy_forward(
       acts_->lnf, head_weight(), targets.reshape({targets.numel()}), config_.vocab_size, kIgnoreIndex, Tensor());
-  UnitHooks& hooks = hooks_ ? *hooks_ : no_hooks_;
+  if (head_copy) hooks.after_forward(*head_copy);
   hooks.after_forward(head_unit(registry_));
   if (config_.tie_word_embeddings) hooks.after_forward(embed_unit(registry_));
   return r;
@@ -414,8 +425,11 @@ void Transformer::forward_logits(const Tensor& tokens, const Tensor& logits) {
   const int64_t N = tokens.numel(), V = config_.vocab_size;
   ZT_CHECK(logits.numel() == N * V && logits.dtype() == DType::F32, "logits must be f32 [B, T, V]");
   forward_trunk(tokens);
-  ops::linear_forward(logits.reshape({N, V}), acts_->lnf, head_weight().narrow(0, 0, V), Tensor());
   UnitHooks& hooks = hooks_ ? *hooks_ : no_hooks_;
+  Unit* head_copy = lora_copy_unit(kLoraLmHeadUnit);
+  if (head_copy) hooks.before_forward(*head_copy);
+  ops::linear_forward(logits.reshape({N, V}), acts_->lnf, head_weight().narrow(0, 0, V), Tensor());
+  if (head_copy) hooks.after_forward(*head_copy);
   hooks.after_forward(head_unit(registry_));
   if (config_.tie_word_embeddings) hooks.after_forward(embed_unit(registry_));
 }
@@ -440,8 +454,14 @@ ops::CrossEntropyResult Transformer::forward_backward(const Tensor& host_tokens,
   if (c.tie_word_embeddings) hooks.before_backward(embed);  // the head's weight lives there
   if (!head.frozen()) require_grads(head);
   if (c.tie_word_embeddings && !embed.frozen()) require_grads(embed);
+  Unit* head_copy = lora_copy_unit(kLoraLmHeadUnit);
+  if (head_copy) {
+    hooks.before_backward(*head_copy);
+    require_grads(*head_copy);
+  }
   const ops::CrossEntropyResult r = ops::lm_head_cross_entropy_forward_backward(
       s.d_ln, head_weight_grad(), s.lnf, head_weight(), targets.reshape({N}), c.vocab_size, kIgnoreIndex, grad_scale);
+  if (head_copy) hooks.after_backward(*head_copy);
   Unit* trained_norm = lora_final_norm_unit();
   if (trained_norm) {
     hooks.before_backward(*trained_norm);

@@ -146,6 +146,8 @@ class Transformer {
   BlockLora block_lora_views(int layer);
   // LoRA with bias all on a final norm with a bias: its trained copy's unit; null otherwise.
   Unit* lora_final_norm_unit();
+  // LoRA's unit of trained copies named `name` (kLoraFinalNormUnit, kLoraLmHeadUnit); null: none.
+  Unit* lora_copy_unit(const char* name);
   // The final norm's views (values or gradients), its trained bias in place of the base's.
   UnitWeights final_norm_weights(Storage storage);
   Philox embed_dropout_rng() const;

@@ -14,6 +14,7 @@ int64_t lora_parameter_count(const model::ModelConfig& model, const model::LoraO
   for (int64_t l = 0; l < model.num_layers; ++l)
     for (const model::ParamSpec& s : model::lora_unit_specs(model, lora, l)) n += shape_numel(s.shape);
   for (const model::ParamSpec& s : model::lora_final_norm_specs(model, lora)) n += shape_numel(s.shape);
+  for (const model::ParamSpec& s : model::lora_lm_head_specs(model, lora)) n += shape_numel(s.hf_shape);
   return n;
 }
 
@@ -61,11 +62,15 @@ void fill_adapter_unit(model::Transformer& model, model::Unit& unit, uint64_t se
   for (const auto& [name, value] : adapter->replaced)
     for (const model::ParamEntry& e : unit.params())
       if (model::is_trained_base_copy(e.spec) && e.name() == name) {
-        if (value.view().numel() != e.numel())
-          ZT_THROW_INPUT(name, " in the adapter has ", value.view().numel(), " elements, the base's ", e.numel());
-        set_value(e, value.view().reshape(e.spec.shape), unit.param_dtype());
+        // The file's rows (an embedding-sized head's padding rows stay as they are).
+        const int64_t hf_numel = shape_numel(e.spec.hf_shape);
+        if (value.view().numel() != hf_numel)
+          ZT_THROW_INPUT(name, " in the adapter has ", value.view().numel(), " elements, the base's ", hf_numel);
+        model::ParamEntry rows = e;
+        rows.value = e.value.narrow(0, 0, e.spec.hf_shape[0]);
+        set_value(rows, value.view().reshape(e.spec.hf_shape), unit.param_dtype());
       }
-  if (unit.name() == model::kLoraFinalNormUnit) return;
+  if (unit.name() == model::kLoraFinalNormUnit || unit.name() == model::kLoraLmHeadUnit) return;
   const int64_t layer = std::stoll(unit.name().substr(unit.name().find('.') + 1));
   for (const model::LoraFactors& f : adapter->factors) {
     if (f.layer != layer) continue;
