@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/fixture_tokenizer.h"
 #include "common/cuda_tensor.h"
 #include "common/small_run.h"
 #include "common/temp_dir.h"
@@ -32,12 +33,7 @@ const std::string kData = std::string(ZT_SOURCE_DIR) + "/tests/data/hf/";
 train::TrainResult copies_run(const fs::path& dir, const std::string& base, const std::string& device,
                               std::vector<std::string> lora) {
   fs::create_directories(dir);
-  if (!fs::exists(dir / "tok.json")) {
-    io::BpeTrainOptions o;
-    o.vocab_size = 300;
-    std::ofstream(dir / "tok.json") << io::train_bpe_tokenizer_json(
-        {io::read_text_file(std::string(ZT_SOURCE_DIR) + "/data/text/artistic.txt")}, o);
-  }
+  if (!fs::exists(dir / "tok.json")) zt::testing::write_fixture_tokenizer(dir);
   std::vector<std::string> args{"--model.preset", "", "--model.path", kData + base, "--model.tokenizer",
                                 (dir / "tok.json").string(), "--lora.r", "4", "--device", device};
   args.insert(args.end(), lora.begin(), lora.end());

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/fixture_tokenizer.h"
 #include "common/cuda_tensor.h"
 #include "common/small_run.h"
 #include "common/temp_dir.h"
@@ -35,12 +36,7 @@ const std::string kBase = std::string(ZT_SOURCE_DIR) + "/tests/data/hf/llama3";
 
 train::TrainResult lora_run(const fs::path& dir, const std::string& device, std::vector<std::string> extra = {}) {
   fs::create_directories(dir);
-  if (!fs::exists(dir / "tok.json")) {
-    io::BpeTrainOptions o;
-    o.vocab_size = 300;
-    std::ofstream(dir / "tok.json") << io::train_bpe_tokenizer_json(
-        {io::read_text_file(std::string(ZT_SOURCE_DIR) + "/data/text/artistic.txt")}, o);
-  }
+  if (!fs::exists(dir / "tok.json")) zt::testing::write_fixture_tokenizer(dir);
   std::vector<std::string> args{"--model.preset", "", "--model.path", kBase, "--model.tokenizer",
                                 (dir / "tok.json").string(), "--lora.r", "4", "--lora.target_modules",
                                 "q_proj,v_proj,down_proj", "--device", device};

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/fixture_tokenizer.h"
 #include "common/input_error.h"
 #include "common/small_run.h"
 #include "common/temp_dir.h"
@@ -38,15 +39,7 @@ const std::string kGpt2 = kData + "hf/gpt2";
 
 fs::path temp_dir(const std::string& name) { return zt::testing::fresh_test_dir("lora_bias_", name); }
 
-std::string write_tokenizer(const fs::path& dir) {
-  fs::create_directories(dir);
-  io::BpeTrainOptions o;
-  o.vocab_size = 300;
-  const fs::path path = dir / "tok.json";
-  std::ofstream(path) << io::train_bpe_tokenizer_json(
-      {io::read_text_file(std::string(ZT_SOURCE_DIR) + "/data/text/artistic.txt")}, o);
-  return path.string();
-}
+std::string write_tokenizer(const fs::path& dir) { return zt::testing::write_fixture_tokenizer(dir); }
 
 // small_run (6 steps, checkpoints at 3 and 6) on GPT-2 with LoRA r 4 on c_attn.
 config::TrainConfig bias_run(const fs::path& dir, const std::string& bias, std::vector<std::string> extra = {}) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/fixture_tokenizer.h"
 #include "common/input_error.h"
 #include "common/small_run.h"
 #include "common/temp_dir.h"
@@ -37,15 +38,7 @@ const std::string kLlama = kData + "hf/llama3";
 
 fs::path temp_dir(const std::string& name) { return zt::testing::fresh_test_dir("lora_mts_", name); }
 
-std::string write_tokenizer(const fs::path& dir) {
-  fs::create_directories(dir);
-  io::BpeTrainOptions o;
-  o.vocab_size = 300;
-  const fs::path path = dir / "tok.json";
-  std::ofstream(path) << io::train_bpe_tokenizer_json(
-      {io::read_text_file(std::string(ZT_SOURCE_DIR) + "/data/text/artistic.txt")}, o);
-  return path.string();
-}
+std::string write_tokenizer(const fs::path& dir) { return zt::testing::write_fixture_tokenizer(dir); }
 
 config::TrainConfig head_run(const fs::path& dir, std::vector<std::string> extra = {}) {
   std::vector<std::string> a{"--model.preset",        "",        "--model.path",          kLlama,

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/fixture_tokenizer.h"
 #include "common/small_run.h"
 #include "common/temp_dir.h"
 #include "io/bpe_trainer.h"
@@ -51,11 +52,7 @@ TEST_P(LoraPeftGrads, GradientsEqualPefts) {
   ASSERT_GT(T, 2);
 
   const fs::path dir = zt::testing::fresh_test_dir("lora_peft_grads_", c.name);
-  fs::create_directories(dir / "tok");
-  io::BpeTrainOptions o;
-  o.vocab_size = 300;  // the fixtures have 320 rows; the ids here are bytes
-  std::ofstream(dir / "tok" / "tok.json") << io::train_bpe_tokenizer_json(
-      {io::read_text_file(std::string(ZT_SOURCE_DIR) + "/data/text/artistic.txt")}, o);
+  zt::testing::write_fixture_tokenizer(dir / "tok");  // the fixtures have 320 rows; the ids here are bytes
   Accelerator acc(zt::testing::small_run(
       dir, {"--model.preset", "", "--model.path", kData + "hf/" + c.family, "--model.tokenizer",
             (dir / "tok" / "tok.json").string(), "--adapter", adapter, "--device", "cpu",

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "checkpoint/consolidate.h"
+#include "common/fixture_tokenizer.h"
 #include "common/input_error.h"
 #include "common/shell.h"
 #include "common/small_run.h"
@@ -48,15 +49,7 @@ using zt::testing::file_bytes;
 using zt::testing::input_error_of;
 
 // A byte-level BPE of 300 tokens (the fixture has 320 rows) beside the run.
-std::string write_tokenizer(const fs::path& dir) {
-  fs::create_directories(dir);
-  io::BpeTrainOptions o;
-  o.vocab_size = 300;
-  const fs::path path = dir / "tok.json";
-  std::ofstream(path) << io::train_bpe_tokenizer_json(
-      {io::read_text_file(std::string(ZT_SOURCE_DIR) + "/data/text/artistic.txt")}, o);
-  return path.string();
-}
+std::string write_tokenizer(const fs::path& dir) { return zt::testing::write_fixture_tokenizer(dir); }
 
 // small_run (6 steps, checkpoints at 3 and 6) on the Llama-3 fixture with LoRA r 4 on
 // q_proj, v_proj (packed in the qkv field) and down_proj.
