@@ -12,6 +12,9 @@
 #   ZT_LORA_STEPS   steps (default 12; the last log line covers the second half)
 #   ZT_LORA_DEVICE  cuda (default) or cpu (to check the script itself on a tiny case)
 #   ZT_LORA_SHAPE   a JSON fragment overriding the shape (e.g. '"num_hidden_layers": 1')
+#   ZT_LORA_DATA    text (default: the repo's text files) or sft-packed / sft-padded: prompt/
+#                   response records made from the same text (a paragraph's prompt, the next
+#                   ones as its response), data.packing true / false
 #
 # Prints per case: the model line, the last step line (tok/s, MFU, GPU peak) and a RESULT
 # line with the tokens/s and GPU peak of that line.
@@ -23,6 +26,23 @@ T=${ZT_LORA_SEQ:-2048}
 S=${ZT_LORA_STEPS:-12}
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
+DATA=${ZT_LORA_DATA:-text}
+case $DATA in
+  text) train="['$R/data/text', '$R/docs', '$R/README.md']"; packing="" ;;
+  sft-packed|sft-padded)
+    # Samples of a few hundred tokens: a paragraph as the prompt, the next three as the response.
+    python3 - "$R" "$W/sft.jsonl" <<'PY' || exit 1
+import json, pathlib, sys
+root, out = pathlib.Path(sys.argv[1]), sys.argv[2]
+files = sorted((root / "data/text").iterdir()) + sorted((root / "docs").glob("*.md"))
+paras = [p.strip() for f in files for p in f.read_text(errors="replace").split("\n\n") if p.strip()]
+with open(out, "w") as o:
+    for i in range(0, len(paras) - 4, 4):
+        o.write(json.dumps({"prompt": paras[i], "response": "\n\n".join(paras[i + 1:i + 4])}) + "\n")
+PY
+    train="['$W/sft.jsonl']"; packing=", packing: $([[ $DATA == sft-packed ]] && echo true || echo false)" ;;
+  *) echo "lora.sh: ZT_LORA_DATA must be text, sft-packed or sft-padded, got '$DATA'" >&2; exit 2 ;;
+esac
 for case in "$@"; do
   IFS=: read -r shape B ac <<<"$case"
   case $shape in
@@ -38,7 +58,7 @@ for case in "$@"; do
 JSON
   cat >"$W/run.yaml" <<YAML
 model: {config: $W/config.json, tokenizer: '$R/tests/data/hf/llama2_tokenizer.model', activation_checkpointing: $([[ $ac == ac ]] && echo true || echo false)}
-data: {train: ['$R/data/text', '$R/docs', '$R/README.md'], seq_len: $T}
+data: {train: $train, seq_len: $T$packing}
 lora: {r: 16, alpha: 32, dropout: 0.0, target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]}
 bf16: true
 per_device_train_batch_size: $B
@@ -55,11 +75,11 @@ YAML
   rm -rf "$W/out"
   "$Z" train "$W/run.yaml" --output_dir "$W/out" >"$W/log" 2>&1
   rc=$?
-  echo "== $case (T=$T): rc $rc"
-  grep -E "model:|LoRA|lora|error" "$W/log" | cut -c1-300 | head -6
-  last=$(grep -E "^step" "$W/log" | tail -1)
+  echo "== $case (T=$T, data $DATA): rc $rc"
+  grep -E "model:|LoRA|lora|SFT data|error" "$W/log" | cut -c1-300 | head -7
+  last=$(grep -E "^step.*tok/s" "$W/log" | tail -1)
   echo "$last"
   tps=$(sed -nE 's/.*\| +([0-9.]+) tok\/s.*/\1/p' <<<"$last")
   peak=$(sed -nE 's/.*gpu peak ([0-9.]+) GiB.*/\1/p' <<<"$last")
-  echo "RESULT zerotrain case=$case tokens_per_s=${tps:-?} gpu_peak_gib=${peak:-?}"
+  echo "RESULT zerotrain case=$case data=$DATA tokens_per_s=${tps:-?} gpu_peak_gib=${peak:-?}"
 done
