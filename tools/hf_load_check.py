@@ -25,15 +25,14 @@ Prints one line per case and exits 1 when any case differs (0 when all agree). -
 runs only the zerotrain half (training, ids, logits files): for machines without
 transformers.
 """
-import argparse
 import json
 import os
-import shutil
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = [os.path.join(ROOT, "data/text/artistic.txt"), os.path.join(ROOT, "data/text/apache-2.0.txt")]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # see zt_check_common's docstring
+from zt_check_common import (ROOT, causal_lm_f32, chosen_cases, dump_logits, empty_dir, logits_diff, parser, q, run,
+                             run_cases, train, train_tokenizer)
+
 TEXTS = [
     "Hello world",
     "The license grants you the right to copy, modify and distribute the Package.",
@@ -45,28 +44,9 @@ GPT2_CONFIG = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_la
                "n_positions": 128, "vocab_size": 50257}  # bos/eos: GPT2Config's defaults (50256)
 
 
-def run(cmd, **kw):
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout[-3000:]}")
-    return r.stdout
-
-
-def q(s):
-    return json.dumps(s)  # a double-quoted JSON string is a YAML string
-
-
-def train(zt, work, name, model_yaml):
-    out = os.path.join(work, name)
-    yaml = os.path.join(work, name + ".yaml")
-    with open(yaml, "w") as f:
-        f.write(f"model: {model_yaml}\n"
-                f"data:\n  train: [{', '.join(q(p) for p in DATA)}]\n  validation_fraction: 0.1\n  seq_len: 32\n"
-                f"per_device_train_batch_size: 2\nmax_steps: 3\nlearning_rate: 1.0e-3\nsave_strategy: no\n"
-                f"eval_interval: 0\nsteps_per_print: 1\nseed: 3\ndevice: cpu\noutput_dir: {q(out)}\n"
-                f"overwrite_output_dir: true\n")
-    run([zt, "train", yaml])
-    return os.path.join(out, "final")
+def train_model(zt, work, name, model_yaml):
+    """3 steps of full fine-tuning: final/ holds trained weights, not the init ones; returns final/."""
+    return train(zt, work, name, model_yaml, 3, "1.0e-3")
 
 
 def cases(zt, work):
@@ -75,23 +55,22 @@ def cases(zt, work):
         cfg = os.path.join(work, "gpt2_config.json")
         with open(cfg, "w") as f:
             json.dump(GPT2_CONFIG, f)
-        return train(zt, work, "gpt2", "{config: %s, tokenizer: %s}" % (
+        return train_model(zt, work, "gpt2", "{config: %s, tokenizer: %s}" % (
             q(cfg), q(os.path.join(ROOT, "tests/data/gpt2/vocab.json"))))
 
     def llama():
-        return train(zt, work, "llama", "{preset: tiny-llama}")
+        return train_model(zt, work, "llama", "{preset: tiny-llama}")
 
     def qwen2():
-        tok = os.path.join(work, "qwen2_tokenizer.json")
-        run([zt, "tokenizer", "train", "--vocab-size", "320", "--out", tok] + DATA)
-        return train(zt, work, "qwen2", "{path: %s, tokenizer: %s}" % (q(os.path.join(ROOT, "tests/data/hf/qwen2")), q(tok)))
+        tok = train_tokenizer(zt, work, "qwen2", 320)
+        return train_model(zt, work, "qwen2", "{path: %s, tokenizer: %s}" % (q(os.path.join(ROOT, "tests/data/hf/qwen2")), q(tok)))
 
     def llama2():
-        return train(zt, work, "llama2", "{preset: tiny-llama, tokenizer: %s}" % q(
+        return train_model(zt, work, "llama2", "{preset: tiny-llama, tokenizer: %s}" % q(
             os.path.join(ROOT, "tests/data/hf/llama2_tokenizer.model")))
 
     def llama2hf():
-        return train(zt, work, "llama2hf", "{path: %s}" % q(os.path.join(ROOT, "tests/data/hf/llama2")))
+        return train_model(zt, work, "llama2hf", "{path: %s}" % q(os.path.join(ROOT, "tests/data/hf/llama2")))
 
     return {"gpt2": gpt2, "llama": llama, "qwen2": qwen2, "llama2": llama2, "llama2hf": llama2hf}
 
@@ -101,31 +80,15 @@ def our_ids(zt, final, text, special):
     return [int(x) for x in out.split()]
 
 
-def our_logits(zt, work, name, final):
-    """{input_ids.i, logits.i} of `zerotrain eval --dump-logits` over TEXTS (one document each)."""
-    docs = os.path.join(work, name + "_texts.jsonl")
-    with open(docs, "w", encoding="utf-8") as f:
-        for t in TEXTS:
-            f.write(json.dumps({"text": t}) + "\n")
-    path = os.path.join(work, name + "_logits.safetensors")
-    run([zt, "eval", "--model", final, "--data", docs, "--dump-logits", path, "--device", "cpu"])
-    from safetensors.numpy import load_file
-
-    return load_file(path)
-
-
 def check_hf(final, ours_special, ours_plain, dumped, atol):
-    """Problems found (empty: transformers agrees), and a summary."""
+    """Problems found (empty: transformers agrees), and a summary. dumped: dump_logits' (ids,
+    logits) per text of TEXTS."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     problems = []
     tok = AutoTokenizer.from_pretrained(final)
-    try:
-        model = AutoModelForCausalLM.from_pretrained(final, dtype=torch.float32)
-    except TypeError:  # transformers 4.x spells it torch_dtype
-        model = AutoModelForCausalLM.from_pretrained(final, torch_dtype=torch.float32)
-    model.eval()
+    model = causal_lm_f32(final)
     vocab = model.config.vocab_size
     worst, worst_rel = 0.0, 0.0
     for i, text in enumerate(TEXTS):
@@ -137,17 +100,15 @@ def check_hf(final, ours_special, ours_plain, dumped, atol):
             problems.append(f"ids (no specials) of {text!r}: transformers {hf_plain} vs ours {ours_plain[i]}")
         if any(t >= vocab for t in hf_special):
             problems.append(f"transformers' ids of {text!r} reach past the vocabulary ({vocab}): {hf_special}")
-        ids = [int(x) for x in dumped[f"input_ids.{i}"]]
+        ids, ours = dumped[i]
         if ids != ours_special[i]:
             problems.append(f"eval's ids of {text!r} {ids} differ from `tokenizer encode --special` {ours_special[i]}")
         with torch.no_grad():
             hf = model(torch.tensor([ids])).logits[0].float().numpy()
-        ours = dumped[f"logits.{i}"]
         if hf.shape != ours.shape:
             problems.append(f"logits of {text!r}: transformers {hf.shape} vs ours {ours.shape}")
             continue
-        diff = float(abs(hf - ours).max())
-        scale = max(1.0, float(abs(hf).max()))
+        diff, scale = logits_diff(hf, ours)
         worst, worst_rel = max(worst, diff), max(worst_rel, diff / scale)
         if diff > atol * scale:
             problems.append(f"logits of {text!r}: max |diff| {diff:.3g} > {atol:g} * {scale:.3g}")
@@ -157,48 +118,30 @@ def check_hf(final, ours_special, ours_plain, dumped, atol):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("zerotrain", help="path of the zerotrain binary")
-    ap.add_argument("--work", default="/tmp/zt_hf_load_check", help="scratch directory (emptied first)")
-    ap.add_argument("--only", default="", help="comma-separated cases (default: all)")
-    ap.add_argument("--atol", type=float, default=1e-5)
+    ap = parser(__doc__, "/tmp/zt_hf_load_check")
     ap.add_argument("--skip-hf", action="store_true", help="only the zerotrain half (no transformers needed)")
     a = ap.parse_args()
     zt = os.path.abspath(a.zerotrain)
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
+    empty_dir(a.work)
     all_cases = cases(zt, a.work)
-    names = [n for n in a.only.split(",") if n] or list(all_cases)
-    unknown = [n for n in names if n not in all_cases]
-    if unknown:
-        ap.error(f"unknown case(s) {unknown}; cases: {', '.join(all_cases)}")
+    names = chosen_cases(ap, a.only, all_cases)
     if not a.skip_hf:
         import transformers
 
         print(f"transformers {transformers.__version__}", flush=True)
-    failed = 0
-    for name in names:
-        try:
-            final = all_cases[name]()
-            files = sorted(f for f in os.listdir(final) if not f.endswith(".safetensors"))
-            special = [our_ids(zt, final, t, True) for t in TEXTS]
-            plain = [our_ids(zt, final, t, False) for t in TEXTS]
-            dumped = our_logits(zt, a.work, name, final)
-            if a.skip_hf:
-                bad = [f"eval's ids of {t!r} differ" for i, t in enumerate(TEXTS)
-                       if [int(x) for x in dumped[f"input_ids.{i}"]] != special[i]]
-                summary = f"zerotrain half only: {', '.join(files)}"
-            else:
-                bad, summary = check_hf(final, special, plain, dumped, a.atol)
-        except Exception as e:  # one case's failure must not hide the others
-            bad, summary = [f"{type(e).__name__}: {e}"], "error"
-        if bad:
-            failed += 1
-            print(f"{name}: FAIL ({summary})", flush=True)
-            for p in bad:
-                print(f"    {p}", flush=True)
-        else:
-            print(f"{name}: ok ({summary})", flush=True)
+
+    def check(name):
+        final = all_cases[name]()
+        files = sorted(f for f in os.listdir(final) if not f.endswith(".safetensors"))
+        special = [our_ids(zt, final, t, True) for t in TEXTS]
+        plain = [our_ids(zt, final, t, False) for t in TEXTS]
+        dumped = dump_logits(zt, a.work, name, TEXTS, ["--model", final])
+        if a.skip_hf:
+            bad = [f"eval's ids of {t!r} differ" for t, (ids, _), want in zip(TEXTS, dumped, special) if ids != want]
+            return bad, f"zerotrain half only: {', '.join(files)}"
+        return check_hf(final, special, plain, dumped, a.atol)
+
+    failed = run_cases(names, check)
     print(f"{len(names) - failed}/{len(names)} cases agree", flush=True)
     return 1 if failed else 0
 

@@ -29,18 +29,18 @@ Prints one line per case and exits 1 when any case differs (0 when all agree).
 Runs with transformers 4.44 + PEFT 0.12 (tools/make_peft_fixtures.py's venv over Debian's
 torch) and with transformers 5.x + PEFT 0.2x (the GPU machine): only APIs both have.
 """
-import argparse
 import dataclasses
 import json
 import logging
 import os
 import shutil
-import subprocess
 import sys
 import warnings
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = [os.path.join(ROOT, "data/text/artistic.txt"), os.path.join(ROOT, "data/text/apache-2.0.txt")]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # see zt_check_common's docstring
+from zt_check_common import (ROOT, causal_lm_f32, chosen_cases, dump_logits, empty_dir, logits_diff, parser, q,
+                             run_cases, train, train_tokenizer)
+
 TEXTS = [
     "Hello world",
     "The license grants you the right to copy, modify and distribute the Package.",
@@ -55,54 +55,20 @@ CASES = {
 }
 
 
-def run(cmd, **kw):
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout[-3000:]}")
-    return r.stdout
-
-
-def q(s):
-    return json.dumps(s)  # a double-quoted JSON string is a YAML string
-
-
-def train(zt, work, name, base, targets):
-    """Trains the adapter; returns final/."""
-    tok = os.path.join(work, name + "_tokenizer.json")
-    run([zt, "tokenizer", "train", "--vocab-size", "300", "--out", tok] + DATA)
-    out = os.path.join(work, name)
-    yaml = os.path.join(work, name + ".yaml")
-    with open(yaml, "w") as f:
-        f.write(f"model: {{path: {q(base)}, tokenizer: {q(tok)}}}\n"
-                f"lora:\n  r: 4\n  alpha: 8\n  dropout: 0.0\n  target_modules: [{', '.join(targets)}]\n"
-                f"data:\n  train: [{', '.join(q(p) for p in DATA)}]\n  validation_fraction: 0.1\n  seq_len: 32\n"
-                f"per_device_train_batch_size: 2\nmax_steps: 4\nlearning_rate: 1.0e-2\nwarmup_steps: 0\n"
-                f"save_strategy: no\neval_interval: 0\nsteps_per_print: 1\nseed: 3\ndevice: cpu\n"
-                f"output_dir: {q(out)}\noverwrite_output_dir: true\n")
-    run([zt, "train", yaml])
-    return os.path.join(out, "final")
-
-
-def our_logits(zt, work, name, base, final):
-    """{input_ids.i, logits.i} of `zerotrain eval --adapter --dump-logits` over TEXTS."""
-    docs = os.path.join(work, name + "_texts.jsonl")
-    with open(docs, "w", encoding="utf-8") as f:
-        for t in TEXTS:
-            f.write(json.dumps({"text": t}) + "\n")
-    path = os.path.join(work, name + "_logits.safetensors")
-    run([zt, "eval", "--model", base, "--adapter", final, "--tokenizer", final, "--data", docs, "--dump-logits", path,
-         "--device", "cpu"])
-    from safetensors.numpy import load_file
-
-    return load_file(path)
+def train_adapter(zt, work, name, base, targets):
+    """Trains a LoRA adapter of base on its own tokenizer (300 tokens); returns final/."""
+    tok = train_tokenizer(zt, work, name, 300)
+    lora = f"lora:\n  r: 4\n  alpha: 8\n  dropout: 0.0\n  target_modules: [{', '.join(targets)}]\n"
+    # a high rate without warmup: 4 steps move the adapter far from its init (lora_B = 0)
+    return train(zt, work, name, f"{{path: {q(base)}, tokenizer: {q(tok)}}}", 4, "1.0e-2",
+                 extra=lora + "warmup_steps: 0\n")
 
 
 def load_base(base_dir):
     """The base in float32. transformers 4.x reads tests/data/hf's rope_parameters (5.x's
     spelling) as nothing: given back as rope_theta / rope_scaling (make_peft_fixtures.py)."""
-    import torch
     import transformers
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(base_dir)
     if int(transformers.__version__.split(".")[0]) < 5:
@@ -112,11 +78,7 @@ def load_base(base_dir):
             config.rope_theta = rope["rope_theta"]
             scaling = {k: v for k, v in rope.items() if k != "rope_theta"}
             config.rope_scaling = scaling if scaling.get("rope_type", "default") != "default" else None
-    try:
-        model = AutoModelForCausalLM.from_pretrained(base_dir, config=config, dtype=torch.float32)
-    except TypeError:  # transformers 4.x spells it torch_dtype
-        model = AutoModelForCausalLM.from_pretrained(base_dir, config=config, torch_dtype=torch.float32)
-    return model.eval()
+    return causal_lm_f32(base_dir, config=config)
 
 
 class Captured(logging.Handler):
@@ -129,7 +91,8 @@ class Captured(logging.Handler):
 
 
 def check_peft(base_dir, final, dumped, atol):
-    """Problems found (empty: PEFT agrees), and a summary."""
+    """Problems found (empty: PEFT agrees), and a summary. dumped: dump_logits' (ids, logits)
+    per text of TEXTS."""
     import torch
     from peft import LoraConfig, PeftModel
     from safetensors.torch import load_file
@@ -155,8 +118,7 @@ def check_peft(base_dir, final, dumped, atol):
 
     base = load_base(base_dir)
     with torch.no_grad():
-        base_logits = [base(torch.tensor([[int(x) for x in dumped[f"input_ids.{i}"]]])).logits[0].numpy().copy()
-                       for i in range(len(TEXTS))]
+        base_logits = [base(torch.tensor([ids])).logits[0].numpy().copy() for ids, _ in dumped]
     handler = Captured()
     loggers = [logging.getLogger(n) for n in ("peft", "transformers", "")]
     for lg in loggers:
@@ -196,43 +158,42 @@ def check_peft(base_dir, final, dumped, atol):
 
     worst, worst_merged, moved, own = 0.0, 0.0, 0.0, 0.0
     peft_logits = []
-    for i in range(len(TEXTS)):
-        ids = torch.tensor([[int(x) for x in dumped[f"input_ids.{i}"]]])
+    for ids, _ in dumped:
         with torch.no_grad():
-            peft_logits.append(model(ids).logits[0].float().numpy())
+            peft_logits.append(model(torch.tensor([ids])).logits[0].float().numpy())
     merged = model.merge_and_unload()
     merged.eval()
     merged_logits = []
-    for i in range(len(TEXTS)):
-        ids = torch.tensor([[int(x) for x in dumped[f"input_ids.{i}"]]])
+    for i, (ids, _) in enumerate(dumped):
         with torch.no_grad():
-            merged_logits.append(merged(ids).logits[0].float().numpy())
+            merged_logits.append(merged(torch.tensor([ids])).logits[0].float().numpy())
         if merged_logits[i].shape == peft_logits[i].shape:
-            own = max(own, float(abs(merged_logits[i] - peft_logits[i]).max()) / max(1.0, float(abs(merged_logits[i]).max())))
+            diff, scale = logits_diff(merged_logits[i], peft_logits[i])
+            own = max(own, diff / scale)
     # zerotrain merges the adapter in f32 (merge_and_unload's model): against the unmerged
     # PeftModel the tolerance also takes PEFT's own unmerged-vs-merged rounding
     tol_unmerged = atol + own
     for i, text in enumerate(TEXTS):
         hf = peft_logits[i]
-        ours = dumped[f"logits.{i}"]
+        ours = dumped[i][1]
         if hf.shape != ours.shape:
             problems.append(f"logits of {text!r}: PEFT {hf.shape} vs ours {ours.shape}")
             continue
-        scale = max(1.0, float(abs(hf).max()))
-        diff = float(abs(hf - ours).max()) / scale
+        diff, scale = logits_diff(hf, ours)
+        diff /= scale
         worst = max(worst, diff)
-        moved = max(moved, float(abs(hf - base_logits[i]).max()) / scale)
+        moved = max(moved, logits_diff(hf, base_logits[i])[0] / scale)
         if diff > tol_unmerged:
             problems.append(f"PeftModel logits of {text!r}: max |diff| {diff * scale:.3g} > {tol_unmerged:.3g} * {scale:.3g}")
     if moved <= 100 * atol:
         problems.append(f"the adapter moves the logits by {moved:.2e} of their scale only (<= 100 * atol)")
     for i, text in enumerate(TEXTS):
         m = merged_logits[i]
-        ours = dumped[f"logits.{i}"]
+        ours = dumped[i][1]
         if m.shape != ours.shape:
             continue
-        scale = max(1.0, float(abs(m).max()))
-        diff = float(abs(m - ours).max()) / scale
+        diff, scale = logits_diff(m, ours)
+        diff /= scale
         worst_merged = max(worst_merged, diff)
         if diff > atol:
             problems.append(f"merge_and_unload() logits of {text!r}: max |diff| {diff * scale:.3g} > {atol:g} * {scale:.3g}")
@@ -245,41 +206,25 @@ def check_peft(base_dir, final, dumped, atol):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("zerotrain", help="path of the zerotrain binary")
-    ap.add_argument("--work", default="/tmp/zt_peft_load_check", help="scratch directory (emptied first)")
-    ap.add_argument("--only", default="", help="comma-separated cases (default: all)")
-    ap.add_argument("--atol", type=float, default=1e-5)
+    ap = parser(__doc__, "/tmp/zt_peft_load_check")
     a = ap.parse_args()
     zt = os.path.abspath(a.zerotrain)
-    names = [n for n in a.only.split(",") if n] or list(CASES)
-    unknown = [n for n in names if n not in CASES]
-    if unknown:
-        ap.error(f"unknown case(s) {unknown}; cases: {', '.join(CASES)}")
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
+    names = chosen_cases(ap, a.only, CASES)
+    empty_dir(a.work)
     import peft
     import torch
     import transformers
 
     print(f"transformers {transformers.__version__}, peft {peft.__version__}, torch {torch.__version__}", flush=True)
-    failed = 0
-    for name in names:
+
+    def check(name):
         family, targets = CASES[name]
         base = os.path.join(ROOT, "tests/data/hf", family)
-        try:
-            final = train(zt, a.work, name, base, targets)
-            dumped = our_logits(zt, a.work, name, base, final)
-            bad, summary = check_peft(base, final, dumped, a.atol)
-        except Exception as e:  # one case's failure must not hide the others
-            bad, summary = [f"{type(e).__name__}: {e}"], "error"
-        if bad:
-            failed += 1
-            print(f"{name}: FAIL ({summary})", flush=True)
-            for p in bad:
-                print(f"    {p}", flush=True)
-        else:
-            print(f"{name}: ok ({summary})", flush=True)
+        final = train_adapter(zt, a.work, name, base, targets)
+        dumped = dump_logits(zt, a.work, name, TEXTS, ["--model", base, "--adapter", final, "--tokenizer", final])
+        return check_peft(base, final, dumped, a.atol)
+
+    failed = run_cases(names, check)
     sys.exit(1 if failed else 0)
 
 
