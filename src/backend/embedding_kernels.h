@@ -13,6 +13,10 @@
 // synchronisation: one tiny host wait per call, the price of BadInput naming the id; the
 // wrapper turns a bad result into the same error as the CPU path). Nothing is written to
 // dwte/dwpe when an id is bad; out's rows for bad ids are left unwritten.
+//
+// gather_rows (out (=) table[ids], ids i32 of N elements) is the exception: its ids are
+// trusted (internal position ids), so neither backend reports a bad one and the CUDA
+// kernel has no flag and no host wait. A bad id's row is left unwritten, never read.
 #pragma once
 #include <cstdint>
 
@@ -31,7 +35,9 @@ struct TokenCheck {
 // run (see embedding.cu).
 #define ZT_EMBEDDING_KERNELS(K)                                                                                     \
   K(TokenCheck, embedding_forward, (const Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe)) \
-  K(TokenCheck, embedding_backward, (const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens))
+  K(TokenCheck, embedding_backward,                                                                                 \
+    (const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens))                             \
+  K(void, gather_rows, (const Tensor& out, const Tensor& table, const Tensor& ids))
 
 namespace zt::cpu {
 ZT_EMBEDDING_KERNELS(ZT_DECLARE_KERNEL)

@@ -199,10 +199,12 @@ void embed_forward_at(const ModelConfig& c, const UnitWeights& embed, const Tens
                       const Tensor& positions, const Tensor& scratch) {
   ops::embedding_forward(x, tokens, embed[F::TokenEmbedding], Tensor());
   if (c.position != PositionKind::Learned) return;
-  // The position rows are gathered as token rows are (an embedding lookup by position id),
-  // then added: in f32 the same one rounding as the fused wte + wpe of embed_forward.
+  // The position rows are gathered as token rows are (a lookup by position id), then added:
+  // in f32 the same one rounding as the fused wte + wpe of embed_forward. The position ids
+  // are ours (set_packed_samples, from checked segment starts: each in [0, T)), so the gather
+  // is the unchecked one (no host wait on CUDA); the token ids above keep their check.
   const Tensor rows = scratch.reshape(x.shape());
-  ops::embedding_forward(rows, positions, embed[F::PositionEmbedding], Tensor());
+  ops::gather_rows(rows, embed[F::PositionEmbedding], positions);
   ops::add(x, x, rows);
 }
 
@@ -225,9 +227,10 @@ void make_token_rope_table(ops::RopeTable& out, const ops::RopeTable& table, con
     out.max_positions = static_cast<int>(N);
     out.head_dim = table.head_dim;
   }
-  const Tensor ids = positions.reshape({1, N});
-  ops::embedding_forward(out.cos->reshape({1, N, half}), ids, table.cos, Tensor());
-  ops::embedding_forward(out.sin->reshape({1, N, half}), ids, table.sin, Tensor());
+  // Trusted ids (positions from checked segment starts, each in [0, T) and T <= the table's
+  // rows): unchecked gathers, so building the table never waits for the device.
+  ops::gather_rows(out.cos, table.cos, positions);
+  ops::gather_rows(out.sin, table.sin, positions);
 }
 
 void final_norm_forward(const ModelConfig& c, const UnitWeights& head, const Tensor& out, const Tensor& mean,

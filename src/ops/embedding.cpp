@@ -4,7 +4,8 @@
 // tokens: contiguous i32 [B, T]; wte [V, C] and wpe [P >= T, C] share one floating dtype;
 // dwte/dwpe share one floating dtype (normally the weights'). out/dout: f32 [B, T, C]
 // (on CUDA also bf16). Token ids are checked where they live: on the host here, on the
-// device by the CUDA kernels (which report the first bad one back).
+// device by the CUDA kernels (which report the first bad one back). gather_rows' ids are
+// trusted and not checked at all.
 #include "ops/embedding.h"
 
 #include "backend/embedding_kernels.h"
@@ -74,6 +75,24 @@ void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& do
   const Device dev = common_device("embedding_backward", {&dwte, &dwpe, &dout, &tokens});
   const TokenCheck bad = ZT_RUN_KERNEL("embedding_backward", dev, embedding_backward(dwte, dwpe, dout, tokens));
   if (bad.position >= 0) throw_bad_token(bad.id, bad.position, dwte.size(0), dwte, "dwte", "");
+}
+
+// Only what the host already knows is checked (dtypes, shapes, devices): the ids' values
+// live on the device and are trusted (see embedding.h).
+void gather_rows(const Tensor& out, const Tensor& table, const Tensor& ids) {
+  ZT_CHECK(ids.dtype() == DType::I32 && ids.is_contiguous(), "gather_rows: ids must be a contiguous i32 tensor, got ",
+           dtype_name(ids.dtype()), " ", shape_str(ids.shape()));
+  ZT_CHECK(table.dim() == 2 && table.is_contiguous() && is_floating(table.dtype()),
+           "gather_rows: table must be a contiguous floating [R, C] tensor, got ", dtype_name(table.dtype()), " ",
+           shape_str(table.shape()));
+  const int64_t N = ids.numel(), C = table.size(1);
+  ZT_CHECK(
+      is_activation_dtype(out) && out.is_contiguous() && out.dim() >= 1 && out.size(-1) == C && out.numel() == N * C,
+      "gather_rows: out must be a contiguous f32 (or, on CUDA, bf16/f16) tensor of ", N, " rows of ", C, ", got ",
+      dtype_name(out.dtype()), " ", shape_str(out.shape()));
+  if (N == 0 || C == 0) return;
+  const Device dev = common_device("gather_rows", {&out, &table, &ids});
+  ZT_RUN_KERNEL("gather_rows", dev, gather_rows(out, table, ids));
 }
 
 }  // namespace zt::ops

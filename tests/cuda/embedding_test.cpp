@@ -2,7 +2,9 @@
 // f32/bf16 outputs and f32/bf16/f16 tables; backward into pre-filled dwte/dwpe (the
 // accumulation rule) with many repeated tokens, one token everywhere, a 50257-row vocabulary
 // (16-bit sort keys), odd widths and N = 1; out-of-range ids are BadInput naming the first
-// bad id and leave the gradients untouched; run-to-run determinism.
+// bad id and leave the gradients untouched; run-to-run determinism. gather_rows (the packed
+// path's unchecked gather of position ids) matches the CPU and queues its work without
+// waiting for the device.
 //
 // Tolerances, as max|gpu - cpu| / max|cpu|: the GPU sums in the CPU's order (rows of one
 // token in ascending position, then one add into the gradient), so f32 results should be
@@ -18,11 +20,13 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda_api.h"
 #include "common/cuda_tensor.h"
 #include "common/make_tensor.h"
 #include "common/random.h"
 #include "core/error.h"
 #include "core/tensor.h"
+#include "ops/elementwise.h"
 #include "ops/embedding.h"
 
 namespace {
@@ -278,6 +282,71 @@ TEST(CudaEmbeddingAlignment, UnalignedViewsMatchCpu) {
   const Tensor dwte_g = view(gbuf, {V, C});
   zt::ops::embedding_backward(dwte_g, Tensor{}, view(dbuf, {B, T, C}), to_device(tok_h));
   expect_close(dwte_g, dwte_c, kF32Tol, "unaligned dwte");
+}
+
+// gather_rows against the CPU: f32/bf16/f16 outputs and tables, flat and [B, T] ids (repeats,
+// both ends of the table), vector (C % 8 == 0) and scalar widths.
+TEST(CudaGatherRows, MatchesCpu) {
+  ZT_REQUIRE_GPU();
+  struct Case {
+    int64_t N, R, C;
+    DType act, table;
+  };
+  for (const Case k : {Case{1, 1, 64, DType::F32, DType::F32}, Case{37, 16, 13, DType::F32, DType::F32},
+                       Case{512, 512, 64, DType::F32, DType::F32}, Case{300, 40, 768, DType::BF16, DType::BF16},
+                       Case{33, 50, 9, DType::F16, DType::F32}, Case{64, 64, 96, DType::F32, DType::BF16}}) {
+    SCOPED_TRACE("N " + std::to_string(k.N) + " C " + std::to_string(k.C) + " " + zt::dtype_name(k.act) + " table " +
+                 zt::dtype_name(k.table));
+    std::mt19937 gen(static_cast<uint32_t>(k.N + k.C));
+    std::vector<int32_t> ids(static_cast<size_t>(k.N));
+    for (auto& id : ids) id = static_cast<int32_t>(gen() % static_cast<uint32_t>(k.R));
+    ids.front() = static_cast<int32_t>(k.R - 1);
+    ids.back() = 0;
+    const Input table = input(randn(static_cast<size_t>(k.R * k.C), 41), {k.R, k.C}, k.table, k.table);
+    const OwnedTensor ids_h = host_tokens(ids, 1, k.N);
+    OwnedTensor out_c({k.N, k.C}, DType::F32);
+    zt::ops::gather_rows(out_c, table.cpu, ids_h->reshape({k.N}));
+    OwnedTensor out_g = nan_output({k.N, k.C}, k.act);
+    zt::ops::gather_rows(out_g, table.gpu, to_device(ids_h)->reshape({k.N}));
+    expect_close(out_g, out_c, k.act == DType::F32 ? 0.0 : kLowPrecisionTol, "flat ids");
+    // [1, N] ids into [1, N, C]: the layout embed_forward_at uses.
+    OwnedTensor out_3d = nan_output({1, k.N, k.C}, k.act);
+    zt::ops::gather_rows(out_3d, table.gpu, to_device(ids_h));
+    expect_close(out_3d, out_c, k.act == DType::F32 ? 0.0 : kLowPrecisionTol, "[1, N] ids");
+  }
+}
+
+// No host wait: with ~100 ms of adds queued on the compute stream, gather_rows returns
+// before they finish (a marker event recorded behind the adds, before the gather, is still
+// pending). embedding_forward's checked gather would wait for all of them. Everything is
+// allocated and copied before the adds, so nothing else synchronises.
+TEST(CudaGatherRows, DoesNotWaitForTheDevice) {
+  ZT_REQUIRE_GPU();
+  const int64_t n = int64_t{1} << 26, R = 64, C = 128, N = 4096;  // 256 MiB per big f32 tensor
+  OwnedTensor acc = OwnedTensor::zeros({n}, DType::F32, Device::cuda());
+  OwnedTensor one = to_device(make(std::vector<float>(static_cast<size_t>(n), 1.0f), {n}));
+  const Input table = input(randn(static_cast<size_t>(R * C), 42), {R, C}, DType::F32, DType::F32);
+  std::vector<int32_t> ids(static_cast<size_t>(N));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 5) % R);
+  const OwnedTensor ids_h = host_tokens(ids, 1, N);
+  const OwnedTensor ids_d = to_device(ids_h);
+  OwnedTensor out_g = nan_output({1, N, C}, DType::F32);
+  zt::cuda::CopyStream marker_stream;
+  zt::cuda::synchronize();
+
+  constexpr int kAdds = 200;  // ~0.75 GiB of traffic each: ~50 ms or more on an H100/H200
+  for (int i = 0; i < kAdds; ++i) zt::ops::add(acc, acc, one);
+  marker_stream.wait_for_compute();
+  const zt::cuda::CopyEvent adds_done = marker_stream.record();
+  zt::ops::gather_rows(out_g, table.gpu, ids_d);
+  EXPECT_FALSE(adds_done.done()) << "gather_rows waited for the work queued before it";
+
+  OwnedTensor out_c({1, N, C}, DType::F32);
+  zt::ops::gather_rows(out_c, table.cpu, ids_h);
+  expect_close(out_g, out_c, 0.0, "gather after the adds");  // to_host waits for everything
+  const OwnedTensor acc_h = to_host(acc);
+  EXPECT_EQ(acc_h->get_f32(0), static_cast<float>(kAdds));
+  EXPECT_EQ(acc_h->get_f32(n - 1), static_cast<float>(kAdds));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// CPU token + position embedding (see backend/embedding_kernels.h).
+// CPU token + position embedding and the trusted row gather (see backend/embedding_kernels.h).
 //
 // Accumulation rule: out (=); dwte (+=), dwpe (+=).
 // Backward groups the rows by token (a stable sort of the row indices), sums each group in
@@ -44,6 +44,15 @@ void embedding_forward_f32(float* out, const int32_t* tokens, const W* wte, cons
     load_row<W, false>(row, wte + static_cast<int64_t>(tokens[i]) * C, C);
     if (wpe) load_row<W, true>(row, wpe + (i % T) * C, C);
   }
+}
+
+// out row i = table row ids[i]; an id outside [0, R) leaves its row unwritten (the ids are
+// trusted: see gather_rows in embedding_kernels.h).
+template <class W>
+void gather_rows_f32(float* out, const W* table, const int32_t* ids, int64_t N, int64_t R, int64_t C) {
+#pragma omp parallel for schedule(static) if (N * C > (1 << 15))
+  for (int64_t i = 0; i < N; ++i)
+    if (ids[i] >= 0 && ids[i] < R) load_row<W, false>(out + i * C, table + static_cast<int64_t>(ids[i]) * C, C);
 }
 
 template <class G>
@@ -114,6 +123,14 @@ TokenCheck embedding_forward(const Tensor& out, const Tensor& tokens, const Tens
                           wpe.storage_as<const W>(), B, T, C);
   });
   return {};
+}
+
+void gather_rows(const Tensor& out, const Tensor& table, const Tensor& ids) {
+  dispatch_float(table.dtype(), [&](auto tag) {
+    using W = decltype(tag);
+    gather_rows_f32(static_cast<float*>(out.data()), static_cast<const W*>(table.data()),
+                    static_cast<const int32_t*>(ids.data()), ids.numel(), table.size(0), table.size(1));
+  });
 }
 
 TokenCheck embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {

@@ -1,4 +1,4 @@
-// CUDA token + position embedding (see backend/embedding_kernels.h).
+// CUDA token + position embedding and the trusted row gather (see backend/embedding_kernels.h).
 //
 // Accumulation rule: out (=); dwte (+=), dwpe (+=).
 //
@@ -50,7 +50,8 @@ __device__ __forceinline__ int64_t grid_stride() { return static_cast<int64_t>(g
 // ---- kernels ------------------------------------------------------------------------
 
 // out[i, c..c+V) = wte[tokens[i], ...] (+ wpe[i % T, ...]); a bad id records i in first_bad
-// (the smallest such i wins) and leaves the row unwritten.
+// (the smallest such i wins; no record when first_bad is null: gather_rows' trusted ids)
+// and leaves the row unwritten.
 template <int V, class A, class W>
 __global__ void embedding_forward_kernel(A* __restrict__ out, const int32_t* __restrict__ tokens,
                                          const W* __restrict__ wte, const W* __restrict__ wpe, int64_t N, int64_t T,
@@ -62,7 +63,7 @@ __global__ void embedding_forward_kernel(A* __restrict__ out, const int32_t* __r
     const int c = static_cast<int>(e - i * chunks) * V;
     const int32_t tok = tokens[i];
     if (tok < 0 || tok >= vocab) {
-      if (c == 0) atomicMin(first_bad, static_cast<unsigned long long>(i));
+      if (first_bad && c == 0) atomicMin(first_bad, static_cast<unsigned long long>(i));
       continue;
     }
     float v[V];
@@ -205,6 +206,30 @@ int key_bits(int64_t vocab) {
   return bits;
 }
 
+// Queues embedding_forward_kernel for N rows (wpe and first_bad may be null).
+void launch_forward(const Tensor& out, const int32_t* tok, const Tensor& wte, const Tensor& wpe, int64_t N, int64_t T,
+                    int C, unsigned long long* first_bad, cudaStream_t stream) {
+  const int64_t vocab = wte.size(0);
+  dispatch_activation(out.dtype(), [&](auto at) {
+    dispatch_param(wte.dtype(), [&](auto wt) {
+      using A = typename decltype(at)::type;
+      using W = typename decltype(wt)::type;
+      A* y = out.storage_as<A>();
+      const W* te = wte.storage_as<const W>();
+      const W* pe = wpe.storage_as<const W>();
+      const bool vec = C % kVec == 0 && aligned16(y) && aligned16(te) && aligned16(pe);
+      if (vec) {
+        embedding_forward_kernel<kVec>
+            <<<blocks_for(N * (C / kVec), kThreads), kThreads, 0, stream>>>(y, tok, te, pe, N, T, C, vocab, first_bad);
+      } else {
+        embedding_forward_kernel<1>
+            <<<blocks_for(N * C, kThreads), kThreads, 0, stream>>>(y, tok, te, pe, N, T, C, vocab, first_bad);
+      }
+      ZT_CUDA_CHECK_LAST();
+    });
+  });
+}
+
 template <class A, class G>
 void wte_grad(G* dwte, const A* dout, const int32_t* tokens, int64_t vocab, int N, int C, unsigned long long* first_bad,
               cudaStream_t stream) {
@@ -258,32 +283,23 @@ void wpe_grad(G* dwpe, const A* dout, int64_t B, int64_t T, int C, const unsigne
 }  // namespace
 
 TokenCheck embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) {
-  const int64_t B = tokens.size(0), T = tokens.size(1), N = B * T, vocab = wte.size(0);
+  const int64_t B = tokens.size(0), T = tokens.size(1), N = B * T;
   const int C = checked_channels("cuda::embedding_forward", wte.size(1));
   if (N == 0 || C == 0) return {};
   cudaStream_t stream = compute_stream();
   const int32_t* tok = tokens.storage_as<const int32_t>();
   Buffer flag = make_flag(stream);
-  unsigned long long* first_bad = static_cast<unsigned long long*>(flag.data());
-  dispatch_activation(out.dtype(), [&](auto at) {
-    dispatch_param(wte.dtype(), [&](auto wt) {
-      using A = typename decltype(at)::type;
-      using W = typename decltype(wt)::type;
-      A* y = out.storage_as<A>();
-      const W* te = wte.storage_as<const W>();
-      const W* pe = wpe.storage_as<const W>();
-      const bool vec = C % kVec == 0 && aligned16(y) && aligned16(te) && aligned16(pe);
-      if (vec) {
-        embedding_forward_kernel<kVec>
-            <<<blocks_for(N * (C / kVec), kThreads), kThreads, 0, stream>>>(y, tok, te, pe, N, T, C, vocab, first_bad);
-      } else {
-        embedding_forward_kernel<1>
-            <<<blocks_for(N * C, kThreads), kThreads, 0, stream>>>(y, tok, te, pe, N, T, C, vocab, first_bad);
-      }
-      ZT_CUDA_CHECK_LAST();
-    });
-  });
+  launch_forward(out, tok, wte, wpe, N, T, C, static_cast<unsigned long long*>(flag.data()), stream);
   return read_flag(flag, tok, stream);
+}
+
+// The forward kernel without wpe and without a flag: nothing to read back, no host wait.
+void gather_rows(const Tensor& out, const Tensor& table, const Tensor& ids) {
+  const int64_t N = ids.numel();
+  const int C = checked_channels("cuda::gather_rows", table.size(1));
+  if (N == 0 || C == 0) return;
+  launch_forward(out, ids.storage_as<const int32_t>(), table, Tensor(), N, /*T (wpe's period, unused)=*/1, C,
+                 /*first_bad=*/nullptr, compute_stream());
 }
 
 TokenCheck embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
