@@ -4,7 +4,8 @@ of tests/data/hf (tools/make_hf_fixtures.py), and records what PEFT computes wit
 zerotrain's adapter reader and `zerotrain lora merge` to be checked against
 (tests/unit/lora_adapter_test.cpp, tests/e2e/lora_merge_test.cpp):
 
-  python3 tools/make_peft_fixtures.py [OUT_DIR]      (default tests/data/peft; run from the repo root)
+  python3 tools/make_peft_fixtures.py [OUT_DIR [NAME ...]]   (default tests/data/peft, every adapter;
+                                                              run from the repo root)
 
 Made on CPU with Debian's torch 1.13 and PyPI transformers 4.44.2 + peft 0.12.0:
   python3 -m venv --system-site-packages /tmp/peftvenv   # /usr/bin/python3, which has torch
@@ -28,6 +29,10 @@ The adapters:
   qwen2_lora_only   Qwen2, k_proj o_proj gate_proj up_proj down_proj, bias "lora_only"
                     (k_proj's bias is trained, but PEFT 0.12 does not save it: it looks
                     for k_proj.bias, the wrapped layer's is k_proj.base_layer.bias)
+  gpt2_tied_wte     GPT-2 (tied head), c_attn, modules_to_save wte: PEFT's copy unties the
+                    pair, the merged model's head is the base's embedding
+  gpt2_tied_lm_head GPT-2 (tied head), c_attn, modules_to_save lm_head: the merged model's
+                    head is the trained copy, its embedding the base's
 """
 import json
 import os
@@ -52,6 +57,8 @@ ADAPTERS = {
                                   init_lora_weights="gaussian")),
     "qwen2_lora_only": ("qwen2", dict(target_modules=["k_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
                                       bias="lora_only")),
+    "gpt2_tied_wte": ("gpt2", dict(target_modules=["c_attn"], fan_in_fan_out=True, modules_to_save=["wte"])),
+    "gpt2_tied_lm_head": ("gpt2", dict(target_modules=["c_attn"], fan_in_fan_out=True, modules_to_save=["lm_head"])),
 }
 
 
@@ -135,9 +142,13 @@ def make(out_dir, name, family, kwargs, seed):
 
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "tests/data/peft"
+    only = set(sys.argv[2:])
+    if only - set(ADAPTERS):
+        sys.exit(f"unknown adapter(s) {sorted(only - set(ADAPTERS))}; the adapters are {list(ADAPTERS)}")
     os.makedirs(out_dir, exist_ok=True)
     for i, (name, (family, kwargs)) in enumerate(ADAPTERS.items()):
-        make(out_dir, name, family, kwargs, seed=1000 + i)
+        if not only or name in only:
+            make(out_dir, name, family, kwargs, seed=1000 + i)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 one batch, for zerotrain's LoRA backward to be checked against PEFT + PyTorch on the same
 weights (tests/e2e/lora_peft_grads_test.cpp; issue 20 item 5):
 
-  python3 tools/make_peft_grad_fixtures.py [OUT_DIR]   (default tests/data/peft_grads; run from the repo root)
+  python3 tools/make_peft_grad_fixtures.py [OUT_DIR [CASE ...]]   (default tests/data/peft_grads,
+                                                                  every case; run from the repo root)
 
 Made on CPU with PyPI transformers 4.44.2 + peft 0.12.0 (tools/make_peft_fixtures.py's venv).
 One folder per case, over the tiny HF models of tests/data/hf:
@@ -15,13 +16,19 @@ One folder per case, over the tiny HF models of tests/data/hf:
       loss                      F32 [1]   HF's causal LM loss (labels = input_ids: the mean
                                           over the T-1 shifted tokens)
       grad.<adapter tensor key> F32       d loss / d that tensor, under the key it has in
-                                          adapter_model.safetensors
+                                          adapter_model.safetensors (modules_to_save copies:
+                                          the module's key, the copy's gradient)
 The forward and backward run in float64 (the base and adapters cast up after loading), so
 the references carry no f32 rounding of their own.
 Cases:
   gpt2     GPT-2, c_attn, c_proj (attn and mlp), c_fc: Conv1D, fan_in_fan_out
   llama3   Llama-3, q/k/v/o_proj, gate/up/down_proj (GQA, llama3 RoPE scaling)
   qwen2    Qwen2, q/k/v/o_proj, gate/up/down_proj (q/k/v biases), use_rslora
+  gpt2_wte       GPT-2 (tied head), c_attn, modules_to_save [wte]: the input reads the trained
+                 copy, the head the base's embedding
+  gpt2_lm_head   GPT-2 (tied head), c_attn, modules_to_save [lm_head]: the head reads the
+                 trained copy, the input the base's embedding
+  llama3_saved   Llama-3 (untied), q/v_proj, modules_to_save [embed_tokens, lm_head]
 """
 import os
 import shutil
@@ -41,7 +48,20 @@ CASES = {
     "gpt2": ("gpt2", dict(target_modules=["c_attn", "c_proj", "c_fc"], fan_in_fan_out=True)),
     "llama3": ("llama3", dict(target_modules=LLAMA)),
     "qwen2": ("qwen2", dict(target_modules=LLAMA, use_rslora=True)),
+    "gpt2_wte": ("gpt2", dict(target_modules=["c_attn"], fan_in_fan_out=True, modules_to_save=["wte"])),
+    "gpt2_lm_head": ("gpt2", dict(target_modules=["c_attn"], fan_in_fan_out=True, modules_to_save=["lm_head"])),
+    "llama3_saved": ("llama3", dict(target_modules=["q_proj", "v_proj"], modules_to_save=["embed_tokens", "lm_head"])),
 }
+
+
+def parameter_of(params, key):
+    """The PeftModel parameter an adapter_model.safetensors key holds: lora_A/B under the
+    adapter's name, a modules_to_save module's tensor as its trained copy."""
+    for ab in (".lora_A.weight", ".lora_B.weight"):
+        if key.endswith(ab):
+            return params[key[: -len(ab)] + ab.replace(".weight", ".default.weight")]
+    module, dot, leaf = key.rpartition(".")
+    return params[module + ".modules_to_save.default." + leaf]
 
 
 def make(out_dir, name, family, kwargs, seed):
@@ -71,8 +91,7 @@ def make(out_dir, name, family, kwargs, seed):
     params = dict(model.named_parameters())
     ref = {"input_ids": ids[0].to(torch.int32), "loss": out.loss.detach().float().reshape(1)}
     for key, value in saved.items():
-        p = params[key.replace(".lora_A.weight", ".lora_A.default.weight").replace(".lora_B.weight",
-                                                                                  ".lora_B.default.weight")]
+        p = parameter_of(params, key)
         assert tuple(p.shape) == tuple(value.shape) and torch.equal(p.detach().float(), value), key
         assert p.grad is not None and float(p.grad.abs().max()) > 0, key
         ref["grad." + key] = p.grad.float().contiguous()
@@ -82,9 +101,14 @@ def make(out_dir, name, family, kwargs, seed):
 
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "tests/data/peft_grads"
+    only = set(sys.argv[2:])
+    unknown = only - set(CASES)
+    if unknown:
+        sys.exit(f"unknown case(s) {sorted(unknown)}; the cases are {list(CASES)}")
     os.makedirs(out_dir, exist_ok=True)
     for i, (name, (family, kwargs)) in enumerate(CASES.items()):
-        make(out_dir, name, family, kwargs, seed=2000 + i)
+        if not only or name in only:
+            make(out_dir, name, family, kwargs, seed=2000 + i)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,9 @@ ADAPTER a PEFT adapter folder (adapter_config.json + adapter_model.safetensors, 
 PeftModel.save_pretrained and a zerotrain LoRA run's final/ write it). Every adapted
 linear becomes W + scaling * B @ A (scaling = lora_alpha / r, or lora_alpha / sqrt(r)
 with use_rslora; GPT-2's Conv1D weights take the transpose); trained biases and
-modules_to_save replace the base's. The merge runs in f32 (4 bytes per parameter of
+modules_to_save replace the base's (a trained copy of a tied model's head or token
+embedding unties them, as PEFT's copies do: OUT's config.json then has
+tie_word_embeddings false and a lm_head.weight of its own). The merge runs in f32 (4 bytes per parameter of
 host memory); OUT gets the base's dtype, config.json, its generation_config.json and its
 tokenizer files, written atomically (files in OUT that are not part of a model are kept).
 
@@ -44,7 +46,8 @@ int run_lora(const Args& args) {
   p.positional([&](const std::string& v) { positional.push_back(v); });
   p.parse(args);
   if (positional.empty() || positional[0] != "merge")
-    ZT_THROW_INPUT("lora: expected a subcommand: 'zerotrain lora merge BASE ADAPTER OUT' (see 'zerotrain lora --help')");
+    ZT_THROW_INPUT(
+        "lora: expected a subcommand: 'zerotrain lora merge BASE ADAPTER OUT' (see 'zerotrain lora --help')");
   if (positional.size() != 4)
     ZT_THROW_INPUT("lora merge: expected BASE, ADAPTER and OUT (got ", positional.size() - 1,
                    " arguments); see 'zerotrain lora --help'");
@@ -59,6 +62,10 @@ int run_lora(const Args& args) {
   std::printf("merged %s into %s: %lld adapted modules (scaling %g), %lld replaced tensors, %s -> %s\n",
               positional[2].c_str(), positional[1].c_str(), static_cast<long long>(s.modules), s.scaling,
               static_cast<long long>(s.replaced), dtype_name(s.dtype), positional[3].c_str());
+  if (s.untied_head)
+    std::printf("the adapter trains a copy of the tied head or token embedding (modules_to_save): %s has an "
+                "untied lm_head (tie_word_embeddings false), as PEFT's merge_and_unload gives\n",
+                positional[3].c_str());
   return 0;
 }
 

@@ -144,7 +144,7 @@ std::vector<RunKey> make_table() {
        "true",
        "",
        "true: A Kaiming-uniform, B zero (PEFT's); `gaussian`: A normal with std 1/r, B zero"},
-      {"lora.modules_to_save", {}, "[]", "", "[] or [lm_head] (an untied head: a full trained copy, saved as PEFT does); other modules and a tied head exit 2"},
+      {"lora.modules_to_save", {}, "[]", "", "lm_head and/or the token embedding (embed_tokens; GPT-2: wte): full trained copies, saved as PEFT does; a copy of a tied head or embedding unties them, as PEFT's does; other modules exit 2"},
       {"lora.fan_in_fan_out",
        {},
        "false",

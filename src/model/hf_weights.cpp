@@ -381,6 +381,13 @@ HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConf
     }
   }
 
+  // A tensor that starts as another (an untied head as a tied base's embedding: its
+  // spec's source_name) reads that one when the files lack its own.
+  registry.for_each([&](model::Unit& unit, model::ParamEntry& e) {
+    if (!selected(unit) || found.count(e.name()) || e.spec.source_name.empty()) return;
+    const auto source = found.find(e.spec.source_name);
+    if (source != found.end()) found.emplace(e.name(), source->second);
+  });
   std::vector<std::string> missing;
   registry.for_each([&](model::Unit& unit, model::ParamEntry& e) {
     if (selected(unit) && !found.count(e.name())) missing.push_back(e.name());

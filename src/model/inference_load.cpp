@@ -82,9 +82,14 @@ InferenceModel load_for_inference(const std::string& dir, DType param_dtype, Dev
   o.allocate_grads = false;
   check_hf_config_against_weights(m.config, config_path.string(), dir);
   check_model_fits_host(m.config, static_cast<double>(dtype_size(host_dtype)), dir + ": the model's parameters");
-  m.model = std::make_unique<Transformer>(m.config, o);
-  load_hf_weights(m.model->registry(), m.config, dir);
-  if (merge) merge_lora_into(*m.model, *adapter, adapter_dir);
+  if (merge) {
+    m.model = load_base_for_merge(dir, m.config, *adapter, o);
+    m.config = m.model->config();  // untied when the adapter trains a tied head or embedding
+    merge_lora_into(*m.model, *adapter, adapter_dir);
+  } else {
+    m.model = std::make_unique<Transformer>(m.config, o);
+    load_hf_weights(m.model->registry(), m.config, dir);
+  }
   m.model->set_mode(Mode::Eval);
   if (!device.is_cpu() || host_dtype != param_dtype) m.model = inference_copy(*m.model, param_dtype, device);
 
@@ -120,8 +125,8 @@ ModelAndAdapter with_tokenizer(std::string model, std::string adapter) {
 ModelAndAdapter resolve_model_and_adapter(const std::string& model, const std::string& adapter) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  const bool adapter_folder =
-      fs::is_regular_file(fs::path(model) / "adapter_config.json", ec) && !fs::exists(fs::path(model) / "config.json", ec);
+  const bool adapter_folder = fs::is_regular_file(fs::path(model) / "adapter_config.json", ec) &&
+                              !fs::exists(fs::path(model) / "config.json", ec);
   if (!adapter_folder) return with_tokenizer(model, adapter);
   if (!adapter.empty())
     ZT_THROW_INPUT("--model '", model, "' is a PEFT adapter folder and --adapter names '", adapter,

@@ -46,7 +46,8 @@ ParamSpec trained_copy(const ParamSpec& base, bool packed_after_previous) {
 // PEFT's rule: the whole path, or a suffix after a dot.
 bool matches(const std::string& module, const std::string& target) {
   if (target == "all-linear" || module == target) return true;
-  return module.size() > target.size() + 1 && module.compare(module.size() - target.size(), target.size(), target) == 0 &&
+  return module.size() > target.size() + 1 &&
+         module.compare(module.size() - target.size(), target.size(), target) == 0 &&
          module[module.size() - target.size() - 1] == '.';
 }
 
@@ -108,13 +109,20 @@ LoraOptions lora_model_options(const LoraConfig& lora, const ModelConfig& model,
   o.dropout = static_cast<float>(lora.lora_dropout);
   o.init = lora.init_lora_weights == LoraInit::Gaussian ? AdapterInit::Gaussian : AdapterInit::KaimingUniform;
   o.bias = lora.bias;
+  // The modules that can be saved, by their HF module paths ("model.embed_tokens", "lm_head").
+  const std::string embedding = module_of(unit_specs(model, UnitKind::Embed).front().name);
+  const std::pair<SavedModule, std::string> saveable[] = {{SavedModule::TokenEmbedding, embedding},
+                                                          {SavedModule::LmHead, "lm_head"}};
   for (const std::string& m : lora.modules_to_save) {
-    // PEFT's rule: a module whose path ends with the name.
-    if (m != "lm_head" || model.tie_word_embeddings)
-      ZT_THROW_INPUT(setting_name(source, "modules_to_save"), ": '", m, "' is not implemented for training: only lm_head of a model ",
-                     "with an untied head is (", model.tie_word_embeddings ? "this model's head is tied to its "
-                     "token embedding; " : "", "remove it, or train the whole model without LoRA)");
-    o.train_lm_head = true;
+    // PEFT's rule: a module whose path is the name or ends with "." + the name.
+    const auto* found = std::find_if(std::begin(saveable), std::end(saveable),
+                                     [&](const auto& s) { return m != "all-linear" && matches(s.second, m); });
+    if (found == std::end(saveable))
+      ZT_THROW_INPUT(setting_name(source, "modules_to_save"), ": '", m, "' is not implemented for training: a ",
+                     family_name(model.family), " model's modules_to_save can be lm_head and ",
+                     embedding.substr(embedding.rfind('.') + 1), " (", embedding,
+                     "); remove it, or train the whole model without LoRA");
+    if (!o.saves(found->first)) o.modules_to_save.push_back(found->first);
   }
   // Each resolved module by its path below the layer ("self_attn.q_proj"): a suffix match
   // that picks exactly it in every layer (a regex or all-linear becomes the modules it picks).
@@ -122,8 +130,7 @@ LoraOptions lora_model_options(const LoraConfig& lora, const ModelConfig& model,
   return o;
 }
 
-std::vector<LoraTarget> adapter_targets(const ModelConfig& c, const std::vector<std::string>& targets,
-                                             int64_t layer) {
+std::vector<LoraTarget> adapter_targets(const ModelConfig& c, const std::vector<std::string>& targets, int64_t layer) {
   const std::vector<LoraTarget> linears = block_linears(c, layer);
   std::vector<bool> chosen(linears.size(), false);
   for (const std::string& target : targets) {
@@ -152,6 +159,10 @@ std::vector<std::string> adapter_module_names(const ModelConfig& c) {
     names.push_back(at == std::string::npos ? t.module : t.module.substr(at + marker.size()));
   }
   return names;
+}
+
+bool LoraOptions::saves(SavedModule m) const {
+  return std::find(modules_to_save.begin(), modules_to_save.end(), m) != modules_to_save.end();
 }
 
 Philox lora_dropout_rng(uint64_t seed, uint64_t step, int layer, size_t index) {
@@ -219,13 +230,42 @@ std::vector<ParamSpec> lora_final_norm_specs(const ModelConfig& c, const LoraOpt
 
 std::vector<ParamSpec> lora_lm_head_specs(const ModelConfig& c, const LoraOptions& lora) {
   std::vector<ParamSpec> specs;
-  if (!lora.enabled() || !lora.train_lm_head) return specs;
-  for (const ParamSpec& s : unit_specs(c, UnitKind::Head))
-    if (s.field == Field::LmHead) specs.push_back(trained_copy(s, false));
+  if (!lora.enabled() || !lora.saves(SavedModule::LmHead)) return specs;
+  // The untied head's spec (HF's name and layout); a tied one starts as the token embedding.
+  ModelConfig untied = c;
+  untied.tie_word_embeddings = false;
+  for (const ParamSpec& s : unit_specs(untied, UnitKind::Head)) {
+    if (s.field != Field::LmHead) continue;
+    ParamSpec copy = trained_copy(s, false);
+    if (c.tie_word_embeddings) {
+      const ParamSpec embedding = unit_specs(c, UnitKind::Embed).front();
+      ZT_CHECK(embedding.field == Field::TokenEmbedding && embedding.shape == s.shape, "lora: the tied head's copy");
+      copy.source_name = embedding.name;
+      copy.init = embedding.init;
+      copy.init_std = embedding.init_std;
+    }
+    specs.push_back(copy);
+  }
   return specs;
 }
 
-bool is_trained_base_copy(const ParamSpec& spec) { return is_bias(spec.field) || spec.field == Field::LmHead; }
+std::vector<ParamSpec> lora_token_embedding_specs(const ModelConfig& c, const LoraOptions& lora) {
+  std::vector<ParamSpec> specs;
+  if (!lora.enabled() || !lora.saves(SavedModule::TokenEmbedding)) return specs;
+  for (const ParamSpec& s : unit_specs(c, UnitKind::Embed))
+    if (s.field == Field::TokenEmbedding) specs.push_back(trained_copy(s, false));
+  return specs;
+}
+
+int64_t lora_unit_layer(const Unit& unit) {
+  const std::string& n = unit.name();
+  if (!is_lora_unit(unit) || n.size() <= 5 || n.find_first_not_of("0123456789", 5) != std::string::npos) return -1;
+  return std::stoll(n.substr(5));
+}
+
+bool is_trained_base_copy(const ParamSpec& spec) {
+  return is_bias(spec.field) || spec.field == Field::LmHead || spec.field == Field::TokenEmbedding;
+}
 
 bool wrapped_by_adapter(const Unit& unit, const std::string& hf_name) {
   const std::string a = module_of(hf_name) + ".lora_A.weight";
@@ -313,8 +353,7 @@ void lora_forward(const BlockLora& lora, int layer, Field field, const Tensor& x
 //   h = x' A^T (recomputed: same mask, same bits as the forward)
 //   dB += s dy^T h        dh = s dy B        dA += dh^T x'        dx += d(x') = dh A
 // (through the dropout's backward when there is one; else added straight into dx).
-void lora_backward(const BlockLora& lora, int layer, Field field, const Tensor& x, const Tensor& dy,
-                   const Tensor& dx) {
+void lora_backward(const BlockLora& lora, int layer, Field field, const Tensor& x, const Tensor& dy, const Tensor& dx) {
   if (!lora.options) return;
   const int64_t r = lora.options->r;
   const float s = lora.options->scaling, p = lora.options->dropout;

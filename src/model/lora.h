@@ -34,13 +34,17 @@
 
 namespace zt::model {
 
+// The modules of PEFT's modules_to_save that train here: the token embedding (Llama's
+// embed_tokens, GPT-2's wte) and the head (lm_head).
+enum class SavedModule { TokenEmbedding, LmHead };
+
 // PEFT's init_lora_weights: true (A Kaiming-uniform with a = sqrt(5), i.e.
 // U(-1/sqrt(in), 1/sqrt(in)); B zero) or "gaussian" (A normal with std 1/r; B zero).
 enum class AdapterInit { KaimingUniform, Gaussian };
 
 // What the model needs of a LoRA run (resolved from the run's LoraConfig).
 struct LoraOptions {
-  int64_t r = 0;  // 0: no adapters
+  int64_t r = 0;         // 0: no adapters
   float scaling = 1.0f;  // lora_alpha / r, or lora_alpha / sqrt(r) with use_rslora
   float dropout = 0.0f;
   AdapterInit init = AdapterInit::KaimingUniform;
@@ -50,9 +54,13 @@ struct LoraOptions {
   // adapted linears). The trained biases are copies in the trainable units (below), so the
   // frozen base keeps no gradient, master or optimizer state.
   LoraBias bias = LoraBias::None;
-  // PEFT's modules_to_save, resolved: "lm_head" (an untied head) trains a full copy of the
-  // head beside the adapters; other modules are refused by lora_model_options.
-  bool train_lm_head = false;
+  // PEFT's modules_to_save, resolved (other modules are refused by lora_model_options):
+  // each a full trained copy beside the adapters, the frozen base's tensor untouched. As
+  // PEFT's copies do, a copy of a tied head or embedding unties them: a head copy is a head
+  // of its own while the embedding stays the base's, an embedding copy feeds the input
+  // while the head keeps reading the base's embedding.
+  std::vector<SavedModule> modules_to_save;
+  bool saves(SavedModule m) const;
   bool enabled() const { return r > 0; }
 };
 
@@ -77,7 +85,7 @@ struct LoraTarget {
 // every linear of the block. BadInput when a target matches nothing, naming the modules the
 // model has.
 std::vector<LoraTarget> adapter_targets(const ModelConfig& config, const std::vector<std::string>& target_modules,
-                                             int64_t layer);
+                                        int64_t layer);
 // Every linear module name of a block (layer 0), for messages and `config check`.
 std::vector<std::string> adapter_module_names(const ModelConfig& config);
 
@@ -94,13 +102,22 @@ std::string lora_unit_name(int64_t layer);
 std::vector<ParamSpec> lora_final_norm_specs(const ModelConfig& config, const LoraOptions& lora);
 constexpr const char* kLoraFinalNormUnit = "lora.final_norm";
 // With modules_to_save [lm_head]: the unit "lora.modules_to_save.lm_head" holding the trained
-// copy of the (untied) head's weight, under the base's name "lm_head.weight".
+// copy of the head's weight, under HF's name "lm_head.weight" (a tied model's: the untied
+// head's spec, starting from the token embedding's values: its source_name).
 std::vector<ParamSpec> lora_lm_head_specs(const ModelConfig& config, const LoraOptions& lora);
 constexpr const char* kLoraLmHeadUnit = "lora.modules_to_save.lm_head";
+// With modules_to_save [embed_tokens] (GPT-2: [wte]): the unit
+// "lora.modules_to_save.token_embedding" holding the trained copy of the token embedding,
+// under the base's name.
+std::vector<ParamSpec> lora_token_embedding_specs(const ModelConfig& config, const LoraOptions& lora);
+constexpr const char* kLoraTokenEmbeddingUnit = "lora.modules_to_save.token_embedding";
+// The layer of an adapter unit "lora.<l>"; -1 for the units of trained copies
+// ("lora.final_norm", "lora.modules_to_save.*").
+int64_t lora_unit_layer(const Unit& unit);
 // Whether `unit` holds adapters or trained copies ("lora.<l>", "lora.final_norm"), not
 // base-model tensors of the HF files.
 bool is_lora_unit(const Unit& unit);
-// Whether a spec of an adapter unit is a trained copy of a base tensor (a bias, the head of
+// Whether a spec of an adapter unit is a trained copy of a base tensor (a bias, a module of
 // modules_to_save), not A/B.
 bool is_trained_base_copy(const ParamSpec& spec);
 // Whether `hf_name` (a trained bias) belongs to a linear the adapters of `unit` wrap (PEFT

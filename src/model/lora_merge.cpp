@@ -5,9 +5,11 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "model/hf_check.h"
 #include "model/hf_dir.h"
 #include "model/hf_weights.h"
 #include "model/lora_adapter.h"
+#include "model/weights.h"
 
 namespace zt::model {
 namespace {
@@ -62,6 +64,31 @@ bool has_tokenizer(const std::string& dir) {
 
 }  // namespace
 
+bool adapter_unties_head(const LoraAdapter& adapter, const ModelConfig& base) {
+  if (!base.tie_word_embeddings) return false;
+  const std::string embedding = unit_specs(base, UnitKind::Embed).front().name;
+  for (const auto& [name, value] : adapter.replaced)
+    if (name == "lm_head.weight" || name == embedding) return true;
+  return false;
+}
+
+std::unique_ptr<Transformer> load_base_for_merge(const std::string& base_dir, const ModelConfig& base,
+                                                 const LoraAdapter& adapter, const ModelOptions& options) {
+  if (!adapter_unties_head(adapter, base)) {
+    auto model = std::make_unique<Transformer>(base, options);
+    load_hf_weights(model->registry(), base, base_dir);
+    return model;
+  }
+  ModelConfig untied = base;
+  untied.tie_word_embeddings = false;
+  auto model = std::make_unique<Transformer>(untied, options);
+  ParamEntry* head = model->registry().find("lm_head.weight");
+  ZT_CHECK(head != nullptr, "lora merge: the untied model has no lm_head.weight");
+  head->spec.source_name = unit_specs(base, UnitKind::Embed).front().name;
+  load_hf_weights(model->registry(), untied, base_dir);
+  return model;
+}
+
 LoraMergeSummary merge_lora_into(Transformer& base, const LoraAdapter& adapter, const std::string& adapter_dir,
                                  const std::function<void(const LoraMergeProgress&)>& on_layer) {
   const ModelConfig& config = base.config();
@@ -72,17 +99,16 @@ LoraMergeSummary merge_lora_into(Transformer& base, const LoraAdapter& adapter, 
   for (const auto& [name, value] : adapter.replaced) {
     ParamEntry* entry = registry.find(name);
     if (entry == nullptr) {
-      if (name == "lm_head.weight" && config.tie_word_embeddings)
-        ZT_THROW_INPUT(weights, ": the adapter trains lm_head (modules_to_save), but the base's head is tied to its "
-                                "embedding (tie_word_embeddings); merging it would untie them, which is not "
-                                "implemented");
+      ZT_CHECK(!(name == "lm_head.weight" && config.tie_word_embeddings),
+               "merge_lora_into: the adapter unties the base's head; load the base with load_base_for_merge");
       ZT_THROW_INPUT(weights, ": tensor ", peft_base_key(name, false), " replaces ", name,
                      ", which the base model does not have");
     }
     const HfTensorLayout layout = hf_layout(config, entry->spec);
     if (value->shape() != layout.shape)
-      ZT_THROW_INPUT(weights, ": tensor ", name, " (trained bias or modules_to_save) does not have the shape of the "
-                              "base's");
+      ZT_THROW_INPUT(weights, ": tensor ", name,
+                     " (trained bias or modules_to_save) does not have the shape of the "
+                     "base's");
     from_hf_layout(config, entry->spec, value, entry->value);
     ++s.replaced;
   }
@@ -110,8 +136,11 @@ LoraMergeSummary merge_lora(const std::string& base_dir, const std::string& adap
   ModelOptions mo;
   mo.param_dtype = DType::F32;
   mo.allocate_grads = false;
-  Pretrained base = load_pretrained(base_dir, mo);
-  LoraMergeSummary s = merge_lora_into(*base.model, adapter, adapter_dir, options.on_layer);
+  check_hf_config_against_weights(config, base_dir + "/config.json", base_dir);
+  check_model_fits_host(config, static_cast<double>(dtype_size(mo.param_dtype)), base_dir + ": the model's parameters");
+  const std::unique_ptr<Transformer> model = load_base_for_merge(base_dir, config, adapter, mo);
+  LoraMergeSummary s = merge_lora_into(*model, adapter, adapter_dir, options.on_layer);
+  s.untied_head = adapter_unties_head(adapter, config);
   s.dtype = options.dtype_given ? options.dtype : base_files_dtype(base_dir);
 
   SavePretrainedOptions so;
@@ -120,7 +149,7 @@ LoraMergeSummary merge_lora(const std::string& base_dir, const std::string& adap
   std::error_code ec;
   if (fs::is_regular_file(base_dir + "/generation_config.json", ec))
     so.generation_config = base_dir + "/generation_config.json";
-  save_pretrained(*base.model, out_dir, so);
+  save_pretrained(*model, out_dir, so);
   return s;
 }
 

@@ -46,6 +46,10 @@ struct ParamSpec {
   // How HF files hold it: a file whose layout differs from `layout` holds the transpose.
   WeightLayout hf_layout = WeightLayout::OutIn;
   TpSplit tp_split = TpSplit::None;
+  // A trained copy of another tensor (LoRA's modules_to_save of a tied head): the tensor its
+  // values start from, by HF name (its init's seed, its tensor in the files); empty: `name`.
+  std::string source_name;
+  const std::string& value_source() const { return source_name.empty() ? name : source_name; }
 };
 
 struct ParamEntry {

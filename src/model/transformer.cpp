@@ -99,6 +99,8 @@ Transformer::Transformer(ModelConfig config, ModelOptions options) : config_(std
     if (!final_norm.empty()) registry_.add_unit(kLoraFinalNormUnit, final_norm, options_.shard_count);
     const std::vector<ParamSpec> lm_head = lora_lm_head_specs(c, options_.lora);
     if (!lm_head.empty()) registry_.add_unit(kLoraLmHeadUnit, lm_head, options_.shard_count);
+    const std::vector<ParamSpec> token_embedding = lora_token_embedding_specs(c, options_.lora);
+    if (!token_embedding.empty()) registry_.add_unit(kLoraTokenEmbeddingUnit, token_embedding, options_.shard_count);
   }
   for (auto& u : registry_.units()) {
     u->set_storage(options_.param_dtype, options_.grad_dtype, options_.device);
@@ -151,8 +153,8 @@ void Transformer::init_unit_weights(Unit& unit, uint64_t seed) {
         // Drawn where the parameter lives, the same bits on every device (ops/random.h):
         // a 1.5B-parameter model drawn on the host took ~4 s before its first GPU step.
         value.zero();  // vocab padding rows stay zero
-        ops::fill_normal(value.narrow(0, 0, p.spec.hf_shape[0]), Philox(seed, hash_name(p.name().c_str())), 0.0f,
-                         p.spec.init_std);
+        ops::fill_normal(value.narrow(0, 0, p.spec.hf_shape[0]), Philox(seed, hash_name(p.spec.value_source().c_str())),
+                         0.0f, p.spec.init_std);
         break;
     }
   }
@@ -187,13 +189,19 @@ Unit* Transformer::lora_unit(int layer) {
 
 Unit* Transformer::lora_copy_unit(const char* name) {
   if (!options_.lora.enabled()) return nullptr;
-  // After the adapter units: at most two, so a scan.
+  // After the adapter units: at most three, so a scan.
   for (size_t i = 2 * static_cast<size_t>(config_.num_layers) + 2; i < registry_.size(); ++i)
     if (registry_.unit(i).name() == name) return &registry_.unit(i);
   return nullptr;
 }
 
 Unit* Transformer::lora_final_norm_unit() { return lora_copy_unit(kLoraFinalNormUnit); }
+
+UnitWeights Transformer::input_embedding_weights(Storage storage) {
+  const UnitWeights base(embed_unit(registry_), storage);
+  Unit* copy = lora_copy_unit(kLoraTokenEmbeddingUnit);
+  return copy ? with_trained(base, lora_trained_weights(*copy, storage)) : base;
+}
 
 BlockLora Transformer::block_lora_views(int layer) {
   BlockLora b = block_lora(options_.lora, config_, *lora_unit(layer), layer);
@@ -368,13 +376,16 @@ void Transformer::forward_trunk(const Tensor& host_tokens, const Tensor& host_se
   Activations& s = *acts_;
 
   Unit& embed = embed_unit(registry_);
+  Unit* embedding_copy = lora_copy_unit(kLoraTokenEmbeddingUnit);
   hooks.before_forward(embed);
+  if (embedding_copy) hooks.before_forward(*embedding_copy);
   const Tensor x0 = s.x[0]->reshape({B, T, c.hidden_size});
   if (s.positions.has_data())
-    embed_forward_at(c, UnitWeights(embed, Storage::Values), x0, tokens, s.positions, s.proj);
+    embed_forward_at(c, input_embedding_weights(Storage::Values), x0, tokens, s.positions, s.proj);
   else
-    embed_forward(c, UnitWeights(embed, Storage::Values), x0, tokens, 0);
+    embed_forward(c, input_embedding_weights(Storage::Values), x0, tokens, 0);
   if (mode_ == Mode::Train && c.embd_pdrop > 0.0f) ops::dropout_forward(x0, x0, c.embd_pdrop, embed_dropout_rng());
+  if (embedding_copy) hooks.after_forward(*embedding_copy);
   if (!c.tie_word_embeddings) hooks.after_forward(embed);
 
   for (int l = 0; l < c.num_layers; ++l) {
@@ -500,14 +511,22 @@ ops::CrossEntropyResult Transformer::forward_backward(const Tensor& host_tokens,
   }
 
   if (!c.tie_word_embeddings) hooks.before_backward(embed);
-  if (embed.frozen()) {  // LoRA: nothing below the blocks is trained
+  // LoRA: the frozen embedding takes no gradient; a trained copy of it (modules_to_save)
+  // takes the token rows' gradient.
+  Unit* embedding_copy = lora_copy_unit(kLoraTokenEmbeddingUnit);
+  Unit& trained = embedding_copy ? *embedding_copy : embed;
+  if (trained.frozen()) {  // nothing below the blocks is trained
     hooks.after_backward(embed);
     return r;
   }
-  require_grads(embed);
+  if (embedding_copy) hooks.before_backward(*embedding_copy);
+  require_grads(trained);
   const Tensor dx3 = s.dx->reshape({B, T, c.hidden_size});
   if (mode_ == Mode::Train && c.embd_pdrop > 0.0f) ops::dropout_backward(dx3, dx3, c.embd_pdrop, embed_dropout_rng());
-  embed_backward(c, UnitWeights(embed, Storage::Grads), dx3, tokens, s.positions);
+  const UnitWeights grads =
+      embedding_copy ? lora_trained_weights(*embedding_copy, Storage::Grads) : UnitWeights(embed, Storage::Grads);
+  embed_backward(c, grads, dx3, tokens, s.positions);
+  if (embedding_copy) hooks.after_backward(*embedding_copy);
   hooks.after_backward(embed);
   return r;
 }

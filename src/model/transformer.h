@@ -146,10 +146,14 @@ class Transformer {
   BlockLora block_lora_views(int layer);
   // LoRA with bias all on a final norm with a bias: its trained copy's unit; null otherwise.
   Unit* lora_final_norm_unit();
-  // LoRA's unit of trained copies named `name` (kLoraFinalNormUnit, kLoraLmHeadUnit); null: none.
+  // LoRA's unit of trained copies named `name` (kLoraFinalNormUnit, kLoraLmHeadUnit,
+  // kLoraTokenEmbeddingUnit); null: none.
   Unit* lora_copy_unit(const char* name);
   // The final norm's views (values or gradients), its trained bias in place of the base's.
   UnitWeights final_norm_weights(Storage storage);
+  // The embedding the input tokens read (values or gradients): LoRA's trained copy of the
+  // token embedding (modules_to_save) in place of the base's; the head never reads it.
+  UnitWeights input_embedding_weights(Storage storage);
   Philox embed_dropout_rng() const;
 
   ModelConfig config_;

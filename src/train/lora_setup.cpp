@@ -15,7 +15,29 @@ int64_t lora_parameter_count(const model::ModelConfig& model, const model::LoraO
     for (const model::ParamSpec& s : model::lora_unit_specs(model, lora, l)) n += shape_numel(s.shape);
   for (const model::ParamSpec& s : model::lora_final_norm_specs(model, lora)) n += shape_numel(s.shape);
   for (const model::ParamSpec& s : model::lora_lm_head_specs(model, lora)) n += shape_numel(s.hf_shape);
+  for (const model::ParamSpec& s : model::lora_token_embedding_specs(model, lora)) n += shape_numel(s.hf_shape);
   return n;
+}
+
+LoraTrained lora_trained(const model::ParameterRegistry& registry) {
+  LoraTrained t;
+  for (const auto& u : registry.units()) {
+    if (u->frozen()) continue;
+    for (const model::ParamEntry& e : u->params()) {
+      if (!model::is_trained_base_copy(e.spec)) {
+        t.adapters += e.numel();
+        continue;
+      }
+      t.copies += shape_numel(e.spec.hf_shape);
+      if (e.spec.field == model::Field::LmHead) t.head_copy += shape_numel(e.spec.hf_shape);
+    }
+  }
+  return t;
+}
+
+double LoraTrained::flops_per_token(const model::ModelConfig& model, int64_t T) const {
+  return model.flops_per_token(T, model::BaseWeights::Frozen) + 6.0 * static_cast<double>(adapters) +
+         2.0 * static_cast<double>(head_copy);
 }
 
 namespace {
@@ -34,19 +56,26 @@ void set_value(const model::ParamEntry& entry, const Tensor& value, DType dtype)
   ops::copy(entry.value, staged);
 }
 
-// The trained copies (biases) start at the base's values: read from the base's files (a
-// few small tensors; at ZeRO-3 the base units are not whole here). Without files (a preset)
-// the copies' name-seeded init already drew the base's values.
+// The trained copies (biases, modules_to_save) start at the base's values: read from the
+// base's files (at ZeRO-3 the base units are not whole here), each from its source tensor
+// (a tied head's copy: the token embedding). Without files (a preset) the copies' init
+// seeded by that source's name already drew the base's values.
 void fill_base_copies(const model::ModelConfig& config, model::Unit& unit, const std::string& base_path) {
-  std::vector<model::ParamSpec> copies;
-  for (const model::ParamEntry& e : unit.params())
-    if (model::is_trained_base_copy(e.spec)) copies.push_back(e.spec);
+  std::vector<model::ParamSpec> sources;
+  std::vector<const model::ParamEntry*> copies;
+  for (const model::ParamEntry& e : unit.params()) {
+    if (!model::is_trained_base_copy(e.spec)) continue;
+    model::ParamSpec source = e.spec;
+    source.name = e.spec.value_source();
+    sources.push_back(source);
+    copies.push_back(&e);
+  }
   if (copies.empty() || base_path.empty()) return;
-  model::Unit files("base copies of " + unit.name(), copies, 1);
+  model::Unit files("base copies of " + unit.name(), sources, 1);
   files.set_storage(DType::F32, DType::F32, Device::cpu());
   files.allocate_params(DType::F32, Device::cpu());
   model::load_hf_unit_slice(config, base_path, files, 0, files.flat_params());
-  for (const model::ParamEntry& e : files.params()) set_value(entry_named(unit, e.name()), e.value, unit.param_dtype());
+  for (size_t i = 0; i < copies.size(); ++i) set_value(*copies[i], files.params()[i].value, unit.param_dtype());
 }
 
 }  // namespace
@@ -70,8 +99,8 @@ void fill_adapter_unit(model::Transformer& model, model::Unit& unit, uint64_t se
         rows.value = e.value.narrow(0, 0, e.spec.hf_shape[0]);
         set_value(rows, value.view().reshape(e.spec.hf_shape), unit.param_dtype());
       }
-  if (unit.name() == model::kLoraFinalNormUnit || unit.name() == model::kLoraLmHeadUnit) return;
-  const int64_t layer = std::stoll(unit.name().substr(unit.name().find('.') + 1));
+  const int64_t layer = model::lora_unit_layer(unit);
+  if (layer < 0) return;  // a unit of trained copies only
   for (const model::LoraFactors& f : adapter->factors) {
     if (f.layer != layer) continue;
     const std::string module = model::lora_module_path(model.config(), layer, f.module.name);

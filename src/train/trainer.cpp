@@ -16,6 +16,7 @@
 #include "model/inference_load.h"
 #include "config/config_dump.h"
 #include "train/gemm_peak.h"
+#include "train/lora_setup.h"
 #include "train/generate.h"
 #include "train/memory_report.h"
 #include "train/metrics.h"
@@ -124,14 +125,10 @@ TrainResult run_training(const config::TrainConfig& config) {
       run.is_main_rank() ? std::make_unique<MetricsFile>((run.output_dir / "metrics.jsonl").string(), !c.resume.empty())
                          : std::make_unique<MetricsFile>();
   MetricsFile& metrics = *metrics_file;
-  // What trains: every weight, or a LoRA run's adapters alone (their elements, as the
-  // registry holds them) on a frozen base, which computes no weight gradients.
-  int64_t adapters = 0;
-  for (const auto& u : model.registry().units())
-    if (run.setup.lora && !u->frozen()) adapters += u->numel();
-  const double flops_per_token = run.setup.lora ? mc.flops_per_token(T, model::BaseWeights::Frozen) +
-                                                      6.0 * static_cast<double>(adapters)
-                                                : mc.flops_per_token(T);
+  // What trains: every weight, or a LoRA run's adapters and trained copies on a frozen base,
+  // which computes no weight gradients (train/lora_setup.h counts its FLOPs).
+  const LoraTrained lora = run.setup.lora ? lora_trained(model.registry()) : LoraTrained{};
+  const double flops_per_token = run.setup.lora ? lora.flops_per_token(mc, T) : mc.flops_per_token(T);
   const PeakFlops peak = run_peak(c);
   ZT_INFO("model: ", mc.model_type, ", ", mc.num_parameters(), " parameters (", mc.num_layers, " layers, width ",
           mc.hidden_size, "), ", config::precision_name(c.precision),
@@ -142,10 +139,11 @@ TrainResult run_training(const config::TrainConfig& config) {
           run.schedule->describe());
   if (run.setup.lora) {
     ZT_INFO("LoRA: r ", run.setup.lora->r, ", scaling ", run.setup.lora->scaling(), " on ",
-            model.options().lora.target_modules.size(), " module(s) per layer; ", adapters,
-            " adapter parameters train, the base is frozen (", c.lora_source, "); MFU counts ",
-            flops_per_token / 1e6, " MFLOP per token (4 per base weight: no weight gradients, + attention, + 6 per "
-            "adapter parameter)");
+            model.options().lora.target_modules.size(), " module(s) per layer; ", lora.adapters, " adapter parameters",
+            lora.copies > 0 ? str(" and ", lora.copies, " in trained copies (bias, modules_to_save)") : "",
+            " train, the base is frozen (", c.lora_source, "); MFU counts ", flops_per_token / 1e6,
+            " MFLOP per token (4 per base weight: no weight gradients, + attention, + 6 per adapter parameter",
+            lora.head_copy > 0 ? ", + 2 per element of the head's copy: its weight gradient" : "", ")");
   }
   log_memory_plan(run);
   ZT_INFO(cpu_description(), ", ", num_threads(), " threads per rank");

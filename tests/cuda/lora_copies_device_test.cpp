@@ -1,7 +1,8 @@
 // LoRA's trained copies on the GPU (issue 20; runs on the GPU machine, skipped without one):
 // GPT-2 with bias all (the trained biases filled on the host from the base's files, copied
 // to the device, read by the block and the final norm) and Llama-3 with modules_to_save
-// [lm_head] (the head's copy read by the loss) train as the same runs on the CPU (f32: the
+// [lm_head] (the head's copy read by the loss), GPT-2 with copies of its tied wte and lm_head
+// and Llama-3 with embed_tokens' copy train as the same runs on the CPU (f32: the
 // same losses up to the kernels' summation order), and at ZeRO-3 on one GPU
 // (ZT_ZERO_KEEP_STAGE=1: the copies' slices filled on the device) as at stage 0.
 #include <gtest/gtest.h>
@@ -34,8 +35,9 @@ train::TrainResult copies_run(const fs::path& dir, const std::string& base, cons
                               std::vector<std::string> lora) {
   fs::create_directories(dir);
   if (!fs::exists(dir / "tok.json")) zt::testing::write_fixture_tokenizer(dir);
-  std::vector<std::string> args{"--model.preset", "", "--model.path", kData + base, "--model.tokenizer",
-                                (dir / "tok.json").string(), "--lora.r", "4", "--device", device};
+  std::vector<std::string> args{
+      "--model.preset", "",  "--model.path", kData + base, "--model.tokenizer", (dir / "tok.json").string(),
+      "--lora.r",       "4", "--device",     device};
   args.insert(args.end(), lora.begin(), lora.end());
   fs::create_directories(dir / device);  // small_run writes its run.yaml there
   return train::run_training(zt::testing::small_run(dir / device, args));
@@ -49,19 +51,33 @@ double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) 
 
 }  // namespace
 
-TEST(CudaLoraCopies, BiasAllAndTheHeadCopyTrainAsOnTheCpu) {
+TEST(CudaLoraCopies, TrainedCopiesTrainAsOnTheCpu) {
   ZT_REQUIRE_GPU();
-  const std::vector<std::pair<std::string, std::vector<std::string>>> cases{
-      {"gpt2", {"--lora.target_modules", "c_attn", "--lora.bias", "all"}},
-      {"llama3", {"--lora.target_modules", "q_proj,v_proj", "--lora.modules_to_save", "[\"lm_head\"]"}}};
-  for (const auto& [base, lora] : cases) {
-    SCOPED_TRACE(base);
-    const fs::path dir = zt::testing::fresh_test_dir("cuda_lora_copies_", base);
+  struct Case {
+    std::string name, base;
+    std::vector<std::string> lora;
+  };
+  const std::vector<Case> cases{
+      {"gpt2_bias_all", "gpt2", {"--lora.target_modules", "c_attn", "--lora.bias", "all"}},
+      {"llama3_lm_head",
+       "llama3",
+       {"--lora.target_modules", "q_proj,v_proj", "--lora.modules_to_save", "[\"lm_head\"]"}},
+      // the tied pair untied by copies of both: the embedding's copy takes the token rows'
+      // gradient (the embedding backward into a trained unit), the head's the head's
+      {"gpt2_tied_copies",
+       "gpt2",
+       {"--lora.target_modules", "c_attn", "--lora.modules_to_save", "[\"wte\", \"lm_head\"]"}},
+      {"llama3_embed_tokens",
+       "llama3",
+       {"--lora.target_modules", "q_proj", "--lora.modules_to_save", "[\"embed_tokens\"]"}}};
+  for (const auto& [name, base, lora] : cases) {
+    SCOPED_TRACE(name);
+    const fs::path dir = zt::testing::fresh_test_dir("cuda_lora_copies_", name);
     const train::TrainResult gpu = copies_run(dir, base, "cuda", lora);
     const train::TrainResult cpu = copies_run(dir, base, "cpu", lora);
     ASSERT_EQ(gpu.losses.size(), 6u);
     ASSERT_EQ(cpu.losses.size(), 6u);
-    std::printf("[cuda-lora-copies] %s f32 GPU vs CPU: max rel loss diff %.2e\n", base.c_str(),
+    std::printf("[cuda-lora-copies] %s f32 GPU vs CPU: max rel loss diff %.2e\n", name.c_str(),
                 max_rel_diff(gpu.losses, cpu.losses));
     EXPECT_LE(max_rel_diff(gpu.losses, cpu.losses), 1e-4);
     std::vector<std::string> stage3 = lora;

@@ -3,7 +3,7 @@
 // tokenizer.model 1 and 2); final/ and `zerotrain consolidate` (the run's tokenizer by
 // default) hold every tokenizer file with its tokenizer_config.json, so `zerotrain eval
 // --model final/` runs on GPT-2's vocab.json + merges.txt; eval --dump-logits writes the
-// logits tests/gpu/hf_load_check.py compares with transformers'.
+// logits tools/hf_load_check.py compares with transformers'.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -2,8 +2,9 @@
 // directory's logits through `zerotrain eval --dump-logits` equal those of PEFT's
 // merge_and_unload() model on the same ids (reference.safetensors) within 1e-5 of their
 // range, for GPT-2
-// (Conv1D, fan_in_fan_out, bias "all", rslora), Llama-3 (GQA, modules_to_save lm_head)
-// and Qwen2; bad arguments exit 2 and leave no OUT.
+// (Conv1D, fan_in_fan_out, bias "all", rslora; modules_to_save wte or lm_head of its tied
+// head, which PEFT's copy unties), Llama-3 (GQA, modules_to_save lm_head) and Qwen2; bad
+// arguments exit 2 and leave no OUT.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -36,7 +37,9 @@ TEST(LoraMerge, MergedLogitsEqualPeftMergeAndUnload) {
                                                        {"gpt2_all_linear", "gpt2"},
                                                        {"llama3_qv", "llama3"},
                                                        {"llama3_all", "llama3"},
-                                                       {"qwen2_lora_only", "qwen2"}};
+                                                       {"qwen2_lora_only", "qwen2"},
+                                                       {"gpt2_tied_wte", "gpt2"},
+                                                       {"gpt2_tied_lm_head", "gpt2"}};
   for (const auto& [adapter, base] : cases) {
     SCOPED_TRACE(adapter);
     TempDir tmp;

@@ -3,7 +3,8 @@
 // a trainable unit of its own (the base's head stays frozen and bitwise), starts at the
 // base's values, is saved under PEFT's key (base_model.model.lm_head.weight, the file's
 // rows), loads back from a PEFT-made adapter with PEFT's logits, resumes bit for bit and
-// trains at stage 3 as at stage 0; what is not implemented exits 2 naming the setting.
+// trains at stage 3 as at stage 0; so do the untied copies of GPT-2's tied wte and lm_head;
+// what is not implemented exits 2 naming the setting.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include "model/hf_dir.h"
 #include "model/lora.h"
 #include "model/lora_adapter.h"
+#include "train/lora_setup.h"
 #include "train/step_protocol.h"
 #include "train/trainer.h"
 #include "train/training_run.h"
@@ -41,9 +43,18 @@ fs::path temp_dir(const std::string& name) { return zt::testing::fresh_test_dir(
 std::string write_tokenizer(const fs::path& dir) { return zt::testing::write_fixture_tokenizer(dir); }
 
 config::TrainConfig head_run(const fs::path& dir, std::vector<std::string> extra = {}) {
-  std::vector<std::string> a{"--model.preset",        "",        "--model.path",          kLlama,
-                             "--model.tokenizer",     write_tokenizer(dir / "tok"), "--lora.r", "4",
-                             "--lora.target_modules", "q_proj,v_proj", "--lora.modules_to_save", "[\"lm_head\"]"};
+  std::vector<std::string> a{"--model.preset",
+                             "",
+                             "--model.path",
+                             kLlama,
+                             "--model.tokenizer",
+                             write_tokenizer(dir / "tok"),
+                             "--lora.r",
+                             "4",
+                             "--lora.target_modules",
+                             "q_proj,v_proj",
+                             "--lora.modules_to_save",
+                             "[\"lm_head\"]"};
   a.insert(a.end(), extra.begin(), extra.end());
   return zt::testing::small_run(dir, a);
 }
@@ -114,9 +125,9 @@ TEST(LoraModulesToSaveTrain, PeftAdapterWithTheHeadGivesPeftsLogits) {
   const io::SafetensorsReader ref(adapter + "/reference.safetensors");
   const std::vector<float> ids = ref.tensor("input_ids").to_f32_vector();
   const std::vector<float> want = ref.tensor("logits").to_f32_vector();
-  std::unique_ptr<train::TrainingRun> run = train::start_training_run(zt::testing::small_run(
-      a, {"--model.preset", "", "--model.path", kLlama, "--model.tokenizer", write_tokenizer(a / "tok"), "--adapter",
-          adapter}));
+  std::unique_ptr<train::TrainingRun> run = train::start_training_run(
+      zt::testing::small_run(a, {"--model.preset", "", "--model.path", kLlama, "--model.tokenizer",
+                                 write_tokenizer(a / "tok"), "--adapter", adapter}));
   model::Transformer& m = run->model();
   ASSERT_NE(unit_named(m.registry(), model::kLoraLmHeadUnit), nullptr);
   const int64_t T = static_cast<int64_t>(ids.size()), V = m.config().vocab_size;
@@ -152,18 +163,104 @@ TEST(LoraModulesToSaveTrain, ResumedRunIsBitwiseAndStageThreeTrainsAsStageZero) 
   for (const fs::path& d : {a, b, s3}) fs::remove_all(d);
 }
 
-// Not implemented: another module (embed_tokens), or lm_head of a tied model (GPT-2).
+config::TrainConfig gpt2_run(const fs::path& dir, const std::string& saved, std::vector<std::string> extra = {}) {
+  std::vector<std::string> a{"--model.preset",
+                             "",
+                             "--model.path",
+                             kData + "hf/gpt2",
+                             "--model.tokenizer",
+                             write_tokenizer(dir / "tok"),
+                             "--lora.r",
+                             "4",
+                             "--lora.target_modules",
+                             "c_attn",
+                             "--lora.modules_to_save",
+                             saved};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return zt::testing::small_run(dir, a);
+}
+
+std::vector<float> base_tensor(model::ParameterRegistry& reg, const std::string& name) {
+  const model::ParamEntry* e = reg.find(name);
+  return e ? e->value.to_f32_vector() : std::vector<float>();
+}
+
+// GPT-2's head is tied to wte. PEFT's copies untie the pair: with [wte, lm_head] both copies
+// start at the base's wte and train apart (the base's wte stays frozen and bitwise); final/
+// holds both under PEFT's keys; stage 3 trains as stage 0 and a resume is bitwise.
+TEST(LoraModulesToSaveTrain, TiedGpt2CopiesOfWteAndHeadTrainApart) {
+  const fs::path a = temp_dir("tied"), b = temp_dir("tied_resumed"), s3 = temp_dir("tied_stage3");
+  {
+    std::unique_ptr<train::TrainingRun> run = train::start_training_run(gpt2_run(a, "[\"wte\", \"lm_head\"]"));
+    model::ParameterRegistry& reg = run->model().registry();
+    model::Unit* head = unit_named(reg, model::kLoraLmHeadUnit);
+    model::Unit* wte = unit_named(reg, model::kLoraTokenEmbeddingUnit);
+    ASSERT_NE(head, nullptr);
+    ASSERT_NE(wte, nullptr);
+    const std::vector<float> base_wte = base_tensor(reg, "transformer.wte.weight");
+    EXPECT_EQ(head->params().at(0).value.to_f32_vector(), base_wte);  // both start at the base's embedding
+    EXPECT_EQ(wte->params().at(0).value.to_f32_vector(), base_wte);
+    // What trains and what MFU counts: c_attn's A [4, 64] and B [192, 4] in 2 layers; the
+    // copies' 320 file rows of 64; the head's copy adds its weight gradient only.
+    const train::LoraTrained trained = train::lora_trained(reg);
+    EXPECT_EQ(trained.adapters, 2 * (4 * 64 + 192 * 4));
+    EXPECT_EQ(trained.copies, 2 * 320 * 64);
+    EXPECT_EQ(trained.head_copy, 320 * 64);
+    const model::ModelConfig& mc = run->model().config();
+    EXPECT_DOUBLE_EQ(trained.flops_per_token(mc, 32),
+                     mc.flops_per_token(32, model::BaseWeights::Frozen) + 6.0 * 2048 + 2.0 * 320 * 64);
+    OwnedTensor tok({run->micro_batch, run->seq_len}, DType::I32), tgt({run->micro_batch, run->seq_len}, DType::I32);
+    for (int s = 0; s < 2; ++s) {
+      train::OptimizerStep step(*run);
+      for (int64_t m = 0; m < run->grad_accum; ++m) {
+        train::OptimizerStep::MicroBatch micro = step.micro_batch();
+        run->loader->next(tok, tgt);
+        micro.forward_backward(tok, tgt);
+      }
+      step.finish(run->config.gradient_clipping);
+    }
+    EXPECT_EQ(base_tensor(reg, "transformer.wte.weight"), base_wte);
+    const std::vector<float> h = head->params().at(0).value.to_f32_vector();
+    const std::vector<float> w = wte->params().at(0).value.to_f32_vector();
+    EXPECT_NE(h, base_wte);
+    EXPECT_NE(w, base_wte);
+    EXPECT_NE(h, w);  // untied: each its own gradient
+  }
+  const train::TrainResult full = train::run_training(gpt2_run(a, "[\"wte\", \"lm_head\"]"));
+  ASSERT_EQ(full.losses.size(), 6u);
+  const io::SafetensorsReader file((fs::path(full.final_model_dir) / "adapter_model.safetensors").string());
+  EXPECT_EQ(file.info("base_model.model.lm_head.weight").shape, (Shape{320, 64}));
+  EXPECT_EQ(file.info("base_model.model.transformer.wte.weight").shape, (Shape{320, 64}));
+  const model::LoraAdapter back =
+      model::load_lora_adapter(full.final_model_dir, model::load_hf_config(kData + "hf/gpt2"));
+  EXPECT_EQ(back.replaced.size(), 2u);
+
+  const fs::path step3 = a / "run" / "checkpoints" / "global_step3";
+  const train::TrainResult resumed =
+      train::run_training(gpt2_run(b, "[\"wte\", \"lm_head\"]", {"--resume", step3.string()}));
+  ASSERT_EQ(resumed.losses.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(resumed.losses[i], full.losses[3 + i]) << "step " << 4 + i;
+  EXPECT_EQ(zt::testing::file_bytes(fs::path(full.final_model_dir) / "adapter_model.safetensors"),
+            zt::testing::file_bytes(fs::path(resumed.final_model_dir) / "adapter_model.safetensors"));
+  ::setenv("ZT_ZERO_KEEP_STAGE", "1", 1);
+  const train::TrainResult r3 =
+      train::run_training(gpt2_run(s3, "[\"wte\", \"lm_head\"]", {"--zero_optimization.stage", "3"}));
+  ::unsetenv("ZT_ZERO_KEEP_STAGE");
+  ASSERT_EQ(r3.losses.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) EXPECT_NEAR(r3.losses[i], full.losses[i], 1e-6 * full.losses[i]) << "step " << i + 1;
+  for (const fs::path& d : {a, b, s3}) fs::remove_all(d);
+}
+
+// A module that is neither the head nor the token embedding exits 2 naming the setting and
+// what can be saved.
 TEST(LoraModulesToSaveTrain, WhatIsNotImplementedExits2NamingTheSetting) {
   const fs::path a = temp_dir("refusals");
   std::string e = zt::testing::input_error_of([&] {
-    train::start_training_run(head_run(a, {"--lora.modules_to_save", "[\"embed_tokens\"]"}));
+    train::start_training_run(head_run(a, {"--lora.modules_to_save", "[\"norm\"]"}));
   });
-  EXPECT_NE(e.find("modules_to_save: 'embed_tokens'"), std::string::npos) << e;
-  e = zt::testing::input_error_of([&] {
-    train::start_training_run(zt::testing::small_run(
-        a, {"--model.preset", "", "--model.path", kData + "hf/gpt2", "--model.tokenizer", write_tokenizer(a / "tok"),
-            "--lora.r", "4", "--lora.target_modules", "c_attn", "--lora.modules_to_save", "[\"lm_head\"]"}));
-  });
-  EXPECT_NE(e.find("tied"), std::string::npos) << e;
+  EXPECT_NE(e.find("modules_to_save: 'norm'"), std::string::npos) << e;
+  EXPECT_NE(e.find("lm_head and embed_tokens (model.embed_tokens)"), std::string::npos) << e;
+  e = zt::testing::input_error_of([&] { train::start_training_run(gpt2_run(a, "[\"wpe\"]")); });
+  EXPECT_NE(e.find("lm_head and wte (transformer.wte)"), std::string::npos) << e;
   fs::remove_all(a);
 }

@@ -2,10 +2,13 @@
 // tests/data/peft_grads (PEFT 0.12's files, tools/make_peft_grad_fixtures.py) loaded with
 // --adapter onto their HF-made tiny base, one forward/backward of HF's causal LM loss (the
 // mean over the shifted tokens) over the reference's ids through the Accelerator API, and
-// every adapter's dA and dB compared with PEFT's float64 gradients (reference.safetensors:
-// grad.<adapter key>), within 1e-4 of each tensor's largest gradient; the loss too.
+// every adapter's dA and dB (and each trained copy's gradient) compared with PEFT's float64
+// gradients (reference.safetensors: grad.<adapter key>), within 1e-4 of each tensor's
+// largest gradient; the loss too.
 // GPT-2 (Conv1D, fan_in_fan_out; c_attn, both c_proj, c_fc), Llama-3 (the seven, q/k/v and
-// gate/up packed) and Qwen2 (the seven, q/k/v biases, use_rslora).
+// gate/up packed) and Qwen2 (the seven, q/k/v biases, use_rslora); modules_to_save's trained
+// copies too: GPT-2's tied pair untied by a copy of wte (the head reads the base's) or of
+// lm_head (the input reads the base's), and Llama-3's untied embed_tokens and lm_head.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -54,10 +57,10 @@ TEST_P(LoraPeftGrads, GradientsEqualPefts) {
   const fs::path dir = zt::testing::fresh_test_dir("lora_peft_grads_", c.name);
   zt::testing::write_fixture_tokenizer(dir / "tok");  // the fixtures have 320 rows; the ids here are bytes
   Accelerator acc(zt::testing::small_run(
-      dir, {"--model.preset", "", "--model.path", kData + "hf/" + c.family, "--model.tokenizer",
-            (dir / "tok" / "tok.json").string(), "--adapter", adapter, "--device", "cpu",
-            "--per_device_train_batch_size", "1", "--gradient_accumulation_steps", "1", "--data.seq_len",
-            std::to_string(T)}));
+      dir,
+      {"--model.preset", "", "--model.path", kData + "hf/" + c.family, "--model.tokenizer",
+       (dir / "tok" / "tok.json").string(), "--adapter", adapter, "--device", "cpu", "--per_device_train_batch_size",
+       "1", "--gradient_accumulation_steps", "1", "--data.seq_len", std::to_string(T)}));
 
   std::vector<int32_t> tokens(ids.begin(), ids.end()), targets(static_cast<size_t>(T), -100);
   for (int64_t t = 0; t + 1 < T; ++t) targets[static_cast<size_t>(t)] = tokens[static_cast<size_t>(t + 1)];
@@ -80,7 +83,8 @@ TEST_P(LoraPeftGrads, GradientsEqualPefts) {
       const std::string key = std::string(model::kPeftKeyPrefix) + p.name();
       ASSERT_TRUE(ref.contains("grad." + key)) << key << " is not among PEFT's adapter tensors";
       const std::vector<float> want = ref.tensor("grad." + key).to_f32_vector();
-      const std::vector<float> have = p.grad.to_f32_vector();
+      // A trained copy of an embedding-sized module: the file's rows (no vocabulary padding).
+      const std::vector<float> have = p.grad.narrow(0, 0, p.spec.hf_shape[0]).to_f32_vector();
       ASSERT_EQ(have.size(), want.size()) << key;
       float scale = 0, worst = 0;
       for (size_t i = 0; i < want.size(); ++i) {
@@ -103,7 +107,8 @@ TEST_P(LoraPeftGrads, GradientsEqualPefts) {
 
 INSTANTIATE_TEST_SUITE_P(Families, LoraPeftGrads,
                          ::testing::Values(Case{"gpt2", "gpt2", 16}, Case{"llama3", "llama3", 28},
-                                           Case{"qwen2", "qwen2", 28}),
+                                           Case{"qwen2", "qwen2", 28}, Case{"gpt2_wte", "gpt2", 5},
+                                           Case{"gpt2_lm_head", "gpt2", 5}, Case{"llama3_saved", "llama3", 10}),
                          [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -4,7 +4,7 @@
 // AutoTokenizer encodes as we do (checked against tools/hf_tokenizer_oracle.py, which
 // rebuilds transformers 5's resolution with PyPI tokenizers and sentencepiece); and
 // tokenizer_config.json's add_bos_token / add_eos_token / add_prefix_space are followed
-// when loading. The GPU machine's tests/gpu/hf_load_check.py checks the same with
+// when loading. The GPU machine's tools/hf_load_check.py checks the same with
 // transformers itself.
 #include <gtest/gtest.h>
 

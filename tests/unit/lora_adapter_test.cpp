@@ -38,11 +38,9 @@ struct Fixture {
   const char* adapter;
   const char* base;
 };
-const Fixture kFixtures[] = {{"gpt2_c_attn", "gpt2"},
-                             {"gpt2_all_linear", "gpt2"},
-                             {"llama3_qv", "llama3"},
-                             {"llama3_all", "llama3"},
-                             {"qwen2_lora_only", "qwen2"}};
+const Fixture kFixtures[] = {{"gpt2_c_attn", "gpt2"},      {"gpt2_all_linear", "gpt2"},  {"llama3_qv", "llama3"},
+                             {"llama3_all", "llama3"},     {"qwen2_lora_only", "qwen2"}, {"gpt2_tied_wte", "gpt2"},
+                             {"gpt2_tied_lm_head", "gpt2"}};
 
 std::string error_of(const std::function<void()>& fn) { return zt::testing::input_error_of(fn); }
 
@@ -164,9 +162,33 @@ TEST(PeftAdapter, BadFoldersNameTheFileAndKey) {
   std::ofstream(pickle / "adapter_model.bin") << "x";
   e = error_of([&] { load_lora_adapter(pickle.string(), llama); });
   EXPECT_NE(e.find("adapter_model.bin"), std::string::npos) << e;
+}
 
-  // lm_head in modules_to_save of a tied-head base (qwen2's head is tied)
-  e = error_of([&] { merge_lora(base_dir("qwen2"), peft_dir("llama3_all"), (tmp.path() / "o").string()); });
-  EXPECT_NE(e.find("tie_word_embeddings"), std::string::npos) << e;
-  EXPECT_FALSE(fs::exists(tmp.path() / "o"));
+// PEFT's copy of a tied model's wte or lm_head unties the pair: the merged model has a head
+// of its own (the base's embedding, or the trained copy) and says so in config.json, so
+// that from_pretrained does not tie it again.
+TEST(PeftAdapter, MergingACopyOfATiedModuleUntiesTheHead) {
+  const io::SafetensorsReader base(base_dir("gpt2") + "/model.safetensors");
+  const std::vector<float> base_wte = base.tensor("transformer.wte.weight").to_f32_vector();
+  for (const char* adapter : {"gpt2_tied_wte", "gpt2_tied_lm_head"}) {
+    SCOPED_TRACE(adapter);
+    TempDir tmp;
+    const std::string out = (tmp.path() / "merged").string();
+    const LoraMergeSummary s = merge_lora(base_dir("gpt2"), peft_dir(adapter), out);
+    EXPECT_TRUE(s.untied_head);
+    EXPECT_EQ(s.replaced, 1);
+    const ModelConfig merged = load_hf_config(out);
+    EXPECT_FALSE(merged.tie_word_embeddings);
+    const io::SafetensorsReader got(out + "/model.safetensors");
+    ASSERT_TRUE(got.contains("lm_head.weight"));
+    const std::vector<float> head = got.tensor("lm_head.weight").to_f32_vector();
+    const std::vector<float> wte = got.tensor("transformer.wte.weight").to_f32_vector();
+    const bool head_trained = std::string(adapter) == "gpt2_tied_lm_head";
+    EXPECT_EQ(head == base_wte, !head_trained);  // the untrained one stays the base's embedding
+    EXPECT_EQ(wte == base_wte, head_trained);
+  }
+  // An untied base stays untied, with nothing added.
+  TempDir tmp;
+  const LoraMergeSummary s = merge_lora(base_dir("llama3"), peft_dir("llama3_all"), (tmp.path() / "m").string());
+  EXPECT_FALSE(s.untied_head);
 }
