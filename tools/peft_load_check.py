@@ -2,7 +2,7 @@
 """Does PEFT load a LoRA run's final/ as it is, and compute our logits with it? (issue 20
 item 5; everything runs on the CPU)
 
-    python3 tools/peft_load_check.py BUILD/zerotrain [--work DIR] [--only gpt2,llama3,qwen2]
+    python3 tools/peft_load_check.py BUILD/zerotrain [--work DIR] [--only gpt2,llama3,qwen2,gpt2_saved]
                                      [--atol 1e-5]
 
 For each case, trains a LoRA adapter for a few steps with `zerotrain train --device cpu` on a
@@ -11,8 +11,9 @@ byte-level BPE tokenizer trained on the data), then checks final/ with PEFT:
   - adapter_config.json: every key is a LoraConfig field of the installed PEFT (none that
     PEFT would drop or warn about), and PeftModel.from_pretrained(base, final) loads it
     without a warning (no unexpected or missing adapter keys);
-  - the loaded adapter: every lora_A / lora_B tensor of adapter_model.safetensors lands in the
-    PeftModel (same names, shapes, values) and the trained lora_B are nonzero;
+  - the loaded adapter: every lora_A / lora_B tensor (and modules_to_save copy) of
+    adapter_model.safetensors lands in the PeftModel (same names, shapes, values) and the
+    trained lora_B are nonzero;
   - the logits: transformers' AutoModelForCausalLM (float32) + PeftModel over the ids of a
     few texts equal the f32 logits of `zerotrain eval --model BASE --adapter final
     --dump-logits`, max |diff| <= atol * max(1, max |logit|) at every position; so do PEFT's
@@ -24,6 +25,8 @@ Cases:
   gpt2    tests/data/hf/gpt2, c_attn, c_proj (attn and mlp), c_fc: Conv1D, fan_in_fan_out
   llama3  tests/data/hf/llama3, q/k/v/o_proj, gate/up/down_proj (GQA, llama3 RoPE scaling)
   qwen2   tests/data/hf/qwen2, the same seven (q/k/v biases in the base)
+  gpt2_saved  tests/data/hf/gpt2, c_attn, modules_to_save [wte, lm_head]: copies of its tied
+          pair, which PEFT's ModulesToSaveWrapper unties (saved as the modules' own keys)
 Prints one line per case and exits 1 when any case differs (0 when all agree).
 
 Runs with transformers 4.44 + PEFT 0.12 (tools/make_peft_fixtures.py's venv over Debian's
@@ -48,17 +51,20 @@ TEXTS = [
     " a leading space, and\na newline",
 ]
 LLAMA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-CASES = {
-    "gpt2": ("gpt2", ["c_attn", "c_proj", "c_fc"]),
-    "llama3": ("llama3", LLAMA_TARGETS),
-    "qwen2": ("qwen2", LLAMA_TARGETS),
+CASES = {  # name: (family, target_modules, modules_to_save)
+    "gpt2": ("gpt2", ["c_attn", "c_proj", "c_fc"], []),
+    "llama3": ("llama3", LLAMA_TARGETS, []),
+    "qwen2": ("qwen2", LLAMA_TARGETS, []),
+    "gpt2_saved": ("gpt2", ["c_attn"], ["wte", "lm_head"]),
 }
 
 
-def train_adapter(zt, work, name, base, targets):
+def train_adapter(zt, work, name, base, targets, saved):
     """Trains a LoRA adapter of base on its own tokenizer (300 tokens); returns final/."""
     tok = train_tokenizer(zt, work, name, 300)
     lora = f"lora:\n  r: 4\n  alpha: 8\n  dropout: 0.0\n  target_modules: [{', '.join(targets)}]\n"
+    if saved:
+        lora += f"  modules_to_save: [{', '.join(saved)}]\n"
     # a high rate without warmup: 4 steps move the adapter far from its init (lora_B = 0)
     return train(zt, work, name, f"{{path: {q(base)}, tokenizer: {q(tok)}}}", 4, "1.0e-2",
                  extra=lora + "warmup_steps: 0\n")
@@ -142,17 +148,24 @@ def check_peft(base_dir, final, dumped, atol):
     saved = load_file(os.path.join(final, "adapter_model.safetensors"))
     params = dict(model.named_parameters())
     for key, value in saved.items():
-        # PEFT's saved name base_model.model.X.lora_A.weight is the parameter X.lora_A.default.weight
-        name = key.replace(".lora_A.weight", ".lora_A.default.weight").replace(".lora_B.weight", ".lora_B.default.weight")
+        # PEFT's saved name base_model.model.X.lora_A.weight is the parameter X.lora_A.default.weight;
+        # a modules_to_save module's X.weight is its trained copy X.modules_to_save.default.weight
+        if ".lora_A." in key or ".lora_B." in key:
+            name = key.replace(".lora_A.weight", ".lora_A.default.weight").replace(".lora_B.weight",
+                                                                                ".lora_B.default.weight")
+        else:
+            module, _, leaf = key.rpartition(".")
+            name = module + ".modules_to_save.default." + leaf
         if name not in params:
             problems.append(f"{key}: no parameter {name} in the PeftModel")
         elif tuple(params[name].shape) != tuple(value.shape):
             problems.append(f"{key}: saved {tuple(value.shape)}, PEFT's {tuple(params[name].shape)}")
         elif not torch.equal(params[name].detach().float(), value.float()):
             problems.append(f"{key}: PEFT's loaded values differ from the file's")
-    lora_params = [n for n in params if ".lora_A." in n or ".lora_B." in n]
-    if len(lora_params) != len(saved):
-        problems.append(f"{len(saved)} tensors saved, the PeftModel has {len(lora_params)} lora parameters")
+    trained = [n for n in params if ".lora_A." in n or ".lora_B." in n or ".modules_to_save." in n]
+    if len(trained) != len(saved):
+        problems.append(f"{len(saved)} tensors saved, the PeftModel has {len(trained)} lora and modules_to_save "
+                        "parameters")
     if not any(".lora_B." in k and float(v.abs().max()) > 0 for k, v in saved.items()):
         problems.append("every lora_B is zero: the adapter was not trained")
 
@@ -218,9 +231,9 @@ def main():
     print(f"transformers {transformers.__version__}, peft {peft.__version__}, torch {torch.__version__}", flush=True)
 
     def check(name):
-        family, targets = CASES[name]
+        family, targets, saved = CASES[name]
         base = os.path.join(ROOT, "tests/data/hf", family)
-        final = train_adapter(zt, a.work, name, base, targets)
+        final = train_adapter(zt, a.work, name, base, targets, saved)
         dumped = dump_logits(zt, a.work, name, TEXTS, ["--model", base, "--adapter", final, "--tokenizer", final])
         return check_peft(base, final, dumped, a.atol)
 
