@@ -136,8 +136,7 @@ std::vector<RunKey> make_table() {
        "a list of module names as PEFT matches them (q_proj, v_proj, c_attn, mlp.c_proj, ...), `all-linear`, or a "
        "regular expression over the module paths; a name the model lacks exits 2 listing those it has"},
       {"lora.bias", {}, "none", "",
-       "none, all (every bias trained) or lora_only (the adapted linears' biases), as PEFT; lora_only on a partly "
-       "adapted packed bias (Qwen2's q/k/v) exits 2"},
+       "none, all (every bias trained) or lora_only (the adapted linears' biases), as PEFT"},
       {"lora.use_rslora", {}, "false", "", "true: scaling = alpha / sqrt(r)"},
       {"lora.init_lora_weights",
        {},

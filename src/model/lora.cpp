@@ -25,6 +25,22 @@ bool is_bias(Field f) {
          f == Field::MlpInBias || f == Field::MlpOutBias || f == Field::FinalNormBias;
 }
 
+// The linear whose output a bias field adds to.
+Field linear_of_bias(Field bias) {
+  switch (bias) {
+    case Field::QkvBias:
+      return Field::QkvWeight;
+    case Field::AttnOutBias:
+      return Field::AttnOutWeight;
+    case Field::MlpInBias:
+      return Field::MlpInWeight;
+    case Field::MlpOutBias:
+      return Field::MlpOutWeight;
+    default:
+      return bias;  // a norm's: no linear
+  }
+}
+
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -207,13 +223,12 @@ std::vector<ParamSpec> lora_unit_specs(const ModelConfig& c, const LoraOptions& 
     if (!is_bias(s.field)) continue;
     const bool packed = i > 0 && block[i - 1].field == s.field;
     if (lora.bias == LoraBias::LoraOnly && !is_adapted(module_of(s.name))) {
-      // One view per field is trained or not: a packed field's tensors go together.
+      // Not trained. Kept as a held copy when another tensor packed in its field is trained:
+      // the block reads the field as one view (lora_held_copy).
+      bool sibling_adapted = false;
       for (const ParamSpec& o : block)
-        if (o.field == s.field && is_adapted(module_of(o.name)))
-          ZT_THROW_INPUT("lora.bias: lora_only trains ", field_name(s.field), " as one tensor, but target_modules ",
-                         "adapts only some of the modules packed in it (", o.name, " but not ", s.name,
-                         "); target all of them or none, or use bias all / none");
-      continue;
+        sibling_adapted = sibling_adapted || (o.field == s.field && is_adapted(module_of(o.name)));
+      if (!sibling_adapted) continue;
     }
     specs.push_back(trained_copy(s, packed));
   }
@@ -267,6 +282,10 @@ bool is_trained_base_copy(const ParamSpec& spec) {
   return is_bias(spec.field) || spec.field == Field::LmHead || spec.field == Field::TokenEmbedding;
 }
 
+bool lora_held_copy(const Unit& unit, const ParamSpec& spec, LoraBias bias) {
+  return bias == LoraBias::LoraOnly && is_bias(spec.field) && !wrapped_by_adapter(unit, spec.name);
+}
+
 bool wrapped_by_adapter(const Unit& unit, const std::string& hf_name) {
   const std::string a = module_of(hf_name) + ".lora_A.weight";
   return std::any_of(unit.params().begin(), unit.params().end(), [&](const ParamEntry& e) { return e.name() == a; });
@@ -318,6 +337,14 @@ BlockLora block_lora(const LoraOptions& options, const ModelConfig& c, const Uni
   }
   out.trained_values = lora_trained_weights(unit, Storage::Values);
   out.trained_grads = lora_trained_weights(unit, Storage::Grads);
+  // The held copies' rows in their packed field (copies of a field are back to back).
+  std::vector<int64_t> next_row(kFieldCount, 0);
+  for (const ParamEntry& e : unit.params()) {
+    if (!is_bias(e.spec.field)) continue;
+    int64_t& row = next_row[static_cast<size_t>(e.spec.field)];
+    if (lora_held_copy(unit, e.spec, options.bias)) out.held.push_back({e.spec.field, row, e.spec.shape[0]});
+    row += e.spec.shape[0];
+  }
   return out;
 }
 
@@ -381,6 +408,11 @@ void lora_backward(const BlockLora& lora, int layer, Field field, const Tensor& 
     ops::dropout_backward(dxd, dxd, p, adapter_rng(lora, layer, i));
     ops::add_inplace(as_rows(dx, in_features), dxd);
   }
+  // The held copies packed in this linear's bias (its gradient is written by now): no
+  // gradient, so the optimizer leaves them at the base's values (no decay on biases).
+  for (const HeldRows& h : lora.held)
+    if (linear_of_bias(h.bias) == field && lora.trained_grads[h.bias].has_data())
+      lora.trained_grads[h.bias].narrow(0, h.row_begin, h.rows).zero();
 }
 
 }  // namespace zt::model

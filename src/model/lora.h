@@ -92,9 +92,8 @@ std::vector<std::string> adapter_module_names(const ModelConfig& config);
 // The unit "lora.<layer>": per target "<module>.lora_A.weight" [r, in] and
 // "<module>.lora_B.weight" [rows, r] (PEFT's names without "base_model.model."), then the
 // block's trained biases (bias all / lora_only) under the base's HF names and fields: a
-// trainable copy the block reads instead of the frozen base's (lora_trained_weights).
-// BadInput for lora_only on a packed bias field (Qwen2's q/k/v) whose modules are only
-// partly targeted (one field view is trained or not).
+// trainable copy the block reads instead of the frozen base's (lora_trained_weights); with
+// lora_only, a packed bias field's other tensors as held copies (lora_held_copy).
 std::vector<ParamSpec> lora_unit_specs(const ModelConfig& config, const LoraOptions& lora, int64_t layer);
 std::string lora_unit_name(int64_t layer);
 // With bias all on a model whose final norm has a bias (GPT-2's ln_f.bias): the unit
@@ -120,6 +119,11 @@ bool is_lora_unit(const Unit& unit);
 // Whether a spec of an adapter unit is a trained copy of a base tensor (a bias, a module of
 // modules_to_save), not A/B.
 bool is_trained_base_copy(const ParamSpec& spec);
+// Whether a copy in `unit` is held rather than trained: bias lora_only, a bias no adapter
+// wraps, kept because another tensor packed in its field is trained (Qwen2's q/k/v biases
+// with k_proj adapted alone: the block reads [q; k; v] as one view). It gets no gradient,
+// stays at the base's values and is not saved (PEFT trains only the adapted layers' biases).
+bool lora_held_copy(const Unit& unit, const ParamSpec& spec, LoraBias bias);
 // Whether `hf_name` (a trained bias) belongs to a linear the adapters of `unit` wrap (PEFT
 // then names it "<module>.base_layer.bias").
 bool wrapped_by_adapter(const Unit& unit, const std::string& hf_name);
@@ -145,11 +149,18 @@ struct LoraScratch {
   Tensor h, dh;    // activation dtype: [N * r]
 };
 
+// Rows [row_begin, row_begin + rows) of a bias field's trained view that a held copy covers.
+struct HeldRows {
+  Field bias = Field::QkvBias;
+  int64_t row_begin = 0, rows = 0;
+};
+
 // The adapters of one block for block_forward/backward (model/block.h).
 struct BlockLora {
   const LoraOptions* options = nullptr;
   std::vector<AdapterViews> adapters;
   UnitWeights trained_values, trained_grads;  // the block's trained biases (lora_trained_weights)
+  std::vector<HeldRows> held;                 // their held copies' rows: gradients zeroed (lora_held_copy)
   LoraScratch scratch;
   uint64_t seed = 0, step = 0;  // dropout masks: (seed, step, layer, adapter)
   bool train = true;            // false: no dropout (evaluation)

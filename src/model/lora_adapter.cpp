@@ -52,14 +52,16 @@ std::string peft_base_key(const std::string& hf_name, bool wrapped) {
 LoraAdapter load_lora_adapter(const std::string& dir, const ModelConfig& base) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
-    ZT_THROW_INPUT(dir, ": not an adapter folder (PEFT's save_pretrained writes a folder with adapter_config.json "
-                        "and adapter_model.safetensors)");
+    ZT_THROW_INPUT(dir,
+                   ": not an adapter folder (PEFT's save_pretrained writes a folder with adapter_config.json "
+                   "and adapter_model.safetensors)");
   const std::string weights = dir + "/adapter_model.safetensors";
   if (!fs::is_regular_file(weights, ec)) {
     if (fs::is_regular_file(dir + "/adapter_model.bin", ec))
-      ZT_THROW_INPUT(dir, ": has adapter_model.bin only (a pickle, which zerotrain does not read); save it with "
-                          "safe_serialization=True, or convert: safetensors.torch.save_file(torch.load(...), "
-                          "'adapter_model.safetensors')");
+      ZT_THROW_INPUT(dir,
+                     ": has adapter_model.bin only (a pickle, which zerotrain does not read); save it with "
+                     "safe_serialization=True, or convert: safetensors.torch.save_file(torch.load(...), "
+                     "'adapter_model.safetensors')");
     ZT_THROW_INPUT(weights, ": missing; a PEFT adapter folder holds adapter_model.safetensors");
   }
   LoraAdapter adapter;
@@ -83,8 +85,9 @@ LoraAdapter load_lora_adapter(const std::string& dir, const ModelConfig& base) {
   const int64_t r = adapter.config.r;
   for (const std::string& key : file.names()) {
     if (key.find("lora_magnitude_vector") != std::string::npos || key.find("lora_embedding_") != std::string::npos)
-      ZT_THROW_UNSUPPORTED(weights, ": tensor ", key, " belongs to a LoRA variant zerotrain does not implement "
-                                    "(DoRA or LoRA on embeddings)");
+      ZT_THROW_UNSUPPORTED(weights, ": tensor ", key,
+                           " belongs to a LoRA variant zerotrain does not implement "
+                           "(DoRA or LoRA on embeddings)");
     const auto it = expected.find(key);
     if (it != expected.end()) {
       LoraFactors& f = adapter.factors[it->second.first];
@@ -92,8 +95,8 @@ LoraAdapter load_lora_adapter(const std::string& dir, const ModelConfig& base) {
       const Shape want = is_a ? Shape{r, f.module.in_features} : Shape{f.module.out_features(), r};
       if (file.info(key).shape != want)
         ZT_THROW_INPUT(weights, ": tensor ", key, " has shape ", shape_text(file.info(key).shape), ", expected ",
-                       shape_text(want), " (r = ", r, " from adapter_config.json and the base's ",
-                       f.module.name, "); is the adapter for another base model?");
+                       shape_text(want), " (r = ", r, " from adapter_config.json and the base's ", f.module.name,
+                       "); is the adapter for another base model?");
       (is_a ? f.a : f.b) = read_f32(file, key);
       continue;
     }
@@ -121,19 +124,22 @@ void save_lora_adapter(const ParameterRegistry& registry, const ModelConfig& bas
   // PEFT corrects the flag to the base's layout (with a warning) when it wraps the layers.
   config.fan_in_fan_out = base.family == Family::GPT2;
   std::vector<TokenizerFiles> tokenizers;  // resolved first: a broken one fails before writing
-  for (const std::string& t : tokenizer_files) tokenizers.push_back(tokenizer_files_for(t, base.max_position_embeddings));
+  for (const std::string& t : tokenizer_files)
+    tokenizers.push_back(tokenizer_files_for(t, base.max_position_embeddings));
 
   std::vector<io::TensorSource> tensors;
   for (const auto& unit : registry.units()) {
     if (!is_lora_unit(*unit)) continue;
     ZT_CHECK(unit->has_params(), "save_lora_adapter: the parameters of unit ", unit->name(), " are not in place");
     for (const ParamEntry& e : unit->params()) {
+      if (lora_held_copy(*unit, e.spec, config.bias)) continue;  // not trained: PEFT has no such key
       // A trained head copy: its file rows (without the vocabulary padding).
       const Tensor value = is_trained_base_copy(e.spec) ? e.value.narrow(0, 0, e.spec.hf_shape[0]) : e.value;
       // The unit's names are PEFT's without its prefix (lora_unit_specs); a trained bias is
       // the base's tensor, under ".base_layer" when an adapter wraps its linear.
-      const std::string key = is_trained_base_copy(e.spec) ? peft_base_key(e.name(), wrapped_by_adapter(*unit, e.name()))
-                                                           : kPeftKeyPrefix + e.name();
+      const std::string key = is_trained_base_copy(e.spec)
+                                  ? peft_base_key(e.name(), wrapped_by_adapter(*unit, e.name()))
+                                  : kPeftKeyPrefix + e.name();
       tensors.push_back({key, DType::F32, value.shape(), [value](void* dst) {
                            OwnedTensor host(value.shape(), value.dtype());
                            ops::copy(host, value);  // from the device when it lives there
@@ -150,7 +156,8 @@ void save_lora_adapter(const ParameterRegistry& registry, const ModelConfig& bas
     for (const auto& [src, name] : t.copies) io::copy_file_atomic(src, staging.file(name));
     for (const auto& [name, text] : t.written)
       io::write_file_atomic(staging.file(name), [&](std::FILE* f) {
-        if (std::fwrite(text.data(), 1, text.size(), f) != text.size()) ZT_THROW_IO(staging.file(name), ": write failed");
+        if (std::fwrite(text.data(), 1, text.size(), f) != text.size())
+          ZT_THROW_IO(staging.file(name), ": write failed");
       });
   }
   staging.commit();

@@ -43,9 +43,10 @@ std::string write_tokenizer(const fs::path& dir) { return zt::testing::write_fix
 
 // small_run (6 steps, checkpoints at 3 and 6) on GPT-2 with LoRA r 4 on c_attn.
 config::TrainConfig bias_run(const fs::path& dir, const std::string& bias, std::vector<std::string> extra = {}) {
-  std::vector<std::string> a{"--model.preset", "",       "--model.path",          kGpt2,    "--model.tokenizer",
-                             write_tokenizer(dir / "tok"), "--lora.r",           "4",      "--lora.alpha",
-                             "8",              "--lora.target_modules", "c_attn", "--lora.bias", bias};
+  std::vector<std::string> a{
+      "--model.preset", "",  "--model.path", kGpt2, "--model.tokenizer",     write_tokenizer(dir / "tok"),
+      "--lora.r",       "4", "--lora.alpha", "8",   "--lora.target_modules", "c_attn",
+      "--lora.bias",    bias};
   a.insert(a.end(), extra.begin(), extra.end());
   return zt::testing::small_run(dir, a);
 }
@@ -141,8 +142,7 @@ TEST(LoraBiasTrain, TheRightBiasesTrainAndTheBaseStaysBitwise) {
 // full fine-tune's, whose gradients tests/grad checks tightly).
 TEST(LoraBiasTrain, BiasGradientsMatchFiniteDifferences) {
   const fs::path a = temp_dir("fd");
-  std::unique_ptr<train::TrainingRun> run = train::start_training_run(
-      bias_run(a, "all", {"--lora.dropout", "0"}));
+  std::unique_ptr<train::TrainingRun> run = train::start_training_run(bias_run(a, "all", {"--lora.dropout", "0"}));
   model::Transformer& m = run->model();
   m.set_mode(model::Mode::Eval);
   OwnedTensor tok({run->micro_batch, run->seq_len}, DType::I32), tgt({run->micro_batch, run->seq_len}, DType::I32);
@@ -243,9 +243,9 @@ TEST(LoraBiasTrain, PeftAdapterWithBiasesGivesPeftsLogits) {
   const io::SafetensorsReader ref(adapter + "/reference.safetensors");
   const std::vector<float> ids = ref.tensor("input_ids").to_f32_vector();
   const std::vector<float> want = ref.tensor("logits").to_f32_vector();
-  std::unique_ptr<train::TrainingRun> run = train::start_training_run(zt::testing::small_run(
-      a, {"--model.preset", "", "--model.path", kGpt2, "--model.tokenizer", write_tokenizer(a / "tok"), "--adapter",
-          adapter}));
+  std::unique_ptr<train::TrainingRun> run = train::start_training_run(
+      zt::testing::small_run(a, {"--model.preset", "", "--model.path", kGpt2, "--model.tokenizer",
+                                 write_tokenizer(a / "tok"), "--adapter", adapter}));
   model::Transformer& m = run->model();
   const io::SafetensorsReader file(adapter + "/adapter_model.safetensors");
   EXPECT_EQ(trained_copies(m.registry()).at("transformer.h.1.ln_2.bias"),
@@ -301,15 +301,54 @@ TEST(LoraBiasTrain, StageThreeTrainsAsStageZero) {
 }
 
 // lora_only on a packed bias field whose modules are only partly adapted (Qwen2's q/k/v
-// biases are one tensor here) is not implemented: exit 2 naming the setting.
-TEST(LoraBiasTrain, LoraOnlyOnAPartlyAdaptedPackedBiasExits2) {
-  const fs::path a = temp_dir("qwen2_partial");
-  const std::string e = zt::testing::input_error_of([&] {
-    train::start_training_run(zt::testing::small_run(
-        a, {"--model.preset", "", "--model.path", kData + "hf/qwen2", "--model.tokenizer", write_tokenizer(a / "tok"),
-            "--lora.r", "4", "--lora.target_modules", "k_proj", "--lora.bias", "lora_only"}));
-  });
-  EXPECT_NE(e.find("lora.bias"), std::string::npos) << e;
-  EXPECT_NE(e.find("q_proj"), std::string::npos) << e;
-  fs::remove_all(a);
+// biases are one view here, k_proj adapted alone): k's bias trains as bias all trains it (the
+// same gradient), q's and v's are held: zero gradient, the base's values after two steps, not
+// in final/ (PEFT trains and saves the adapted layers' biases only).
+TEST(LoraBiasTrain, LoraOnlyHoldsThePackedBiasesOfUnadaptedModules) {
+  const fs::path a = temp_dir("qwen2_partial"), b = temp_dir("qwen2_all");
+  const auto qwen2_run = [&](const fs::path& dir, const std::string& bias) {
+    return zt::testing::small_run(dir, {"--model.preset", "", "--model.path", kData + "hf/qwen2", "--model.tokenizer",
+                                        write_tokenizer(dir / "tok"), "--lora.r", "4", "--lora.target_modules",
+                                        "k_proj", "--lora.bias", bias, "--max_steps", "2"});
+  };
+  const std::string l0 = "model.layers.0.self_attn.";
+  std::map<std::string, std::vector<float>> grads[2];
+  for (int i = 0; i < 2; ++i) {
+    std::unique_ptr<train::TrainingRun> run = train::start_training_run(qwen2_run(i ? b : a, i ? "all" : "lora_only"));
+    OwnedTensor tok({run->micro_batch, run->seq_len}, DType::I32), tgt({run->micro_batch, run->seq_len}, DType::I32);
+    train::OptimizerStep step(*run);
+    train::OptimizerStep::MicroBatch micro = step.micro_batch();
+    run->loader->next(tok, tgt);
+    micro.forward_backward(tok, tgt);
+    for (const auto& u : run->model().registry().units())
+      if (model::is_lora_unit(*u) && u->has_grads())
+        for (const model::ParamEntry& e : u->params())
+          if (model::is_trained_base_copy(e.spec)) grads[i][e.name()] = e.grad.to_f32_vector();
+  }
+  ASSERT_TRUE(grads[0].count(l0 + "k_proj.bias"));
+  EXPECT_EQ(grads[0][l0 + "k_proj.bias"], grads[1][l0 + "k_proj.bias"]);  // trained as bias all trains it
+  for (const char* held : {"q_proj.bias", "v_proj.bias"}) {
+    ASSERT_TRUE(grads[0].count(l0 + held)) << held;
+    const std::vector<float>& g = grads[0][l0 + held];
+    EXPECT_TRUE(std::all_of(g.begin(), g.end(), [](float x) { return x == 0.0f; })) << held;
+    const std::vector<float>& trained = grads[1][l0 + held];
+    EXPECT_TRUE(std::any_of(trained.begin(), trained.end(), [](float x) { return x != 0.0f; })) << held;
+  }
+
+  const fs::path c = temp_dir("qwen2_partial_run");
+  std::unique_ptr<train::TrainingRun> run = train::start_training_run(qwen2_run(c, "lora_only"));
+  model::ParameterRegistry& reg = run->model().registry();
+  const std::map<std::string, std::vector<float>> start = trained_copies(reg);
+  run_steps(*run, 2);
+  const std::map<std::string, std::vector<float>> after = trained_copies(reg);
+  EXPECT_NE(after.at(l0 + "k_proj.bias"), start.at(l0 + "k_proj.bias"));
+  EXPECT_EQ(after.at(l0 + "q_proj.bias"), base_value(reg, l0 + "q_proj.bias"));
+  EXPECT_EQ(after.at(l0 + "v_proj.bias"), base_value(reg, l0 + "v_proj.bias"));
+  run.reset();
+  const train::TrainResult r = train::run_training(qwen2_run(c / "final_run", "lora_only"));
+  const io::SafetensorsReader file((fs::path(r.final_model_dir) / "adapter_model.safetensors").string());
+  EXPECT_TRUE(file.contains("base_model.model." + l0 + "k_proj.base_layer.bias"));
+  for (const std::string& n : file.names()) EXPECT_EQ(n.find("q_proj.bias"), std::string::npos) << n;
+  for (const std::string& n : file.names()) EXPECT_EQ(n.find("v_proj.bias"), std::string::npos) << n;
+  for (const fs::path& d : {a, b, c}) fs::remove_all(d);
 }
