@@ -2,7 +2,8 @@
 // GPT-2 with bias all (the trained biases filled on the host from the base's files, copied
 // to the device, read by the block and the final norm) and Llama-3 with modules_to_save
 // [lm_head] (the head's copy read by the loss), GPT-2 with copies of its tied wte and lm_head
-// and Llama-3 with embed_tokens' copy train as the same runs on the CPU (f32: the
+// Llama-3 with embed_tokens' copy and Qwen2 with lora_only on k_proj alone (q/v biases held)
+// train as the same runs on the CPU (f32: the
 // same losses up to the kernels' summation order), and at ZeRO-3 on one GPU
 // (ZT_ZERO_KEEP_STAGE=1: the copies' slices filled on the device) as at stage 0.
 #include <gtest/gtest.h>
@@ -67,6 +68,8 @@ TEST(CudaLoraCopies, TrainedCopiesTrainAsOnTheCpu) {
       {"gpt2_tied_copies",
        "gpt2",
        {"--lora.target_modules", "c_attn", "--lora.modules_to_save", "[\"wte\", \"lm_head\"]"}},
+      // k_proj's bias trained, q's and v's held (their gradient rows zeroed on the device)
+      {"qwen2_lora_only_k", "qwen2", {"--lora.target_modules", "k_proj", "--lora.bias", "lora_only"}},
       {"llama3_embed_tokens",
        "llama3",
        {"--lora.target_modules", "q_proj", "--lora.modules_to_save", "[\"embed_tokens\"]"}}};
