@@ -17,6 +17,9 @@
 // gather_rows (out (=) table[ids], ids i32 of N elements) is the exception: its ids are
 // trusted (internal position ids), so neither backend reports a bad one and the CUDA
 // kernel has no flag and no host wait. A bad id's row is left unwritten, never read.
+// scatter_add_rows (dtable[ids[i]] (+=) rows[i], its mirror for the backward) likewise:
+// embedding_backward's dwte code without the check (the same grouped, deterministic sums);
+// a bad id's row is skipped, nothing is written outside dtable.
 #pragma once
 #include <cstdint>
 
@@ -37,7 +40,8 @@ struct TokenCheck {
   K(TokenCheck, embedding_forward, (const Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe)) \
   K(TokenCheck, embedding_backward,                                                                                 \
     (const Tensor& dwte, const Tensor& dwpe, const Tensor& dout, const Tensor& tokens))                             \
-  K(void, gather_rows, (const Tensor& out, const Tensor& table, const Tensor& ids))
+  K(void, gather_rows, (const Tensor& out, const Tensor& table, const Tensor& ids))                                 \
+  K(void, scatter_add_rows, (const Tensor& dtable, const Tensor& rows, const Tensor& ids))
 
 namespace zt::cpu {
 ZT_EMBEDDING_KERNELS(ZT_DECLARE_KERNEL)

@@ -216,7 +216,11 @@ void embed_backward(const ModelConfig& c, const UnitWeights& g, const Tensor& dx
     return;
   }
   ops::embedding_backward(g[F::TokenEmbedding], Tensor(), dx, tokens);
-  ops::embedding_backward(g[F::PositionEmbedding], Tensor(), dx, positions);  // dwpe[positions[b, t]] += dx[b, t]
+  // dwpe[positions[b, t]] += dx[b, t]. The position ids are ours (set_packed_samples, from
+  // segment starts checked on the host: each in [0, T)), so the scatter is the unchecked one
+  // (no host wait on CUDA; the same sums as embedding_backward's); the token ids above keep
+  // their check. A frozen wpe has no gradient (nothing to add).
+  if (g[F::PositionEmbedding].has_data()) ops::scatter_add_rows(g[F::PositionEmbedding], dx, positions);
 }
 
 void make_token_rope_table(ops::RopeTable& out, const ops::RopeTable& table, const Tensor& positions) {

@@ -4,8 +4,8 @@
 // tokens: contiguous i32 [B, T]; wte [V, C] and wpe [P >= T, C] share one floating dtype;
 // dwte/dwpe share one floating dtype (normally the weights'). out/dout: f32 [B, T, C]
 // (on CUDA also bf16). Token ids are checked where they live: on the host here, on the
-// device by the CUDA kernels (which report the first bad one back). gather_rows' ids are
-// trusted and not checked at all.
+// device by the CUDA kernels (which report the first bad one back). gather_rows' and
+// scatter_add_rows' ids are trusted and not checked at all.
 #include "ops/embedding.h"
 
 #include "backend/embedding_kernels.h"
@@ -93,6 +93,24 @@ void gather_rows(const Tensor& out, const Tensor& table, const Tensor& ids) {
   if (N == 0 || C == 0) return;
   const Device dev = common_device("gather_rows", {&out, &table, &ids});
   ZT_RUN_KERNEL("gather_rows", dev, gather_rows(out, table, ids));
+}
+
+// As gather_rows: host-known facts only (dtypes, shapes, devices); the ids are trusted.
+void scatter_add_rows(const Tensor& dtable, const Tensor& rows, const Tensor& ids) {
+  ZT_CHECK(ids.dtype() == DType::I32 && ids.is_contiguous(),
+           "scatter_add_rows: ids must be a contiguous i32 tensor, got ", dtype_name(ids.dtype()), " ",
+           shape_str(ids.shape()));
+  ZT_CHECK(dtable.dim() == 2 && dtable.is_contiguous() && is_floating(dtable.dtype()),
+           "scatter_add_rows: dtable must be a contiguous floating [R, C] tensor, got ", dtype_name(dtable.dtype()),
+           " ", shape_str(dtable.shape()));
+  const int64_t N = ids.numel(), C = dtable.size(1);
+  ZT_CHECK(is_activation_dtype(rows) && rows.is_contiguous() && rows.dim() >= 1 && rows.size(-1) == C &&
+               rows.numel() == N * C,
+           "scatter_add_rows: rows must be a contiguous f32 (or, on CUDA, bf16/f16) tensor of ", N, " rows of ", C,
+           ", got ", dtype_name(rows.dtype()), " ", shape_str(rows.shape()));
+  if (N == 0 || C == 0) return;
+  const Device dev = common_device("scatter_add_rows", {&dtable, &rows, &ids});
+  ZT_RUN_KERNEL("scatter_add_rows", dev, scatter_add_rows(dtable, rows, ids));
 }
 
 }  // namespace zt::ops

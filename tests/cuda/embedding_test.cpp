@@ -4,7 +4,8 @@
 // (16-bit sort keys), odd widths and N = 1; out-of-range ids are BadInput naming the first
 // bad id and leave the gradients untouched; run-to-run determinism. gather_rows (the packed
 // path's unchecked gather of position ids) matches the CPU and queues its work without
-// waiting for the device.
+// waiting for the device; so does scatter_add_rows (its mirror, dwpe by position id), which
+// also gives embedding_backward's dwte bits and drops out-of-range ids' rows.
 //
 // Tolerances, as max|gpu - cpu| / max|cpu|: the GPU sums in the CPU's order (rows of one
 // token in ascending position, then one add into the gradient), so f32 results should be
@@ -344,6 +345,108 @@ TEST(CudaGatherRows, DoesNotWaitForTheDevice) {
   OwnedTensor out_c({1, N, C}, DType::F32);
   zt::ops::gather_rows(out_c, table.cpu, ids_h);
   expect_close(out_g, out_c, 0.0, "gather after the adds");  // to_host waits for everything
+  const OwnedTensor acc_h = to_host(acc);
+  EXPECT_EQ(acc_h->get_f32(0), static_cast<float>(kAdds));
+  EXPECT_EQ(acc_h->get_f32(n - 1), static_cast<float>(kAdds));
+}
+
+// scatter_add_rows against the CPU into pre-filled tables: f32/bf16/f16 rows and tables, [B, T]
+// and flat ids (repeats, both ends of the table, few distinct ids), vector and scalar widths;
+// and the same bytes as the checked embedding_backward on the GPU (the same kernels and sums).
+TEST(CudaScatterAddRows, MatchesCpuAndEmbeddingBackward) {
+  ZT_REQUIRE_GPU();
+  struct Case {
+    int64_t B, T, R, C;
+    DType act, table;
+    uint32_t distinct;  // ids drawn from [0, distinct)
+  };
+  for (const Case k :
+       {Case{1, 1, 1, 64, DType::F32, DType::F32, 1}, Case{2, 19, 16, 13, DType::F32, DType::F32, 16},
+        Case{4, 128, 512, 64, DType::F32, DType::F32, 512}, Case{2, 150, 40, 768, DType::BF16, DType::BF16, 40},
+        Case{3, 11, 50, 9, DType::F16, DType::F32, 50}, Case{1, 64, 64, 96, DType::F32, DType::BF16, 64},
+        Case{8, 64, 64, 40, DType::F32, DType::F32, 3}}) {
+    SCOPED_TRACE("B " + std::to_string(k.B) + " T " + std::to_string(k.T) + " C " + std::to_string(k.C) + " " +
+                 zt::dtype_name(k.act) + " table " + zt::dtype_name(k.table));
+    const int64_t N = k.B * k.T;
+    std::mt19937 gen(static_cast<uint32_t>(N + k.C));
+    std::vector<int32_t> ids(static_cast<size_t>(N));
+    for (auto& id : ids) id = static_cast<int32_t>(gen() % k.distinct);
+    ids.front() = static_cast<int32_t>(k.R - 1);
+    ids.back() = 0;
+    const OwnedTensor ids_h = host_tokens(ids, k.B, k.T);
+    const OwnedTensor ids_d = to_device(ids_h);
+    const Input rows = input(randn(static_cast<size_t>(N * k.C), 51), {k.B, k.T, k.C}, k.act, DType::F32);
+    const std::vector<float> init = randn(static_cast<size_t>(k.R * k.C), 52);
+    const Input dtable = input(init, {k.R, k.C}, k.table, k.table);
+    const double tol = k.table == DType::F32 ? kF32Tol : kLowPrecisionTol;
+    zt::ops::scatter_add_rows(dtable.cpu, rows.cpu, ids_h);
+    zt::ops::scatter_add_rows(dtable.gpu, rows.gpu, ids_d);
+    expect_close(dtable.gpu, dtable.cpu, tol, "[B, T] ids");
+
+    const Input checked = input(init, {k.R, k.C}, k.table, k.table);
+    zt::ops::embedding_backward(checked.gpu, Tensor{}, rows.gpu, ids_d);
+    EXPECT_EQ(bytes_of(dtable.gpu), bytes_of(checked.gpu)) << "not embedding_backward's dwte";
+
+    // Flat ids and [N, C] rows: the same result.
+    const Input flat = input(init, {k.R, k.C}, k.table, k.table);
+    zt::ops::scatter_add_rows(flat.gpu, rows.gpu->reshape({N, k.C}), ids_d->reshape({N}));
+    EXPECT_EQ(bytes_of(flat.gpu), bytes_of(dtable.gpu)) << "flat ids";
+  }
+}
+
+// Trusted ids are not checked: bad ones (a caller's bug; here also ids whose low bits equal
+// a valid id's, which must not split its group) are no error, their rows are dropped as on
+// the CPU, and nothing outside the table changes (guard rows around a view of a bigger
+// buffer).
+TEST(CudaScatterAddRows, OutOfRangeIdsAreDropped) {
+  ZT_REQUIRE_GPU();
+  const int64_t R = 5, C = 16, N = 12;
+  const std::vector<int32_t> ids = {1, 5, 1, -1, 9, 1, 3, 2147483647, 1, 13, 0, -8};
+  const OwnedTensor ids_h = host_tokens(ids, 1, N);
+  const Input rows = input(randn(N * C, 53), {1, N, C}, DType::F32, DType::F32);
+  const std::vector<float> init = randn((R + 2) * C, 54);  // one guard row either side
+  const OwnedTensor buf = to_device(make(init, {R + 2, C}));
+  const Tensor dtable_g(static_cast<float*>(buf->data()) + C, {R, C}, DType::F32, Device::cuda());
+  OwnedTensor dtable_c = make(std::vector<float>(init.begin() + C, init.end() - C), {R, C});
+  EXPECT_NO_THROW(zt::ops::scatter_add_rows(dtable_g, rows.gpu, to_device(ids_h)));
+  zt::ops::scatter_add_rows(dtable_c, rows.cpu, ids_h);
+  expect_close(dtable_g, dtable_c, 0.0, "valid rows");
+  const std::vector<float> after = to_host(buf)->to_f32_vector();
+  for (int64_t c = 0; c < C; ++c) {
+    EXPECT_EQ(after[static_cast<size_t>(c)], init[static_cast<size_t>(c)]) << "guard row before, channel " << c;
+    const size_t last = static_cast<size_t>((R + 1) * C + c);
+    EXPECT_EQ(after[last], init[last]) << "guard row after, channel " << c;
+  }
+}
+
+// No host wait, as CudaGatherRows.DoesNotWaitForTheDevice: with ~100 ms of adds queued,
+// scatter_add_rows returns before they finish. A first call beforehand puts its scratch
+// (sort buffers) in the caching allocator, so the timed call allocates nothing new.
+TEST(CudaScatterAddRows, DoesNotWaitForTheDevice) {
+  ZT_REQUIRE_GPU();
+  const int64_t n = int64_t{1} << 26, R = 64, C = 128, N = 4096;  // 256 MiB per big f32 tensor
+  OwnedTensor acc = OwnedTensor::zeros({n}, DType::F32, Device::cuda());
+  OwnedTensor one = to_device(make(std::vector<float>(static_cast<size_t>(n), 1.0f), {n}));
+  std::vector<int32_t> ids(static_cast<size_t>(N));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 5) % R);
+  const OwnedTensor ids_h = host_tokens(ids, 1, N);
+  const OwnedTensor ids_d = to_device(ids_h);
+  const Input rows = input(randn(static_cast<size_t>(N * C), 55), {1, N, C}, DType::F32, DType::F32);
+  const Input dtable = input(randn(static_cast<size_t>(R * C), 56), {R, C}, DType::F32, DType::F32);
+  OwnedTensor warm = OwnedTensor::zeros({R, C}, DType::F32, Device::cuda());
+  zt::ops::scatter_add_rows(warm, rows.gpu, ids_d);
+  zt::cuda::CopyStream marker_stream;
+  zt::cuda::synchronize();
+
+  constexpr int kAdds = 200;  // ~0.75 GiB of traffic each: ~50 ms or more on an H100/H200
+  for (int i = 0; i < kAdds; ++i) zt::ops::add(acc, acc, one);
+  marker_stream.wait_for_compute();
+  const zt::cuda::CopyEvent adds_done = marker_stream.record();
+  zt::ops::scatter_add_rows(dtable.gpu, rows.gpu, ids_d);
+  EXPECT_FALSE(adds_done.done()) << "scatter_add_rows waited for the work queued before it";
+
+  zt::ops::scatter_add_rows(dtable.cpu, rows.cpu, ids_h);
+  expect_close(dtable.gpu, dtable.cpu, kF32Tol, "scatter after the adds");  // to_host waits for everything
   const OwnedTensor acc_h = to_host(acc);
   EXPECT_EQ(acc_h->get_f32(0), static_cast<float>(kAdds));
   EXPECT_EQ(acc_h->get_f32(n - 1), static_cast<float>(kAdds));

@@ -1,6 +1,7 @@
-// CUDA token + position embedding and the trusted row gather (see backend/embedding_kernels.h).
+// CUDA token + position embedding and the trusted row gather / scatter-add (see
+// backend/embedding_kernels.h).
 //
-// Accumulation rule: out (=); dwte (+=), dwpe (+=).
+// Accumulation rule: out (=); dwte (+=), dwpe (+=); scatter_add_rows: dtable (+=).
 //
 // Forward: one thread per 8 channels of one output row (16-byte loads/stores when C % 8 == 0
 // and the pointers are aligned; one channel per thread otherwise), grid-stride. The same
@@ -19,6 +20,10 @@
 // Backward, dwpe: one thread per (position, 8 channels) sums the B rows in batch order.
 // When an id is bad (checked before anything is written), neither gradient is touched:
 // the gradient kernels read the device flag and return.
+// scatter_add_rows is the dwte path with no flag (trusted ids: nothing to read back, no host
+// wait), so it is deterministic and sums exactly as dwte does. Its sort keys are the ids with
+// any bad one (a caller's bug) replaced by R, the table's rows: bad rows sort after every valid
+// group, cannot split one, and the group kernel skips keys >= R (nothing written outside).
 #include <cub/device/device_radix_sort.cuh>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -78,25 +83,31 @@ __global__ void embedding_forward_kernel(A* __restrict__ out, const int32_t* __r
   }
 }
 
-// rows[i] = i (the sort's values), and the first bad id's position into first_bad.
+// rows[i] = i (the sort's values). Checked (first_bad set): the first bad id's position into
+// first_bad. Trusted (keys set): keys[i] = the id, or vocab for a bad one.
 __global__ void check_and_index_kernel(const int32_t* __restrict__ tokens, int64_t N, int64_t vocab,
-                                       int32_t* __restrict__ rows, unsigned long long* __restrict__ first_bad) {
+                                       int32_t* __restrict__ rows, unsigned long long* __restrict__ first_bad,
+                                       uint32_t* __restrict__ keys) {
   for (int64_t i = thread_index(); i < N; i += grid_stride()) {
     rows[i] = static_cast<int32_t>(i);
     const int32_t tok = tokens[i];
-    if (tok < 0 || tok >= vocab) atomicMin(first_bad, static_cast<unsigned long long>(i));
+    const bool bad = tok < 0 || tok >= vocab;
+    if (bad && first_bad) atomicMin(first_bad, static_cast<unsigned long long>(i));
+    if (keys) keys[i] = bad ? static_cast<uint32_t>(vocab) : static_cast<uint32_t>(tok);
   }
 }
 
 // Block (k, channel block): when sorted position k starts a group of equal tokens, sums the
 // group's dout rows (ascending row order: the sort is stable) and adds the sum to dwte.
+// first_bad is null for scatter_add_rows' trusted ids; keys >= vocab (its bad ids) are skipped.
 template <int V, class A, class G>
 __global__ void embedding_wte_grad_kernel(G* __restrict__ dwte, const A* __restrict__ dout,
                                           const uint32_t* __restrict__ keys, const int32_t* __restrict__ rows, int N,
-                                          int C, const unsigned long long* __restrict__ first_bad) {
-  if (*first_bad != kNoBadToken) return;
+                                          int C, int64_t vocab, const unsigned long long* __restrict__ first_bad) {
+  if (first_bad && *first_bad != kNoBadToken) return;
   const int k = blockIdx.x;
   const uint32_t tok = keys[k];
+  if (tok >= vocab) return;                 // a trusted id outside the table
   if (k > 0 && keys[k - 1] == tok) return;  // not the first of its group
   const int c = (blockIdx.y * kGroupThreads + threadIdx.x) * V;
   if (c >= C) return;
@@ -230,23 +241,28 @@ void launch_forward(const Tensor& out, const int32_t* tok, const Tensor& wte, co
   });
 }
 
+// first_bad null: scatter_add_rows' trusted ids (no check; bad ids sort last and are skipped).
 template <class A, class G>
 void wte_grad(G* dwte, const A* dout, const int32_t* tokens, int64_t vocab, int N, int C, unsigned long long* first_bad,
               cudaStream_t stream) {
-  // Sort (token, row) pairs by token. The ids are read as unsigned keys: valid ids are
-  // non-negative; with a bad id the order is meaningless, but then nothing is written.
+  // Sort (token, row) pairs by token. Checked: the ids are read as unsigned keys (valid ids
+  // are non-negative; with a bad id the order is meaningless, but then nothing is written).
+  // Trusted: keys made by check_and_index_kernel, a bad id as vocab (one more key value).
+  const bool trusted = first_bad == nullptr;
   Buffer rows_in(static_cast<size_t>(N) * sizeof(int32_t), Device::cuda());
   Buffer rows_out(static_cast<size_t>(N) * sizeof(int32_t), Device::cuda());
   Buffer keys_out(static_cast<size_t>(N) * sizeof(uint32_t), Device::cuda());
+  Buffer keys_in = trusted ? Buffer(static_cast<size_t>(N) * sizeof(uint32_t), Device::cuda()) : Buffer();
   int32_t* rin = static_cast<int32_t*>(rows_in.data());
   int32_t* rout = static_cast<int32_t*>(rows_out.data());
   uint32_t* kout = static_cast<uint32_t*>(keys_out.data());
-  const uint32_t* kin = reinterpret_cast<const uint32_t*>(tokens);
+  uint32_t* kmade = static_cast<uint32_t*>(keys_in.data());
+  const uint32_t* kin = trusted ? kmade : reinterpret_cast<const uint32_t*>(tokens);
 
-  check_and_index_kernel<<<blocks_for(N, kThreads), kThreads, 0, stream>>>(tokens, N, vocab, rin, first_bad);
+  check_and_index_kernel<<<blocks_for(N, kThreads), kThreads, 0, stream>>>(tokens, N, vocab, rin, first_bad, kmade);
   ZT_CUDA_CHECK_LAST();
 
-  const int end_bit = key_bits(vocab);
+  const int end_bit = key_bits(trusted ? vocab + 1 : vocab);
   size_t temp_bytes = 0;
   ZT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, kin, kout, rin, rout, N, 0, end_bit, stream));
   // Never a null pointer: CUB would take that for another size query.
@@ -259,9 +275,9 @@ void wte_grad(G* dwte, const A* dout, const int32_t* tokens, int64_t vocab, int 
       static_cast<unsigned>((C + kGroupThreads * per_thread - 1) / (kGroupThreads * per_thread));
   const dim3 grid(static_cast<unsigned>(N), channel_blocks);
   if (vec) {
-    embedding_wte_grad_kernel<kVec><<<grid, kGroupThreads, 0, stream>>>(dwte, dout, kout, rout, N, C, first_bad);
+    embedding_wte_grad_kernel<kVec><<<grid, kGroupThreads, 0, stream>>>(dwte, dout, kout, rout, N, C, vocab, first_bad);
   } else {
-    embedding_wte_grad_kernel<1><<<grid, kGroupThreads, 0, stream>>>(dwte, dout, kout, rout, N, C, first_bad);
+    embedding_wte_grad_kernel<1><<<grid, kGroupThreads, 0, stream>>>(dwte, dout, kout, rout, N, C, vocab, first_bad);
   }
   ZT_CUDA_CHECK_LAST();
   // The scratch buffers go back to the stream-ordered cache: safe without a sync.
@@ -326,6 +342,26 @@ TokenCheck embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tens
     });
   });
   return has_wte ? read_flag(flag, tok, stream) : TokenCheck{};
+}
+
+// The dwte path of embedding_backward with no flag: nothing to read back, no host wait; the
+// same deterministic grouped sums (see the top of this file).
+void scatter_add_rows(const Tensor& dtable, const Tensor& rows, const Tensor& ids) {
+  const int64_t N = ids.numel();
+  const int C = checked_channels("cuda::scatter_add_rows", dtable.size(1));
+  if (N == 0 || C == 0) return;
+  ZT_CHECK(N <= INT_MAX, "cuda::scatter_add_rows: ", N, " ids is too many for one call (at most ", INT_MAX, ")");
+  const int64_t R = dtable.size(0);
+  ZT_CHECK(R < (int64_t{1} << 32) - 1, "cuda::scatter_add_rows: ", R, " rows is too many for 32-bit sort keys");
+  cudaStream_t stream = compute_stream();
+  dispatch_activation(rows.dtype(), [&](auto at) {
+    dispatch_param(dtable.dtype(), [&](auto gt) {
+      using A = typename decltype(at)::type;
+      using G = typename decltype(gt)::type;
+      wte_grad(dtable.storage_as<G>(), rows.storage_as<const A>(), ids.storage_as<const int32_t>(), R,
+               static_cast<int>(N), C, /*first_bad=*/nullptr, stream);
+    });
+  });
 }
 
 }  // namespace zt::cuda
