@@ -361,7 +361,7 @@ TEST(LoraTrain, OffloadTrainsAsThePlainRun) {
 TEST(LoraTrain, WhatLoraTrainingDoesNotImplementExits2NamingTheSetting) {
   const fs::path a = temp_dir("refusals");
   const auto load = [&](std::vector<std::string> extra) { return lora_run(a, std::move(extra)); };
-  std::string e = input_error_of([&] { train::start_training_run(load({"--lora.modules_to_save", "[\"embed_tokens\"]"})); });
+  std::string e = input_error_of([&] { train::start_training_run(load({"--lora.modules_to_save", "[\"norm\"]"})); });
   EXPECT_NE(e.find("lora.modules_to_save"), std::string::npos) << e;
   e = input_error_of([&] { load({"--lora.alpha", "8", "--lora.lora_alpha", "16"}); });
   EXPECT_NE(e.find("same setting"), std::string::npos) << e;
