@@ -16,6 +16,7 @@
 
 #include "common/fixture_tokenizer.h"
 #include "common/input_error.h"
+#include "common/run_steps.h"
 #include "common/small_run.h"
 #include "common/temp_dir.h"
 #include "io/bpe_trainer.h"
@@ -49,19 +50,6 @@ config::TrainConfig bias_run(const fs::path& dir, const std::string& bias, std::
       "--lora.bias",    bias};
   a.insert(a.end(), extra.begin(), extra.end());
   return zt::testing::small_run(dir, a);
-}
-
-void run_steps(train::TrainingRun& run, int steps) {
-  OwnedTensor tok({run.micro_batch, run.seq_len}, DType::I32), tgt({run.micro_batch, run.seq_len}, DType::I32);
-  for (int s = 0; s < steps; ++s) {
-    train::OptimizerStep step(run);
-    for (int64_t m = 0; m < run.grad_accum; ++m) {
-      train::OptimizerStep::MicroBatch micro = step.micro_batch();
-      run.loader->next(tok, tgt);
-      micro.forward_backward(tok, tgt);
-    }
-    step.finish(run.config.gradient_clipping);
-  }
 }
 
 // The base tensor named `name` (an HF name) in the frozen units.
@@ -120,7 +108,7 @@ TEST(LoraBiasTrain, TheRightBiasesTrainAndTheBaseStaysBitwise) {
     for (const auto& u : reg.units())
       if (u->frozen()) frozen_before[u->name()] = u->flat_params().to_f32_vector();
 
-    run_steps(*run, 2);
+    zt::testing::run_optimizer_steps(*run, 2);
 
     for (const auto& u : reg.units()) {
       if (u->frozen()) {
@@ -339,7 +327,7 @@ TEST(LoraBiasTrain, LoraOnlyHoldsThePackedBiasesOfUnadaptedModules) {
   std::unique_ptr<train::TrainingRun> run = train::start_training_run(qwen2_run(c, "lora_only"));
   model::ParameterRegistry& reg = run->model().registry();
   const std::map<std::string, std::vector<float>> start = trained_copies(reg);
-  run_steps(*run, 2);
+  zt::testing::run_optimizer_steps(*run, 2);
   const std::map<std::string, std::vector<float>> after = trained_copies(reg);
   EXPECT_NE(after.at(l0 + "k_proj.bias"), start.at(l0 + "k_proj.bias"));
   EXPECT_EQ(after.at(l0 + "q_proj.bias"), base_value(reg, l0 + "q_proj.bias"));

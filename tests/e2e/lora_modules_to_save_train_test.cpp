@@ -17,6 +17,7 @@
 
 #include "common/fixture_tokenizer.h"
 #include "common/input_error.h"
+#include "common/run_steps.h"
 #include "common/small_run.h"
 #include "common/temp_dir.h"
 #include "io/bpe_trainer.h"
@@ -84,16 +85,7 @@ TEST(LoraModulesToSaveTrain, TheHeadCopyTrainsAndTheBaseStaysBitwise) {
   std::map<std::string, std::vector<float>> frozen_before;
   for (const auto& u : reg.units())
     if (u->frozen()) frozen_before[u->name()] = u->flat_params().to_f32_vector();
-  OwnedTensor tok({run->micro_batch, run->seq_len}, DType::I32), tgt({run->micro_batch, run->seq_len}, DType::I32);
-  for (int s = 0; s < 2; ++s) {
-    train::OptimizerStep step(*run);
-    for (int64_t m = 0; m < run->grad_accum; ++m) {
-      train::OptimizerStep::MicroBatch micro = step.micro_batch();
-      run->loader->next(tok, tgt);
-      micro.forward_backward(tok, tgt);
-    }
-    step.finish(run->config.gradient_clipping);
-  }
+  zt::testing::run_optimizer_steps(*run, 2);
   for (const auto& u : reg.units())
     if (u->frozen()) {
       EXPECT_EQ(u->flat_params().to_f32_vector(), frozen_before[u->name()]) << u->name();
@@ -209,16 +201,7 @@ TEST(LoraModulesToSaveTrain, TiedGpt2CopiesOfWteAndHeadTrainApart) {
     const model::ModelConfig& mc = run->model().config();
     EXPECT_DOUBLE_EQ(trained.flops_per_token(mc, 32),
                      mc.flops_per_token(32, model::BaseWeights::Frozen) + 6.0 * 2048 + 2.0 * 320 * 64);
-    OwnedTensor tok({run->micro_batch, run->seq_len}, DType::I32), tgt({run->micro_batch, run->seq_len}, DType::I32);
-    for (int s = 0; s < 2; ++s) {
-      train::OptimizerStep step(*run);
-      for (int64_t m = 0; m < run->grad_accum; ++m) {
-        train::OptimizerStep::MicroBatch micro = step.micro_batch();
-        run->loader->next(tok, tgt);
-        micro.forward_backward(tok, tgt);
-      }
-      step.finish(run->config.gradient_clipping);
-    }
+    zt::testing::run_optimizer_steps(*run, 2);
     EXPECT_EQ(base_tensor(reg, "transformer.wte.weight"), base_wte);
     const std::vector<float> h = head->params().at(0).value.to_f32_vector();
     const std::vector<float> w = wte->params().at(0).value.to_f32_vector();

@@ -23,6 +23,7 @@
 #include "common/fixture_tokenizer.h"
 #include "common/input_error.h"
 #include "common/shell.h"
+#include "common/run_steps.h"
 #include "common/small_run.h"
 #include "common/temp_dir.h"
 #include "io/bpe_trainer.h"
@@ -54,10 +55,9 @@ std::string write_tokenizer(const fs::path& dir) { return zt::testing::write_fix
 // small_run (6 steps, checkpoints at 3 and 6) on the Llama-3 fixture with LoRA r 4 on
 // q_proj, v_proj (packed in the qkv field) and down_proj.
 std::vector<std::string> lora_args(const fs::path& dir, std::vector<std::string> extra = {}) {
-  std::vector<std::string> a{"--model.preset",        "",       "--model.path",  kBase,
-                             "--model.tokenizer",     write_tokenizer(dir / "tok"),
-                             "--lora.r",              "4",      "--lora.alpha",  "8",
-                             "--lora.target_modules", "q_proj,v_proj,down_proj"};
+  std::vector<std::string> a{
+      "--model.preset", "",  "--model.path", kBase, "--model.tokenizer",     write_tokenizer(dir / "tok"),
+      "--lora.r",       "4", "--lora.alpha", "8",   "--lora.target_modules", "q_proj,v_proj,down_proj"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
@@ -117,7 +117,8 @@ TEST(LoraTrain, FinalIsThePeftAdapterFolderAndCheckpointsHoldTheAdaptersOnly) {
     // Trained: B moved away from its zero init.
     const std::vector<float> b = f.b->to_f32_vector();
     EXPECT_TRUE(std::any_of(b.begin(), b.end(), [](float v) { return v != 0.0f; })) << f.module.name;
-    EXPECT_EQ(f.a->to_f32_vector(), file.tensor(model::peft_lora_key(base, f.layer, f.module.name, 'A')).to_f32_vector());
+    EXPECT_EQ(f.a->to_f32_vector(),
+              file.tensor(model::peft_lora_key(base, f.layer, f.module.name, 'A')).to_f32_vector());
   }
 
   // The checkpoint: the adapters' parameters and optimizer state, nothing of the base.
@@ -179,16 +180,7 @@ TEST(LoraTrain, TheBaseStaysBitwiseAndOnlyTheAdaptersHaveOptimizerState) {
   model::ParameterRegistry& reg = run->model().registry();
   std::map<std::string, std::vector<float>> before;
   for (const auto& u : reg.units()) before[u->name()] = u->flat_params().to_f32_vector();
-  OwnedTensor tok({run->micro_batch, run->seq_len}, DType::I32), tgt({run->micro_batch, run->seq_len}, DType::I32);
-  for (int s = 0; s < 2; ++s) {
-    train::OptimizerStep step(*run);
-    for (int64_t m = 0; m < run->grad_accum; ++m) {
-      train::OptimizerStep::MicroBatch micro = step.micro_batch();
-      run->loader->next(tok, tgt);
-      micro.forward_backward(tok, tgt);
-    }
-    step.finish(run->config.gradient_clipping);
-  }
+  zt::testing::run_optimizer_steps(*run, 2);
   int frozen = 0, adapters = 0;
   for (const auto& u : reg.units()) {
     if (u->frozen()) {
@@ -247,9 +239,9 @@ TEST(LoraTrain, PeftAdaptersGivePeftsLogits) {
     const fs::path a = temp_dir(std::string("peft_") + name);
     const std::string adapter = kData + "peft/" + name;
     const PeftReference ref(adapter);
-    config::TrainConfig c = zt::testing::small_run(
-        a, {"--model.preset", "", "--model.path", kData + "hf/" + base, "--model.tokenizer", write_tokenizer(a / "tok"),
-            "--adapter", adapter});
+    config::TrainConfig c =
+        zt::testing::small_run(a, {"--model.preset", "", "--model.path", kData + "hf/" + base, "--model.tokenizer",
+                                   write_tokenizer(a / "tok"), "--adapter", adapter});
     ASSERT_TRUE(c.lora.has_value());
     EXPECT_EQ(c.adapter, adapter);
     std::unique_ptr<train::TrainingRun> run = train::start_training_run(c);
@@ -272,9 +264,9 @@ TEST(LoraTrain, PeftAdaptersGivePeftsLogits) {
     const PeftReference ref(adapter);
     std::ofstream(a / "text.txt") << ref.text;
     const std::string dump = (a / "logits.safetensors").string();
-    const auto e = zt::testing::sh(zt::testing::zerotrain_binary() + " eval --model " + kData + "hf/" + base +
-                                   " --adapter " + adapter + " --tokenizer bytes --data " + (a / "text.txt").string() +
-                                   " --dump-logits " + dump);
+    const auto e =
+        zt::testing::sh(zt::testing::zerotrain_binary() + " eval --model " + kData + "hf/" + base + " --adapter " +
+                        adapter + " --tokenizer bytes --data " + (a / "text.txt").string() + " --dump-logits " + dump);
     ASSERT_EQ(e.rc, 0) << e.out;
     EXPECT_LE(ref.worst_diff(io::SafetensorsReader(dump).tensor("logits.0").to_f32_vector()), ref.tolerance);
     fs::remove_all(a);
@@ -348,8 +340,7 @@ TEST(LoraTrain, OffloadTrainsAsThePlainRun) {
   EXPECT_EQ(file_bytes(fs::path(c.final_model_dir) / "adapter_model.safetensors"), adapters);
   EXPECT_EQ(file_bytes(fs::path(n.final_model_dir) / "adapter_model.safetensors"), adapters);
   std::vector<std::string> resume_args = nvme_args;
-  resume_args.insert(resume_args.end(),
-                     {"--resume", (nvme / "run" / "checkpoints" / "global_step3").string()});
+  resume_args.insert(resume_args.end(), {"--resume", (nvme / "run" / "checkpoints" / "global_step3").string()});
   resume_args[5] = resume_args[9] = (resumed / "swap").string();
   const train::TrainResult r = train::run_training(lora_run(resumed, resume_args));
   ASSERT_EQ(r.losses.size(), 3u);
