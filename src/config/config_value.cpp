@@ -155,8 +155,18 @@ json parse_override_value(const std::string& text) {
   try {
     return json::parse(text);
   } catch (const json::parse_error&) {
-    return text;
   }
+  // A YAML flow list or mapping, as a run file would write it: [q_proj, v_proj], {r: 8}.
+  const size_t first = text.find_first_not_of(" \t"), last = text.find_last_not_of(" \t");
+  const bool flow = first != std::string::npos &&
+                    ((text[first] == '[' && text[last] == ']') || (text[first] == '{' && text[last] == '}'));
+  if (flow) {
+    try {
+      return parse_yaml_text(text, "the command line");
+    } catch (const Error&) {
+    }
+  }
+  return text;
 }
 
 std::string closest_name(const std::string& word, const std::vector<std::string>& candidates) {

@@ -46,8 +46,9 @@ struct Where {
 nlohmann::json load_document(const std::string& path);
 // Parses YAML (or JSON, which is YAML) text the same way; `source` names it in errors.
 nlohmann::json parse_yaml_text(const std::string& text, const std::string& source);
-// A command-line value: JSON when it parses as JSON (3e-4, true, [0.9,0.95], {"a":1}),
-// else the plain string.
+// A command-line value: JSON when it parses as JSON (3e-4, true, [0.9,0.95], {"a":1}), a
+// YAML flow list or mapping as a run file writes it ([q_proj, v_proj], {r: 8}), else the
+// plain string.
 nlohmann::json parse_override_value(const std::string& text);
 
 // The closest candidate within a small edit distance, or "".

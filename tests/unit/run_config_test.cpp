@@ -11,6 +11,7 @@
 #include "common/temp_dir.h"
 #include "core/error.h"
 #include "config/config_dump.h"
+#include "config/config_value.h"
 #include "config/run_config.h"
 
 namespace zt::config {
@@ -191,6 +192,22 @@ TEST(RunConfig, OverridesWithoutFilesAndOtherDocuments) {
   EXPECT_HAS(load_error({"--deepspeed"}), "needs a file path");
 }
 
+// A command-line value is JSON, a YAML flow list or mapping as a run file writes it, or a
+// plain string.
+TEST(RunConfig, CommandLineValuesAreJsonOrYamlFlowOrStrings) {
+  EXPECT_EQ(parse_override_value("3e-4"), nlohmann::json(3e-4));
+  EXPECT_EQ(parse_override_value("[\"wte\", \"lm_head\"]"), nlohmann::json({"wte", "lm_head"}));
+  EXPECT_EQ(parse_override_value("[wte, lm_head]"), nlohmann::json({"wte", "lm_head"}));
+  EXPECT_EQ(parse_override_value(" {r: 8} ")["r"], 8);
+  EXPECT_EQ(parse_override_value("[a, b"), nlohmann::json("[a, b"));  // not a flow list: the string
+  EXPECT_EQ(parse_override_value("q_proj,v_proj"), nlohmann::json("q_proj,v_proj"));
+  const TrainConfig c = load_train_config(
+      {"--model.preset", "tiny-gpt2", "--lora.target_modules", "[c_attn]", "--lora.modules_to_save", "[wte, lm_head]"});
+  ASSERT_TRUE(c.lora.has_value());
+  EXPECT_EQ(c.lora->target_modules, (std::vector<std::string>{"c_attn"}));
+  EXPECT_EQ(c.lora->modules_to_save, (std::vector<std::string>{"wte", "lm_head"}));
+}
+
 // HF's rule for the command line: its value wins over the run file's, whichever spelling
 // of the setting each uses; two spellings in one place stay an error.
 TEST(RunConfig, ACommandLineSpellingOverridesTheRunFilesOther) {
@@ -257,7 +274,8 @@ TEST(RunConfig, ModelShorthandAndHiddenSizeForAuto) {
 
 TEST(RunConfig, OneModelSourceAtATime) {
   TempDir dir;
-  const std::string cfg = dir.write("config.json", R"({"model_type": "gpt2", "n_embd": 64, "n_head": 2, "n_layer": 2})");
+  const std::string cfg =
+      dir.write("config.json", R"({"model_type": "gpt2", "n_embd": 64, "n_head": 2, "n_layer": 2})");
   const std::string run = dir.write("run.yaml", "model: {preset: gpt2, config: config.json}\n");
   EXPECT_HAS(load_error({run}), "give one of model.preset, model.path and model.config");
 }
@@ -314,7 +332,8 @@ TEST(RunConfig, TrainingArgumentsWithoutEffectHereLoadWithAWarningEach) {
   const TrainConfig c = load_train_config({run});
   for (const char* key : {"report_to", "logging_dir", "tf32", "dataloader_num_workers"}) {
     size_t n = 0;
-    for (const std::string& w : c.warnings) n += w.find(std::string(key) + ": accepted but has no effect") != std::string::npos;
+    for (const std::string& w : c.warnings)
+      n += w.find(std::string(key) + ": accepted but has no effect") != std::string::npos;
     EXPECT_EQ(n, 1u) << key;
   }
   const TrainConfig quiet = load_train_config({dir.write("quiet.yaml", "report_to: none\n")});
