@@ -94,21 +94,19 @@ LoraMergeSummary merge_lora_into(Transformer& base, const LoraAdapter& adapter, 
   const ModelConfig& config = base.config();
   ParameterRegistry& registry = base.registry();
   const std::string weights = adapter_dir + "/adapter_model.safetensors";
+  // A tied base would read a replaced embedding as its head too: PEFT's copies untie them.
+  ZT_CHECK(!adapter_unties_head(adapter, config),
+           "merge_lora_into: the adapter unties the base's head; load the base with load_base_for_merge");
   LoraMergeSummary s;
   s.scaling = adapter.config.scaling();
   for (const auto& [name, value] : adapter.replaced) {
     ParamEntry* entry = registry.find(name);
-    if (entry == nullptr) {
-      ZT_CHECK(!(name == "lm_head.weight" && config.tie_word_embeddings),
-               "merge_lora_into: the adapter unties the base's head; load the base with load_base_for_merge");
+    if (entry == nullptr)
       ZT_THROW_INPUT(weights, ": tensor ", peft_base_key(name, false), " replaces ", name,
                      ", which the base model does not have");
-    }
     const HfTensorLayout layout = hf_layout(config, entry->spec);
     if (value->shape() != layout.shape)
-      ZT_THROW_INPUT(weights, ": tensor ", name,
-                     " (trained bias or modules_to_save) does not have the shape of the "
-                     "base's");
+      ZT_THROW_INPUT(weights, ": tensor ", name, " (trained bias or modules_to_save) does not have the base's shape");
     from_hf_layout(config, entry->spec, value, entry->value);
     ++s.replaced;
   }
