@@ -90,14 +90,18 @@ std::string describe_config(const TrainConfig& c) {
     const model::LoraConfig& l = *c.lora;
     p.section("lora");
     std::ostringstream targets;
-    if (l.target_form == model::LoraTargetForm::AllLinear) targets << "all-linear";
-    else if (l.target_form == model::LoraTargetForm::Regex) targets << "regex " << l.target_regex;
-    else targets << "[" << joined(l.target_modules) << "]";
+    if (l.target_form == model::LoraTargetForm::AllLinear)
+      targets << "all-linear";
+    else if (l.target_form == model::LoraTargetForm::Regex)
+      targets << "regex " << l.target_regex;
+    else
+      targets << "[" << joined(l.target_modules) << "]";
     std::ostringstream summary;
     summary << "r " << l.r << ", lora_alpha " << l.lora_alpha << " (scaling " << l.scaling() << "), lora_dropout "
-            << l.lora_dropout << ", target_modules " << targets.str()
-            << (l.use_rslora ? ", use_rslora" : "")
+            << l.lora_dropout << ", target_modules " << targets.str() << (l.use_rslora ? ", use_rslora" : "")
             << (l.init_lora_weights == model::LoraInit::Gaussian ? ", init gaussian" : "");
+    if (l.bias != model::LoraBias::None) summary << ", bias " << model::lora_bias_name(l.bias);
+    if (!l.modules_to_save.empty()) summary << ", modules_to_save [" << joined(l.modules_to_save) << "]";
     p.line("lora", summary.str());
     p.line("adapter", c.adapter.empty() ? std::string("(PEFT's init)") : c.adapter);
   }

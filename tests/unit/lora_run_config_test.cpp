@@ -61,6 +61,10 @@ TEST(LoraRunConfig, TheSectionTakesPeftsKeysAndTheRunsSpellings) {
             std::string::npos)
       << dump;
 
+  const std::string with_copies = config::describe_config(config::load_train_config(
+      {run.string(), "--lora.bias", "all", "--lora.modules_to_save", "[embed_tokens, lm_head]"}));
+  EXPECT_NE(with_copies.find(", bias all, modules_to_save [embed_tokens, lm_head]"), std::string::npos) << with_copies;
+
   // No section: no LoRA.
   EXPECT_FALSE(config::load_train_config({write_run("none", "").string()}).lora.has_value());
 }
@@ -80,11 +84,11 @@ TEST(LoraRunConfig, PeftAndAdapterReadPeftsFiles) {
 }
 
 TEST(LoraRunConfig, ErrorsNameTheKey) {
-  std::string e = input_error_of([&] { config::load_train_config({write_run("no_targets", "lora: {r: 4}\n").string()}); });
+  std::string e =
+      input_error_of([&] { config::load_train_config({write_run("no_targets", "lora: {r: 4}\n").string()}); });
   EXPECT_NE(e.find("lora.target_modules"), std::string::npos) << e;
-  e = input_error_of([&] {
-    config::load_train_config({write_run("bad_r", "lora: {r: 0, target_modules: [q_proj]}\n").string()});
-  });
+  e = input_error_of(
+      [&] { config::load_train_config({write_run("bad_r", "lora: {r: 0, target_modules: [q_proj]}\n").string()}); });
   EXPECT_NE(e.find("r must be a positive integer"), std::string::npos) << e;
   e = input_error_of([&] {
     config::load_train_config({write_run("dropout", "lora: {dropout: 1.5, target_modules: [q_proj]}\n").string()});
@@ -95,9 +99,8 @@ TEST(LoraRunConfig, ErrorsNameTheKey) {
   });
   EXPECT_NE(e.find("rank"), std::string::npos) << e;
   e = input_error_of([&] {
-    config::load_train_config(
-        {write_run("both", "lora: {r: 4, target_modules: [q_proj]}\n").string(), "--peft",
-         kData + "peft/llama3_qv/adapter_config.json"});
+    config::load_train_config({write_run("both", "lora: {r: 4, target_modules: [q_proj]}\n").string(), "--peft",
+                               kData + "peft/llama3_qv/adapter_config.json"});
   });
   EXPECT_NE(e.find("keep one"), std::string::npos) << e;
   e = input_error_of([&] {
