@@ -2,7 +2,7 @@
 """Does PEFT load a LoRA run's final/ as it is, and compute our logits with it? (issue 20
 item 5; everything runs on the CPU)
 
-    python3 tools/peft_load_check.py BUILD/zerotrain [--work DIR] [--only gpt2,llama3,qwen2,gpt2_saved]
+    python3 tools/peft_load_check.py BUILD/zerotrain [--work DIR] [--only gpt2,llama3,qwen2,gpt2_saved,qwen2_lora_only]
                                      [--atol 1e-5]
 
 For each case, trains a LoRA adapter for a few steps with `zerotrain train --device cpu` on a
@@ -27,6 +27,8 @@ Cases:
   qwen2   tests/data/hf/qwen2, the same seven (q/k/v biases in the base)
   gpt2_saved  tests/data/hf/gpt2, c_attn, modules_to_save [wte, lm_head]: copies of its tied
           pair, which PEFT's ModulesToSaveWrapper unties (saved as the modules' own keys)
+  qwen2_lora_only  tests/data/hf/qwen2, k_proj and o_proj, bias lora_only: k's bias trained
+          (saved as k_proj.base_layer.bias), q's and v's, packed with it, held at the base's
 Prints one line per case and exits 1 when any case differs (0 when all agree).
 
 Runs with transformers 4.44 + PEFT 0.12 (tools/make_peft_fixtures.py's venv over Debian's
@@ -51,20 +53,20 @@ TEXTS = [
     " a leading space, and\na newline",
 ]
 LLAMA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-CASES = {  # name: (family, target_modules, modules_to_save)
-    "gpt2": ("gpt2", ["c_attn", "c_proj", "c_fc"], []),
-    "llama3": ("llama3", LLAMA_TARGETS, []),
-    "qwen2": ("qwen2", LLAMA_TARGETS, []),
-    "gpt2_saved": ("gpt2", ["c_attn"], ["wte", "lm_head"]),
+CASES = {  # name: (family, target_modules, more lora: settings)
+    "gpt2": ("gpt2", ["c_attn", "c_proj", "c_fc"], {}),
+    "llama3": ("llama3", LLAMA_TARGETS, {}),
+    "qwen2": ("qwen2", LLAMA_TARGETS, {}),
+    "gpt2_saved": ("gpt2", ["c_attn"], {"modules_to_save": "[wte, lm_head]"}),
+    "qwen2_lora_only": ("qwen2", ["k_proj", "o_proj"], {"bias": "lora_only"}),
 }
 
 
-def train_adapter(zt, work, name, base, targets, saved):
+def train_adapter(zt, work, name, base, targets, settings):
     """Trains a LoRA adapter of base on its own tokenizer (300 tokens); returns final/."""
     tok = train_tokenizer(zt, work, name, 300)
     lora = f"lora:\n  r: 4\n  alpha: 8\n  dropout: 0.0\n  target_modules: [{', '.join(targets)}]\n"
-    if saved:
-        lora += f"  modules_to_save: [{', '.join(saved)}]\n"
+    lora += "".join(f"  {key}: {value}\n" for key, value in settings.items())
     # a high rate without warmup: 4 steps move the adapter far from its init (lora_B = 0)
     return train(zt, work, name, f"{{path: {q(base)}, tokenizer: {q(tok)}}}", 4, "1.0e-2",
                  extra=lora + "warmup_steps: 0\n")
@@ -149,10 +151,13 @@ def check_peft(base_dir, final, dumped, atol):
     params = dict(model.named_parameters())
     for key, value in saved.items():
         # PEFT's saved name base_model.model.X.lora_A.weight is the parameter X.lora_A.default.weight;
-        # a modules_to_save module's X.weight is its trained copy X.modules_to_save.default.weight
+        # a modules_to_save module's X.weight is its trained copy X.modules_to_save.default.weight;
+        # a trained bias (bias all / lora_only) is the base's parameter under its own name
         if ".lora_A." in key or ".lora_B." in key:
             name = key.replace(".lora_A.weight", ".lora_A.default.weight").replace(".lora_B.weight",
                                                                                 ".lora_B.default.weight")
+        elif key.endswith(".bias"):
+            name = key
         else:
             module, _, leaf = key.rpartition(".")
             name = module + ".modules_to_save.default." + leaf
@@ -163,9 +168,10 @@ def check_peft(base_dir, final, dumped, atol):
         elif not torch.equal(params[name].detach().float(), value.float()):
             problems.append(f"{key}: PEFT's loaded values differ from the file's")
     trained = [n for n in params if ".lora_A." in n or ".lora_B." in n or ".modules_to_save." in n]
-    if len(trained) != len(saved):
-        problems.append(f"{len(saved)} tensors saved, the PeftModel has {len(trained)} lora and modules_to_save "
-                        "parameters")
+    saved_trained = [k for k in saved if not k.endswith(".bias")]
+    if len(trained) != len(saved_trained):
+        problems.append(f"{len(saved_trained)} lora and modules_to_save tensors saved, the PeftModel has "
+                        f"{len(trained)}")
     if not any(".lora_B." in k and float(v.abs().max()) > 0 for k, v in saved.items()):
         problems.append("every lora_B is zero: the adapter was not trained")
 
@@ -231,9 +237,9 @@ def main():
     print(f"transformers {transformers.__version__}, peft {peft.__version__}, torch {torch.__version__}", flush=True)
 
     def check(name):
-        family, targets, saved = CASES[name]
+        family, targets, settings = CASES[name]
         base = os.path.join(ROOT, "tests/data/hf", family)
-        final = train_adapter(zt, a.work, name, base, targets, saved)
+        final = train_adapter(zt, a.work, name, base, targets, settings)
         dumped = dump_logits(zt, a.work, name, TEXTS, ["--model", base, "--adapter", final, "--tokenizer", final])
         return check_peft(base, final, dumped, a.atol)
 
