@@ -197,6 +197,10 @@ Unit* Transformer::lora_copy_unit(const char* name) {
 
 Unit* Transformer::lora_final_norm_unit() { return lora_copy_unit(kLoraFinalNormUnit); }
 
+bool Transformer::head_reads_embedding() {
+  return config_.tie_word_embeddings && lora_copy_unit(kLoraLmHeadUnit) == nullptr;
+}
+
 UnitWeights Transformer::input_embedding_weights(Storage storage) {
   const UnitWeights base(embed_unit(registry_), storage);
   Unit* copy = lora_copy_unit(kLoraTokenEmbeddingUnit);
@@ -386,7 +390,7 @@ void Transformer::forward_trunk(const Tensor& host_tokens, const Tensor& host_se
     embed_forward(c, input_embedding_weights(Storage::Values), x0, tokens, 0);
   if (mode_ == Mode::Train && c.embd_pdrop > 0.0f) ops::dropout_forward(x0, x0, c.embd_pdrop, embed_dropout_rng());
   if (embedding_copy) hooks.after_forward(*embedding_copy);
-  if (!c.tie_word_embeddings) hooks.after_forward(embed);
+  if (!head_reads_embedding()) hooks.after_forward(embed);
 
   for (int l = 0; l < c.num_layers; ++l) {
     Unit& u = block_unit(registry_, l);
@@ -428,7 +432,7 @@ ops::CrossEntropyResult Transformer::forward(const Tensor& tokens, const Tensor&
       acts_->lnf, head_weight(), targets.reshape({targets.numel()}), config_.vocab_size, kIgnoreIndex, Tensor());
   if (head_copy) hooks.after_forward(*head_copy);
   hooks.after_forward(head_unit(registry_));
-  if (config_.tie_word_embeddings) hooks.after_forward(embed_unit(registry_));
+  if (head_reads_embedding()) hooks.after_forward(embed_unit(registry_));
   return r;
 }
 
@@ -442,7 +446,7 @@ void Transformer::forward_logits(const Tensor& tokens, const Tensor& logits) {
   ops::linear_forward(logits.reshape({N, V}), acts_->lnf, head_weight().narrow(0, 0, V), Tensor());
   if (head_copy) hooks.after_forward(*head_copy);
   hooks.after_forward(head_unit(registry_));
-  if (config_.tie_word_embeddings) hooks.after_forward(embed_unit(registry_));
+  if (head_reads_embedding()) hooks.after_forward(embed_unit(registry_));
 }
 
 ops::CrossEntropyResult Transformer::forward_backward(const Tensor& host_tokens, const Tensor& host_targets,
@@ -462,9 +466,9 @@ ops::CrossEntropyResult Transformer::forward_backward(const Tensor& host_tokens,
   Unit& embed = embed_unit(registry_);
   hooks.after_forward(head);
   hooks.before_backward(head);
-  if (c.tie_word_embeddings) hooks.before_backward(embed);  // the head's weight lives there
+  if (head_reads_embedding()) hooks.before_backward(embed);  // the head's weight lives there
   if (!head.frozen()) require_grads(head);
-  if (c.tie_word_embeddings && !embed.frozen()) require_grads(embed);
+  if (head_reads_embedding() && !embed.frozen()) require_grads(embed);
   Unit* head_copy = lora_copy_unit(kLoraLmHeadUnit);
   if (head_copy) {
     hooks.before_backward(*head_copy);
@@ -510,7 +514,7 @@ ops::CrossEntropyResult Transformer::forward_backward(const Tensor& host_tokens,
     hooks.after_backward(u);
   }
 
-  if (!c.tie_word_embeddings) hooks.before_backward(embed);
+  if (!head_reads_embedding()) hooks.before_backward(embed);
   // LoRA: the frozen embedding takes no gradient; a trained copy of it (modules_to_save)
   // takes the token rows' gradient.
   Unit* embedding_copy = lora_copy_unit(kLoraTokenEmbeddingUnit);

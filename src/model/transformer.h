@@ -151,6 +151,10 @@ class Transformer {
   Unit* lora_copy_unit(const char* name);
   // The final norm's views (values or gradients), its trained bias in place of the base's.
   UnitWeights final_norm_weights(Storage storage);
+  // Whether the head's matrix is the embedding unit's token table (a tied head, not replaced
+  // by LoRA's trained copy): the embedding unit then stays in place (ZeRO-3: gathered) from
+  // the input through the head, and not otherwise.
+  bool head_reads_embedding();
   // The embedding the input tokens read (values or gradients): LoRA's trained copy of the
   // token embedding (modules_to_save) in place of the base's; the head never reads it.
   UnitWeights input_embedding_weights(Storage storage);

@@ -35,9 +35,9 @@ LoraOptions lora_options(Family family, float dropout = 0.0f) {
   l.r = 4;
   l.scaling = 16.0f / 4.0f;
   l.dropout = dropout;
-  l.target_modules = family == Family::GPT2 ? std::vector<std::string>{"c_attn", "c_proj", "c_fc"}
-                                            : std::vector<std::string>{"q_proj", "v_proj", "o_proj", "up_proj",
-                                                                       "down_proj"};
+  l.target_modules = family == Family::GPT2
+                         ? std::vector<std::string>{"c_attn", "c_proj", "c_fc"}
+                         : std::vector<std::string>{"q_proj", "v_proj", "o_proj", "up_proj", "down_proj"};
   return l;
 }
 
@@ -230,3 +230,54 @@ TEST(LoraTargets, AdapterUnitsCarryPeftNamesAndInit) {
 }
 
 }  // namespace
+
+namespace {
+
+// Records each unit's hook events in order ("embed+" before_forward, "embed-" after_forward,
+// "embed<" before_backward, "embed>" after_backward).
+struct HookLog : UnitHooks {
+  std::vector<std::string> events;
+  void before_forward(Unit& u) override { events.push_back(u.name() + "+"); }
+  void after_forward(Unit& u) override { events.push_back(u.name() + "-"); }
+  void before_backward(Unit& u) override { events.push_back(u.name() + "<"); }
+  void after_backward(Unit& u) override { events.push_back(u.name() + ">"); }
+  size_t at(const std::string& e) const {
+    return static_cast<size_t>(std::find(events.begin(), events.end(), e) - events.begin());
+  }
+};
+
+}  // namespace
+
+// A tied head's weight is the embedding unit's token table, so that unit stays in place
+// (ZeRO-3: gathered) from the input through the head. With LoRA's trained copy of the head
+// (modules_to_save), the head reads the copy: the embedding unit is released right after the
+// input and taken again only for the input's backward, as an untied model's is.
+TEST(LoraHooks, ATiedHeadsCopyReleasesTheEmbeddingAfterTheInput) {
+  ModelConfig c = micro(Family::GPT2);
+  ASSERT_TRUE(c.tie_word_embeddings);
+  for (const bool copy : {false, true}) {
+    SCOPED_TRACE(copy ? "head copy" : "tied head");
+    ModelOptions o;
+    o.lora = lora_options(Family::GPT2);
+    if (copy) o.lora.modules_to_save = {SavedModule::LmHead};
+    Transformer m(c, o);
+    m.init_weights(7);
+    HookLog log;
+    m.set_hooks(&log);
+    Batch batch(2, 9, c.vocab_size, 4);
+    m.forward_backward(batch.tok, batch.tgt, 1.0f);
+    const size_t end = log.events.size();
+    if (copy) {
+      EXPECT_LT(log.at("embed-"), log.at("block.0+"));  // released before the blocks run
+      EXPECT_GT(log.at("embed<"), log.at("block.0>"));  // taken again after them, for the input's backward
+      EXPECT_LT(log.at(std::string(kLoraLmHeadUnit) + "<"), end);  // the head reads its copy
+    } else {
+      // kept from the input through the head into the backward (no release in between)
+      EXPECT_EQ(log.at("embed-"), end);
+      EXPECT_LT(log.at("embed<"), log.at("block.1<"));
+    }
+    for (const char* e : {"embed+", "embed<", "embed>"})
+      EXPECT_EQ(std::count(log.events.begin(), log.events.end(), e), 1) << e;
+    EXPECT_LT(log.at("embed<"), log.at("embed>"));
+  }
+}
