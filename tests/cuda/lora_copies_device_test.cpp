@@ -17,12 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "common/fixture_tokenizer.h"
+#include "common/lora_device_run.h"
 #include "common/cuda_tensor.h"
 #include "common/small_run.h"
 #include "common/temp_dir.h"
-#include "io/bpe_trainer.h"
-#include "io/byte_tokenizer.h"
 #include "train/trainer.h"
 
 using namespace zt;
@@ -30,25 +28,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kData = std::string(ZT_SOURCE_DIR) + "/tests/data/hf/";
-
-train::TrainResult copies_run(const fs::path& dir, const std::string& base, const std::string& device,
-                              std::vector<std::string> lora) {
-  fs::create_directories(dir);
-  if (!fs::exists(dir / "tok.json")) zt::testing::write_fixture_tokenizer(dir);
-  std::vector<std::string> args{
-      "--model.preset", "",  "--model.path", kData + base, "--model.tokenizer", (dir / "tok.json").string(),
-      "--lora.r",       "4", "--device",     device};
-  args.insert(args.end(), lora.begin(), lora.end());
-  fs::create_directories(dir / device);  // small_run writes its run.yaml there
-  return train::run_training(zt::testing::small_run(dir / device, args));
-}
-
-double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
-  double d = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) d = std::max(d, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
-  return d;
-}
+using zt::testing::max_rel_diff;
 
 }  // namespace
 
@@ -76,8 +56,8 @@ TEST(CudaLoraCopies, TrainedCopiesTrainAsOnTheCpu) {
   for (const auto& [name, base, lora] : cases) {
     SCOPED_TRACE(name);
     const fs::path dir = zt::testing::fresh_test_dir("cuda_lora_copies_", name);
-    const train::TrainResult gpu = copies_run(dir, base, "cuda", lora);
-    const train::TrainResult cpu = copies_run(dir, base, "cpu", lora);
+    const train::TrainResult gpu = zt::testing::lora_device_run(dir, base, "cuda", lora);
+    const train::TrainResult cpu = zt::testing::lora_device_run(dir, base, "cpu", lora);
     ASSERT_EQ(gpu.losses.size(), 6u);
     ASSERT_EQ(cpu.losses.size(), 6u);
     std::printf("[cuda-lora-copies] %s f32 GPU vs CPU: max rel loss diff %.2e\n", name.c_str(),
@@ -86,7 +66,7 @@ TEST(CudaLoraCopies, TrainedCopiesTrainAsOnTheCpu) {
     std::vector<std::string> stage3 = lora;
     stage3.insert(stage3.end(), {"--zero_optimization.stage", "3"});
     ::setenv("ZT_ZERO_KEEP_STAGE", "1", 1);
-    const train::TrainResult gpu3 = copies_run(dir / "stage3", base, "cuda", stage3);
+    const train::TrainResult gpu3 = zt::testing::lora_device_run(dir / "stage3", base, "cuda", stage3);
     ::unsetenv("ZT_ZERO_KEEP_STAGE");
     ASSERT_EQ(gpu3.losses.size(), 6u);
     EXPECT_LE(max_rel_diff(gpu3.losses, gpu.losses), 1e-5);

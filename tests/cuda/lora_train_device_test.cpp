@@ -16,12 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "common/fixture_tokenizer.h"
+#include "common/lora_device_run.h"
 #include "common/cuda_tensor.h"
 #include "common/small_run.h"
 #include "common/temp_dir.h"
-#include "io/bpe_trainer.h"
-#include "io/byte_tokenizer.h"
 #include "io/safetensors.h"
 #include "model/hf_dir.h"
 #include "model/lora_adapter.h"
@@ -35,21 +33,12 @@ namespace {
 const std::string kBase = std::string(ZT_SOURCE_DIR) + "/tests/data/hf/llama3";
 
 train::TrainResult lora_run(const fs::path& dir, const std::string& device, std::vector<std::string> extra = {}) {
-  fs::create_directories(dir);
-  if (!fs::exists(dir / "tok.json")) zt::testing::write_fixture_tokenizer(dir);
-  std::vector<std::string> args{"--model.preset", "", "--model.path", kBase, "--model.tokenizer",
-                                (dir / "tok.json").string(), "--lora.r", "4", "--lora.target_modules",
-                                "q_proj,v_proj,down_proj", "--device", device};
-  args.insert(args.end(), extra.begin(), extra.end());
-  fs::create_directories(dir / device);  // small_run writes its run.yaml there
-  return train::run_training(zt::testing::small_run(dir / device, args));
+  std::vector<std::string> lora{"--lora.target_modules", "q_proj,v_proj,down_proj"};
+  lora.insert(lora.end(), extra.begin(), extra.end());
+  return zt::testing::lora_device_run(dir, "llama3", device, lora);
 }
 
-double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
-  double d = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) d = std::max(d, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
-  return d;
-}
+using zt::testing::max_rel_diff;
 
 }  // namespace
 
@@ -104,8 +93,9 @@ TEST(CudaLora, OptimizerOffloadTrainsAsThePlainGpuRun) {
   ZT_REQUIRE_GPU();
   const fs::path dir = zt::testing::fresh_test_dir("cuda_lora_", "offload");
   const train::TrainResult plain = lora_run(dir / "plain", "cuda", {"--bf16", "--zero_optimization.stage", "2"});
-  const train::TrainResult off = lora_run(
-      dir / "off", "cuda", {"--bf16", "--zero_optimization.stage", "2", "--zero_optimization.offload_optimizer.device", "cpu"});
+  const train::TrainResult off =
+      lora_run(dir / "off", "cuda",
+               {"--bf16", "--zero_optimization.stage", "2", "--zero_optimization.offload_optimizer.device", "cpu"});
   ASSERT_EQ(off.losses.size(), plain.losses.size());
   std::printf("[cuda-lora] bf16 offload vs plain: max rel loss diff %.2e\n", max_rel_diff(off.losses, plain.losses));
   EXPECT_LE(max_rel_diff(off.losses, plain.losses), 1e-3);

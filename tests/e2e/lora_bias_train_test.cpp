@@ -17,6 +17,7 @@
 #include "common/fixture_tokenizer.h"
 #include "common/input_error.h"
 #include "common/run_steps.h"
+#include "common/peft_reference.h"
 #include "common/small_run.h"
 #include "common/temp_dir.h"
 #include "io/bpe_trainer.h"
@@ -228,9 +229,7 @@ TEST(LoraBiasTrain, FinalHoldsTheTrainedBiasesUnderPeftsKeys) {
 TEST(LoraBiasTrain, PeftAdapterWithBiasesGivesPeftsLogits) {
   const fs::path a = temp_dir("peft_all");
   const std::string adapter = kData + "peft/gpt2_all_linear";
-  const io::SafetensorsReader ref(adapter + "/reference.safetensors");
-  const std::vector<float> ids = ref.tensor("input_ids").to_f32_vector();
-  const std::vector<float> want = ref.tensor("logits").to_f32_vector();
+  const zt::testing::PeftReference ref(adapter);
   std::unique_ptr<train::TrainingRun> run = train::start_training_run(
       zt::testing::small_run(a, {"--model.preset", "", "--model.path", kGpt2, "--model.tokenizer",
                                  write_tokenizer(a / "tok"), "--adapter", adapter}));
@@ -238,17 +237,7 @@ TEST(LoraBiasTrain, PeftAdapterWithBiasesGivesPeftsLogits) {
   const io::SafetensorsReader file(adapter + "/adapter_model.safetensors");
   EXPECT_EQ(trained_copies(m.registry()).at("transformer.h.1.ln_2.bias"),
             file.tensor("base_model.model.transformer.h.1.ln_2.bias").to_f32_vector());
-  const int64_t T = static_cast<int64_t>(ids.size()), V = m.config().vocab_size;
-  std::vector<int32_t> tokens(ids.begin(), ids.end());
-  OwnedTensor logits({1, T, V}, DType::F32);
-  m.set_mode(model::Mode::Eval);
-  m.forward_logits(Tensor(tokens.data(), {1, T}, DType::I32), logits);
-  const std::vector<float> have = logits->to_f32_vector();
-  ASSERT_EQ(have.size(), want.size());
-  const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
-  float worst = 0;
-  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(have[i] - want[i]));
-  EXPECT_LE(worst, 1e-5f * (*hi - *lo));
+  EXPECT_LE(ref.worst_diff(ref.logits_of(m)), ref.tolerance);
   run.reset();
   fs::remove_all(a);
 }

@@ -18,6 +18,7 @@
 #include "common/fixture_tokenizer.h"
 #include "common/input_error.h"
 #include "common/run_steps.h"
+#include "common/peft_reference.h"
 #include "common/small_run.h"
 #include "common/temp_dir.h"
 #include "io/bpe_trainer.h"
@@ -114,25 +115,13 @@ TEST(LoraModulesToSaveTrain, FinalHoldsTheHeadUnderPeftsKey) {
 TEST(LoraModulesToSaveTrain, PeftAdapterWithTheHeadGivesPeftsLogits) {
   const fs::path a = temp_dir("peft");
   const std::string adapter = kData + "peft/llama3_all";
-  const io::SafetensorsReader ref(adapter + "/reference.safetensors");
-  const std::vector<float> ids = ref.tensor("input_ids").to_f32_vector();
-  const std::vector<float> want = ref.tensor("logits").to_f32_vector();
+  const zt::testing::PeftReference ref(adapter);
   std::unique_ptr<train::TrainingRun> run = train::start_training_run(
       zt::testing::small_run(a, {"--model.preset", "", "--model.path", kLlama, "--model.tokenizer",
                                  write_tokenizer(a / "tok"), "--adapter", adapter}));
   model::Transformer& m = run->model();
   ASSERT_NE(unit_named(m.registry(), model::kLoraLmHeadUnit), nullptr);
-  const int64_t T = static_cast<int64_t>(ids.size()), V = m.config().vocab_size;
-  std::vector<int32_t> tokens(ids.begin(), ids.end());
-  OwnedTensor logits({1, T, V}, DType::F32);
-  m.set_mode(model::Mode::Eval);
-  m.forward_logits(Tensor(tokens.data(), {1, T}, DType::I32), logits);
-  const std::vector<float> have = logits->to_f32_vector();
-  ASSERT_EQ(have.size(), want.size());
-  const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
-  float worst = 0;
-  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(have[i] - want[i]));
-  EXPECT_LE(worst, 1e-5f * (*hi - *lo));
+  EXPECT_LE(ref.worst_diff(ref.logits_of(m)), ref.tolerance);
   run.reset();
   fs::remove_all(a);
 }

@@ -24,6 +24,7 @@
 #include "common/input_error.h"
 #include "common/shell.h"
 #include "common/run_steps.h"
+#include "common/peft_reference.h"
 #include "common/small_run.h"
 #include "common/temp_dir.h"
 #include "io/bpe_trainer.h"
@@ -208,37 +209,14 @@ TEST(LoraTrain, TheBaseStaysBitwiseAndOnlyTheAdaptersHaveOptimizerState) {
 //  - through `zerotrain eval --adapter` (merged at load) for all five fixtures, with
 //    rslora, bias all / lora_only, modules_to_save and gaussian init among them.
 // Training then continues from one, and final/ keeps its settings.
-namespace {
-
-struct PeftReference {
-  std::vector<float> ids, logits;
-  float tolerance = 0;
-  std::string text;
-  explicit PeftReference(const std::string& adapter) {
-    const io::SafetensorsReader ref(adapter + "/reference.safetensors");
-    ids = ref.tensor("input_ids").to_f32_vector();
-    logits = ref.tensor("logits").to_f32_vector();
-    text = ref.metadata().at("text");
-    const auto [lo, hi] = std::minmax_element(logits.begin(), logits.end());
-    tolerance = 1e-5f * (*hi - *lo);
-  }
-  float worst_diff(const std::vector<float>& have) const {
-    EXPECT_EQ(have.size(), logits.size());
-    float worst = 0;
-    for (size_t i = 0; i < std::min(have.size(), logits.size()); ++i)
-      worst = std::max(worst, std::fabs(have[i] - logits[i]));
-    return worst;
-  }
-};
-
-}  // namespace
+namespace {}  // namespace
 
 TEST(LoraTrain, PeftAdaptersGivePeftsLogits) {
   for (const auto& [name, base] : {std::make_pair("llama3_qv", "llama3"), std::make_pair("gpt2_c_attn", "gpt2")}) {
     SCOPED_TRACE(name);
     const fs::path a = temp_dir(std::string("peft_") + name);
     const std::string adapter = kData + "peft/" + name;
-    const PeftReference ref(adapter);
+    const zt::testing::PeftReference ref(adapter);
     config::TrainConfig c =
         zt::testing::small_run(a, {"--model.preset", "", "--model.path", kData + "hf/" + base, "--model.tokenizer",
                                    write_tokenizer(a / "tok"), "--adapter", adapter});
@@ -246,12 +224,7 @@ TEST(LoraTrain, PeftAdaptersGivePeftsLogits) {
     EXPECT_EQ(c.adapter, adapter);
     std::unique_ptr<train::TrainingRun> run = train::start_training_run(c);
     model::Transformer& m = run->model();
-    const int64_t T = static_cast<int64_t>(ref.ids.size()), V = m.config().vocab_size;
-    std::vector<int32_t> tokens(ref.ids.begin(), ref.ids.end());
-    OwnedTensor logits({1, T, V}, DType::F32);
-    m.set_mode(model::Mode::Eval);
-    m.forward_logits(Tensor(tokens.data(), {1, T}, DType::I32), logits);
-    EXPECT_LE(ref.worst_diff(logits->to_f32_vector()), ref.tolerance);
+    EXPECT_LE(ref.worst_diff(ref.logits_of(m)), ref.tolerance);
     run.reset();
     fs::remove_all(a);
   }
@@ -261,7 +234,7 @@ TEST(LoraTrain, PeftAdaptersGivePeftsLogits) {
     SCOPED_TRACE(name);
     const fs::path a = temp_dir(std::string("eval_") + name);
     const std::string adapter = kData + "peft/" + name;
-    const PeftReference ref(adapter);
+    const zt::testing::PeftReference ref(adapter);
     std::ofstream(a / "text.txt") << ref.text;
     const std::string dump = (a / "logits.safetensors").string();
     const auto e =
