@@ -42,7 +42,9 @@ import sys
 import torch
 from peft import LoraConfig, get_peft_model
 from safetensors.torch import save_file
-from transformers import AutoConfig, AutoModelForCausalLM
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from zt_check_common import hf_base_f32, selected  # noqa: E402  (the tiny bases as transformers 4.x reads them)
 
 TEXT = "LoRA merges."
 R, ALPHA = 4, 8
@@ -82,23 +84,9 @@ def is_layer0_or_global(name):
     return True
 
 
-def load_base(base_dir):
-    """The base as transformers 4.x reads it: tests/data/hf was saved by transformers 5.x, whose
-    config.json has rope_parameters, which 4.x ignores (it would run RoPE with theta 10000 and
-    no llama3 scaling); they are given back as 4.x's rope_theta and rope_scaling."""
-    config = AutoConfig.from_pretrained(base_dir)
-    with open(os.path.join(base_dir, "config.json")) as f:
-        rope = json.load(f).get("rope_parameters")
-    if rope:
-        config.rope_theta = rope["rope_theta"]
-        scaling = {k: v for k, v in rope.items() if k != "rope_theta"}
-        config.rope_scaling = scaling if scaling.get("rope_type", "default") != "default" else None
-    return AutoModelForCausalLM.from_pretrained(base_dir, config=config, torch_dtype=torch.float32)
-
-
 def make(out_dir, name, family, kwargs, seed):
     base_dir = os.path.join("tests/data/hf", family)
-    base = load_base(base_dir)
+    base = hf_base_f32(base_dir)
     base_state = {k: v.clone() for k, v in base.state_dict().items()}
     config = LoraConfig(r=R, lora_alpha=ALPHA, lora_dropout=0.0, task_type="CAUSAL_LM", **kwargs)
     model = get_peft_model(base, config)
@@ -115,7 +103,7 @@ def make(out_dir, name, family, kwargs, seed):
     # not save (bias "lora_only" of a layer it wraps: it looks for X.bias, the layer's is
     # X.base_layer.bias) is then not in them either.
     from peft import PeftModel
-    model = PeftModel.from_pretrained(load_base(base_dir), folder)
+    model = PeftModel.from_pretrained(hf_base_f32(base_dir), folder)
     model.eval()
     ids = torch.tensor([list(TEXT.encode())], dtype=torch.long)
     with torch.no_grad():
@@ -130,7 +118,7 @@ def make(out_dir, name, family, kwargs, seed):
     with open(os.path.join(base_dir, "expected.json")) as f:
         expected = json.load(f)
     with torch.no_grad():
-        base_logits = load_base(base_dir)(torch.tensor([expected["prompt_ids"]])).logits[0, -1]
+        base_logits = hf_base_f32(base_dir)(torch.tensor([expected["prompt_ids"]])).logits[0, -1]
     assert torch.allclose(base_logits, torch.tensor(expected["last_logits"]), atol=1e-4), name
     ref = {"input_ids": ids[0].to(torch.int32), "logits": logits.contiguous()}
     for k, v in merged.state_dict().items():
@@ -142,12 +130,10 @@ def make(out_dir, name, family, kwargs, seed):
 
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "tests/data/peft"
-    only = set(sys.argv[2:])
-    if only - set(ADAPTERS):
-        sys.exit(f"unknown adapter(s) {sorted(only - set(ADAPTERS))}; the adapters are {list(ADAPTERS)}")
+    chosen = selected(ADAPTERS, sys.argv[2:], "adapter")
     os.makedirs(out_dir, exist_ok=True)
     for i, (name, (family, kwargs)) in enumerate(ADAPTERS.items()):
-        if not only or name in only:
+        if name in chosen:
             make(out_dir, name, family, kwargs, seed=1000 + i)
 
 

@@ -39,7 +39,7 @@ from peft import LoraConfig, PeftModel, get_peft_model
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_peft_fixtures import load_base  # noqa: E402  (rope_parameters given back to 4.x)
+from zt_check_common import hf_base_f32, selected  # noqa: E402  (rope_parameters given back to 4.x)
 
 TEXT = "PEFT's gradients."
 R, ALPHA = 2, 4
@@ -67,7 +67,7 @@ def parameter_of(params, key):
 def make(out_dir, name, family, kwargs, seed):
     base_dir = os.path.join("tests/data/hf", family)
     config = LoraConfig(r=R, lora_alpha=ALPHA, lora_dropout=0.0, task_type="CAUSAL_LM", **kwargs)
-    model = get_peft_model(load_base(base_dir), config)
+    model = get_peft_model(hf_base_f32(base_dir), config)
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for _, p in model.named_parameters():
@@ -81,7 +81,7 @@ def make(out_dir, name, family, kwargs, seed):
         os.remove(readme)
 
     # the references from the saved files, reloaded as a user would, in float64
-    model = PeftModel.from_pretrained(load_base(base_dir), folder, is_trainable=True)
+    model = PeftModel.from_pretrained(hf_base_f32(base_dir), folder, is_trainable=True)
     model = model.double()
     model.eval()  # no dropout anywhere (the configs' are 0 as well)
     ids = torch.tensor([list(TEXT.encode())], dtype=torch.long)
@@ -101,13 +101,10 @@ def make(out_dir, name, family, kwargs, seed):
 
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "tests/data/peft_grads"
-    only = set(sys.argv[2:])
-    unknown = only - set(CASES)
-    if unknown:
-        sys.exit(f"unknown case(s) {sorted(unknown)}; the cases are {list(CASES)}")
+    chosen = selected(CASES, sys.argv[2:], "case")
     os.makedirs(out_dir, exist_ok=True)
     for i, (name, (family, kwargs)) in enumerate(CASES.items()):
-        if not only or name in only:
+        if name in chosen:
             make(out_dir, name, family, kwargs, seed=2000 + i)
 
 

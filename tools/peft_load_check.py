@@ -43,7 +43,7 @@ import sys
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # see zt_check_common's docstring
-from zt_check_common import (ROOT, causal_lm_f32, chosen_cases, dump_logits, empty_dir, logits_diff, parser, q,
+from zt_check_common import (ROOT, chosen_cases, dump_logits, empty_dir, hf_base_f32, logits_diff, parser, q,
                              run_cases, train, train_tokenizer)
 
 TEXTS = [
@@ -70,23 +70,6 @@ def train_adapter(zt, work, name, base, targets, settings):
     # a high rate without warmup: 4 steps move the adapter far from its init (lora_B = 0)
     return train(zt, work, name, f"{{path: {q(base)}, tokenizer: {q(tok)}}}", 4, "1.0e-2",
                  extra=lora + "warmup_steps: 0\n")
-
-
-def load_base(base_dir):
-    """The base in float32. transformers 4.x reads tests/data/hf's rope_parameters (5.x's
-    spelling) as nothing: given back as rope_theta / rope_scaling (make_peft_fixtures.py)."""
-    import transformers
-    from transformers import AutoConfig
-
-    config = AutoConfig.from_pretrained(base_dir)
-    if int(transformers.__version__.split(".")[0]) < 5:
-        with open(os.path.join(base_dir, "config.json")) as f:
-            rope = json.load(f).get("rope_parameters")
-        if rope:
-            config.rope_theta = rope["rope_theta"]
-            scaling = {k: v for k, v in rope.items() if k != "rope_theta"}
-            config.rope_scaling = scaling if scaling.get("rope_type", "default") != "default" else None
-    return causal_lm_f32(base_dir, config=config)
 
 
 class Captured(logging.Handler):
@@ -124,7 +107,7 @@ def check_peft(base_dir, final, dumped, atol):
         with open(os.path.join(load_from, "adapter_config.json"), "w") as f:
             json.dump({k: v for k, v in cfg.items() if k in fields}, f, indent=2)
 
-    base = load_base(base_dir)
+    base = hf_base_f32(base_dir)
     with torch.no_grad():
         base_logits = [base(torch.tensor([ids])).logits[0].numpy().copy() for ids, _ in dumped]
     handler = Captured()

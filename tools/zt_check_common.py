@@ -1,6 +1,8 @@
 """What tools/hf_load_check.py and tools/peft_load_check.py share: running the zerotrain
 binary, training tiny models on the CPU, reading the logits `zerotrain eval --dump-logits`
-wrote, comparing logits with a tolerance and printing one line per case.
+wrote, comparing logits with a tolerance and printing one line per case; with the PEFT
+fixture tools (make_peft_fixtures.py, make_peft_grad_fixtures.py) also reading the tiny HF
+bases and picking the cases named on the command line.
 
 Not a script: both checks put tools/ first on sys.path and import it from there.
 `python3 tools/X.py` alone would put tools/ on the path, but `python3 -P` (or PYTHONSAFEPATH)
@@ -91,6 +93,36 @@ def causal_lm_f32(model_dir, **kw):
     except TypeError:  # transformers 4.x spells it torch_dtype
         model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32, **kw)
     return model.eval()
+
+
+def hf_base_f32(base_dir):
+    """A tiny base of tests/data/hf in float32, as the installed transformers should read it.
+    tests/data/hf was saved by transformers 5.x, whose config.json has rope_parameters; 4.x
+    ignores that key (it would run RoPE with theta 10000 and no llama3 scaling), so there it is
+    given back as 4.x's rope_theta and rope_scaling."""
+    import transformers
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(base_dir)
+    if int(transformers.__version__.split(".")[0]) < 5:
+        with open(os.path.join(base_dir, "config.json")) as f:
+            rope = json.load(f).get("rope_parameters")
+        if rope:
+            config.rope_theta = rope["rope_theta"]
+            scaling = {k: v for k, v in rope.items() if k != "rope_theta"}
+            config.rope_scaling = scaling if scaling.get("rope_type", "default") != "default" else None
+    return causal_lm_f32(base_dir, config=config)
+
+
+def selected(cases, names, what):
+    """The cases a fixture tool makes: those named (every one when none is); exits naming the
+    unknown ones."""
+    import sys
+
+    unknown = sorted(set(names) - set(cases))
+    if unknown:
+        sys.exit(f"unknown {what}(s) {unknown}; the {what}s are {list(cases)}")
+    return [name for name in cases if not names or name in names]
 
 
 def logits_diff(ref, other):
