@@ -317,37 +317,50 @@ TEST(CudaGatherRows, MatchesCpu) {
   }
 }
 
+// ~100 ms of adds queued on the compute stream with a marker event recorded behind them: an
+// op run right after that does not wait for the device returns with the marker pending.
+struct QueuedAdds {
+  static constexpr int kAdds = 200;    // ~0.75 GiB of traffic each: ~50 ms or more on an H100/H200
+  const int64_t n = int64_t{1} << 26;  // 256 MiB per f32 tensor
+  OwnedTensor acc = OwnedTensor::zeros({n}, DType::F32, Device::cuda());
+  OwnedTensor one = to_device(make(std::vector<float>(static_cast<size_t>(n), 1.0f), {n}));
+  zt::cuda::CopyStream marker_stream;
+  // Waits for the device (nothing else pending), queues the adds, returns the marker.
+  zt::cuda::CopyEvent queue() {
+    zt::cuda::synchronize();
+    for (int i = 0; i < kAdds; ++i) zt::ops::add(acc, acc, one);
+    marker_stream.wait_for_compute();
+    return marker_stream.record();
+  }
+  void expect_all_ran() const {
+    const OwnedTensor acc_h = to_host(acc);
+    EXPECT_EQ(acc_h->get_f32(0), static_cast<float>(kAdds));
+    EXPECT_EQ(acc_h->get_f32(n - 1), static_cast<float>(kAdds));
+  }
+};
+
 // No host wait: with ~100 ms of adds queued on the compute stream, gather_rows returns
 // before they finish (a marker event recorded behind the adds, before the gather, is still
 // pending). embedding_forward's checked gather would wait for all of them. Everything is
 // allocated and copied before the adds, so nothing else synchronises.
 TEST(CudaGatherRows, DoesNotWaitForTheDevice) {
   ZT_REQUIRE_GPU();
-  const int64_t n = int64_t{1} << 26, R = 64, C = 128, N = 4096;  // 256 MiB per big f32 tensor
-  OwnedTensor acc = OwnedTensor::zeros({n}, DType::F32, Device::cuda());
-  OwnedTensor one = to_device(make(std::vector<float>(static_cast<size_t>(n), 1.0f), {n}));
+  const int64_t R = 64, C = 128, N = 4096;
+  QueuedAdds adds;
   const Input table = input(randn(static_cast<size_t>(R * C), 42), {R, C}, DType::F32, DType::F32);
   std::vector<int32_t> ids(static_cast<size_t>(N));
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 5) % R);
   const OwnedTensor ids_h = host_tokens(ids, 1, N);
   const OwnedTensor ids_d = to_device(ids_h);
   OwnedTensor out_g = nan_output({1, N, C}, DType::F32);
-  zt::cuda::CopyStream marker_stream;
-  zt::cuda::synchronize();
-
-  constexpr int kAdds = 200;  // ~0.75 GiB of traffic each: ~50 ms or more on an H100/H200
-  for (int i = 0; i < kAdds; ++i) zt::ops::add(acc, acc, one);
-  marker_stream.wait_for_compute();
-  const zt::cuda::CopyEvent adds_done = marker_stream.record();
+  const zt::cuda::CopyEvent adds_done = adds.queue();
   zt::ops::gather_rows(out_g, table.gpu, ids_d);
   EXPECT_FALSE(adds_done.done()) << "gather_rows waited for the work queued before it";
 
   OwnedTensor out_c({1, N, C}, DType::F32);
   zt::ops::gather_rows(out_c, table.cpu, ids_h);
   expect_close(out_g, out_c, 0.0, "gather after the adds");  // to_host waits for everything
-  const OwnedTensor acc_h = to_host(acc);
-  EXPECT_EQ(acc_h->get_f32(0), static_cast<float>(kAdds));
-  EXPECT_EQ(acc_h->get_f32(n - 1), static_cast<float>(kAdds));
+  adds.expect_all_ran();
 }
 
 // scatter_add_rows against the CPU into pre-filled tables: f32/bf16/f16 rows and tables, [B, T]
@@ -424,9 +437,8 @@ TEST(CudaScatterAddRows, OutOfRangeIdsAreDropped) {
 // (sort buffers) in the caching allocator, so the timed call allocates nothing new.
 TEST(CudaScatterAddRows, DoesNotWaitForTheDevice) {
   ZT_REQUIRE_GPU();
-  const int64_t n = int64_t{1} << 26, R = 64, C = 128, N = 4096;  // 256 MiB per big f32 tensor
-  OwnedTensor acc = OwnedTensor::zeros({n}, DType::F32, Device::cuda());
-  OwnedTensor one = to_device(make(std::vector<float>(static_cast<size_t>(n), 1.0f), {n}));
+  const int64_t R = 64, C = 128, N = 4096;
+  QueuedAdds adds;
   std::vector<int32_t> ids(static_cast<size_t>(N));
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 5) % R);
   const OwnedTensor ids_h = host_tokens(ids, 1, N);
@@ -435,21 +447,13 @@ TEST(CudaScatterAddRows, DoesNotWaitForTheDevice) {
   const Input dtable = input(randn(static_cast<size_t>(R * C), 56), {R, C}, DType::F32, DType::F32);
   OwnedTensor warm = OwnedTensor::zeros({R, C}, DType::F32, Device::cuda());
   zt::ops::scatter_add_rows(warm, rows.gpu, ids_d);
-  zt::cuda::CopyStream marker_stream;
-  zt::cuda::synchronize();
-
-  constexpr int kAdds = 200;  // ~0.75 GiB of traffic each: ~50 ms or more on an H100/H200
-  for (int i = 0; i < kAdds; ++i) zt::ops::add(acc, acc, one);
-  marker_stream.wait_for_compute();
-  const zt::cuda::CopyEvent adds_done = marker_stream.record();
+  const zt::cuda::CopyEvent adds_done = adds.queue();
   zt::ops::scatter_add_rows(dtable.gpu, rows.gpu, ids_d);
   EXPECT_FALSE(adds_done.done()) << "scatter_add_rows waited for the work queued before it";
 
   zt::ops::scatter_add_rows(dtable.cpu, rows.cpu, ids_h);
   expect_close(dtable.gpu, dtable.cpu, kF32Tol, "scatter after the adds");  // to_host waits for everything
-  const OwnedTensor acc_h = to_host(acc);
-  EXPECT_EQ(acc_h->get_f32(0), static_cast<float>(kAdds));
-  EXPECT_EQ(acc_h->get_f32(n - 1), static_cast<float>(kAdds));
+  adds.expect_all_ran();
 }
 
 }  // namespace

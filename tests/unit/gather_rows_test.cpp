@@ -5,7 +5,6 @@
 // host-side shape and dtype checks still throw.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -21,14 +20,8 @@ using zt::DType;
 using zt::OwnedTensor;
 using zt::Shape;
 using zt::testing::make;
+using zt::testing::make_ids;
 using zt::testing::randn;
-
-OwnedTensor ids_tensor(const std::vector<int32_t>& ids, Shape shape) {
-  OwnedTensor t(std::move(shape), DType::I32);
-  EXPECT_EQ(static_cast<size_t>(t->numel()), ids.size());
-  std::memcpy(t->data(), ids.data(), ids.size() * sizeof(int32_t));
-  return t;
-}
 
 // out[i] = table[ids[i]] from the table's values as f32.
 std::vector<float> reference(const std::vector<float>& table, const std::vector<int32_t>& ids, int64_t C) {
@@ -52,7 +45,7 @@ TEST(EmbeddingGatherRows, MatchesIndexingAndEmbeddingForward) {
     ids.front() = 0;
     ids.back() = static_cast<int32_t>(k.R - 1);  // both ends of the table
     const OwnedTensor table = make(randn(static_cast<size_t>(k.R * k.C), 1), {k.R, k.C}, k.table);
-    const OwnedTensor tid = ids_tensor(ids, {k.B, k.T});
+    const OwnedTensor tid = make_ids(ids, {k.B, k.T});
     OwnedTensor out({k.B, k.T, k.C}, DType::F32);
     zt::ops::gather_rows(out, table, tid);
     EXPECT_EQ(out->to_f32_vector(), reference(table->to_f32_vector(), ids, k.C));
@@ -63,7 +56,7 @@ TEST(EmbeddingGatherRows, MatchesIndexingAndEmbeddingForward) {
 
     // Flat ids and a 2-D out (the per-token rope table's layout).
     OwnedTensor flat_out({k.B * k.T, k.C}, DType::F32);
-    zt::ops::gather_rows(flat_out, table, ids_tensor(ids, {k.B * k.T}));
+    zt::ops::gather_rows(flat_out, table, make_ids(ids, {k.B * k.T}));
     EXPECT_EQ(flat_out->to_f32_vector(), out->to_f32_vector());
   }
 }
@@ -75,7 +68,7 @@ TEST(EmbeddingGatherRows, OutOfRangeIdLeavesItsRowUnwritten) {
   const std::vector<float> tv = randn(R * C, 2);
   const OwnedTensor table = make(tv, {R, C});
   OwnedTensor out = make(std::vector<float>(3 * C, -7.0f), {3, C});
-  EXPECT_NO_THROW(zt::ops::gather_rows(out, table, ids_tensor({2, R, -1}, {3})));
+  EXPECT_NO_THROW(zt::ops::gather_rows(out, table, make_ids({2, R, -1}, {3})));
   const std::vector<float> got = out->to_f32_vector();
   for (int64_t c = 0; c < C; ++c) {
     EXPECT_EQ(got[c], tv[2 * C + c]);
@@ -86,7 +79,7 @@ TEST(EmbeddingGatherRows, OutOfRangeIdLeavesItsRowUnwritten) {
 
 TEST(EmbeddingGatherRows, HostSideChecksStillThrow) {
   const OwnedTensor table = make(randn(4 * 3, 3), {4, 3});
-  const OwnedTensor ids = ids_tensor({0, 1}, {2});
+  const OwnedTensor ids = make_ids({0, 1}, {2});
   OwnedTensor out({2, 3}, DType::F32);
   EXPECT_NO_THROW(zt::ops::gather_rows(out, table, ids));
   OwnedTensor f32_ids = make({0.0f, 1.0f}, {2});

@@ -7,7 +7,6 @@
 // host-side shape and dtype checks still throw.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -24,14 +23,8 @@ using zt::DType;
 using zt::OwnedTensor;
 using zt::Shape;
 using zt::testing::make;
+using zt::testing::make_ids;
 using zt::testing::randn;
-
-OwnedTensor ids_tensor(const std::vector<int32_t>& ids, Shape shape) {
-  OwnedTensor t(std::move(shape), DType::I32);
-  EXPECT_EQ(static_cast<size_t>(t->numel()), ids.size());
-  std::memcpy(t->data(), ids.data(), ids.size() * sizeof(int32_t));
-  return t;
-}
 
 // table (f32 values of a dtype-`dt` tensor) plus, per row r, the sum in ascending i of the
 // rows i with ids[i] == r (f32), added once and rounded to dt. Ids outside [0, R) are dropped.
@@ -74,7 +67,7 @@ TEST(EmbeddingScatterAddRows, MatchesReferenceAndEmbeddingBackward) {
                                         ->to_f32_vector();  // representable in the table's dtype
     const std::vector<float> rv = randn(static_cast<size_t>(N * k.C), 7);
     const OwnedTensor rows = make(rv, {k.B, k.T, k.C});
-    const OwnedTensor tid = ids_tensor(ids, {k.B, k.T});
+    const OwnedTensor tid = make_ids(ids, {k.B, k.T});
     const std::vector<float> want = reference(init, rv, ids, k.R, k.C, k.table);
 
     OwnedTensor dtable = make(init, {k.R, k.C}, k.table);
@@ -87,7 +80,7 @@ TEST(EmbeddingScatterAddRows, MatchesReferenceAndEmbeddingBackward) {
 
     // Flat ids and 2-D rows.
     OwnedTensor flat = make(init, {k.R, k.C}, k.table);
-    zt::ops::scatter_add_rows(flat, rows->reshape({N, k.C}), ids_tensor(ids, {N}));
+    zt::ops::scatter_add_rows(flat, rows->reshape({N, k.C}), make_ids(ids, {N}));
     EXPECT_EQ(flat->to_f32_vector(), want);
   }
 }
@@ -99,7 +92,7 @@ TEST(EmbeddingScatterAddRows, OutOfRangeIdsAreDropped) {
   const std::vector<float> rv = randn(4 * C, 8);
   const OwnedTensor rows = make(rv, {4, C});
   OwnedTensor dtable = make(std::vector<float>(R * C, 1.0f), {R, C});
-  EXPECT_NO_THROW(zt::ops::scatter_add_rows(dtable, rows, ids_tensor({2, static_cast<int32_t>(R), -1, 2}, {4})));
+  EXPECT_NO_THROW(zt::ops::scatter_add_rows(dtable, rows, make_ids({2, static_cast<int32_t>(R), -1, 2}, {4})));
   const std::vector<float> got = dtable->to_f32_vector();
   for (int64_t r = 0; r < R; ++r) {
     for (int64_t c = 0; c < C; ++c) {
@@ -111,7 +104,7 @@ TEST(EmbeddingScatterAddRows, OutOfRangeIdsAreDropped) {
 
 TEST(EmbeddingScatterAddRows, HostSideChecksStillThrow) {
   OwnedTensor dtable = make(std::vector<float>(4 * 3, 0.0f), {4, 3});
-  const OwnedTensor ids = ids_tensor({0, 1}, {2});
+  const OwnedTensor ids = make_ids({0, 1}, {2});
   const OwnedTensor rows = make(randn(2 * 3, 9), {2, 3});
   EXPECT_NO_THROW(zt::ops::scatter_add_rows(dtable, rows, ids));
   OwnedTensor f32_ids = make({0.0f, 1.0f}, {2});
