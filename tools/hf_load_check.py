@@ -30,16 +30,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # see zt_check_common's docstring
-from zt_check_common import (ROOT, causal_lm_f32, chosen_cases, dump_logits, empty_dir, logits_diff, parser, q, run,
-                             run_cases, train, train_tokenizer)
+from zt_check_common import (CHECK_TEXTS, ROOT, causal_lm_f32, chosen_cases, dump_logits, empty_dir, logits_diff,
+                             parser, q, run, run_cases, train, train_tokenizer)
 
-TEXTS = [
-    "Hello world",
-    "The license grants you the right to copy, modify and distribute the Package.",
-    "Numbers 12345 and 3.14159; symbols $%&!",
-    " a leading space, and\na newline",
-    "caf\u00e9 na\u00efve \u65e5\u672c\u8a9e",
-]
+TEXTS = CHECK_TEXTS + ["caf\u00e9 na\u00efve \u65e5\u672c\u8a9e"]
 GPT2_CONFIG = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": 2, "n_head": 2, "n_embd": 64,
                "n_positions": 128, "vocab_size": 50257}  # bos/eos: GPT2Config's defaults (50256)
 

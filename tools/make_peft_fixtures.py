@@ -44,7 +44,7 @@ from peft import LoraConfig, get_peft_model
 from safetensors.torch import save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from zt_check_common import hf_base_f32, selected  # noqa: E402  (the tiny bases as transformers 4.x reads them)
+from zt_check_common import hf_base_f32, make_fixtures  # noqa: E402  (the tiny bases as transformers 4.x reads them)
 
 TEXT = "LoRA merges."
 R, ALPHA = 4, 8
@@ -128,14 +128,5 @@ def make(out_dir, name, family, kwargs, seed):
     print(name, sorted(os.listdir(folder)), len(ref) - 2, "merged tensors")
 
 
-def main():
-    out_dir = sys.argv[1] if len(sys.argv) > 1 else "tests/data/peft"
-    chosen = selected(ADAPTERS, sys.argv[2:], "adapter")
-    os.makedirs(out_dir, exist_ok=True)
-    for i, (name, (family, kwargs)) in enumerate(ADAPTERS.items()):
-        if name in chosen:
-            make(out_dir, name, family, kwargs, seed=1000 + i)
-
-
 if __name__ == "__main__":
-    main()
+    make_fixtures(ADAPTERS, "adapter", "tests/data/peft", 1000, make)

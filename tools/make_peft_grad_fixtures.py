@@ -39,7 +39,7 @@ from peft import LoraConfig, PeftModel, get_peft_model
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from zt_check_common import hf_base_f32, selected  # noqa: E402  (rope_parameters given back to 4.x)
+from zt_check_common import hf_base_f32, make_fixtures  # noqa: E402  (rope_parameters given back to 4.x)
 
 TEXT = "PEFT's gradients."
 R, ALPHA = 2, 4
@@ -99,14 +99,5 @@ def make(out_dir, name, family, kwargs, seed):
     print(name, f"loss {out.loss.item():.6f}", len(saved), "adapter tensors")
 
 
-def main():
-    out_dir = sys.argv[1] if len(sys.argv) > 1 else "tests/data/peft_grads"
-    chosen = selected(CASES, sys.argv[2:], "case")
-    os.makedirs(out_dir, exist_ok=True)
-    for i, (name, (family, kwargs)) in enumerate(CASES.items()):
-        if name in chosen:
-            make(out_dir, name, family, kwargs, seed=2000 + i)
-
-
 if __name__ == "__main__":
-    main()
+    make_fixtures(CASES, "case", "tests/data/peft_grads", 2000, make)

@@ -43,15 +43,10 @@ import sys
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # see zt_check_common's docstring
-from zt_check_common import (ROOT, chosen_cases, dump_logits, empty_dir, hf_base_f32, logits_diff, parser, q,
-                             run_cases, train, train_tokenizer)
+from zt_check_common import (CHECK_TEXTS, ROOT, chosen_cases, dump_logits, empty_dir, hf_base_f32, logits_diff,
+                             parser, q, run_cases, train, train_tokenizer)
 
-TEXTS = [
-    "Hello world",
-    "The license grants you the right to copy, modify and distribute the Package.",
-    "Numbers 12345 and 3.14159; symbols $%&!",
-    " a leading space, and\na newline",
-]
+TEXTS = CHECK_TEXTS
 LLAMA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 CASES = {  # name: (family, target_modules, more lora: settings)
     "gpt2": ("gpt2", ["c_attn", "c_proj", "c_fc"], {}),

@@ -19,6 +19,14 @@ import subprocess
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # every case trains on these (two of the repo's licenses, 17 KB): small enough for a few CPU steps
 DATA = [os.path.join(ROOT, "data/text/artistic.txt"), os.path.join(ROOT, "data/text/apache-2.0.txt")]
+# the texts whose logits both checks compare: words, a long sentence, digits and symbols,
+# leading space and newline (hf_load_check adds non-ASCII text for its tokenizer cases)
+CHECK_TEXTS = [
+    "Hello world",
+    "The license grants you the right to copy, modify and distribute the Package.",
+    "Numbers 12345 and 3.14159; symbols $%&!",
+    " a leading space, and\na newline",
+]
 
 
 def run(cmd, **kw):
@@ -114,15 +122,22 @@ def hf_base_f32(base_dir):
     return causal_lm_f32(base_dir, config=config)
 
 
-def selected(cases, names, what):
-    """The cases a fixture tool makes: those named (every one when none is); exits naming the
-    unknown ones."""
+def make_fixtures(cases, what, default_out, seed_base, make):
+    """A fixture tool's main: `TOOL [OUT_DIR] [NAME ...]` makes the cases named (every one when
+    none is) with make(out_dir, name, family, kwargs, seed); the seed is seed_base plus the
+    case's place in cases, so that remaking one case gives the bytes it had when all were made.
+    Exits naming the unknown ones."""
     import sys
 
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else default_out
+    names = sys.argv[2:]
     unknown = sorted(set(names) - set(cases))
     if unknown:
         sys.exit(f"unknown {what}(s) {unknown}; the {what}s are {list(cases)}")
-    return [name for name in cases if not names or name in names]
+    os.makedirs(out_dir, exist_ok=True)
+    for i, (name, (family, kwargs)) in enumerate(cases.items()):
+        if not names or name in names:
+            make(out_dir, name, family, kwargs, seed=seed_base + i)
 
 
 def logits_diff(ref, other):
