@@ -372,6 +372,28 @@ struct BatchLoader::Impl {
   }
 };
 
+namespace {
+
+// An SFT shard's samples each make their own window, padded (else windows of seq_len + 1
+// tokens overlapping by one run through the shard).
+bool padded_per_sample(const TokenShard& shard, SampleWindows sample_windows) {
+  return !shard.sample_starts().empty() && sample_windows == SampleWindows::PaddedPerSample;
+}
+
+int64_t shard_windows(const TokenShard& shard, int64_t seq_len, SampleWindows sample_windows) {
+  if (padded_per_sample(shard, sample_windows)) return static_cast<int64_t>(shard.sample_starts().size());
+  return shard.size() > 0 ? (shard.size() - 1) / seq_len : 0;
+}
+
+}  // namespace
+
+int64_t count_windows(const std::vector<std::string>& shard_paths, int64_t seq_len, SampleWindows sample_windows) {
+  if (seq_len < 1) ZT_THROW_INPUT("sequence length (", seq_len, ") must be positive");
+  int64_t windows = 0;
+  for (const auto& p : shard_paths) windows += shard_windows(*open_token_shard(p), seq_len, sample_windows);
+  return windows;
+}
+
 BatchLoader::BatchLoader(std::vector<std::string> shard_paths, int64_t micro_batch, int64_t seq_len, uint64_t seed,
                          int rank, int world_size, SampleWindows sample_windows)
     : impl_(std::make_unique<Impl>()) {
@@ -394,15 +416,12 @@ BatchLoader::BatchLoader(std::vector<std::string> shard_paths, int64_t micro_bat
     const int64_t n = shard.size();
     const auto& starts = shard.sample_starts();
     m.samples += static_cast<int64_t>(starts.size());
-    const bool per_sample = !starts.empty() && sample_windows == SampleWindows::PaddedPerSample;
+    const bool per_sample = padded_per_sample(shard, sample_windows);
     m.per_sample.push_back(per_sample);
-    if (per_sample) {
+    if (per_sample)
       for (size_t i = 0; i < starts.size(); ++i)
         if ((i + 1 < starts.size() ? starts[i + 1] : n) - starts[i] > seq_len + 1) ++m.truncated;
-      m.first_window.push_back(m.first_window.back() + static_cast<int64_t>(starts.size()));
-    } else {
-      m.first_window.push_back(m.first_window.back() + (n > 0 ? (n - 1) / seq_len : 0));
-    }
+    m.first_window.push_back(m.first_window.back() + shard_windows(shard, seq_len, sample_windows));
   }
   if (m.windows() < m.global_batch()) {
     int64_t tokens = 0;

@@ -85,6 +85,11 @@ enum class SampleWindows {
   Packed,
 };
 
+// The windows of seq_len + 1 tokens the shards make (what a BatchLoader over them gives as
+// windows_per_epoch()), without a loader's batch-size check: 0 when they hold less than one
+// window. Throws BadInput when a shard is malformed.
+int64_t count_windows(const std::vector<std::string>& shard_paths, int64_t seq_len, SampleWindows sample_windows);
+
 class BatchLoader {
  public:
   // Throws BadInput when a shard is malformed or the data has fewer windows than one

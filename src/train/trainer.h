@@ -4,6 +4,7 @@
 // one log line per steps_per_print steps plus a JSONL metrics file, a final HF-format
 // model, and samples.
 #pragma once
+#include <limits>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -18,7 +19,7 @@ struct TrainResult {
   int64_t skipped_steps = 0;    // of those, skipped on fp16 overflow (no update, no lr step)
   int64_t optimizer_steps = 0;  // updates applied: steps - skipped_steps
   std::vector<double> losses;   // training loss of each global step run in this process
-  double final_val_loss = 0;
+  double final_val_loss = std::numeric_limits<double>::quiet_NaN();  // NaN: none measured (no validation)
   std::string final_model_dir;  // HF directory written at the end
   std::string last_checkpoint;
   bool stopped_by_signal = false;

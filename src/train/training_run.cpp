@@ -57,6 +57,40 @@ void log_sample_windows(const io::BatchLoader& loader, const config::TrainConfig
             " longer sample(s) cut at that length; the loss counts response tokens only");
 }
 
+// The validation batch (TrainingRun::val_batch), settled before training so that a run
+// does not train for hours and then fail at its first evaluation. Validation data shorter
+// than one batch is evaluated as one batch of the windows it has (HF evaluates a short eval
+// set too); data that makes no window at all is an error where the run needs a validation
+// loss (data.validation given, load_best_model_at_end, early stopping) and otherwise a
+// warning: the default validation_fraction split of a small data set is no reason to stop.
+int64_t settle_validation_batch(const config::TrainConfig& c, const std::vector<std::string>& val_shards,
+                                int64_t micro_batch, int64_t T, bool main_rank) {
+  const bool needed = c.load_best_model_at_end || c.early_stopping_patience > 0;
+  if (c.evaluations == config::Evaluations::None) return 0;
+  if (val_shards.empty()) {
+    if (needed)
+      ZT_THROW_INPUT(c.source, ": ", c.load_best_model_at_end ? "load_best_model_at_end" : "early_stopping_patience",
+                     " needs a validation loss, and there is no validation data: give data.validation or a "
+                     "data.validation_fraction that selects some documents");
+    return 0;
+  }
+  const int64_t wanted = c.eval_batch_size > 0 ? c.eval_batch_size : micro_batch;
+  const int64_t windows = io::count_windows(val_shards, T, sample_windows(c));
+  if (windows == 0) {
+    const std::string what = str(val_shards.front(), ": the validation data makes no window of ", T + 1, " tokens");
+    if (needed || !c.data.validation.empty())
+      ZT_THROW_INPUT(what, "; use more validation data or a shorter data.seq_len (or eval_strategy: no)");
+    if (main_rank)
+      ZT_WARN(what, " (the data.validation_fraction ", c.data.validation_fraction,
+              " split): no validation loss this run; give data.validation or a larger data.validation_fraction");
+    return 0;
+  }
+  if (windows < wanted && main_rank)
+    ZT_INFO("validation: ", windows, " windows of ", T + 1, " tokens, fewer than a batch of ", wanted,
+            ": evaluated as one batch of ", windows);
+  return std::min(wanted, windows);
+}
+
 }  // namespace
 namespace fs = std::filesystem;
 
@@ -302,6 +336,7 @@ std::unique_ptr<TrainingRun> start_training_run(const config::TrainConfig& confi
     ZT_THROW_INPUT("the training data has ", run->windows, " windows of ", T + 1,
                    " tokens, fewer than one micro-batch (", B, "): use more data or a smaller seq_len / micro batch");
   check_global_batch_fits_data(c, run->windows, T);
+  run->val_batch = settle_validation_batch(c, run->data.val_shards, B, T, run->comm->rank() == 0);
   run->steps_per_epoch = std::max<int64_t>(1, run->windows / (B * gas * c.world_size));
   // Epoch-based runs learn their total step count from the data.
   run->total_steps = c.max_steps;
@@ -532,8 +567,8 @@ double mean_over_ranks(TrainingRun& run, double value) {
 }
 
 double validation_loss(TrainingRun& run, int64_t batches) {
-  if (run.data.val_shards.empty() || batches <= 0) return std::nan("");
-  const int64_t B = run.config.eval_batch_size > 0 ? run.config.eval_batch_size : run.micro_batch, T = run.seq_len;
+  if (run.val_batch == 0 || batches <= 0) return std::nan("");
+  const int64_t B = run.val_batch, T = run.seq_len;
   io::BatchLoader loader(run.data.val_shards, B, T, run.config.data_order_seed() ^ 0xE7A1ull, 0, 1,
                          sample_windows(run.config));
   OwnedTensor tok({B, T}, DType::I32), tgt({B, T}, DType::I32);

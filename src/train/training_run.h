@@ -41,6 +41,9 @@ struct TrainingRun {
   DataSetup data;
   int64_t micro_batch = 0, seq_len = 0, grad_accum = 0;
   int64_t windows = 0;      // training windows per epoch
+  // Sequences per validation batch: eval_batch_size (else the micro-batch), at most the
+  // validation windows there are; 0: no validation loss (no validation data or eval_strategy no).
+  int64_t val_batch = 0;
   int64_t steps_per_epoch = 1;  // global steps over one epoch of the training windows (>= 1)
   std::string best_checkpoint;  // load_best_model_at_end: global_stepN of the best validation loss so far
   int64_t total_steps = 0;  // global steps the run takes (fp16-skipped ones included)

@@ -19,6 +19,7 @@ inline void perturb(model::Transformer& m, uint64_t seed) {
       float v = rows.get_f32(i);
       switch (e.spec.init) {
         case model::Init::Normal:
+        case model::Init::KaimingUniform:
           v *= 4.0f;
           break;
         case model::Init::Ones:

@@ -14,11 +14,13 @@
 #include <fstream>
 #include <thread>
 
+#include "common/input_error.h"
 #include "common/small_run.h"
 #include "common/temp_dir.h"
 #include "io/bpe_trainer.h"
 #include "io/byte_tokenizer.h"
 #include "io/safetensors.h"
+#include "io/token_dataset.h"
 #include "io/tokenizer.h"
 #include "model/hf_dir.h"
 #include "train/lr_schedule.h"
@@ -35,6 +37,7 @@ namespace {
 fs::path temp_dir(const std::string& name) { return zt::testing::fresh_test_dir("trainer_", name); }
 
 using zt::testing::file_bytes;
+using zt::testing::input_error_of;
 using zt::testing::small_run;
 
 }  // namespace
@@ -419,6 +422,48 @@ TEST(Trainer, DataSeedAndEvalBatchSizeAsHfMeansThem) {
   const train::TrainResult b1 = run({"--per_device_eval_batch_size", "1", "--eval_batches", "8"});
   ASSERT_TRUE(std::isfinite(b8.final_val_loss));
   EXPECT_NEAR(b8.final_val_loss, b1.final_val_loss, 1e-5 * b8.final_val_loss);
+  fs::remove_all(a);
+}
+
+// Validation data shorter than one batch (a small validation_fraction split at a long
+// seq_len) is evaluated as one batch of the windows it has, as HF evaluates a short eval
+// set, instead of failing the run at its end after all its training; data that makes no
+// window at all is settled before training: an error when the run asked for it
+// (data.validation), a warning and no validation loss for the default split.
+TEST(Trainer, ShortValidationDataIsEvaluatedAndNoWindowIsSaidBeforeTraining) {
+  const fs::path a = temp_dir("short_validation");
+  std::string few;  // about 85 tokens: 2 windows of 33, fewer than the batch of 4
+  for (int i = 0; i < 3; ++i) few += "The quick brown fox jumps over the lazy dog. ";
+  std::ofstream(a / "few.txt") << few;
+  std::ofstream(a / "none.txt") << "Hello.";
+  const auto run = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), {"--max_steps", "2", "--save_strategy", "no", "--overwrite_output_dir"});
+    return train::run_training(small_run(a, extra));
+  };
+  const train::TrainResult short_batch = run({"--data.validation", "['" + (a / "few.txt").string() + "']"});
+  ASSERT_TRUE(std::isfinite(short_batch.final_val_loss));
+  const int64_t windows = io::count_windows({(a / "run" / "data_validation" / "train_000000.bin").string()}, 32,
+                                            io::SampleWindows::Packed);
+  ASSERT_GT(windows, 0);
+  ASSERT_LT(windows, 4) << "the validation data must be shorter than one batch of 4";
+  // the same windows one at a time (eval_batches 8 takes every one there is)
+  const train::TrainResult one_by_one = run({"--data.validation", "['" + (a / "few.txt").string() + "']",
+                                             "--per_device_eval_batch_size", "1", "--eval_batches", "8"});
+  EXPECT_NEAR(short_batch.final_val_loss, one_by_one.final_val_loss, 1e-5 * short_batch.final_val_loss);
+
+  fs::remove_all(a / "run");
+  const std::string e =
+      input_error_of([&] { run({"--data.validation", "['" + (a / "none.txt").string() + "']"}); });
+  EXPECT_NE(e.find("makes no window of 33 tokens"), std::string::npos) << e;
+  EXPECT_NE(e.find("data.seq_len"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(a / "run" / "metrics.jsonl")) << "said before the first step";
+
+  // The default split: the second of two documents (validation_fraction 0.5) is too short.
+  const train::TrainResult no_val = run({"--data.train",
+                                         "['" + std::string(ZT_SOURCE_DIR) + "/data/text/artistic.txt', '" +
+                                             (a / "none.txt").string() + "']"});
+  EXPECT_TRUE(std::isnan(no_val.final_val_loss));
+  EXPECT_EQ(no_val.losses.size(), 2u);
   fs::remove_all(a);
 }
 
