@@ -4,8 +4,8 @@
 // one log line per steps_per_print steps plus a JSONL metrics file, a final HF-format
 // model, and samples.
 #pragma once
-#include <limits>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>

@@ -456,6 +456,7 @@ TEST(Trainer, ShortValidationDataIsEvaluatedAndNoWindowIsSaidBeforeTraining) {
       input_error_of([&] { run({"--data.validation", "['" + (a / "none.txt").string() + "']"}); });
   EXPECT_NE(e.find("makes no window of 33 tokens"), std::string::npos) << e;
   EXPECT_NE(e.find("data.seq_len"), std::string::npos) << e;
+  EXPECT_NE(e.find("none.txt"), std::string::npos) << "names the user's file: " << e;
   EXPECT_FALSE(fs::exists(a / "run" / "metrics.jsonl")) << "said before the first step";
 
   // The default split: the second of two documents (validation_fraction 0.5) is too short.
