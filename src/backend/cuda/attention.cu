@@ -20,6 +20,7 @@
 #include "backend/cuda/attention_tc.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
+#include "backend/cuda/device/host_dispatch.cuh"
 #include "core/error.h"
 
 namespace zt::cuda {
@@ -28,27 +29,6 @@ namespace {
 using attn::Dims;
 using attn::kThreads;
 using attn::Tiles;
-
-template <class T>
-struct Tag {
-  using type = T;
-};
-
-// Calls fn(Tag<A>) with A the device type of the activation dtype (f32, bf16 or f16).
-template <class Fn>
-void dispatch_dtype(const char* op, DType dt, Fn&& fn) {
-  switch (dt) {
-    case DType::F32:
-      return fn(Tag<float>{});
-    case DType::BF16:
-      return fn(Tag<__nv_bfloat16>{});
-    case DType::F16:
-      return fn(Tag<__half>{});
-    default:
-      break;
-  }
-  ZT_THROW_UNSUPPORTED(op, ": CUDA attention takes f32, bf16 or f16 activations, got ", dtype_name(dt));
-}
 
 // Calls fn(std::integral_constant<int, kD>) with kD the head-dim bucket of D.
 template <class Fn>
@@ -148,7 +128,7 @@ void attention_forward_fma(const Tensor& out, const Tensor& lse, const Tensor& q
   const Dims dm = dims_of(op, qkv, n_q_heads, n_kv_heads, segment_starts);
   const int B = static_cast<int>(qkv.size(0));
   if (B == 0 || dm.T == 0) return;
-  dispatch_dtype(op, qkv.dtype(), [&](auto tag) {
+  dispatch_activation(op, qkv.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_head_dim(op, dm.D, [&](auto kd) { launch_forward<decltype(kd)::value, T>(out, lse, qkv, dm, B, scale); });
   });
@@ -161,7 +141,7 @@ void attention_backward_fma(const Tensor& dqkv, const Tensor& dout, const Tensor
   const Dims dm = dims_of(op, qkv, n_q_heads, n_kv_heads, segment_starts);
   const int B = static_cast<int>(qkv.size(0));
   if (B == 0 || dm.T == 0) return;
-  dispatch_dtype(op, qkv.dtype(), [&](auto tag) {
+  dispatch_activation(op, qkv.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_head_dim(
         op, dm.D, [&](auto kd) { launch_backward<decltype(kd)::value, T>(dqkv, dout, qkv, out, lse, dm, B, scale); });

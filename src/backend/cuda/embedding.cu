@@ -35,6 +35,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/device/element_vec.cuh"
+#include "backend/cuda/device/host_dispatch.cuh"
 #include "backend/embedding_kernels.h"
 #include "core/allocator.h"
 #include "core/error.h"
@@ -156,34 +157,6 @@ __global__ void embedding_wpe_grad_kernel(G* __restrict__ dwpe, const A* __restr
 
 // ---- host side ----------------------------------------------------------------------
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
-unsigned blocks_for(int64_t work, int threads) {
-  // Grid-stride loops: enough blocks to fill the GPU, never more than needed.
-  const int64_t blocks = (work + threads - 1) / threads;
-  return static_cast<unsigned>(std::min<int64_t>(blocks, 65536));
-}
-
-template <class Fn>
-void dispatch_activation(DType dt, Fn&& fn) {
-  switch (dt) {
-    case DType::F32:
-      return fn(Tag<float>{});
-    case DType::BF16:
-      return fn(Tag<__nv_bfloat16>{});
-    case DType::F16:
-      return fn(Tag<__half>{});
-    default:
-      break;
-  }
-  ZT_THROW_UNSUPPORTED("cuda embedding: activations must be f32, bf16 or f16, got ", dtype_name(dt));
-}
-
-template <class Fn>
-void dispatch_param(DType dt, Fn&& fn) {
-  dispatch_float(dt, [&](auto tag) { fn(Tag<typename DeviceType<decltype(tag)>::type>{}); });
-}
-
 // A device flag for the first bad token position, set to "none".
 Buffer make_flag(cudaStream_t stream) {
   Buffer flag(sizeof(unsigned long long), Device::cuda());
@@ -221,7 +194,7 @@ int key_bits(int64_t vocab) {
 void launch_forward(const Tensor& out, const int32_t* tok, const Tensor& wte, const Tensor& wpe, int64_t N, int64_t T,
                     int C, unsigned long long* first_bad, cudaStream_t stream) {
   const int64_t vocab = wte.size(0);
-  dispatch_activation(out.dtype(), [&](auto at) {
+  dispatch_activation("cuda embedding", out.dtype(), [&](auto at) {
     dispatch_param(wte.dtype(), [&](auto wt) {
       using A = typename decltype(at)::type;
       using W = typename decltype(wt)::type;
@@ -230,11 +203,11 @@ void launch_forward(const Tensor& out, const int32_t* tok, const Tensor& wte, co
       const W* pe = wpe.storage_as<const W>();
       const bool vec = C % kVec == 0 && aligned16(y) && aligned16(te) && aligned16(pe);
       if (vec) {
-        embedding_forward_kernel<kVec>
-            <<<blocks_for(N * (C / kVec), kThreads), kThreads, 0, stream>>>(y, tok, te, pe, N, T, C, vocab, first_bad);
+        embedding_forward_kernel<kVec><<<grid_stride_blocks(N * (C / kVec), kThreads), kThreads, 0, stream>>>(
+            y, tok, te, pe, N, T, C, vocab, first_bad);
       } else {
         embedding_forward_kernel<1>
-            <<<blocks_for(N * C, kThreads), kThreads, 0, stream>>>(y, tok, te, pe, N, T, C, vocab, first_bad);
+            <<<grid_stride_blocks(N * C, kThreads), kThreads, 0, stream>>>(y, tok, te, pe, N, T, C, vocab, first_bad);
       }
       ZT_CUDA_CHECK_LAST();
     });
@@ -259,7 +232,8 @@ void wte_grad(G* dwte, const A* dout, const int32_t* tokens, int64_t vocab, int 
   uint32_t* kmade = static_cast<uint32_t*>(keys_in.data());
   const uint32_t* kin = trusted ? kmade : reinterpret_cast<const uint32_t*>(tokens);
 
-  check_and_index_kernel<<<blocks_for(N, kThreads), kThreads, 0, stream>>>(tokens, N, vocab, rin, first_bad, kmade);
+  check_and_index_kernel<<<grid_stride_blocks(N, kThreads), kThreads, 0, stream>>>(tokens, N, vocab, rin, first_bad,
+                                                                                   kmade);
   ZT_CUDA_CHECK_LAST();
 
   const int end_bit = key_bits(trusted ? vocab + 1 : vocab);
@@ -289,9 +263,10 @@ void wpe_grad(G* dwpe, const A* dout, int64_t B, int64_t T, int C, const unsigne
   const bool vec = C % kVec == 0 && aligned16(dwpe) && aligned16(dout);
   if (vec) {
     embedding_wpe_grad_kernel<kVec>
-        <<<blocks_for(T * (C / kVec), kThreads), kThreads, 0, stream>>>(dwpe, dout, B, T, C, first_bad);
+        <<<grid_stride_blocks(T * (C / kVec), kThreads), kThreads, 0, stream>>>(dwpe, dout, B, T, C, first_bad);
   } else {
-    embedding_wpe_grad_kernel<1><<<blocks_for(T * C, kThreads), kThreads, 0, stream>>>(dwpe, dout, B, T, C, first_bad);
+    embedding_wpe_grad_kernel<1>
+        <<<grid_stride_blocks(T * C, kThreads), kThreads, 0, stream>>>(dwpe, dout, B, T, C, first_bad);
   }
   ZT_CUDA_CHECK_LAST();
 }
@@ -332,7 +307,7 @@ TokenCheck embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tens
   // dwte's rows and not at all for dwpe alone.
   Buffer flag = has_wte ? make_flag(stream) : Buffer();
   unsigned long long* first_bad = static_cast<unsigned long long*>(flag.data());
-  dispatch_activation(dout.dtype(), [&](auto at) {
+  dispatch_activation("cuda embedding", dout.dtype(), [&](auto at) {
     dispatch_param(ref.dtype(), [&](auto gt) {
       using A = typename decltype(at)::type;
       using G = typename decltype(gt)::type;
@@ -354,7 +329,7 @@ void scatter_add_rows(const Tensor& dtable, const Tensor& rows, const Tensor& id
   const int64_t R = dtable.size(0);
   ZT_CHECK(R < (int64_t{1} << 32) - 1, "cuda::scatter_add_rows: ", R, " rows is too many for 32-bit sort keys");
   cudaStream_t stream = compute_stream();
-  dispatch_activation(rows.dtype(), [&](auto at) {
+  dispatch_activation("cuda embedding", rows.dtype(), [&](auto at) {
     dispatch_param(dtable.dtype(), [&](auto gt) {
       using A = typename decltype(at)::type;
       using G = typename decltype(gt)::type;

@@ -25,6 +25,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/device/element_vec.cuh"
+#include "backend/cuda/device/host_dispatch.cuh"
 #include "backend/norm_kernels.h"
 #include "core/allocator.h"
 #include "core/error.h"
@@ -222,30 +223,6 @@ __global__ void norm_dinp_kernel(A* dinp, const A* dout, const A* inp, const W* 
 
 // ---- host side ----------------------------------------------------------------------
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
-// Calls fn(Tag<A>) with A the device type of an activation dtype (f32, bf16 or f16).
-template <class Fn>
-void dispatch_activation(DType dt, Fn&& fn) {
-  switch (dt) {
-    case DType::F32:
-      return fn(Tag<float>{});
-    case DType::BF16:
-      return fn(Tag<__nv_bfloat16>{});
-    case DType::F16:
-      return fn(Tag<__half>{});
-    default:
-      break;
-  }
-  ZT_THROW_UNSUPPORTED("cuda norm: activations must be f32, bf16 or f16, got ", dtype_name(dt));
-}
-
-// Calls fn(Tag<W>) with W the device type of a parameter dtype (f32, bf16 or f16).
-template <class Fn>
-void dispatch_param(DType dt, Fn&& fn) {
-  dispatch_float(dt, [&](auto tag) { fn(Tag<typename DeviceType<decltype(tag)>::type>{}); });
-}
-
 struct Rows {
   int64_t N = 0;
   int C = 0;
@@ -276,7 +253,7 @@ void norm_forward(const char* op, const Tensor& out, const Tensor& mean, const T
   ZT_CHECK(!residual || (ra.dtype() == inp.dtype() && rb.dtype() == inp.dtype()), op,
            ": the residual add's inputs must have the dtype of res");
   cudaStream_t stream = compute_stream();
-  dispatch_activation(inp.dtype(), [&](auto at) {
+  dispatch_activation("cuda norm", inp.dtype(), [&](auto at) {
     dispatch_param(weight.dtype(), [&](auto wt) {
       using A = typename decltype(at)::type;
       using W = typename decltype(wt)::type;
@@ -314,7 +291,7 @@ void norm_param_grads(const Tensor& dweight, const Tensor& dbias, const Tensor& 
   Buffer partial(static_cast<size_t>(K * chunks * rows.C) * sizeof(float), Device::cuda());
   float* part = static_cast<float*>(partial.data());
   const unsigned col_blocks = static_cast<unsigned>((rows.C + kColThreads - 1) / kColThreads);
-  dispatch_activation(dout.dtype(), [&](auto at) {
+  dispatch_activation("cuda norm", dout.dtype(), [&](auto at) {
     using A = typename decltype(at)::type;
     norm_param_partials_kernel<kLayerNorm><<<dim3(col_blocks, static_cast<unsigned>(chunks)), kColThreads, 0, stream>>>(
         part, dout.storage_as<const A>(), inp.storage_as<const A>(), mean.storage_as<const float>(),
@@ -350,7 +327,7 @@ void norm_backward(const char* op, const Tensor& dinp, const Tensor& dweight, co
     norm_param_grads<kLayerNorm>(dweight, dbias, dout, inp, mean, rstd, rows, stream);
   }
   if (!dinp.has_data()) return;
-  dispatch_activation(dout.dtype(), [&](auto at) {
+  dispatch_activation("cuda norm", dout.dtype(), [&](auto at) {
     dispatch_param(weight.dtype(), [&](auto wt) {
       using A = typename decltype(at)::type;
       using W = typename decltype(wt)::type;

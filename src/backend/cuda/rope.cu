@@ -17,6 +17,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/device/element_vec.cuh"
+#include "backend/cuda/device/host_dispatch.cuh"
 #include "backend/rope_kernels.h"
 #include "core/error.h"
 
@@ -64,28 +65,6 @@ __global__ void rope_kernel(A* __restrict__ qkv, int64_t rows, int64_t T, int ro
   }
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
-unsigned blocks_for(int64_t work) {
-  const int64_t blocks = (work + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(std::min<int64_t>(blocks, 65536));
-}
-
-template <class Fn>
-void dispatch_activation(DType dt, Fn&& fn) {
-  switch (dt) {
-    case DType::F32:
-      return fn(Tag<float>{});
-    case DType::BF16:
-      return fn(Tag<__nv_bfloat16>{});
-    case DType::F16:
-      return fn(Tag<__half>{});
-    default:
-      break;
-  }
-  ZT_THROW_UNSUPPORTED("cuda rope: activations must be f32, bf16 or f16, got ", dtype_name(dt));
-}
-
 template <bool kInverse>
 void rope_apply(const Tensor& qkv, int n_q_heads, int n_kv_heads, const Tensor& cos, const Tensor& sin, int64_t start) {
   if (qkv.numel() == 0) return;
@@ -97,18 +76,19 @@ void rope_apply(const Tensor& qkv, int n_q_heads, int n_kv_heads, const Tensor& 
   const float* c = static_cast<const float*>(cos.data()) + start * half;
   const float* s = static_cast<const float*>(sin.data()) + start * half;
   cudaStream_t stream = compute_stream();
-  dispatch_activation(qkv.dtype(), [&](auto at) {
+  dispatch_activation("cuda rope", qkv.dtype(), [&](auto at) {
     using A = typename decltype(at)::type;
     constexpr int kVec = 16 / sizeof(A);  // one 16-byte vector of activations
     A* x = static_cast<A*>(qkv.data());
     const int h = static_cast<int>(half);
     const bool vec = half % kVec == 0 && aligned16(x) && aligned16(c) && aligned16(s);
     if (vec) {
-      rope_kernel<kVec, kInverse><<<blocks_for(rows * rot_heads * (half / kVec)), kThreads, 0, stream>>>(
-          x, rows, T, rot_heads, row_stride, h, c, s);
+      rope_kernel<kVec, kInverse>
+          <<<grid_stride_blocks(rows * rot_heads * (half / kVec), kThreads), kThreads, 0, stream>>>(
+              x, rows, T, rot_heads, row_stride, h, c, s);
     } else {
-      rope_kernel<1, kInverse>
-          <<<blocks_for(rows * rot_heads * half), kThreads, 0, stream>>>(x, rows, T, rot_heads, row_stride, h, c, s);
+      rope_kernel<1, kInverse><<<grid_stride_blocks(rows * rot_heads * half, kThreads), kThreads, 0, stream>>>(
+          x, rows, T, rot_heads, row_stride, h, c, s);
     }
     ZT_CUDA_CHECK_LAST();
   });
