@@ -106,8 +106,11 @@ def peft_own_warnings(base_dir, folder):
 
     own = folder.rstrip("/") + "_peft_own"
     shutil.rmtree(own, ignore_errors=True)
-    get_peft_model(hf_base_f32(base_dir), LoraConfig.from_pretrained(folder)).save_pretrained(own)
-    return load_with_warnings(hf_base_f32(base_dir), own)[1]
+    try:
+        get_peft_model(hf_base_f32(base_dir), LoraConfig.from_pretrained(folder)).save_pretrained(own)
+        return load_with_warnings(hf_base_f32(base_dir), own)[1]
+    finally:
+        shutil.rmtree(own, ignore_errors=True)  # scratch: only its warnings are wanted
 
 
 def check_peft(base_dir, final, dumped, atol):

@@ -78,12 +78,12 @@ int64_t settle_validation_batch(const config::TrainConfig& c, const std::vector<
   const int64_t windows = io::count_windows(val_shards, T, sample_windows(c));
   if (windows == 0) {
     const std::string what = str(val_shards.front(), ": the validation data makes no window of ", T + 1, " tokens");
+    const char* fix = "; use more validation data or a shorter data.seq_len (or eval_strategy: no)";
     if (!c.data.validation.empty())  // name what the user gave, not the shard made from it
       ZT_THROW_INPUT(c.source, ": data.validation ", c.data.validation.front(),
                      (c.data.validation.size() > 1 ? str(" (and ", c.data.validation.size() - 1, " more)") : ""),
-                     " makes no window of ", T + 1,
-                     " tokens; use more validation data or a shorter data.seq_len (or eval_strategy: no)");
-    if (needed) ZT_THROW_INPUT(what, "; use more validation data or a shorter data.seq_len (or eval_strategy: no)");
+                     " makes no window of ", T + 1, " tokens", fix);
+    if (needed) ZT_THROW_INPUT(what, fix);
     if (main_rank)
       ZT_WARN(what, " (the data.validation_fraction ", c.data.validation_fraction,
               " split): no validation loss this run; give data.validation or a larger data.validation_fraction");
