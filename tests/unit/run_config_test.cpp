@@ -385,6 +385,15 @@ TEST(RunConfig, PathsInARunFileAreRelativeToTheFileFromAnyDirectory) {
       EXPECT_EQ(at(p.data.validation[0]), cwd / "held_out.txt");
     }
   }
+  // The built-in run (examples/default_run.yaml names ../src and ../docs), started where
+  // `../src` is another tree: the repository's own folders.
+  fs::current_path(root / "decoy/deep");
+  const std::string builtin = std::string(ZT_SOURCE_DIR) + "/examples/default_run.yaml";
+  const TrainConfig b = load_train_config({builtin});
+  const fs::path source = fs::weakly_canonical(ZT_SOURCE_DIR);
+  ASSERT_FALSE(b.data.train.empty());
+  for (const std::string& p : b.data.train)
+    EXPECT_EQ(fs::weakly_canonical(fs::absolute(p)).string().rfind(source.string() + "/", 0), 0u) << p;
   fs::current_path(saved);
 }
 
