@@ -1,5 +1,6 @@
 #include "train/metrics.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,6 +36,38 @@ std::string cpuinfo(const std::string& key) {
   }
   return {};
 }
+// A resumed run appends to metrics.jsonl. When the last run's last record was cut off (a
+// full disk, a kill in the middle of a write), appending would glue the next record to
+// it, and a bad line in the middle is an error for `zerotrain plot`: the torn bytes after
+// the last end of line are cut off first, with a warning.
+void drop_torn_record(int fd, const std::string& path) {
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return;
+  const off_t size = st.st_size;
+  char c = 0;
+  if (::pread(fd, &c, 1, size - 1) != 1 || c == '\n') return;
+  off_t keep = 0;  // the bytes up to and with the last '\n'
+  char buf[4096];
+  for (off_t end = size; end > 0 && keep == 0;) {
+    const off_t begin = std::max<off_t>(0, end - static_cast<off_t>(sizeof buf));
+    const ssize_t n = ::pread(fd, buf, static_cast<size_t>(end - begin), begin);
+    if (n != end - begin) return;  // unreadable: leave it as it is
+    for (ssize_t i = n - 1; i >= 0; --i)
+      if (buf[i] == '\n') {
+        keep = begin + i + 1;
+        break;
+      }
+    end = begin;
+  }
+  if (::ftruncate(fd, keep) != 0) {
+    ZT_WARN("metrics file '", path, "' ends with a torn record that could not be cut off (", std::strerror(errno),
+            "); `zerotrain plot` refuses the file until that line is removed");
+    return;
+  }
+  ZT_WARN("metrics file '", path, "' ended with a torn record (", size - keep,
+          " bytes after the last end of line: a full disk or a killed run); cut off before appending");
+}
+
 }  // namespace
 
 std::string PeakFlops::describe() const {
@@ -129,6 +162,7 @@ std::string human_duration(double seconds) {
 MetricsFile::MetricsFile(const std::string& path, bool append) : path_(path) {
   file_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (!file_) ZT_THROW_IO("cannot open metrics file '", path, "' for writing: ", std::strerror(errno));
+  if (append) drop_torn_record(::fileno(file_), path);
 }
 
 MetricsFile::~MetricsFile() {
