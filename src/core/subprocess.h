@@ -13,8 +13,8 @@ namespace zt {
 struct ProgramResult {
   enum class Ended { Exited, Signalled, NotStarted };
   Ended ended = Ended::NotStarted;
-  int code = 0;        // the exit code, the signal number, or errno when not started
-  std::string output;  // stdout and stderr together, at most the cap given
+  int code = 0;            // the exit code, the signal number, or errno when not started
+  std::string output;      // stdout and stderr together, at most the cap given
   bool truncated = false;  // more output came than the cap; it was read and dropped
   bool ok() const { return ended == Ended::Exited && code == 0; }
   // "exit code 1", "killed by signal 9", "could not start (No such file or directory)".

@@ -45,7 +45,9 @@ class JsonlSource final : public DocumentSource {
  public:
   // The check first: an ifstream's open of a FIFO would wait for a writer.
   JsonlSource(std::string path, const DocumentOptions& o)
-      : path_((check_bounded_file(path, "JSONL data file", kNoCap), std::move(path))), o_(o), in_(path_, std::ios::binary) {
+      : path_((check_bounded_file(path, "JSONL data file", kNoCap), std::move(path))),
+        o_(o),
+        in_(path_, std::ios::binary) {
     if (!in_) ZT_THROW_INPUT(path_, ": cannot read");
   }
   bool next(std::string& doc) override {

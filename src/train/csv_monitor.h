@@ -40,7 +40,7 @@ class CsvMonitor {
 
   std::string dir_;
   State state_ = State::Writing;
-  int64_t step_ = -1;  // of the row being written, for the warning
+  int64_t step_ = -1;                                                // of the row being written, for the warning
   std::map<std::string, std::unique_ptr<std::FILE, Closer>> files_;  // by tag
 };
 

@@ -104,7 +104,8 @@ std::string plot_metrics_svg(const std::string& path) {
     text = io::read_bounded_file(path, "metrics file", kMetricsFileCap);
   } catch (const Error& e) {
     // A missing file gets the hint of where one comes from.
-    if (!fs::exists(fs::symlink_status(path))) ZT_THROW_INPUT(e.what(), " (a training run writes metrics.jsonl into its output_dir)");
+    if (!fs::exists(fs::symlink_status(path)))
+      ZT_THROW_INPUT(e.what(), " (a training run writes metrics.jsonl into its output_dir)");
     throw;
   }
   Series loss, val, lr, tps, norm;

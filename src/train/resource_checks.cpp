@@ -241,11 +241,11 @@ void check_output_drive_room(const config::TrainConfig& c, const CheckpointPlan&
       why += " (keep_last 0 keeps every one)";
     why += str(", ", room.checkpoints_with_final, " beside final/ at the end");
   }
-  ZT_THROW_INPUT("output_dir '", c.output_dir, "': its drive has ", bytes_str(free_bytes),
-                 " free (after the NVMe swap files, if on it, took theirs), but this run needs ", bytes_str(room.bytes),
-                 ": final/ needs ", bytes_str(final_bytes), why, ": free space there or point output_dir at another drive",
-                 saves ? " (or keep fewer checkpoints: keep_last, save_strategy \"no\" saves only at a stop signal)"
-                       : "");
+  ZT_THROW_INPUT(
+      "output_dir '", c.output_dir, "': its drive has ", bytes_str(free_bytes),
+      " free (after the NVMe swap files, if on it, took theirs), but this run needs ", bytes_str(room.bytes),
+      ": final/ needs ", bytes_str(final_bytes), why, ": free space there or point output_dir at another drive",
+      saves ? " (or keep fewer checkpoints: keep_last, save_strategy \"no\" saves only at a stop signal)" : "");
 }
 
 }  // namespace zt::train

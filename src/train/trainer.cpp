@@ -507,8 +507,9 @@ TrainResult run_training(const config::TrainConfig& config) {
         result.samples.push_back(text);
       }
       if (signals.requested()) {
-        std::printf("received signal %d during the end-of-run samples: they stop here (%zu of %zu begun; %s is complete)\n",
-                    signals.signal(), result.samples.size(), c.sample_prompts.size(), result.final_model_dir.c_str());
+        std::printf(
+            "received signal %d during the end-of-run samples: they stop here (%zu of %zu begun; %s is complete)\n",
+            signals.signal(), result.samples.size(), c.sample_prompts.size(), result.final_model_dir.c_str());
         std::fflush(stdout);
       }
     }

@@ -75,13 +75,13 @@ TEST(BoundedInputs, FifosAndDevicesAsDataAndMetricsAreRefusedWithoutBlocking) {
   struct Case {
     std::string args, path, kind;
   };
-  for (const Case& c : {Case{"eval --model " + dir.string() + " --data " + fifo, fifo, "a FIFO"},
-                        Case{"eval --model " + dir.string() + " --data /dev/zero", "/dev/zero", "a character device"},
-                        Case{"prepare --tokenizer bytes --out " + (dir / "p1").string() + " " + fifo, fifo, "a FIFO"},
-                        Case{"prepare --tokenizer bytes --out " + (dir / "p2").string() + " /dev/zero", "/dev/zero",
-                             "a character device"},
-                        Case{"plot " + fifo, fifo, "a FIFO"},
-                        Case{"plot /dev/zero", "/dev/zero", "a character device"}}) {
+  for (const Case& c :
+       {Case{"eval --model " + dir.string() + " --data " + fifo, fifo, "a FIFO"},
+        Case{"eval --model " + dir.string() + " --data /dev/zero", "/dev/zero", "a character device"},
+        Case{"prepare --tokenizer bytes --out " + (dir / "p1").string() + " " + fifo, fifo, "a FIFO"},
+        Case{"prepare --tokenizer bytes --out " + (dir / "p2").string() + " /dev/zero", "/dev/zero",
+             "a character device"},
+        Case{"plot " + fifo, fifo, "a FIFO"}, Case{"plot /dev/zero", "/dev/zero", "a character device"}}) {
     const zt::testing::ShellResult r = sh(kZ20 + " " + c.args);
     EXPECT_EQ(r.rc, 2) << c.args << ": " << r.out;  // 124: it hung; 1 or 137: it read until memory ran out
     EXPECT_HAS(r.out, c.path + ": not a regular file (it is " + c.kind + ")");

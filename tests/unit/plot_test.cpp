@@ -65,7 +65,10 @@ TEST(Plot, BadInputNamesTheFile) {
 TEST(Plot, ATornLastRecordIsSkippedWithAWarning) {
   zt::testing::TempDir dir(zt::testing::build_temp_path("plot_torn_"));
   const std::string path = dir.file("metrics.jsonl");
-  std::ofstream(path) << R"({"step": 1, "loss": 3.0})" << "\n" << R"({"step": 2, "loss": 2.5})" << "\n"
+  std::ofstream(path) << R"({"step": 1, "loss": 3.0})"
+                      << "\n"
+                      << R"({"step": 2, "loss": 2.5})"
+                      << "\n"
                       << R"({"step": 3, "lo)";
   const LogLevel level = log_level();
   set_log_level(LogLevel::Warn);
@@ -76,8 +79,12 @@ TEST(Plot, ATornLastRecordIsSkippedWithAWarning) {
   EXPECT_EQ(count_of(svg, "<polyline"), 1u);
   EXPECT_NE(err.find(path + ":3: the last record is cut off"), std::string::npos) << err;
 
-  std::ofstream(path) << R"({"step": 1, "loss": 3.0})" << "\n" << R"({"step": 2, "lo)" << "\n"
-                      << R"({"step": 3, "loss": 2.0})" << "\n";
+  std::ofstream(path) << R"({"step": 1, "loss": 3.0})"
+                      << "\n"
+                      << R"({"step": 2, "lo)"
+                      << "\n"
+                      << R"({"step": 3, "loss": 2.0})"
+                      << "\n";
   try {
     plot_metrics_svg(path);
     ADD_FAILURE() << "a bad line in the middle was plotted";

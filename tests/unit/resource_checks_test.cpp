@@ -107,10 +107,10 @@ TEST(ResourceChecks, OutputRoomCountsKeepLastPlusTheCheckpointBeingSaved) {
   EXPECT_EQ(r.checkpoints_with_final, 2);  // the kept ones beside final/
   EXPECT_EQ(r.bytes, 120.0);               // 2 x 10 + final/ 100 > 3 x 10
   EXPECT_EQ(output_room(CheckpointPlan{2, false, 10, 0}, 1.0, 10.0).bytes, 30.0);  // 3 at once is the peak
-  EXPECT_EQ(room(2, true, 10, 0).checkpoints_at_save, 4);   // the best kept aside
-  EXPECT_EQ(room(2, false, 1, 0).checkpoints_at_save, 1);   // one save: one checkpoint
+  EXPECT_EQ(room(2, true, 10, 0).checkpoints_at_save, 4);                          // the best kept aside
+  EXPECT_EQ(room(2, false, 1, 0).checkpoints_at_save, 1);                          // one save: one checkpoint
   EXPECT_EQ(room(2, false, 2, 0).checkpoints_at_save, 2);
-  EXPECT_EQ(room(0, false, 7, 0).checkpoints_at_save, 7);   // keep_last 0 keeps every save
+  EXPECT_EQ(room(0, false, 7, 0).checkpoints_at_save, 7);  // keep_last 0 keeps every save
   EXPECT_EQ(room(0, false, 7, 0).checkpoints_with_final, 7);
   // A resumed run: the checkpoints on the drive already took their room.
   EXPECT_EQ(room(2, false, 10, 2).checkpoints_at_save, 1);
@@ -133,7 +133,9 @@ TEST(ResourceChecks, ADriveTooSmallForKeepLastPlusOneIsBadInputWithTheCount) {
   EXPECT_HAS(e, "output_dir 'out'");
   EXPECT_HAS(e, "3 at once while one is saved (keep_last 2 + the one being written");
   EXPECT_HAS(e, "2 beside final/ at the end");
-  EXPECT_HAS(input_error_of([&] { check_output_drive_room(c, CheckpointPlan{0, false, 4, 0}, 1, 1000, 3000); }),
+  EXPECT_HAS(input_error_of([&] {
+               check_output_drive_room(c, CheckpointPlan{0, false, 4, 0}, 1, 1000, 3000);
+             }),
              "keep_last 0 keeps every one");
 }
 
