@@ -78,8 +78,8 @@ TEST(BoundedInputs, FifosAndDevicesAsDataAndMetricsAreRefusedWithoutBlocking) {
   for (const Case& c :
        {Case{"eval --model " + dir.string() + " --data " + fifo, fifo, "a FIFO"},
         Case{"eval --model " + dir.string() + " --data /dev/zero", "/dev/zero", "a character device"},
-        Case{"prepare --tokenizer bytes --out " + (dir / "p1").string() + " " + fifo, fifo, "a FIFO"},
-        Case{"prepare --tokenizer bytes --out " + (dir / "p2").string() + " /dev/zero", "/dev/zero",
+        Case{"prepare --tokenizer bytes --no-eos --out " + (dir / "p1").string() + " " + fifo, fifo, "a FIFO"},
+        Case{"prepare --tokenizer bytes --no-eos --out " + (dir / "p2").string() + " /dev/zero", "/dev/zero",
              "a character device"},
         Case{"plot " + fifo, fifo, "a FIFO"}, Case{"plot /dev/zero", "/dev/zero", "a character device"}}) {
     const zt::testing::ShellResult r = sh(kZ20 + " " + c.args);
