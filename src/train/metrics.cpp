@@ -1,5 +1,6 @@
 #include "train/metrics.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,6 +37,7 @@ std::string cpuinfo(const std::string& key) {
   }
   return {};
 }
+
 // A resumed run appends to metrics.jsonl. When the last run's last record was cut off (a
 // full disk, a kill in the middle of a write), appending would glue the next record to
 // it, and a bad line in the middle is an error for `zerotrain plot`: the torn bytes after
@@ -44,21 +46,30 @@ void drop_torn_record(int fd, const std::string& path) {
   struct stat st {};
   if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return;
   const off_t size = st.st_size;
-  char c = 0;
-  if (::pread(fd, &c, 1, size - 1) != 1 || c == '\n') return;
-  off_t keep = 0;  // the bytes up to and with the last '\n'
+  // The stream is write-only (append): its tail is read through a read-only descriptor.
+  const int in = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (in < 0) return;
+  off_t keep = -1;  // the bytes up to and with the last '\n' (-1: the file ends with one)
   char buf[4096];
-  for (off_t end = size; end > 0 && keep == 0;) {
-    const off_t begin = std::max<off_t>(0, end - static_cast<off_t>(sizeof buf));
-    const ssize_t n = ::pread(fd, buf, static_cast<size_t>(end - begin), begin);
-    if (n != end - begin) return;  // unreadable: leave it as it is
-    for (ssize_t i = n - 1; i >= 0; --i)
-      if (buf[i] == '\n') {
-        keep = begin + i + 1;
+  char last = 0;
+  if (::pread(in, &last, 1, size - 1) == 1 && last != '\n') {
+    keep = 0;
+    for (off_t end = size; end > 0 && keep == 0;) {
+      const off_t begin = std::max<off_t>(0, end - static_cast<off_t>(sizeof buf));
+      if (::pread(in, buf, static_cast<size_t>(end - begin), begin) != end - begin) {
+        keep = -1;  // unreadable: left as it is
         break;
       }
-    end = begin;
+      for (off_t i = end - begin - 1; i >= 0; --i)
+        if (buf[i] == '\n') {
+          keep = begin + i + 1;
+          break;
+        }
+      end = begin;
+    }
   }
+  ::close(in);
+  if (keep < 0) return;
   if (::ftruncate(fd, keep) != 0) {
     ZT_WARN("metrics file '", path, "' ends with a torn record that could not be cut off (", std::strerror(errno),
             "); `zerotrain plot` refuses the file until that line is removed");
