@@ -5,13 +5,14 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/fail_point.h"
 #include "core/log.h"
+#include "io/bounded_file.h"
 #include "io/safetensors.h"
 #include "io/staging_dir.h"
 #include "ops/copy.h"
@@ -216,8 +217,19 @@ void recover_aside(const fs::path& root, const std::string& name) {
 // What is wrong with `latest` (empty when it names a complete checkpoint).
 std::string latest_problem(const fs::path& root, std::string* name) {
   const fs::path latest = root / "latest";
-  std::ifstream in(latest);
-  if (!in || !(in >> *name)) return "'" + latest.string() + "' does not exist or is empty";
+  // A regular file of a few bytes ("global_stepN\n"): a FIFO there must not block the
+  // open, a link to /dev/zero not read forever (io/bounded_file.h); either is a problem
+  // like a damaged `latest`.
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(latest, ec))) return "'" + latest.string() + "' does not exist or is empty";
+  std::string text;
+  try {
+    text = io::read_bounded_file(latest.string(), "checkpoint folder's latest file", 4096);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  std::istringstream in(text);
+  if (!(in >> *name)) return "'" + latest.string() + "' does not exist or is empty";
   std::string why;
   if (step_of(*name) < 0)
     return "'" + latest.string() + "' names '" + *name + "', which is not a checkpoint directory name";

@@ -9,11 +9,13 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/subprocess.h"
 #include "io/async_io.h"
 #include "io/direct_file.h"
 #include "io/safetensors.h"
@@ -56,16 +58,20 @@ std::string size_text(size_t bytes) {
 }
 
 // GB/s of a `dd` line ("1073741824 bytes (1.1 GB, 1.0 GiB) copied, 0.52 s, 2.1 GB/s"),
-// computed from its bytes and seconds; 0 when dd is missing or failed.
-double run_dd(const std::string& command, std::string* note) {
-  std::FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  if (!p) return 0;
-  std::string out;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, p)) out += buf;
-  const int rc = ::pclose(p);
+// computed from its bytes and seconds; 0 when dd is missing or failed. dd runs from an
+// argument vector (core/subprocess.h): the scratch path is never read by a shell.
+double run_dd(const std::vector<std::string>& operands, std::string* note) {
+  std::vector<std::string> argv{"dd"};
+  argv.insert(argv.end(), operands.begin(), operands.end());
+  const ProgramResult r = run_program(argv);
+  const std::string& out = r.output;
+  if (r.ended == ProgramResult::Ended::NotStarted) {
+    if (note) *note = "dd " + r.describe();
+    return 0;
+  }
+  const bool failed = !r.ok();
   const size_t copied = out.rfind(" copied, ");
-  if (rc != 0 || copied == std::string::npos) {
+  if (failed || copied == std::string::npos) {
     if (note) *note = out.substr(0, out.find('\n'));
     return 0;
   }
@@ -116,11 +122,11 @@ MixedRates mixed_pass(const io::AioOptions& a, const io::DirectFile& read_file, 
 MixedRates mixed_dd(const std::string& read_path, const std::string& write_path, size_t size) {
   MixedRates rates;
   std::thread writer([&] {
-    rates.write_gbs = run_dd("dd if=/dev/zero of='" + write_path + "' bs=1M count=" + std::to_string(size >> 20) +
-                                 " oflag=direct conv=notrunc",
+    rates.write_gbs = run_dd({"if=/dev/zero", "of=" + write_path, "bs=1M", "count=" + std::to_string(size >> 20),
+                              "oflag=direct", "conv=notrunc"},
                              nullptr);
   });
-  rates.read_gbs = run_dd("dd if='" + read_path + "' of=/dev/null bs=1M iflag=direct", nullptr);
+  rates.read_gbs = run_dd({"if=" + read_path, "of=/dev/null", "bs=1M", "iflag=direct"}, nullptr);
   writer.join();
   return rates;
 }
@@ -169,8 +175,8 @@ int run_io_bench(const IoBenchOptions& o) {
     // dd first: it also creates the file the sweep rewrites.
     const std::string count = std::to_string(size >> 20);
     std::string why;
-    dd_write = run_dd("dd if=/dev/zero of='" + scratch.path() + "' bs=1M count=" + count + " oflag=direct", &why);
-    dd_read = dd_write > 0 ? run_dd("dd if='" + scratch.path() + "' of=/dev/null bs=1M iflag=direct", &why) : 0;
+    dd_write = run_dd({"if=/dev/zero", "of=" + scratch.path(), "bs=1M", "count=" + count, "oflag=direct"}, &why);
+    dd_read = dd_write > 0 ? run_dd({"if=" + scratch.path(), "of=/dev/null", "bs=1M", "iflag=direct"}, &why) : 0;
     if (dd_write > 0 && dd_read > 0)
       std::printf("# dd bs=1M oflag=direct: write %.2f GB/s; iflag=direct: read %.2f GB/s\n", dd_write, dd_read);
     else

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/parallel.h"
+#include "io/bounded_file.h"
 #include "io/hf_dataset_dir.h"
 #include "io/tokenizer.h"
 #include "model/inference_load.h"
@@ -95,6 +96,11 @@ int run_eval(const Args& args) {
     ZT_THROW_INPUT("eval: --data FILE is required (.txt, .jsonl, or token shards: .bin or a directory)");
   if (o.seq_len < 0 || (o.seq_len == 0 && args.end() != std::find(args.begin(), args.end(), "--seq-len")))
     ZT_THROW_INPUT("--seq-len must be positive, got ", o.seq_len);
+  // Before minutes of model loading: a FIFO (whose open would wait forever), a device
+  // (/dev/zero never ends) is an exit-2 error naming it and what it is.
+  std::error_code ec;
+  if (std::filesystem::exists(data, ec) && !std::filesystem::is_directory(data, ec))
+    io::check_bounded_file(data, "eval --data file", io::kNoCap);
   // A datasets save_to_disk folder is text; any other directory holds shards.
   const bool shards = ends_with(data, ".bin") ||
                       (std::filesystem::is_directory(data) && io::hf_dataset_dir_kind(data) == io::HfDatasetDir::None);

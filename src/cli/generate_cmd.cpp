@@ -8,12 +8,14 @@
 #include "cli/device_init.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/fail_point.h"
 #include "core/log.h"
 #include "core/parallel.h"
 #include "io/tokenizer.h"
 #include "model/inference.h"
 #include "model/inference_load.h"
 #include "train/generate.h"
+#include "train/signals.h"
 
 namespace zt::cli {
 namespace {
@@ -22,7 +24,9 @@ constexpr const char* kHelp = R"(usage: zerotrain generate --model DIR --prompt 
 
 Generates a continuation of TEXT with the model in DIR (a HF directory: config.json,
 safetensors weights, tokenizer files; zerotrain's trained outputs have the same layout).
-The prompt is printed, then the new text as each token is chosen.
+The prompt is printed, then the new text as each token is chosen. SIGINT, SIGTERM or
+SIGUSR1 stop it before the next token: the text so far is printed, exit code 128 + the
+signal.
 
   --model DIR            HF model directory (GPT-2, Llama, Mistral, Qwen2), or a PEFT
                          adapter folder whose base_model_name_or_path is one
@@ -109,6 +113,16 @@ int run_generate(const Args& args) {
   std::vector<int32_t> generated;
   size_t printed = 0;
   const auto t0 = std::chrono::steady_clock::now();
+  // SIGINT / SIGTERM / SIGUSR1 end the generation before the next token: the text so far
+  // is printed whole (no cut UTF-8 sequence) with the count, and the exit code is 128 + the
+  // signal, as a shell reports a program the signal ended. Fault drills (ZT_TEST_SIGNALS
+  // sample@N) raise one before token N.
+  train::StopSignals signals;
+  const FaultInjector drills(0);
+  o.stop_check = [&](int64_t token) {
+    drills.at(TrainPoint::SampleToken, token);
+    return signals.requested() ? train::Generation::Stop : train::Generation::Continue;
+  };
   const train::GenerateResult r = train::generate(engine, ids, o, [&](int32_t id) {
     generated.push_back(id);
     const std::string text = tok->decode(generated, /*skip_special_tokens=*/true);
@@ -127,6 +141,11 @@ int run_generate(const Args& args) {
   ZT_INFO("generated ", r.tokens.size(), " tokens in ", secs, " s (", static_cast<double>(r.tokens.size()) / secs,
           " tokens/s, prompt ", ids.size(), " tokens)",
           r.reason == train::StopReason::StopToken ? ", stopped at end of sequence" : "");
+  if (r.reason == train::StopReason::Stopped) {
+    ZT_WARN("received signal ", signals.signal(), ": generation stopped after ", r.tokens.size(), " of at most ",
+            o.max_new_tokens, " tokens");
+    return 128 + signals.signal();
+  }
   return 0;
 }
 

@@ -1,7 +1,6 @@
 // zerotrain plot OUTPUT_DIR [--out FILE]: a run's metrics.jsonl as an SVG (train/plot.h),
 // and a PNG beside it when rsvg-convert is installed.
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -9,6 +8,8 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/log.h"
+#include "core/subprocess.h"
 #include "io/safetensors.h"
 #include "train/plot.h"
 
@@ -40,10 +41,18 @@ int run_plot(const Args& args) {
   const std::string svg = train::plot_metrics_svg(metrics.string());
   io::write_file_atomic(out, [&](std::FILE* f) { std::fputs(svg.c_str(), f); });
   std::printf("wrote %s\n", out.c_str());
-  if (std::system("command -v rsvg-convert >/dev/null 2>&1") == 0) {
-    const std::string png = fs::path(out).replace_extension(".png").string();
-    const std::string cmd = "rsvg-convert -o '" + png + "' '" + out + "'";
-    if (std::system(cmd.c_str()) == 0) std::printf("wrote %s\n", png.c_str());
+  // The PNG: rsvg-convert started from an argument vector (core/subprocess.h), so the
+  // paths reach it as they are, whatever quotes or `;` a folder name holds.
+  const std::string rsvg = find_program("rsvg-convert");
+  if (rsvg.empty()) return 0;
+  const std::string png = fs::path(out).replace_extension(".png").string();
+  const ProgramResult r = run_program({rsvg, "-o", png, out});
+  if (r.ok()) {
+    std::printf("wrote %s\n", png.c_str());
+  } else {
+    const std::string said = r.output.substr(0, r.output.find('\n'));
+    ZT_WARN("rsvg-convert (", rsvg, ") could not write ", png, ": ", r.describe(), said.empty() ? "" : ": ", said,
+            "; the SVG is complete");
   }
   return 0;
 }

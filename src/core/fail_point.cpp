@@ -43,6 +43,8 @@ const char* point_name(TrainPoint point) {
       return "train.before_micro_batch";
     case TrainPoint::Save:
       return "train.save";
+    case TrainPoint::SampleToken:
+      return "train.sample_token";
   }
   return "train.unknown";
 }
@@ -102,8 +104,10 @@ FaultInjector::FaultInjector(int rank) : rank_(rank) {
       d.point = TrainPoint::BeforeMicroBatch;
     } else if (where == "save") {
       d.point = TrainPoint::Save;
+    } else if (where == "sample") {
+      d.point = TrainPoint::SampleToken;
     } else {
-      ZT_THROW_INPUT("ZT_TEST_SIGNALS='", s, "': unknown point '", where, "' (step, micro or save)");
+      ZT_THROW_INPUT("ZT_TEST_SIGNALS='", s, "': unknown point '", where, "' (step, micro, save or sample)");
     }
     long long step = 0, micro = 0;
     const int n = std::sscanf(when.c_str(), "%lld.%lld", &step, &micro);
@@ -118,7 +122,8 @@ FaultInjector::FaultInjector(int rank) : rank_(rank) {
 
 void FaultInjector::at(TrainPoint point, int64_t step, int64_t micro) const {
   if (!first_attempt()) return;
-  std::string detail = "rank" + std::to_string(rank_) + ".step" + std::to_string(step);
+  std::string detail =
+      "rank" + std::to_string(rank_) + (point == TrainPoint::SampleToken ? ".token" : ".step") + std::to_string(step);
   if (point == TrainPoint::BeforeMicroBatch) detail += ".micro" + std::to_string(micro);
   fail_point(point_name(point), detail.c_str());
   for (const SignalDrill& d : signals_) {

@@ -22,6 +22,8 @@
 //     step@S      after global step S is done (before the stop check)
 //     micro@S.M   during global step S (1-based), before its micro-batch M (0-based, M >= 1)
 //     save@S      as the checkpoint of step S starts being written
+//     sample@N    during generation (the end-of-run samples, `zerotrain generate`), before
+//                 generated token N (0-based) is chosen
 //   SIG: INT, TERM or USR1, raised in order (e.g. save@2:TERM+TERM = a doubled SIGTERM).
 //   ZT_TEST_SIGNALS_RANK=R   only rank R raises them (default: every rank)
 //   ZT_TEST_STALL_SAVE_S=N   sleep N seconds before each save (a slow disk, for the grace timeout)
@@ -51,6 +53,7 @@ enum class TrainPoint {
   StepDone,          // fail point train.step_done@rank<R>.step<S>; signals step@S
   BeforeMicroBatch,  // fail point train.before_micro_batch@rank<R>.step<S>.micro<M>; signals micro@S.M
   Save,              // fail point train.save@rank<R>.step<S>; signals save@S, then the stall
+  SampleToken,       // fail point train.sample_token@rank<R>.token<N>; signals sample@N (`step` is N)
 };
 
 enum class Simulated { NoRenameExchange, CorruptBenchResult };

@@ -1,18 +1,37 @@
 #include "io/data_format.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <string_view>
 
 #include "core/error.h"
+#include "io/bounded_file.h"
 
 namespace zt::io {
 
 namespace {
 
 constexpr size_t kSniffBytes = 64 * 1024;
+
+// All of `out` from `offset`; false on an error or a file shorter than when it was sized.
+bool read_at(int fd, std::string& out, uint64_t offset) {
+  size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = EIO;
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
 
 bool starts_with(std::string_view s, std::string_view p) { return s.size() >= p.size() && s.substr(0, p.size()) == p; }
 bool ends_with(const std::string& s, const std::string& p) {
@@ -130,17 +149,15 @@ bool has_jsonl_name(const std::string& path) {
 }
 
 DataFormat detect_data_format(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) ZT_THROW_INPUT(path, ": cannot read (no such file, or not readable)");
-  const auto end = in.tellg();
-  const uint64_t size = end < 0 ? 0 : static_cast<uint64_t>(end);
+  // The first reader of every data file (prepare, eval, tokenizer training): a FIFO, a
+  // device or a directory stops here with what it is, before any open could block or a
+  // read could go on forever.
+  const InputFile in(path, "data file");
+  const uint64_t size = in.size();
   std::string head(static_cast<size_t>(std::min<uint64_t>(size, kSniffBytes)), '\0');
   std::string tail(static_cast<size_t>(std::min<uint64_t>(size, 6)), '\0');
-  in.seekg(0);
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  in.seekg(static_cast<std::streamoff>(size - tail.size()));
-  in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
-  if (!in) ZT_THROW_IO(path, ": read error");
+  if (!read_at(in.fd(), head, 0) || !read_at(in.fd(), tail, size - tail.size()))
+    ZT_THROW_IO(path, ": read error (", std::strerror(errno), ")");
 
   const std::string_view h(head);
   const bool has_nul = h.find('\0') != std::string_view::npos;

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "io/arrow_ipc.h"
+#include "io/bounded_file.h"
 #include "io/data_format.h"
 #include "io/hf_dataset_dir.h"
 #include "io/parquet_text.h"
@@ -26,12 +27,8 @@ class TextSource final : public DocumentSource {
   explicit TextSource(std::string path) : path_(std::move(path)) {}
   bool next(std::string& doc) override {
     if (done_) return false;
-    std::ifstream in(path_, std::ios::binary);
-    if (!in) ZT_THROW_INPUT(path_, ": cannot read");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) ZT_THROW_IO(path_, ": read error");
-    doc = ss.str();
+    // One document: the whole file (a regular file, so its size bounds the read).
+    doc = read_bounded_file(path_, "text data file", kNoCap);
     bytes_ = static_cast<int64_t>(doc.size());
     done_ = true;
     return true;
@@ -46,7 +43,11 @@ class TextSource final : public DocumentSource {
 
 class JsonlSource final : public DocumentSource {
  public:
-  JsonlSource(std::string path, const DocumentOptions& o) : path_(std::move(path)), o_(o), in_(path_, std::ios::binary) {
+  // The check first: an ifstream's open of a FIFO would wait for a writer.
+  JsonlSource(std::string path, const DocumentOptions& o)
+      : path_((check_bounded_file(path, "JSONL data file", kNoCap), std::move(path))),
+        o_(o),
+        in_(path_, std::ios::binary) {
     if (!in_) ZT_THROW_INPUT(path_, ": cannot read");
   }
   bool next(std::string& doc) override {
@@ -197,6 +198,9 @@ std::vector<std::string> list_document_files(const std::vector<std::string>& inp
       std::sort(found.begin(), found.end());
       for (const auto& f : found) files.insert(files.end(), f.second.begin(), f.second.end());
     } else if (fs::is_regular_file(in, ec)) {
+      files.push_back(in);
+    } else if (fs::exists(in, ec)) {
+      check_bounded_file(in, "input file", kNoCap);  // a FIFO, a device: says which
       files.push_back(in);
     } else {
       ZT_THROW_INPUT(in, ": no such input file or directory");

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "io/bounded_file.h"
 
 namespace zt::io {
 namespace {
@@ -17,7 +18,9 @@ std::string errno_text() { return std::strerror(errno); }
 }  // namespace
 
 MappedFile::MappedFile(const std::string& path, Prefault prefault) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO given as a shard or data file must be refused below, not wait in
+  // open() for a writer (mapping never reads through the flag).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT || errno == ENOTDIR) ZT_THROW_INPUT(path, ": no such file");
     ZT_THROW_IO(path, ": cannot open (", errno_text(), ")");
@@ -30,7 +33,7 @@ MappedFile::MappedFile(const std::string& path, Prefault prefault) : path_(path)
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    ZT_THROW_INPUT(path, ": not a regular file");
+    ZT_THROW_INPUT(path, ": not a regular file (it is ", file_kind_name(st.st_mode), ")");
   }
   size_ = static_cast<size_t>(st.st_size);
   if (size_ > 0) {

@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace zt::train {
 
@@ -42,6 +43,8 @@ std::FILE* CsvMonitor::open(const std::string& tag) {
 }
 
 void CsvMonitor::scalar(const std::string& tag, double value, int64_t step) {
+  if (state_ == State::Failed) return;
+  step_ = step;
   // The shortest text that reads back as the same double, as Python's csv writer prints
   // repr(): 0.1, not 0.10000000000000001.
   char text[32];
@@ -49,11 +52,28 @@ void CsvMonitor::scalar(const std::string& tag, double value, int64_t step) {
     std::snprintf(text, sizeof text, "%.*g", digits, value);
     if (std::strtod(text, nullptr) == value) break;
   }
-  std::fprintf(open(tag), "%lld,%s\n", static_cast<long long>(step), text);
+  errno = 0;
+  if (std::fprintf(open(tag), "%lld,%s\n", static_cast<long long>(step), text) < 0) fail(tag, errno != 0 ? errno : EIO);
 }
 
 void CsvMonitor::flush() {
-  for (auto& [tag, f] : files_) std::fflush(f.get());
+  for (auto& [tag, f] : files_) {
+    errno = 0;
+    if (state_ == State::Writing && std::fflush(f.get()) != 0) {
+      fail(tag, errno != 0 ? errno : EIO);
+      return;
+    }
+  }
+}
+
+void CsvMonitor::fail(const std::string& tag, int err) {
+  state_ = State::Failed;
+  const std::string path = (std::filesystem::path(dir_) / file_name(tag)).string();
+  files_.clear();  // closed; scalar() writes nothing more
+  const std::string from = step_ >= 0 ? " from step " + std::to_string(step_) : std::string();
+  ZT_WARN("csv_monitor: cannot write ", path, ": ", std::strerror(err), "; rows", from,
+          " on are not recorded (training goes on; metrics.jsonl and the log lines still have them): free space on "
+          "its file system or set csv_monitor.output_path to another drive");
 }
 
 }  // namespace zt::train

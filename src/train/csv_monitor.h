@@ -18,9 +18,13 @@ class CsvMonitor {
   // cannot be written).
   explicit CsvMonitor(std::string dir);
 
+  // A write that fails (a full disk, a quota, an I/O error) is one warning naming the file
+  // and the error; the run goes on without CSV rows from then on (the files are not
+  // written again: no torn rows after a partial write).
   void scalar(const std::string& tag, double value, int64_t step);
   // Pushes what was written to the files (readable while the run goes).
   void flush();
+  bool failed() const { return state_ == State::Failed; }
   const std::string& dir() const { return dir_; }
 
   // The file name DeepSpeed gives a tag's CSV.
@@ -30,9 +34,13 @@ class CsvMonitor {
   struct Closer {
     void operator()(std::FILE* f) const { std::fclose(f); }
   };
+  enum class State { Writing, Failed };
   std::FILE* open(const std::string& tag);
+  void fail(const std::string& tag, int err);
 
   std::string dir_;
+  State state_ = State::Writing;
+  int64_t step_ = -1;                                                // of the row being written, for the warning
   std::map<std::string, std::unique_ptr<std::FILE, Closer>> files_;  // by tag
 };
 

@@ -106,6 +106,10 @@ GenerateResult generate(model::InferenceEngine& engine, const std::vector<int32_
   engine.reset();
   std::vector<float> logits = engine.forward(context);
   for (int64_t step = 0; step < o.max_new_tokens; ++step) {
+    if (o.stop_check && o.stop_check(step) == Generation::Stop) {
+      result.reason = StopReason::Stopped;
+      break;
+    }
     const int32_t next = pick_token(logits.data(), V, o.sampling, rng.uniform(static_cast<uint64_t>(step)), scratch);
     result.tokens.push_back(next);
     const bool stop = std::find(o.stop_tokens.begin(), o.stop_tokens.end(), next) != o.stop_tokens.end();
@@ -147,6 +151,7 @@ std::vector<int32_t> sample(model::Transformer& model, std::vector<int32_t> ids,
   o.sampling.top_k = so.top_k;
   o.sampling.top_p = so.top_p;
   if (so.stop_token >= 0) o.stop_tokens.push_back(static_cast<int32_t>(so.stop_token));
+  o.stop_check = so.stop_check;
   const GenerateResult r = generate(engine, ids, o);
   ids.insert(ids.end(), r.tokens.begin(), r.tokens.end());
   return ids;

@@ -41,14 +41,21 @@ enum class StreamControl { Continue, Stop };
 // Called once per generated token (stop tokens included) as soon as it is chosen.
 using TokenCallback = std::function<StreamControl(int32_t token)>;
 
+// Asked before each new token is chosen (`token`: its 0-based index among the generated
+// ones); true ends the generation there. A stop signal's check: a generation of thousands
+// of tokens must not outlast SIGTERM (train/signals.h).
+enum class Generation { Continue, Stop };
+using StopCheck = std::function<Generation(int64_t token)>;
+
 struct GenerateOptions {
   int64_t max_new_tokens = 100;
   SamplingOptions sampling;
   uint64_t seed = 0;
   std::vector<int32_t> stop_tokens;  // generation ends after emitting one of these (e.g. EOS)
+  StopCheck stop_check;              // none: only the limits above end it
 };
 
-enum class StopReason { MaxNewTokens, StopToken, Callback };
+enum class StopReason { MaxNewTokens, StopToken, Callback, Stopped };
 
 struct GenerateResult {
   std::vector<int32_t> tokens;  // the generated tokens (a final stop token included)
@@ -70,6 +77,7 @@ struct SampleOptions {
   float top_p = 1.0f;
   uint64_t seed = 0;
   int64_t stop_token = -1;  // stop after emitting this id (e.g. EOS); -1: never
+  StopCheck stop_check;     // as GenerateOptions::stop_check
 };
 std::vector<int32_t> sample(model::Transformer& model, std::vector<int32_t> prompt, const SampleOptions& options);
 

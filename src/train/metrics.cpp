@@ -1,5 +1,7 @@
 #include "train/metrics.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,6 +38,48 @@ std::string cpuinfo(const std::string& key) {
   }
   return {};
 }
+
+// A resumed run appends to metrics.jsonl. When the last run's last record was cut off (a
+// full disk, a kill in the middle of a write), appending would glue the next record to
+// it, and a bad line in the middle is an error for `zerotrain plot`: the torn bytes after
+// the last end of line are cut off first, with a warning.
+void drop_torn_record(int fd, const std::string& path) {
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return;
+  const off_t size = st.st_size;
+  // The stream is write-only (append): its tail is read through a read-only descriptor.
+  const int in = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (in < 0) return;
+  off_t keep = -1;  // the bytes up to and with the last '\n' (-1: the file ends with one)
+  char buf[4096];
+  char last = 0;
+  if (::pread(in, &last, 1, size - 1) == 1 && last != '\n') {
+    keep = 0;
+    for (off_t end = size; end > 0 && keep == 0;) {
+      const off_t begin = std::max<off_t>(0, end - static_cast<off_t>(sizeof buf));
+      if (::pread(in, buf, static_cast<size_t>(end - begin), begin) != end - begin) {
+        keep = -1;  // unreadable: left as it is
+        break;
+      }
+      for (off_t i = end - begin - 1; i >= 0; --i)
+        if (buf[i] == '\n') {
+          keep = begin + i + 1;
+          break;
+        }
+      end = begin;
+    }
+  }
+  ::close(in);
+  if (keep < 0) return;
+  if (::ftruncate(fd, keep) != 0) {
+    ZT_WARN("metrics file '", path, "' ends with a torn record that could not be cut off (", std::strerror(errno),
+            "); `zerotrain plot` refuses the file until that line is removed");
+    return;
+  }
+  ZT_WARN("metrics file '", path, "' ended with a torn record (", size - keep,
+          " bytes after the last end of line: a full disk or a killed run); cut off before appending");
+}
+
 }  // namespace
 
 std::string PeakFlops::describe() const {
@@ -130,6 +174,7 @@ std::string human_duration(double seconds) {
 MetricsFile::MetricsFile(const std::string& path, bool append) : path_(path) {
   file_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (!file_) ZT_THROW_IO("cannot open metrics file '", path, "' for writing: ", std::strerror(errno));
+  if (append) drop_torn_record(::fileno(file_), path);
 }
 
 MetricsFile::~MetricsFile() {

@@ -3,16 +3,20 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/log.h"
+#include "io/bounded_file.h"
 
 namespace zt::train {
 namespace {
+
+namespace fs = std::filesystem;
 
 struct Series {
   std::vector<double> x, y;
@@ -22,6 +26,29 @@ struct Series {
 };
 
 constexpr int kPanelW = 460, kPanelH = 260, kMargin = 52;
+// A metrics.jsonl holds ~200 bytes a step: 1 GiB is millions of steps, and bounds a wrong path.
+constexpr uint64_t kMetricsFileCap = 1ull << 30;
+
+// Text as SVG character data: a path may hold <, & or quotes.
+std::string xml_text(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
 
 std::string num(double v) {
   char b[32];
@@ -72,18 +99,37 @@ std::string panel(int ox, int oy, const std::string& title, const Series& line, 
 }  // namespace
 
 std::string plot_metrics_svg(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) ZT_THROW_INPUT(path, ": cannot open (a training run writes metrics.jsonl into its output_dir)");
+  std::string text;
+  try {
+    text = io::read_bounded_file(path, "metrics file", kMetricsFileCap);
+  } catch (const Error& e) {
+    // A missing file gets the hint of where one comes from.
+    if (!fs::exists(fs::symlink_status(path)))
+      ZT_THROW_INPUT(e.what(), " (a training run writes metrics.jsonl into its output_dir)");
+    throw;
+  }
   Series loss, val, lr, tps, norm;
   double x_max = 0;
   int line_no = 0;
-  for (std::string line; std::getline(in, line);) {
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = text.find('\n', begin);
+    const bool whole = end != std::string::npos;  // a record cut off by a full disk has no newline
+    if (!whole) end = text.size();
+    const std::string line = text.substr(begin, end - begin);
+    begin = end + 1;
     ++line_no;
     if (line.empty()) continue;
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line);
     } catch (const nlohmann::json::exception&) {
+      // Only the last line may be torn (a write cut off by a full disk or a kill): what
+      // came before is plotted. A bad line with a newline after it is damage, not a tear.
+      if (!whole) {
+        ZT_WARN(path, ":", line_no, ": the last record is cut off (", line.size(),
+                " bytes with no end of line: a full disk or a killed run); plotting the records before it");
+        break;
+      }
       ZT_THROW_INPUT(path, ":", line_no, ": not a JSON record");
     }
     if (!j.is_object() || !j.contains("step") || !j["step"].is_number()) continue;
@@ -101,7 +147,7 @@ std::string plot_metrics_svg(const std::string& path) {
   std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(W) + "\" height=\"" +
                     std::to_string(H) + "\" font-family=\"sans-serif\">\n<rect width=\"100%\" height=\"100%\" " +
                     "fill=\"white\"/>\n";
-  svg += "<text x=\"8\" y=\"16\" font-size=\"12\" fill=\"#555\">" + path + "</text>\n";
+  svg += "<text x=\"8\" y=\"16\" font-size=\"12\" fill=\"#555\">" + xml_text(path) + "</text>\n";
   const Series none;
   svg += panel(0, 24, "loss (blue: training, red: validation)", loss, val, x_max);
   svg += panel(kPanelW, 24, "learning rate", lr, none, x_max);

@@ -204,4 +204,48 @@ void check_global_batch_fits_data(const config::TrainConfig& c, int64_t windows,
                  "or the batch size, or use more data");
 }
 
+OutputRoom output_room(const CheckpointPlan& p, double final_bytes, double checkpoint_bytes) {
+  OutputRoom r;
+  if (p.saves > 0) {
+    // Before save i the folder holds min(on_disk + i - 1, kept) checkpoints (the first
+    // save finds on_disk); during it one more. Relative to now that is at most
+    // min(saves, kept + 1 - on_disk), and at least the one being written.
+    const int64_t kept = p.keep_last > 0 ? p.keep_last + (p.keeps_best ? 1 : 0) : 0;
+    if (kept == 0) {
+      r.checkpoints_at_save = p.saves;
+      r.checkpoints_with_final = p.saves;
+    } else {
+      r.checkpoints_at_save = std::max<int64_t>(1, std::min(p.saves, kept + 1 - p.on_disk));
+      r.checkpoints_with_final = std::max<int64_t>(0, std::min(p.on_disk + p.saves, kept) - p.on_disk);
+    }
+  }
+  r.bytes = std::max(static_cast<double>(r.checkpoints_at_save) * checkpoint_bytes,
+                     static_cast<double>(r.checkpoints_with_final) * checkpoint_bytes + final_bytes);
+  return r;
+}
+
+void check_output_drive_room(const config::TrainConfig& c, const CheckpointPlan& plan, double final_bytes,
+                             double checkpoint_bytes, double free_bytes) {
+  const OutputRoom room = output_room(plan, final_bytes, checkpoint_bytes);
+  if (free_bytes >= room.bytes) return;
+  const bool saves = plan.saves > 0;
+  std::string why;
+  if (saves) {
+    why = str(" and checkpoints of ", bytes_str(checkpoint_bytes), " each, ", room.checkpoints_at_save,
+              " at once while one is saved");
+    if (plan.keep_last > 0)
+      why += str(" (keep_last ", plan.keep_last, plan.keeps_best ? " + the best one" : "",
+                 " + the one being written: the oldest is removed only after the new one is complete",
+                 plan.on_disk > 0 ? str("; ", plan.on_disk, " already there") : std::string(), ")");
+    else
+      why += " (keep_last 0 keeps every one)";
+    why += str(", ", room.checkpoints_with_final, " beside final/ at the end");
+  }
+  ZT_THROW_INPUT(
+      "output_dir '", c.output_dir, "': its drive has ", bytes_str(free_bytes),
+      " free (after the NVMe swap files, if on it, took theirs), but this run needs ", bytes_str(room.bytes),
+      ": final/ needs ", bytes_str(final_bytes), why, ": free space there or point output_dir at another drive",
+      saves ? " (or keep fewer checkpoints: keep_last, save_strategy \"no\" saves only at a stop signal)" : "");
+}
+
 }  // namespace zt::train

@@ -28,4 +28,25 @@ void check_offload_fits_host(const config::TrainConfig& c, const model::ModelCon
 // over the data more than once (a huge gradient_accumulation_steps never ends a step).
 void check_global_batch_fits_data(const config::TrainConfig& c, int64_t windows, int64_t seq_len);
 
+// The checkpoints a run writes into its output_dir, for the free-space check below.
+struct CheckpointPlan {
+  int64_t keep_last = 0;    // 0: every checkpoint is kept
+  bool keeps_best = false;  // load_best_model_at_end: the best may be kept beside the last keep_last
+  int64_t saves = 0;        // checkpoints this run writes (0: save_strategy no)
+  int64_t on_disk = 0;      // checkpoints in the folder before the run (a resumed run's)
+};
+// The output drive's fullest moments, in checkpoints this run adds to what is on it now: at
+// a save, the kept ones and the one being written (the rotation removes the oldest only
+// after the new one is complete: keep_last + 1, one more with the best kept aside); at the
+// end, the kept ones beside final/.
+struct OutputRoom {
+  int64_t checkpoints_at_save = 0, checkpoints_with_final = 0;
+  double bytes = 0;  // the larger of the two moments
+};
+OutputRoom output_room(const CheckpointPlan& plan, double final_bytes, double checkpoint_bytes);
+// BadInput naming output_dir, the free bytes and what needs them when `free_bytes` is less
+// than output_room's.
+void check_output_drive_room(const config::TrainConfig& c, const CheckpointPlan& plan, double final_bytes,
+                             double checkpoint_bytes, double free_bytes);
+
 }  // namespace zt::train

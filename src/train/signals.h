@@ -5,6 +5,10 @@
 // pressing Ctrl-C again), or the grace timeout after the first signal, exits at once
 // with 128 + that signal, saying what was saved and what was not.
 //
+// Generation (the end-of-run samples of `zerotrain train`, `zerotrain generate`) asks
+// requested() before each token (train/generate.h, StopCheck): a stop ends it there, not
+// after thousands more tokens.
+//
 // SIGUSR1 is there for mpirun: OpenMPI 4.1 and 5 forward SIGUSR1/SIGUSR2 to every rank,
 // while a SIGTERM to mpirun ends the job (docs/launching.md).
 #pragma once

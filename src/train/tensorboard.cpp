@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace zt::train {
 namespace {
@@ -95,6 +96,7 @@ TensorBoardWriter::~TensorBoardWriter() {
 }
 
 void TensorBoardWriter::scalar(const std::string& tag, double value, int64_t step) {
+  step_ = step;
   // Summary.Value { string tag = 1; float simple_value = 2; }
   std::string v;
   put_bytes(v, 1, tag);
@@ -108,7 +110,18 @@ void TensorBoardWriter::scalar(const std::string& tag, double value, int64_t ste
 }
 
 void TensorBoardWriter::flush() {
-  if (file_) std::fflush(file_);
+  errno = 0;
+  if (file_ && std::fflush(file_) != 0) fail(errno != 0 ? errno : EIO);
+}
+
+void TensorBoardWriter::fail(int err) {
+  state_ = State::Failed;
+  std::fclose(file_);
+  file_ = nullptr;
+  const std::string from = step_ >= 0 ? " from step " + std::to_string(step_) : std::string();
+  ZT_WARN("cannot write TensorBoard events file '", path_, "': ", std::strerror(err), "; events", from,
+          " on are not recorded (training goes on; metrics.jsonl and the log lines still have them): free space on "
+          "its file system or set logging_dir to another drive");
 }
 
 void TensorBoardWriter::record(const std::string& event) {
@@ -119,10 +132,8 @@ void TensorBoardWriter::record(const std::string& event) {
   frame += event;
   put_fixed<uint32_t>(frame, masked(crc32c(event.data(), event.size())));
   // A failed write loses plots, not the run (metrics.jsonl has the numbers too).
-  if (file_ && std::fwrite(frame.data(), 1, frame.size(), file_) != frame.size()) {
-    std::fclose(file_);
-    file_ = nullptr;
-  }
+  errno = 0;
+  if (file_ && std::fwrite(frame.data(), 1, frame.size(), file_) != frame.size()) fail(errno != 0 ? errno : EIO);
 }
 
 }  // namespace zt::train

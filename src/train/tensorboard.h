@@ -27,16 +27,25 @@ class TensorBoardWriter {
   TensorBoardWriter(const TensorBoardWriter&) = delete;
   TensorBoardWriter& operator=(const TensorBoardWriter&) = delete;
 
+  // A write that fails (a full disk, a quota, an I/O error) is one warning naming the file,
+  // the error and the step from which events are lost; the run goes on (losing plots must
+  // not cost a long training run; metrics.jsonl and the log lines still have the numbers)
+  // and the file is not written again.
   void scalar(const std::string& tag, double value, int64_t step);
   // Pushes what was written to the file (TensorBoard reads it while the run goes).
   void flush();
   const std::string& path() const { return path_; }
+  bool failed() const { return state_ == State::Failed; }
 
  private:
+  enum class State { Writing, Failed };
   void record(const std::string& event);
+  void fail(int err);
 
   std::string path_;
   std::FILE* file_ = nullptr;
+  State state_ = State::Writing;
+  int64_t step_ = -1;  // of the event being written, for the warning
 };
 
 }  // namespace zt::train

@@ -487,17 +487,30 @@ TrainResult run_training(const config::TrainConfig& config) {
           lora ? std::move(lora_copy) : sampling_copy(model, result.final_model_dir);
       model::Transformer& sampler = copy ? *copy : model;
       for (const std::string& prompt : c.sample_prompts) {
+        // A stop signal ends the samples between two tokens: final/ is complete, so the run
+        // exits 0 at once instead of generating on (thousands of tokens can take minutes).
+        if (signals.requested()) break;
         SampleOptions so;
         so.max_new_tokens = c.sample_tokens;
         so.temperature = c.sample_temperature;
         so.top_k = c.sample_top_k;
         so.seed = c.seed;
         so.stop_token = run.setup.tokenizer->eos_id();
+        so.stop_check = [&](int64_t token) {
+          drills.at(TrainPoint::SampleToken, token);
+          return signals.requested() ? Generation::Stop : Generation::Continue;
+        };
         const std::vector<int32_t> ids = sample(sampler, run.setup.tokenizer->encode(prompt), so);
         const std::string text = run.setup.tokenizer->decode(ids, true);
         std::printf("---- sample (temperature %.2f, top-k %d) ----\n%s\n----\n", c.sample_temperature, c.sample_top_k,
                     text.c_str());
         result.samples.push_back(text);
+      }
+      if (signals.requested()) {
+        std::printf(
+            "received signal %d during the end-of-run samples: they stop here (%zu of %zu begun; %s is complete)\n",
+            signals.signal(), result.samples.size(), c.sample_prompts.size(), result.final_model_dir.c_str());
+        std::fflush(stdout);
       }
     }
     run.engine->release_full_model();

@@ -410,7 +410,8 @@ std::vector<checkpoint::FlatSlice> checkpoint_slices(TrainingRun& run, bool for_
 }
 
 // Before step 1, with the NVMe swap files (if any) reserved: output_dir's drive must hold
-// final/ and, when the run saves checkpoints, one more checkpoint (the rotation removes the
+// final/ and the checkpoints the run keeps, with the one being saved (output_room in
+// train/resource_checks.h: the rotation removes the
 // oldest only after the new one is complete). Otherwise a run that fills its drive trains
 // for hours and then fails writing them ("No space left on device", seen with a swap
 // on the output's drive). Rank 0 checks (one output_dir); every rank learns the outcome.
@@ -431,16 +432,20 @@ void check_outputs_fit_drive(TrainingRun& run) {
       for (const checkpoint::FlatSlice& s : checkpoint_slices(run, false))
         checkpoint_bytes += static_cast<double>(s.data.nbytes());
       if (run.engine->stage() > 0) checkpoint_bytes *= run.world_size();
-      const bool saves = c.checkpoint_saves != config::CheckpointSaves::None;
-      const double needed = final_bytes + (saves ? checkpoint_bytes : 0.0);
-      const double free = static_cast<double>(io::free_bytes(run.output_dir.string()));
-      if (free < needed)
-        ZT_THROW_INPUT("output_dir '", c.output_dir, "': its drive has ", bytes_str(free),
-                       " free (after the NVMe swap files, if on it, took theirs), but final/ needs ",
-                       bytes_str(final_bytes),
-                       saves ? str(" and a checkpoint ", bytes_str(checkpoint_bytes)) : std::string(),
-                       ": free space there or point output_dir at another drive",
-                       saves ? " (or save fewer checkpoints: save_strategy \"no\" saves only at a stop signal)" : "");
+      // The checkpoints this run writes: every save_every steps and after the last one.
+      CheckpointPlan plan;
+      if (c.checkpoint_saves != config::CheckpointSaves::None) {
+        const int64_t every =
+            c.checkpoint_saves == config::CheckpointSaves::Epoch ? run.steps_per_epoch : c.save_interval;
+        plan.saves = every > 0 ? run.total_steps / every + (run.total_steps % every != 0 ? 1 : 0) : 1;
+      }
+      plan.keep_last = c.keep_last;
+      plan.keeps_best = c.load_best_model_at_end;
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(run.checkpoint_root(), ec))
+        if (e.path().filename().string().rfind("global_step", 0) == 0 && e.is_directory(ec)) ++plan.on_disk;
+      check_output_drive_room(c, plan, final_bytes, checkpoint_bytes,
+                              static_cast<double>(io::free_bytes(run.output_dir.string())));
     } catch (...) {
       refused = std::current_exception();
     }

@@ -3,6 +3,7 @@
 // warned count — never an empty config, a read until memory runs out, a step that never
 // ends, or a hang at exit. Each command runs under `timeout` so a regression fails fast.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -29,7 +30,7 @@ TEST(BoundedInputs, DirectoriesAndDevicesAreNotConfigs) {
   }
   const zt::testing::ShellResult z = sh(kZ + " config check /dev/zero");
   EXPECT_EQ(z.rc, 2) << z.out;
-  EXPECT_HAS(z.out, "/dev/zero: not a regular file");
+  EXPECT_HAS(z.out, "/dev/zero: not a regular file (it is a character device)");
   fs::remove_all(dir);
 }
 
@@ -60,6 +61,60 @@ TEST(BoundedInputs, ThreadCountsBelowOneOrOutOfRangeAreErrors) {
   const zt::testing::ShellResult big = sh(kZ + " generate --model x --prompt y --threads 99999999999999999999");
   EXPECT_EQ(big.rc, 2) << big.out;
   EXPECT_HAS(big.out, "--threads 99999999999999999999 is out of range");
+}
+
+// Data, metrics and `latest` given as a FIFO (whose open() would wait for a writer forever)
+// or as /dev/zero (which never ends): exit 2 naming the path and what it is, at once.
+// `timeout 20`: a regression fails with 124 instead of hanging the suite.
+const std::string kZ20 = "timeout 20 " + zt::testing::zerotrain_binary();
+
+TEST(BoundedInputs, FifosAndDevicesAsDataAndMetricsAreRefusedWithoutBlocking) {
+  const fs::path dir = zt::testing::fresh_test_dir("bounded_", "fifo");
+  const std::string fifo = (dir / "data.jsonl").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  struct Case {
+    std::string args, path, kind;
+  };
+  for (const Case& c :
+       {Case{"eval --model " + dir.string() + " --data " + fifo, fifo, "a FIFO"},
+        Case{"eval --model " + dir.string() + " --data /dev/zero", "/dev/zero", "a character device"},
+        Case{"prepare --tokenizer bytes --no-eos --out " + (dir / "p1").string() + " " + fifo, fifo, "a FIFO"},
+        Case{"prepare --tokenizer bytes --no-eos --out " + (dir / "p2").string() + " /dev/zero", "/dev/zero",
+             "a character device"},
+        Case{"plot " + fifo, fifo, "a FIFO"}, Case{"plot /dev/zero", "/dev/zero", "a character device"}}) {
+    const zt::testing::ShellResult r = sh(kZ20 + " " + c.args);
+    EXPECT_EQ(r.rc, 2) << c.args << ": " << r.out;  // 124: it hung; 1 or 137: it read until memory ran out
+    EXPECT_HAS(r.out, c.path + ": not a regular file (it is " + c.kind + ")");
+  }
+  EXPECT_FALSE(fs::exists(dir / "p1")) << "nothing is written for a refused input";
+  fs::remove_all(dir);
+}
+
+TEST(BoundedInputs, ALatestThatIsAFifoOrDevIsAProblemNotAHang) {
+  const fs::path dir = zt::testing::fresh_test_dir("bounded_", "latest");
+  const fs::path yaml = dir / "run.yaml";
+  std::ofstream(yaml) << "model: {preset: tiny-gpt2}\ndata:\n  train: ['" << ZT_SOURCE_DIR
+                      << "/data/text/artistic.txt']\n  seq_len: 32\nper_device_train_batch_size: 4\n"
+                         "max_steps: 2\nsamples: {tokens: 0}\noutput_dir: '"
+                      << (dir / "run").string() << "'\n";
+  const fs::path latest = dir / "run" / "checkpoints" / "latest";
+  fs::create_directories(latest.parent_path());
+  ASSERT_EQ(::mkfifo(latest.c_str(), 0600), 0);
+  const zt::testing::ShellResult fifo = sh(kZ20 + " train " + yaml.string() + " --threads 1 --resume latest");
+  EXPECT_EQ(fifo.rc, 2) << fifo.out;
+  EXPECT_HAS(fifo.out, latest.string() + ": not a regular file (it is a FIFO)");
+  fs::remove(latest);
+  fs::create_symlink("/dev/zero", latest);
+  const zt::testing::ShellResult zero = sh(kZ20 + " train " + yaml.string() + " --threads 1 --resume latest");
+  EXPECT_EQ(zero.rc, 2) << zero.out;
+  EXPECT_HAS(zero.out, latest.string() + ": not a regular file (it is a character device)");
+  // --resume auto takes a bad `latest` as it takes a damaged one: it warns and, with no
+  // complete checkpoint, starts from step 0 (and its first save replaces the link).
+  const zt::testing::ShellResult automatic = sh(kZ20 + " train " + yaml.string() + " --threads 1 --resume auto");
+  EXPECT_EQ(automatic.rc, 0) << automatic.out;
+  EXPECT_HAS(automatic.out, "it is a character device");
+  EXPECT_FALSE(fs::is_symlink(latest));
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -4,7 +4,8 @@
 // third SIGINT and the grace timeout exit at once naming what was saved; a stop during a
 // long gradient accumulation stops at a micro-batch boundary, saves the last complete
 // step and resumes exactly; under mpirun a signal to one rank, or SIGUSR1 to mpirun,
-// stops every rank at the same step.
+// stops every rank at the same step; a signal during the end-of-run samples or
+// `zerotrain generate` ends the generation before the next token.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -69,6 +70,38 @@ TEST_F(SignalRun, DoubledSigtermDuringTheSaveIsAbsorbedAndTheSaveCompletes) {
   EXPECT_EQ(latest(), "global_step2");
   EXPECT_TRUE(fs::exists(dir / "run" / "checkpoints" / "global_step2" / "manifest.json"));
   EXPECT_FALSE(fs::exists(dir / "run" / "final")) << "a stopped run writes no final model";
+}
+
+// The text of the first `---- sample ... ----` block of a run's output.
+std::string first_sample(const std::string& out) {
+  const size_t head = out.find("---- sample");
+  if (head == std::string::npos) return "";
+  const size_t begin = out.find('\n', head) + 1;
+  return out.substr(begin, out.find("\n----\n", begin) - begin);
+}
+
+TEST_F(SignalRun, SigtermDuringTheEndOfRunSamplesStopsThemBeforeTheNextToken) {
+  std::ofstream(yaml, std::ios::app) << "samples: {prompts: ['Once upon a time', 'The license'], tokens: 400}\n";
+  const std::string args = "--max_steps 2 --save_strategy no --overwrite_output_dir";
+  const ShellResult whole = train("", args);
+  ASSERT_EQ(whole.rc, 0) << whole.out;
+  // SIGTERM raised before the sampler chooses token 3 of the first sample.
+  const ShellResult r = train("ZT_TEST_SIGNALS='sample@3:TERM'", args);
+  EXPECT_EQ(r.rc, 0) << r.out;  // the run is complete: final/ was written before the samples
+  EXPECT_HAS(r.out, "received signal 15 during the end-of-run samples: they stop here (1 of 2 begun");
+  EXPECT_TRUE(fs::exists(dir / "run" / "final" / "config.json"));
+  const std::string cut = first_sample(r.out), full = first_sample(whole.out);
+  ASSERT_FALSE(cut.empty()) << r.out;
+  EXPECT_LT(cut.size(), full.size()) << "the sample was not cut short";
+  EXPECT_EQ(full.compare(0, cut.size(), cut), 0) << "the cut sample is the start of the whole one";
+  EXPECT_EQ(r.out.find("---- sample", r.out.find("---- sample") + 1), std::string::npos) << "a second sample ran";
+
+  // `zerotrain generate` on the model just written: stops before token 3, exit 128 + 15.
+  const ShellResult g =
+      sh("ZT_TEST_SIGNALS='sample@3:TERM' timeout 60 " + zt::testing::zerotrain_binary() + " generate --model " +
+         (dir / "run" / "final").string() + " --prompt 'Once' --max-new-tokens 400 --ignore-eos --threads 1");
+  EXPECT_EQ(g.rc, 128 + 15) << g.out;
+  EXPECT_HAS(g.out, "received signal 15: generation stopped after 3 of at most 400 tokens");
 }
 
 TEST_F(SignalRun, Sigusr1StopsLikeSigterm) {

@@ -8,8 +8,10 @@
 #include <sstream>
 #include <string>
 
-#include "core/error.h"
+#include "common/file_size_limit.h"
 #include "common/temp_dir.h"
+#include "core/error.h"
+#include "core/log.h"
 
 namespace zt::train {
 namespace {
@@ -45,6 +47,34 @@ TEST(CsvMonitor, HeaderOnceThenShortestRoundTripRows) {
   }
   EXPECT_EQ(read_all(folder / "Train_Samples_lr.csv"), "step,lr\n16,0.1\n32,2.5e-05\n48,0.3333333333333333\n");
   EXPECT_EQ(read_all(folder / "Train_Samples_train_loss.csv"), "step,train_loss\n16,10.946125030517578\n");
+}
+
+// A write that fails (a full disk; here the file size limit) is one warning naming the
+// file and the error, and the run goes on without CSV rows.
+TEST(CsvMonitor, AFailedWriteIsOneWarningNamingTheFileAndTheError) {
+  zt::testing::TempDir dir(zt::testing::build_temp_path("csv_monitor_full_"));
+  const zt::LogLevel level = zt::log_level();
+  zt::set_log_level(zt::LogLevel::Warn);
+  ::testing::internal::CaptureStderr();
+  const fs::path file = dir.path() / "Train_Samples_lr.csv";
+  {
+    CsvMonitor m(dir.path().string());
+    // 8 KiB of rows first: the limit applies to the captured stderr's file too.
+    for (int s = 1; s <= 1000; ++s) m.scalar("Train/Samples/lr", 0.5, s);
+    m.flush();
+    const zt::testing::FileSizeLimit full(fs::file_size(file) + 3);
+    m.scalar("Train/Samples/lr", 0.25, 1001);
+    m.flush();
+    EXPECT_TRUE(m.failed());
+    m.scalar("Train/Samples/lr", 0.125, 1002);
+    m.flush();
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  zt::set_log_level(level);
+  const size_t first = err.find("csv_monitor: cannot write " + file.string() + ": File too large");
+  EXPECT_NE(first, std::string::npos) << err;
+  EXPECT_EQ(err.find("csv_monitor: cannot write", first + 1), std::string::npos) << "warned twice: " << err;
+  EXPECT_NE(err.find("from step 1001"), std::string::npos) << err;
 }
 
 TEST(CsvMonitor, AnUnwritableFolderIsBadInputNamingTheKey) {

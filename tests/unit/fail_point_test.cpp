@@ -62,6 +62,17 @@ TEST(FaultInjector, RaisesAtTheNamedPointAndStepOnly) {
   EXPECT_EQ(g_usr1, 4);
 }
 
+// sample@N: before generated token N of the end-of-run samples or `zerotrain generate`.
+TEST(FaultInjector, SamplePointRaisesBeforeTheNamedToken) {
+  const Drills d("sample@3:USR1");
+  const FaultInjector drills(0);
+  drills.at(TrainPoint::SampleToken, 2);
+  drills.at(TrainPoint::StepDone, 3);  // another point with the same number
+  EXPECT_EQ(g_usr1, 0);
+  drills.at(TrainPoint::SampleToken, 3);
+  EXPECT_EQ(g_usr1, 1);
+}
+
 TEST(FaultInjector, OnlyTheChosenRankAndOnlyTheFirstAttempt) {
   {
     const Drills d("step@1:USR1", "1");

@@ -408,6 +408,16 @@ TEST(Generate, StopsAfterAStopTokenAndWhenTheCallbackSaysSo) {
   EXPECT_EQ(s.reason, train::StopReason::Callback);
   EXPECT_EQ(streamed, std::vector<int32_t>(all.begin(), all.begin() + 5));
   EXPECT_EQ(s.tokens, streamed);
+  // A stop check (a stop signal's): asked before each token, Stop ends the generation there.
+  std::vector<int64_t> asked;
+  o.stop_check = [&](int64_t token) {
+    asked.push_back(token);
+    return token == 7 ? train::Generation::Stop : train::Generation::Continue;
+  };
+  const auto stopped = train::generate(engine, prompt, o);
+  EXPECT_EQ(stopped.reason, train::StopReason::Stopped);
+  EXPECT_EQ(stopped.tokens, std::vector<int32_t>(all.begin(), all.begin() + 7));
+  EXPECT_EQ(asked, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
 }
 
 TEST(Generate, SlidesTheWindowWhenTheCacheIsFull) {

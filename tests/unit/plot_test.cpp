@@ -7,6 +7,7 @@
 
 #include "common/temp_dir.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "train/plot.h"
 
 namespace zt::train {
@@ -56,6 +57,54 @@ TEST(Plot, BadInputNamesTheFile) {
   EXPECT_NE(error_of(dir.file("empty.jsonl")).find("no training step records"), std::string::npos);
   std::ofstream(dir.file("broken.jsonl")) << R"({"step": 1, "loss": 2.0})" << "\n{oops\n";
   EXPECT_NE(error_of(dir.file("broken.jsonl")).find("broken.jsonl:2: not a JSON record"), std::string::npos);
+}
+
+// A full disk cuts the last record of metrics.jsonl short (no end of line): the records
+// before it are plotted, with a warning naming the file and the line; a bad line that
+// ends with a newline (damage, not a cut-off write) is still an error.
+TEST(Plot, ATornLastRecordIsSkippedWithAWarning) {
+  zt::testing::TempDir dir(zt::testing::build_temp_path("plot_torn_"));
+  const std::string path = dir.file("metrics.jsonl");
+  std::ofstream(path) << R"({"step": 1, "loss": 3.0})"
+                      << "\n"
+                      << R"({"step": 2, "loss": 2.5})"
+                      << "\n"
+                      << R"({"step": 3, "lo)";
+  const LogLevel level = log_level();
+  set_log_level(LogLevel::Warn);
+  ::testing::internal::CaptureStderr();
+  const std::string svg = plot_metrics_svg(path);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  set_log_level(level);
+  EXPECT_EQ(count_of(svg, "<polyline"), 1u);
+  EXPECT_NE(err.find(path + ":3: the last record is cut off"), std::string::npos) << err;
+
+  std::ofstream(path) << R"({"step": 1, "loss": 3.0})"
+                      << "\n"
+                      << R"({"step": 2, "lo)"
+                      << "\n"
+                      << R"({"step": 3, "loss": 2.0})"
+                      << "\n";
+  try {
+    plot_metrics_svg(path);
+    ADD_FAILURE() << "a bad line in the middle was plotted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("metrics.jsonl:2: not a JSON record"), std::string::npos) << e.what();
+  }
+}
+
+// Only regular files: /dev/zero (it never ends) is an exit-2 error saying what it is (a
+// FIFO: tests/e2e/bounded_inputs_test.cpp, under a timeout).
+TEST(Plot, DevicesAreRefused) {
+  for (const std::string& p : {std::string("/dev/zero")}) {
+    try {
+      plot_metrics_svg(p);
+      ADD_FAILURE() << p << " was read";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+      EXPECT_NE(std::string(e.what()).find(p + ": not a regular file (it is a"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

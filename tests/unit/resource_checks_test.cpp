@@ -95,5 +95,49 @@ TEST(ResourceChecks, OffloadedStateMustFitHostMemory) {
   EXPECT_HAS(two, "lower zero_optimization.offload_optimizer.ratio");
 }
 
+// The free-space pre-check's arithmetic: at a save the drive holds keep_last checkpoints
+// and the one being written (the oldest is removed only after the new one is complete),
+// one more when load_best_model_at_end keeps the best aside; every save with keep_last 0.
+TEST(ResourceChecks, OutputRoomCountsKeepLastPlusTheCheckpointBeingSaved) {
+  const auto room = [](int64_t keep, bool best, int64_t saves, int64_t on_disk) {
+    return output_room(CheckpointPlan{keep, best, saves, on_disk}, 100.0, 10.0);
+  };
+  OutputRoom r = room(2, false, 10, 0);
+  EXPECT_EQ(r.checkpoints_at_save, 3);     // keep_last 2 + the one being written
+  EXPECT_EQ(r.checkpoints_with_final, 2);  // the kept ones beside final/
+  EXPECT_EQ(r.bytes, 120.0);               // 2 x 10 + final/ 100 > 3 x 10
+  EXPECT_EQ(output_room(CheckpointPlan{2, false, 10, 0}, 1.0, 10.0).bytes, 30.0);  // 3 at once is the peak
+  EXPECT_EQ(room(2, true, 10, 0).checkpoints_at_save, 4);                          // the best kept aside
+  EXPECT_EQ(room(2, false, 1, 0).checkpoints_at_save, 1);                          // one save: one checkpoint
+  EXPECT_EQ(room(2, false, 2, 0).checkpoints_at_save, 2);
+  EXPECT_EQ(room(0, false, 7, 0).checkpoints_at_save, 7);  // keep_last 0 keeps every save
+  EXPECT_EQ(room(0, false, 7, 0).checkpoints_with_final, 7);
+  // A resumed run: the checkpoints on the drive already took their room.
+  EXPECT_EQ(room(2, false, 10, 2).checkpoints_at_save, 1);
+  EXPECT_EQ(room(3, false, 10, 1).checkpoints_at_save, 3);
+  EXPECT_EQ(room(2, false, 10, 5).checkpoints_at_save, 1);  // more than kept: still the one written
+  EXPECT_EQ(room(2, false, 10, 5).checkpoints_with_final, 0);
+  // save_strategy no: final/ alone.
+  r = room(2, false, 0, 0);
+  EXPECT_EQ(r.checkpoints_at_save, 0);
+  EXPECT_EQ(r.bytes, 100.0);
+}
+
+TEST(ResourceChecks, ADriveTooSmallForKeepLastPlusOneIsBadInputWithTheCount) {
+  config::TrainConfig c = config(4, 1, 1);
+  c.output_dir = "out";
+  const CheckpointPlan plan{2, false, 10, 0};
+  check_output_drive_room(c, plan, 100.0, 1000.0, 3000.0);  // exactly 3 checkpoints: fits
+  // Room for final/ and one checkpoint (what the check counted before) is not enough.
+  const std::string e = input_error_of([&] { check_output_drive_room(c, plan, 100.0, 1000.0, 1100.0); });
+  EXPECT_HAS(e, "output_dir 'out'");
+  EXPECT_HAS(e, "3 at once while one is saved (keep_last 2 + the one being written");
+  EXPECT_HAS(e, "2 beside final/ at the end");
+  EXPECT_HAS(input_error_of([&] {
+               check_output_drive_room(c, CheckpointPlan{0, false, 4, 0}, 1, 1000, 3000);
+             }),
+             "keep_last 0 keeps every one");
+}
+
 }  // namespace
 }  // namespace zt::train

@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "common/file_size_limit.h"
 #include "common/temp_dir.h"
+#include "core/log.h"
 #include "train/tensorboard.h"
 
 namespace zt::train {
@@ -127,6 +129,37 @@ TEST(TensorBoard, EventFileHoldsTheVersionThenOneScalarPerEvent) {
   EXPECT_EQ(ev[2].value, 3e-4f);
   EXPECT_EQ(ev[3].tag, "eval/loss");
   EXPECT_EQ(ev[3].step, 300);
+}
+
+// A write that fails (a full disk; here the file size limit) is one warning naming the
+// file and the error, and the run goes on; nothing more is written after it.
+TEST(TensorBoard, AFailedWriteIsOneWarningNamingTheFileAndTheError) {
+  zt::testing::TempDir dir(zt::testing::build_temp_path("tensorboard_full_"));
+  const zt::LogLevel level = zt::log_level();
+  zt::set_log_level(zt::LogLevel::Warn);
+  ::testing::internal::CaptureStderr();
+  std::string path;
+  {
+    TensorBoardWriter w((dir.path() / "runs").string());
+    path = w.path();
+    // 8 KiB of events first: the limit applies to the captured stderr's file too.
+    for (int s = 1; s <= 200; ++s) w.scalar("train/loss", 2.5, s);
+    w.flush();
+    const uintmax_t size = std::filesystem::file_size(path);
+    const zt::testing::FileSizeLimit full(size + 10);
+    w.scalar("train/loss", 2.0, 201);
+    w.flush();
+    EXPECT_TRUE(w.failed());
+    w.scalar("train/loss", 1.5, 202);
+    w.flush();
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  zt::set_log_level(level);
+  const size_t first = err.find("cannot write TensorBoard events file '" + path + "': File too large");
+  EXPECT_NE(first, std::string::npos) << err;
+  EXPECT_EQ(err.find("cannot write TensorBoard", first + 1), std::string::npos) << "warned twice: " << err;
+  EXPECT_NE(err.find("from step 201"), std::string::npos) << err;
+  EXPECT_NE(err.find("training goes on"), std::string::npos) << err;
 }
 
 }  // namespace
