@@ -27,7 +27,8 @@ std::vector<TopKey> make_table() {
   const auto none = AutoRule::None, run = AutoRule::FromRun;
   const std::string batch = "resolved (auto ok; see the batch rule)";
   std::vector<TopKey> t = {
-      row("train_batch_size", {}, I, 0, "see batch rule", 1, run, R, &T::train_batch_size, batch),
+      at_most(row("train_batch_size", {}, I, 0, "see batch rule", 1, run, R, &T::train_batch_size, batch),
+              int64_t{1} << 36, "sequences per optimizer step"),
       at_most(row("train_micro_batch_size_per_gpu", {}, I, 0, "see batch rule", 1, run, R,
                   &T::train_micro_batch_size_per_gpu, batch),
               1 << 24, "sequences per micro batch"),

@@ -222,6 +222,8 @@ void resolve_zero(const DsConfig& ds, const RunContext& run, TrainConfig& out) {
 
 }  // namespace
 
+constexpr int64_t kMaxTrainBatch = int64_t{1} << 36;
+
 BatchSizes derive_batch_sizes(int64_t b, int64_t m, int64_t g, int world, const std::string& source) {
   ZT_CHECK(world >= 1, "world size ", world);
   const int64_t w = world;
@@ -233,9 +235,16 @@ BatchSizes derive_batch_sizes(int64_t b, int64_t m, int64_t g, int world, const 
     return num / den;
   };
   // Products of values from files and flags: checked before they are compared or used.
+  // A step's sequences times seq_len (at most 2^24) is its token count: the global batch
+  // stays at most 2^36 sequences so that every count derived from it fits int64.
   const auto product = [&](std::initializer_list<int64_t> f) {
-    return checked_product(f, source + ": train_micro_batch_size_per_gpu * gradient_accumulation_steps * world size",
-                           "lower the batch sizes");
+    const int64_t p =
+        checked_product(f, source + ": train_micro_batch_size_per_gpu * gradient_accumulation_steps * world size",
+                        "lower the batch sizes");
+    if (p > kMaxTrainBatch)
+      ZT_THROW_INPUT(source, ": a global batch of ", p, " sequences is more than zerotrain supports (", kMaxTrainBatch,
+                     "); lower the batch sizes");
+    return p;
   };
   if (b > 0 && m > 0 && g > 0) {
     if (b != product({m, g, w}))
