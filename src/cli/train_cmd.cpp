@@ -2,7 +2,8 @@
 //                 [--section.key value ...]
 // With no run config: the built-in run (examples/default_run.yaml: a tiny GPT-2 on the
 // repo's text, tokenizer trained first, then a sample); overrides, a ds_config and an
-// Accelerate YAML apply to it (config::RunDocument::BuiltIn).
+// Accelerate YAML apply to it (config::RunDocument::BuiltIn). A command line naming a model
+// or data is a run of its own instead, with HF Trainer's defaults for what it leaves out.
 #include <string>
 
 #include "cli/args.h"
