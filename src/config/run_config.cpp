@@ -2,6 +2,7 @@
 #include "config/run_config.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/error.h"
 #include "model/config.h"
@@ -388,6 +389,13 @@ RunConfig parse_run_config(const json& raw, const std::string& source) {
     ZT_THROW_INPUT(top.key("epochs").str(), ": must be positive when max_steps is not given");
   if (r.learning_rate.value < 0) ZT_THROW_INPUT(top.key("learning_rate").str(), ": must not be negative");
   if (r.weight_decay.value < 0) ZT_THROW_INPUT(top.key("weight_decay").str(), ": must not be negative");
+  // Adam divides by 1 - beta^t: a beta of 1 or more (or below 0) is out of the optimizer's
+  // range, as a ds_config's betas are (ds_config.cpp).
+  for (const auto& [beta, key] :
+       {std::make_pair(&r.adam_beta1, "adam_beta1"), std::make_pair(&r.adam_beta2, "adam_beta2")})
+    if (!(beta->value >= 0 && beta->value < 1))
+      ZT_THROW_INPUT(top.key(key).str(), ": ", beta->value, " is not in [0, 1) (Adam's moment decay)");
+  if (!(r.adam_epsilon.value >= 0)) ZT_THROW_INPUT(top.key("adam_epsilon").str(), ": must not be negative");
   if (r.max_grad_norm.value < 0)
     ZT_THROW_INPUT(top.key("max_grad_norm").str(), ": must be >= 0 (0 turns clipping off)");
   if (r.warmup_ratio.value < 0 || r.warmup_ratio.value > 1)

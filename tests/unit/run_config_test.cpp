@@ -424,6 +424,9 @@ TEST(RunConfig, SampleSettingsAndBatchSizesAreCheckedAtStartUp) {
   EXPECT_HAS(load_error({"--per_device_train_batch_size", "1099511627776"}), "per_device_train_batch_size");
   EXPECT_HAS(load_error({"--gradient_accumulation_steps", "1099511627776"}), "gradient_accumulation_steps");
   EXPECT_HAS(load_error({"--data.seq_len", "1099511627776"}), "data.seq_len");
+  EXPECT_HAS(load_error({"--adam_beta1", "1"}), "adam_beta1: 1 is not in [0, 1)");
+  EXPECT_HAS(load_error({"--adam_beta2", "-0.5"}), "adam_beta2");
+  EXPECT_HAS(load_error({"--learning_rate", "-1e-3"}), "learning_rate: must not be negative");
   EXPECT_HAS(load_error({"--lora.r", "9223372036854775807", "--lora.target_modules", "q_proj"}),
              "r 9223372036854775807");
   const TrainConfig ok =
