@@ -397,6 +397,30 @@ TEST(RunConfig, PathsInARunFileAreRelativeToTheFileFromAnyDirectory) {
   fs::current_path(saved);
 }
 
+// Issue 40: a command line naming a model or data is a run of its own (HF's defaults, not
+// the built-in demo's); `--model_name_or_path` (HF's name) replaces a file's model choice
+// instead of clashing with it.
+TEST(RunConfig, ACommandLineModelIsARunOfItsOwnAndReplacesTheFilesModel) {
+  EXPECT_TRUE(command_line_names_model_or_data({"--model_name_or_path", "m"}));
+  EXPECT_TRUE(command_line_names_model_or_data({"--model.name_or_path=m"}));
+  EXPECT_TRUE(command_line_names_model_or_data({"--model", "tiny-llama"}));
+  EXPECT_TRUE(command_line_names_model_or_data({"--data.train", "x.txt", "--max_steps", "3"}));
+  EXPECT_FALSE(command_line_names_model_or_data({"--max_steps", "50", "--learning_rate", "1e-3"}));
+  EXPECT_FALSE(command_line_names_model_or_data({"--seq_len", "64", "--deepspeed", "ds.json"}));
+  EXPECT_FALSE(command_line_names_model_or_data({"--model.tokenizer", "tok.json"}));
+
+  TempDir dir;
+  const std::string run = dir.write("run.yaml", "model: tiny-gpt2\nlearning_rate: 1e-3\n");
+  const TrainConfig c = load_train_config({run, "--model_name_or_path", "/models/m"});
+  EXPECT_EQ(c.model.path, "/models/m");
+  EXPECT_TRUE(c.model.preset.empty());
+  const std::string sect = dir.write("sect.yaml", "model: {preset: tiny-gpt2, tokenizer: tok.json}\n");
+  const TrainConfig d = load_train_config({sect, "--model.path", "/models/m"});
+  EXPECT_EQ(d.model.path, "/models/m");
+  EXPECT_TRUE(d.model.preset.empty());
+  EXPECT_EQ(d.model.tokenizer, dir.file("tok.json"));  // the rest of the file's section stays
+}
+
 // The Accelerate YAML's deepspeed_config_file follows the same rule.
 TEST(RunConfig, AnAccelerateYamlsDeepSpeedFileIsRelativeToTheYaml) {
   TempDir dir;
