@@ -123,7 +123,7 @@ std::vector<RunKey> make_table() {
        "",
        "auto (cuda when a GPU is visible and the build has the CUDA backend, else cpu) \\| cpu \\| cuda"},
       {"samples.prompts", {}, "—", "", "a string or a list, printed after training"},
-      {"samples.tokens", {}, "0", "", "tokens sampled per prompt (at most 2^20); the samples' settings are checked at start"},
+      {"samples.tokens", {}, "0", "", "tokens sampled per prompt (at most 2^20; samples are checked at start)"},
       {"samples.temperature", {}, "0.8", "", "in [0, 1e4] (0: greedy)"},
       {"samples.top_k", {}, "40", "", "0 (off) to 2^31-1"},
       {"lora.r", {}, "8", "", "LoRA (docs/lora.md): the adapters' rank; a `lora:` section freezes the base model"},

@@ -119,10 +119,10 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   }
   if (!is_file(path)) {
     struct stat st {};
-    ZT_THROW_INPUT(path,
-                   ::stat(path.c_str(), &st) == 0 ? ": not a regular file (a device, FIFO or socket); a tokenizer is "
-                                                    "a tokenizer.json / vocab.json / tokenizer.model file or a directory"
-                                                  : ": no such tokenizer file or directory");
+    ZT_THROW_INPUT(path, ::stat(path.c_str(), &st) == 0
+                             ? ": not a regular file (a device, FIFO or socket); a tokenizer is "
+                               "a tokenizer.json / vocab.json / tokenizer.model file or a directory"
+                             : ": no such tokenizer file or directory");
   }
   if (ends_with(path, ".model")) return load_sentencepiece(path, read_tokenizer_config(dir_of(path)));
   if (ends_with(path, "vocab.json")) return load_vocab(path);
