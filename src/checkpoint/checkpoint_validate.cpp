@@ -289,6 +289,15 @@ bool checkpoint_complete(const std::string& dir, std::string* why) {
   try {
     const CheckpointManifest m = read_checkpoint_manifest(dir);
     check_shards_present(m);
+    // Each shard is opened (its header must describe exactly the bytes the file holds, so
+    // a truncated or cut-short copy fails here) and every tensor a resume reads is checked
+    // for its dtype and length: a shard that is present but damaged makes the checkpoint
+    // incomplete, and `--resume auto` falls back past it instead of failing at the load.
+    for (int r = 0; r < m.world_size; ++r) {
+      const io::SafetensorsReader shard(m.shard_path(r));
+      for (const ManifestUnit& u : m.units) checked_shard_tensor(m, shard, u.name + ".params", r);
+      for (const std::string& state : m.optimizer_state) checked_shard_tensor(m, shard, state, r);
+    }
     return true;
   } catch (const std::exception& e) {
     if (why) *why = e.what();

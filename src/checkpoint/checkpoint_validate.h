@@ -87,8 +87,9 @@ DType expected_shard_dtype(const CheckpointManifest& m, const std::string& tenso
 Tensor checked_shard_tensor(const CheckpointManifest& m, const io::SafetensorsReader& shard, const std::string& tensor,
                             int rank);
 
-// Whether `dir` holds a checkpoint that validates (manifest and every shard file
-// present); `why` gets the reason when not. Never throws for bad files.
+// Whether `dir` holds a checkpoint that validates: its manifest, and every rank's shard
+// present, whole (not truncated) and holding each tensor a resume reads with the dtype and
+// length the manifest gives; `why` gets the reason when not. Never throws for bad files.
 bool checkpoint_complete(const std::string& dir, std::string* why = nullptr);
 
 }  // namespace zt::checkpoint

@@ -2,7 +2,8 @@
 //                 [--section.key value ...]
 // With no run config: the built-in run (examples/default_run.yaml: a tiny GPT-2 on the
 // repo's text, tokenizer trained first, then a sample); overrides, a ds_config and an
-// Accelerate YAML apply to it (config::RunDocument::BuiltIn).
+// Accelerate YAML apply to it (config::RunDocument::BuiltIn). A command line naming a model
+// or data is a run of its own instead, with HF Trainer's defaults for what it leaves out.
 #include <string>
 
 #include "cli/args.h"
@@ -25,7 +26,13 @@ config, runs the built-in example (examples/default_run.yaml): a tiny GPT-2 trai
 about two minutes on the license texts in data/text, with a byte-level BPE tokenizer
 trained on them first, then a sample. A ds_config or Accelerate YAML given without a run
 config trains the built-in run with its settings (its batch sizes, optimizer, schedule,
-clipping, precision and logging replace the built-in run's own).
+clipping, precision and logging replace the built-in run's own). A command line that
+names a model (--model_name_or_path DIR, --model.path, --model.preset) or data
+(--data.train PATH) is a run of its own instead: what it leaves out takes HF Trainer's
+defaults (docs/configs.md), and an existing run in output_dir is refused.
+
+Relative paths given here are taken from the current directory; those written in a
+config file from that file's directory ($PWD/PATH in a file: the current directory).
 
   run.yaml                run config: model, data, steps/epochs, eval, checkpoints,
                           output_dir, samples, and HF Trainer keys (learning_rate, ...)
@@ -76,7 +83,12 @@ int run_train(const Args& raw) {
     }
   }
   config::LoadOptions lo;
-  if (!has_run_config) {
+  // No run file: the built-in demo when the command line names neither a model nor data;
+  // otherwise the command line is the run, with HF Trainer's defaults for what it leaves
+  // out (not the demo's lr, batch, warmup or overwrite_output_dir, which replaced a
+  // previous run's checkpoints), and an existing run in output_dir is refused as for a
+  // run file.
+  if (!has_run_config && !config::command_line_names_model_or_data(args)) {
     args.insert(args.begin(), std::string(ZT_SOURCE_DIR) + "/examples/default_run.yaml");
     lo.run_document = config::RunDocument::BuiltIn;
   }

@@ -1,7 +1,6 @@
 #include "config/accelerate_config.h"
 
 #include <algorithm>
-#include <filesystem>
 
 #include "core/error.h"
 #include "config/config_keys.h"
@@ -112,11 +111,9 @@ void parse_deepspeed(const json& dc, const Where& w, const std::string& source, 
 
   const std::string file = read_string(dc, "deepspeed_config_file", w, "").value;
   if (!file.empty()) {
-    // Accelerate opens it from the current directory; also try beside the YAML.
-    namespace fs = std::filesystem;
-    const fs::path beside = fs::path(source).parent_path() / file;
-    acc.deepspeed_config_file =
-        fs::exists(file) || fs::path(file).is_absolute() || !fs::exists(beside) ? file : beside.string();
+    // As written: load_train_config places it (relative to the YAML, as every path written
+    // in a config file; config_paths.h), knowing whether the command line gave it.
+    acc.deepspeed_config_file = file;
     return;
   }
   // As Accelerate builds the plugin's config: batch sizes from the run, stage 2 default.

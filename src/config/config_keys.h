@@ -14,9 +14,11 @@
 // Adding a key: docs/dev.md "Adding a config key".
 #pragma once
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -80,9 +82,34 @@ struct SectionKey {
   std::string refused_what;  // Refused: the Unsupported error after "section.KEY: "
   Shown shown;
   std::string doc;  // docs/configs.md's status column
+  // Range check above: a larger value is an error (kNoMaximum: none but the field's own
+  // type, which read_key always enforces: an int field takes at most INT_MAX). Set on the
+  // rows whose values size allocations or are multiplied together (aio, offload); the doc
+  // cell then says "at most N".
+  double max_value = 1e300;
+  std::string max_why;  // why the bound ("" = none said)
 };
 
 constexpr double kNoMinimum = -1e300;
+constexpr double kNoMaximum = 1e300;
+
+// A row with an upper bound (set after key_row).
+template <class S>
+SectionKey<S> at_most(SectionKey<S> k, double max_value, std::string why) {
+  k.max_value = max_value;
+  k.max_why = std::move(why);
+  return k;
+}
+
+// The range the field behind a key can hold: a value outside it would wrap or be
+// undefined when stored (an int field given 2^40), so read_key refuses it whatever the
+// row's own range says.
+template <class S>
+std::pair<double, double> field_range(const KeyField<S>& target) {
+  if (std::holds_alternative<int S::*>(target)) return {INT_MIN, INT_MAX};
+  if (std::holds_alternative<int64_t S::*>(target)) return {-9.2233720368547758e18, 9.2233720368547758e18};
+  return {kNoMinimum, kNoMaximum};
+}
 
 // A row with no warning, no refusal and not printed by `config check` (set those fields
 // after, where a key has them): what most rows of the tables are.
@@ -206,6 +233,14 @@ std::string key_value_text(const SectionKey<S>& k, double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.9g", v);
   return buf;
+}
+
+// A value in a range error or a bound in the docs: whole-number keys in full (4294967297,
+// not 4.2949673e+09), others as key_value_text writes them.
+template <class S>
+std::string key_bound_text(const SectionKey<S>& k, double v) {
+  if (k.type == KeyType::Int && std::fabs(v) < 9.2233720368547758e18) return std::to_string(static_cast<int64_t>(v));
+  return key_value_text(k, v);
 }
 
 // What an "auto" key resolves to for a model of hidden size h.

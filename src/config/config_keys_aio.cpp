@@ -25,14 +25,20 @@ std::vector<AioKey> make_table() {
   use_gds.refuse_above = 0;
   use_gds.refused_what =
       "GPUDirect Storage is not supported by zerotrain; set use_gds false (NVMe I/O goes through pinned host memory)";
+  // The bounds keep queue_depth x intra_op_parallelism (the ring's entries, the thread
+  // engine's pool) far inside an int, and a block (one aligned host buffer per piece in
+  // flight) under a GiB; DeepSpeed's own values are 1 MiB, 8-128 and 1-8.
   return {
-      resolved("block_size", {}, I, 1048576, "1048576", &A::block_size,
-               "resolved: bytes per I/O piece of NVMe offload's swaps (the section warns when set without NVMe "
-               "offload)"),
-      resolved("queue_depth", {}, I, 8, "8", &A::queue_depth, "resolved: pieces in flight per thread"),
-      resolved("intra_op_parallelism", {"thread_count"}, I, 1, "1", &A::intra_op_parallelism,
-               "resolved: io_uring's ring holds queue_depth x this; the thread engine runs that many threads; both "
-               "names at once is an error"),
+      at_most(resolved("block_size", {}, I, 1048576, "1048576", &A::block_size,
+                       "resolved: bytes per I/O piece of NVMe offload's swaps (the section warns when set without "
+                       "NVMe offload)"),
+              1 << 30, "1 GiB: each piece in flight is an aligned host buffer of this size"),
+      at_most(resolved("queue_depth", {}, I, 8, "8", &A::queue_depth, "resolved: pieces in flight per thread"), 65536,
+              "io_uring rings hold at most 32768 entries"),
+      at_most(resolved("intra_op_parallelism", {"thread_count"}, I, 1, "1", &A::intra_op_parallelism,
+                       "resolved: io_uring's ring holds queue_depth x this; the thread engine runs that many threads; "
+                       "both names at once is an error"),
+              1024, "threads per process"),
       resolved("single_submit", {}, B, 0, "false", &A::single_submit, "resolved: submit pieces one at a time"),
       resolved("overlap_events", {}, B, 1, "true", &A::overlap_events, "resolved: reap completions while submitting"),
       use_gds,

@@ -18,11 +18,18 @@ std::string key_cell(const std::string& key, const std::vector<std::string>& ali
   return cell + ")";
 }
 
+// "; at most N (why)" for a row with an upper bound.
+template <class S>
+std::string max_cell(const SectionKey<S>& k) {
+  if (k.max_value >= kNoMaximum) return "";
+  return "; at most " + key_bound_text(k, k.max_value) + (k.max_why.empty() ? "" : " (" + k.max_why + ")");
+}
+
 template <class S>
 std::string section_markdown(const std::vector<SectionKey<S>>& keys) {
   std::string s = "| key | default | status |\n|-----|---------|--------|\n";
   for (const SectionKey<S>& k : keys)
-    s += "| " + key_cell(k.key, k.aliases) + " | " + k.default_text + " | " + k.doc + " |\n";
+    s += "| " + key_cell(k.key, k.aliases) + " | " + k.default_text + " | " + k.doc + max_cell(k) + " |\n";
   return s;
 }
 

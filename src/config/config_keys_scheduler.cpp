@@ -38,18 +38,20 @@ std::vector<SchedulerParamKey> make_table() {
           A::OptimizerLr, "resolved (auto: the optimizer's lr)"),
       row("warmup_max_lr", {T::WarmupDecayLR}, K::Number, D::Value, 0.001, "0.001 (DeepSpeed's WarmupDecayLR default)",
           0, kInf, A::OptimizerLr, "resolved (auto: the optimizer's lr)"),
-      row("warmup_num_steps", any_warmup, K::Steps, D::Value, 1000, "1000", 1, kInf, A::WarmupSteps,
-          "resolved (auto: the run's warmup_steps or warmup_ratio; below 2 counts as 2, as in DeepSpeed)"),
+      row("warmup_num_steps", any_warmup, K::Steps, D::Value, 1000, "1000", 0, kInf, A::WarmupSteps,
+          "resolved (auto: the run's warmup_steps or warmup_ratio, 0 when neither is set, as HF's integration "
+          "writes it); below 2 counts as 2, as in DeepSpeed"),
       row("warmup_type", any_warmup, K::WarmupType, D::Value, 0, "log", 0, 1, A::None,
           "resolved: log or linear (DeepSpeed falls back to log on other names; refused here)"),
-      row("total_num_steps", total, K::Steps, D::Required, 0, "required", 0, kInf, A::TotalSteps,
-          "resolved (auto: the run's optimizer steps)"),
+      row("total_num_steps", total, K::Steps, D::Required, 0, "required", 1, kInf, A::TotalSteps,
+          "resolved (auto: the run's optimizer steps); at least 1"),
       row("warmup_min_ratio", {T::WarmupCosineLR}, K::Number, D::Value, 0, "0", 0, 1, A::None, "resolved; in [0, 1]"),
       row("cos_min_ratio", {T::WarmupCosineLR}, K::Number, D::Value, 1e-4, "1e-4", 0, 1, A::None,
           "resolved; in [0, 1]"),
       row("cycle_min_lr", cycle, K::Number, D::Required, 0, "required", 0, kInf, A::None, "resolved"),
       row("cycle_max_lr", cycle, K::Number, D::Required, 0, "required", 0, kInf, A::None, "resolved"),
-      row("decay_lr_rate", cycle, K::Number, D::Value, 0, "0", -kInf, kInf, A::None, "resolved"),
+      row("decay_lr_rate", cycle, K::Number, D::Value, 0, "0", 0, kInf, A::None,
+          "resolved; >= 0 (a negative rate drives the lr through infinity to negative values)"),
       row("cycle_first_step_size", cycle, K::Steps, D::Value, 2000, "2000", 1, kInf, A::None, "resolved"),
       row("cycle_second_step_size", cycle, K::Steps, D::SameAs, 0, "cycle_first_step_size", 1, kInf, A::None,
           "resolved"),
@@ -60,12 +62,14 @@ std::vector<SchedulerParamKey> make_table() {
           "resolved"),
       row("cycle_momentum", cycle, K::Bool, D::Value, 1, "true", 0, 1, A::None,
           "resolved (cycles beta1; beta2 is 0.99 meanwhile, as in DeepSpeed)"),
-      row("cycle_min_mom", cycle, K::Number, D::Value, 0.8, "0.8", -kInf, kInf, A::None, "resolved"),
-      row("cycle_max_mom", cycle, K::Number, D::Value, 0.9, "0.9", -kInf, kInf, A::None, "resolved"),
-      row("decay_mom_rate", cycle, K::Number, D::Value, 0, "0", -kInf, kInf, A::None, "resolved"),
+      row("cycle_min_mom", cycle, K::Number, D::Value, 0.8, "0.8", 0, 1, A::None, "resolved; in [0, 1) (Adam's beta1)"),
+      row("cycle_max_mom", cycle, K::Number, D::Value, 0.9, "0.9", 0, 1, A::None, "resolved; in [0, 1) (Adam's beta1)"),
+      row("decay_mom_rate", cycle, K::Number, D::Value, 0, "0", -kInf, kInf, A::None,
+          "resolved; a rate that takes the momentum out of [0, 1) before the run's last step is refused at start"),
       row("lr_range_test_min_lr", range, K::Number, D::Value, 1e-3, "1e-3", 0, kInf, A::None, "resolved"),
       row("lr_range_test_step_size", range, K::Steps, D::Value, 2000, "2000", 1, kInf, A::None, "resolved"),
-      row("lr_range_test_step_rate", range, K::Number, D::Value, 1.0, "1.0", -kInf, kInf, A::None, "resolved"),
+      row("lr_range_test_step_rate", range, K::Number, D::Value, 1.0, "1.0", 0, kInf, A::None,
+          "resolved; >= 0 (a negative rate drives the lr below 0)"),
       row("lr_range_test_staircase", range, K::Bool, D::Value, 0, "false", 0, 1, A::None, "resolved"),
       row("last_batch_iteration", schedule_types(), K::Steps, D::Value, -1, "-1", -kInf, kInf, A::None,
           "refused (a resumed run takes the step from its checkpoint)"),
@@ -73,6 +77,7 @@ std::vector<SchedulerParamKey> make_table() {
   for (SchedulerParamKey& k : t) {
     if (k.key == "cycle_second_step_size") k.same_as = "cycle_first_step_size";
     if (k.key == "cycle_second_stair_count") k.same_as = "cycle_first_stair_count";
+    if (k.key == "cycle_min_mom" || k.key == "cycle_max_mom") k.max_exclusive = true;
     if (k.key == "last_batch_iteration")
       k.refused = "not supported: the schedule resumes from the checkpoint's step; remove it";
   }
@@ -142,10 +147,10 @@ std::vector<std::string> scheduler_param_names(ScheduleType t) {
 }
 
 std::string scheduler_range_error(const SchedulerParamKey& k, double v) {
-  if (v >= k.min_value && v <= k.max_value) return "";
+  if (v >= k.min_value && (k.max_exclusive ? v < k.max_value : v <= k.max_value)) return "";
   if (k.kind == K::Steps && k.min_value == 1 && v < 1) return "must be a positive number of steps";
   if (std::isfinite(k.min_value) && std::isfinite(k.max_value))
-    return "must be in [" + number_text(k.min_value) + ", " + number_text(k.max_value) + "]";
+    return "must be in [" + number_text(k.min_value) + ", " + number_text(k.max_value) + (k.max_exclusive ? ")" : "]");
   if (v < k.min_value) return "must be >= " + number_text(k.min_value);
   return "must be <= " + number_text(k.max_value);
 }

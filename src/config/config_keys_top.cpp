@@ -27,10 +27,14 @@ std::vector<TopKey> make_table() {
   const auto none = AutoRule::None, run = AutoRule::FromRun;
   const std::string batch = "resolved (auto ok; see the batch rule)";
   std::vector<TopKey> t = {
-      row("train_batch_size", {}, I, 0, "see batch rule", 1, run, R, &T::train_batch_size, batch),
-      row("train_micro_batch_size_per_gpu", {}, I, 0, "see batch rule", 1, run, R, &T::train_micro_batch_size_per_gpu,
-          batch),
-      row("gradient_accumulation_steps", {}, I, 0, "see batch rule", 1, run, R, &T::gradient_accumulation_steps, batch),
+      at_most(row("train_batch_size", {}, I, 0, "see batch rule", 1, run, R, &T::train_batch_size, batch),
+              int64_t{1} << 36, "sequences per optimizer step"),
+      at_most(row("train_micro_batch_size_per_gpu", {}, I, 0, "see batch rule", 1, run, R,
+                  &T::train_micro_batch_size_per_gpu, batch),
+              1 << 24, "sequences per micro batch"),
+      at_most(row("gradient_accumulation_steps", {}, I, 0, "see batch rule", 1, run, R, &T::gradient_accumulation_steps,
+                  batch),
+              1 << 24, "micro batches per step"),
       row("gradient_clipping", {}, N, 1, "1.0 (0 = off)", 0, run, R, &T::gradient_clipping, "resolved (auto ok)"),
       row("steps_per_print", {}, I, 10, "10", 1, none, R, &T::steps_per_print,
           "resolved (a run config's explicit value wins)"),

@@ -29,11 +29,27 @@ void require_exists(const TrainConfig& c, const std::string& key, const std::str
   const auto it = c.origin.find(origin_key);
   const std::string from = it == c.origin.end() ? "" : " (from " + it->second + ")";
   ZT_THROW_INPUT(key, ": '", path, "' does not exist", from,
-                 "; fix the path (relative paths are taken from the current directory, or beside the run config "
-                 "that names them)");
+                 "; fix the path (a relative path written in a config file is taken from that file's directory, "
+                 "one given on the command line from the current directory; write $PWD/PATH in a file for the "
+                 "current directory)");
 }
 
 }  // namespace
+
+std::string path_in_file(const std::string& path, const std::string& naming_file) {
+  namespace fs = std::filesystem;
+  for (const std::string prefix : {"$PWD", "${PWD}"}) {
+    if (path.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string rest = path.substr(prefix.size());
+    if (!rest.empty() && rest[0] != '/') continue;  // $PWDX is a name, not the variable
+    std::error_code ec;
+    const fs::path cwd = fs::current_path(ec);
+    if (ec) ZT_THROW_INPUT(path, ": the current directory cannot be read (", ec.message(), ")");
+    return rest.empty() ? cwd.string() : (cwd / rest.substr(1)).string();
+  }
+  if (path.empty() || fs::path(path).is_absolute() || naming_file.empty()) return path;
+  return (fs::path(naming_file).parent_path() / path).string();
+}
 
 void check_named_paths(const TrainConfig& c) {
   require_exists(c, "model.path", "model", c.model.path);

@@ -1,5 +1,6 @@
 // Pieces of ds_config parsing split by section (one file each); internal to train/.
 #pragma once
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -51,6 +52,16 @@ void read_key(const SectionKey<S>& k, const nlohmann::json& obj, const Where& w,
   }
   if (s.is_set() && s.value < k.min_value)
     ZT_THROW_INPUT(w.key(k.key).str(), k.min_value > 0 ? ": must be positive" : ": must not be negative");
+  // Before the value reaches its field or any arithmetic: the row's bound, and what the
+  // field can hold (a saturated int64 keeps DeepSpeed's sys.maxsize defaults).
+  const auto [field_min, field_max] = field_range(k.target);
+  const double max = std::min(k.max_value, field_max);
+  if (s.is_set() && s.value > max)
+    ZT_THROW_INPUT(w.key(k.key).str(), ": ", key_bound_text(k, s.value), " is too large; it must be at most ",
+                   key_bound_text(k, max), k.max_why.empty() ? "" : " (" + k.max_why + ")");
+  if (s.is_set() && s.value < field_min)
+    ZT_THROW_INPUT(w.key(k.key).str(), ": ", key_bound_text(k, s.value), " is too small; it must be at least ",
+                   key_bound_text(k, field_min));
   if (k.status == KeyStatus::Refused && s.value > static_cast<double>(k.refuse_above))
     ZT_THROW_UNSUPPORTED(w.key(k.key).str(), ": ", k.refused_what);
   given[k.key] = s.given;

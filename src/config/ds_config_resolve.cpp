@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 
+#include "core/checked_math.h"
 #include "core/error.h"
 #include "config/config_dump.h"
 #include "config/config_keys.h"
@@ -221,6 +222,8 @@ void resolve_zero(const DsConfig& ds, const RunContext& run, TrainConfig& out) {
 
 }  // namespace
 
+constexpr int64_t kMaxTrainBatch = int64_t{1} << 36;
+
 BatchSizes derive_batch_sizes(int64_t b, int64_t m, int64_t g, int world, const std::string& source) {
   ZT_CHECK(world >= 1, "world size ", world);
   const int64_t w = world;
@@ -231,18 +234,30 @@ BatchSizes derive_batch_sizes(int64_t b, int64_t m, int64_t g, int world, const 
                      "gradient_accumulation_steps instead");
     return num / den;
   };
+  // Products of values from files and flags: checked before they are compared or used.
+  // A step's sequences times seq_len (at most 2^24) is its token count: the global batch
+  // stays at most 2^36 sequences so that every count derived from it fits int64.
+  const auto product = [&](std::initializer_list<int64_t> f) {
+    const int64_t p =
+        checked_product(f, source + ": train_micro_batch_size_per_gpu * gradient_accumulation_steps * world size",
+                        "lower the batch sizes");
+    if (p > kMaxTrainBatch)
+      ZT_THROW_INPUT(source, ": a global batch of ", p, " sequences is more than zerotrain supports (", kMaxTrainBatch,
+                     "); lower the batch sizes");
+    return p;
+  };
   if (b > 0 && m > 0 && g > 0) {
-    if (b != m * g * w)
+    if (b != product({m, g, w}))
       ZT_THROW_INPUT(source, ": batch sizes are inconsistent: train_batch_size ", b,
                      " != train_micro_batch_size_per_gpu ", m, " * gradient_accumulation_steps ", g, " * world size ",
                      w, " = ", m * g * w, "; fix one of them or drop train_batch_size to have it derived");
     return {b, m, g};
   }
-  if (b > 0 && m > 0) return {b, m, need_divisible(b, m * w, "micro batch * world size")};
-  if (b > 0 && g > 0) return {b, need_divisible(b, g * w, "gradient_accumulation_steps * world size"), g};
-  if (m > 0 && g > 0) return {m * g * w, m, g};
+  if (b > 0 && m > 0) return {b, m, need_divisible(b, product({m, w}), "micro batch * world size")};
+  if (b > 0 && g > 0) return {b, need_divisible(b, product({g, w}), "gradient_accumulation_steps * world size"), g};
+  if (m > 0 && g > 0) return {product({m, g, w}), m, g};
   if (b > 0) return {b, need_divisible(b, w, "world size"), 1};
-  if (m > 0) return {m * w, m, 1};
+  if (m > 0) return {product({m, w}), m, 1};
   ZT_THROW_INPUT(source, ": batch size is underdetermined: give train_batch_size or train_micro_batch_size_per_gpu",
                  g > 0 ? " (gradient_accumulation_steps alone is not enough)" : "");
 }

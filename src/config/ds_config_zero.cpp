@@ -2,6 +2,7 @@
 // by detail::read_key); what stays here is what a row cannot say: the offload dicts, the
 // deprecated booleans DeepSpeed maps onto them, and the checks between keys.
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "core/error.h"
@@ -15,6 +16,7 @@ using nlohmann::json;
 namespace {
 
 const char* kFix = "see docs/configs.md#zero_optimization";
+constexpr int64_t kMaxOffloadBuffers = 1024;
 
 OffloadDevice parse_device(const json& obj, const Where& w) {
   auto it = obj.find("device");
@@ -45,7 +47,13 @@ DsOffload parse_offload(const json& z, const std::string& key, const Where& zw) 
   o.given = Given::Set;
   o.device = parse_device(*it, w);
   o.nvme_path = read_string(*it, "nvme_path", w, "").value;
-  o.buffer_count = static_cast<int>(read_int(*it, "buffer_count", w, o.buffer_count).value);
+  // Each buffer is a host allocation of a whole swapped piece: bounded before it is kept
+  // in an int or multiplied by a piece size (DeepSpeed's defaults are 4 and 5).
+  const int64_t buffer_count = read_int(*it, "buffer_count", w, o.buffer_count).value;
+  if (buffer_count > kMaxOffloadBuffers)
+    ZT_THROW_INPUT(w.key("buffer_count").str(), ": ", buffer_count, " is too large; at most ", kMaxOffloadBuffers,
+                   " swap buffers (each holds a whole swapped piece in host memory)");
+  o.buffer_count = static_cast<int>(std::max<int64_t>(buffer_count, INT32_MIN));
   o.pin_memory = read_bool(*it, "pin_memory", w, true).value;
   o.pipeline_read = read_bool(*it, "pipeline_read", w, false).value;
   o.pipeline_write = read_bool(*it, "pipeline_write", w, false).value;

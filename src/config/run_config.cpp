@@ -2,6 +2,7 @@
 #include "config/run_config.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/error.h"
 #include "model/config.h"
@@ -74,6 +75,10 @@ void parse_model(const json& doc, const Where& top, RunConfig& r) {
                    "with its weights, or a config.json to initialise from), not several");
 }
 
+// The bound of each factor of a step's token count (micro batch, accumulation, seq_len):
+// 2^24 each, so their product with the world size stays inside int64.
+constexpr int64_t kMaxBatchFactor = int64_t{1} << 24;
+
 void parse_data(const json& doc, const Where& top, RunConfig& r) {
   auto it = doc.find("data");
   if (it == doc.end() || it->is_null()) return;
@@ -88,9 +93,15 @@ void parse_data(const json& doc, const Where& top, RunConfig& r) {
   r.data.seq_len = read_int(*it, "seq_len", w, 0).value;
   r.data.validation_fraction = read_number(*it, "validation_fraction", w, 0.05).value;
   if (r.data.seq_len < 0) ZT_THROW_INPUT(w.key("seq_len").str(), ": must be positive (or 0 for the model's context)");
+  if (r.data.seq_len > kMaxBatchFactor)
+    ZT_THROW_INPUT(w.key("seq_len").str(), ": ", r.data.seq_len, " is too large; at most ", kMaxBatchFactor,
+                   " tokens per sequence");
   if (r.data.validation_fraction < 0 || r.data.validation_fraction >= 1)
     ZT_THROW_INPUT(w.key("validation_fraction").str(), ": must be in [0, 1)");
 }
+
+constexpr int64_t kMaxSampleTokens = 1 << 20;
+constexpr double kMaxSampleTemperature = 1e4;
 
 void parse_samples(const json& doc, const Where& top, RunConfig& r) {
   auto it = doc.find("samples");
@@ -103,6 +114,18 @@ void parse_samples(const json& doc, const Where& top, RunConfig& r) {
   r.sample_top_k = read_int(*it, "top_k", w, 40);
   if (r.sample_tokens.value < 0 || r.sample_top_k.value < 0 || r.sample_temperature.value < 0)
     ZT_THROW_INPUT(w.str(), ": tokens, temperature and top_k must not be negative");
+  // The end-of-run samples are generated after training: what they would refuse then is
+  // refused here, before the first step (the generator's own checks, and bounds that keep
+  // prompt + tokens and top_k inside their integer types).
+  if (r.sample_tokens.value > kMaxSampleTokens)
+    ZT_THROW_INPUT(w.key("tokens").str(), ": ", r.sample_tokens.value, " is more than ", kMaxSampleTokens,
+                   " tokens per sample; lower it (`zerotrain generate` writes longer texts)");
+  if (r.sample_top_k.value > INT32_MAX)
+    ZT_THROW_INPUT(w.key("top_k").str(), ": ", r.sample_top_k.value, " is too large; at most ", INT32_MAX,
+                   " (a top_k above the vocabulary size keeps every token; 0 turns it off)");
+  if (!(r.sample_temperature.value <= kMaxSampleTemperature))
+    ZT_THROW_INPUT(w.key("temperature").str(), ": ", r.sample_temperature.value, " is not a temperature in [0, ",
+                   kMaxSampleTemperature, "] (0 is greedy)");
 }
 
 // A number a YAML plain scalar kept as a string ("1e-1", config_value.h): as a number.
@@ -345,6 +368,18 @@ RunConfig parse_run_config(const json& raw, const std::string& source) {
   positive(r.per_device_train_batch_size, "per_device_train_batch_size", 1);
   positive(r.gradient_accumulation_steps, "gradient_accumulation_steps", 1);
   positive(r.warmup_steps, "warmup_steps", 0);
+  // Sizes that are multiplied together (batch * accumulation * world * seq_len tokens per
+  // step) and allocated from: bounded far above any real run so that every product fits.
+  const auto at_most = [&](const Setting<int64_t>& s, const char* key, int64_t max) {
+    if (s.value > max)
+      ZT_THROW_INPUT(top.key(key).str(), ": ", s.value, " is too large; at most ", max,
+                     " (a value this size "
+                     "would overflow the batch arithmetic or the memory it sizes)");
+  };
+  at_most(r.per_device_train_batch_size, "per_device_train_batch_size", kMaxBatchFactor);
+  at_most(r.gradient_accumulation_steps, "gradient_accumulation_steps", kMaxBatchFactor);
+  at_most(r.eval_batch_size, "per_device_eval_batch_size", kMaxBatchFactor);
+  at_most(r.eval_batches, "eval_batches", kMaxBatchFactor);
   if (r.seed.value < 0) ZT_THROW_INPUT(top.key("seed").str(), ": must not be negative");
   if (r.data_seed.is_set() && r.data_seed.value < 0)
     ZT_THROW_INPUT(top.key("data_seed").str(), ": must not be negative");
@@ -354,6 +389,13 @@ RunConfig parse_run_config(const json& raw, const std::string& source) {
     ZT_THROW_INPUT(top.key("epochs").str(), ": must be positive when max_steps is not given");
   if (r.learning_rate.value < 0) ZT_THROW_INPUT(top.key("learning_rate").str(), ": must not be negative");
   if (r.weight_decay.value < 0) ZT_THROW_INPUT(top.key("weight_decay").str(), ": must not be negative");
+  // Adam divides by 1 - beta^t: a beta of 1 or more (or below 0) is out of the optimizer's
+  // range, as a ds_config's betas are (ds_config.cpp).
+  for (const auto& [beta, key] :
+       {std::make_pair(&r.adam_beta1, "adam_beta1"), std::make_pair(&r.adam_beta2, "adam_beta2")})
+    if (!(beta->value >= 0 && beta->value < 1))
+      ZT_THROW_INPUT(top.key(key).str(), ": ", beta->value, " is not in [0, 1) (Adam's moment decay)");
+  if (!(r.adam_epsilon.value >= 0)) ZT_THROW_INPUT(top.key("adam_epsilon").str(), ": must not be negative");
   if (r.max_grad_norm.value < 0)
     ZT_THROW_INPUT(top.key("max_grad_norm").str(), ": must be >= 0 (0 turns clipping off)");
   if (r.warmup_ratio.value < 0 || r.warmup_ratio.value > 1)

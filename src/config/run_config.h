@@ -100,6 +100,13 @@ struct LoadOptions {
 // With no arguments the result is the defaults (the trainer's built-in run decides).
 TrainConfig load_train_config(const std::vector<std::string>& args, const LoadOptions& options = {});
 
+// Whether the `zerotrain train` arguments name a model (--model, --model.path,
+// --model_name_or_path, --model.preset, --model.config) or data (--data, --data.train,
+// --data.validation). Without a run file such a command line is a run of its own: the
+// settings it does not give are HF Trainer's defaults (RunConfig's), not the built-in
+// run's (examples/default_run.yaml, which is taken only when neither is named).
+bool command_line_names_model_or_data(const std::vector<std::string>& args);
+
 // For epoch-based runs the total number of optimizer steps is known only once the data
 // is: fills the scheduler's deferred "auto" total_num_steps / warmup and warmup_ratio.
 void set_total_steps(TrainConfig& config, int64_t total_steps);

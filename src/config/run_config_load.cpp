@@ -10,8 +10,10 @@
 #include "backend/cuda_api.h"
 #include "core/error.h"
 #include "io/bounded_file.h"
+#include "io/chat_template.h"
 #include "model/config.h"
 #include "config/accelerate_config.h"
+#include "config/config_paths.h"
 #include "config/config_keys.h"
 #include "config/hf_training_args.h"
 #include "config/run_config.h"
@@ -73,13 +75,12 @@ Args parse_args(const std::vector<std::string>& args) {
   return a;
 }
 
-// A path named inside a config file: as given when it exists (from the current
-// directory, as HF and Accelerate open it), else beside the naming file.
-std::string relative_to(const std::string& path, const std::string& naming_file) {
-  namespace fs = std::filesystem;
-  if (path.empty() || fs::path(path).is_absolute() || fs::exists(path) || naming_file.empty()) return path;
-  const fs::path beside = fs::path(naming_file).parent_path() / path;
-  return fs::exists(beside) ? beside.string() : path;
+// Whether the command line wrote run key `canonical` ("model.path"): itself, an alias
+// (--model_name_or_path), or its whole section (--model DIR).
+bool from_command_line(const std::vector<std::string>& run_overridden, const std::string& canonical) {
+  const std::string section = canonical.substr(0, canonical.find('.'));
+  return std::any_of(run_overridden.begin(), run_overridden.end(),
+                     [&](const std::string& o) { return o == section || canonical_run_key(o) == canonical; });
 }
 
 int64_t model_hidden_size(const ModelSection& m) {
@@ -252,6 +253,42 @@ void drop_other_spellings(json& run_doc, const std::string& key, const std::vect
   }
 }
 
+// The run keys that choose the model: one of them on the command line replaces the
+// file's choice (HF's rule: the command line wins), so `--model_name_or_path DIR` over a
+// run file (or the built-in run) with `model: tiny-gpt2` trains DIR instead of
+// refusing the pair.
+bool is_model_choice(const std::string& canonical) {
+  return canonical == "model" || canonical == "model.preset" || canonical == "model.path" ||
+         canonical == "model.config";
+}
+
+void drop_other_model_choices(json& run_doc, const std::string& key, const std::vector<Override>& overrides) {
+  const std::string canonical = canonical_run_key(key);
+  if (!is_model_choice(canonical) || canonical == "model" || !run_doc.is_object()) return;
+  const auto on_command_line = [&](const std::string& choice) {
+    return std::any_of(overrides.begin(), overrides.end(),
+                       [&](const Override& o) { return canonical_run_key(o.key) == choice; });
+  };
+  auto model = run_doc.find("model");
+  if (model != run_doc.end() && model->is_string()) {
+    run_doc.erase(model);  // `model: NAME`, the shorthand of a preset or a directory
+    return;
+  }
+  for (const RunKey& k : run_keys()) {
+    if (!is_model_choice(k.key) || k.key == canonical || on_command_line(k.key)) continue;
+    std::vector<std::string> spellings = k.aliases;
+    spellings.push_back(k.key);
+    for (const std::string& sp : spellings) {
+      const size_t dot = sp.find('.');
+      if (dot == std::string::npos) {
+        run_doc.erase(sp);
+      } else if (auto section = run_doc.find(sp.substr(0, dot)); section != run_doc.end() && section->is_object()) {
+        section->erase(sp.substr(dot + 1));
+      }
+    }
+  }
+}
+
 // RunDocument::BuiltIn: drops the built-in run's values that the DeepSpeed settings
 // supersede (keeping those the command line set: a conflict there is the user's).
 void yield_builtin_run(json& run_doc, const json& ds_doc, const std::vector<std::string>& run_overridden) {
@@ -295,6 +332,14 @@ zero::OptimizerType hf_optim(const std::string& name) {
 
 }  // namespace
 
+bool command_line_names_model_or_data(const std::vector<std::string>& argv) {
+  for (const Override& o : parse_args(argv).overrides) {
+    const std::string k = canonical_run_key(o.key);
+    if (is_model_choice(k) || k == "data" || k == "data.train" || k == "data.validation") return true;
+  }
+  return false;
+}
+
 TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOptions& options) {
   const Args args = parse_args(argv);
 
@@ -305,7 +350,7 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
     auto it = run_doc.find(key);
     if (it == run_doc.end() || it->is_null()) return std::string();
     if (!it->is_string()) ZT_THROW_INPUT(Where{run_source, key}.str(), ": expected a file path");
-    return relative_to(it->get<std::string>(), args.run_path);
+    return path_in_file(it->get<std::string>(), args.run_path);
   };
   // One Accelerate config: `zerotrain launch --config_file` passes its file on, which must not
   // quietly replace another that the run file names.
@@ -337,6 +382,10 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
   if (!acc_overridden.empty()) acc_source += acc_path.empty() ? "" : " + command line";
   AccelerateConfig acc;
   if (!acc_doc.is_null()) acc = parse_accelerate_config(acc_doc, acc_source);
+  // Its deepspeed_config_file follows the same rule as the run file's paths.
+  acc.deepspeed_config_file =
+      path_in_file(acc.deepspeed_config_file,
+                   contains(acc_overridden, "deepspeed_config.deepspeed_config_file") ? std::string() : acc_path);
   const std::string world_warning = check_world_against_accelerate(acc, options);
 
   // 3. The DeepSpeed document: a JSON file (command line > run config > Accelerate's
@@ -392,6 +441,7 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
       // HF's rule: the command line's value wins over the run file's, whichever of the
       // setting's spellings each uses (--save_steps over a file's save_interval).
       drop_other_spellings(run_doc, o.key, rest);
+      drop_other_model_choices(run_doc, o.key, rest);
       set_dotted(run_doc, o.key, o.value, "--" + o.key);
       run_overridden.push_back(o.key);
     } else {
@@ -410,15 +460,21 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
 
   // 5. Parse and resolve.
   RunConfig run = parse_run_config(run_doc, run_source);
-  // Paths written in the run file work from any directory: relative ones that do not
-  // exist from here are taken beside the file.
-  for (auto* list : {&run.data.train, &run.data.validation})
-    for (std::string& p : *list) p = relative_to(p, args.run_path);
-  run.model.path = relative_to(run.model.path, args.run_path);
-  run.model.config_file = relative_to(run.model.config_file, args.run_path);
-  run.model.tokenizer = relative_to(run.model.tokenizer, args.run_path);
-  run.peft = relative_to(run.peft, args.run_path);
-  run.adapter = relative_to(run.adapter, args.run_path);
+  // One rule for paths (config_paths.h): written in the run file, relative to the file,
+  // from whatever directory zerotrain starts in; given on the command line, relative to
+  // the current directory, as a shell user expects.
+  const auto place = [&](std::string& p, const char* key) {
+    p = path_in_file(p, from_command_line(run_overridden, key) ? std::string() : args.run_path);
+  };
+  for (std::string& p : run.data.train) place(p, "data.train");
+  for (std::string& p : run.data.validation) place(p, "data.validation");
+  place(run.model.path, "model.path");
+  place(run.model.config_file, "model.config");
+  place(run.model.tokenizer, "model.tokenizer");
+  place(run.peft, "peft");
+  place(run.adapter, "adapter");
+  // A chat template is a built-in name or a Jinja file.
+  if (io::builtin_chat_template(run.data.chat_template).empty()) place(run.data.chat_template, "data.chat_template");
   const DsConfig ds = parse_ds_config(ds_doc.is_null() ? json::object() : ds_doc, ds_source);
 
   RunContext ctx;

@@ -52,6 +52,7 @@ struct SchedulerParamKey {
   SchedulerAuto auto_rule;
   std::string refused;   // non-empty: giving the param is an error with this fix
   std::string doc;       // docs/configs.md's status column
+  bool max_exclusive = false;  // the range is [min, max): a momentum (Adam's beta1 < 1)
   bool takes(ScheduleType t) const;
 };
 

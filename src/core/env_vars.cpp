@@ -1,5 +1,7 @@
 #include "core/env_vars.h"
 
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -75,6 +77,30 @@ const char* env_value(EnvVar var) { return std::getenv(env_name(var)); }
 bool env_equals(EnvVar var, const char* value) {
   const char* v = env_value(var);
   return v != nullptr && std::strcmp(v, value) == 0;
+}
+
+std::optional<int64_t> env_int(EnvVar var, int64_t min, int64_t max) {
+  const char* v = env_value(var);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const long long n = std::strtoll(v, &end, 10);
+  if (end == v || *end != '\0' || errno == ERANGE || n < min || n > max)
+    ZT_THROW_INPUT(env_name(var), "='", v, "' is not a whole number in [", min, ", ", max, "]; set e.g. ",
+                   env_name(var), "=", min, " or unset it (", env_var_spec(var).meaning, ")");
+  return n;
+}
+
+std::optional<double> env_positive_number(EnvVar var, const char* also_ok) {
+  const char* v = env_value(var);
+  if (v == nullptr || *v == '\0' || (also_ok != nullptr && std::strcmp(v, also_ok) == 0)) return std::nullopt;
+  char* end = nullptr;
+  const double d = std::strtod(v, &end);
+  if (end == v || *end != '\0' || !std::isfinite(d) || d <= 0)
+    ZT_THROW_INPUT(env_name(var), "='", v, "' is not a positive number",
+                   also_ok ? std::string(" or '") + also_ok + "'" : "", "; fix it or unset it (",
+                   env_var_spec(var).meaning, ")");
+  return d;
 }
 
 }  // namespace zt

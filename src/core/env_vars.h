@@ -8,6 +8,8 @@
 // Variables that only scripts and the test programs read (ZT_PRESET, ZT_JOBS,
 // ZT_REQUIRE_GPU, ...) are not the program's: docs/launching.md lists them apart.
 #pragma once
+#include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace zt {
@@ -56,5 +58,12 @@ const char* env_name(EnvVar var);
 const char* env_value(EnvVar var);
 // Whether it is set to exactly `value`.
 bool env_equals(EnvVar var, const char* value);
+// The variable as a whole number in [min, max]; nullopt when unset or empty. Any other
+// value (letters, a fraction, trailing text, out of range) is BadInput naming the variable
+// and the range: a typo is never silently the default.
+std::optional<int64_t> env_int(EnvVar var, int64_t min, int64_t max);
+// The same for a finite number > 0 (ZT_PEAK_TFLOPS); `also_ok` is a word accepted as
+// itself (nullopt returned for it, as for unset).
+std::optional<double> env_positive_number(EnvVar var, const char* also_ok = nullptr);
 
 }  // namespace zt

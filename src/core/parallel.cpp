@@ -3,8 +3,7 @@
 #include <omp.h>
 
 #include <cstdlib>
-#include <initializer_list>
-#include <utility>
+#include <optional>
 
 #include "core/env_vars.h"
 #include "core/log.h"
@@ -27,15 +26,18 @@ void set_num_threads(int64_t n, const char* source) {
 }
 
 void init_threads_from_env() {
-  const std::pair<const char*, const char*> sources[] = {{env_name(EnvVar::NumThreads), env_value(EnvVar::NumThreads)},
-                                                         {"OMP_NUM_THREADS", std::getenv("OMP_NUM_THREADS")}};
-  for (const auto& [var, v] : sources) {
-    if (v) {
-      const long long n = std::atoll(v);
-      if (n > 0) {
-        set_num_threads(n, var);
-        return;
-      }
+  // ZT_NUM_THREADS is ours: anything but a whole number >= 1 is an error naming it.
+  // OMP_NUM_THREADS is OpenMP's (it may be a per-level list, "8,2"): its first number,
+  // else ignored as before.
+  if (const std::optional<int64_t> n = env_int(EnvVar::NumThreads, 1, 1 << 20)) {
+    set_num_threads(*n, env_name(EnvVar::NumThreads));
+    return;
+  }
+  if (const char* v = std::getenv("OMP_NUM_THREADS")) {
+    const long long n = std::atoll(v);
+    if (n > 0) {
+      set_num_threads(n, "OMP_NUM_THREADS");
+      return;
     }
   }
   set_num_threads(omp_get_num_procs());

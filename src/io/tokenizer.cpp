@@ -117,7 +117,13 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
     }
     ZT_THROW_INPUT(path, ": no tokenizer.json, vocab.json (+ merges.txt) or tokenizer.model in this directory");
   }
-  if (!is_file(path)) ZT_THROW_INPUT(path, ": no such tokenizer file or directory");
+  if (!is_file(path)) {
+    struct stat st {};
+    ZT_THROW_INPUT(path, ::stat(path.c_str(), &st) == 0
+                             ? ": not a regular file (a device, FIFO or socket); a tokenizer is "
+                               "a tokenizer.json / vocab.json / tokenizer.model file or a directory"
+                             : ": no such tokenizer file or directory");
+  }
   if (ends_with(path, ".model")) return load_sentencepiece(path, read_tokenizer_config(dir_of(path)));
   if (ends_with(path, "vocab.json")) return load_vocab(path);
   if (ends_with(path, ".json")) return load_json(path);

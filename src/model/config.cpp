@@ -86,7 +86,9 @@ ModelConfig gpt2_from_json(const json& j, const std::string& source) {
   c.num_layers = get_or<int64_t>(j, "n_layer", 12, source);
   c.num_heads = get_or<int64_t>(j, "n_head", 12, source);
   c.num_kv_heads = c.num_heads;
-  c.intermediate_size = get_or<int64_t>(j, "n_inner", 4 * c.hidden_size, source);
+  // 4 * n_embd only when that cannot overflow (validate names an out-of-range n_embd).
+  c.intermediate_size = get_or<int64_t>(
+      j, "n_inner", c.hidden_size > 0 && c.hidden_size <= kMaxModelWidth ? 4 * c.hidden_size : 1, source);
   c.norm_eps = get_or<float>(j, "layer_norm_epsilon", 1e-5f, source);
   c.initializer_range = get_or<float>(j, "initializer_range", 0.02f, source);
   c.embd_pdrop = get_or<float>(j, "embd_pdrop", 0.1f, source);
@@ -214,17 +216,30 @@ double ModelConfig::flops_per_token(int64_t seq_len, BaseWeights base) const {
 }
 
 void ModelConfig::validate(const std::string& source) const {
-  auto positive = [&](int64_t v, const char* key) {
-    if (v <= 0) ZT_THROW_INPUT(source, ": ", key, " must be positive (got ", v, ")");
+  // Every size is bounded before anything multiplies or allocates with it: a config.json
+  // with absurd sizes (2^62 layers, a 2^40 vocabulary) is an error naming the key, never a
+  // wrapped product, a bad_alloc or a hang. The bounds are far above any real model's.
+  const bool gpt2 = family == Family::GPT2;
+  auto in_range = [&](int64_t v, const char* key, const char* gpt2_key, int64_t max) {
+    const char* name = gpt2 && gpt2_key != nullptr ? gpt2_key : key;
+    if (v <= 0) ZT_THROW_INPUT(source, ": ", name, " must be positive (got ", v, ")");
+    if (v > max)
+      ZT_THROW_INPUT(source, ": ", name, " ", v, " is larger than zerotrain supports (at most ", max,
+                     "); is the config.json damaged?");
   };
-  positive(vocab_size, "vocab_size");
-  positive(hidden_size, "hidden_size");
-  positive(num_layers, "num_layers");
-  positive(num_heads, "num_heads");
-  positive(num_kv_heads, "num_kv_heads");
-  positive(head_dim, "head_dim");
-  positive(intermediate_size, "intermediate_size");
-  positive(max_position_embeddings, "max_position_embeddings");
+  in_range(vocab_size, "vocab_size", nullptr, kMaxVocabSize);
+  in_range(hidden_size, "hidden_size", "n_embd", kMaxModelWidth);
+  in_range(num_layers, "num_hidden_layers", "n_layer", kMaxModelLayers);
+  in_range(num_heads, "num_attention_heads", "n_head", kMaxModelHeads);
+  in_range(num_kv_heads, "num_key_value_heads", "n_head", kMaxModelHeads);
+  in_range(head_dim, "head_dim", nullptr, kMaxModelWidth);
+  in_range(intermediate_size, "intermediate_size", "n_inner", kMaxModelWidth);
+  in_range(max_position_embeddings, "max_position_embeddings", "n_positions", kMaxModelPositions);
+  // Each size fits its bound, so the count is exact in double; past the bound the int64
+  // count (num_parameters) could wrap.
+  if (num_parameters_f64() > kMaxModelParameters)
+    ZT_THROW_INPUT(source, ": the sizes give ", num_parameters_f64(), " parameters, more than zerotrain supports (",
+                   kMaxModelParameters, "); is the config.json damaged?");
   if (num_heads % num_kv_heads != 0)
     ZT_THROW_INPUT(source, ": num_attention_heads (", num_heads, ") must be a multiple of num_key_value_heads (",
                    num_kv_heads, ")");

@@ -16,6 +16,16 @@
 
 namespace zt::model {
 
+// Bounds of a model's sizes (ModelConfig::validate): far above any real model's (vocabularies
+// of ~256k, widths of ~30k, ~130 layers, contexts of ~1M), small enough that every product
+// of two sizes fits int64 and token ids fit int32.
+inline constexpr int64_t kMaxVocabSize = (int64_t{1} << 31) - 1;
+inline constexpr int64_t kMaxModelWidth = int64_t{1} << 24;
+inline constexpr int64_t kMaxModelLayers = int64_t{1} << 16;
+inline constexpr int64_t kMaxModelHeads = int64_t{1} << 16;
+inline constexpr int64_t kMaxModelPositions = int64_t{1} << 24;
+inline constexpr double kMaxModelParameters = 1e14;
+
 enum class Family { GPT2, Llama };  // the HF naming and config.json format
 
 enum class NormKind { LayerNorm, RmsNorm };      // LayerNorm has a bias, RMSNorm none

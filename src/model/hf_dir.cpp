@@ -109,15 +109,19 @@ ModelConfig load_hf_config(const std::string& dir) {
   if (!fs::is_directory(dir, ec))
     ZT_THROW_INPUT(dir, ": not a model directory (expected a directory with config.json and model.safetensors)");
   const std::string path = dir + "/config.json";
-  if (!fs::is_regular_file(path, ec))
+  if (!fs::exists(path, ec))
     ZT_THROW_INPUT(path, ": missing; a HF model directory needs config.json (save it with save_pretrained)");
   return load_hf_config_file(path);
 }
 
 ModelConfig load_hf_config_file(const std::string& path) {
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec))
+  if (!fs::exists(path, ec))
     ZT_THROW_INPUT(path, ": no such file; model.config names a HF config.json (as save_pretrained writes it)");
+  if (!fs::is_regular_file(path, ec))
+    ZT_THROW_INPUT(path, ": not a regular file (",
+                   fs::is_directory(path, ec) ? "a directory" : "a device, FIFO or socket",
+                   "); model.config names a HF config.json (as save_pretrained writes it)");
   json j;
   try {
     j = json::parse(read_file(path));

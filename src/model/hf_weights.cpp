@@ -309,8 +309,13 @@ void from_hf_layout(const ModelConfig& config, const ParamSpec& spec, const Tens
 
 std::vector<std::string> hf_weight_files(const std::string& path) {
   if (is_file(path)) return {path};
-  if (!is_dir(path))
-    ZT_THROW_INPUT(path, ": no such file or directory (expected a .safetensors file or a model directory)");
+  if (!is_dir(path)) {
+    struct stat st {};
+    ZT_THROW_INPUT(path,
+                   ::stat(path.c_str(), &st) == 0 ? ": not a regular file or a directory (a device, FIFO or socket)"
+                                                  : ": no such file or directory",
+                   " (expected a .safetensors file or a model directory)");
+  }
   const std::string single = path + "/model.safetensors";
   if (is_file(single)) return {single};
   const std::string index = path + "/model.safetensors.index.json";

@@ -121,8 +121,20 @@ double LoraConfig::scaling() const {
 
 void LoraConfig::validate(const std::string& source) const {
   if (r <= 0) ZT_THROW_INPUT(source, ": r must be a positive integer (got ", r, ")");
+  // Before any size is computed from it: r * (in + out) per module must not overflow (a
+  // rank of 2^63-1 corrupted the heap; 2^58 wrapped to "0 adapter parameters"). The
+  // model's own bound (r at most the smaller side of every adapted layer) is checked in
+  // resolve_lora_targets, once the model is known.
+  if (r > kMaxLoraRank)
+    ZT_THROW_INPUT(source, ": r ", r, " is larger than any layer a LoRA adapter can have (at most ", kMaxLoraRank,
+                   "); ranks are typically 4 to 256");
   if (!(lora_alpha > 0) || !std::isfinite(lora_alpha))
     ZT_THROW_INPUT(source, ": lora_alpha must be positive (got ", lora_alpha, ")");
+  // scaling = alpha / r (or / sqrt(r)) multiplies the adapter's output in float: a finite
+  // float, far from overflow.
+  if (lora_alpha > kMaxLoraAlpha)
+    ZT_THROW_INPUT(source, ": lora_alpha ", lora_alpha, " is too large (at most ", kMaxLoraAlpha,
+                   "; the scaling alpha / r multiplies every adapter output); typical values are r to 2r");
   if (!(lora_dropout >= 0 && lora_dropout < 1))
     ZT_THROW_INPUT(source, ": lora_dropout must be in [0, 1) (got ", lora_dropout, ")");
   if (target_form == LoraTargetForm::Names && target_modules.empty())
@@ -157,7 +169,10 @@ LoraConfig lora_config_from_peft_json(const json& j, const std::string& source) 
                        " is not supported; zerotrain trains causal language models (task_type \"CAUSAL_LM\")");
     } else if (key == "r") {
       if (!value.is_number_integer()) ZT_THROW_INPUT(source, ": r must be an integer (got ", value.dump(), ")");
-      c.r = value.get<int64_t>();
+      // Above INT64_MAX the JSON value is unsigned and would wrap to a negative rank.
+      c.r = value.is_number_unsigned() && value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
+                ? INT64_MAX
+                : value.get<int64_t>();
     } else if (key == "lora_alpha") {
       c.lora_alpha = number(value, source, key);
     } else if (key == "lora_dropout") {
@@ -245,7 +260,9 @@ json lora_config_to_peft_json(const LoraConfig& c) {
 LoraConfig load_lora_config(const std::string& path) {
   std::error_code ec;
   const std::string file = fs::is_directory(path, ec) ? path + "/adapter_config.json" : path;
-  if (!fs::is_regular_file(file, ec))
+  // Only a missing file is "no such file": a device (/dev/null), FIFO or directory is named
+  // as what it is by the bounded reader below.
+  if (!fs::exists(file, ec))
     ZT_THROW_INPUT(file, ": no such file; a PEFT adapter folder holds adapter_config.json and "
                          "adapter_model.safetensors (PeftModel.save_pretrained)");
   json j;
@@ -355,6 +372,17 @@ std::vector<LoraModule> resolve_lora_targets(const LoraConfig& c, const ModelCon
   if (out.empty())
     ZT_THROW_INPUT(source, ": target_modules \"", c.target_regex, "\" matches none of the model's linear layers (",
                    lora_module_path(m, 0, modules[0].name), ", ...)");
+  // PEFT builds any positive r, but past min(in, out) the product B A is a full-rank
+  // matrix that W itself could hold: a larger r adds parameters and no expressiveness, and
+  // a rank near 2^31 is a typo that would size gigabytes of adapters. Refused, naming the
+  // layer and its smaller side (the largest useful r for it).
+  for (const LoraModule& mod : out) {
+    const int64_t smaller = std::min(mod.in_features, mod.out_features());
+    if (c.r > smaller)
+      ZT_THROW_INPUT(source, ": r ", c.r, " is larger than ", mod.name, "'s smaller dimension (", mod.in_features,
+                     " in, ", mod.out_features(), " out); an update of rank r <= ", smaller,
+                     " already spans the whole layer: set r to at most ", smaller, " (typically 4 to 256)");
+  }
   return out;
 }
 

@@ -34,6 +34,11 @@ enum class LoraInit {
 // other string: a regular expression the whole module path must match (re.fullmatch).
 enum class LoraTargetForm { Names, AllLinear, Regex };
 
+// Bounds checked before any size is computed from the settings: no layer has a side of
+// more than 2^24, and alpha / r must stay a modest float.
+inline constexpr int64_t kMaxLoraRank = int64_t{1} << 24;
+inline constexpr double kMaxLoraAlpha = 1e6;
+
 struct LoraConfig {
   int64_t r = 8;
   double lora_alpha = 8;
@@ -51,8 +56,8 @@ struct LoraConfig {
   std::string base_model_name_or_path;  // written as null when empty
 
   double scaling() const;
-  // Throws BadInput naming `source` and the setting (r > 0, alpha > 0, 0 <= dropout < 1,
-  // some target).
+  // Throws BadInput naming `source` and the setting (0 < r <= kMaxLoraRank, 0 < alpha <=
+  // kMaxLoraAlpha, 0 <= dropout < 1, some target).
   void validate(const std::string& source) const;
 };
 
@@ -93,7 +98,8 @@ std::vector<std::string> lora_target_names(const ModelConfig& model);
 // BadInput (naming `source`) for a listed name the model does not have (listing those it
 // has: the guides' query_key_value is GPT-NeoX/BLOOM naming), a regex that does not
 // compile or matches nothing, the LM head (LoRA on lm_head is not implemented) and a target
-// that picks some layers only (as layers_to_transform would).
+// that picks some layers only (as layers_to_transform would), and an r larger than an
+// adapted layer's smaller dimension.
 std::vector<LoraModule> resolve_lora_targets(const LoraConfig& config, const ModelConfig& model,
                                              const std::string& source);
 

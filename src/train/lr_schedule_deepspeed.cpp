@@ -233,6 +233,28 @@ std::unique_ptr<LrSchedule> make_range_test(const ScheduleParams& p) {
                                        p.number("lr_range_test_step_rate"), p.boolean("lr_range_test_staircase"));
 }
 
+// The schedule's values over the run's steps must stay in the optimizer's range (lr >= 0
+// and finite; a momentum in [0, 1), which Adam's bias correction divides by 1 - beta1^t):
+// each param's own range is checked at load, but decay rates move the values step by step
+// (OneCycle's decay_mom_rate grows beta1 past 1). Checked at start-up, before the first
+// step, over every step of a run up to a million steps; beyond that, a million evenly
+// spaced ones and the last (the decays are monotonic after the cycle).
+void check_schedule_range(const LrSchedule& s, int64_t total_steps, const std::string& source) {
+  constexpr int64_t kScanned = 1000000;
+  const int64_t stride = total_steps <= kScanned ? 1 : total_steps / kScanned;
+  for (int64_t step = 0;; step = std::min(step + stride, total_steps - 1)) {
+    const float lr = s.lr(step);
+    if (!std::isfinite(lr) || lr < 0)
+      ZT_THROW_INPUT(source, ": scheduler: ", s.describe(), " gives learning rate ", lr, " at step ", step + 1, " of ",
+                     total_steps, "; an lr must be finite and >= 0: fix the decay rate or the lr params");
+    if (const auto b = s.betas(step); b && !(b->first >= 0.0f && b->first < 1.0f))
+      ZT_THROW_INPUT(source, ": scheduler.params.decay_mom_rate: ", s.describe(), " gives momentum (beta1) ", b->first,
+                     " at step ", step + 1, " of ", total_steps,
+                     "; it must stay in [0, 1): lower decay_mom_rate or cycle_max_mom (or set cycle_momentum false)");
+    if (step == total_steps - 1) break;
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<LrSchedule> make_deepspeed_schedule(const nlohmann::json& block, float base_lr,
@@ -271,6 +293,7 @@ std::unique_ptr<LrSchedule> make_deepspeed_schedule(const nlohmann::json& block,
       s = make_range_test(p);
       break;
   }
+  if (run.total_steps > 0) check_schedule_range(*s, run.total_steps, source);
   return s;
 }
 

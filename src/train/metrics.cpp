@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -89,10 +90,10 @@ std::string PeakFlops::describe() const {
 }
 
 PeakFlops peak_flops(ComputeDevice device, const std::string& gpu_name, PeakPrecision precision) {
-  if (const char* v = env_value(EnvVar::PeakTflops)) {
-    const double tflops = std::atof(v);
-    if (tflops > 0) return {tflops * 1e12, "ZT_PEAK_TFLOPS"};
-  }
+  // "measure" is trainer.cpp's (a timed GEMM); anything else not a positive number is an
+  // error naming the variable, not a silent fall back to the peak table.
+  if (const std::optional<double> tflops = env_positive_number(EnvVar::PeakTflops, "measure"))
+    return {*tflops * 1e12, "ZT_PEAK_TFLOPS"};
   const bool sixteen = precision == PeakPrecision::Sixteen;
   if (device == ComputeDevice::GPU) {
     struct Entry {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "common/fixture_tokenizer.h"
 #include "common/shell.h"
 #include "common/temp_dir.h"
 
@@ -72,4 +73,33 @@ TEST(TrainBuiltinRun, ACommandLineValueThatDisagreesWithTheDsConfigIsAnError) {
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("train_micro_batch_size_per_gpu is 1"), std::string::npos) << r.out;
   fs::remove_all(out);
+}
+
+// Issue 40: a run named on the command line alone (no run file) took the built-in demo's
+// settings, overwrite_output_dir: true among them, so a second such run deleted the first
+// one's checkpoints. A command line that names a model or data now gets HF Trainer's
+// defaults for the rest (lr 5e-5, batch 8, no warmup) and an existing run in output_dir is
+// refused as for a run file; --model_name_or_path is HF's spelling of the model path.
+TEST(TrainBuiltinRun, ACommandLineRunTakesHfDefaultsAndRefusesAnExistingRun) {
+  const fs::path out = zt::testing::fresh_test_dir("builtin_run_", "cli");
+  const fs::path work = zt::testing::fresh_test_dir("builtin_run_", "cli_work");
+  const std::string text = std::string(ZT_SOURCE_DIR) + "/data/text/artistic.txt";
+  const std::string cmd = zt::testing::zerotrain_binary() + " train --model_name_or_path " + ZT_SOURCE_DIR +
+                          "/tests/data/hf/llama3 --model.tokenizer " + zt::testing::write_fixture_tokenizer(work) +
+                          " --data.train " + text + " --data.validation " + text +
+                          " --data.seq_len 16 --max_steps 2 --steps_per_print 1 --eval_batches 1 --threads 2"
+                          " --output_dir " +
+                          out.string();
+  const zt::testing::ShellResult first = sh(cmd);
+  ASSERT_EQ(first.rc, 0) << first.out;
+  EXPECT_NE(first.out.find("batch 8 = micro 8 x accumulation 1 x world 1"), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("5e-05"), std::string::npos) << first.out;
+  EXPECT_EQ(first.out.find("tiny-gpt2"), std::string::npos) << first.out;
+  ASSERT_TRUE(fs::exists(out / "checkpoints" / "global_step2" / "manifest.json"));
+  const zt::testing::ShellResult second = sh(cmd);
+  EXPECT_EQ(second.rc, 2) << second.out;
+  EXPECT_NE(second.out.find("overwrite_output_dir"), std::string::npos) << second.out;
+  EXPECT_TRUE(fs::exists(out / "checkpoints" / "global_step2" / "manifest.json"));
+  fs::remove_all(out);
+  fs::remove_all(work);
 }

@@ -181,3 +181,29 @@ TEST(CheckpointValidate, MissingShardNamesTheRank) {
   f.expect_bad_input({"rank 1", "shard_rank1.safetensors"});
   EXPECT_FALSE(checkpoint::checkpoint_complete(f.dir));
 }
+
+// A shard cut short (a copy that stopped, a full disk) is present but not whole: the
+// checkpoint is not complete, so `--resume auto` falls back past it with a warning naming
+// it, and `--resume latest` refuses it naming the shard.
+TEST(CheckpointValidate, TruncatedShardIsIncompleteAndAutoFallsBackPastIt) {
+  Fixture f;
+  checkpoint::CheckpointState st;
+  st.step = 5;
+  const std::string newer = checkpoint::save_checkpoint(f.root.string(), f.model.registry(),
+                                                        checkpoint::whole_param_slices(f.model.registry()), st, {});
+  const fs::path shard = fs::path(newer) / "shard_rank0.safetensors";
+  fs::resize_file(shard, fs::file_size(shard) - 100);
+  std::string why;
+  EXPECT_FALSE(checkpoint::checkpoint_complete(newer, &why));
+  EXPECT_NE(why.find("shard_rank0.safetensors"), std::string::npos) << why;
+  EXPECT_TRUE(checkpoint::checkpoint_complete(f.dir));
+  EXPECT_EQ(fs::path(checkpoint::resolve_checkpoint_auto(f.root.string())).filename(), "global_step3");
+  try {
+    checkpoint::resolve_checkpoint(f.root.string());
+    ADD_FAILURE() << "--resume latest took a truncated checkpoint";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+    EXPECT_NE(std::string(e.what()).find("global_step5"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("global_step3"), std::string::npos) << e.what();
+  }
+}

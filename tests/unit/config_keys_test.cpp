@@ -389,8 +389,9 @@ TEST(ConfigCheckPaths, AMissingModelDirectoryIsNamed) {
 TEST(ConfigCheckPaths, MissingDataAndTokenizerAreNamed) {
   TempDir dir;
   const std::string run = dir.write("run.yaml", "model:\n  preset: tiny-gpt2\n  tokenizer: missing_tok.json\n");
+  // Named where the rule looks for it: beside the run file.
   EXPECT_HAS(input_error_of([&] { check_named_paths(load_train_config({run})); }),
-             "model.tokenizer: 'missing_tok.json'");
+             "model.tokenizer: '" + dir.file("missing_tok.json") + "'");
   EXPECT_HAS(input_error_of([&] {
                check_named_paths(load_train_config({"--data.train", "/nope"}));
              }),

@@ -298,8 +298,26 @@ TEST(DsConfig, Schedulers) {
   EXPECT_HAS(error_of(json::parse(R"({"scheduler": {"type": "WarmupCosineLR",
              "params": {"total_num_steps": 10, "warmup_min_ratio": 2}}})")),
              "scheduler.params.warmup_min_ratio: must be in [0, 1]");
-  EXPECT_HAS(error_of(json::parse(R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 0}}})")),
-             "scheduler.params.warmup_num_steps: must be a positive number of steps");
+  EXPECT_HAS(error_of(json::parse(R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": -1}}})")),
+             "scheduler.params.warmup_num_steps: must be >= 0");
+  // Issue 40: WarmupCosineLR over 0 steps divided by zero; a momentum of 1 or more, a
+  // negative lr decay rate or a falling range test leave the optimizer's range.
+  EXPECT_HAS(error_of(json::parse(R"({"scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 0}}})")),
+             "scheduler.params.total_num_steps: must be a positive number of steps");
+  EXPECT_HAS(error_of(json::parse(R"({"scheduler": {"type": "OneCycle", "params": {"cycle_min_lr": 0.01,
+             "cycle_max_lr": 0.1, "cycle_max_mom": 1.2}}})")),
+             "scheduler.params.cycle_max_mom: must be in [0, 1)");
+  EXPECT_HAS(error_of(json::parse(R"({"scheduler": {"type": "OneCycle", "params": {"cycle_min_lr": 0.01,
+             "cycle_max_lr": 0.1, "cycle_min_mom": 1}}})")),
+             "scheduler.params.cycle_min_mom: must be in [0, 1)");
+  EXPECT_HAS(error_of(json::parse(R"({"scheduler": {"type": "OneCycle", "params": {"cycle_min_lr": 0.01,
+             "cycle_max_lr": 0.1, "decay_lr_rate": -0.5}}})")),
+             "scheduler.params.decay_lr_rate: must be >= 0");
+  EXPECT_HAS(
+      error_of(json::parse(R"({"scheduler": {"type": "LRRangeTest", "params": {"lr_range_test_step_rate": -1}}})")),
+      "scheduler.params.lr_range_test_step_rate: must be >= 0");
+  EXPECT_HAS(error_of(json::parse(R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_max_lr": -0.1}}})")),
+             "scheduler.params.warmup_max_lr: must be >= 0");
   EXPECT_HAS(error_of(json::parse(R"({"scheduler": {"type": "WarmupLR", "params": {"last_batch_iteration": 3}}})")),
              "scheduler.params.last_batch_iteration: not supported");
   EXPECT_HAS(error_of(json::parse(R"({"scheduler": {"type": "WarmupDecayLR", "params": {"cos_min_ratio": 0.1}}})")),
@@ -383,6 +401,36 @@ TEST(DsConfig, TopLevelKeys) {
   EXPECT_TRUE(resolve(json::parse(R"({"train_batch_size": 8, "csv_monitor": {"enabled": false}})"))
                   .csv_monitor_dir.empty());
   EXPECT_HAS(error_of(json::parse(R"({"csv_monitor": {"enabled": true, "outputpath": "x"}})")), "outputpath");
+}
+
+// Issue 40: every whole number a ds_config gives is range-checked before it reaches an int
+// field or any arithmetic: aio sizes (queue_depth x intra_op_parallelism was an int
+// product), the offload dicts' buffer_count, the batch sizes (micro x accumulation x world
+// was an unchecked product).
+TEST(DsConfig, SizesThatWouldOverflowAreRefusedNamingTheKey) {
+  EXPECT_HAS(error_of(json::parse(R"({"aio": {"queue_depth": 4294967297}})")),
+             "aio.queue_depth: 4294967297 is too large; it must be at most 65536");
+  EXPECT_HAS(error_of(json::parse(R"({"aio": {"intra_op_parallelism": 100000}})")),
+             "aio.intra_op_parallelism: 100000 is too large; it must be at most 1024");
+  EXPECT_HAS(error_of(json::parse(R"({"aio": {"block_size": 1e15}})")), "aio.block_size");
+  EXPECT_HAS(error_of(json::parse(R"({"aio": {"queue_depth": 0}})")), "aio.queue_depth: must be positive");
+  EXPECT_HAS(error_of(json::parse(R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu",
+             "buffer_count": 4294967296}}})")),
+             "offload_param.buffer_count: 4294967296 is too large");
+  EXPECT_HAS(error_of(json::parse(R"({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu",
+             "buffer_count": -1}}})")),
+             "buffer_count and buffer_size must be positive");
+  EXPECT_HAS(error_of(json::parse(R"({"train_micro_batch_size_per_gpu": 1e12})")),
+             "train_micro_batch_size_per_gpu: 1000000000000 is too large");
+  RunContext big;
+  big.world_size = 1 << 20;
+  EXPECT_HAS(error_of(json::parse(R"({"train_micro_batch_size_per_gpu": 16777216,
+             "gradient_accumulation_steps": 16777216})"),
+                      big),
+             "does not fit in a 64-bit integer");
+  // An int field's own range holds even where the row has no bound of its own.
+  EXPECT_HAS(error_of(json::parse(R"({"activation_checkpointing": {"number_checkpoints": 1e300}})")),
+             "activation_checkpointing.number_checkpoints");
 }
 
 }  // namespace

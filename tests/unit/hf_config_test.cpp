@@ -9,6 +9,8 @@
 
 #include "core/error.h"
 #include "model/config.h"
+#include "model/hf_dir.h"
+#include "model/hf_weights.h"
 
 using namespace zt;
 using namespace zt::model;
@@ -275,4 +277,38 @@ TEST(HfConfig, WrittenConfigsReadBack) {
                                                               : a.model_type == "qwen2"   ? "Qwen2ForCausalLM"
                                                                                           : "LlamaForCausalLM");
   }
+}
+
+// Issue 40: a config.json with absurd sizes reached arithmetic and allocation (a wrapped
+// parameter count, bad_alloc); every size is bounded first, with an error naming the key
+// as the file spells it.
+TEST(HfConfig, AbsurdSizesAreBadInputNamingTheKey) {
+  const int64_t huge = int64_t{3} << 60;  // a multiple of the heads, so the size itself is refused
+  for (const char* key : {"hidden_size", "num_hidden_layers", "vocab_size", "intermediate_size",
+                          "max_position_embeddings", "num_attention_heads"}) {
+    json j = llama32_4x();
+    j[key] = huge;
+    if (std::string(key) == "num_attention_heads") j["num_key_value_heads"] = huge;
+    expect_error([&] { parse(j); }, ErrorKind::BadInput, {key, "larger than zerotrain supports"});
+  }
+  for (const char* key : {"n_embd", "n_layer", "n_positions", "n_inner"}) {
+    json j = gpt2();
+    j[key] = huge;
+    expect_error([&] { parse(j); }, ErrorKind::BadInput, {key, "larger than zerotrain supports"});
+  }
+  // Each size within its bound, but together more parameters than supported.
+  json j = llama32_4x();
+  j["num_hidden_layers"] = 60000;
+  j["hidden_size"] = 1 << 20;
+  j["head_dim"] = 1 << 15;
+  j["intermediate_size"] = 1 << 22;
+  expect_error([&] { parse(j); }, ErrorKind::BadInput, {"parameters, more than zerotrain supports"});
+}
+
+// Issue 40: /dev/null (a device) given as model.config or as the model was reported as
+// "no such file": it is named as what it is.
+TEST(HfConfig, ADeviceIsNamedAsNotARegularFile) {
+  expect_error([] { load_hf_config_file("/dev/null"); }, ErrorKind::BadInput, {"/dev/null", "not a regular file"});
+  expect_error([] { hf_weight_files("/dev/null"); }, ErrorKind::BadInput, {"/dev/null", "not a regular file"});
+  expect_error([] { load_hf_config_file("/nonexistent.json"); }, ErrorKind::BadInput, {"no such file"});
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -190,4 +191,40 @@ TEST(LoraTargets, UnknownNamesListWhatTheModelHas) {
   EXPECT_NE(e.find("q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj"), std::string::npos) << e;
   c.target_modules = {"lm_head"};
   EXPECT_NE(error_of([&] { resolve_lora_targets(c, llama(), "f"); }).find("modules_to_save"), std::string::npos);
+}
+
+// Issue 40: r = 2^63-1 corrupted the heap and 2^58..2^62 wrapped to "0 adapter
+// parameters". A rank above any layer's size is refused when the config is read; one above
+// an adapted layer's smaller dimension when the model is known (the update is full rank
+// there already), naming the layer and the largest useful r.
+TEST(LoraConfig, HugeRanksAndAlphasAreRefusedBeforeAnySizeIsComputed) {
+  for (const int64_t r : {INT64_MAX, int64_t{1} << 58, int64_t{1} << 62, kMaxLoraRank + 1}) {
+    json j = peft_017_file();
+    j["r"] = r;
+    const std::string e = parse_error(j);
+    EXPECT_NE(e.find("adapter_config.json: r " + std::to_string(r)), std::string::npos) << e;
+  }
+  json j = peft_017_file();
+  j["lora_alpha"] = 1e300;
+  EXPECT_NE(parse_error(j).find("lora_alpha"), std::string::npos);
+
+  const ModelConfig m = llama();
+  LoraConfig c;
+  c.target_modules = {"q_proj", "v_proj"};
+  const int64_t kv = m.num_kv_heads * m.head_dim;  // v_proj's out side, the smaller one
+  c.r = kv;
+  EXPECT_EQ(resolve_lora_targets(c, m, "f").size(), 2u);
+  c.r = kv + 1;
+  const std::string e = error_of([&] { resolve_lora_targets(c, m, "f"); });
+  EXPECT_NE(e.find("self_attn.v_proj"), std::string::npos) << e;
+  EXPECT_NE(e.find("at most " + std::to_string(kv)), std::string::npos) << e;
+}
+
+// Issue 40: /dev/null (a device) given as an adapter config was reported as "no such file".
+TEST(LoraConfig, ADeviceIsNamedAsNotARegularFile) {
+  const std::string e = error_of([] { load_lora_config("/dev/null"); });
+  EXPECT_NE(e.find("not a regular file"), std::string::npos) << e;
+  EXPECT_EQ(e.find("no such file"), std::string::npos) << e;
+  EXPECT_NE(error_of([] { load_lora_config("/nonexistent/adapter_config.json"); }).find("no such file"),
+            std::string::npos);
 }

@@ -152,11 +152,45 @@ TEST(DeepSpeedSchedule, AutoValuesComeFromTheRun) {
   expect_error(R"({"type": "WarmupDecayLR", "params": {"total_num_steps": "auto"}})", "total_num_steps");
 }
 
+// Issue 40: "auto" warmup_num_steps in a run with no warmup (HF's default warmup_steps 0,
+// which its DeepSpeed integration writes as 0) was refused against the docs; DeepSpeed
+// counts a warmup below 2 steps as 2.
+TEST(DeepSpeedSchedule, AutoWarmupOfARunWithoutWarmupIsAccepted) {
+  ScheduleRun run;
+  run.total_steps = 20;
+  run.warmup_steps = 0;
+  auto s =
+      ds(R"({"type": "WarmupCosineLR", "params": {"total_num_steps": "auto", "warmup_num_steps": "auto"}})", 0.1f, run);
+  EXPECT_NE(s->describe().find("warmup_num_steps=2"), std::string::npos) << s->describe();
+  auto zero = ds(R"({"type": "WarmupLR", "params": {"warmup_num_steps": 0}})", 0.1f);
+  EXPECT_NE(zero->describe().find("2"), std::string::npos) << zero->describe();
+}
+
+// A decay rate that moves the momentum out of [0, 1) within the run's steps is refused at
+// start-up (before the first step), naming the key and the step; within range it loads.
+TEST(DeepSpeedSchedule, DecayThatLeavesTheOptimizersRangeIsRefusedAtStart) {
+  const std::string growing = R"({"type": "OneCycle", "params": {"cycle_min_lr": 0.01, "cycle_max_lr": 0.1,
+      "cycle_first_step_size": 4, "decay_step_size": 1, "decay_mom_rate": 0.1}})";
+  ScheduleRun run;
+  // The cycle is 8 steps; update k uses it = k - 1, and after the cycle beta1 is
+  // 0.9 * (1 + 0.1 * (it - 7)): 0.99 at the 10th update, 1.08 at the 11th.
+  run.total_steps = 11;
+  expect_error(growing, "decay_mom_rate", run);
+  expect_error(growing, "beta1", run);
+  run.total_steps = 10;
+  EXPECT_NO_THROW(ds(growing, 0.1f, run));
+  const std::string shrinking = R"({"type": "OneCycle", "params": {"cycle_min_lr": 0.01, "cycle_max_lr": 0.1,
+      "cycle_first_step_size": 4, "decay_step_size": 1, "decay_mom_rate": -0.5}})";
+  run.total_steps = 100;
+  expect_error(shrinking, "decay_mom_rate", run);
+}
+
 TEST(DeepSpeedSchedule, BadBlocksNameTheKey) {
   expect_error(R"({"type": "WarmupLR", "params": {"warmup_max_lr": 0.1, "warmup_steps": 5}})",
                "scheduler.params.warmup_steps");
   expect_error(R"({"type": "WarmupLR", "params": {"warmup_type": "cosine"}})", "warmup_type");
-  expect_error(R"({"type": "WarmupLR", "params": {"warmup_num_steps": 0}})", "warmup_num_steps");
+  expect_error(R"({"type": "WarmupLR", "params": {"warmup_num_steps": -1}})", "warmup_num_steps");
+  expect_error(R"({"type": "WarmupCosineLR", "params": {"total_num_steps": 0}})", "total_num_steps");
   expect_error(R"({"type": "WarmupLR", "params": {"warmup_num_steps": 2.5}})", "warmup_num_steps");
   expect_error(R"({"type": "WarmupLR", "params": {"warmup_max_lr": "fast"}})", "warmup_max_lr");
   expect_error(R"({"type": "WarmupDecayLR", "params": {}})", "total_num_steps");

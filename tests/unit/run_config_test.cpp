@@ -89,8 +89,9 @@ bf16: true
   const TrainConfig c = load_train_config({y});
   EXPECT_EQ(c.model.preset, "tiny-llama");
   EXPECT_TRUE(c.model.activation_checkpointing);
-  EXPECT_EQ(c.data.train, (std::vector<std::string>{"a.jsonl", "b.txt"}));
-  EXPECT_EQ(c.data.validation, (std::vector<std::string>{"val.txt"}));
+  // Relative to the run file (the one rule for paths written in a file).
+  EXPECT_EQ(c.data.train, (std::vector<std::string>{dir.file("a.jsonl"), dir.file("b.txt")}));
+  EXPECT_EQ(c.data.validation, (std::vector<std::string>{dir.file("val.txt")}));
   EXPECT_EQ(c.data.jsonl_field, "content");
   EXPECT_EQ(c.data.seq_len, 64);
   EXPECT_EQ(c.max_steps, 50);
@@ -340,5 +341,122 @@ TEST(RunConfig, TrainingArgumentsWithoutEffectHereLoadWithAWarningEach) {
   for (const std::string& w : quiet.warnings) EXPECT_EQ(w.find("report_to"), std::string::npos) << w;
   EXPECT_HAS(load_error({dir.write("bad.yaml", "dataloader_num_workers: -1\n")}), "dataloader_num_workers");
 }
+}  // namespace
+}  // namespace zt::config
+
+namespace zt::config {
+namespace {
+
+// Issue 40: a relative path in a run file was taken from the current directory when it
+// existed there, else beside the file: started where `../src` exists (a checkout folder
+// named src), the built-in run read the wrong tree. One rule now, the same from every
+// directory: relative to the file that writes it; `$PWD/` spells the current directory;
+// a path given on the command line is taken from the current directory.
+TEST(RunConfig, PathsInARunFileAreRelativeToTheFileFromAnyDirectory) {
+  TempDir dir;
+  const fs::path root = fs::weakly_canonical(dir.path());
+  for (const char* d : {"checkout/conf", "checkout/src", "decoy/src", "decoy/deep"}) fs::create_directories(root / d);
+  const std::string run = (root / "checkout/conf/run.yaml").string();
+  std::ofstream(run) << "model: {tokenizer: ./tok.json}\n"
+                        "data: {train: [../src, data.txt], validation: [$PWD/held_out.txt]}\n"
+                        "deepspeed: ds.json\n";
+  std::ofstream(root / "checkout/conf/ds.json") << R"({"zero_optimization": {"stage": 1}})";
+  // Decoys that the old rule took wherever they existed from the current directory.
+  std::ofstream(root / "decoy/deep/ds.json") << R"({"zero_optimization": {"stage": 2}})";
+  std::ofstream(root / "decoy/deep/data.txt") << "decoy";
+  const fs::path saved = fs::current_path();
+  for (const fs::path& cwd : {root, root / "checkout", root / "checkout/conf", root / "decoy/deep"}) {
+    SCOPED_TRACE(cwd.string());
+    fs::current_path(cwd);
+    // The run file named absolutely and relatively to where zerotrain starts.
+    for (const std::string& named : {run, fs::relative(run, cwd).string()}) {
+      const TrainConfig c = load_train_config({named, "--data.validation", "cli.txt"});
+      const auto at = [](const std::string& p) { return fs::weakly_canonical(fs::absolute(p)); };
+      ASSERT_EQ(c.data.train.size(), 2u);
+      EXPECT_EQ(at(c.data.train[0]), root / "checkout/src");
+      EXPECT_EQ(at(c.data.train[1]), root / "checkout/conf/data.txt");
+      EXPECT_EQ(at(c.model.tokenizer), root / "checkout/conf/tok.json");
+      EXPECT_EQ(c.zero.stage, 1);  // checkout/conf/ds.json, not the decoy
+      // The command line's path stays relative to the current directory.
+      EXPECT_EQ(c.data.validation, std::vector<std::string>{"cli.txt"});
+      // $PWD/ in the file: the current directory.
+      const TrainConfig p = load_train_config({named});
+      ASSERT_EQ(p.data.validation.size(), 1u);
+      EXPECT_EQ(at(p.data.validation[0]), cwd / "held_out.txt");
+    }
+  }
+  // The built-in run (examples/default_run.yaml names ../src and ../docs), started where
+  // `../src` is another tree: the repository's own folders.
+  fs::current_path(root / "decoy/deep");
+  const std::string builtin = std::string(ZT_SOURCE_DIR) + "/examples/default_run.yaml";
+  const TrainConfig b = load_train_config({builtin});
+  const fs::path source = fs::weakly_canonical(ZT_SOURCE_DIR);
+  ASSERT_FALSE(b.data.train.empty());
+  for (const std::string& p : b.data.train)
+    EXPECT_EQ(fs::weakly_canonical(fs::absolute(p)).string().rfind(source.string() + "/", 0), 0u) << p;
+  fs::current_path(saved);
+}
+
+// Issue 40: a command line naming a model or data is a run of its own (HF's defaults, not
+// the built-in demo's); `--model_name_or_path` (HF's name) replaces a file's model choice
+// instead of clashing with it.
+TEST(RunConfig, ACommandLineModelIsARunOfItsOwnAndReplacesTheFilesModel) {
+  EXPECT_TRUE(command_line_names_model_or_data({"--model_name_or_path", "m"}));
+  EXPECT_TRUE(command_line_names_model_or_data({"--model.name_or_path=m"}));
+  EXPECT_TRUE(command_line_names_model_or_data({"--model", "tiny-llama"}));
+  EXPECT_TRUE(command_line_names_model_or_data({"--data.train", "x.txt", "--max_steps", "3"}));
+  EXPECT_FALSE(command_line_names_model_or_data({"--max_steps", "50", "--learning_rate", "1e-3"}));
+  EXPECT_FALSE(command_line_names_model_or_data({"--seq_len", "64", "--deepspeed", "ds.json"}));
+  EXPECT_FALSE(command_line_names_model_or_data({"--model.tokenizer", "tok.json"}));
+
+  TempDir dir;
+  const std::string run = dir.write("run.yaml", "model: tiny-gpt2\nlearning_rate: 1e-3\n");
+  const TrainConfig c = load_train_config({run, "--model_name_or_path", "/models/m"});
+  EXPECT_EQ(c.model.path, "/models/m");
+  EXPECT_TRUE(c.model.preset.empty());
+  const std::string sect = dir.write("sect.yaml", "model: {preset: tiny-gpt2, tokenizer: tok.json}\n");
+  const TrainConfig d = load_train_config({sect, "--model.path", "/models/m"});
+  EXPECT_EQ(d.model.path, "/models/m");
+  EXPECT_TRUE(d.model.preset.empty());
+  EXPECT_EQ(d.model.tokenizer, dir.file("tok.json"));  // the rest of the file's section stays
+}
+
+// The Accelerate YAML's deepspeed_config_file follows the same rule.
+TEST(RunConfig, AnAccelerateYamlsDeepSpeedFileIsRelativeToTheYaml) {
+  TempDir dir;
+  const fs::path root = fs::weakly_canonical(dir.path());
+  fs::create_directories(root / "conf");
+  fs::create_directories(root / "elsewhere");
+  std::ofstream(root / "conf/ds.json") << R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 1}})";
+  std::ofstream(root / "elsewhere/ds.json")
+      << R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}})";
+  const std::string yaml = (root / "conf/acc.yaml").string();
+  std::ofstream(yaml) << "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json\n";
+  const fs::path saved = fs::current_path();
+  fs::current_path(root / "elsewhere");
+  EXPECT_EQ(load_train_config({"--config_file", yaml}).zero.stage, 1);
+  fs::current_path(saved);
+}
+
+// Issue 40: the end-of-run samples' settings were first checked after training (a
+// temperature of 1e300 became inf in float, refused only then); they, and the sizes the
+// batch arithmetic multiplies, are checked when the config loads.
+TEST(RunConfig, SampleSettingsAndBatchSizesAreCheckedAtStartUp) {
+  EXPECT_HAS(load_error({"--samples.tokens", "9223372036854775807"}), "samples.tokens");
+  EXPECT_HAS(load_error({"--samples.top_k", "4294967296"}), "samples.top_k");
+  EXPECT_HAS(load_error({"--samples.temperature", "1e300"}), "samples.temperature");
+  EXPECT_HAS(load_error({"--per_device_train_batch_size", "1099511627776"}), "per_device_train_batch_size");
+  EXPECT_HAS(load_error({"--gradient_accumulation_steps", "1099511627776"}), "gradient_accumulation_steps");
+  EXPECT_HAS(load_error({"--data.seq_len", "1099511627776"}), "data.seq_len");
+  EXPECT_HAS(load_error({"--adam_beta1", "1"}), "adam_beta1: 1 is not in [0, 1)");
+  EXPECT_HAS(load_error({"--adam_beta2", "-0.5"}), "adam_beta2");
+  EXPECT_HAS(load_error({"--learning_rate", "-1e-3"}), "learning_rate: must not be negative");
+  EXPECT_HAS(load_error({"--lora.r", "9223372036854775807", "--lora.target_modules", "q_proj"}),
+             "r 9223372036854775807");
+  const TrainConfig ok =
+      load_train_config({"--samples.tokens", "200", "--samples.top_k", "40", "--samples.temperature", "0.8"});
+  EXPECT_EQ(ok.sample_tokens, 200);
+}
+
 }  // namespace
 }  // namespace zt::config

@@ -124,6 +124,13 @@ TEST(Tokenizer, MissingFilesNameThePath) {
   }
   const std::string model = dir.write("broken.model", "not a protobuf");
   EXPECT_THROW(load_tokenizer(model), Error);
+  // Issue 40: a device was reported as "no such file".
+  try {
+    load_tokenizer("/dev/null");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/dev/null: not a regular file"), std::string::npos) << e.what();
+  }
 }
 
 // transformers 5 writes a slow GPT-2 tokenizer as a tokenizer.json with an empty model
