@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "io/bounded_file.h"
 #include "io/safetensors.h"
 
@@ -27,8 +28,7 @@ bool is_nothing(const json& v) {
          (v.is_array() && v.empty()) || (v.is_string() && v.get<std::string>().empty());
 }
 
-[[noreturn]] void refuse(const std::string& source, const std::string& key, const json& value,
-                         const std::string& why) {
+[[noreturn]] void refuse(const std::string& source, const std::string& key, const json& value, const std::string& why) {
   ZT_THROW_INPUT(source, ": ", key, " = ", value.dump(), " is not supported by zerotrain's LoRA (", why,
                  "); remove it or set it to PEFT's default");
 }
@@ -76,9 +76,9 @@ const std::map<std::string, std::string>& math_keys() {
 // Keys without effect on the adapter's math here.
 const std::set<std::string>& inert_keys() {
   static const std::set<std::string> keys = {
-      "inference_mode", "revision",  "auto_mapping", "megatron_core", "qalora_group_size", "peft_version",
-      "layers_pattern",  // only read with layers_to_transform
-      "eva_config", "corda_config", "lora_ga_config",  // only read with their init_lora_weights
+      "inference_mode", "revision",     "auto_mapping",   "megatron_core", "qalora_group_size", "peft_version",
+      "layers_pattern",                                    // only read with layers_to_transform
+      "eva_config",     "corda_config", "lora_ga_config",  // only read with their init_lora_weights
   };
   return keys;
 }
@@ -138,17 +138,21 @@ void LoraConfig::validate(const std::string& source) const {
   if (!(lora_dropout >= 0 && lora_dropout < 1))
     ZT_THROW_INPUT(source, ": lora_dropout must be in [0, 1) (got ", lora_dropout, ")");
   if (target_form == LoraTargetForm::Names && target_modules.empty())
-    ZT_THROW_INPUT(source, ": target_modules is empty; name the modules to adapt (e.g. [\"q_proj\", \"v_proj\"]) "
-                           "or \"all-linear\"");
+    ZT_THROW_INPUT(source,
+                   ": target_modules is empty; name the modules to adapt (e.g. [\"q_proj\", \"v_proj\"]) "
+                   "or \"all-linear\"");
   if (target_form == LoraTargetForm::Regex && target_regex.empty())
     ZT_THROW_INPUT(source, ": target_modules is an empty regular expression");
 }
 
 const char* lora_bias_name(LoraBias bias) {
   switch (bias) {
-    case LoraBias::All: return "all";
-    case LoraBias::LoraOnly: return "lora_only";
-    case LoraBias::None: break;
+    case LoraBias::All:
+      return "all";
+    case LoraBias::LoraOnly:
+      return "lora_only";
+    case LoraBias::None:
+      break;
   }
   return "none";
 }
@@ -183,8 +187,9 @@ LoraConfig lora_config_from_peft_json(const json& j, const std::string& source) 
         c.target_form = s == "all-linear" ? LoraTargetForm::AllLinear : LoraTargetForm::Regex;
         if (c.target_form == LoraTargetForm::Regex) c.target_regex = s;
       } else if (value.is_null()) {
-        ZT_THROW_INPUT(source, ": target_modules is null; PEFT fills it from its per-model defaults, zerotrain "
-                               "needs it named (e.g. [\"q_proj\", \"v_proj\"] or \"all-linear\")");
+        ZT_THROW_INPUT(source,
+                       ": target_modules is null; PEFT fills it from its per-model defaults, zerotrain "
+                       "needs it named (e.g. [\"q_proj\", \"v_proj\"] or \"all-linear\")");
       } else {
         c.target_modules = string_list(value, source, key);
       }
@@ -201,8 +206,10 @@ LoraConfig lora_config_from_peft_json(const json& j, const std::string& source) 
       if (!value.is_boolean()) ZT_THROW_INPUT(source, ": fan_in_fan_out must be true or false");
       c.fan_in_fan_out = value.get<bool>();
     } else if (key == "base_model_name_or_path") {
-      if (value.is_string()) c.base_model_name_or_path = value.get<std::string>();
-      else if (!value.is_null()) ZT_THROW_INPUT(source, ": base_model_name_or_path must be a string or null");
+      if (value.is_string())
+        c.base_model_name_or_path = value.get<std::string>();
+      else if (!value.is_null())
+        ZT_THROW_INPUT(source, ": base_model_name_or_path must be a string or null");
     } else if (const auto math = math_keys().find(key); math != math_keys().end()) {
       if (!is_nothing(value)) refuse(source, key, value, math->second + " is not implemented");
     } else if (inert_keys().count(key) == 0 && !is_nothing(value)) {
@@ -247,9 +254,15 @@ json lora_config_to_peft_json(const LoraConfig& c) {
   j["rank_pattern"] = json::object();
   j["revision"] = nullptr;
   switch (c.target_form) {
-    case LoraTargetForm::AllLinear: j["target_modules"] = "all-linear"; break;
-    case LoraTargetForm::Regex: j["target_modules"] = c.target_regex; break;
-    case LoraTargetForm::Names: j["target_modules"] = c.target_modules; break;
+    case LoraTargetForm::AllLinear:
+      j["target_modules"] = "all-linear";
+      break;
+    case LoraTargetForm::Regex:
+      j["target_modules"] = c.target_regex;
+      break;
+    case LoraTargetForm::Names:
+      j["target_modules"] = c.target_modules;
+      break;
   }
   j["task_type"] = "CAUSAL_LM";
   j["use_dora"] = false;
@@ -263,8 +276,9 @@ LoraConfig load_lora_config(const std::string& path) {
   // Only a missing file is "no such file": a device (/dev/null), FIFO or directory is named
   // as what it is by the bounded reader below.
   if (!fs::exists(file, ec))
-    ZT_THROW_INPUT(file, ": no such file; a PEFT adapter folder holds adapter_config.json and "
-                         "adapter_model.safetensors (PeftModel.save_pretrained)");
+    ZT_THROW_INPUT(file,
+                   ": no such file; a PEFT adapter folder holds adapter_config.json and "
+                   "adapter_model.safetensors (PeftModel.save_pretrained)");
   json j;
   try {
     j = json::parse(io::read_bounded_file(file, "adapter config"));
@@ -323,9 +337,8 @@ std::vector<LoraModule> resolve_lora_targets(const LoraConfig& c, const ModelCon
     try {
       pattern = std::regex(c.target_regex, std::regex::ECMAScript);
     } catch (const std::regex_error& e) {
-      ZT_THROW_INPUT(source, ": target_modules \"", c.target_regex,
-                     "\" is not a regular expression zerotrain reads (", e.what(),
-                     "); give a list of module names instead");
+      ZT_THROW_INPUT(source, ": target_modules \"", c.target_regex, "\" is not a regular expression zerotrain reads (",
+                     e.what(), "); give a list of module names instead");
     }
   }
   auto picks = [&](const std::string& path, const std::string& name) {
@@ -372,16 +385,16 @@ std::vector<LoraModule> resolve_lora_targets(const LoraConfig& c, const ModelCon
   if (out.empty())
     ZT_THROW_INPUT(source, ": target_modules \"", c.target_regex, "\" matches none of the model's linear layers (",
                    lora_module_path(m, 0, modules[0].name), ", ...)");
-  // PEFT builds any positive r, but past min(in, out) the product B A is a full-rank
-  // matrix that W itself could hold: a larger r adds parameters and no expressiveness, and
-  // a rank near 2^31 is a typo that would size gigabytes of adapters. Refused, naming the
-  // layer and its smaller side (the largest useful r for it).
+  // PEFT builds any positive r, and adapters it trained must load: past min(in, out) the
+  // product B A is a full-rank matrix that W itself could hold, so a larger r only adds
+  // parameters. Said once per layer kind, with the largest useful r (kMaxLoraRank, checked
+  // when the config is read, keeps sizes far from overflow).
   for (const LoraModule& mod : out) {
     const int64_t smaller = std::min(mod.in_features, mod.out_features());
     if (c.r > smaller)
-      ZT_THROW_INPUT(source, ": r ", c.r, " is larger than ", mod.name, "'s smaller dimension (", mod.in_features,
-                     " in, ", mod.out_features(), " out); an update of rank r <= ", smaller,
-                     " already spans the whole layer: set r to at most ", smaller, " (typically 4 to 256)");
+      ZT_WARN(source, ": r ", c.r, " is larger than ", mod.name, "'s smaller dimension (", mod.in_features, " in, ",
+              mod.out_features(), " out); an update of rank ", smaller,
+              " already spans the whole layer, the rest only adds parameters (PEFT accepts it too)");
   }
   return out;
 }

@@ -194,9 +194,9 @@ TEST(LoraTargets, UnknownNamesListWhatTheModelHas) {
 }
 
 // Issue 40: r = 2^63-1 corrupted the heap and 2^58..2^62 wrapped to "0 adapter
-// parameters". A rank above any layer's size is refused when the config is read; one above
-// an adapted layer's smaller dimension when the model is known (the update is full rank
-// there already), naming the layer and the largest useful r.
+// parameters". A rank above kMaxLoraRank is refused when the config is read; one above an
+// adapted layer's smaller dimension only warns (the update is full rank there already, and
+// PEFT trains such adapters).
 TEST(LoraConfig, HugeRanksAndAlphasAreRefusedBeforeAnySizeIsComputed) {
   for (const int64_t r : {INT64_MAX, int64_t{1} << 58, int64_t{1} << 62, kMaxLoraRank + 1}) {
     json j = peft_017_file();
@@ -214,10 +214,8 @@ TEST(LoraConfig, HugeRanksAndAlphasAreRefusedBeforeAnySizeIsComputed) {
   const int64_t kv = m.num_kv_heads * m.head_dim;  // v_proj's out side, the smaller one
   c.r = kv;
   EXPECT_EQ(resolve_lora_targets(c, m, "f").size(), 2u);
-  c.r = kv + 1;
-  const std::string e = error_of([&] { resolve_lora_targets(c, m, "f"); });
-  EXPECT_NE(e.find("self_attn.v_proj"), std::string::npos) << e;
-  EXPECT_NE(e.find("at most " + std::to_string(kv)), std::string::npos) << e;
+  c.r = kv + 1;  // PEFT accepts it (a warning here), so adapters it trained load
+  EXPECT_EQ(resolve_lora_targets(c, m, "f").size(), 2u);
 }
 
 // Issue 40: /dev/null (a device) given as an adapter config was reported as "no such file".

@@ -421,19 +421,20 @@ TEST(RunConfig, ACommandLineModelIsARunOfItsOwnAndReplacesTheFilesModel) {
   EXPECT_EQ(d.model.tokenizer, dir.file("tok.json"));  // the rest of the file's section stays
 }
 
-// The Accelerate YAML's deepspeed_config_file follows the same rule.
-TEST(RunConfig, AnAccelerateYamlsDeepSpeedFileIsRelativeToTheYaml) {
+// The Accelerate YAML's deepspeed_config_file is opened as Accelerate opens it: from the
+// current directory, not from the YAML's folder (users of `accelerate launch --config_file
+// conf/acc.yaml` write `conf/ds.json` in it).
+TEST(RunConfig, AnAccelerateYamlsDeepSpeedFileIsTakenAsAccelerateTakesIt) {
   TempDir dir;
   const fs::path root = fs::weakly_canonical(dir.path());
-  fs::create_directories(root / "conf");
-  fs::create_directories(root / "elsewhere");
+  fs::create_directories(root / "conf/conf");
   std::ofstream(root / "conf/ds.json") << R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 1}})";
-  std::ofstream(root / "elsewhere/ds.json")
+  std::ofstream(root / "conf/conf/ds.json")
       << R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}})";
   const std::string yaml = (root / "conf/acc.yaml").string();
-  std::ofstream(yaml) << "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json\n";
+  std::ofstream(yaml) << "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: conf/ds.json\n";
   const fs::path saved = fs::current_path();
-  fs::current_path(root / "elsewhere");
+  fs::current_path(root);
   EXPECT_EQ(load_train_config({"--config_file", yaml}).zero.stage, 1);
   fs::current_path(saved);
 }
