@@ -87,6 +87,15 @@ DType expected_shard_dtype(const CheckpointManifest& m, const std::string& tenso
 Tensor checked_shard_tensor(const CheckpointManifest& m, const io::SafetensorsReader& shard, const std::string& tensor,
                             int rank);
 
+// Non-finite values (NaN/Inf) in what a checkpoint holds: NaN weights or state would train
+// on as NaN (or be exported as such), so none is ever loaded or saved.
+// A piece of shard tensor `tensor` read from `shard_path` (host): BadInput naming both.
+void check_loaded_finite(const std::string& shard_path, const std::string& tensor, const Tensor& piece);
+// What a save is about to write for `tensor` (host): BadInput naming it; the save then
+// fails before anything is renamed into place, so `latest` and the checkpoints that keep_last
+// keeps are the earlier, finite ones.
+void check_saved_finite(const std::string& tensor, const Tensor& data);
+
 // Whether `dir` holds a checkpoint that validates (manifest and every shard file
 // present); `why` gets the reason when not. Never throws for bad files.
 bool checkpoint_complete(const std::string& dir, std::string* why = nullptr);

@@ -30,6 +30,7 @@ enum class EnvVar {
   TestSignals,
   TestSignalsRank,
   TestStallSaveS,
+  TestNanAtStep,
   TestNoRenameExchange,
   TestHostMemoryBytes,
   TestDriveFreeBytes,

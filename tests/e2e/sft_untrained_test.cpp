@@ -1,0 +1,122 @@
+// A fine-tune that would train nothing (docs/formats.md "Samples that train nothing"): SFT
+// samples padded into windows of seq_len + 1 tokens, cut at the end, keep no target when the
+// prompt fills the window. When no sample keeps one, `zerotrain train` exits 2 at start-up
+// with the fix (it used to print `loss 0.0000 | grad norm 0.0000` at every step and write
+// an untrained model, exit 0), naming records by file:line (JSONL it prepares) or by shard
+// and sample (given shards); some without one are a warning naming them, and every step
+// line says how many tokens it trained on. Packed windows keep every response token.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/shell.h"
+#include "common/temp_dir.h"
+
+namespace fs = std::filesystem;
+using zt::testing::sh;
+using zt::testing::ShellResult;
+using zt::testing::zerotrain_binary;
+
+namespace {
+
+struct TempDir : zt::testing::TempDir {
+  TempDir() : zt::testing::TempDir(zt::testing::build_temp_path("sft_untrained_")) {}
+};
+
+// ~240 characters of pseudo-random words, different per record: far more than 9 tokens even
+// for a tokenizer trained on these records (repeated text would merge into a few tokens).
+std::string long_prompt(int seed) {
+  uint32_t x = 2654435761u * static_cast<uint32_t>(seed + 1);
+  std::string s = "Summarise:";
+  while (s.size() < 240) {
+    x = x * 1664525u + 1013904223u;
+    s += (x >> 28) < 3 ? ' ' : static_cast<char>('a' + (x >> 24) % 26);
+  }
+  return s;
+}
+
+// prompt/response records, one per line: `short_prompts` short ones, then `long_prompts` long ones.
+fs::path write_records(const fs::path& dir, int short_prompts, int long_prompts) {
+  const fs::path p = dir / "sft.jsonl";
+  std::ofstream out(p);
+  for (int i = 0; i < short_prompts + long_prompts; ++i) {
+    const std::string prompt = i < short_prompts ? "Say hi." : long_prompt(i);
+    out << nlohmann::json{{"prompt", prompt}, {"response", " Hello there, friend."}}.dump() << "\n";
+  }
+  return p;
+}
+
+fs::path write_config(const fs::path& dir, const std::string& train, const std::string& model_extra = "",
+                      const std::string& data_extra = "") {
+  const fs::path yaml = dir / "run.yaml";
+  std::ofstream(yaml) << "model: {preset: tiny-gpt2" << model_extra << "}\ndata:\n  train: ['" << train
+                      << "']\n  seq_len: 8\n  validation_fraction: 0\n"
+                      << data_extra
+                      << "per_device_train_batch_size: 2\ngradient_accumulation_steps: 1\n"
+                         "learning_rate: 1.0e-3\nmax_steps: 2\nsave_strategy: 'no'\nsteps_per_print: 1\nseed: 3\n"
+                         "output_dir: '"
+                      << (dir / "run").string() << "'\n";
+  return yaml;
+}
+
+ShellResult train(const fs::path& yaml, const std::string& args = "") {
+  return sh(zerotrain_binary() + " train " + yaml.string() + " --threads 1 " + args);
+}
+
+}  // namespace
+
+TEST(SftUntrained, EveryPromptPastSeqLenIsExitTwoWithTheFix) {
+  ASSERT_TRUE(fs::exists(zerotrain_binary()));
+  TempDir tmp;
+  const fs::path data = write_records(tmp.path(), 0, 4);
+  ShellResult r = train(write_config(tmp.path(), data.string()));
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("none of the 4 SFT samples has a target (a response token) within its first 9 tokens"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(data.string() + ":1"), std::string::npos) << r.out;  // names the records
+  EXPECT_NE(r.out.find("a data.seq_len of at least"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("data.packing: true"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("step      1/2"), std::string::npos) << r.out;  // nothing trained
+  EXPECT_FALSE(fs::exists(tmp.path() / "run" / "final"));
+
+  // The same samples as shards given to a run (prepared above): named by shard and sample.
+  TempDir again;
+  const fs::path shards = tmp.path() / "run" / "data";
+  ASSERT_TRUE(fs::exists(shards / "dataset.json"));
+  r = train(write_config(again.path(), shards.string(),
+                         ", tokenizer: '" + (tmp.path() / "run" / "tokenizer.json").string() + "'"));
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("none of the 4 SFT samples"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("train_000000.bin, sample 0"), std::string::npos) << r.out;
+
+  // Packed windows keep the response tokens: the run trains.
+  TempDir packed;
+  r = train(write_config(packed.path(), data.string(), "", "  packing: true\n"));
+  EXPECT_EQ(r.rc, 0) << r.out;
+}
+
+TEST(SftUntrained, SomePromptsPastSeqLenAreAWarningAndStepsCountTheirTargets) {
+  ASSERT_TRUE(fs::exists(zerotrain_binary()));
+  TempDir tmp;
+  const fs::path data = write_records(tmp.path(), 2, 2);
+  const ShellResult r = train(write_config(tmp.path(), data.string()));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("2 of 4 SFT samples have no target within their first 9 tokens"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(data.string() + ":3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(data.string() + ":4"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" | targets "), std::string::npos) << r.out;
+  std::ifstream metrics(tmp.path() / "run" / "metrics.jsonl");
+  std::string line;
+  int64_t targets = 0;
+  while (std::getline(metrics, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("target_tokens")) targets += j["target_tokens"].get<int64_t>();
+  }
+  EXPECT_GT(targets, 0);
+}
