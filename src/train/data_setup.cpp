@@ -92,20 +92,15 @@ void check_sft_windows(const io::UntrainedSamples& u, const config::TrainConfig&
                                        u.seq_len_needed, " tokens; at most the model's max_position_embeddings), ")
                                  : std::string();
   const std::string examples = join(u.examples) + (u.count > static_cast<int64_t>(u.examples.size()) ? "; ..." : "");
-  if (u.count == u.samples)
-    ZT_THROW_INPUT(c.source, ": data.train: none of the ", u.samples,
-                   " SFT samples has a target (a response token) "
-                   "within its first ",
-                   T + 1, " tokens (", examples,
-                   "): each sample is padded into a window of its "
-                   "own and cut at the end (data.packing: false; HF's truncation_side right), and every prompt fills "
-                   "data.seq_len ",
-                   T,
-                   ", so every label would be masked and the run would train nothing (loss 0 and "
-                   "grad norm 0 at every step). Fix: ",
-                   needed,
-                   "shorter prompts, or data.packing: true (packed "
-                   "windows keep every response token)");
+  if (u.count == u.samples) {
+    const std::string why = str(
+        "each sample is padded into a window of its own and cut at the end (data.packing: false; HF's "
+        "truncation_side right), and every prompt fills data.seq_len ",
+        T, ", so every label would be masked and the run would train nothing (loss 0 and grad norm 0 at every step)");
+    ZT_THROW_INPUT(c.source, ": data.train: none of the ", u.samples, " SFT samples has a target (a response token) ",
+                   "within its first ", T + 1, " tokens (", examples, "): ", why, ". Fix: ", needed,
+                   "shorter prompts, or data.packing: true (packed windows keep every response token)");
+  }
   if (main_rank)
     ZT_WARN(c.source, ": data.train: ", u.count, " of ", u.samples, " SFT samples have no target within their first ",
             T + 1, " tokens (the prompt fills data.seq_len ", T,

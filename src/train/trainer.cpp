@@ -292,9 +292,11 @@ TrainResult run_training(const config::TrainConfig& config) {
                                      ? std::llround(comm::sum_over_ranks(*run.comm, static_cast<double>(targets)))
                                      : targets * run.world_size();
     if (masked_labels && step_targets == 0 && main_rank && steps_without_targets++ < kStepsWithoutTargetsSaid)
-      ZT_WARN("step ", step + 1, ": no token of its batch is a target (every label is masked: its samples' ",
-              "responses lie past data.seq_len ", T, "; the data warning at start-up names such records), so it ",
-              "trains nothing",
+      ZT_WARN("step ", step + 1, ": no token of its batch is a target (every label is masked: ",
+              c.data.packing ? std::string("its windows hold prompt tokens only")
+                             : str("its samples' responses lie past data.seq_len ", T,
+                                   "; the data warning at start-up names such records"),
+              "), so it trains nothing",
               steps_without_targets == kStepsWithoutTargetsSaid ? " (further such steps are not said)" : "");
 
     // A skipped step leaves the schedule where it is, and counts as a global step.

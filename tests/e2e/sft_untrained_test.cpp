@@ -4,7 +4,8 @@
 // with the fix (it used to print `loss 0.0000 | grad norm 0.0000` at every step and write
 // an untrained model, exit 0), naming records by file:line (JSONL it prepares) or by shard
 // and sample (given shards); some without one are a warning naming them, and every step
-// line says how many tokens it trained on. Packed windows keep every response token.
+// line of SFT data says how many tokens it trained on. Packed windows keep every response
+// token.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -64,8 +65,8 @@ fs::path write_config(const fs::path& dir, const std::string& train, const std::
   return yaml;
 }
 
-ShellResult train(const fs::path& yaml, const std::string& args = "") {
-  return sh(zerotrain_binary() + " train " + yaml.string() + " --threads 1 " + args);
+ShellResult train(const fs::path& yaml) {
+  return sh(zerotrain_binary() + " train " + yaml.string() + " --threads 1");
 }
 
 }  // namespace
@@ -84,16 +85,6 @@ TEST(SftUntrained, EveryPromptPastSeqLenIsExitTwoWithTheFix) {
   EXPECT_NE(r.out.find("data.packing: true"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("step      1/2"), std::string::npos) << r.out;  // nothing trained
   EXPECT_FALSE(fs::exists(tmp.path() / "run" / "final"));
-
-  // The same samples as shards given to a run (prepared above): named by shard and sample.
-  TempDir again;
-  const fs::path shards = tmp.path() / "run" / "data";
-  ASSERT_TRUE(fs::exists(shards / "dataset.json"));
-  r = train(write_config(again.path(), shards.string(),
-                         ", tokenizer: '" + (tmp.path() / "run" / "tokenizer.json").string() + "'"));
-  EXPECT_EQ(r.rc, 2) << r.out;
-  EXPECT_NE(r.out.find("none of the 4 SFT samples"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("train_000000.bin, sample 0"), std::string::npos) << r.out;
 
   // Packed windows keep the response tokens: the run trains.
   TempDir packed;
@@ -119,4 +110,25 @@ TEST(SftUntrained, SomePromptsPastSeqLenAreAWarningAndStepsCountTheirTargets) {
     if (j.contains("target_tokens")) targets += j["target_tokens"].get<int64_t>();
   }
   EXPECT_GT(targets, 0);
+
+  // The same samples as shards given to a run: named by shard and sample.
+  const fs::path tokenizer = tmp.path() / "run" / "tokenizer.json";
+  const fs::path shards = tmp.path() / "run" / "data";
+  ASSERT_TRUE(fs::exists(shards / "dataset.json"));
+  TempDir again;
+  ShellResult s = train(write_config(again.path(), shards.string(), ", tokenizer: '" + tokenizer.string() + "'"));
+  EXPECT_EQ(s.rc, 0) << s.out;
+  EXPECT_NE(s.out.find("train_000000.bin, sample 2"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("train_000000.bin, sample 3"), std::string::npos) << s.out;
+  // Shards `zerotrain prepare` made of long prompts only: exit 2 at start-up.
+  const fs::path long_only = write_records(again.path(), 0, 3);
+  const fs::path prepared = again.path() / "long_shards";
+  s = sh(zerotrain_binary() + " prepare --tokenizer " + tokenizer.string() + " --out " + prepared.string() + " " +
+         long_only.string());
+  ASSERT_EQ(s.rc, 0) << s.out;
+  TempDir third;
+  s = train(write_config(third.path(), prepared.string(), ", tokenizer: '" + tokenizer.string() + "'"));
+  EXPECT_EQ(s.rc, 2) << s.out;
+  EXPECT_NE(s.out.find("none of the 3 SFT samples"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("train_000000.bin, sample 0"), std::string::npos) << s.out;
 }
