@@ -65,9 +65,7 @@ fs::path write_config(const fs::path& dir, const std::string& train, const std::
   return yaml;
 }
 
-ShellResult train(const fs::path& yaml) {
-  return sh(zerotrain_binary() + " train " + yaml.string() + " --threads 1");
-}
+ShellResult train(const fs::path& yaml) { return sh(zerotrain_binary() + " train " + yaml.string() + " --threads 1"); }
 
 }  // namespace
 
@@ -87,8 +85,9 @@ TEST(SftUntrained, EveryPromptPastSeqLenIsExitTwoWithTheFix) {
   EXPECT_FALSE(fs::exists(tmp.path() / "run" / "final"));
 
   // Packed windows keep the response tokens: the run trains.
-  TempDir packed;
-  r = train(write_config(packed.path(), data.string(), "", "  packing: true\n"));
+  const fs::path packed = tmp.path() / "packed";
+  fs::create_directories(packed);
+  r = train(write_config(packed, data.string(), "", "  packing: true\n"));
   EXPECT_EQ(r.rc, 0) << r.out;
 }
 
@@ -115,19 +114,21 @@ TEST(SftUntrained, SomePromptsPastSeqLenAreAWarningAndStepsCountTheirTargets) {
   const fs::path tokenizer = tmp.path() / "run" / "tokenizer.json";
   const fs::path shards = tmp.path() / "run" / "data";
   ASSERT_TRUE(fs::exists(shards / "dataset.json"));
-  TempDir again;
-  ShellResult s = train(write_config(again.path(), shards.string(), ", tokenizer: '" + tokenizer.string() + "'"));
+  const fs::path again = tmp.path() / "again";
+  fs::create_directories(again);
+  ShellResult s = train(write_config(again, shards.string(), ", tokenizer: '" + tokenizer.string() + "'"));
   EXPECT_EQ(s.rc, 0) << s.out;
   EXPECT_NE(s.out.find("train_000000.bin, sample 2"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("train_000000.bin, sample 3"), std::string::npos) << s.out;
   // Shards `zerotrain prepare` made of long prompts only: exit 2 at start-up.
-  const fs::path long_only = write_records(again.path(), 0, 3);
-  const fs::path prepared = again.path() / "long_shards";
+  const fs::path long_only = write_records(again, 0, 3);
+  const fs::path prepared = again / "long_shards";
   s = sh(zerotrain_binary() + " prepare --tokenizer " + tokenizer.string() + " --out " + prepared.string() + " " +
          long_only.string());
   ASSERT_EQ(s.rc, 0) << s.out;
-  TempDir third;
-  s = train(write_config(third.path(), prepared.string(), ", tokenizer: '" + tokenizer.string() + "'"));
+  const fs::path third = tmp.path() / "third";
+  fs::create_directories(third);
+  s = train(write_config(third, prepared.string(), ", tokenizer: '" + tokenizer.string() + "'"));
   EXPECT_EQ(s.rc, 2) << s.out;
   EXPECT_NE(s.out.find("none of the 3 SFT samples"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("train_000000.bin, sample 0"), std::string::npos) << s.out;
