@@ -106,6 +106,28 @@ StepTimes take_step_times(TrainingRun& run, double comm_seconds, int64_t steps) 
   return {t.forward_ms / n, t.backward_ms / n, t.optimizer_ms / n, 1e3 * comm_seconds / n};
 }
 
+// Rank 0's samples in the step just taken (SFT samples padded per window), named as the
+// start-up check names them ("SHARD, sample K"), for the warning about a step without
+// targets: its windows are the last grad_accum global batches before the loader's position.
+std::string step_samples(const TrainingRun& run) {
+  const io::BatchLoader& loader = *run.loader;
+  const int64_t global = run.micro_batch * run.world_size();
+  const int64_t end = static_cast<int64_t>(loader.state().position);
+  std::string names;
+  int64_t named = 0;
+  for (int64_t base = std::max<int64_t>(0, end - run.grad_accum * global); base < end; base += global) {
+    for (int64_t b = 0; b < run.micro_batch && named < 5; ++b, ++named) {
+      const auto [shard, start] = loader.window(base + b);
+      const std::string& path = run.data.train_shards[static_cast<size_t>(shard)];
+      const std::unique_ptr<io::TokenShard> file = io::open_token_shard(path);
+      const std::vector<int64_t>& starts = file->sample_starts();
+      const int64_t k = std::lower_bound(starts.begin(), starts.end(), start) - starts.begin();
+      names += (names.empty() ? "" : "; ") + path + ", sample " + std::to_string(k);
+    }
+  }
+  return names;
+}
+
 }  // namespace
 
 TrainResult run_training(const config::TrainConfig& config) {
@@ -293,9 +315,10 @@ TrainResult run_training(const config::TrainConfig& config) {
                                      : targets * run.world_size();
     if (masked_labels && step_targets == 0 && main_rank && steps_without_targets++ < kStepsWithoutTargetsSaid)
       ZT_WARN("step ", step + 1, ": no token of its batch is a target (every label is masked: ",
-              c.data.packing ? std::string("its windows hold prompt tokens only")
-                             : str("its samples' responses lie past data.seq_len ", T,
-                                   "; the data warning at start-up names such records"),
+              c.data.packing
+                  ? std::string("its windows hold prompt tokens only")
+                  : str("the responses of its samples (", step_samples(run), run.world_size() > 1 ? " on rank 0" : "",
+                        ") lie past data.seq_len ", T, "; the data warning at start-up names the records"),
               "), so it trains nothing",
               steps_without_targets == kStepsWithoutTargetsSaid ? " (further such steps are not said)" : "");
 

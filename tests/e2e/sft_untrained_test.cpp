@@ -53,15 +53,14 @@ fs::path write_records(const fs::path& dir, int short_prompts, int long_prompts)
 }
 
 fs::path write_config(const fs::path& dir, const std::string& train, const std::string& model_extra = "",
-                      const std::string& data_extra = "") {
+                      const std::string& data_extra = "", int batch = 2, int steps = 2) {
   const fs::path yaml = dir / "run.yaml";
   std::ofstream(yaml) << "model: {preset: tiny-gpt2" << model_extra << "}\ndata:\n  train: ['" << train
                       << "']\n  seq_len: 8\n  validation_fraction: 0\n"
-                      << data_extra
-                      << "per_device_train_batch_size: 2\ngradient_accumulation_steps: 1\n"
-                         "learning_rate: 1.0e-3\nmax_steps: 2\nsave_strategy: 'no'\nsteps_per_print: 1\nseed: 3\n"
-                         "output_dir: '"
-                      << (dir / "run").string() << "'\n";
+                      << data_extra << "per_device_train_batch_size: " << batch
+                      << "\ngradient_accumulation_steps: 1\nlearning_rate: 1.0e-3\nmax_steps: " << steps
+                      << "\nsave_strategy: 'no'\nsteps_per_print: 1\nseed: 3\noutput_dir: '" << (dir / "run").string()
+                      << "'\n";
   return yaml;
 }
 
@@ -132,4 +131,18 @@ TEST(SftUntrained, SomePromptsPastSeqLenAreAWarningAndStepsCountTheirTargets) {
   EXPECT_EQ(s.rc, 2) << s.out;
   EXPECT_NE(s.out.find("none of the 3 SFT samples"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("train_000000.bin, sample 0"), std::string::npos) << s.out;
+}
+
+// One sample per step, 3 of 4 without a target: each such step is a warning naming its
+// sample (the first three), and its step line says it trained on 0 tokens.
+TEST(SftUntrained, AStepWithoutTargetsIsAWarningNamingItsSamples) {
+  ASSERT_TRUE(fs::exists(zerotrain_binary()));
+  TempDir tmp;
+  const fs::path data = write_records(tmp.path(), 1, 3);
+  const ShellResult r = train(write_config(tmp.path(), data.string(), "", "", 1, 4));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("no token of its batch is a target"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("train_000000.bin, sample "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(further such steps are not said)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" | targets 0"), std::string::npos) << r.out;
 }
