@@ -88,7 +88,10 @@ class Accelerator {
   // one optimizer update with the scheduled learning rate; either way global_step()
   // advances by one. Returns whether the weights were updated: false on overflow (the
   // step is skipped and the schedule does not advance, but it counts as a global step,
-  // as in DeepSpeed) and away from a boundary (nothing happens, no step counted).
+  // as in DeepSpeed) and away from a boundary (nothing happens, no step counted). Non-finite
+  // gradients in a run that does not skip them (fp32; bf16 without check_grad_overflow),
+  // or 3 skipped steps in a row without a dynamic loss scale, throw (exit code 2) before
+  // any update, as `zerotrain train` stops (docs/checkpoints.md, "Non-finite values").
   bool step();
   // Clears the gradients at a boundary (after step()); does nothing mid-accumulation.
   void zero_grad();

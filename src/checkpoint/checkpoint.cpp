@@ -126,14 +126,17 @@ std::string save_checkpoint(const std::string& root_str, const model::ParameterR
                ", ", want + part, ")");
       if (s.io) {
         const DType dtype = s.data.dtype();
-        sources.push_back({s.name, dtype, {part}, [io = s.io, at = want - s.begin, part, dtype](void* dst) {
+        sources.push_back({s.name, dtype, {part}, [io = s.io, at = want - s.begin, part, dtype, n = s.name](void* dst) {
                              io->read(at, Tensor(dst, {part}, dtype));
+                             check_saved_finite(n, Tensor(dst, {part}, dtype));
                            }});
         continue;
       }
       const Tensor slice = flat_slice(s.data, want - s.begin, part);
-      sources.push_back({s.name, slice.dtype(), slice.shape(),
-                         [slice](void* dst) { ops::copy(Tensor(dst, slice.shape(), slice.dtype()), slice); }});
+      sources.push_back({s.name, slice.dtype(), slice.shape(), [slice, n = s.name](void* dst) {
+                           ops::copy(Tensor(dst, slice.shape(), slice.dtype()), slice);
+                           check_saved_finite(n, Tensor(dst, slice.shape(), slice.dtype()));
+                         }});
     }
     io::write_safetensors((tmp_dir / shard_name(r)).string(), sources,
                           {{"format", kCheckpointFormat}, {"rank", std::to_string(r)}});
@@ -355,6 +358,7 @@ CheckpointState load_checkpoint(const std::string& dir, const model::ParameterRe
       // false) run rounds to nearest even, bf16 state into an f32 one widens exactly.
       const Tensor src = checked_shard_tensor(m, reader(r), t.name, r);
       const Tensor piece = flat_slice(src, s_lo - r * part, s_hi - s_lo);
+      check_loaded_finite(m.shard_path(r), t.name, piece);
       if (t.io) {
         // Swapped state: the piece in the target's dtype, written in place.
         OwnedTensor converted({s_hi - s_lo}, t.data.dtype());

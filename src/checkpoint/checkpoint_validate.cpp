@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "ops/elementwise.h"
 
 namespace zt::checkpoint {
 namespace fs = std::filesystem;
@@ -53,9 +54,8 @@ struct Fields {
     return integer(j.at(key), field, lo, hi);
   }
 
-  uint64_t unsigned_or(const json& j, const char* key, const std::string& field) const {
-    if (!j.is_object() || !j.contains(key)) return 0;
-    const json& v = j.at(key);
+  uint64_t unsigned_integer(const json& j, const char* key, const std::string& field) const {
+    const json& v = at(j, key, field);
     if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
       bad(field, "must be a non-negative integer (got " + v.dump() + ")");
     return v.get<uint64_t>();
@@ -181,40 +181,42 @@ CheckpointManifest read_checkpoint_manifest(const std::string& dir) {
   if (!j.is_object() || !j.contains("format") || j.at("format") != kCheckpointFormat)
     ZT_THROW_INPUT("'", m.path, "' is not a zerotrain checkpoint manifest (no \"format\": \"", kCheckpointFormat,
                    "\")");
-  const int64_t version = f.integer_or(j, "version", "version", 0, std::numeric_limits<int>::max(), kCheckpointVersion);
+  // Every field a resume restores is required: version 1 has written all of them since
+  // its first release, so a manifest without one is damaged or hand-edited, and a default
+  // (data position 0, micro step 0, seed 0) would resume silently on other data, dropout
+  // masks or state. Only extra.optimizer_steps came later (fp16 skipped steps): without
+  // it the step count is the update count, as it was before.
+  const int64_t version = f.integer(j, "version", "version", 0, std::numeric_limits<int>::max());
   if (version != kCheckpointVersion)
     f.bad("version",
           "is " + std::to_string(version) + "; this zerotrain reads version " + std::to_string(kCheckpointVersion));
   m.world_size = static_cast<int>(f.integer(j, "world_size", "world_size", 1, kMaxCheckpointWorldSize));
-  m.zero_stage = static_cast<int>(f.integer_or(j, "zero_stage", "zero_stage", 0, 3, 0));
+  m.zero_stage = static_cast<int>(f.integer(j, "zero_stage", "zero_stage", 0, 3));
   m.step = f.integer(j, "step", "step", 0, kMaxCount);
-  m.micro_steps = f.integer_or(j, "micro_steps", "micro_steps", 0, kMaxCount, 0);
-  const std::string dt = j.contains("param_dtype") ? f.string(j, "param_dtype", "param_dtype") : "f32";
+  m.micro_steps = f.integer(j, "micro_steps", "micro_steps", 0, kMaxCount);
+  const std::string dt = f.string(j, "param_dtype", "param_dtype");
   if (dt != "f32" && dt != "bf16" && dt != "f16") f.bad("param_dtype", "is '" + dt + "'; expected f32, bf16 or f16");
   m.param_dtype = parse_dtype(dt);
   read_units(f, j, m);
 
-  if (j.contains("optimizer_state")) {
-    const json& os = f.array(j, "optimizer_state", "optimizer_state");
-    for (size_t i = 0; i < os.size(); ++i) {
-      const std::string field = "optimizer_state[" + std::to_string(i) + "]";
-      if (!os[i].is_string()) f.bad(field, "must be a string");
-      const std::string name = os[i].get<std::string>();
-      if (name.find('.') == std::string::npos || !m.find_unit(unit_of_tensor(name)) || ends_with(name, ".params"))
-        f.bad(field, "is '" + name + "', not '<unit>.<state>' of a unit in 'units'");
-      m.optimizer_state.push_back(name);
-    }
+  const json& os = f.array(j, "optimizer_state", "optimizer_state");
+  for (size_t i = 0; i < os.size(); ++i) {
+    const std::string field = "optimizer_state[" + std::to_string(i) + "]";
+    if (!os[i].is_string()) f.bad(field, "must be a string");
+    const std::string name = os[i].get<std::string>();
+    if (name.find('.') == std::string::npos || !m.find_unit(unit_of_tensor(name)) || ends_with(name, ".params"))
+      f.bad(field, "is '" + name + "', not '<unit>.<state>' of a unit in 'units'");
+    m.optimizer_state.push_back(name);
   }
-  if (j.contains("data")) {
-    const json& d = j.at("data");
-    if (!d.is_object()) f.bad("data", "must be an object");
-    m.data_epoch = f.unsigned_or(d, "epoch", "data.epoch");
-    m.data_position = f.unsigned_or(d, "position", "data.position");
-  }
-  m.seed = f.unsigned_or(j, "seed", "seed");
+  const json& d = f.at(j, "data", "data");
+  if (!d.is_object()) f.bad("data", "must be an object");
+  m.data_epoch = f.unsigned_integer(d, "epoch", "data.epoch");
+  m.data_position = f.unsigned_integer(d, "position", "data.position");
+  m.seed = f.unsigned_integer(j, "seed", "seed");
+  f.at(j, "loss_scaler", "loss_scaler");  // null without fp16, but always written
   read_loss_scaler(f, j, m);
   m.extra = json::object();
-  if (j.contains("extra") && !j.at("extra").is_null()) {
+  if (!f.at(j, "extra", "extra").is_null()) {
     if (!j.at("extra").is_object()) f.bad("extra", "must be an object");
     m.extra = j.at("extra");
     f.integer_or(m.extra, "optimizer_steps", "extra.optimizer_steps", 0, m.step, 0);
@@ -283,6 +285,22 @@ Tensor checked_shard_tensor(const CheckpointManifest& m, const io::SafetensorsRe
                    "; the manifest says ", any_float ? std::string("a float type") : std::string(dtype_name(want)),
                    " [", u->part, "] (rank ", rank, "'s slice; shards of another checkpoint mixed in, or damaged?)");
   return shard.tensor(tensor);
+}
+
+void check_loaded_finite(const std::string& shard_path, const std::string& tensor, const Tensor& piece) {
+  if (piece.numel() == 0 || ops::all_finite(piece)) return;
+  ZT_THROW_INPUT("'", shard_path, "': tensor '", tensor,
+                 "' holds non-finite values (NaN or Inf): this checkpoint's weights or optimizer state are "
+                 "broken (saved by a run that diverged, or damaged); resume from an earlier checkpoint "
+                 "(--resume DIR)");
+}
+
+void check_saved_finite(const std::string& tensor, const Tensor& data) {
+  if (data.numel() == 0 || ops::all_finite(data)) return;
+  ZT_THROW_INPUT("tensor '", tensor,
+                 "' holds non-finite values (NaN or Inf): a checkpoint of non-finite weights or state is not "
+                 "saved, and the earlier checkpoints are kept (the weights went non-finite: a learning rate too "
+                 "high, or damaged optimizer state; resume from the newest checkpoint with a lower learning rate)");
 }
 
 bool checkpoint_complete(const std::string& dir, std::string* why) {

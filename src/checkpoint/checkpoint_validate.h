@@ -87,6 +87,15 @@ DType expected_shard_dtype(const CheckpointManifest& m, const std::string& tenso
 Tensor checked_shard_tensor(const CheckpointManifest& m, const io::SafetensorsReader& shard, const std::string& tensor,
                             int rank);
 
+// Non-finite values (NaN/Inf) in what a checkpoint holds: NaN weights or state would train
+// on as NaN (or be exported as such), so none is ever loaded or saved.
+// A piece of shard tensor `tensor` read from `shard_path` (host): BadInput naming both.
+void check_loaded_finite(const std::string& shard_path, const std::string& tensor, const Tensor& piece);
+// What a save is about to write for `tensor` (host): BadInput naming it; the save then
+// fails before anything is renamed into place, so `latest` and the checkpoints that keep_last
+// keeps are the earlier, finite ones.
+void check_saved_finite(const std::string& tensor, const Tensor& data);
+
 // Whether `dir` holds a checkpoint that validates: its manifest, and every rank's shard
 // present, whole (not truncated) and holding each tensor a resume reads with the dtype and
 // length the manifest gives; `why` gets the reason when not. Never throws for bad files.

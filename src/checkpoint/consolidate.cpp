@@ -18,6 +18,7 @@
 #include "model/lora.h"
 #include "model/lora_adapter.h"
 #include "model/transformer.h"
+#include "ops/elementwise.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_validate.h"
 
@@ -130,8 +131,18 @@ ConsolidateSummary consolidate_checkpoint(const std::string& checkpoint, const s
       // Rank r holds [r*part, (r+1)*part); the tail past numel is the saving run's padding.
       const int64_t begin = r * part;
       const int64_t n = std::min(part, unit.numel() - begin);
-      if (n > 0) flat.narrow(0, begin, n).copy_from(src.narrow(0, 0, n));
+      if (n <= 0) continue;
+      check_loaded_finite(m.shard_path(r), name, src.narrow(0, 0, n));
+      flat.narrow(0, begin, n).copy_from(src.narrow(0, 0, n));
     }
+    // Finite weights may still overflow a narrower output dtype (f32 beyond f16's 65504):
+    // no file of inf weights is written.
+    for (const model::ParamEntry& p : unit.params())
+      if (!ops::all_finite(p.value))
+        ZT_THROW_INPUT("consolidate: parameter '", p.name(), "' of ", summary.checkpoint_dir, " overflows ",
+                       dtype_name(options.dtype),
+                       " (values beyond its range become Inf); nothing was written: "
+                       "consolidate with --dtype bf16 or f32");
     if (options.on_unit) options.on_unit({i, registry.size(), unit.name(), summary.source, unit.numel()});
   }
 

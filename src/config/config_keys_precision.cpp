@@ -66,7 +66,7 @@ std::vector<Bf16Key> make_bf16_table() {
       row<F>("enabled", B, 0, "false", kNoMinimum, AutoRule::RunPrecision, R, &F::enabled, "resolved (auto ok)"),
       row<F>("check_grad_overflow", B, 1, "true", kNoMinimum, AutoRule::None, R, &F::check_grad_overflow,
              "resolved: a bf16 step whose gradients hold inf/nan is skipped (no update, no LR step; a global step all "
-             "the same)"),
+             "the same); 3 in a row stop the run (exit 2); false: the first one stops it"),
       accepted<F>("immediate_grad_update", 0, "false", &F::immediate_grad_update,
                   "gradients are applied at the boundary",
                   "accepted: updates happen at the accumulation boundary (warning when true)"),

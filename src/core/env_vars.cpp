@@ -52,6 +52,9 @@ const std::vector<EnvVarSpec>& env_var_table() {
        "R: only rank R raises ZT_TEST_SIGNALS' signals (default: every rank)"},
       {EnvVar::TestStallSaveS, "ZT_TEST_STALL_SAVE_S", A::Test, "core/fail_point.cpp",
        "N: sleep N seconds before each checkpoint save (a slow disk, for the stop grace timeout)"},
+      {EnvVar::TestNanAtStep, "ZT_TEST_NAN_AT_STEP", A::Test, "core/fail_point.cpp (train/step_protocol.cpp)",
+       "S (or S+: from S on): global step S's gradients are NaN (a NaN scale in its backward), as bad weights make "
+       "them"},
       {EnvVar::TestNoRenameExchange, "ZT_TEST_NO_RENAME_EXCHANGE", A::Test, "core/fail_point.cpp (io/staging_dir.cpp)",
        "=1: act as if renameat2(RENAME_EXCHANGE) were unsupported (the fallback of NFS and other file systems)"},
       {EnvVar::TestHostMemoryBytes, "ZT_TEST_HOST_MEMORY_BYTES", A::Test, "core/fail_point.cpp (core/memory_info.cpp)",

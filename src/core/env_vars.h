@@ -32,6 +32,7 @@ enum class EnvVar {
   TestSignals,
   TestSignalsRank,
   TestStallSaveS,
+  TestNanAtStep,
   TestNoRenameExchange,
   TestHostMemoryBytes,
   TestDriveFreeBytes,

@@ -63,6 +63,14 @@ void fail_point(const char* point, const char* detail) {
   std::raise(SIGKILL);  // as a crash would: no destructors, no cleanup
 }
 
+bool nan_gradients_at(int64_t step) {
+  const char* at = env_value(EnvVar::TestNanAtStep);
+  if (at == nullptr || *at == '\0' || !first_attempt()) return false;
+  char* end = nullptr;
+  const long long from = std::strtoll(at, &end, 10);
+  return end && *end == '+' ? step >= from : step == from;  // "S+": every step from S on
+}
+
 bool simulated(Simulated condition) {
   switch (condition) {
     case Simulated::NoRenameExchange:

@@ -28,6 +28,11 @@
 //   ZT_TEST_SIGNALS_RANK=R   only rank R raises them (default: every rank)
 //   ZT_TEST_STALL_SAVE_S=N   sleep N seconds before each save (a slow disk, for the grace timeout)
 //
+// Non-finite gradients (nan_gradients_at()): ZT_TEST_NAN_AT_STEP=S runs the backward of
+// global step S (1-based) with a NaN gradient scale, so every gradient of that step is NaN,
+// as NaN weights, data or optimizer state make them (the step protocol's stop or skip);
+// ZT_TEST_NAN_AT_STEP=S+ does so for every step from S on.
+//
 // Simulated conditions (simulated(), simulated_host_memory()): a test makes the code take
 // the path it takes on another machine or file system. They are not faults and do not
 // depend on the attempt.
@@ -55,6 +60,10 @@ enum class TrainPoint {
   Save,              // fail point train.save@rank<R>.step<S>; signals save@S, then the stall
   SampleToken,       // fail point train.sample_token@rank<R>.token<N>; signals sample@N (`step` is N)
 };
+
+// Whether global step `step`'s gradients are to be NaN (ZT_TEST_NAN_AT_STEP; a drill:
+// the first attempt only, one environment lookup per call).
+bool nan_gradients_at(int64_t step);
 
 enum class Simulated { NoRenameExchange, CorruptBenchResult };
 bool simulated(Simulated condition);

@@ -306,6 +306,9 @@ PrepareSummary prepare_dataset(const PrepareOptions& o, const Tokenizer& tokeniz
           e.sample.ids = std::move(ids);
           e.sample.mask.assign(e.sample.ids.size(), 1);
         }
+        if (o.sft_window > 0 && !is_val)
+          count_untrained(s.untrained, e.sample.mask.data(), static_cast<int64_t>(e.sample.mask.size()), o.sft_window,
+                          [&] { return docs[k].where; });
         sink.append_sample(e.sample.ids, e.sample.mask);
       }
       e = {};

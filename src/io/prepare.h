@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "io/sft_record.h"
+
 namespace zt::io {
 
 class Tokenizer;
@@ -38,6 +40,10 @@ struct PrepareOptions {
   std::string chat_template;
   std::string chat_template_option = "--chat-template";
   BadRecords bad_records = BadRecords::Fail;
+  // > 0: each training SFT sample is checked as cut to this many tokens (a training run's
+  // padded windows, seq_len + 1): PrepareSummary::untrained names the records left without
+  // a target.
+  int64_t sft_window = 0;
 };
 
 struct PrepareSummary {
@@ -49,10 +55,11 @@ struct PrepareSummary {
   int64_t bytes = 0;  // input text bytes
   double seconds = 0;
   std::vector<std::string> shards;  // written files, final paths
-  bool sft = false;                  // SFT records: version 2 shards with a loss mask and samples
-  int64_t skipped_records = 0;       // with BadRecords::Skip
-  int64_t kinds[4] = {0, 0, 0, 0};   // records per io::RecordKind (SFT)
-  std::string chat_template;         // the template's origin, when a conversation used one
+  bool sft = false;                 // SFT records: version 2 shards with a loss mask and samples
+  int64_t skipped_records = 0;      // with BadRecords::Skip
+  int64_t kinds[4] = {0, 0, 0, 0};  // records per io::RecordKind (SFT)
+  std::string chat_template;        // the template's origin, when a conversation used one
+  UntrainedSamples untrained;       // with sft_window: the training samples' check
   double mb_per_s() const { return seconds > 0 ? static_cast<double>(bytes) / 1e6 / seconds : 0.0; }
 };
 

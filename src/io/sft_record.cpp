@@ -18,12 +18,14 @@
 // does); one that does not is an error naming it.
 #include "io/sft_record.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "io/bounded_file.h"
+#include "io/token_dataset.h"
 #include "io/tokenizer.h"
 
 namespace zt::io {
@@ -258,6 +260,37 @@ SftEncoder::Rendered SftEncoder::rendered(const json& r, RecordKind kind) const 
   }
   if (spans.empty()) ZT_THROW_INPUT("the conversation has no assistant turn to train on");
   return {full, std::move(spans), true};
+}
+
+int64_t first_target(const uint8_t* mask, int64_t n) {
+  for (int64_t i = 1; i < n; ++i)
+    if (mask[i]) return i;
+  return -1;
+}
+
+UntrainedSamples untrained_samples(const std::vector<std::string>& shards, int64_t window) {
+  UntrainedSamples u;
+  std::vector<uint8_t> mask;
+  for (const std::string& path : shards) {
+    const std::unique_ptr<TokenShard> shard = open_token_shard(path);
+    if (!shard->has_loss_mask()) continue;
+    const std::vector<int64_t>& starts = shard->sample_starts();
+    for (size_t k = 0; k < starts.size(); ++k) {
+      const int64_t len = (k + 1 < starts.size() ? starts[k + 1] : shard->size()) - starts[k];
+      // The window first (all that most samples need), the whole sample only when its
+      // window has no target: where its first target is tells the seq_len that trains it.
+      int64_t n = std::min(len, window);
+      mask.resize(static_cast<size_t>(n));
+      if (n > 0) shard->read_mask(starts[k], n, mask.data());
+      if (first_target(mask.data(), n) < 0 && len > n) {
+        n = len;
+        mask.resize(static_cast<size_t>(n));
+        shard->read_mask(starts[k], n, mask.data());
+      }
+      count_untrained(u, mask.data(), n, window, [&] { return path + ", sample " + std::to_string(k); });
+    }
+  }
+  return u;
 }
 
 }  // namespace zt::io

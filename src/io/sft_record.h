@@ -85,6 +85,38 @@ class SftEncoder {
   ChatTemplateContext ctx_;
 };
 
+// SFT samples that train nothing once cut to a window (data.packing: false pads each sample
+// into a window of seq_len + 1 tokens, cut at the end): their first target — a token with
+// mask 1 at index >= 1, token 0 having no previous token to predict it from — lies past
+// the window, because the prompt fills it. Every label of such a sample is masked: its
+// loss and gradient are 0.
+struct UntrainedSamples {
+  int64_t samples = 0;                // samples looked at
+  int64_t count = 0;                  // of them, with no target within the window
+  std::vector<std::string> examples;  // the first few of those: a record's "FILE:LINE", or "SHARD, sample K"
+  int64_t seq_len_needed = 0;         // the smallest seq_len that gives each of them a target (0: none would)
+  static constexpr size_t kMaxExamples = 5;
+};
+
+// The index of a sample's first target (>= 1), or -1 when it has none.
+int64_t first_target(const uint8_t* mask, int64_t n);
+
+// Counts one sample of n tokens, cut to `window` tokens, into `u`; `where` names it (called
+// only for the first few without a target).
+template <class Where>
+void count_untrained(UntrainedSamples& u, const uint8_t* mask, int64_t n, int64_t window, Where&& where) {
+  ++u.samples;
+  const int64_t first = first_target(mask, n);
+  if (first >= 1 && first < window) return;
+  if (u.count++ < static_cast<int64_t>(UntrainedSamples::kMaxExamples)) u.examples.push_back(where());
+  if (first >= 1 && first > u.seq_len_needed) u.seq_len_needed = first;  // window seq_len + 1 > first
+}
+
+// The samples of version 2 (SFT) shards, each cut to `window` tokens (plain shards have
+// none: samples == 0). Reads each sample's mask within the window, and the rest of it only
+// when the window holds no target. BadInput when a shard is malformed.
+UntrainedSamples untrained_samples(const std::vector<std::string>& shards, int64_t window);
+
 // The chat template beside a tokenizer: DIR/chat_template.jinja, else tokenizer_config.json's
 // chat_template (a string, or a list of {name, template}: the "default" one). Sets `origin`;
 // "" when there is none.

@@ -247,6 +247,12 @@ void ModelConfig::validate(const std::string& source) const {
     ZT_THROW_INPUT(source, ": head_dim (", head_dim, ") must be even for rotary embeddings");
   for (float p : {embd_pdrop, resid_pdrop, attn_pdrop})
     if (!(p >= 0.0f && p < 1.0f)) ZT_THROW_INPUT(source, ": dropout probabilities must be in [0, 1)");
+  // The norm divides by sqrt(variance + eps): a negative eps gives NaN for rows of small
+  // variance (a zero one 1/0) from the first step on.
+  if (!(std::isfinite(norm_eps) && norm_eps > 0.0f))
+    ZT_THROW_INPUT(source, ": ", family == Family::GPT2 ? "layer_norm_epsilon" : "rms_norm_eps", " is ", norm_eps,
+                   "; it must be a small positive number (HF's defaults: ", family == Family::GPT2 ? "1e-5" : "1e-6",
+                   ")");
 }
 
 ModelConfig config_from_hf_json(const json& j, const std::string& source) {

@@ -25,6 +25,7 @@
 #include "io/safetensors.h"
 #include "model/hf_names.h"
 #include "ops/copy.h"
+#include "ops/elementwise.h"
 
 namespace zt::model {
 namespace {
@@ -413,8 +414,11 @@ HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConf
     Tensor src, dst;
     enum class Kind { Copy, Zero, Transpose, Convert } kind;
     int64_t begin, end;  // Copy, Zero: bytes; Transpose: source rows; Convert: unused (whole tensor)
+    size_t tensor;       // index into `sources`, for the error
   };
   std::vector<Job> jobs;
+  // Each loaded tensor's file and name: a NaN/Inf weight is an error naming them.
+  std::vector<std::pair<const SafetensorsReader*, std::string>> sources;
   registry.for_each([&](model::Unit& unit, model::ParamEntry& e) {
     if (!selected(unit)) return;
     if (!unit.has_params())
@@ -434,55 +438,81 @@ HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConf
                      "; a floating dtype (F32, BF16, F16) is needed");
     const Tensor src = reader->tensor(fname);  // throws Unsupported for F64, I8, ...
     check_host_contiguous(e.value, "destination");
+    const size_t tensor = sources.size();
+    sources.emplace_back(reader, fname);
     const size_t es = dtype_size(src.dtype());
     const bool aligned = reinterpret_cast<uintptr_t>(src.data()) % es == 0;
     constexpr int64_t kChunk = 4 << 20;  // bytes per job
     if (src.dtype() == e.value.dtype() && aligned && !l.transposed) {
       const int64_t bytes = static_cast<int64_t>(src.nbytes());
       for (int64_t b = 0; b < bytes; b += kChunk)
-        jobs.push_back({&e.spec, src, e.value, Job::Kind::Copy, b, std::min(bytes, b + kChunk)});
+        jobs.push_back({&e.spec, src, e.value, Job::Kind::Copy, b, std::min(bytes, b + kChunk), tensor});
       const int64_t total = static_cast<int64_t>(e.value.nbytes());
-      if (total > bytes) jobs.push_back({&e.spec, src, e.value, Job::Kind::Zero, bytes, total});  // vocab padding
+      if (total > bytes)
+        jobs.push_back({&e.spec, src, e.value, Job::Kind::Zero, bytes, total, tensor});  // vocab padding
     } else if (src.dtype() == e.value.dtype() && aligned && l.shape.size() == 2 && e.spec.shape == reversed(l.shape)) {
       const int64_t R = l.shape[0], C = l.shape[1];
       const int64_t rows = std::max<int64_t>(64, kChunk / std::max<int64_t>(1, C * static_cast<int64_t>(es)) / 64 * 64);
       for (int64_t r = 0; r < R; r += rows)
-        jobs.push_back({&e.spec, src, e.value, Job::Kind::Transpose, r, std::min(R, r + rows)});
+        jobs.push_back({&e.spec, src, e.value, Job::Kind::Transpose, r, std::min(R, r + rows), tensor});
     } else {
-      jobs.push_back({&e.spec, src, e.value, Job::Kind::Convert, 0, 0});
+      jobs.push_back({&e.spec, src, e.value, Job::Kind::Convert, 0, 0, tensor});
     }
     ++report.loaded;
   });
   std::exception_ptr error;
   const int64_t njobs = static_cast<int64_t>(jobs.size());
+  // NaN/Inf weights would train on as NaN: each job checks what it copies, while the bytes
+  // are in cache (the source of a copy or transpose; the result of a conversion, which also
+  // catches values beyond a narrower dtype's range).
+  std::vector<char> non_finite(jobs.size(), 0);
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t j = 0; j < njobs; ++j) {
     const Job& job = jobs[static_cast<size_t>(j)];
+    const size_t es = dtype_size(job.src.dtype());
     try {
+      bool finite = true;
       switch (job.kind) {
-        case Job::Kind::Copy:
-          copy_streaming(static_cast<char*>(job.dst.data()) + job.begin,
-                         static_cast<const char*>(job.src.data()) + job.begin,
+        case Job::Kind::Copy: {
+          const char* from = static_cast<const char*>(job.src.data()) + job.begin;
+          finite = ops::all_finite(
+              Tensor(const_cast<char*>(from), {(job.end - job.begin) / static_cast<int64_t>(es)}, job.src.dtype()));
+          copy_streaming(static_cast<char*>(job.dst.data()) + job.begin, from,
                          static_cast<size_t>(job.end - job.begin));
           break;
+        }
         case Job::Kind::Zero:
           std::memset(static_cast<char*>(job.dst.data()) + job.begin, 0, static_cast<size_t>(job.end - job.begin));
           break;
         case Job::Kind::Transpose: {
           const int64_t R = job.src.shape()[0], C = job.src.shape()[1];
-          transpose_rows(job.src.data(), job.dst.data(), R, C, job.begin, job.end, dtype_size(job.src.dtype()));
+          const char* rows = static_cast<const char*>(job.src.data()) + job.begin * C * static_cast<int64_t>(es);
+          finite = ops::all_finite(Tensor(const_cast<char*>(rows), {(job.end - job.begin) * C}, job.src.dtype()));
+          transpose_rows(job.src.data(), job.dst.data(), R, C, job.begin, job.end, es);
           break;
         }
         case Job::Kind::Convert:
           from_hf_layout(config, *job.spec, job.src, job.dst);
+          finite = ops::all_finite(job.dst);
           break;
       }
+      non_finite[static_cast<size_t>(j)] = !finite;
     } catch (...) {
 #pragma omp critical(zt_hf_load_error)
       if (!error) error = std::current_exception();
     }
   }
   if (error) std::rethrow_exception(error);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (!non_finite[j]) continue;
+    const auto& [reader, fname] = sources[jobs[j].tensor];
+    ZT_THROW_INPUT(reader->path(), ": tensor '", fname, "' holds non-finite values (NaN or Inf)",
+                   jobs[j].kind == Job::Kind::Convert
+                       ? str(", or values beyond ", dtype_name(jobs[j].dst.dtype()), "'s range")
+                       : std::string(),
+                   ": the weights are broken (saved by a run that diverged, or damaged in a download or copy); "
+                   "use another copy of the model");
+  }
   return report;
 }
 
@@ -559,6 +589,12 @@ void load_hf_unit_slice(const ModelConfig& config, const std::string& path, cons
       from_hf_layout(config, p.spec, src, full);
       ops::copy(dst, full->reshape({p.numel()}).narrow(0, first, hi - lo));
     }
+    // As load_hf_weights: NaN/Inf weights (or values past the slice's dtype) are refused.
+    if (!ops::all_finite(dst))
+      ZT_THROW_INPUT(reader->path(), ": tensor '", fname, "' holds non-finite values (NaN or Inf), or values beyond ",
+                     dtype_name(out.dtype()),
+                     "'s range: the weights are broken (saved by a run that diverged, "
+                     "or damaged in a download or copy); use another copy of the model");
   }
 }
 

@@ -1,6 +1,7 @@
 // Merging a PEFT LoRA adapter into its base model (see lora_merge.h).
 #include "model/lora_merge.h"
 
+#include <cmath>
 #include <filesystem>
 
 #include "core/error.h"
@@ -10,6 +11,7 @@
 #include "model/hf_weights.h"
 #include "model/lora_adapter.h"
 #include "model/weights.h"
+#include "ops/elementwise.h"
 
 namespace zt::model {
 namespace {
@@ -53,6 +55,25 @@ void add_delta(const ParamEntry& entry, const LoraFactors& f, double scaling) {
       wij = static_cast<float>(wij + scaling * row[static_cast<size_t>(j)]);
     }
   }
+}
+
+// A merged weight must be finite in the output's dtype: a NaN/Inf in the adapter (or a
+// delta past f16's range) would otherwise be written as the merged model.
+void check_merged_finite(const ParamEntry& entry, const std::string& adapter_weights, const char* what) {
+  if (!ops::all_finite(entry.value))
+    ZT_THROW_INPUT(adapter_weights, ": merging ", what, " into '", entry.name(),
+                   "' gives non-finite values (NaN or Inf): the adapter's tensors hold NaN/Inf (saved by a run "
+                   "that diverged, or damaged); nothing was written");
+}
+
+void check_fits_dtype(const ParamEntry& entry, DType dtype) {
+  if (dtype != DType::F16) return;  // bf16 has f32's range
+  const float* v = entry.value.data_as<float>();
+  for (int64_t i = 0; i < entry.value.numel(); ++i)
+    if (std::fabs(v[i]) > 65504.0f)
+      ZT_THROW_INPUT("lora merge: the merged '", entry.name(), "' holds ", v[i],
+                     ", beyond f16's range (it would be written as Inf); nothing was written: merge with --dtype "
+                     "bf16 or f32");
 }
 
 bool has_tokenizer(const std::string& dir) {
@@ -108,6 +129,7 @@ LoraMergeSummary merge_lora_into(Transformer& base, const LoraAdapter& adapter, 
     if (value->shape() != layout.shape)
       ZT_THROW_INPUT(weights, ": tensor ", name, " (trained bias or modules_to_save) does not have the base's shape");
     from_hf_layout(config, entry->spec, value, entry->value);
+    check_merged_finite(*entry, weights, "its trained copy");
     ++s.replaced;
   }
   size_t next = 0;
@@ -118,6 +140,7 @@ LoraMergeSummary merge_lora_into(Transformer& base, const LoraAdapter& adapter, 
       ParamEntry* entry = registry.find(name);
       ZT_CHECK(entry != nullptr, "no registry entry ", name);
       add_delta(*entry, f, s.scaling);
+      check_merged_finite(*entry, weights, "the LoRA delta");
       ++s.modules;
     }
     if (on_layer) on_layer({l, config.num_layers});
@@ -140,6 +163,11 @@ LoraMergeSummary merge_lora(const std::string& base_dir, const std::string& adap
   LoraMergeSummary s = merge_lora_into(*model, adapter, adapter_dir, options.on_layer);
   s.untied_head = adapter_unties_head(adapter, config);
   s.dtype = options.dtype_given ? options.dtype : base_files_dtype(base_dir);
+  // Only the weights the adapter changed can leave the base's range.
+  ParameterRegistry& merged = model->registry();
+  for (const auto& [name, value] : adapter.replaced) check_fits_dtype(*merged.find(name), s.dtype);
+  for (const LoraFactors& f : adapter.factors)
+    check_fits_dtype(*merged.find(lora_module_path(model->config(), f.layer, f.module.name) + ".weight"), s.dtype);
 
   SavePretrainedOptions so;
   so.dtype = s.dtype;

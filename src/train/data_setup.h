@@ -3,6 +3,7 @@
 // tokenizer (as `zerotrain prepare` would), holding out a share of the documents for
 // validation when no validation set is named.
 #pragma once
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -24,7 +25,11 @@ struct DataSetup {
 config::TrainConfig config_reading_prepared_files(const config::TrainConfig& config,
                                                   const std::filesystem::path& output_dir);
 
+// seq_len: the run's window. SFT samples padded into windows of their own (data.packing:
+// false) keep their first seq_len + 1 tokens: when none keeps a target (every prompt fills
+// the window) nothing would train, BadInput with the fix; some without one are a warning
+// (on the main rank) naming their records.
 DataSetup setup_data(const config::TrainConfig& config, const io::Tokenizer& tokenizer,
-                     const std::filesystem::path& output_dir);
+                     const std::filesystem::path& output_dir, int64_t seq_len, bool main_rank);
 
 }  // namespace zt::train

@@ -2,16 +2,44 @@
 
 #include <algorithm>
 #include <exception>
+#include <limits>
 
+#include "config/config_dump.h"
 #include "core/error.h"
+#include "core/fail_point.h"
 #include "model/transformer.h"
 
 namespace zt::train {
 namespace {
 
-// The gradients are checked for inf/nan and the step skipped on one, through the global
-// norm: it is inf/nan exactly when some gradient element is (the sum of squares
-// propagates it, and every rank gets the same sum), so one pass gives both.
+// A run that skips non-finite steps without a dynamic loss scale (bf16 with
+// check_grad_overflow, fp16 with a static scale) stops after this many in a row: bf16 has
+// f32's range, so such gradients are no passing overflow but NaN weights or state, which
+// every later step repeats; skipping on would train nothing for the rest of the run. (A
+// dynamic fp16 scale stops by itself once at its minimum.)
+constexpr int64_t kMaxSkippedInARow = 3;
+
+// Non-finite gradients that the run does not skip past: stop before the optimizer applies
+// them. (Megatron-LM raises on a NaN gradient norm; DeepSpeed's bf16 and HF's Trainer
+// would train on and save NaN weights.) BadInput, as fp16's "training diverged": the fix is
+// in what the run was given (learning rate, weights, data, checkpoint).
+[[noreturn]] void stop_on_non_finite(const TrainingRun& run, double norm, int64_t in_a_row) {
+  const bool bf16 = run.config.precision == config::Precision::BF16;
+  ZT_THROW_INPUT(
+      "step ", run.step + 1, ": the gradients are not finite (global gradient norm ", norm, ")",
+      in_a_row > 1 ? str(" in ", in_a_row, " steps in a row (each skipped)") : std::string(),
+      bf16 ? " in a " : " in an ", config::precision_name(run.config.precision),
+      " run: stopped before the optimizer applied them; the weights and the saved checkpoints are as "
+      "before. Causes: a learning rate too high (the loss diverged), NaN/Inf in the loaded weights, checkpoint "
+      "or optimizer state (a damaged NVMe swap file), or bad data. Fix: lower learning_rate (or warm up "
+      "longer), check the model files, resume from an earlier checkpoint (--resume DIR)",
+      bf16 && in_a_row <= 1 ? "; bf16.check_grad_overflow: true skips a step like this one, as fp16 does" : "");
+}
+
+// The gradients are checked for inf/nan through the global norm: it is inf/nan exactly
+// when some gradient element is (the sum of squares propagates it, and every rank gets the
+// same sum), so the one pass (one host wait) that clipping needs gives both, and every
+// rank comes to the same verdict.
 struct StepCheck {
   bool skipped = false;
   double unscaled_grad_norm = 0;
@@ -20,7 +48,12 @@ struct StepCheck {
 StepCheck check_step(TrainingRun& run, float loss_scale) {
   StepCheck c;
   const double norm = run.engine->grad_norm();
-  c.skipped = run.scaler.update(checks_overflow(run) && !std::isfinite(norm));
+  const bool finite = std::isfinite(norm);
+  const bool skips = checks_overflow(run);
+  if (!finite && !skips) stop_on_non_finite(run, norm, 1);
+  c.skipped = run.scaler.update(skips && !finite);
+  if (c.skipped && !run.scaler.dynamic() && run.scaler.skipped_in_a_row() >= kMaxSkippedInARow)
+    stop_on_non_finite(run, norm, run.scaler.skipped_in_a_row());
   c.unscaled_grad_norm = norm / loss_scale;
   return c;
 }
@@ -102,10 +135,12 @@ double OptimizerStep::MicroBatch::forward_backward(const Tensor& tokens, const T
   ZT_CHECK(step_ != nullptr, "MicroBatch: forward_backward() on a moved-from scope");
   ZT_CHECK(!ran_, "MicroBatch: one forward_backward() per micro-batch");
   TrainingRun& run = step_->run_;
-  const int64_t count = std::max<int64_t>(1, model::count_targets(targets));
-  const auto r = run.model().forward_backward(
-      tokens, targets, step_->scale_ / static_cast<float>(count * run.grad_accum * run.world_size()),
-      segment_starts);
+  targets_ = model::count_targets(targets);  // host labels: no device wait
+  const int64_t count = std::max<int64_t>(1, targets_);
+  float grad_scale = step_->scale_ / static_cast<float>(count * run.grad_accum * run.world_size());
+  // The NaN-gradient drill (core/fail_point.h): every gradient of this step NaN.
+  if (nan_gradients_at(run.step + 1)) grad_scale = std::numeric_limits<float>::quiet_NaN();
+  const auto r = run.model().forward_backward(tokens, targets, grad_scale, segment_starts);
   ran_ = true;
   return r.loss_sum / static_cast<double>(count);
 }

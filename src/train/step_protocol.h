@@ -12,6 +12,12 @@
 //                                            (unless skipped) -> after_optimizer_step
 //                                            -> count_global_step
 //
+// check_step reads the global gradient norm (the one host wait of a step): non-finite, the
+// step is skipped (fp16; bf16 with bf16.check_grad_overflow) or, in a run that does not skip
+// (f32; bf16 without the check), or after 3 skipped steps in a row without a dynamic loss
+// scale, finish() throws BadInput before any update: non-finite gradients never reach the
+// weights, so no checkpoint saved afterwards holds them.
+//
 // `last` (after which stages 0-1 reduce the accumulated gradients) comes from the count of
 // micro-batches, never from the caller, and finish() refuses a step that is not complete:
 // a loop cannot reduce twice, reduce too early, or update on partial gradients.
@@ -62,6 +68,9 @@ class OptimizerStep {
     // run's micro-step count. Returns the mean token loss (unscaled). segment_starts: packed
     // SFT samples (io::BatchLoader::next's), or undefined (model::Transformer::forward).
     double forward_backward(const Tensor& tokens, const Tensor& targets, const Tensor& segment_starts = Tensor());
+    // The targets of the pass counted in the loss (labels not ignored: an SFT batch's
+    // response tokens), counted on the host labels; 0 before forward_backward().
+    int64_t targets() const { return targets_; }
 
    private:
     friend class OptimizerStep;
@@ -69,6 +78,7 @@ class OptimizerStep {
     OptimizerStep* step_;  // null once moved from
     int uncaught_at_start_;
     bool ran_ = false;
+    int64_t targets_ = 0;
   };
 
   // The next micro-batch. A step takes exactly run.grad_accum of them, one at a time;
@@ -89,7 +99,8 @@ class OptimizerStep {
   // At the accumulation boundary, once: checks the gradients for inf/nan and updates the
   // loss scaler, then — unless the step is skipped — one optimizer update with the
   // scheduled lr and betas and the gradients clipped to max_norm (0: no clipping); either
-  // way the global step advances (DeepSpeed's global_steps count skipped steps).
+  // way the global step advances (DeepSpeed's global_steps count skipped steps). Throws
+  // BadInput, updating nothing, on non-finite gradients the run does not skip (above).
   StepOutcome finish(double max_norm);
 
  private:

@@ -106,6 +106,28 @@ StepTimes take_step_times(TrainingRun& run, double comm_seconds, int64_t steps) 
   return {t.forward_ms / n, t.backward_ms / n, t.optimizer_ms / n, 1e3 * comm_seconds / n};
 }
 
+// Rank 0's samples in the step just taken (SFT samples padded per window), named as the
+// start-up check names them ("SHARD, sample K"), for the warning about a step without
+// targets: its windows are the last grad_accum global batches before the loader's position.
+std::string step_samples(const TrainingRun& run) {
+  const io::BatchLoader& loader = *run.loader;
+  const int64_t global = run.micro_batch * run.world_size();
+  const int64_t end = static_cast<int64_t>(loader.state().position);
+  std::string names;
+  int64_t named = 0;
+  for (int64_t base = std::max<int64_t>(0, end - run.grad_accum * global); base < end; base += global) {
+    for (int64_t b = 0; b < run.micro_batch && named < 5; ++b, ++named) {
+      const auto [shard, start] = loader.window(base + b);
+      const std::string& path = run.data.train_shards[static_cast<size_t>(shard)];
+      const std::unique_ptr<io::TokenShard> file = io::open_token_shard(path);
+      const std::vector<int64_t>& starts = file->sample_starts();
+      const int64_t k = std::lower_bound(starts.begin(), starts.end(), start) - starts.begin();
+      names += (names.empty() ? "" : "; ") + path + ", sample " + std::to_string(k);
+    }
+  }
+  return names;
+}
+
 }  // namespace
 
 TrainResult run_training(const config::TrainConfig& config) {
@@ -240,6 +262,11 @@ TrainResult run_training(const config::TrainConfig& config) {
     return t;
   };
   zero::SwapTraffic nvme_last = nvme_traffic();
+  // SFT data: the tokens each step trains on (labels not masked) go in the step line, and a
+  // step without any is said (its loss and gradient are 0: it trains nothing).
+  const bool masked_labels = run.loader->samples() > 0;
+  int64_t steps_without_targets = 0;
+  constexpr int64_t kStepsWithoutTargetsSaid = 3;
   // Every iteration is one global step, applied or skipped on fp16 overflow (DeepSpeed's
   // global_steps), so max_steps counts skipped steps and step numbers never repeat.
   while (step < total_steps) {
@@ -250,6 +277,7 @@ TrainResult run_training(const config::TrainConfig& config) {
     const io::LoaderState data_at_start = run.loader->state();
     const int64_t micro_at_start = run.micro_steps;
     int64_t stopped_at_micro = 0;  // 0: the step ran all its micro-batches
+    int64_t targets = 0;           // this rank's targets counted in the loss (host labels)
     for (int64_t m = 0; m < gas; ++m) {
       if (m > 0) {
         // A long accumulation must not outlast a stop signal: the ranks agree between
@@ -267,6 +295,7 @@ TrainResult run_training(const config::TrainConfig& config) {
       {
         OptimizerStep::MicroBatch micro = opt_step.micro_batch();
         loss_sum += micro.forward_backward(tok, tgt, seg);
+        targets += micro.targets();
       }  // the micro-batch ends here (stages 0-1 reduce after the step's last one)
       tokens_since_log += B * T * run.world_size();
     }
@@ -279,6 +308,19 @@ TrainResult run_training(const config::TrainConfig& config) {
       break;
     }
     const double loss = mean_over_ranks(run, loss_sum / static_cast<double>(gas));
+    // Every target counts in plain text: only masked labels need the ranks' sum (a host
+    // scalar, no device wait).
+    const int64_t step_targets = masked_labels
+                                     ? std::llround(comm::sum_over_ranks(*run.comm, static_cast<double>(targets)))
+                                     : targets * run.world_size();
+    if (masked_labels && step_targets == 0 && main_rank && steps_without_targets++ < kStepsWithoutTargetsSaid)
+      ZT_WARN("step ", step + 1, ": no token of its batch is a target (every label is masked: ",
+              c.data.packing
+                  ? std::string("its windows hold prompt tokens only")
+                  : str("the responses of its samples (", step_samples(run), run.world_size() > 1 ? " on rank 0" : "",
+                        ") lie past data.seq_len ", T, "; the data warning at start-up names the records"),
+              "), so it trains nothing",
+              steps_without_targets == kStepsWithoutTargetsSaid ? " (further such steps are not said)" : "");
 
     // A skipped step leaves the schedule where it is, and counts as a global step.
     const StepOutcome outcome = opt_step.finish(c.gradient_clipping);
@@ -333,6 +375,7 @@ TrainResult run_training(const config::TrainConfig& config) {
           static_cast<long long>(step), static_cast<long long>(total_steps), loss, lr, grad_norm, scale, tps,
           100.0 * mfu, human_bytes(static_cast<double>(mem.rss_bytes)).c_str(), gpu.c_str(), timing.c_str(),
           comm.c_str(), swap.c_str());
+      if (masked_labels) std::printf(" | targets %lld", static_cast<long long>(step_targets));
       if (skip) std::printf(" | overflow: skipped (%lld so far)", static_cast<long long>(skipped_so_far));
       std::printf("\n");
       json record = {{"step", step},
@@ -346,6 +389,7 @@ TrainResult run_training(const config::TrainConfig& config) {
                      {"comm_bytes_per_step", comm_per_step},
                      {"skipped", skip},
                      {"skipped_steps", skipped_so_far},
+                     {"target_tokens", step_targets},
                      {"elapsed_s", elapsed},
                      {"eta_s", eta},
                      {"gpu_peak_bytes", cuda::initialized() ? json(cuda::peak_bytes()) : json(nullptr)}};

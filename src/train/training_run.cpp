@@ -328,7 +328,7 @@ std::unique_ptr<TrainingRun> start_training_run(const config::TrainConfig& confi
   run->grad_accum = gas;
 
   // Data: token shards (prepared from text when needed).
-  run->data = setup_data(setup_config, *run->setup.tokenizer, run->output_dir);
+  run->data = setup_data(setup_config, *run->setup.tokenizer, run->output_dir, T, run->comm->rank() == 0);
   clock.lap("data");
   if (run->comm->size() > 1 && !follower) run->comm->barrier_async()->wait(setup_wait);
   run->loader = std::make_unique<io::BatchLoader>(run->data.train_shards, B, T, c.data_order_seed(),

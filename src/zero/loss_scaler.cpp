@@ -30,6 +30,7 @@ LossScaler::LossScaler(LossScalerConfig config) : config_(config) {
 }
 
 bool LossScaler::update(bool overflow) {
+  skipped_in_a_row_ = overflow ? skipped_in_a_row_ + 1 : 0;
   if (!dynamic()) {
     if (overflow) ++skipped_;
     return overflow;

@@ -39,6 +39,8 @@ class LossScaler {
   // overflows again (hysteresis used up).
   bool update(bool overflow);
   int64_t skipped_steps() const { return skipped_; }
+  // Steps skipped since the last clean one (not part of the checkpoint state).
+  int64_t skipped_in_a_row() const { return skipped_in_a_row_; }
   // Checkpoint state.
   struct State {
     float scale;
@@ -56,6 +58,7 @@ class LossScaler {
   int hysteresis_left_ = 0;
   int64_t clean_steps_ = 0;
   int64_t skipped_ = 0;
+  int64_t skipped_in_a_row_ = 0;
 };
 
 // True when every gradient of every unit is finite (ops::all_finite over the flat

@@ -193,6 +193,19 @@ TEST(CheckpointCrash, DamagedManifestExitsTwoNamingTheField) {
     EXPECT_NE(r.out.find("manifest.json"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("'" + key + "'"), std::string::npos) << r.out;
   }
+  // A manifest without the data position used to resume from position 0 with exit 0.
+  for (const std::string& field : {"data", "data.position"}) {
+    nlohmann::json m = good;
+    if (field == "data")
+      m.erase("data");
+    else
+      m["data"].erase("position");
+    std::ofstream(manifest) << m.dump();
+    r = train(yaml, "--resume latest --max_steps 4");
+    EXPECT_EQ(r.rc, 2) << field << ": " << r.out;
+    EXPECT_NE(r.out.find(manifest.string()), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("'" + field + "' is missing"), std::string::npos) << r.out;
+  }
   nlohmann::json m = good;
   m["units"][0]["padded_numel"] = 0;
   std::ofstream(manifest) << m.dump();

@@ -141,6 +141,37 @@ TEST(CheckpointValidate, MalformedManifestsNameTheFieldNotInternalError) {
   }
 }
 
+// Every field a resume restores is required (version 1 always wrote them): a manifest
+// without the data position used to resume from position 0, on other data, with exit 0.
+TEST(CheckpointValidate, EveryFieldResumeRestoresIsRequired) {
+  const std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {
+      {[](json& j) { j.erase("data"); }, "'data' is missing"},
+      {[](json& j) { j["data"].erase("position"); }, "'data.position' is missing"},
+      {[](json& j) { j["data"].erase("epoch"); }, "'data.epoch' is missing"},
+      {[](json& j) { j["data"] = 16; }, "'data' must be an object"},
+      {[](json& j) { j.erase("seed"); }, "'seed' is missing"},
+      {[](json& j) { j.erase("micro_steps"); }, "'micro_steps' is missing"},
+      {[](json& j) { j.erase("zero_stage"); }, "'zero_stage' is missing"},
+      {[](json& j) { j.erase("param_dtype"); }, "'param_dtype' is missing"},
+      {[](json& j) { j.erase("optimizer_state"); }, "'optimizer_state' is missing"},
+      {[](json& j) { j.erase("loss_scaler"); }, "'loss_scaler' is missing"},
+      {[](json& j) { j.erase("version"); }, "'version' is missing"},
+      {[](json& j) { j.erase("extra"); }, "'extra' is missing"},
+  };
+  for (const auto& [edit, field] : cases) {
+    Fixture f;
+    f.edit_manifest(edit);
+    SCOPED_TRACE(field);
+    f.expect_bad_input({"manifest.json", field});
+    EXPECT_FALSE(checkpoint::checkpoint_complete(f.dir));  // --resume auto passes over it
+  }
+  // extra.optimizer_steps came later: a manifest without it loads (steps = updates).
+  Fixture f;
+  f.edit_manifest([](json& j) { j["extra"] = json::object(); });
+  EXPECT_NO_THROW(
+      checkpoint::load_checkpoint(f.dir, f.model.registry(), checkpoint::whole_param_slices(f.model.registry())));
+}
+
 TEST(CheckpointValidate, TruncatedManifestIsBadInput) {
   Fixture f;
   std::ofstream(fs::path(f.dir) / "manifest.json") << "{\"format\": \"zerotrain-checkpoint\", \"units\": [";
