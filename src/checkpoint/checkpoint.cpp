@@ -60,7 +60,12 @@ void prune(const fs::path& root, int64_t keep_last, const std::string& newest, c
   std::vector<std::pair<int64_t, fs::path>> found;
   for (const auto& entry : fs::directory_iterator(root)) {
     const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || name.rfind("global_step", 0) != 0) continue;
+    // A checkpoint of ours: a real directory (not a link to one) holding our manifest;
+    // anything else of that name is the user's and is neither counted nor deleted.
+    std::error_code sec;
+    if (!entry.is_directory() || entry.is_symlink(sec) || name.rfind("global_step", 0) != 0 ||
+        !fs::is_regular_file(fs::symlink_status(entry.path() / "manifest.json", sec)))
+      continue;
     char* end = nullptr;
     const long long step = std::strtoll(name.c_str() + 11, &end, 10);
     if (end && *end == '\0') found.emplace_back(step, entry.path());

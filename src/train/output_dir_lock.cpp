@@ -74,7 +74,7 @@ OutputDirLock::OutputDirLock(const fs::path& dir) : path_(dir / kLockName) {
   fd_ = io::open_for_write_fd(path_.string(), io::WriteOpen::ReadWrite, 0, 0644, &why);
   if (fd_ < 0)
     ZT_THROW_INPUT("cannot create the lock file '", path_.string(), "': ", why,
-                   "; remove it if it is not a regular file, or give this run another output_dir");
+                   "; or give this run another output_dir");
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     try {

@@ -142,7 +142,7 @@ mkdir -p "$EXP"
 # The command writing each export; OUT is its target.
 export_cmd() {
   case "$1" in
-    prepare) echo "$ZT prepare --tokenizer bytes --out $EXP/prep $ROOT/data/text/artistic.txt" ;;
+    prepare) echo "$ZT prepare --tokenizer bytes --no-eos --out $EXP/prep $ROOT/data/text/artistic.txt" ;;
     consolidate) echo "$ZT consolidate $OUT/checkpoints $EXP/hf --quiet" ;;
     merge) echo "$ZT lora merge $ROOT/tests/data/hf/gpt2 $ROOT/tests/data/peft/gpt2_c_attn $EXP/merged --quiet" ;;
   esac
@@ -190,7 +190,7 @@ check_whole() {
 }
 check_no_staging() {
   local left
-  left="$(find "$EXP" -maxdepth 1 \( -name '*.tmp-*' -o -name '*.old-[0-9]*-[0-9]*' \) 2>/dev/null)"
+  left="$(find "$EXP" -maxdepth 1 -regextype posix-extended -regex '.*\.(tmp|old)-[0-9]+-[0-9]+' 2>/dev/null)"
   [[ -z "$left" ]] || fail "$1" "staging left: $left"
 }
 
@@ -224,7 +224,9 @@ for ((i = 1; i <= N; i++)); do
       env_args+=(ZT_TEST_NO_RENAME_EXCHANGE=1)
     fi
     how="fail point $point${env_args[*]:+ (no exchange)}"
-    env "${env_args[@]}" ZT_TEST_FAIL_AT="$point" $(export_cmd "$kind") >"$log" 2>&1
+    # In the background: no job notice for the kill the drill makes.
+    env "${env_args[@]}" ZT_TEST_FAIL_AT="$point" $(export_cmd "$kind") >"$log" 2>&1 &
+    wait $! 2>/dev/null
     rc=$?
     [[ $rc == 137 ]] || fail "$kind, $how" "exited $rc, not killed at the point: $(tail -3 "$log")"
   else
