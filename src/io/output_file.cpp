@@ -98,6 +98,8 @@ UniqueFd open_for_write(const std::string& path, WriteOpen how, const std::strin
 
 std::FILE* open_file_for_write(const std::string& path, WriteOpen how, const std::string& fix) {
   UniqueFd fd = open_for_write(path, how, fix);
+  // At the end, as fopen's "a" puts it: ftell then says whether the file was empty.
+  if (how == WriteOpen::Append) ::lseek(fd.get(), 0, SEEK_END);
   std::FILE* f = ::fdopen(fd.get(), how == WriteOpen::Append ? "ab" : (how == WriteOpen::ReadWrite ? "r+b" : "wb"));
   if (!f) ZT_THROW_IO(path, ": cannot open a stream on it (", std::strerror(errno), ")");
   fd.release();  // the stream owns it now

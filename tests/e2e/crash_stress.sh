@@ -20,6 +20,7 @@
 #   tests/e2e/crash_stress.sh ZEROTRAIN WORKDIR          # 4 + 4 kills (CTest: e2e.crash_stress)
 #   ZT_STRESS_LONG=1 tests/e2e/crash_stress.sh ...       # 100 + 100 kills
 #   ZT_STRESS_ITERATIONS=N ZT_STRESS_SEED=S ...          # N + N kills, reproducible delays
+#   ZT_STRESS_EXPORT_ITERATIONS=M ...                    # N + M kills
 #
 # Prints the counts at the end (runs, kills, resumes, failures); exits 1 on any failure.
 set -u
@@ -31,6 +32,7 @@ N="${ZT_STRESS_ITERATIONS:-}"
 if [[ -z "$N" ]]; then
   if [[ "${ZT_STRESS_LONG:-0}" == 1 ]]; then N=100; else N=4; fi
 fi
+M="${ZT_STRESS_EXPORT_ITERATIONS:-$N}"
 RANDOM="${ZT_STRESS_SEED:-$$}"
 
 rm -rf "$WORK"
@@ -212,7 +214,7 @@ for kind in "${kinds[@]}"; do
   echo "a $kind takes ${span[$kind]} ms"
 done
 export_kills=0
-for ((i = 1; i <= N; i++)); do
+for ((i = 1; i <= M; i++)); do
   kind="${kinds[$((RANDOM % 3))]}"
   dir="$(export_dir "$kind")"
   log="$WORK/export_kill_$i.log"
