@@ -103,11 +103,12 @@ TEST_F(OutputDir, AFullDiskUnderMetricsIsOneWarningAndTheRunGoesOn) {
   // metrics.jsonl already at the file size limit (SIGXFSZ ignored, so its appends fail with
   // EFBIG as on a full disk) while the checkpoints and final/, each smaller, still fit.
   // (A link to /dev/full is no longer followed: see ALinkPlantedAtAnOutputNameIsRefused.)
+  // The shell fills the file up to its limit (16 MiB, or 32 MiB where ulimit counts KiB),
+  // above one checkpoint of this model (~11 MB).
   fs::create_directories(run);
-  std::ofstream(run / "metrics.jsonl") << std::string(4 << 20, ' ') << "\n";
-  fs::resize_file(run / "metrics.jsonl", 4 << 20);
+  const std::string fill = "head -c 67108864 /dev/zero > " + (run / "metrics.jsonl").string() + " 2>/dev/null; ";
   // --resume auto: no checkpoint yet, so a fresh start that appends to the metrics file.
-  const ShellResult r = train("--resume auto --max_steps 3", "trap '' XFSZ; ulimit -f 4096; ");
+  const ShellResult r = train("--resume auto --max_steps 3", "trap '' XFSZ; ulimit -f 32768; " + fill);
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_HAS(r.out, "cannot write metrics file");
   EXPECT_HAS(r.out, "File too large");
