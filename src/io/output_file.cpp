@@ -118,7 +118,10 @@ void probe_writable_dir(const std::string& dir, const std::string& what) {
         std::error_code sec;
         const fs::file_status st = fs::symlink_status(up, sec);
         if (fs::exists(st)) {
-          if (!fs::is_directory(fs::status(up, sec))) why = "'" + up.string() + "' is not a directory";
+          if (fs::is_symlink(st) && !fs::exists(fs::status(up, sec)))
+            why = "'" + up.string() + "' is a symbolic link to something missing";
+          else if (!fs::is_directory(fs::status(up, sec)))
+            why = "'" + up.string() + "' is not a directory";
           break;
         }
       }

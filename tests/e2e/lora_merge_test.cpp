@@ -104,8 +104,8 @@ TEST(LoraMerge, AnOutThatIsAnInputIsRefused) {
     EXPECT_EQ(zt::testing::file_bytes(base / "model.safetensors"), weights);
     EXPECT_FALSE(fs::exists(base / "merged"));
   }
-  const auto ok = sh(zerotrain_binary() + " lora merge " + b + " " + a + " " + (tmp.path() / "merged").string() +
-                     " --quiet");
+  const auto ok =
+      sh(zerotrain_binary() + " lora merge " + b + " " + a + " " + (tmp.path() / "merged").string() + " --quiet");
   EXPECT_EQ(ok.rc, 0) << ok.out;
 }
 
@@ -121,7 +121,8 @@ TEST(LoraMerge, AnUndeclaredAdapterTensorIsRefusedByName) {
     std::vector<std::pair<std::string, zt::Tensor>> tensors;
     for (const std::string& n : in.names()) tensors.emplace_back(n, in.tensor(n));
     const zt::io::SafetensorsReader base(kData + "hf/gpt2/model.safetensors");
-    tensors.emplace_back("base_model.model.transformer.h.0.mlp.c_fc.weight", base.tensor("transformer.h.0.mlp.c_fc.weight"));
+    tensors.emplace_back("base_model.model.transformer.h.0.mlp.c_fc.weight",
+                         base.tensor("transformer.h.0.mlp.c_fc.weight"));
     zt::io::save_safetensors((adapter / "adapter_model.safetensors").string(), tensors);
   }
   const std::string out = (tmp.path() / "merged").string();

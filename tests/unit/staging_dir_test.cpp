@@ -259,6 +259,14 @@ TEST(StagingDir, ProbeWritableDirNamesWhatStandsInTheWay) {
     EXPECT_NE(std::string(e.what()).find("checkpoints' is not a directory"), std::string::npos) << e.what();
   }
   EXPECT_THROW(zt::io::probe_writable_dir((tmp.path() / "checkpoints" / "runs").string(), "logging_dir"), zt::Error);
+  fs::create_symlink(tmp.path() / "missing", tmp.path() / "dangling");
+  try {
+    zt::io::probe_writable_dir((tmp.path() / "dangling").string(), "the run's checkpoints");
+    ADD_FAILURE() << "a dangling link was not refused";
+  } catch (const zt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("symbolic link to something missing"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(tmp.path() / "missing"));
   zt::io::probe_writable_dir((tmp.path() / "a" / "b").string(), "output_dir");
   EXPECT_TRUE(fs::is_directory(tmp.path() / "a" / "b"));
   EXPECT_TRUE(fs::is_empty(tmp.path() / "a" / "b"));
