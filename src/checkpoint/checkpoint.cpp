@@ -39,12 +39,13 @@ json unit_layout(const model::ParameterRegistry& registry) {
   return units;
 }
 
-// A marked temporary of ours at `path` (or nothing) is removed: true. False when something
-// else stands there (a user's folder or file of that name), which is left alone.
+// A marked temporary of ours at `path` (or nothing, or an empty folder: a kill between its
+// mkdir and its marker) is removed: true. False when something else stands there (a
+// user's folder or file of that name), which is left alone.
 bool remove_if_ours(const fs::path& path) {
   std::error_code ec;
   if (!fs::exists(fs::symlink_status(path, ec))) return true;
-  if (!io::marked_dir_owner(path.string())) return false;
+  if (!io::marked_dir_owner(path.string())) return io::remove_empty_dir(path.string());
   fs::remove_all(path, ec);
   return !ec;
 }
@@ -346,6 +347,10 @@ std::vector<std::string> remove_stale_checkpoint_temps(const std::string& root) 
                           n.compare(n.size() - 4, 4, ".del") == 0));
     if (!temp_name) continue;
     if (!io::marked_dir_owner(entry.path().string())) {
+      if (io::remove_empty_dir(entry.path().string())) {  // killed between its mkdir and its marker
+        removed.push_back(entry.path().string());
+        continue;
+      }
       ZT_WARN(entry.path().string(),
               " looks like a temporary of an interrupted save but lacks zerotrain's marker: "
               "left alone");

@@ -197,6 +197,11 @@ std::optional<long> marked_dir_owner(const std::string& path) {
   return pid;
 }
 
+bool remove_empty_dir(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && ::rmdir(path.c_str()) == 0;
+}
+
 long pid_in_temp_name(const std::string& name, const std::string& prefix) {
   if (name.size() <= prefix.size() + 1 || name.compare(0, prefix.size(), prefix) != 0 || name[prefix.size()] != '-')
     return -1;

@@ -9,8 +9,9 @@
 //   creating process's pid. Stale-temporary clean-ups (io/staging_dir.h, the checkpoint
 //   root's, the NVMe swap folders') delete a folder only when it carries the marker: a
 //   user's folder that happens to match a name pattern (`hf.old-2024-01-15`) is never ours.
-//   A kill between the folder's mkdir and its marker leaves an empty unmarked folder,
-//   which is left alone (nothing is lost; at worst an empty folder stays).
+//   A kill between the folder's mkdir and its marker leaves an empty unmarked folder: the
+//   clean-ups remove such a folder only with rmdir, which removes nothing but an empty
+//   directory (remove_empty_dir).
 #pragma once
 #include <sys/types.h>
 
@@ -97,6 +98,12 @@ void create_marked_dir(const std::string& path);
 // The pid a marked folder's marker names; nullopt when `path` is not a directory (a link
 // to one does not count) or carries no well-formed marker: then it is not ours.
 std::optional<long> marked_dir_owner(const std::string& path);
+
+// Removes `path` when it is an empty directory (rmdir: nothing else can go), returns
+// whether it did. For a folder named like one of ours but without the marker: a kill
+// between the folder's mkdir and its marker leaves it so, empty; one that holds anything
+// is not ours and stays.
+bool remove_empty_dir(const std::string& path);
 
 // `<prefix>-<pid>-<n>`: the pid, or -1 when `name` does not have that form (digits only).
 long pid_in_temp_name(const std::string& name, const std::string& prefix);

@@ -234,21 +234,6 @@ bool process_alive(long pid) {
   return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
 }
 
-namespace {
-
-// The owner of a marked temporary folder named `<prefix>-<pid>-<n>` when it is a process
-// that is gone: -1 when the folder is not ours (no marker, or one naming another pid) or
-// its process still runs (another run, or this one).
-long dead_owner(const std::string& path, const std::string& name, const std::string& prefix) {
-  const long pid = pid_in_temp_name(name, prefix);
-  if (pid <= 0) return -1;
-  const std::optional<long> owner = marked_dir_owner(path);
-  if (!owner || *owner != pid || process_alive(pid)) return -1;
-  return pid;
-}
-
-}  // namespace
-
 std::vector<std::string> remove_stale_staging(const std::string& target_in) {
   std::string target = target_in;
   while (target.size() > 1 && target.back() == '/') target.pop_back();
@@ -260,9 +245,17 @@ std::vector<std::string> remove_stale_staging(const std::string& target_in) {
   if (!fs::is_directory(parent, ec)) return removed;
   std::vector<std::pair<std::string, bool>> stale;  // path, whether an aside folder
   for (const auto& entry : fs::directory_iterator(parent, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (dead_owner(entry.path().string(), name, base + ".tmp") > 0) stale.emplace_back(entry.path().string(), false);
-    if (dead_owner(entry.path().string(), name, base + ".old") > 0) stale.emplace_back(entry.path().string(), true);
+    const std::string name = entry.path().filename().string(), path = entry.path().string();
+    for (const bool aside : {false, true}) {
+      const long pid = pid_in_temp_name(name, base + (aside ? ".old" : ".tmp"));
+      if (pid <= 0 || process_alive(pid)) continue;  // not of that form, or its process runs
+      const std::optional<long> owner = marked_dir_owner(path);
+      if (owner && *owner == pid) {
+        stale.emplace_back(path, aside);
+      } else if (!owner && remove_empty_dir(path)) {
+        removed.push_back(path);  // killed between its mkdir and its marker
+      }
+    }
   }
   // Asides first: a missing target is put back from one before any staging goes.
   std::stable_sort(stale.begin(), stale.end(), [](const auto& a, const auto& b) { return a.second > b.second; });

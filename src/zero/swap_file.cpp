@@ -63,6 +63,10 @@ std::vector<std::string> remove_stale_swap_folders(const std::string& nvme_path)
     // Only a folder that carries our marker naming that pid: a user's folder of a like
     // name is not ours to delete.
     const std::optional<long> owner = io::marked_dir_owner(e.path().string());
+    if (!owner && io::remove_empty_dir(e.path().string())) {  // killed between its mkdir and its marker
+      removed.push_back(e.path().string());
+      continue;
+    }
     if (!owner || *owner != pid) continue;
     std::error_code rec;
     fs::remove_all(e.path(), rec);

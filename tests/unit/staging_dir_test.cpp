@@ -144,7 +144,7 @@ TEST(StagingDir, AKillAtEveryPointOfTheSwapLosesNoUserFile) {
 
 // The clean-up removes marked folders of dead processes only: a user's folder that merely
 // matches the name pattern (no marker, or a marker naming another pid) is left, with what it
-// holds; a live process's marked folder too.
+// holds; a live process's marked folder too. An empty unmarked one goes (rmdir).
 TEST(StagingDir, CleanUpRemovesOnlyMarkedFoldersOfDeadProcesses) {
   TempDir tmp(zt::testing::build_temp_path("staging_marker_"));
   const fs::path target = tmp.path() / "hf";
@@ -157,9 +157,12 @@ TEST(StagingDir, CleanUpRemovesOnlyMarkedFoldersOfDeadProcesses) {
   make_marked(tmp.path() / "hf.tmp-999999999-3", 999999999);                                // ours, dead
   write(tmp.path() / "hf.tmp-999999999-3" / "dir" / "model.safetensors", "partial");
   make_marked(tmp.path() / "hf.old-999999999-4", 999999999);
+  // Empty and unmarked: what a kill between the mkdir and the marker leaves; rmdir'ed.
+  fs::create_directories(tmp.path() / "hf.tmp-999999999-7");
 
   const std::vector<std::string> removed = zt::io::remove_stale_staging(target.string());
-  EXPECT_EQ(removed.size(), 2u);
+  EXPECT_EQ(removed.size(), 3u);
+  EXPECT_FALSE(fs::exists(tmp.path() / "hf.tmp-999999999-7"));
   for (const std::string& n : users) EXPECT_EQ(read_all(tmp.path() / n / "weights.bin"), "the user's") << n;
   EXPECT_TRUE(fs::exists(tmp.path() / "hf.tmp-999999997-5"));
   EXPECT_TRUE(fs::exists(tmp.path() / ("hf.tmp-" + std::to_string(::getppid()) + "-2")));
