@@ -40,6 +40,20 @@ json unit_layout(const model::ParameterRegistry& registry) {
   return units;
 }
 
+// A marked temporary of ours at `path` (or nothing, or an empty folder: a kill between its
+// mkdir and its marker) is removed: true. False when something else stands there (a
+// user's folder or file of that name), which is left alone.
+bool remove_if_ours(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(path, ec))) return true;
+  if (!io::marked_dir_owner(path.string())) return io::remove_empty_dir(path.string());
+  fs::remove_all(path, ec);
+  return !ec;
+}
+
+// The marked folder a save of `name` stages in.
+fs::path staging_folder(const fs::path& root, const std::string& name) { return root / ("." + name + ".tmp"); }
+
 // Elements [begin, begin + n) of a flat 1-D tensor.
 Tensor flat_slice(const Tensor& flat, int64_t begin, int64_t n) { return flat.narrow(0, begin, n); }
 
@@ -48,7 +62,12 @@ void prune(const fs::path& root, int64_t keep_last, const std::string& newest, c
   std::vector<std::pair<int64_t, fs::path>> found;
   for (const auto& entry : fs::directory_iterator(root)) {
     const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || name.rfind("global_step", 0) != 0) continue;
+    // A checkpoint of ours: a real directory (not a link to one) holding our manifest;
+    // anything else of that name is the user's and is neither counted nor deleted.
+    std::error_code sec;
+    if (!entry.is_directory() || entry.is_symlink(sec) || name.rfind("global_step", 0) != 0 ||
+        !fs::is_regular_file(fs::symlink_status(entry.path() / "manifest.json", sec)))
+      continue;
     char* end = nullptr;
     const long long step = std::strtoll(name.c_str() + 11, &end, 10);
     if (end && *end == '\0') found.emplace_back(step, entry.path());
@@ -58,17 +77,32 @@ void prune(const fs::path& root, int64_t keep_last, const std::string& newest, c
   for (int64_t i = 0; i < excess; ++i) {
     const fs::path& dir = found[static_cast<size_t>(i)].second;
     if (dir.filename() == newest || (!keep.empty() && dir.filename() == keep)) continue;
-    // Renamed out of sight first: a kill during the (long) delete must not leave a
-    // half-deleted global_stepN that looks like a checkpoint.
+    // Moved out of sight first, into a marked folder: a kill during the (long) delete must
+    // not leave a half-deleted global_stepN that looks like a checkpoint, and what it
+    // leaves is provably ours for the next run's clean-up.
     const fs::path doomed = root / ("." + dir.filename().string() + ".del");
     std::error_code ec;
-    fs::rename(dir, doomed, ec);
+    if (!remove_if_ours(doomed)) {
+      ZT_WARN("not pruning ", dir.string(), ": ", doomed.string(), " exists and is not zerotrain's");
+      continue;
+    }
+    try {
+      io::create_marked_dir(doomed.string());
+    } catch (const std::exception& e) {
+      ZT_WARN("could not remove old checkpoint ", dir.string(), ": ", e.what());
+      continue;
+    }
+    fs::rename(dir, io::aside_content(doomed.string()), ec);
     if (!ec) fs::remove_all(doomed, ec);
     if (ec) ZT_WARN("could not remove old checkpoint ", dir.string(), ": ", ec.message());
   }
 }
 
 }  // namespace
+
+std::string checkpoint_staging_dir(const std::string& root, int64_t step) {
+  return io::aside_content(staging_folder(fs::path(root), step_dir_name(step)).string());
+}
 
 std::vector<FlatSlice> whole_param_slices(const model::ParameterRegistry& registry) {
   std::vector<FlatSlice> out;
@@ -102,15 +136,27 @@ std::string save_checkpoint(const std::string& root_str, const model::ParameterR
            "checkpoint options disagree with the communicator");
   const std::string name = step_dir_name(state.step);
   const fs::path final_dir = root / name;
-  // One temporary directory shared by all ranks: rank 0 creates it, everyone writes into it.
-  const fs::path tmp_dir = root / ("." + name + ".tmp");
+  // One temporary directory shared by all ranks, in a marked folder: rank 0 creates it,
+  // everyone writes into it.
+  const fs::path folder = staging_folder(root, name);
+  const fs::path tmp_dir = checkpoint_staging_dir(root_str, state.step);
   std::error_code ec;
   std::string error;
   if (r == 0) {
     fs::create_directories(root, ec);
-    if (!ec) fs::remove_all(tmp_dir, ec);
-    if (!ec) fs::create_directories(tmp_dir, ec);
-    if (ec) error = "cannot create '" + tmp_dir.string() + "': " + ec.message();
+    if (ec) {
+      error = "cannot create '" + root.string() + "': " + ec.message();
+    } else if (!remove_if_ours(folder)) {
+      error = "'" + folder.string() + "' exists and is not a temporary of zerotrain's: move it away";
+    } else {
+      try {
+        io::create_marked_dir(folder.string());
+        if (!fs::create_directory(tmp_dir, ec) || ec)
+          error = "cannot create '" + tmp_dir.string() + "': " + (ec ? ec.message() : std::string("it exists"));
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
   }
   if (!all_ranks_ok(options.comm, error.empty()))
     ZT_THROW_IO(error.empty() ? "rank 0 could not create the checkpoint directory under " + root.string() : error);
@@ -145,7 +191,7 @@ std::string save_checkpoint(const std::string& root_str, const model::ParameterR
     error = e.what();
   }
   if (!all_ranks_ok(options.comm, error.empty())) {
-    if (r == 0) fs::remove_all(tmp_dir, ec);
+    if (r == 0) fs::remove_all(folder, ec);
     ZT_THROW_IO("saving checkpoint ", final_dir.string(), " failed",
                 error.empty() ? std::string(" on another rank") : ": " + error);
   }
@@ -175,14 +221,18 @@ std::string save_checkpoint(const std::string& root_str, const model::ParameterR
       fail_point("checkpoint.manifest_written", name.c_str());
       // Re-saving a step that exists (a run resumed from an older checkpoint) swaps the
       // new directory in atomically: `latest` may name this very step.
-      io::replace_directory(tmp_dir.string(), final_dir.string(), (root / ("." + name + ".old")).string());
+      const fs::path aside = root / ("." + name + ".old");
+      if (!remove_if_ours(aside))
+        ZT_THROW_IO("'", aside.string(), "' exists and is not a temporary of zerotrain's: move it away");
+      io::replace_directory(tmp_dir.string(), final_dir.string(), aside.string());
       fail_point("checkpoint.renamed", name.c_str());
+      fs::remove_all(folder, ec);  // its marker
       io::write_file_atomic((root / "latest").string(), [&](std::FILE* f) { std::fprintf(f, "%s\n", name.c_str()); });
       fail_point("checkpoint.latest_written", name.c_str());
       prune(root, options.keep_last, name, options.keep);
     } catch (const std::exception& e) {
       error = e.what();
-      fs::remove_all(tmp_dir, ec);
+      fs::remove_all(folder, ec);
     }
   }
   if (!all_ranks_ok(options.comm, error.empty()))
@@ -207,8 +257,11 @@ int64_t step_of(const std::string& name) {
 // back (the save never finished, so the old checkpoint is the newest complete one).
 void recover_aside(const fs::path& root, const std::string& name) {
   std::error_code ec;
-  const fs::path dir = root / name, aside = root / ("." + name + ".old");
-  if (fs::exists(dir, ec) || !fs::is_directory(aside, ec) || !checkpoint_complete(aside.string())) return;
+  const fs::path dir = root / name, aside_folder = root / ("." + name + ".old");
+  const fs::path aside = io::aside_content(aside_folder.string());
+  if (fs::exists(fs::symlink_status(dir, ec)) || !io::marked_dir_owner(aside_folder.string()) ||
+      !fs::is_directory(aside, ec) || !checkpoint_complete(aside.string()))
+    return;
   fs::rename(aside, dir, ec);
   if (ec) {
     ZT_WARN("could not move ", aside.string(), " back to ", dir.string(), ": ", ec.message());
@@ -300,20 +353,24 @@ std::vector<std::string> remove_stale_checkpoint_temps(const std::string& root) 
   latest_problem(root, &name);  // first puts back an aside checkpoint that `latest` names
   for (const auto& entry : fs::directory_iterator(root, ec)) {
     const std::string n = entry.path().filename().string();
-    bool stale = false;
-    // .global_stepN.tmp / .old / .del: a save's staging, aside and pruned directories (the
-    // output directory has one run at a time, so any left at start are a dead run's).
-    if (n.rfind(".global_step", 0) == 0 &&
+    // .global_stepN.tmp / .old / .del: a save's staging, aside and pruned folders (the
+    // output directory has one run at a time, so any left at start are a dead run's),
+    // removed only when they carry zerotrain's marker.
+    const bool temp_name =
+        n.rfind(".global_step", 0) == 0 &&
         (n.size() > 4 && (n.compare(n.size() - 4, 4, ".tmp") == 0 || n.compare(n.size() - 4, 4, ".old") == 0 ||
-                          n.compare(n.size() - 4, 4, ".del") == 0)))
-      stale = true;
-    // latest.tmp.<pid>.<n>: write_file_atomic's temporary, of a process that is gone.
-    if (n.rfind("latest.tmp.", 0) == 0) {
-      char* end = nullptr;
-      const long pid = std::strtol(n.c_str() + 11, &end, 10);
-      stale = end && *end == '.' && !io::process_alive(pid);
+                          n.compare(n.size() - 4, 4, ".del") == 0));
+    if (!temp_name) continue;
+    if (!io::marked_dir_owner(entry.path().string())) {
+      if (io::remove_empty_dir(entry.path().string())) {  // killed between its mkdir and its marker
+        removed.push_back(entry.path().string());
+        continue;
+      }
+      ZT_WARN(entry.path().string(),
+              " looks like a temporary of an interrupted save but lacks zerotrain's marker: "
+              "left alone");
+      continue;
     }
-    if (!stale) continue;
     std::error_code rec;
     fs::remove_all(entry.path(), rec);
     if (rec) {
@@ -323,6 +380,8 @@ std::vector<std::string> remove_stale_checkpoint_temps(const std::string& root) 
       removed.push_back(entry.path().string());
     }
   }
+  // latest.tmp-<pid>-<n>: write_file_atomic's marked temporary, of a process that is gone.
+  for (std::string& p : io::remove_stale_atomic_temps(root)) removed.push_back(std::move(p));
   return removed;
 }
 

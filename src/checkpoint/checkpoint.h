@@ -82,6 +82,10 @@ std::vector<FlatSlice> whole_param_slices(const model::ParameterRegistry& regist
 // Rank r stores elements [r*P, (r+1)*P) of every buffer (P = the unit's padded_numel /
 // world_size); each slice given must contain that range. Collective over options.comm.
 // Returns the checkpoint directory.
+// The directory every rank writes its shard of step `step` into (inside the marked folder
+// <root>/.global_step<N>.tmp that rank 0 creates): global_step<N> once it is complete.
+std::string checkpoint_staging_dir(const std::string& root, int64_t step);
+
 std::string save_checkpoint(const std::string& root, const model::ParameterRegistry& registry,
                             const std::vector<FlatSlice>& slices, const CheckpointState& state,
                             const CheckpointWriteOptions& options);
@@ -97,9 +101,11 @@ std::string resolve_checkpoint_auto(const std::string& root);
 // The newest global_stepN under `root` whose manifest and shards validate; "" when none.
 std::string newest_complete_checkpoint(const std::string& root);
 
-// Removes what interrupted saves of dead runs left in a checkpoint root
-// (.global_stepN.tmp, .old, .del, latest.tmp.<pid>.<n> of a dead pid). Call it at
-// the start of a run, on rank 0, before any save. Returns the removed paths.
+// Removes what interrupted saves of dead runs left in a checkpoint root: the marked folders
+// (io/output_file.h) .global_stepN.tmp, .old and .del, and write_file_atomic's marked
+// latest.tmp-<pid>-<n> of a dead pid; a folder of those names without zerotrain's marker
+// is left alone. An aside checkpoint whose global_stepN is missing is put back first.
+// Call it at the start of a run, on rank 0, before any save. Returns the removed paths.
 std::vector<std::string> remove_stale_checkpoint_temps(const std::string& root);
 
 // Fills each target slice from the checkpoint (names as saved; the unit layout must match

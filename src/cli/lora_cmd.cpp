@@ -27,6 +27,9 @@ embedding unties them, as PEFT's copies do: OUT's config.json then has
 tie_word_embeddings false and a lm_head.weight of its own). The merge runs in f32 (4 bytes per parameter of
 host memory); OUT gets the base's dtype, config.json, its generation_config.json and its
 tokenizer files, written atomically (files in OUT that are not part of a model are kept).
+OUT must be a directory of its own: BASE, ADAPTER or a folder inside either is refused.
+An adapter tensor that adapter_config.json does not declare (a base weight outside its
+bias setting and modules_to_save) is refused by name.
 
   --dtype f32|bf16|f16   dtype of the written weights (default: the base files')
   --quiet                no per-layer progress

@@ -14,39 +14,33 @@
 #include "core/error.h"
 #include "core/fail_point.h"
 #include "core/memory_info.h"
+#include "io/output_file.h"
 
 namespace zt::io {
 
-namespace {
-
-int open_flags(FileAccess access) {
-  switch (access) {
-    case FileAccess::Read:
-      return O_RDONLY;
-    case FileAccess::Write:
-      return O_WRONLY | O_CREAT;
-    case FileAccess::ReadWrite:
-      return O_RDWR | O_CREAT;
-  }
-  return O_RDONLY;
-}
-
-}  // namespace
-
 DirectFile::DirectFile(const std::string& path, FileAccess access) : path_(path) {
-  const int flags = open_flags(access) | O_CLOEXEC;
-  fd_ = ::open(path.c_str(), flags | O_DIRECT, 0600);
+  // Reading: a plain open (O_NOFOLLOW too: every file here is one zerotrain created).
+  // Writing: through io/output_file.h, never following a link nor writing a non-file.
+  const auto open_with = [&](int extra, std::string* why) {
+    if (access == FileAccess::Read) {
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | extra);
+      if (fd < 0 && why) *why = std::strerror(errno);
+      return fd;
+    }
+    return open_for_write_fd(path, WriteOpen::ReadWrite, extra, 0600, why);
+  };
+  std::string why;
+  fd_ = open_with(O_DIRECT, &why);
   if (fd_ < 0 && errno == EINVAL) {
     // The filesystem has no O_DIRECT (tmpfs): buffered, and the caller warns once.
     fallback_reason_ = "the filesystem of " + path + " does not support O_DIRECT";
     mode_ = IoMode::Buffered;
-    fd_ = ::open(path.c_str(), flags, 0600);
+    fd_ = open_with(0, &why);
   }
   if (fd_ < 0) {
     const int err = errno;
     const std::string dir = std::filesystem::path(path).parent_path().string();
-    ZT_THROW_INPUT(path, ": cannot open for ", access == FileAccess::Read ? "reading" : "writing", ": ",
-                   std::strerror(err),
+    ZT_THROW_INPUT(path, ": cannot open for ", access == FileAccess::Read ? "reading" : "writing", ": ", why,
                    err == ENOENT && access == FileAccess::Read ? "" : "; check that " + dir + " exists and is writable",
                    " (nvme_path must name a writable folder on a local drive)");
   }
@@ -55,7 +49,9 @@ DirectFile::DirectFile(const std::string& path, FileAccess access) : path_(path)
 DirectFile::~DirectFile() { close(); }
 
 DirectFile::DirectFile(DirectFile&& other) noexcept
-    : fd_(other.fd_), mode_(other.mode_), path_(std::move(other.path_)),
+    : fd_(other.fd_),
+      mode_(other.mode_),
+      path_(std::move(other.path_)),
       fallback_reason_(std::move(other.fallback_reason_)) {
   other.fd_ = -1;
 }
@@ -85,7 +81,8 @@ void DirectFile::reserve(uint64_t bytes) {
     if (::ftruncate(fd_, static_cast<off_t>(bytes)) == 0) return;
   }
   const std::string dir = std::filesystem::path(path_).parent_path().string();
-  ZT_THROW_INPUT(path_, ": cannot reserve ", bytes_str(static_cast<double>(bytes)), ": ", std::strerror(rc == 0 ? errno : rc), " (", bytes_str(static_cast<double>(free_bytes(dir))),
+  ZT_THROW_INPUT(path_, ": cannot reserve ", bytes_str(static_cast<double>(bytes)), ": ",
+                 std::strerror(rc == 0 ? errno : rc), " (", bytes_str(static_cast<double>(free_bytes(dir))),
                  " free on the drive of ", dir,
                  "); free space there, point nvme_path at a larger drive, or keep more state in memory (max_in_cpu)");
 }
@@ -128,7 +125,8 @@ AlignedBuffer::AlignedBuffer(size_t bytes) : bytes_(round_up_to_direct(bytes)) {
   if (bytes_ == 0) return;
   data_ = allocate_host_pages(bytes_, kDirectAlignment);  // huge pages for large swap buffers
   if (data_ == nullptr) {
-    ZT_THROW_INPUT("cannot allocate ", bytes_str(static_cast<double>(bytes_)), " of aligned host memory for direct I/O; lower aio.block_size "
+    ZT_THROW_INPUT("cannot allocate ", bytes_str(static_cast<double>(bytes_)),
+                   " of aligned host memory for direct I/O; lower aio.block_size "
                    "or buffer_size, or free host memory");
   }
   std::memset(data_, 0, bytes_);

@@ -252,32 +252,6 @@ const char* safetensors_dtype_name(DType dtype) {
   return "?";
 }
 
-void write_file_atomic(const std::string& path, const std::function<void(std::FILE*)>& write) {
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp = str(path, ".tmp.", ::getpid(), ".", counter++);
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) ZT_THROW_IO(path, ": cannot create temporary file ", tmp, " (", errno_text(), ")");
-  try {
-    write(f);
-    if (std::fflush(f) != 0 || std::ferror(f)) ZT_THROW_IO(path, ": write failed (", errno_text(), ")");
-    if (::fsync(::fileno(f)) != 0) ZT_THROW_IO(path, ": fsync failed (", errno_text(), ")");
-  } catch (...) {
-    std::fclose(f);
-    std::remove(tmp.c_str());
-    throw;
-  }
-  if (std::fclose(f) != 0) {
-    const std::string err = errno_text();
-    std::remove(tmp.c_str());
-    ZT_THROW_IO(path, ": closing ", tmp, " failed (", err, ")");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string err = errno_text();
-    std::remove(tmp.c_str());
-    ZT_THROW_IO(path, ": cannot rename ", tmp, " into place (", err, ")");
-  }
-}
-
 void write_safetensors(const std::string& path, const std::vector<TensorSource>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   std::set<std::string> names;

@@ -31,6 +31,7 @@
 
 #include "core/tensor.h"
 #include "io/mmap.h"
+#include "io/output_file.h"  // write_file_atomic
 
 namespace zt::io {
 
@@ -95,10 +96,5 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
 
 // Safetensors dtype strings for our dtypes: "F32", "BF16", "F16", "I32", "I64".
 const char* safetensors_dtype_name(DType dtype);
-
-// Creates `path` atomically: `write` fills a temporary file in the same directory, which is
-// then flushed, fsync'ed and renamed over `path`. Throws Io on failure (and removes the
-// temporary file); an exception from `write` propagates after the same clean-up.
-void write_file_atomic(const std::string& path, const std::function<void(std::FILE*)>& write);
 
 }  // namespace zt::io

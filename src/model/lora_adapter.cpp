@@ -37,6 +37,36 @@ OwnedTensor read_f32(const io::SafetensorsReader& file, const std::string& key) 
   return out;
 }
 
+// PEFT's module rule: `module` is `target` or ends with "." + target.
+bool module_matches(const std::string& module, const std::string& target) {
+  return module == target || (module.size() > target.size() + 1 && ends_with(module, target) &&
+                              module[module.size() - target.size() - 1] == '.');
+}
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// Whether adapter_config.json declares that the adapter trains the base tensor `name` (an
+// HF name): a bias under bias "all" (every bias) or "lora_only" (an adapted module's), or
+// a tensor of a module of modules_to_save.
+bool declared_replacement(const LoraAdapter& adapter, const ModelConfig& base, const std::string& name) {
+  const size_t dot = name.rfind('.');
+  const std::string module = dot == std::string::npos ? name : name.substr(0, dot);
+  const std::string leaf = dot == std::string::npos ? name : name.substr(dot + 1);
+  for (const std::string& m : adapter.config.modules_to_save)
+    if (module_matches(module, m)) return true;
+  if (leaf != "bias") return false;
+  if (adapter.config.bias == LoraBias::All) return true;
+  if (adapter.config.bias == LoraBias::LoraOnly)
+    for (int64_t l = 0; l < base.num_layers; ++l)
+      for (const LoraModule& m : adapter.modules)
+        if (lora_module_path(base, l, m.name) == module) return true;
+  return false;
+}
+
 }  // namespace
 
 std::string peft_lora_key(const ModelConfig& model, int64_t layer, const std::string& module, char which) {
@@ -83,6 +113,7 @@ LoraAdapter load_lora_adapter(const std::string& dir, const ModelConfig& base) {
 
   const io::SafetensorsReader file(weights);
   const int64_t r = adapter.config.r;
+  std::vector<std::string> undeclared;
   for (const std::string& key : file.names()) {
     if (key.find("lora_magnitude_vector") != std::string::npos || key.find("lora_embedding_") != std::string::npos)
       ZT_THROW_UNSUPPORTED(weights, ": tensor ", key,
@@ -109,7 +140,26 @@ LoraAdapter load_lora_adapter(const std::string& dir, const ModelConfig& base) {
     std::string name = key.substr(std::string(kPeftKeyPrefix).size());
     const size_t wrapped = name.find(".base_layer.");
     if (wrapped != std::string::npos) name.erase(wrapped, std::string(".base_layer").size());
+    // A base tensor the config does not say the adapter trains would replace a base weight
+    // silently: named below, all at once.
+    if (!declared_replacement(adapter, base, name)) {
+      undeclared.push_back(key);
+      continue;
+    }
     adapter.replaced.emplace_back(name, read_f32(file, key));
+  }
+  if (!undeclared.empty()) {
+    std::string list;
+    for (size_t i = 0; i < undeclared.size() && i < 8; ++i) list += (i ? ", " : "") + undeclared[i];
+    if (undeclared.size() > 8) list += str(", ... (", undeclared.size(), " in all)");
+    ZT_THROW_INPUT(
+        weights, ": tensor", undeclared.size() == 1 ? " " : "s ", list,
+        " would replace base weights, but adapter_config.json (bias \"", lora_bias_name(adapter.config.bias),
+        "\", modules_to_save ",
+        adapter.config.modules_to_save.empty() ? std::string("none") : join_names(adapter.config.modules_to_save),
+        ") does not declare ", undeclared.size() == 1 ? "it" : "them",
+        ": declare the module in modules_to_save (or the bias setting) if the adapter really trains it, "
+        "or remove the tensor");
   }
   for (const LoraFactors& f : adapter.factors)
     for (char which : {'A', 'B'})
@@ -160,7 +210,13 @@ void save_lora_adapter(const ParameterRegistry& registry, const ModelConfig& bas
           ZT_THROW_IO(staging.file(name), ": write failed");
       });
   }
-  staging.commit();
+  // Files of the old folder that are not part of an adapter (a README, notes) are kept,
+  // as save_pretrained keeps them in a model directory.
+  const bool writes_tokenizer = !tokenizers.empty();
+  staging.commit([writes_tokenizer](const std::string& name) {
+    const bool adapter_output = name.rfind("adapter_model", 0) == 0 || name == "adapter_config.json";
+    return !adapter_output && !(writes_tokenizer && is_tokenizer_file_name(name));
+  });
 }
 
 }  // namespace zt::model

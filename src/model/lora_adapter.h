@@ -57,8 +57,10 @@ struct LoraAdapter {
 
 // Reads `dir` (adapter_config.json + adapter_model.safetensors) for a base model of shape
 // `base`. BadInput naming the file and key: a missing or misshapen A/B (checked against the
-// base: [r, in], [out, r]), a key that is no target of the config, a non-floating dtype, a
-// folder with adapter_model.bin only (pickle: not read; convert it to safetensors).
+// base: [r, in], [out, r]), a key that is no target of the config, a base tensor the config
+// does not declare the adapter trains (not a bias under its bias setting, not a module of
+// modules_to_save: all such keys named), a non-floating dtype, a folder with
+// adapter_model.bin only (pickle: not read; convert it to safetensors).
 // Unsupported: tensors of LoRA variants (DoRA's lora_magnitude_vector, embedding LoRA).
 LoraAdapter load_lora_adapter(const std::string& dir, const ModelConfig& base);
 

@@ -83,6 +83,47 @@ bool has_tokenizer(const std::string& dir) {
   return false;
 }
 
+// The directory a path names with links and ".." resolved (as far as it exists).
+fs::path resolved(const std::string& path) {
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  if (ec) p = fs::absolute(path).lexically_normal();
+  while (!p.has_filename() && p.has_parent_path() && p != p.parent_path()) p = p.parent_path();  // "dir/"
+  return p;
+}
+
+// Whether `inner` is `outer` or lies inside it.
+bool within(const fs::path& inner, const fs::path& outer) {
+  auto i = inner.begin();
+  for (auto o = outer.begin(); o != outer.end(); ++o, ++i) {
+    if (o->empty()) continue;  // a trailing separator
+    if (i == inner.end() || *i != *o) return false;
+  }
+  return true;
+}
+
+// OUT replaces its directory as a whole: one that is (or lies inside) the base model's or
+// the adapter's directory would overwrite the input the merge reads.
+void check_out_is_not_an_input(const std::string& base_dir, const std::string& adapter_dir,
+                               const std::string& out_dir) {
+  const fs::path out = resolved(out_dir);
+  const std::pair<const char*, const std::string*> inputs[] = {{"the base model's directory BASE", &base_dir},
+                                                               {"the adapter's directory ADAPTER", &adapter_dir}};
+  for (const auto& [what, dir] : inputs) {
+    const fs::path in = resolved(*dir);
+    std::error_code ec;
+    const bool same = within(out, in) || (fs::exists(out_dir, ec) && fs::equivalent(out_dir, *dir, ec));
+    if (same)
+      ZT_THROW_INPUT(
+          "lora merge: OUT '", out_dir, "' ", out == in ? "is " : "lies inside ", what, " ('", *dir,
+          "'): the merged model would replace the input it is read from; give OUT a directory of its own "
+          "(e.g. '",
+          (resolved(base_dir).filename().string().empty() ? std::string("merged")
+                                                          : resolved(base_dir).filename().string() + "-merged"),
+          "' beside it)");
+  }
+}
+
 }  // namespace
 
 bool adapter_unties_head(const LoraAdapter& adapter, const ModelConfig& base) {
@@ -150,6 +191,7 @@ LoraMergeSummary merge_lora_into(Transformer& base, const LoraAdapter& adapter, 
 
 LoraMergeSummary merge_lora(const std::string& base_dir, const std::string& adapter_dir, const std::string& out_dir,
                             const LoraMergeOptions& options) {
+  check_out_is_not_an_input(base_dir, adapter_dir, out_dir);
   const ModelConfig config = load_hf_config(base_dir);
   // The adapter first: a mismatched one fails before the base is read.
   const LoraAdapter adapter = load_lora_adapter(adapter_dir, config);

@@ -57,9 +57,11 @@ std::unique_ptr<Transformer> load_base_for_merge(const std::string& base_dir, co
 LoraMergeSummary merge_lora_into(Transformer& base, const LoraAdapter& adapter, const std::string& adapter_dir,
                                  const std::function<void(const LoraMergeProgress&)>& on_layer = {});
 
-// BadInput (exit 2) naming the file: a base that is not an HF model directory, an adapter
-// whose shapes or targets do not fit it (model/lora_adapter.h), a replaced tensor the base
-// does not have or of another shape.
+// BadInput (exit 2) naming the file: an `out_dir` that is (or lies inside) `base_dir` or
+// `adapter_dir` (links and ".." resolved; checked before anything is read), a base that is
+// not an HF model directory, an adapter whose shapes or targets do not fit it
+// (model/lora_adapter.h: also a base tensor its config does not declare it trains), a
+// replaced tensor the base does not have or of another shape.
 LoraMergeSummary merge_lora(const std::string& base_dir, const std::string& adapter_dir, const std::string& out_dir,
                             const LoraMergeOptions& options = {});
 

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "io/output_file.h"
 
 namespace zt::train {
 
@@ -30,10 +31,8 @@ std::FILE* CsvMonitor::open(const std::string& tag) {
   auto it = files_.find(tag);
   if (it != files_.end()) return it->second.get();
   const std::string path = (std::filesystem::path(dir_) / file_name(tag)).string();
-  std::FILE* f = std::fopen(path.c_str(), "a");
-  if (!f)
-    ZT_THROW_INPUT("csv_monitor: cannot write ", path, " (", std::strerror(errno),
-                   "); set csv_monitor.output_path in the ds_config to a writable folder");
+  std::FILE* f = io::open_file_for_write(
+      path, io::WriteOpen::Append, "csv_monitor: set csv_monitor.output_path in the ds_config to a writable folder");
   files_.emplace(tag, std::unique_ptr<std::FILE, Closer>(f));
   if (std::ftell(f) == 0) {  // a new file: DeepSpeed's header, the tag's last part
     const size_t slash = tag.rfind('/');

@@ -17,6 +17,7 @@
 #include "core/env_vars.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "io/output_file.h"
 
 namespace zt::train {
 
@@ -172,8 +173,8 @@ std::string human_duration(double seconds) {
 }
 
 MetricsFile::MetricsFile(const std::string& path, bool append) : path_(path) {
-  file_ = std::fopen(path.c_str(), append ? "a" : "w");
-  if (!file_) ZT_THROW_IO("cannot open metrics file '", path, "' for writing: ", std::strerror(errno));
+  file_ = io::open_file_for_write(path, append ? io::WriteOpen::Append : io::WriteOpen::Truncate,
+                                  "give the run another output_dir");
   if (append) drop_torn_record(::fileno(file_), path);
 }
 

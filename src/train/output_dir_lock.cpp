@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "io/output_file.h"
 
 namespace zt::train {
 namespace fs = std::filesystem;
@@ -38,7 +39,7 @@ std::string read_pid(int fd) {
 // existing lock file only, so a refused run creates nothing.
 void refuse_if_held(const fs::path& dir) {
   const fs::path lock = dir / kLockName;
-  const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return;
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
     try {
@@ -59,13 +60,21 @@ std::vector<std::string> previous_run_files(const fs::path& dir) {
   const fs::path ckpt = dir / "checkpoints";
   if (fs::is_directory(ckpt, ec) && !fs::is_empty(ckpt, ec)) found.push_back("checkpoints/");
   if (fs::exists(dir / "final", ec)) found.push_back("final/");
-  if (fs::exists(dir / "metrics.jsonl", ec)) found.push_back("metrics.jsonl");
+  // An empty metrics.jsonl is a run that stopped before its first step (a start-up
+  // error): no run to protect, and counting it would refuse that run's own retry.
+  const fs::path metrics = dir / "metrics.jsonl";
+  if (fs::exists(fs::symlink_status(metrics, ec)) && !(fs::is_regular_file(metrics, ec) && fs::is_empty(metrics, ec)))
+    found.push_back("metrics.jsonl");
   return found;
 }
 
 OutputDirLock::OutputDirLock(const fs::path& dir) : path_(dir / kLockName) {
-  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) ZT_THROW_IO("cannot create the lock file '", path_.string(), "': ", std::strerror(errno));
+  // Never through a link: `.zerotrain.lock` -> someone's file would have it truncated.
+  std::string why;
+  fd_ = io::open_for_write_fd(path_.string(), io::WriteOpen::ReadWrite, 0, 0644, &why);
+  if (fd_ < 0)
+    ZT_THROW_INPUT("cannot create the lock file '", path_.string(), "': ", why,
+                   "; or give this run another output_dir");
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     try {

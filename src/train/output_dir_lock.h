@@ -17,13 +17,15 @@ enum class OutputDirUse {
 };
 
 // The previous run's files in dir ("checkpoints/", "final/", "metrics.jsonl"), in that
-// order; empty when dir holds no run (prepared tokenizer/data files do not count).
+// order; empty when dir holds no run (prepared tokenizer/data files, an empty checkpoints/
+// and an empty metrics.jsonl — a run that failed at start-up — do not count).
 std::vector<std::string> previous_run_files(const std::filesystem::path& dir);
 
 // An exclusive flock on dir/.zerotrain.lock while alive (RAII; the kernel drops it when
 // the process dies, so a killed run never leaves a stale lock). The file holds the
 // owner's pid for the message a second run gets. Throws BadInput (exit 2) naming that pid
-// when another process holds it.
+// when another process holds it, and when the lock's name is a symbolic link or not a
+// regular file (opened with O_NOFOLLOW: a planted link is never followed).
 class OutputDirLock {
  public:
   explicit OutputDirLock(const std::filesystem::path& dir);

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/memory_info.h"
+#include "io/output_file.h"
 #include "train/estimate.h"
 #include "train/lora_setup.h"
 #include "zero/engine.h"
@@ -44,7 +45,8 @@ int optimizer_state_bytes(const config::TrainConfig& c) {
 struct OffloadHostBytes {
   double host = 0, off_gpu = 0;
 };
-OffloadHostBytes offload_host_bytes(const config::TrainConfig& c, const model::ModelConfig& mc, int stage, int world_size) {
+OffloadHostBytes offload_host_bytes(const config::TrainConfig& c, const model::ModelConfig& mc, int stage,
+                                    int world_size) {
   OffloadHostBytes b;
   if (c.zero.offload_optimizer == config::OffloadDevice::None) return b;
   const double n = mc.num_parameters_f64();
@@ -74,7 +76,8 @@ OffloadHostBytes offload_host_bytes(const config::TrainConfig& c, const model::M
   double params_host = params_home ? owned * param_bytes : ratio * owned_t * param_bytes;
   if (params_home && c.zero.offload_param == config::OffloadDevice::NVMe) {
     const double resident = std::min(owned, static_cast<double>(c.zero.offload_param_max_in_cpu));
-    params_host = resident * param_bytes + (owned > resident ? c.zero.offload_param_buffer_count * unit * param_bytes : 0);
+    params_host =
+        resident * param_bytes + (owned > resident ? c.zero.offload_param_buffer_count * unit * param_bytes : 0);
   }
   b.host = ratio * owned_t * (optimizer_bytes + grad_part_bytes) + params_host;
   b.off_gpu = ratio * owned_t * optimizer_bytes + (params_home ? owned * param_bytes : 0);
@@ -82,7 +85,8 @@ OffloadHostBytes offload_host_bytes(const config::TrainConfig& c, const model::M
     // The state is on the drive; the host holds buffer_count swap buffers of the largest
     // piece: a unit's slice, at most sub_group_size.
     const double piece = std::min(unit, static_cast<double>(c.zero.sub_group_size));
-    b.host = ratio * owned_t * grad_part_bytes + params_host + c.zero.offload_optimizer_buffer_count * piece * optimizer_bytes;
+    b.host = ratio * owned_t * grad_part_bytes + params_host +
+             c.zero.offload_optimizer_buffer_count * piece * optimizer_bytes;
   }
   return b;
 }
@@ -100,12 +104,14 @@ void check_offload_fits_host(const config::TrainConfig& c, const model::ModelCon
   const bool param_nvme = params && c.zero.offload_param == config::OffloadDevice::NVMe;
   const std::string what =
       c.source + ": the offloaded optimizer state" +
-      (nvme ? "'s NVMe swap buffers (" + std::to_string(c.zero.offload_optimizer_buffer_count) + ") and its staging buffers"
+      (nvme ? "'s NVMe swap buffers (" + std::to_string(c.zero.offload_optimizer_buffer_count) +
+                  ") and its staging buffers"
             : std::string(" and its staging buffers")) +
       (param_nvme ? ", the parameters kept in host memory (offload_param.max_in_cpu) and their NVMe swap buffers"
-                  : params ? ", the offloaded parameters" : "") +
-      " (" + count + " parameters, offload_optimizer.ratio " + std::to_string(c.zero.offload_optimizer_ratio).substr(0, 4) +
-      ") per rank";
+       : params   ? ", the offloaded parameters"
+                  : "") +
+      " (" + count + " parameters, offload_optimizer.ratio " +
+      std::to_string(c.zero.offload_optimizer_ratio).substr(0, 4) + ") per rank";
   std::string fix =
       nvme ? "lower zero_optimization.offload_optimizer.buffer_count or zero_optimization.sub_group_size, spread the "
              "ranks over more machines, or use a machine with more memory"
@@ -129,9 +135,9 @@ void check_model_state_fits(const config::TrainConfig& c, const model::ModelConf
   // past 2^48 parameters no machine holds the model anyway.
   const int bytes_per_param = param_bytes + 4 + optimizer_bytes;
   double total = n < 281474976710656.0
-                           ? static_cast<double>(zero::zero_formula_bytes(stage, static_cast<int64_t>(n), world_size,
-                                                                          param_bytes, param_bytes, 4, optimizer_bytes))
-                           : n * bytes_per_param / world_size;
+                     ? static_cast<double>(zero::zero_formula_bytes(stage, static_cast<int64_t>(n), world_size,
+                                                                    param_bytes, param_bytes, 4, optimizer_bytes))
+                     : n * bytes_per_param / world_size;
   if (c.lora) {
     // LoRA: the frozen base holds its 16-bit parameters only; gradients, master and
     // moments are the adapters' (the targets were resolved by the config; a bad one is
@@ -170,10 +176,10 @@ void check_model_state_fits(const config::TrainConfig& c, const model::ModelConf
                      ": use ZeRO stage 3 over more GPUs, bf16, or a smaller model");
     // With the step's activations (zerotrain estimate's count, within a few percent of the
     // measured peaks): a warning, not a refusal, since an estimate may be a little high.
-    const int64_t T = c.data.seq_len > 0 ? std::min(c.data.seq_len, mc.max_position_embeddings)
-                                         : mc.max_position_embeddings;
-    const int64_t act = estimate_activation_bytes(mc, c.precision, c.model.activation_checkpointing,
-                                                  c.micro_batch_per_gpu, T);
+    const int64_t T =
+        c.data.seq_len > 0 ? std::min(c.data.seq_len, mc.max_position_embeddings) : mc.max_position_embeddings;
+    const int64_t act =
+        estimate_activation_bytes(mc, c.precision, c.model.activation_checkpointing, c.micro_batch_per_gpu, T);
     if (total + static_cast<double>(act) > device)
       ZT_WARN("this run needs about ", bytes_str(total + static_cast<double>(act)), " of GPU memory (model states ",
               bytes_str(total), " + activations ", bytes_str(static_cast<double>(act)), " at micro-batch ",
@@ -246,6 +252,13 @@ void check_output_drive_room(const config::TrainConfig& c, const CheckpointPlan&
       " free (after the NVMe swap files, if on it, took theirs), but this run needs ", bytes_str(room.bytes),
       ": final/ needs ", bytes_str(final_bytes), why, ": free space there or point output_dir at another drive",
       saves ? " (or keep fewer checkpoints: keep_last, save_strategy \"no\" saves only at a stop signal)" : "");
+}
+
+void check_outputs_writable(const config::TrainConfig& c, const std::filesystem::path& output_dir) {
+  io::probe_writable_dir(output_dir.string(), "output_dir (the lock, metrics.jsonl and final/)");
+  io::probe_writable_dir((output_dir / "checkpoints").string(), "the run's checkpoints");
+  if (!c.tensorboard_dir.empty()) io::probe_writable_dir(c.tensorboard_dir, "report_to tensorboard (logging_dir)");
+  if (!c.csv_monitor_dir.empty()) io::probe_writable_dir(c.csv_monitor_dir, "csv_monitor (output_path)");
 }
 
 }  // namespace zt::train

@@ -3,6 +3,7 @@
 // instead of running out of memory, or of a step that never ends.
 #pragma once
 #include <cstdint>
+#include <filesystem>
 
 #include "model/config.h"
 #include "config/config.h"
@@ -48,5 +49,14 @@ OutputRoom output_room(const CheckpointPlan& plan, double final_bytes, double ch
 // than output_room's.
 void check_output_drive_room(const config::TrainConfig& c, const CheckpointPlan& plan, double final_bytes,
                              double checkpoint_bytes, double free_bytes);
+
+// Every folder the run will write (output_dir for the lock, metrics.jsonl and final/; its
+// checkpoints/; logging_dir with report_to tensorboard; csv_monitor's folder), created
+// when missing and probed with a real file creation (io::probe_writable_dir: root ignores
+// permission bits, so they prove nothing): a read-only or impossible one is exit 2 at
+// start-up, naming it, instead of an error at the first save after the training time.
+// Rank 0, before anything else is written there: a refused run leaves nothing that makes
+// its own retry look like a previous run.
+void check_outputs_writable(const config::TrainConfig& c, const std::filesystem::path& output_dir);
 
 }  // namespace zt::train

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "io/output_file.h"
 
 namespace zt::train {
 namespace {
@@ -78,10 +79,8 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
   ::gethostname(host, sizeof host - 1);
   path_ = dir + "/events.out.tfevents." + std::to_string(static_cast<long long>(unix_seconds())) + "." + host +
           "." + std::to_string(::getpid());
-  file_ = std::fopen(path_.c_str(), "wb");
-  if (!file_)
-    ZT_THROW_INPUT("report_to tensorboard: cannot write ", path_, " (", std::strerror(errno),
-                   "); set logging_dir to a writable folder");
+  file_ = io::open_file_for_write(path_, io::WriteOpen::Truncate,
+                                  "report_to tensorboard: set logging_dir to a writable folder");
   // Event { double wall_time = 1; string file_version = 3; }
   std::string first;
   first.push_back(static_cast<char>(1 << 3 | 1));

@@ -175,6 +175,7 @@ void claim_output_dir_on_rank0(TrainingRun& run) {
   if (run.comm->rank() == 0) {
     try {
       run.output_lock = claim_output_dir(run.output_dir, use);
+      check_outputs_writable(c, run.output_dir);
     } catch (...) {
       refused = std::current_exception();
     }

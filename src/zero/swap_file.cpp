@@ -6,10 +6,14 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <system_error>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "io/output_file.h"
 #include "io/staging_dir.h"
 
 namespace zt::zero {
@@ -24,6 +28,17 @@ std::string host_name() {
   std::string h(buf);
   std::replace(h.begin(), h.end(), '/', '_');
   return h.empty() ? "host" : h;
+}
+
+// The process's swap folder is shared by its stores: created by the first, removed by the last.
+std::mutex& folder_mutex() {
+  static std::mutex m;
+  return m;
+}
+// Stores per folder (each nvme_path has its own), under folder_mutex.
+std::map<std::string, int>& folder_users() {
+  static std::map<std::string, int> users;
+  return users;
 }
 
 // Several threads may add (the parameter store's two): a compare-exchange loop.
@@ -45,6 +60,14 @@ std::vector<std::string> remove_stale_swap_folders(const std::string& nvme_path)
     char* end = nullptr;
     const long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
     if (!end || *end != '\0' || pid <= 0 || io::process_alive(pid)) continue;
+    // Only a folder that carries our marker naming that pid: a user's folder of a like
+    // name is not ours to delete.
+    const std::optional<long> owner = io::marked_dir_owner(e.path().string());
+    if (!owner && io::remove_empty_dir(e.path().string())) {  // killed between its mkdir and its marker
+      removed.push_back(e.path().string());
+      continue;
+    }
+    if (!owner || *owner != pid) continue;
     std::error_code rec;
     fs::remove_all(e.path(), rec);
     if (!rec) removed.push_back(e.path().string());
@@ -64,12 +87,20 @@ SwapFile::SwapFile(const SwapFileOptions& options) {
   for (const std::string& p : remove_stale_swap_folders(root))
     ZT_WARN("removed ", p, ", the NVMe swap folder of a zerotrain process that is gone");
   folder_ = (fs::path(root) / ("zerotrain-" + host_name() + "-" + std::to_string(::getpid()))).string();
-  fs::create_directories(folder_, ec);
-  if (ec)
-    ZT_THROW_INPUT("offload nvme_path ", root, ": cannot create the swap folder ", folder_, ": ", ec.message(),
-                   "; make nvme_path writable");
-  // One file per store: several stores of a process (the optimizer's, the parameters', a
-  // test's second one) share the folder, never a file.
+  // One marked folder per process, shared by its stores (the optimizer's, the parameters',
+  // a test's second one), each with a file of its own; the last store to go removes it.
+  {
+    const std::lock_guard<std::mutex> guard(folder_mutex());
+    if (folder_users()[folder_]++ == 0) {
+      try {
+        if (io::marked_dir_owner(folder_) != std::optional<long>(::getpid())) io::create_marked_dir(folder_);
+      } catch (const std::exception& e) {
+        folder_users().erase(folder_);
+        ZT_THROW_INPUT("offload nvme_path ", root, ": cannot create the swap folder ", folder_, ": ", e.what(),
+                       "; make nvme_path writable");
+      }
+    }
+  }
   static std::atomic<int> files{0};
   const int n = files.fetch_add(1);
   path_ = folder_ + "/rank" + std::to_string(options.rank) + "-" + options.label +
@@ -82,9 +113,17 @@ SwapFile::SwapFile(const SwapFileOptions& options) {
   } catch (...) {
     file_ = io::DirectFile();
     fs::remove(path_, ec);
-    fs::remove(folder_, ec);
+    release_folder();
     throw;
   }
+}
+
+void SwapFile::release_folder() noexcept {
+  const std::lock_guard<std::mutex> guard(folder_mutex());
+  if (--folder_users()[folder_] > 0) return;
+  folder_users().erase(folder_);
+  std::error_code ec;
+  fs::remove_all(folder_, ec);  // our marked folder: the marker and what is left of ours
 }
 
 SwapFile::~SwapFile() {
@@ -92,7 +131,7 @@ SwapFile::~SwapFile() {
   file_ = io::DirectFile();
   std::error_code ec;
   fs::remove(path_, ec);
-  fs::remove(folder_, ec);  // only when empty: other stores of this process may share it
+  release_folder();  // the last store of this process removes the shared folder
 }
 
 std::unique_lock<std::mutex> SwapFile::io_lock() {

@@ -52,7 +52,7 @@ class SwapFile {
   // Creates the swap folder and file (nvme_path itself when missing). BadInput naming the
   // path when it cannot be made a writable folder or the file cannot be opened.
   explicit SwapFile(const SwapFileOptions& options);
-  ~SwapFile();  // waits for every transfer, removes the file (and the folder when empty)
+  ~SwapFile();  // waits for every transfer, removes the file (and the folder with the last store)
   SwapFile(const SwapFile&) = delete;
   SwapFile& operator=(const SwapFile&) = delete;
 
@@ -88,6 +88,7 @@ class SwapFile {
   Bounce read_blocks(uint64_t offset, size_t bytes);
   // io_uring's calls one thread at a time (see above); empty for the thread pool.
   std::unique_lock<std::mutex> io_lock();
+  void release_folder() noexcept;
 
   std::string folder_, path_;
   io::DirectFile file_;
@@ -97,8 +98,9 @@ class SwapFile {
   std::atomic<double> read_wait_s_{0}, write_wait_s_{0};
 };
 
-// The swap folders (zerotrain-<host>-<pid>) of processes of this host that are gone,
-// removed; their paths. Run by SwapFile at start; exposed for the tests.
+// The swap folders (zerotrain-<host>-<pid>, carrying zerotrain's marker naming that pid:
+// io/output_file.h) of processes of this host that are gone, removed; their paths. A
+// folder of that name without the marker is not ours and stays. Run by SwapFile at start; exposed for the tests.
 std::vector<std::string> remove_stale_swap_folders(const std::string& nvme_path);
 
 }  // namespace zt::zero

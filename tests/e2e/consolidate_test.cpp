@@ -105,7 +105,7 @@ ShardedCheckpoint save_sharded(const fs::path& where, const model::ModelConfig& 
     wo.rank = r;
     const fs::path root = where / ("rank" + std::to_string(r));
     // Without a communicator, ranks > 0 write into the temporary directory rank 0 makes.
-    if (r > 0) fs::create_directories(root / ".global_step5.tmp");
+    if (r > 0) fs::create_directories(checkpoint::checkpoint_staging_dir(root.string(), 5));
     const std::string d = checkpoint::save_checkpoint(root.string(), c.model->registry(), slices, st, wo);
     if (r == 0) c.dir = d;
   }

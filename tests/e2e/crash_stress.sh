@@ -7,9 +7,20 @@
 # consolidate` reads them with resume's validator), final/ (when present) is one whole
 # model, and, after the resume, no temporary folder remains and the run finished.
 #
-#   tests/e2e/crash_stress.sh ZEROTRAIN WORKDIR          # 4 kills (CTest: e2e.crash_stress)
-#   ZT_STRESS_LONG=1 tests/e2e/crash_stress.sh ...       # 100 kills
-#   ZT_STRESS_ITERATIONS=N ZT_STRESS_SEED=S ...          # N kills, reproducible delays
+# Then N exports through the directory swap (io/staging_dir.h): `prepare --out`,
+# `consolidate CKPT OUT` and `lora merge BASE ADAPTER OUT`, each into a folder that holds
+# the user's files (README.md, .git/, src/, a link) and, beside it, a user's folder named
+# like a staging one (OUT.old-2024-01-15). Each is killed, alternately, at a random moment
+# (kill -9) or at one of the swap's fail points (ZT_TEST_FAIL_AT, with and without
+# renameat2's exchange), then run again to the end. After the kill OUT is the whole old or
+# the whole new directory (or, between the two renames of the no-exchange path, missing
+# with the old one aside); after the re-run it is whole, the user's files are all there
+# with their content, the user's sibling folder too, and no staging folder is left.
+#
+#   tests/e2e/crash_stress.sh ZEROTRAIN WORKDIR          # 4 + 4 kills (CTest: e2e.crash_stress)
+#   ZT_STRESS_LONG=1 tests/e2e/crash_stress.sh ...       # 100 + 100 kills
+#   ZT_STRESS_ITERATIONS=N ZT_STRESS_SEED=S ...          # N + N kills, reproducible delays
+#   ZT_STRESS_EXPORT_ITERATIONS=M ...                    # N + M kills
 #
 # Prints the counts at the end (runs, kills, resumes, failures); exits 1 on any failure.
 set -u
@@ -21,6 +32,7 @@ N="${ZT_STRESS_ITERATIONS:-}"
 if [[ -z "$N" ]]; then
   if [[ "${ZT_STRESS_LONG:-0}" == 1 ]]; then N=100; else N=4; fi
 fi
+M="${ZT_STRESS_EXPORT_ITERATIONS:-$N}"
 RANDOM="${ZT_STRESS_SEED:-$$}"
 
 rm -rf "$WORK"
@@ -123,5 +135,131 @@ for ((i = 1; i <= N; i++)); do
   echo "iteration $i: $how after ${delay_ms} ms ($done_steps steps done), resumed to step $steps"
 done
 
-echo "crash stress: runs $runs, kills $kills, resumes $resumes, failures $failures"
+echo "crash stress (training): runs $runs, kills $kills, resumes $resumes, failures $failures"
+
+# ---- exports through the directory swap ----
+
+EXP="$WORK/exports"
+mkdir -p "$EXP"
+# The command writing each export; OUT is its target.
+export_cmd() {
+  case "$1" in
+    prepare) echo "$ZT prepare --tokenizer bytes --no-eos --out $EXP/prep $ROOT/data/text/artistic.txt" ;;
+    consolidate) echo "$ZT consolidate $OUT/checkpoints $EXP/hf --quiet" ;;
+    merge) echo "$ZT lora merge $ROOT/tests/data/hf/gpt2 $ROOT/tests/data/peft/gpt2_c_attn $EXP/merged --quiet" ;;
+  esac
+}
+export_dir() {
+  case "$1" in
+    prepare) echo "$EXP/prep" ;;
+    consolidate) echo "$EXP/hf" ;;
+    merge) echo "$EXP/merged" ;;
+  esac
+}
+# What a whole export holds (besides the user's files).
+export_files() {
+  case "$1" in
+    prepare) echo "dataset.json train_000000.bin" ;;
+    *) echo "config.json generation_config.json model.safetensors" ;;
+  esac
+}
+plant_user_files() {
+  local d="$1"
+  mkdir -p "$d/.git/objects/ab" "$d/src" "$d.old-2024-01-15"
+  echo "the user's notes" >"$d/README.md"
+  echo "[core]" >"$d/.git/config"
+  echo "object" >"$d/.git/objects/ab/cdef"
+  echo "int main() {}" >"$d/src/main.c"
+  ln -sfn README.md "$d/LINK.md"
+  echo "the user's backup" >"$d.old-2024-01-15/model.safetensors"
+}
+check_user_files() {
+  local what="$1" d="$2"
+  [[ "$(cat "$d/README.md" 2>/dev/null)" == "the user's notes" ]] || fail "$what" "$d/README.md lost or changed"
+  [[ "$(cat "$d/.git/config" 2>/dev/null)" == "[core]" ]] || fail "$what" "$d/.git/config lost or changed"
+  [[ "$(cat "$d/.git/objects/ab/cdef" 2>/dev/null)" == "object" ]] || fail "$what" "$d/.git/objects lost"
+  [[ "$(cat "$d/src/main.c" 2>/dev/null)" == "int main() {}" ]] || fail "$what" "$d/src/main.c lost or changed"
+  [[ "$(readlink "$d/LINK.md" 2>/dev/null)" == "README.md" ]] || fail "$what" "$d/LINK.md lost"
+  [[ "$(cat "$d.old-2024-01-15/model.safetensors" 2>/dev/null)" == "the user's backup" ]] ||
+    fail "$what" "the user's folder $d.old-2024-01-15 was touched"
+}
+check_whole() {
+  local what="$1" kind="$2" d f
+  d="$(export_dir "$kind")"
+  for f in $(export_files "$kind"); do
+    [[ -f "$d/$f" ]] || fail "$what" "$kind: $d lacks $f (not one whole directory)"
+  done
+}
+check_no_staging() {
+  local left
+  left="$(find "$EXP" -maxdepth 1 -regextype posix-extended -regex '.*\.(tmp|old)-[0-9]+-[0-9]+' 2>/dev/null)"
+  [[ -z "$left" ]] || fail "$1" "staging left: $left"
+}
+
+kinds=(prepare consolidate merge)
+# The swap's fail points (docs/checkpoints.md, Atomicity); the last with the rename-aside
+# path of filesystems without renameat2's exchange.
+points=("staging.carried@README.md" "staging.carried@.git" "staging.carried@src" "staging.before_swap"
+  "replace.swapped" "NOEXCHANGE:staging.before_swap" "NOEXCHANGE:replace.aside")
+declare -A span
+for kind in "${kinds[@]}"; do
+  plant_user_files "$(export_dir "$kind")"
+  t0=$(date +%s%N)
+  $(export_cmd "$kind") >"$WORK/export_first_$kind.log" 2>&1 ||
+    { echo "the first $kind failed: $(tail -5 "$WORK/export_first_$kind.log")" >&2; exit 1; }
+  span[$kind]=$(( ($(date +%s%N) - t0) / 1000000 + 1 ))
+  runs=$((runs + 1))
+  check_whole "first $kind" "$kind"
+  check_user_files "first $kind" "$(export_dir "$kind")"
+  echo "a $kind takes ${span[$kind]} ms"
+done
+export_kills=0
+for ((i = 1; i <= M; i++)); do
+  kind="${kinds[$((RANDOM % 3))]}"
+  dir="$(export_dir "$kind")"
+  log="$WORK/export_kill_$i.log"
+  if ((i % 2)); then
+    point="${points[$((RANDOM % ${#points[@]}))]}"
+    env_args=()
+    if [[ "$point" == NOEXCHANGE:* ]]; then
+      point="${point#NOEXCHANGE:}"
+      env_args+=(ZT_TEST_NO_RENAME_EXCHANGE=1)
+    fi
+    how="fail point $point${env_args[*]:+ (no exchange)}"
+    # In the background: no job notice for the kill the drill makes.
+    env "${env_args[@]}" ZT_TEST_FAIL_AT="$point" $(export_cmd "$kind") >"$log" 2>&1 &
+    wait $! 2>/dev/null
+    rc=$?
+    [[ $rc == 137 ]] || fail "$kind, $how" "exited $rc, not killed at the point: $(tail -3 "$log")"
+  else
+    delay_ms=$(( (RANDOM * 32768 + RANDOM) % span[$kind] ))
+    how="kill -9 after ${delay_ms} ms"
+    $(export_cmd "$kind") >"$log" 2>&1 &
+    pid=$!
+    sleep "$((delay_ms / 1000)).$(printf %03d $((delay_ms % 1000)))"
+    kill -9 "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    rc=$?
+    [[ $rc == 0 || $rc == 137 ]] || fail "$kind, $how" "exited $rc: $(tail -3 "$log")"
+  fi
+  runs=$((runs + 1))
+  kills=$((kills + 1))
+  export_kills=$((export_kills + 1))
+  if [[ -e "$dir" ]]; then
+    check_whole "$kind after $how" "$kind"
+    check_user_files "$kind after $how" "$dir"
+  elif [[ "$how" != *replace.aside* ]]; then
+    fail "$kind after $how" "$dir is missing"
+  fi
+  $(export_cmd "$kind") >"$WORK/export_again_$i.log" 2>&1
+  rc=$?
+  runs=$((runs + 1))
+  [[ $rc == 0 ]] || fail "$kind re-run" "exited $rc: $(tail -5 "$WORK/export_again_$i.log")"
+  check_whole "$kind re-run" "$kind"
+  check_user_files "$kind re-run" "$dir"
+  check_no_staging "$kind re-run"
+  echo "export $i: $kind, $how, re-run whole"
+done
+
+echo "crash stress: runs $runs, kills $kills (exports $export_kills), resumes $resumes, failures $failures"
 [[ $failures == 0 ]]

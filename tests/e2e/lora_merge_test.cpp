@@ -14,6 +14,7 @@
 #include <string>
 
 #include "common/shell.h"
+#include "common/small_run.h"
 #include "common/temp_dir.h"
 #include "io/safetensors.h"
 
@@ -81,4 +82,53 @@ TEST(LoraMerge, BadArgumentsExit2AndWriteNothing) {
   EXPECT_EQ(r.rc, 2) << r.out;
   r = sh(zerotrain_binary() + " lora frobnicate");
   EXPECT_EQ(r.rc, 2) << r.out;
+}
+
+// OUT replaces its directory whole: OUT naming the base model (as written, with a trailing
+// slash, through a link, or a folder inside it) or the adapter is exit 2 naming the fix,
+// before anything is read or written; the base is left byte for byte.
+TEST(LoraMerge, AnOutThatIsAnInputIsRefused) {
+  TempDir tmp;
+  const fs::path base = tmp.path() / "base", adapter = tmp.path() / "adapter";
+  fs::copy(kData + "hf/gpt2", base);
+  fs::copy(kData + "peft/gpt2_c_attn", adapter);
+  fs::create_directory_symlink(base, tmp.path() / "base_link");
+  const std::string weights = zt::testing::file_bytes(base / "model.safetensors");
+  const std::string b = base.string(), a = adapter.string();
+  for (const std::string& out : {b, b + "/", (tmp.path() / "base_link").string(), b + "/merged",
+                                 (tmp.path() / "x" / ".." / "base").string(), a}) {
+    SCOPED_TRACE(out);
+    const auto r = sh(zerotrain_binary() + " lora merge " + b + " " + a + " " + out);
+    EXPECT_EQ(r.rc, 2) << r.out;
+    EXPECT_NE(r.out.find("give OUT a directory of its own"), std::string::npos) << r.out;
+    EXPECT_EQ(zt::testing::file_bytes(base / "model.safetensors"), weights);
+    EXPECT_FALSE(fs::exists(base / "merged"));
+  }
+  const auto ok =
+      sh(zerotrain_binary() + " lora merge " + b + " " + a + " " + (tmp.path() / "merged").string() + " --quiet");
+  EXPECT_EQ(ok.rc, 0) << ok.out;
+}
+
+// An adapter tensor that adapter_config.json does not declare (here a c_fc weight, with
+// bias "none" and no modules_to_save) would silently replace a base weight: exit 2 naming
+// it, and no OUT.
+TEST(LoraMerge, AnUndeclaredAdapterTensorIsRefusedByName) {
+  TempDir tmp;
+  const fs::path adapter = tmp.path() / "adapter";
+  fs::copy(kData + "peft/gpt2_c_attn", adapter);
+  {
+    const zt::io::SafetensorsReader in(kData + "peft/gpt2_c_attn/adapter_model.safetensors");
+    std::vector<std::pair<std::string, zt::Tensor>> tensors;
+    for (const std::string& n : in.names()) tensors.emplace_back(n, in.tensor(n));
+    const zt::io::SafetensorsReader base(kData + "hf/gpt2/model.safetensors");
+    tensors.emplace_back("base_model.model.transformer.h.0.mlp.c_fc.weight",
+                         base.tensor("transformer.h.0.mlp.c_fc.weight"));
+    zt::io::save_safetensors((adapter / "adapter_model.safetensors").string(), tensors);
+  }
+  const std::string out = (tmp.path() / "merged").string();
+  const auto r = sh(zerotrain_binary() + " lora merge " + kData + "hf/gpt2 " + adapter.string() + " " + out);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("base_model.model.transformer.h.0.mlp.c_fc.weight"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("modules_to_save"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(out));
 }

@@ -3,7 +3,8 @@
 // a run on a directory another run holds exits 2 naming its pid; under mpirun a refused
 // directory ends every rank (no rank left waiting); a full disk under metrics.jsonl is a
 // warning and the run goes on; a drive too small for final/ and a checkpoint is exit 2 before
-// the first step.
+// the first step; links planted at output names are refused; an unwritable output part is
+// exit 2 at start-up and its retry runs.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -99,16 +100,77 @@ TEST_F(OutputDir, UnderMpirunARefusedDirectoryEndsEveryRank) {
 }
 
 TEST_F(OutputDir, AFullDiskUnderMetricsIsOneWarningAndTheRunGoesOn) {
-  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  // metrics.jsonl already at the file size limit (SIGXFSZ ignored, so its appends fail with
+  // EFBIG as on a full disk) while the checkpoints and final/, each smaller, still fit.
+  // (A link to /dev/full is no longer followed: see ALinkPlantedAtAnOutputNameIsRefused.)
+  // The shell fills the file up to its limit (16 MiB, or 32 MiB where ulimit counts KiB),
+  // above one checkpoint of this model (~11 MB), with whole 8-byte records (a torn last
+  // record would be cut off before the run appends, making room).
   fs::create_directories(run);
-  fs::create_symlink("/dev/full", run / "metrics.jsonl");
+  const std::string fill =
+      "yes '{\"a\":1}' | head -c 67108864 > " + (run / "metrics.jsonl").string() + " 2>/dev/null; ";
   // --resume auto: no checkpoint yet, so a fresh start that appends to the metrics file.
-  const ShellResult r = train("--resume auto --max_steps 3");
+  const ShellResult r = train("--resume auto --max_steps 3", "trap '' XFSZ; ulimit -f 32768; " + fill);
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_HAS(r.out, "cannot write metrics file");
-  EXPECT_HAS(r.out, "No space left on device");
+  EXPECT_HAS(r.out, "File too large");
   EXPECT_EQ(r.out.find("cannot write metrics file"), r.out.rfind("cannot write metrics file")) << "more than once";
   EXPECT_TRUE(fs::exists(run / "final"));
+}
+
+// A symbolic link planted at the name of the lock file or of metrics.jsonl is never
+// followed: exit 2 naming the link, and the file it points to keeps its bytes.
+TEST_F(OutputDir, ALinkPlantedAtAnOutputNameIsRefused) {
+  std::ofstream(dir / "victim.txt") << "precious";
+  for (const char* name : {".zerotrain.lock", "metrics.jsonl"}) {
+    SCOPED_TRACE(name);
+    fs::remove_all(run);
+    fs::create_directories(run);
+    fs::create_symlink(dir / "victim.txt", run / name);
+    const ShellResult r = train("--resume auto --max_steps 1");
+    EXPECT_EQ(r.rc, 2) << r.out;
+    EXPECT_HAS(r.out, (run / name).string());
+    EXPECT_HAS(r.out, "symbolic link");
+    EXPECT_EQ(file_bytes(dir / "victim.txt"), "precious");
+  }
+}
+
+// An output part that cannot be written (checkpoints/ a regular file, which stops root as
+// well as anyone; logging_dir under a file) is exit 2 at start-up, before the first step,
+// naming it; the refused run leaves nothing that blocks its retry, which runs once the
+// cause is fixed (same command, no --resume, no --overwrite_output_dir).
+TEST_F(OutputDir, AnUnwritableOutputIsExit2AtStartUpAndTheRetryRuns) {
+  fs::create_directories(run);
+  std::ofstream(run / "checkpoints") << "not a folder";
+  ShellResult r = train("--max_steps 2");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_HAS(r.out, (run / "checkpoints").string());
+  EXPECT_HAS(r.out, "is not a directory");
+  EXPECT_EQ(r.out.find("step      1"), std::string::npos) << r.out;
+  fs::remove(run / "checkpoints");
+  r = train("--max_steps 2");
+  EXPECT_EQ(r.rc, 0) << r.out;
+
+  fs::remove_all(run);
+  std::ofstream(dir / "afile") << "x";
+  const std::string tb = "--report_to tensorboard --logging_dir " + (dir / "afile" / "tb").string();
+  r = train("--max_steps 2 " + tb);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_HAS(r.out, "logging_dir");
+  EXPECT_HAS(r.out, (dir / "afile").string());
+  EXPECT_EQ(r.out.find("step      1"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(run / "metrics.jsonl"));
+  r = train("--max_steps 2 --report_to tensorboard --logging_dir " + (dir / "tb").string());
+  EXPECT_EQ(r.rc, 0) << r.out;
+}
+
+// A start-up error after metrics.jsonl was opened (its first record comes with step 1)
+// leaves it empty, which is not a previous run: the retry is not refused.
+TEST_F(OutputDir, AnEmptyMetricsFileDoesNotBlockTheRetry) {
+  fs::create_directories(run);
+  std::ofstream(run / "metrics.jsonl");
+  const ShellResult r = train("--max_steps 1");
+  EXPECT_EQ(r.rc, 0) << r.out;
 }
 
 TEST_F(OutputDir, ACheckpointWriteErrorIsAnErrorNamingTheFile) {

@@ -14,6 +14,7 @@
 #include "core/rng.h"
 #include "model/transformer.h"
 #include "checkpoint/checkpoint.h"
+#include "io/output_file.h"
 
 using namespace zt;
 namespace fs = std::filesystem;
@@ -109,7 +110,7 @@ TEST(Checkpoint, ShardsFromSeveralRanksLoadAtOneRank) {
     // (tests/comm covers that); here each rank saves into its own root: ranks > 0 find
     // the temp dir made for them and leave their shard there.
     const fs::path root = dir.path / ("r" + std::to_string(r));
-    const fs::path tmp = root / ".global_step3.tmp";
+    const fs::path tmp = checkpoint::checkpoint_staging_dir(root.string(), 3);
     if (r > 0) fs::create_directories(tmp);
     const std::string d = checkpoint::save_checkpoint(root.string(), a.registry(), sa.slices, st, wo);
     fs::create_directories(dir.path / "merged");
@@ -206,21 +207,30 @@ TEST(Checkpoint, ResavingAnExistingStepReplacesItWhole) {
 }
 
 // What dead runs' interrupted saves leave is removed at start; a re-save interrupted
-// between rename-aside and rename-in is put back, since `latest` names it.
+// between rename-aside and rename-in is put back, since `latest` names it. Only marked
+// folders go: a user's `.global_step7.old` without zerotrain's marker stays.
 TEST(Checkpoint, StaleTemporariesAreRemovedAndAnAsideCheckpointPutBack) {
   TempDir dir;
   model::Transformer a(small(), model::ModelOptions{});
   checkpoint::CheckpointState st;
   st.step = 4;
   checkpoint::save_checkpoint(dir.path.string(), a.registry(), checkpoint::whole_param_slices(a.registry()), st, {});
-  fs::rename(dir.path / "global_step4", dir.path / ".global_step4.old");
-  fs::create_directories(dir.path / ".global_step6.tmp");
-  std::ofstream(dir.path / "latest.tmp.999999999.0") << "x";
+  const auto marked = [&](const std::string& name, long pid) {
+    fs::create_directories(dir.path / name);
+    std::ofstream(dir.path / name / io::kStagingMarker) << "zerotrain staging folder\npid " << pid << "\n";
+  };
+  marked(".global_step4.old", 999999999);
+  fs::rename(dir.path / "global_step4", dir.path / ".global_step4.old" / "dir");
+  marked(".global_step6.tmp", 999999999);
+  fs::create_directories(dir.path / ".global_step6.tmp" / "dir");
+  marked("latest.tmp-999999999-0", 999999999);
+  fs::create_directories(dir.path / ".global_step7.old" / "dir");  // the user's, unmarked
+  std::ofstream(dir.path / ".global_step7.old" / "dir" / "notes") << "mine";
   const std::vector<std::string> removed = checkpoint::remove_stale_checkpoint_temps(dir.path.string());
-  EXPECT_EQ(removed.size(), 2u);
+  EXPECT_EQ(removed.size(), 3u);
   std::set<std::string> names;
   for (const auto& e : fs::directory_iterator(dir.path)) names.insert(e.path().filename().string());
-  EXPECT_EQ(names, (std::set<std::string>{"latest", "global_step4"}));
+  EXPECT_EQ(names, (std::set<std::string>{"latest", "global_step4", ".global_step7.old"}));
   EXPECT_EQ(fs::path(checkpoint::resolve_checkpoint(dir.path.string())).filename(), "global_step4");
 }
 

@@ -18,6 +18,7 @@
 #include "common/temp_dir.h"
 #include "core/error.h"
 #include "io/bpe_trainer.h"
+#include "io/output_file.h"
 #include "model/config.h"
 #include "model/hf_dir.h"
 #include "model/hf_weights.h"
@@ -422,13 +423,22 @@ TEST(HfDir, StagingLeftByADeadProcessIsRemovedByTheNextSave) {
   TempDir tmp;
   auto model = make_model(preset_config("tiny-llama"), DType::F32, 1);
   const std::string dir = tmp.file("model");
-  fs::create_directories(dir + ".tmp-999999999-0");
-  fs::create_directories(dir + ".old-999999999-3");
+  // What a process leaves is a marked folder (io/output_file.h); a user's folder of a like
+  // name is not.
+  const auto marked = [](const std::string& path, long pid) {
+    fs::create_directories(path);
+    std::ofstream(path + "/" + io::kStagingMarker) << "zerotrain staging folder\npid " << pid << "\n";
+  };
+  marked(dir + ".tmp-999999999-0", 999999999);
+  marked(dir + ".old-999999999-3", 999999999);
+  fs::create_directories(dir + ".old-2024-01-15");
+  std::ofstream(dir + ".old-2024-01-15/model.safetensors") << "the user's backup";
   const std::string live = dir + ".tmp-" + std::to_string(::getppid()) + "-7";
-  fs::create_directories(live);
+  marked(live, ::getppid());
   save_pretrained(*model, dir, DType::F32);
   EXPECT_FALSE(fs::exists(dir + ".tmp-999999999-0"));
   EXPECT_FALSE(fs::exists(dir + ".old-999999999-3"));
+  EXPECT_EQ(read_all(dir + ".old-2024-01-15/model.safetensors"), "the user's backup");
   EXPECT_TRUE(fs::exists(live));
   fs::remove_all(live);
 }

@@ -4,12 +4,14 @@
 // resume keeps them.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <functional>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "common/temp_dir.h"
 #include "core/error.h"
@@ -90,4 +92,38 @@ TEST(OutputDirLock, AMissingDirectoryIsCreatedAndAFileIsRefused) {
   std::ofstream(dir.path() / "file") << "x";
   const std::string m = message_of([&] { claim_output_dir(dir.path() / "file", OutputDirUse::Fresh); });
   EXPECT_NE(m.find("is not a directory"), std::string::npos) << m;
+}
+
+// The lock file is opened without following links: one planted at .zerotrain.lock (to
+// someone's file) is refused with exit 2 naming it, and the file it names keeps its bytes
+// (it used to be truncated to 0 bytes); a FIFO there is refused without blocking.
+TEST(OutputDirLock, ALinkOrFifoAtTheLockNameIsRefusedAndItsTargetUntouched) {
+  zt::testing::TempDir dir(zt::testing::build_temp_path("lock_"));
+  const fs::path out = dir.path() / "out";
+  fs::create_directories(out);
+  std::ofstream(dir.path() / "victim.txt") << "precious";
+  fs::create_symlink(dir.path() / "victim.txt", out / ".zerotrain.lock");
+  std::string m = message_of([&] { claim_output_dir(out, OutputDirUse::Fresh); });
+  EXPECT_NE(m.find((out / ".zerotrain.lock").string()), std::string::npos) << m;
+  EXPECT_NE(m.find("symbolic link"), std::string::npos) << m;
+  std::ifstream in(dir.path() / "victim.txt");
+  std::string text;
+  in >> text;
+  EXPECT_EQ(text, "precious");
+  fs::remove(out / ".zerotrain.lock");
+  ASSERT_EQ(::mkfifo((out / ".zerotrain.lock").c_str(), 0644), 0);
+  m = message_of([&] { OutputDirLock lock(out); });
+  EXPECT_NE(m.find("FIFO"), std::string::npos) << m;
+}
+
+// A metrics.jsonl left empty (a run that failed at start-up, before its first step) and an
+// empty checkpoints/ are not a previous run: the failed run's retry is not refused.
+TEST(OutputDirLock, WhatARunThatFailedAtStartUpLeavesIsNotAPreviousRun) {
+  zt::testing::TempDir dir(zt::testing::build_temp_path("lock_"));
+  fs::create_directories(dir.path() / "checkpoints");
+  std::ofstream(dir.path() / "metrics.jsonl");
+  EXPECT_TRUE(zt::train::previous_run_files(dir.path()).empty());
+  EXPECT_NO_THROW(claim_output_dir(dir.path(), OutputDirUse::Fresh));
+  std::ofstream(dir.path() / "metrics.jsonl") << "{\"step\":1}\n";
+  EXPECT_EQ(zt::train::previous_run_files(dir.path()), std::vector<std::string>{"metrics.jsonl"});
 }

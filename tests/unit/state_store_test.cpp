@@ -13,6 +13,7 @@
 
 #include "common/temp_dir.h"
 #include "core/error.h"
+#include "io/output_file.h"
 #include "zero/state_store.h"
 
 using namespace zt;
@@ -106,15 +107,24 @@ TEST(NvmeStore, DeadProcessesSwapFoldersAreRemovedAndBadPathsNamed) {
   const fs::path dead = dir.path() / ("zerotrain-" + std::string(host) + "-4194305");
   const fs::path alive = dir.path() / ("zerotrain-" + std::string(host) + "-" + std::to_string(::getppid()));
   const fs::path other = dir.path() / "zerotrain-otherhost-4194305";
-  for (const fs::path& p : {dead, alive, other}) {
+  // A folder of the same name without zerotrain's marker (io/output_file.h) is not ours.
+  const fs::path unmarked = dir.path() / ("zerotrain-" + std::string(host) + "-4194306");
+  const auto marker = [](const fs::path& p, const std::string& pid) {
+    std::ofstream(p / zt::io::kStagingMarker) << "zerotrain staging folder\npid " << pid << "\n";
+  };
+  for (const fs::path& p : {dead, alive, other, unmarked}) {
     fs::create_directories(p);
     std::ofstream(p / "rank0-optimizer.swp") << "x";
   }
+  marker(dead, "4194305");
+  marker(alive, std::to_string(::getppid()));
+  marker(other, "4194305");
   {
     NvmeStore store(options(dir.path(), 1, false));
     EXPECT_FALSE(fs::exists(dead));
     EXPECT_TRUE(fs::exists(alive)) << "a live process's folder stays";
     EXPECT_TRUE(fs::exists(other)) << "another machine's folder stays (a shared path)";
+    EXPECT_TRUE(fs::exists(unmarked / "rank0-optimizer.swp")) << "a folder without the marker stays";
   }
   // A missing nvme_path is created (as DeepSpeed does); one under a file cannot be.
   {
