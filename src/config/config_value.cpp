@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <yaml-cpp/yaml.h>
@@ -48,44 +49,104 @@ json yaml_plain_scalar(const std::string& s) {
   return s;
 }
 
-// YAML aliases share nodes, so a small file (billion laughs: 9 levels of 9 aliases) can
-// name billions of values; converting it to JSON copies each one. A config has hundreds
-// of values: past this many the document is refused before the copies exhaust memory.
-constexpr int64_t kMaxYamlValues = 1000000;
+// What a document has used of the limits (kMaxConfigValues and the others), counted as
+// it is read: YAML aliases share nodes, so a small file can name billions of values or
+// repeat a 10 MB string 100,000 times, and converting it to JSON copies each one.
+class DocumentBudget {
+ public:
+  // `kind`: "YAML" or "JSON", for the messages.
+  DocumentBudget(const std::string& source, const char* kind) : source_(source), kind_(kind) {}
+  void value(int depth) {
+    if (depth > kMaxConfigDepth)
+      ZT_THROW_INPUT(source_, ": the ", kind_, "'s lists and mappings nest deeper than ", kMaxConfigDepth,
+                     " levels; a config nests a few: write it flatter");
+    if (++values_ > kMaxConfigValues)
+      ZT_THROW_INPUT(source_, ": the ", kind_, " expands to more than ", kMaxConfigValues,
+                     " values (aliases '*name' repeating anchored lists or mappings?); a config is far smaller: "
+                     "write the values out or remove the aliases");
+  }
+  void bytes(size_t n) {
+    bytes_ += static_cast<int64_t>(n);
+    if (bytes_ > kMaxConfigExpandedBytes)
+      ZT_THROW_INPUT(source_, ": the ", kind_, "'s expanded size exceeds ", kMaxConfigExpandedBytes,
+                     " bytes of keys and values (aliases '*name' repeating anchored strings, lists or mappings?); "
+                     "a config is far smaller: write the values out or remove the aliases");
+  }
 
-struct YamlBudget {
-  int64_t left = kMaxYamlValues;
+ private:
+  const std::string& source_;
+  const char* kind_;
+  int64_t values_ = 0, bytes_ = 0;
 };
 
-json yaml_to_json(const YAML::Node& n, const std::string& source, YamlBudget& budget) {
-  if (--budget.left < 0)
-    ZT_THROW_INPUT(source, ": the YAML expands to more than ", kMaxYamlValues,
-                   " values (aliases '*name' repeating anchored lists or mappings?); a config is far smaller: "
-                   "write the values out or remove the aliases");
+json yaml_to_json(const YAML::Node& n, DocumentBudget& budget, const std::string& source, int depth) {
+  budget.value(depth);
   switch (n.Type()) {
     case YAML::NodeType::Null:
     case YAML::NodeType::Undefined:
       return nullptr;
     case YAML::NodeType::Scalar:
+      budget.bytes(n.Scalar().size());
       // Quoted scalars carry the "!" tag: they stay strings ('no' stays "no").
       if (n.Tag() == "!") return n.Scalar();
       return yaml_plain_scalar(n.Scalar());
     case YAML::NodeType::Sequence: {
       json a = json::array();
-      for (const auto& item : n) a.push_back(yaml_to_json(item, source, budget));
+      for (const auto& item : n) a.push_back(yaml_to_json(item, budget, source, depth + 1));
       return a;
     }
     case YAML::NodeType::Map: {
       json o = json::object();
       for (const auto& kv : n) {
+        if (kv.first.IsMap() || kv.first.IsSequence())
+          ZT_THROW_INPUT(source, ": a key that is a list or mapping ('? [a, b]: ...'); keys are names");
         const std::string key = kv.first.Scalar();
+        budget.bytes(key.size());
         if (o.contains(key)) ZT_THROW_INPUT(source, ": key '", key, "' appears twice; keep one");
-        o[key] = yaml_to_json(kv.second, source, budget);
+        o[key] = yaml_to_json(kv.second, budget, source, depth + 1);
       }
       return o;
     }
   }
   return nullptr;
+}
+
+// JSON through the same budget, and with YAML's rule on repeated keys unless the file is
+// one that Python reads (DuplicateKeys::LastWins). Throws json::parse_error for bad syntax.
+json parse_json_text(const std::string& text, const std::string& source, DuplicateKeys duplicates) {
+  DocumentBudget budget(source, "JSON");
+  std::vector<std::set<std::string>> keys;  // one set per open mapping
+  json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+        budget.value(depth + 1);
+        keys.emplace_back();
+        break;
+      case json::parse_event_t::array_start:
+        budget.value(depth + 1);
+        break;
+      case json::parse_event_t::object_end:
+        if (!keys.empty()) keys.pop_back();
+        break;
+      case json::parse_event_t::key: {
+        const std::string& key = parsed.get_ref<const std::string&>();
+        budget.bytes(key.size());
+        if (duplicates == DuplicateKeys::Refuse && !keys.empty() && !keys.back().insert(key).second)
+          ZT_THROW_INPUT(source, ": key '", key,
+                         "' appears twice in one mapping; keep one (JSON readers disagree on "
+                         "which one counts)");
+        break;
+      }
+      case json::parse_event_t::value:
+        budget.value(depth + 1);
+        if (parsed.is_string()) budget.bytes(parsed.get_ref<const std::string&>().size());
+        break;
+      default:
+        break;
+    }
+    return true;
+  };
+  return json::parse(text, cb);
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -125,35 +186,41 @@ size_t distance(const std::string& a, const std::string& b) {
 
 json parse_yaml_text(const std::string& text, const std::string& source) {
   try {
-    YamlBudget budget;
-    return yaml_to_json(YAML::Load(text), source, budget);
+    DocumentBudget budget(source, "YAML");
+    return yaml_to_json(YAML::Load(text), budget, source, 1);
   } catch (const YAML::Exception& e) {
     ZT_THROW_INPUT(source, ": not valid YAML (line ", e.mark.line + 1, ", column ", e.mark.column + 1, "): ", e.msg);
   }
 }
 
-json load_document(const std::string& path) {
-  const std::string text = io::read_bounded_file(path, "config file");
+json parse_document_text(const std::string& text, const std::string& source, DocumentFormat format,
+                         DuplicateKeys duplicates) {
   json doc;
-  if (ends_with(lower(path), ".json")) {
+  if (format == DocumentFormat::Json) {
     try {
-      doc = json::parse(text);
+      doc = parse_json_text(text, source, duplicates);
     } catch (const json::parse_error& e) {
-      ZT_THROW_INPUT(path, ": not valid JSON (", e.what(),
+      ZT_THROW_INPUT(source, ": not valid JSON (", e.what(),
                      "); fix the syntax (JSON allows no comments or trailing commas)");
     }
   } else {
-    doc = parse_yaml_text(text, path);
+    doc = parse_yaml_text(text, source);
   }
   if (doc.is_null()) doc = json::object();  // an empty file is an empty config
   if (!doc.is_object())
-    ZT_THROW_INPUT(path, ": the top level must be a mapping of keys to values, got ", type_name(doc));
+    ZT_THROW_INPUT(source, ": the top level must be a mapping of keys to values, got ", type_name(doc));
   return doc;
+}
+
+json load_document(const std::string& path, DuplicateKeys duplicates) {
+  const std::string text = io::read_bounded_file(path, "config file");
+  return parse_document_text(text, path, ends_with(lower(path), ".json") ? DocumentFormat::Json : DocumentFormat::Yaml,
+                             duplicates);
 }
 
 json parse_override_value(const std::string& text) {
   try {
-    return json::parse(text);
+    return parse_json_text(text, "the command line", DuplicateKeys::Refuse);
   } catch (const json::parse_error&) {
   }
   // A YAML flow list or mapping, as a run file would write it: [q_proj, v_proj], {r: 8}.

@@ -317,6 +317,73 @@ TEST(RunConfig, YamlAliasExpansionIsCapped) {
   EXPECT_FLOAT_EQ(c.optimizer.weight_decay, 0.25f);
 }
 
+// A string alias bomb: a 10 MB string named 100,000 times in a 10.8 MB file reached 6.9 GB
+// with only 100,000 values. The expanded bytes are capped too; here a 4 KiB string named
+// 10^4 times through four levels of lists (40 MiB, 11,111 values) is past the cap.
+TEST(RunConfig, YamlStringAliasExpansionIsCappedInBytes) {
+  TempDir dir;
+  std::string yaml = "a: &a " + std::string(4096, 'x') + "\n";
+  for (char c = 'b'; c <= 'e'; ++c) {
+    yaml += std::string(1, c) + ": &" + c + " [";
+    for (int i = 0; i < 10; ++i) yaml += std::string(i ? ", " : "") + "*" + static_cast<char>(c - 1);
+    yaml += "]\n";
+  }
+  const std::string e = load_error({dir.write("bomb.yaml", yaml)});
+  EXPECT_HAS(e, "bomb.yaml: the YAML's expanded size exceeds " + std::to_string(kMaxConfigExpandedBytes) + " bytes");
+  // Keys count as well (an aliased key is copied into every mapping that uses it).
+  std::string keys = "k: &k " + std::string(4096, 'y') + "\nm: &m {*k : 1}\n";
+  for (char c = 'n'; c <= 'q'; ++c) {
+    keys += std::string(1, c) + ": &" + c + " [";
+    for (int i = 0; i < 10; ++i) keys += std::string(i ? ", " : "") + "*" + static_cast<char>(c - 1);
+    keys += "]\n";
+  }
+  EXPECT_HAS(load_error({dir.write("keys.yaml", keys)}), "keys.yaml: the YAML's expanded size exceeds");
+  // The same document one level smaller (4 MiB) reads, as a deliberately shared config may.
+  std::string small = "a: &a " + std::string(4096, 'x') + "\n";
+  for (char c = 'b'; c <= 'd'; ++c) {
+    small += std::string(1, c) + ": &" + c + " [";
+    for (int i = 0; i < 10; ++i) small += std::string(i ? ", " : "") + "*" + static_cast<char>(c - 1);
+    small += "]\n";
+  }
+  const nlohmann::json doc = parse_document_text(small, "small.yaml", DocumentFormat::Yaml);
+  EXPECT_EQ(doc["d"][9][9][9].get<std::string>().size(), 4096u);
+}
+
+// Nesting is bounded in YAML and JSON alike (every reader of the tree recurses).
+TEST(RunConfig, DeeplyNestedDocumentsAreRefused) {
+  // 150 levels: past this reader's limit, within yaml-cpp's own (deeper is its error).
+  const std::string deep = "{\"a\": " + std::string(150, '[') + std::string(150, ']') + "}";
+  for (const auto format : {DocumentFormat::Json, DocumentFormat::Yaml}) {
+    try {
+      parse_document_text(deep, "deep.cfg", format);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2);
+      EXPECT_HAS(e.what(), "deep.cfg: ");
+      EXPECT_HAS(e.what(), "nest deeper than 100 levels");
+    }
+  }
+  const std::string ok = "{\"a\": " + std::string(50, '[') + std::string(50, ']') + "}";
+  EXPECT_TRUE(parse_document_text(ok, "ok.json", DocumentFormat::Json)["a"].is_array());
+}
+
+// A key twice in one mapping of a JSON config is refused as the YAML reader refuses it
+// (json.load and nlohmann keep the last, other readers the first: which one counts is
+// never clear). HF files that Python reads keep Python's rule, the last one.
+TEST(RunConfig, DuplicateKeysInJsonConfigsAreRefused) {
+  TempDir dir;
+  EXPECT_HAS(load_error({dir.write("run.json", R"({"learning_rate": 0.1, "seed": 3, "learning_rate": 0.2})")}),
+             "run.json: key 'learning_rate' appears twice in one mapping; keep one");
+  EXPECT_HAS(load_error({dir.write("run.yaml", "learning_rate: 0.1\nlearning_rate: 0.2\n")}),
+             "run.yaml: key 'learning_rate' appears twice; keep one");
+  EXPECT_EQ(load_train_config({dir.write("ok.json", R"({"learning_rate": 0.1, "seed": 3})")}).seed, 3u);
+  const nlohmann::json hf = parse_document_text(R"({"hidden_size": 8, "hidden_size": 16})", "config.json",
+                                                DocumentFormat::Json, DuplicateKeys::LastWins);
+  EXPECT_EQ(hf["hidden_size"], 16);
+  // A command-line JSON value follows the config rule.
+  EXPECT_HAS(load_error({"--lora", R"({"r": 4, "r": 8})"}), "the command line: key 'r' appears twice");
+}
+
 }  // namespace
 }  // namespace zt::config
 
