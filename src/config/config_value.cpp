@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -27,26 +26,54 @@ std::string lower(std::string s) {
 
 namespace {
 
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// ^[-+]?(0|[1-9][0-9_]*)$
+bool yaml_int_form(const std::string& s) {
+  size_t i = s.empty() || (s[0] != '+' && s[0] != '-') ? 0 : 1;
+  if (i >= s.size()) return false;
+  if (s[i] == '0') return i + 1 == s.size();
+  if (!is_digit(s[i])) return false;
+  for (++i; i < s.size(); ++i)
+    if (!is_digit(s[i]) && s[i] != '_') return false;
+  return true;
+}
+
+// ^[-+]?([0-9][0-9_]*)?\.[0-9_]*([eE][-+][0-9]+)?$, not ".", "+." or "-.".
+bool yaml_float_form(const std::string& s) {
+  size_t i = s.empty() || (s[0] != '+' && s[0] != '-') ? 0 : 1;
+  const size_t start = i;
+  if (i < s.size() && is_digit(s[i]))
+    while (i < s.size() && (is_digit(s[i]) || s[i] == '_')) ++i;
+  if (i >= s.size() || s[i] != '.') return false;
+  if (i == start && i + 1 == s.size()) return false;  // ".", "+.", "-."
+  for (++i; i < s.size() && (is_digit(s[i]) || s[i] == '_');) ++i;
+  if (i == s.size()) return true;
+  if ((s[i] != 'e' && s[i] != 'E') || i + 2 >= s.size() || (s[i + 1] != '+' && s[i + 1] != '-')) return false;
+  for (i += 2; i < s.size(); ++i)
+    if (!is_digit(s[i])) return false;
+  return true;
+}
+
 // YAML 1.1 plain-scalar resolution as PyYAML does it: a float needs a dot ("5e8" is a
 // string there, and Accelerate users hit exactly that), ints may have signs/underscores.
+// Hand-written matchers, not std::regex: libstdc++'s regex recurses once per character and
+// overflowed the stack on a scalar of a few megabytes.
 json yaml_plain_scalar(const std::string& s) {
-  static const std::regex kNull("^(~|null|Null|NULL|)$");
-  static const std::regex kTrue("^(true|True|TRUE)$");
-  static const std::regex kFalse("^(false|False|FALSE)$");
-  static const std::regex kInt("^[-+]?(0|[1-9][0-9_]*)$");
-  static const std::regex kFloat("^[-+]?([0-9][0-9_]*)?\\.[0-9_]*([eE][-+][0-9]+)?$");
-  if (std::regex_match(s, kNull)) return nullptr;
-  if (std::regex_match(s, kTrue)) return true;
-  if (std::regex_match(s, kFalse)) return false;
+  if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  const bool is_int = yaml_int_form(s), is_float = !is_int && yaml_float_form(s);
+  if (!is_int && !is_float) return s;
   std::string digits = s;
   digits.erase(std::remove(digits.begin(), digits.end(), '_'), digits.end());
-  if (std::regex_match(s, kInt)) {
+  if (is_int) {
     errno = 0;
     const long long v = std::strtoll(digits.c_str(), nullptr, 10);
     if (errno == 0) return v;
+    return s;  // past 64 bits: as the regex reader did, the text (the number readers say what is wrong)
   }
-  if (std::regex_match(s, kFloat) && s != "." && s != "+." && s != "-.") return std::strtod(digits.c_str(), nullptr);
-  return s;
+  return std::strtod(digits.c_str(), nullptr);
 }
 
 // What a document has used of the limits (kMaxConfigValues and the others), counted as

@@ -349,6 +349,25 @@ TEST(RunConfig, YamlStringAliasExpansionIsCappedInBytes) {
   EXPECT_EQ(doc["d"][9][9][9].get<std::string>().size(), 4096u);
 }
 
+// Plain scalars resolve without std::regex, whose recursion per character overflowed the
+// stack on a scalar of a few megabytes (found by fuzz/config_fuzz.cpp); YAML 1.1's forms
+// resolve as before.
+TEST(RunConfig, LongYamlScalarsResolveWithoutRecursion) {
+  const nlohmann::json doc = parse_yaml_text("a: " + std::string(4 << 20, '7') + "\nb: " + std::string(4 << 20, 'x') +
+                                                 "\nc: 1_000\nd: -.5e+3\ne: 5e8\nf: +.\ng: 0.\nh: ._\ni: 012\nj: ~\n",
+                                             "long.yaml");
+  EXPECT_EQ(doc["a"].get<std::string>().size(), size_t{4} << 20);  // past 64 bits: the text
+  EXPECT_EQ(doc["b"].get<std::string>().size(), size_t{4} << 20);
+  EXPECT_EQ(doc["c"], 1000);
+  EXPECT_EQ(doc["d"], -500.0);
+  EXPECT_EQ(doc["e"], "5e8");
+  EXPECT_EQ(doc["f"], "+.");
+  EXPECT_EQ(doc["g"], 0.0);
+  EXPECT_EQ(doc["h"], 0.0);
+  EXPECT_EQ(doc["i"], "012");
+  EXPECT_TRUE(doc["j"].is_null());
+}
+
 // Nesting is bounded in YAML and JSON alike (every reader of the tree recurses).
 TEST(RunConfig, DeeplyNestedDocumentsAreRefused) {
   // 150 levels: past this reader's limit, within yaml-cpp's own (deeper is its error).
