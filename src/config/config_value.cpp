@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "io/bounded_file.h"
+#include "io/unicode.h"
 
 namespace zt::config {
 
@@ -106,6 +107,16 @@ class DocumentBudget {
   int64_t values_ = 0, bytes_ = 0;
 };
 
+// YAML is Unicode text (PyYAML refuses other bytes), and every reader of the tree may print
+// a value (nlohmann's dump throws on invalid UTF-8): a byte that is not UTF-8, or an escape
+// such as "\uD800" that yaml-cpp turns into one, is refused here, once.
+void require_utf8(const std::string& s, const std::string& source) {
+  if (io::unicode::is_valid_utf8(s)) return;
+  ZT_THROW_INPUT(source,
+                 ": a key or value is not valid UTF-8 text (a stray byte, or an escape of a lone surrogate "
+                 "such as \"\\uD800\"); save the file as UTF-8");
+}
+
 json yaml_to_json(const YAML::Node& n, DocumentBudget& budget, const std::string& source, int depth) {
   budget.value(depth);
   switch (n.Type()) {
@@ -114,6 +125,7 @@ json yaml_to_json(const YAML::Node& n, DocumentBudget& budget, const std::string
       return nullptr;
     case YAML::NodeType::Scalar:
       budget.bytes(n.Scalar().size());
+      require_utf8(n.Scalar(), source);
       // Quoted scalars carry the "!" tag: they stay strings ('no' stays "no").
       if (n.Tag() == "!") return n.Scalar();
       return yaml_plain_scalar(n.Scalar());
@@ -129,6 +141,7 @@ json yaml_to_json(const YAML::Node& n, DocumentBudget& budget, const std::string
           ZT_THROW_INPUT(source, ": a key that is a list or mapping ('? [a, b]: ...'); keys are names");
         const std::string key = kv.first.Scalar();
         budget.bytes(key.size());
+        require_utf8(key, source);
         if (o.contains(key)) ZT_THROW_INPUT(source, ": key '", key, "' appears twice; keep one");
         o[key] = yaml_to_json(kv.second, budget, source, depth + 1);
       }

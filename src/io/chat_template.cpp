@@ -788,6 +788,8 @@ class Budget {
                " (a string doubled in a loop?)"));
     alloc(bytes);
   }
+  // `n` new small items (a list of numbers or characters), before they are built.
+  void items(size_t n) { alloc(n * sizeof(json)); }
   // A new list or mapping (its items copied in): walks it, charging every item and byte,
   // and bounds its nesting (values nested without bound would overflow the stack of
   // every function that walks them).
@@ -1002,7 +1004,7 @@ class Renderer {
       }
     } else if (sj.is_string()) {
       const std::string& chars = sj.get_ref<const std::string&>();
-      budget_.string(chars.size() * sizeof(json));
+      budget_.items(chars.size());
       for (char c : chars) items.emplace_back(json(std::string(1, c)));
     } else {
       fail("cannot loop over a " + type_name(seq));
@@ -1349,7 +1351,7 @@ class Renderer {
     // list
     if (aj.is_array()) return a;
     if (aj.is_string()) {
-      budget_.string(aj.get_ref<const std::string&>().size() * sizeof(json));
+      budget_.items(aj.get_ref<const std::string&>().size());
       json r = json::array();
       for (char c : aj.get_ref<const std::string&>()) r.push_back(std::string(1, c));
       return Value{std::move(r)};
@@ -1508,7 +1510,7 @@ class Renderer {
       fail(str("range() of ", static_cast<long long>(std::min<__int128>(count, std::numeric_limits<int64_t>::max())),
                " numbers; the limit is ", budget_.max_range(),
                " (jinja2's sandbox MAX_RANGE, as transformers renders)"));
-    budget_.string(static_cast<size_t>(count) * sizeof(json));
+    budget_.items(static_cast<size_t>(count));
     json r = json::array();
     for (__int128 i = 0; i < count; ++i) r.push_back(static_cast<int64_t>(start + i * step));
     return Value{std::move(r)};

@@ -368,6 +368,31 @@ TEST(RunConfig, LongYamlScalarsResolveWithoutRecursion) {
   EXPECT_TRUE(doc["j"].is_null());
 }
 
+// A value that is not UTF-8 is refused where it is read: a reader that printed it later
+// (nlohmann's dump) threw an uncaught type_error (found by fuzz/config_fuzz.cpp).
+TEST(RunConfig, YamlThatIsNotUtf8IsRefused) {
+  // A stray byte (Latin-1 é); lone surrogate escapes are yaml-cpp's own error.
+  for (const auto& [text, what] : std::vector<std::pair<std::string, std::string>>{
+           {"a: caf\xe9\n", "latin1.yaml: a key or value is not valid UTF-8 text"},
+           {"caf\xe9: 1\n", "latin1.yaml: a key or value is not valid UTF-8 text"},
+           {"\"k\\uD800\": 1\n", "latin1.yaml: not valid YAML"}}) {
+    try {
+      parse_document_text(text, "latin1.yaml", DocumentFormat::Yaml);
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2);
+      EXPECT_HAS(e.what(), what);
+    }
+  }
+  EXPECT_EQ(parse_document_text("a: \"caf\\u00e9 \\U0001F600\"\n", "ok.yaml", DocumentFormat::Yaml)["a"],
+            "caf\xc3\xa9 \xf0\x9f\x98\x80");
+  TempDir dir;
+  const std::string acc = dir.write("acc.yaml",
+                                    "compute_environment: LOCAL_MACHINE\ndeepspeed_config:\n  zero3_save_16bit_model: "
+                                    "\x9a\n");
+  EXPECT_HAS(load_error({"--config_file", acc}), "not valid UTF-8");
+}
+
 // Nesting is bounded in YAML and JSON alike (every reader of the tree recurses).
 TEST(RunConfig, DeeplyNestedDocumentsAreRefused) {
   // 150 levels: past this reader's limit, within yaml-cpp's own (deeper is its error).
