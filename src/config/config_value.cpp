@@ -239,7 +239,7 @@ json parse_document_text(const std::string& text, const std::string& source, Doc
   if (format == DocumentFormat::Json) {
     try {
       doc = parse_json_text(text, source, duplicates);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, and out_of_range for a number past a double (1e400)
       ZT_THROW_INPUT(source, ": not valid JSON (", e.what(),
                      "); fix the syntax (JSON allows no comments or trailing commas)");
     }
@@ -261,7 +261,7 @@ json load_document(const std::string& path, DuplicateKeys duplicates) {
 json parse_override_value(const std::string& text) {
   try {
     return parse_json_text(text, "the command line", DuplicateKeys::Refuse);
-  } catch (const json::parse_error&) {
+  } catch (const json::exception&) {  // not JSON (or a number past a double): read on
   }
   // A YAML flow list or mapping, as a run file would write it: [q_proj, v_proj], {r: 8}.
   const size_t first = text.find_first_not_of(" \t"), last = text.find_last_not_of(" \t");

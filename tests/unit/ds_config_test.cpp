@@ -422,6 +422,10 @@ TEST(DsConfig, DuplicateKeysAreRefused) {
   const std::string nested =
       dir.write("nested.json", R"({"zero_optimization": {"stage": 2, "overlap_comm": true, "stage": 3}})");
   EXPECT_HAS(load_error(nested), nested + ": key 'stage' appears twice");
+  // A number past a double is a JSON error naming the file, not an uncaught exception
+  // (found by fuzz/config_fuzz.cpp).
+  const std::string huge = dir.write("huge.json", R"({"gradient_clipping": 15e7000})");
+  EXPECT_HAS(load_error(huge), huge + ": not valid JSON");
   // The same key in two mappings is no repetition.
   const DsConfig c = load_ds_config(
       dir.write("ok.json", R"({"fp16": {"enabled": false}, "bf16": {"enabled": true}, "train_batch_size": 8})"));

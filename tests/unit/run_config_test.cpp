@@ -424,6 +424,8 @@ TEST(RunConfig, DuplicateKeysInJsonConfigsAreRefused) {
   const nlohmann::json hf = parse_document_text(R"({"hidden_size": 8, "hidden_size": 16})", "config.json",
                                                 DocumentFormat::Json, DuplicateKeys::LastWins);
   EXPECT_EQ(hf["hidden_size"], 16);
+  // A command-line value past a double is read on as text, and refused as a number.
+  EXPECT_HAS(load_error({"--learning_rate", "1e400"}), "learning_rate");
   // A command-line JSON value follows the config rule.
   EXPECT_HAS(load_error({"--lora", R"({"r": 4, "r": 8})"}), "the command line: key 'r' appears twice");
 }
