@@ -67,7 +67,9 @@ config::Precision parse_precision(const std::string& v) {
 model::ModelConfig load_model(const std::string& m) {
   std::error_code ec;
   if (fs::is_directory(m, ec)) return model::load_hf_config(m);
-  if (fs::is_regular_file(m, ec)) return model::config_from_hf_json(config::load_document(m), m);
+  // An HF config.json: Python's json keeps the last of a repeated key, and so does this.
+  if (fs::is_regular_file(m, ec))
+    return model::config_from_hf_json(config::load_document(m, config::DuplicateKeys::LastWins), m);
   const auto presets = model::preset_names();
   if (std::find(presets.begin(), presets.end(), m) != presets.end()) return model::preset_config(m);
   std::string list;

@@ -40,10 +40,29 @@ struct Where {
   std::string str() const;
 };
 
+// What one config document may hold once read, YAML aliases expanded: a config has
+// hundreds of values and kilobytes of text, but a few lines of aliases (`*name` repeating
+// an anchored list) multiply into billions of values or gigabytes of strings. Past these
+// the document is refused (BadInput naming it) before the copies exhaust memory. JSON has
+// no aliases; the same limits apply to it, so every config is read one way.
+inline constexpr int64_t kMaxConfigValues = 1000000;
+inline constexpr int64_t kMaxConfigExpandedBytes = int64_t{32} << 20;  // scalars and keys, summed
+inline constexpr int kMaxConfigDepth = 100;                            // lists and mappings nested
+
+// Whether a JSON document may repeat a key in one mapping. Configs users write refuse it
+// (BadInput naming the key), as the YAML reader always does; JSON that HF tools write and
+// Python's json.load reads (config.json) keeps the last value, as Python does.
+enum class DuplicateKeys { Refuse, LastWins };
+enum class DocumentFormat { Json, Yaml };
+
 // Loads a .json, .yaml or .yml file as a JSON tree (YAML: quoted scalars stay strings;
 // plain scalars become null/bool/int/float by YAML 1.1 rules, so "5e8" stays a string,
 // which the number readers below accept). Missing or malformed file: BadInput naming it.
-nlohmann::json load_document(const std::string& path);
+nlohmann::json load_document(const std::string& path, DuplicateKeys duplicates = DuplicateKeys::Refuse);
+// The text of a config document as load_document reads it: a mapping at the top (an
+// empty document is an empty mapping); `source` names it in errors.
+nlohmann::json parse_document_text(const std::string& text, const std::string& source, DocumentFormat format,
+                                   DuplicateKeys duplicates = DuplicateKeys::Refuse);
 // Parses YAML (or JSON, which is YAML) text the same way; `source` names it in errors.
 nlohmann::json parse_yaml_text(const std::string& text, const std::string& source);
 // A command-line value: JSON when it parses as JSON (3e-4, true, [0.9,0.95], {"a":1}), a

@@ -2,11 +2,22 @@
 // The template is parsed once into statements and expressions; rendering walks them with
 // JSON values (nlohmann::json) plus an "undefined" flag, as jinja2's lenient Undefined:
 // it prints as "", is false, and fails in arithmetic. Nothing outside the subset runs.
+//
+// Templates are untrusted (they ship with models): the parser bounds nesting, and a render
+// counts its steps, the bytes it builds and its output against ChatTemplateLimits. Values
+// are shared, immutable JSON trees, so naming a variable or indexing into one copies
+// nothing; only operations that build new values (and are charged for it) allocate.
 #include "io/chat_template.h"
 
+#include <string.h>  // memmem: linear-time substring search (glibc's two-way algorithm)
+
 #include <algorithm>
+#include <array>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -20,11 +31,41 @@ namespace {
 
 using json = nlohmann::json;
 
+const std::shared_ptr<const json>& null_json() {
+  static const std::shared_ptr<const json> n = std::make_shared<json>();
+  return n;
+}
+
+// A value of a render: an immutable JSON tree shared by every variable that holds it; a
+// member or item of a value (`m['content']`, `messages[0]`) points into its parent's tree.
 struct Value {
-  json j;
+  std::shared_ptr<const json> p = null_json();
   bool undefined = false;
-  static Value undef() { return Value{json(), true}; }
+  Value() = default;
+  Value(json v) : p(std::make_shared<json>(std::move(v))) {}  // NOLINT: Value{x} for any JSON value
+  static Value shared(std::shared_ptr<const json> ptr) {
+    Value v;
+    v.p = std::move(ptr);
+    return v;
+  }
+  const json& j() const { return *p; }
+  static Value undef() {
+    Value v;
+    v.undefined = true;
+    return v;
+  }
+  // `child` (a node of this value's tree) as a value sharing the tree.
+  Value sub(const json& child) const { return shared(std::shared_ptr<const json>(p, &child)); }
 };
+
+// The first occurrence of `needle` in `hay` at or after `from` (npos if none), in time
+// linear in their lengths whatever they hold (std::string::find is quadratic at worst).
+size_t find_sub(const std::string& hay, const std::string& needle, size_t from = 0) {
+  if (from > hay.size()) return std::string::npos;
+  if (needle.empty()) return from;
+  const void* f = ::memmem(hay.data() + from, hay.size() - from, needle.data(), needle.size());
+  return f ? static_cast<size_t>(static_cast<const char*>(f) - hay.data()) : std::string::npos;
+}
 
 // ---- lexing the template into text and tags ---------------------------------------
 
@@ -92,8 +133,10 @@ std::vector<Segment> split_template(const std::string& src, const std::string& o
         while (n < t.size() && is_space(t[n])) ++n;
         t.erase(0, n);
       } else if (block) {
-        if (t.rfind("\n", 0) == 0) t.erase(0, 1);
-        else if (t.rfind("\r\n", 0) == 0) t.erase(0, 2);
+        if (t.rfind("\n", 0) == 0)
+          t.erase(0, 1);
+        else if (t.rfind("\r\n", 0) == 0)
+          t.erase(0, 2);
       }
     }
   }
@@ -141,13 +184,26 @@ std::vector<Token> lex_expr(const std::string& s, const std::string& origin) {
         }
         const char e = s[++j];
         switch (e) {
-          case 'n': v += '\n'; break;
-          case 't': v += '\t'; break;
-          case 'r': v += '\r'; break;
-          case '\\': v += '\\'; break;
-          case '\'': v += '\''; break;
-          case '"': v += '"'; break;
-          default: v += '\\', v += e;  // Python keeps unknown escapes as they are
+          case 'n':
+            v += '\n';
+            break;
+          case 't':
+            v += '\t';
+            break;
+          case 'r':
+            v += '\r';
+            break;
+          case '\\':
+            v += '\\';
+            break;
+          case '\'':
+            v += '\'';
+            break;
+          case '"':
+            v += '"';
+            break;
+          default:
+            v += '\\', v += e;  // Python keeps unknown escapes as they are
         }
       }
       if (j >= s.size()) ZT_THROW_INPUT(origin, ": unterminated string literal in '", s, "'");
@@ -172,13 +228,30 @@ std::vector<Token> lex_expr(const std::string& s, const std::string& origin) {
 // ---- expressions ------------------------------------------------------------------
 
 enum class NK {
-  Literal, Name, Attr, Index, Slice, Call, Method, Filter, Test, Unary, Binary, And, Or, Not, Ternary, List, Dict
+  Literal,
+  Name,
+  Attr,
+  Index,
+  Slice,
+  Call,
+  Method,
+  Filter,
+  Test,
+  Unary,
+  Binary,
+  And,
+  Or,
+  Not,
+  Ternary,
+  List,
+  Dict
 };
 struct Node {
   NK kind;
-  std::string name;  // Name, Attr, Method, Filter, Test, Unary/Binary operator
-  json literal;
-  bool negate = false;  // Test: `is not`
+  std::string name;                    // Name, Attr, Method, Filter, Test, Unary/Binary operator
+  std::shared_ptr<const json> shared;  // Literal: its value
+  bool negate = false;                 // Test: `is not`
+  int height = 1;                      // of the tree under this node: the render recurses this deep
   std::vector<std::unique_ptr<Node>> kids;
   std::vector<std::pair<std::string, std::unique_ptr<Node>>> kwargs;  // calls
 };
@@ -191,12 +264,12 @@ NodePtr make(NK k, std::string name = "") {
   return n;
 }
 
-const char* const kFilters[] = {"trim",  "length", "count", "upper", "lower",   "capitalize", "default", "d",
-                                "first", "last",   "string", "int",  "join",    "reverse",    "list",    "safe"};
-const char* const kTests[] = {"defined", "undefined", "none", "string", "number", "integer", "mapping",
-                              "iterable", "sequence", "boolean", "true", "false", "even", "odd"};
-const char* const kMethods[] = {"strip", "lstrip", "rstrip", "startswith", "endswith", "upper", "lower",
-                                "replace", "split", "items", "keys", "values", "get", "title"};
+const char* const kFilters[] = {"trim",  "length", "count",  "upper", "lower", "capitalize", "default", "d",
+                                "first", "last",   "string", "int",   "join",  "reverse",    "list",    "safe"};
+const char* const kTests[] = {"defined",  "undefined", "none",    "string", "number", "integer", "mapping",
+                              "iterable", "sequence",  "boolean", "true",   "false",  "even",    "odd"};
+const char* const kMethods[] = {"strip",   "lstrip", "rstrip", "startswith", "endswith", "upper", "lower",
+                                "replace", "split",  "items",  "keys",       "values",   "get",   "title"};
 const char* const kFunctions[] = {"raise_exception", "namespace", "range"};
 
 template <size_t N>
@@ -206,8 +279,13 @@ bool known(const char* const (&list)[N], const std::string& s) {
 
 class ExprParser {
  public:
-  ExprParser(std::vector<Token> toks, std::string origin, std::string source)
-      : t_(std::move(toks)), origin_(std::move(origin)), source_(std::move(source)) {}
+  // `base`: how deep the tag sits in blocks; an expression may nest `max_depth - base` more.
+  ExprParser(std::vector<Token> toks, std::string origin, std::string source, int base, int max_depth)
+      : t_(std::move(toks)),
+        origin_(std::move(origin)),
+        source_(std::move(source)),
+        base_(base),
+        max_depth_(max_depth) {}
 
   NodePtr parse() { return ternary(); }
   NodePtr parse_no_ternary_if() { return or_expr(); }  // `for x in xs if cond`
@@ -229,9 +307,14 @@ class ExprParser {
     if (!accept_op(op)) fail("'" + op + "'");
   }
   [[noreturn]] void fail(const std::string& wanted) const {
-    ZT_THROW_INPUT(origin_, ": cannot read the chat template expression '", source_, "': expected ", wanted,
-                   " at '", t_[p_].kind == Tok::End ? std::string("end") : t_[p_].text,
+    ZT_THROW_INPUT(origin_, ": cannot read the chat template expression '", source_, "': expected ", wanted, " at '",
+                   t_[p_].kind == Tok::End ? std::string("end") : t_[p_].text,
                    "' (zerotrain reads the Jinja subset listed in docs/formats.md)");
+  }
+  [[noreturn]] void too_deep() const {
+    ZT_THROW_INPUT(origin_, ": the chat template nests deeper than ", max_depth_,
+                   " levels (blocks, brackets and operators together) in '", source_.substr(0, 80),
+                   source_.size() > 80 ? "...'" : "'", "; model templates nest a few levels: flatten it");
   }
   [[noreturn]] void unsupported(const std::string& what) const {
     ZT_THROW_INPUT(origin_, ": unsupported chat template construct ", what, " in '", source_,
@@ -241,15 +324,38 @@ class ExprParser {
   }
 
  private:
+  // Every recursion of the parser passes through ternary(), not_expr() or unary(): a guard
+  // there bounds it (5,000 nested brackets must be an error, not a stack overflow).
+  struct Nest {
+    ExprParser& p;
+    explicit Nest(ExprParser& q) : p(q) {
+      if (p.base_ + ++p.active_ > p.max_depth_) p.too_deep();
+    }
+    ~Nest() { --p.active_; }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+  };
+  // Adds a child; the tree's height (a chain `a + b + ...` is built by a loop, not by
+  // recursion) counts against the same limit, as the render recurses over it.
+  void adopt(Node& n, NodePtr kid) {
+    if (kid) grow(n, kid->height);
+    n.kids.push_back(std::move(kid));
+  }
+  void grow(Node& n, int kid_height) {
+    n.height = std::max(n.height, kid_height + 1);
+    if (base_ + n.height > max_depth_) too_deep();
+  }
+
   NodePtr ternary() {
+    Nest nest(*this);
     NodePtr a = or_expr();
     if (accept_name("if")) {
       auto n = make(NK::Ternary);
       NodePtr cond = or_expr();
       NodePtr other = accept_name("else") ? ternary() : nullptr;
-      n->kids.push_back(std::move(a));
-      n->kids.push_back(std::move(cond));
-      n->kids.push_back(std::move(other));
+      adopt(*n, std::move(a));
+      adopt(*n, std::move(cond));
+      adopt(*n, std::move(other));
       return n;
     }
     return a;
@@ -266,8 +372,9 @@ class ExprParser {
   }
   NodePtr not_expr() {
     if (accept_name("not")) {
+      Nest nest(*this);
       auto n = make(NK::Not);
-      n->kids.push_back(not_expr());
+      adopt(*n, not_expr());
       return n;
     }
     return compare();
@@ -282,7 +389,8 @@ class ExprParser {
           break;
         }
       if (op.empty()) {
-        if (accept_name("in")) op = "in";
+        if (accept_name("in"))
+          op = "in";
         else if (t_[p_].kind == Tok::Name && t_[p_].text == "not" && t_[p_ + 1].kind == Tok::Name &&
                  t_[p_ + 1].text == "in")
           p_ += 2, op = "not in";
@@ -299,9 +407,12 @@ class ExprParser {
   NodePtr additive() {
     NodePtr a = multiplicative();
     for (;;) {
-      if (accept_op("+")) a = binary(NK::Binary, "+", std::move(a), multiplicative());
-      else if (accept_op("-")) a = binary(NK::Binary, "-", std::move(a), multiplicative());
-      else return a;
+      if (accept_op("+"))
+        a = binary(NK::Binary, "+", std::move(a), multiplicative());
+      else if (accept_op("-"))
+        a = binary(NK::Binary, "-", std::move(a), multiplicative());
+      else
+        return a;
     }
   }
   NodePtr multiplicative() {
@@ -319,8 +430,9 @@ class ExprParser {
   }
   NodePtr unary() {
     if (accept_op("-")) {
+      Nest nest(*this);
       auto n = make(NK::Unary, "-");
-      n->kids.push_back(unary());
+      adopt(*n, unary());
       return n;
     }
     return filtered(postfix(primary()));
@@ -332,7 +444,7 @@ class ExprParser {
         const std::string f = expect_name();
         if (!known(kFilters, f)) unsupported("filter '" + f + "'");
         auto n = make(NK::Filter, f);
-        n->kids.push_back(std::move(a));
+        adopt(*n, std::move(a));
         if (accept_op("(")) call_args(*n);
         a = std::move(n);
       } else if (accept_name("is")) {
@@ -348,7 +460,7 @@ class ExprParser {
         if (!known(kTests, test)) unsupported("test 'is " + test + "'");
         auto n = make(NK::Test, test);
         n->negate = neg;
-        n->kids.push_back(std::move(a));
+        adopt(*n, std::move(a));
         a = std::move(n);
       } else {
         return a;
@@ -363,12 +475,12 @@ class ExprParser {
           ++p_;
           if (!known(kMethods, attr)) unsupported("method '." + attr + "()'");
           auto n = make(NK::Method, attr);
-          n->kids.push_back(std::move(a));
+          adopt(*n, std::move(a));
           call_args(*n);
           a = std::move(n);
         } else {
           auto n = make(NK::Attr, attr);
-          n->kids.push_back(std::move(a));
+          adopt(*n, std::move(a));
           a = std::move(n);
         }
       } else if (accept_op("[")) {
@@ -387,13 +499,13 @@ class ExprParser {
         if (colons == 0) {
           if (!parts[0]) fail("an index");
           auto n = make(NK::Index);
-          n->kids.push_back(std::move(a));
-          n->kids.push_back(std::move(parts[0]));
+          adopt(*n, std::move(a));
+          adopt(*n, std::move(parts[0]));
           a = std::move(n);
         } else {
           auto n = make(NK::Slice);
-          n->kids.push_back(std::move(a));
-          for (auto& p : parts) n->kids.push_back(std::move(p));
+          adopt(*n, std::move(a));
+          for (auto& p : parts) adopt(*n, std::move(p));
           a = std::move(n);
         }
       } else if (t_[p_].kind == Tok::Op && t_[p_].text == "(") {
@@ -415,9 +527,11 @@ class ExprParser {
       if (t_[p_].kind == Tok::Name && t_[p_ + 1].kind == Tok::Op && t_[p_ + 1].text == "=") {
         std::string key = t_[p_].text;
         p_ += 2;
-        n.kwargs.emplace_back(std::move(key), ternary());
+        NodePtr v = ternary();
+        grow(n, v->height);
+        n.kwargs.emplace_back(std::move(key), std::move(v));
       } else {
-        n.kids.push_back(ternary());
+        adopt(n, ternary());
       }
       if (accept_op(")")) return;
       expect_op(",");
@@ -427,27 +541,29 @@ class ExprParser {
     const Token& t = t_[p_];
     if (t.kind == Tok::String) {
       ++p_;
-      auto n = make(NK::Literal);
-      n->literal = t.text;
+      std::string v = t.text;
       // Adjacent string literals concatenate, as in Python.
-      while (t_[p_].kind == Tok::String) n->literal = n->literal.get<std::string>() + t_[p_++].text;
-      return n;
+      while (t_[p_].kind == Tok::String) v += t_[p_++].text;
+      return literal(std::move(v));
     }
     if (t.kind == Tok::Int || t.kind == Tok::Float) {
       ++p_;
-      auto n = make(NK::Literal);
-      if (t.kind == Tok::Int) n->literal = std::stoll(t.text);
-      else n->literal = std::stod(t.text);
-      return n;
+      // Python's ints are unbounded; this interpreter's are 64-bit: a larger literal is refused.
+      errno = 0;
+      json v;
+      if (t.kind == Tok::Int)
+        v = static_cast<int64_t>(std::strtoll(t.text.c_str(), nullptr, 10));
+      else
+        v = std::strtod(t.text.c_str(), nullptr);
+      if (errno == ERANGE) unsupported("number " + t.text + " (beyond 64-bit integers and doubles)");
+      return literal(std::move(v));
     }
     if (t.kind == Tok::Name) {
       ++p_;
-      auto n = make(NK::Literal);
-      if (t.text == "true" || t.text == "True") n->literal = true;
-      else if (t.text == "false" || t.text == "False") n->literal = false;
-      else if (t.text == "none" || t.text == "None") n->literal = nullptr;
-      else n = make(NK::Name, t.text);
-      return n;
+      if (t.text == "true" || t.text == "True") return literal(true);
+      if (t.text == "false" || t.text == "False") return literal(false);
+      if (t.text == "none" || t.text == "None") return literal(nullptr);
+      return make(NK::Name, t.text);
     }
     if (accept_op("(")) {
       NodePtr e = ternary();
@@ -459,7 +575,7 @@ class ExprParser {
       auto n = make(NK::List);
       if (accept_op("]")) return n;
       for (;;) {
-        n->kids.push_back(ternary());
+        adopt(*n, ternary());
         if (accept_op("]")) return n;
         expect_op(",");
       }
@@ -468,25 +584,32 @@ class ExprParser {
       auto n = make(NK::Dict);
       if (accept_op("}")) return n;
       for (;;) {
-        n->kids.push_back(ternary());
+        adopt(*n, ternary());
         expect_op(":");
-        n->kids.push_back(ternary());
+        adopt(*n, ternary());
         if (accept_op("}")) return n;
         expect_op(",");
       }
     }
     fail("a value");
   }
-  static NodePtr binary(NK k, const std::string& op, NodePtr a, NodePtr b) {
+  // A literal's value is made once and shared by every render (never copied per use).
+  static NodePtr literal(json v) {
+    auto n = make(NK::Literal);
+    n->shared = std::make_shared<json>(std::move(v));
+    return n;
+  }
+  NodePtr binary(NK k, const std::string& op, NodePtr a, NodePtr b) {
     auto n = make(k, op);
-    n->kids.push_back(std::move(a));
-    n->kids.push_back(std::move(b));
+    adopt(*n, std::move(a));
+    adopt(*n, std::move(b));
     return n;
   }
 
   std::vector<Token> t_;
   size_t p_ = 0;
   std::string origin_, source_;
+  int base_ = 0, max_depth_ = 0, active_ = 0;
 };
 
 // ---- statements -------------------------------------------------------------------
@@ -498,15 +621,16 @@ struct Stmt {
   SK kind;
   std::string text;  // Text; Set/SetAttr/For: the variable; SetAttr: text.attr
   std::string attr, var2;
-  NodePtr expr;      // Output, Set, For (the iterable)
-  NodePtr filter;    // For: `if` filter
+  NodePtr expr;                                     // Output, Set, For (the iterable)
+  NodePtr filter;                                   // For: `if` filter
   std::vector<std::pair<NodePtr, Block>> branches;  // If: (condition, body); else has a null condition
-  Block body;        // For
+  Block body;                                       // For
 };
 
 class TemplateParser {
  public:
-  TemplateParser(std::vector<Segment> segs, std::string origin) : segs_(std::move(segs)), origin_(std::move(origin)) {}
+  TemplateParser(std::vector<Segment> segs, std::string origin, int max_depth)
+      : segs_(std::move(segs)), origin_(std::move(origin)), max_depth_(max_depth) {}
 
   Block parse() {
     Block b = block({});
@@ -524,6 +648,18 @@ class TemplateParser {
   }
   // Statements up to one of the `enders` (left unconsumed).
   Block block(const std::vector<std::string>& enders) {
+    // Blocks nest by recursion here and in the render: 5,000 nested `{% if %}` must be an
+    // error, not a stack overflow.
+    struct Nest {
+      int& d;
+      explicit Nest(int& depth) : d(++depth) {}
+      ~Nest() { --d; }
+      Nest(const Nest&) = delete;
+      Nest& operator=(const Nest&) = delete;
+    } nest(depth_);
+    if (depth_ > max_depth_)
+      ZT_THROW_INPUT(origin_, ": the chat template nests deeper than ", max_depth_,
+                     " levels ({% if %}/{% for %} blocks inside one another); model templates nest a few: flatten it");
     Block out;
     while (pos_ < segs_.size()) {
       const Segment& s = segs_[pos_];
@@ -537,7 +673,7 @@ class TemplateParser {
         continue;
       }
       if (s.kind == SegKind::Expr) {
-        ExprParser p(lex_expr(s.text, origin_), origin_, s.text);
+        ExprParser p(lex_expr(s.text, origin_), origin_, s.text, depth_, max_depth_);
         Stmt st{SK::Output};
         st.expr = p.parse();
         if (!p.at_end()) p.fail("the end of '{{ ... }}'");
@@ -551,7 +687,7 @@ class TemplateParser {
         ++pos_;
         continue;
       }
-      ExprParser p(lex_expr(s.text, origin_), origin_, s.text);
+      ExprParser p(lex_expr(s.text, origin_), origin_, s.text, depth_, max_depth_);
       p.expect_name();
       ++pos_;
       if (kw == "if") {
@@ -581,7 +717,7 @@ class TemplateParser {
       Block body = block({"elif", "else", "endif"});
       st.branches.emplace_back(std::move(cond), std::move(body));
       const std::string kw = keyword(segs_[pos_].text);
-      ExprParser p(lex_expr(segs_[pos_].text, origin_), origin_, segs_[pos_].text);
+      ExprParser p(lex_expr(segs_[pos_].text, origin_), origin_, segs_[pos_].text, depth_, max_depth_);
       p.expect_name();
       ++pos_;
       if (kw == "endif") return st;
@@ -613,52 +749,13 @@ class TemplateParser {
   std::vector<Segment> segs_;
   size_t pos_ = 0;
   std::string origin_;
+  int max_depth_ = 0, depth_ = 0;
 };
 
 // ---- rendering --------------------------------------------------------------------
 
-std::string python_str(const Value& v);
-
-std::string python_repr(const json& j) {
-  if (j.is_string()) {
-    std::string s = j.get<std::string>(), out = "'";
-    for (char c : s) {
-      if (c == '\'' || c == '\\') out += '\\';
-      if (c == '\n') out += "\\n";
-      else out += c;
-    }
-    return out + "'";
-  }
-  return python_str(Value{j});
-}
-
-std::string python_str(const Value& v) {
-  const json& j = v.j;
-  if (v.undefined) return "";
-  if (j.is_null()) return "None";
-  if (j.is_boolean()) return j.get<bool>() ? "True" : "False";
-  if (j.is_number_integer()) return std::to_string(j.get<int64_t>());
-  if (j.is_number()) {
-    const double d = j.get<double>();
-    if (std::floor(d) == d && std::fabs(d) < 1e16) return std::to_string(static_cast<int64_t>(d)) + ".0";
-    return j.dump();
-  }
-  if (j.is_string()) return j.get<std::string>();
-  std::string out;
-  if (j.is_array()) {
-    out = "[";
-    for (size_t i = 0; i < j.size(); ++i) out += (i ? ", " : "") + python_repr(j[i]);
-    return out + "]";
-  }
-  out = "{";
-  bool first = true;
-  for (auto it = j.begin(); it != j.end(); ++it, first = false)
-    out += (first ? "" : ", ") + python_repr(it.key()) + ": " + python_repr(it.value());
-  return out + "}";
-}
-
 bool truthy(const Value& v) {
-  const json& j = v.j;
+  const json& j = v.j();
   if (v.undefined || j.is_null()) return false;
   if (j.is_boolean()) return j.get<bool>();
   if (j.is_number_integer()) return j.get<int64_t>() != 0;
@@ -667,28 +764,168 @@ bool truthy(const Value& v) {
   return false;
 }
 
-std::string type_name(const Value& v) { return v.undefined ? "undefined" : v.j.type_name(); }
+std::string type_name(const Value& v) { return v.undefined ? "undefined" : v.j().type_name(); }
+
+// What one render may spend (ChatTemplateLimits): steps of work, bytes built, output.
+// Every operation that walks or builds data is charged for it before or as it does, so a
+// template can neither run nor grow without bound.
+class Budget {
+ public:
+  Budget(const ChatTemplateLimits& limits, const std::string& origin) : l_(limits), origin_(origin) {}
+
+  void step(int64_t n = 1) {
+    steps_ += n;
+    if (steps_ > l_.max_steps)
+      fail(str("the chat template runs more than ", l_.max_steps,
+               " steps for one conversation (loops over loops, or over ranges?); model templates take thousands"));
+  }
+  // Reading or comparing `bytes` of text.
+  void text(size_t bytes) { step(1 + static_cast<int64_t>(bytes / 64)); }
+  // A new string of `bytes` bytes, before it is built.
+  void string(size_t bytes) {
+    if (bytes > static_cast<uint64_t>(l_.max_output_bytes))
+      fail(str("the chat template builds a string of ", bytes, " bytes; the limit is ", l_.max_output_bytes,
+               " (a string doubled in a loop?)"));
+    alloc(bytes);
+  }
+  // `n` new small items (a list of numbers or characters), before they are built.
+  void items(size_t n) { alloc(n * sizeof(json)); }
+  // A new list or mapping (its items copied in): walks it, charging every item and byte,
+  // and bounds its nesting (values nested without bound would overflow the stack of
+  // every function that walks them).
+  void built(const json& j, int depth = 1) {
+    if (depth > l_.max_depth)
+      fail(str("the chat template nests lists or mappings deeper than ", l_.max_depth, " levels"));
+    if (j.is_string()) return string(j.get_ref<const std::string&>().size());
+    alloc(sizeof(json));
+    if (j.is_array())
+      for (const json& x : j) built(x, depth + 1);
+    else if (j.is_object())
+      for (auto it = j.begin(); it != j.end(); ++it) alloc(it.key().size()), built(it.value(), depth + 1);
+  }
+  // Only the nesting of a value that moves (its bytes were charged when it was built).
+  void built_depth(const json& j, int depth) {
+    if (depth > l_.max_depth)
+      fail(str("the chat template nests lists or mappings deeper than ", l_.max_depth, " levels"));
+    step();
+    if (j.is_array())
+      for (const json& x : j) built_depth(x, depth + 1);
+    else if (j.is_object())
+      for (auto it = j.begin(); it != j.end(); ++it) built_depth(it.value(), depth + 1);
+  }
+  // `add` more bytes of output (already `have`).
+  void output(size_t have, size_t add) {
+    if (have + add > static_cast<uint64_t>(l_.max_output_bytes))
+      fail(str("the chat template's output exceeds ", l_.max_output_bytes, " bytes"));
+    text(add);
+  }
+  int64_t max_output_bytes() const { return l_.max_output_bytes; }
+  int64_t max_range() const { return l_.max_range; }
+  [[noreturn]] void fail(const std::string& what) const { ZT_THROW_INPUT(origin_, ": ", what); }
+
+ private:
+  void alloc(uint64_t bytes) {
+    alloc_ += bytes;
+    if (alloc_ > static_cast<uint64_t>(l_.max_alloc_bytes))
+      fail(str("the chat template builds more than ", l_.max_alloc_bytes,
+               " bytes of strings, lists and mappings for one conversation"));
+    text(bytes);
+  }
+
+  const ChatTemplateLimits& l_;
+  const std::string& origin_;
+  int64_t steps_ = 0;
+  uint64_t alloc_ = 0;
+};
+
+// Python's str() of a value, appended to `out` (repr for the items of lists and mappings),
+// within the budget's string size.
+void python_str(const json& j, bool undefined, bool repr, std::string& out, Budget& b) {
+  const size_t before = out.size();
+  auto add = [&](const std::string& s) {
+    if (out.size() - before + s.size() > static_cast<uint64_t>(b.max_output_bytes())) b.string(out.size() + s.size());
+    b.text(s.size());
+    out += s;
+  };
+  if (undefined) return;
+  if (j.is_null()) return add("None");
+  if (j.is_boolean()) return add(j.get<bool>() ? "True" : "False");
+  if (j.is_number_integer()) return add(std::to_string(j.get<int64_t>()));
+  if (j.is_number()) {
+    const double d = j.get<double>();
+    if (std::isnan(d)) return add("nan");
+    if (std::isinf(d)) return add(d > 0 ? "inf" : "-inf");
+    if (std::floor(d) == d && std::fabs(d) < 1e16) return add(std::to_string(static_cast<int64_t>(d)) + ".0");
+    return add(j.dump());
+  }
+  if (j.is_string()) {
+    const std::string& s = j.get_ref<const std::string&>();
+    if (!repr) return add(s);
+    std::string q = "'";
+    for (char c : s) {
+      if (c == '\'' || c == '\\') q += '\\';
+      if (c == '\n')
+        q += "\\n";
+      else
+        q += c;
+    }
+    return add(q + "'");
+  }
+  if (j.is_array()) {
+    add("[");
+    for (size_t i = 0; i < j.size(); ++i) {
+      if (i) add(", ");
+      python_str(j[i], false, true, out, b);
+    }
+    return add("]");
+  }
+  add("{");
+  bool first = true;
+  for (auto it = j.begin(); it != j.end(); ++it, first = false) {
+    if (!first) add(", ");
+    python_str(json(it.key()), false, true, out, b);
+    add(": ");
+    python_str(it.value(), false, true, out, b);
+  }
+  add("}");
+}
 
 std::string strip_chars(const std::string& s, bool left, bool right, const std::string& chars = " \t\n\r\f\v") {
+  std::array<bool, 256> strip{};
+  for (char c : chars) strip[static_cast<unsigned char>(c)] = true;
   size_t b = 0, e = s.size();
   if (left)
-    while (b < e && chars.find(s[b]) != std::string::npos) ++b;
+    while (b < e && strip[static_cast<unsigned char>(s[b])]) ++b;
   if (right)
-    while (e > b && chars.find(s[e - 1]) != std::string::npos) --e;
+    while (e > b && strip[static_cast<unsigned char>(s[e - 1])]) --e;
   return s.substr(b, e - b);
 }
 
 class Renderer {
  public:
-  Renderer(const std::string& origin, std::map<std::string, Value> globals) : origin_(origin) {
+  Renderer(const std::string& origin, const ChatTemplateLimits& limits, std::map<std::string, Value> globals)
+      : origin_(origin), budget_(limits, origin) {
     scopes_.push_back(std::move(globals));
   }
 
   void run(const Block& block, std::string& out) {
     for (const Stmt& s : block) {
+      budget_.step();
       switch (s.kind) {
-        case SK::Text: out += s.text; break;
-        case SK::Output: out += python_str(eval(*s.expr)); break;
+        case SK::Text:
+          emit(out, s.text);
+          break;
+        case SK::Output: {
+          const Value v = eval(*s.expr);
+          if (v.j().is_string() && !v.undefined) {
+            emit(out, v.j().get_ref<const std::string&>());
+          } else {
+            std::string t;
+            python_str(v.j(), v.undefined, false, t, budget_);
+            emit(out, t);
+          }
+          break;
+        }
         case SK::If:
           for (const auto& [cond, body] : s.branches)
             if (!cond || truthy(eval(*cond))) {
@@ -696,21 +933,26 @@ class Renderer {
               break;
             }
           break;
-        case SK::Set: scopes_.back()[s.text] = eval(*s.expr); break;
-        case SK::SetAttr: {
-          Value* ns = lookup(s.text);
-          if (!ns || !ns->j.is_object())
-            fail("'{% set " + s.text + "." + s.attr + " %}' needs " + s.text + " to be a namespace()");
-          ns->j[s.attr] = eval(*s.expr).j;
+        case SK::Set:
+          scopes_.back()[s.text] = eval(*s.expr);
           break;
-        }
-        case SK::For: run_for(s, out); break;
+        case SK::SetAttr:
+          set_attr(s);
+          break;
+        case SK::For:
+          run_for(s, out);
+          break;
       }
     }
   }
 
  private:
-  [[noreturn]] void fail(const std::string& what) const { ZT_THROW_INPUT(origin_, ": ", what); }
+  [[noreturn]] void fail(const std::string& what) const { budget_.fail(what); }
+
+  void emit(std::string& out, const std::string& s) {
+    budget_.output(out.size(), s.size());
+    out += s;
+  }
 
   Value* lookup(const std::string& name) {
     for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
@@ -720,32 +962,67 @@ class Renderer {
     return nullptr;
   }
 
+  // `{% set ns.attr = v %}`. The namespace is changed in place when nothing else holds its
+  // tree (every value is made by make_shared<json>, so the object itself is not const),
+  // else copied first, so other holders keep what they had.
+  void set_attr(const Stmt& s) {
+    const Value v = eval(*s.expr);
+    Value* ns = lookup(s.text);
+    if (!ns || !ns->j().is_object())
+      fail("'{% set " + s.text + "." + s.attr + " %}' needs " + s.text + " to be a namespace()");
+    // The value moves in when nothing else holds it (`ns.s = ns.s + x` builds a new one),
+    // else it is copied, and the copy is charged.
+    const bool sole = v.p.use_count() == 1;
+    if (sole)
+      budget_.built_depth(v.j(), 2);
+    else
+      budget_.built(v.j(), 2);
+    json item = sole ? std::move(const_cast<json&>(v.j())) : v.j();
+    if (ns->p.use_count() == 1) {
+      const_cast<json&>(ns->j())[s.attr] = std::move(item);
+      return;
+    }
+    json copy = ns->j();
+    budget_.built(copy);
+    copy[s.attr] = std::move(item);
+    *ns = Value{std::move(copy)};
+  }
+
   void run_for(const Stmt& s, std::string& out) {
     const Value seq = eval(*s.expr);
-    std::vector<json> items;
-    if (seq.undefined || seq.j.is_null()) {
-    } else if (seq.j.is_array()) {
-      items.assign(seq.j.begin(), seq.j.end());
-    } else if (seq.j.is_object()) {
-      for (auto it = seq.j.begin(); it != seq.j.end(); ++it) items.push_back(it.key());
-    } else if (seq.j.is_string()) {
-      for (char c : seq.j.get<std::string>()) items.push_back(std::string(1, c));
+    std::vector<Value> items;
+    const json& sj = seq.j();
+    if (seq.undefined || sj.is_null()) {
+    } else if (sj.is_array()) {
+      budget_.step(static_cast<int64_t>(sj.size()));
+      items.reserve(sj.size());
+      for (const json& x : sj) items.push_back(seq.sub(x));
+    } else if (sj.is_object()) {
+      for (auto it = sj.begin(); it != sj.end(); ++it) {
+        budget_.string(it.key().size());
+        items.emplace_back(json(it.key()));
+      }
+    } else if (sj.is_string()) {
+      const std::string& chars = sj.get_ref<const std::string&>();
+      budget_.items(chars.size());
+      for (char c : chars) items.emplace_back(json(std::string(1, c)));
     } else {
       fail("cannot loop over a " + type_name(seq));
     }
     scopes_.emplace_back();
-    auto bind = [&](const json& item) {
+    auto bind = [&](const Value& item) {
       if (s.var2.empty()) {
-        scopes_.back()[s.text] = Value{item};
+        scopes_.back()[s.text] = item;
       } else {
-        if (!item.is_array() || item.size() != 2) fail("'for " + s.text + ", " + s.var2 + "' needs pairs");
-        scopes_.back()[s.text] = Value{item[0]};
-        scopes_.back()[s.var2] = Value{item[1]};
+        const json& pair = item.j();
+        if (!pair.is_array() || pair.size() != 2) fail("'for " + s.text + ", " + s.var2 + "' needs pairs");
+        scopes_.back()[s.text] = item.sub(pair[0]);
+        scopes_.back()[s.var2] = item.sub(pair[1]);
       }
     };
     if (s.filter) {
-      std::vector<json> kept;
-      for (const json& item : items) {
+      std::vector<Value> kept;
+      for (const Value& item : items) {
         bind(item);
         if (truthy(eval(*s.filter))) kept.push_back(item);
       }
@@ -753,47 +1030,61 @@ class Renderer {
     }
     const int64_t n = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < n; ++i) {
+      budget_.step(4);
       bind(items[static_cast<size_t>(i)]);
-      scopes_.back()["loop"] = Value{json{{"index0", i},
-                                          {"index", i + 1},
-                                          {"first", i == 0},
-                                          {"last", i == n - 1},
-                                          {"length", n},
-                                          {"revindex", n - i},
-                                          {"revindex0", n - i - 1}}};
+      Value& loop = scopes_.back()["loop"];
+      // `loop` is updated in place while the body kept no reference to it (the common case:
+      // one mapping per loop, not one per turn).
+      if (loop.p.use_count() != 1 || !loop.j().is_object()) loop = Value{json::object()};
+      json& l = const_cast<json&>(loop.j());
+      l["index0"] = i;
+      l["index"] = i + 1;
+      l["first"] = i == 0;
+      l["last"] = i == n - 1;
+      l["length"] = n;
+      l["revindex"] = n - i;
+      l["revindex0"] = n - i - 1;
       run(s.body, out);
     }
     scopes_.pop_back();
   }
 
   int64_t as_int(const Value& v, const char* what) const {
-    if (v.j.is_number_integer()) return v.j.get<int64_t>();
-    if (v.j.is_boolean()) return v.j.get<bool>() ? 1 : 0;
+    if (v.j().is_number_integer()) return v.j().get<int64_t>();
+    if (v.j().is_boolean()) return v.j().get<bool>() ? 1 : 0;
     fail(std::string(what) + " needs an integer, got " + type_name(v));
   }
 
-  Value index(const Value& a, const Value& k) const {
-    if (a.j.is_object()) {
-      if (!k.j.is_string()) return Value::undef();
-      auto it = a.j.find(k.j.get<std::string>());
-      return it == a.j.end() ? Value::undef() : Value{*it};
+  [[noreturn]] void overflow(const std::string& what) const {
+    fail("integer overflow in " + what +
+         " (Python's integers are unbounded; this interpreter's are 64-bit and refuses what they cannot hold)");
+  }
+
+  Value index(const Value& a, const Value& k) {
+    const json& aj = a.j();
+    if (aj.is_object()) {
+      if (!k.j().is_string()) return Value::undef();
+      auto it = aj.find(k.j().get_ref<const std::string&>());
+      return it == aj.end() ? Value::undef() : a.sub(*it);
     }
-    if ((a.j.is_array() || a.j.is_string()) && k.j.is_number_integer()) {
-      const int64_t n = a.j.is_array() ? static_cast<int64_t>(a.j.size()) : static_cast<int64_t>(a.j.get_ref<const std::string&>().size());
-      int64_t i = k.j.get<int64_t>();
-      if (i < 0) i += n;
+    if ((aj.is_array() || aj.is_string()) && k.j().is_number_integer()) {
+      const int64_t n = aj.is_array() ? static_cast<int64_t>(aj.size())
+                                      : static_cast<int64_t>(aj.get_ref<const std::string&>().size());
+      int64_t i = k.j().get<int64_t>();
+      if (i < 0) i += n;  // no overflow: i < 0 <= n
       if (i < 0 || i >= n) return Value::undef();
-      if (a.j.is_array()) return Value{a.j[static_cast<size_t>(i)]};
-      return Value{std::string(1, a.j.get_ref<const std::string&>()[static_cast<size_t>(i)])};
+      if (aj.is_array()) return a.sub(aj[static_cast<size_t>(i)]);
+      return Value{std::string(1, aj.get_ref<const std::string&>()[static_cast<size_t>(i)])};
     }
     return Value::undef();
   }
 
   Value slice(const Value& a, const Node& n) {
-    const bool is_str = a.j.is_string();
-    if (!a.j.is_array() && !is_str) fail("cannot slice a " + type_name(a));
-    const int64_t len = is_str ? static_cast<int64_t>(a.j.get_ref<const std::string&>().size())
-                               : static_cast<int64_t>(a.j.size());
+    const json& aj = a.j();
+    const bool is_str = aj.is_string();
+    if (!aj.is_array() && !is_str) fail("cannot slice a " + type_name(a));
+    const int64_t len =
+        is_str ? static_cast<int64_t>(aj.get_ref<const std::string&>().size()) : static_cast<int64_t>(aj.size());
     const int64_t step = n.kids[3] ? as_int(eval(*n.kids[3]), "a slice step") : 1;
     if (step == 0) fail("slice step cannot be zero");
     auto bound = [&](const NodePtr& e, int64_t def) {
@@ -803,46 +1094,136 @@ class Renderer {
       return step > 0 ? std::clamp<int64_t>(v, 0, len) : std::clamp<int64_t>(v, -1, len - 1);
     };
     const int64_t b = bound(n.kids[1], step > 0 ? 0 : len - 1), e = bound(n.kids[2], step > 0 ? len : -1);
-    json out = is_str ? json(std::string()) : json::array();
-    for (int64_t i = b; step > 0 ? i < e : i > e; i += step) {
-      if (is_str) out.get_ref<std::string&>() += a.j.get_ref<const std::string&>()[static_cast<size_t>(i)];
-      else out.push_back(a.j[static_cast<size_t>(i)]);
+    // 128-bit index: `i += step` must not overflow for a step near the 64-bit limits.
+    std::vector<size_t> picked;
+    for (__int128 i = b; step > 0 ? i < e : i > e; i += step) picked.push_back(static_cast<size_t>(i));
+    if (is_str) {
+      budget_.string(picked.size());
+      std::string out;
+      out.reserve(picked.size());
+      for (size_t i : picked) out += aj.get_ref<const std::string&>()[i];
+      return Value{std::move(out)};
     }
-    return Value{out};
+    json out = json::array();
+    for (size_t i : picked) out.push_back(aj[i]);
+    budget_.built(out);
+    return Value{std::move(out)};
   }
 
-  static int compare(const Value& a, const Value& b, bool& ok) {
+  // Walks two values as nlohmann's == does (numbers by value, a bool never equal to a
+  // number), charging every node and byte compared.
+  bool same(const json& a, const json& b) {
+    budget_.step();
+    if (a.is_number() && b.is_number()) {
+      if (a.is_number_integer() && b.is_number_integer()) return a.get<int64_t>() == b.get<int64_t>();
+      return a.get<double>() == b.get<double>();
+    }
+    if (a.type() != b.type()) return false;
+    if (a.is_string()) {
+      const std::string &x = a.get_ref<const std::string&>(), &y = b.get_ref<const std::string&>();
+      budget_.text(std::min(x.size(), y.size()));
+      return x == y;
+    }
+    if (a.is_array()) {
+      if (a.size() != b.size()) return false;
+      for (size_t i = 0; i < a.size(); ++i)
+        if (!same(a[i], b[i])) return false;
+      return true;
+    }
+    if (a.is_object()) {
+      if (a.size() != b.size()) return false;
+      for (auto it = a.begin(); it != a.end(); ++it) {
+        auto f = b.find(it.key());
+        if (f == b.end() || !same(it.value(), *f)) return false;
+      }
+      return true;
+    }
+    return a == b;
+  }
+
+  int compare(const Value& a, const Value& b, bool& ok) {
     ok = true;
-    if (a.j.is_number() && b.j.is_number()) {
-      const double x = a.j.get<double>(), y = b.j.get<double>();
+    if (a.j().is_number() && b.j().is_number()) {
+      if (a.j().is_number_integer() && b.j().is_number_integer()) {
+        const int64_t x = a.j().get<int64_t>(), y = b.j().get<int64_t>();
+        return x < y ? -1 : x > y ? 1 : 0;
+      }
+      const double x = a.j().get<double>(), y = b.j().get<double>();
       return x < y ? -1 : x > y ? 1 : 0;
     }
-    if (a.j.is_string() && b.j.is_string()) return a.j.get<std::string>().compare(b.j.get<std::string>());
+    if (a.j().is_string() && b.j().is_string()) {
+      const std::string &x = a.j().get_ref<const std::string&>(), &y = b.j().get_ref<const std::string&>();
+      budget_.text(std::min(x.size(), y.size()));
+      return x.compare(y);
+    }
     ok = false;
     return 0;
   }
 
-  static bool equal(const Value& a, const Value& b) {
+  bool equal(const Value& a, const Value& b) {
     if (a.undefined || b.undefined) return a.undefined && b.undefined;
-    return a.j == b.j;
+    return same(a.j(), b.j());
+  }
+
+  std::string str_of(const Value& v) {
+    std::string s;
+    python_str(v.j(), v.undefined, false, s, budget_);
+    return s;
+  }
+
+  // Integer arithmetic with Python's results (floor division and modulo take the divisor's
+  // sign), refusing what 64 bits cannot hold instead of wrapping or trapping (INT64_MIN //
+  // -1 raises SIGFPE on x86).
+  Value int_arith(const std::string& op, int64_t x, int64_t y) {
+    int64_t r = 0;
+    if (op == "+") {
+      if (__builtin_add_overflow(x, y, &r)) overflow(str(x, " + ", y));
+      return Value{r};
+    }
+    if (op == "-") {
+      if (__builtin_sub_overflow(x, y, &r)) overflow(str(x, " - ", y));
+      return Value{r};
+    }
+    if (op == "*") {
+      if (__builtin_mul_overflow(x, y, &r)) overflow(str(x, " * ", y));
+      return Value{r};
+    }
+    if (y == 0) fail("integer division or modulo by zero");
+    if (y == -1) {  // x / -1 traps for INT64_MIN; the remainder is always 0
+      if (op == "%") return Value{int64_t{0}};
+      if (x == std::numeric_limits<int64_t>::min()) overflow(str(x, " // -1"));
+      return Value{-x};
+    }
+    int64_t q = x / y, m = x % y;
+    if (m != 0 && ((m < 0) != (y < 0))) --q, m += y;
+    return Value{op == "//" ? q : m};
   }
 
   Value binary(const std::string& op, const Value& a, const Value& b) {
     if (op == "==") return Value{equal(a, b)};
     if (op == "!=") return Value{!equal(a, b)};
+    const json &aj = a.j(), &bj = b.j();
     if (op == "in" || op == "not in") {
       bool found = false;
-      if (b.j.is_string() && a.j.is_string())
-        found = b.j.get_ref<const std::string&>().find(a.j.get<std::string>()) != std::string::npos;
-      else if (b.j.is_array())
-        found = std::any_of(b.j.begin(), b.j.end(), [&](const json& x) { return x == a.j; });
-      else if (b.j.is_object())
-        found = a.j.is_string() && b.j.contains(a.j.get<std::string>());
-      else if (!b.undefined && !b.j.is_null())
+      if (bj.is_string() && aj.is_string()) {
+        const std::string &hay = bj.get_ref<const std::string&>(), &needle = aj.get_ref<const std::string&>();
+        budget_.text(hay.size() + needle.size());
+        found = find_sub(hay, needle) != std::string::npos;
+      } else if (bj.is_array()) {
+        found = std::any_of(bj.begin(), bj.end(), [&](const json& x) { return same(x, aj); });
+      } else if (bj.is_object()) {
+        found = aj.is_string() && bj.contains(aj.get_ref<const std::string&>());
+      } else if (!b.undefined && !bj.is_null()) {
         fail("'in' needs a string, list or mapping on its right, got " + type_name(b));
+      }
       return Value{op == "in" ? found : !found};
     }
-    if (op == "~") return Value{python_str(a) + python_str(b)};
+    if (op == "~") {
+      std::string s = str_of(a);
+      const std::string t = str_of(b);
+      budget_.string(s.size() + t.size());
+      return Value{s + t};
+    }
     if (a.undefined || b.undefined)
       fail("'" + op + "' on an undefined value (" + type_name(a) + " " + op + " " + type_name(b) + ")");
     if (op == "<" || op == ">" || op == "<=" || op == ">=") {
@@ -852,28 +1233,23 @@ class Renderer {
       return Value{op == "<" ? c < 0 : op == ">" ? c > 0 : op == "<=" ? c <= 0 : c >= 0};
     }
     if (op == "+") {
-      if (a.j.is_string() && b.j.is_string()) return Value{a.j.get<std::string>() + b.j.get<std::string>()};
-      if (a.j.is_array() && b.j.is_array()) {
-        json r = a.j;
-        for (const auto& x : b.j) r.push_back(x);
-        return Value{r};
+      if (aj.is_string() && bj.is_string()) {
+        const std::string &x = aj.get_ref<const std::string&>(), &y = bj.get_ref<const std::string&>();
+        budget_.string(x.size() + y.size());
+        return Value{x + y};
+      }
+      if (aj.is_array() && bj.is_array()) {
+        json r = aj;
+        for (const auto& x : bj) r.push_back(x);
+        budget_.built(r);
+        return Value{std::move(r)};
       }
     }
-    if (!a.j.is_number() || !b.j.is_number())
+    if (!aj.is_number() || !bj.is_number())
       fail("cannot apply '" + op + "' to " + type_name(a) + " and " + type_name(b));
-    const bool ints = a.j.is_number_integer() && b.j.is_number_integer();
-    if (ints && op != "/") {
-      const int64_t x = a.j.get<int64_t>(), y = b.j.get<int64_t>();
-      if ((op == "//" || op == "%") && y == 0) fail("integer division or modulo by zero");
-      if (op == "+") return Value{x + y};
-      if (op == "-") return Value{x - y};
-      if (op == "*") return Value{x * y};
-      // Python's floor division and modulo (the sign of the divisor).
-      int64_t q = x / y, r = x % y;
-      if (r != 0 && ((r < 0) != (y < 0))) --q, r += y;
-      return Value{op == "//" ? q : r};
-    }
-    const double x = a.j.get<double>(), y = b.j.get<double>();
+    if (aj.is_number_integer() && bj.is_number_integer() && op != "/")
+      return int_arith(op, aj.get<int64_t>(), bj.get<int64_t>());
+    const double x = aj.get<double>(), y = bj.get<double>();
     if (op == "+") return Value{x + y};
     if (op == "-") return Value{x - y};
     if (op == "*") return Value{x * y};
@@ -888,26 +1264,30 @@ class Renderer {
     std::vector<Value> args;
     for (size_t i = 1; i < n.kids.size(); ++i) args.push_back(eval(*n.kids[i]));
     const std::string& f = n.name;
+    const json& aj = a.j();
     auto need_string = [&]() -> const std::string& {
-      if (!a.j.is_string()) fail("filter '" + f + "' needs a string, got " + type_name(a));
-      return a.j.get_ref<const std::string&>();
+      if (!aj.is_string()) fail("filter '" + f + "' needs a string, got " + type_name(a));
+      budget_.string(aj.get_ref<const std::string&>().size());  // every string filter builds one this long
+      return aj.get_ref<const std::string&>();
     };
     if (f == "trim") return Value{strip_chars(need_string(), true, true)};
     if (f == "upper" || f == "lower") {
       std::string s = need_string();
-      for (char& c : s) c = static_cast<char>(f == "upper" ? std::toupper(static_cast<unsigned char>(c))
-                                                           : std::tolower(static_cast<unsigned char>(c)));
-      return Value{s};
+      for (char& c : s)
+        c = static_cast<char>(f == "upper" ? std::toupper(static_cast<unsigned char>(c))
+                                           : std::tolower(static_cast<unsigned char>(c)));
+      return Value{std::move(s)};
     }
     if (f == "capitalize") {
       std::string s = need_string();
       for (size_t i = 0; i < s.size(); ++i)
-        s[i] = static_cast<char>(i ? std::tolower(static_cast<unsigned char>(s[i])) : std::toupper(static_cast<unsigned char>(s[i])));
-      return Value{s};
+        s[i] = static_cast<char>(i ? std::tolower(static_cast<unsigned char>(s[i]))
+                                   : std::toupper(static_cast<unsigned char>(s[i])));
+      return Value{std::move(s)};
     }
     if (f == "length" || f == "count") {
-      if (a.j.is_string()) return Value{static_cast<int64_t>(a.j.get_ref<const std::string&>().size())};
-      if (a.j.is_array() || a.j.is_object()) return Value{static_cast<int64_t>(a.j.size())};
+      if (aj.is_string()) return Value{static_cast<int64_t>(aj.get_ref<const std::string&>().size())};
+      if (aj.is_array() || aj.is_object()) return Value{static_cast<int64_t>(aj.size())};
       fail("filter '" + f + "' needs a string, list or mapping, got " + type_name(a));
     }
     if (f == "default" || f == "d") {
@@ -916,70 +1296,100 @@ class Renderer {
       return a;
     }
     if (f == "first" || f == "last") {
-      if (a.j.is_array()) return a.j.empty() ? Value::undef() : Value{f == "first" ? a.j.front() : a.j.back()};
-      if (a.j.is_string()) {
-        const std::string& s = a.j.get_ref<const std::string&>();
+      if (aj.is_array()) return aj.empty() ? Value::undef() : a.sub(f == "first" ? aj.front() : aj.back());
+      if (aj.is_string()) {
+        const std::string& s = aj.get_ref<const std::string&>();
         return s.empty() ? Value::undef() : Value{std::string(1, f == "first" ? s.front() : s.back())};
       }
       fail("filter '" + f + "' needs a list or string, got " + type_name(a));
     }
-    if (f == "string" || f == "safe") return Value{python_str(a)};
+    if (f == "string" || f == "safe") return Value{str_of(a)};
     if (f == "int") {
-      if (a.j.is_number()) return Value{static_cast<int64_t>(a.j.get<double>())};
-      if (a.j.is_string()) {
-        try {
-          return Value{static_cast<int64_t>(std::stoll(a.j.get<std::string>()))};
-        } catch (const std::exception&) {
-          return Value{int64_t{0}};
-        }
+      if (aj.is_number_integer()) return a;
+      if (aj.is_number()) {
+        const double d = aj.get<double>();
+        // Python: int(inf) and int(nan) raise; a float past 2^63 is an int this one cannot hold.
+        if (!std::isfinite(d) || std::fabs(d) >= 9.2e18) overflow("int(" + aj.dump() + ")");
+        return Value{static_cast<int64_t>(d)};
+      }
+      if (aj.is_string()) {
+        const std::string& s = aj.get_ref<const std::string&>();
+        errno = 0;
+        char* end = nullptr;
+        const long long v = std::strtoll(s.c_str(), &end, 10);
+        if (errno == ERANGE) overflow("int('" + s.substr(0, 40) + "')");
+        return Value{end != s.c_str() ? static_cast<int64_t>(v) : int64_t{0}};
       }
       return Value{int64_t{0}};
     }
     if (f == "join") {
-      if (!a.j.is_array()) fail("filter 'join' needs a list, got " + type_name(a));
-      const std::string sep = args.empty() ? "" : python_str(args[0]);
+      if (!aj.is_array()) fail("filter 'join' needs a list, got " + type_name(a));
+      const std::string sep = args.empty() ? "" : str_of(args[0]);
       std::string out;
-      for (size_t i = 0; i < a.j.size(); ++i) out += (i ? sep : "") + python_str(Value{a.j[i]});
-      return Value{out};
+      for (size_t i = 0; i < aj.size(); ++i) {
+        if (i) {
+          budget_.string(out.size() + sep.size());
+          out += sep;
+        }
+        python_str(aj[i], false, false, out, budget_);
+      }
+      budget_.string(out.size());
+      return Value{std::move(out)};
     }
     if (f == "reverse") {
-      if (a.j.is_string()) {
-        std::string s = a.j.get<std::string>();
+      if (aj.is_string()) {
+        std::string s = need_string();
         std::reverse(s.begin(), s.end());
-        return Value{s};
+        return Value{std::move(s)};
       }
-      if (!a.j.is_array()) fail("filter 'reverse' needs a list or string, got " + type_name(a));
+      if (!aj.is_array()) fail("filter 'reverse' needs a list or string, got " + type_name(a));
       json r = json::array();
-      for (auto it = a.j.rbegin(); it != a.j.rend(); ++it) r.push_back(*it);
-      return Value{r};
+      for (auto it = aj.rbegin(); it != aj.rend(); ++it) r.push_back(*it);
+      budget_.built(r);
+      return Value{std::move(r)};
     }
     // list
-    if (a.j.is_array()) return a;
-    if (a.j.is_string()) {
+    if (aj.is_array()) return a;
+    if (aj.is_string()) {
+      budget_.items(aj.get_ref<const std::string&>().size());
       json r = json::array();
-      for (char c : a.j.get<std::string>()) r.push_back(std::string(1, c));
-      return Value{r};
+      for (char c : aj.get_ref<const std::string&>()) r.push_back(std::string(1, c));
+      return Value{std::move(r)};
     }
     fail("filter 'list' needs a list or string, got " + type_name(a));
   }
 
   Value test(const Node& n) {
     const Value a = eval(*n.kids[0]);
+    const json& aj = a.j();
     const std::string& t = n.name;
     bool r = false;
-    if (t == "defined") r = !a.undefined;
-    else if (t == "undefined") r = a.undefined;
-    else if (t == "none") r = !a.undefined && a.j.is_null();
-    else if (t == "string") r = a.j.is_string();
-    else if (t == "number") r = a.j.is_number();
-    else if (t == "integer") r = a.j.is_number_integer();
-    else if (t == "boolean") r = a.j.is_boolean();
-    else if (t == "true") r = a.j.is_boolean() && a.j.get<bool>();
-    else if (t == "false") r = a.j.is_boolean() && !a.j.get<bool>();
-    else if (t == "mapping") r = a.j.is_object();
-    else if (t == "iterable") r = a.j.is_array() || a.j.is_object() || a.j.is_string();
-    else if (t == "sequence") r = a.j.is_array() || a.j.is_string() || a.j.is_object();
-    else if (t == "even" || t == "odd") r = (as_int(a, "'is even/odd'") % 2 == 0) == (t == "even");
+    if (t == "defined")
+      r = !a.undefined;
+    else if (t == "undefined")
+      r = a.undefined;
+    else if (t == "none")
+      r = !a.undefined && aj.is_null();
+    else if (t == "string")
+      r = aj.is_string();
+    else if (t == "number")
+      r = aj.is_number();
+    else if (t == "integer")
+      r = aj.is_number_integer();
+    else if (t == "boolean")
+      r = aj.is_boolean();
+    else if (t == "true")
+      r = aj.is_boolean() && aj.get<bool>();
+    else if (t == "false")
+      r = aj.is_boolean() && !aj.get<bool>();
+    else if (t == "mapping")
+      r = aj.is_object();
+    else if (t == "iterable")
+      r = aj.is_array() || aj.is_object() || aj.is_string();
+    else if (t == "sequence")
+      r = aj.is_array() || aj.is_string() || aj.is_object();
+    else if (t == "even" || t == "odd")
+      r = (as_int(a, "'is even/odd'") % 2 == 0) == (t == "even");
     return Value{n.negate ? !r : r};
   }
 
@@ -988,60 +1398,70 @@ class Renderer {
     std::vector<Value> args;
     for (size_t i = 1; i < n.kids.size(); ++i) args.push_back(eval(*n.kids[i]));
     const std::string& m = n.name;
-    auto arg_str = [&](size_t i) {
-      if (i >= args.size() || !args[i].j.is_string()) fail("." + m + "() needs a string argument");
-      return args[i].j.get<std::string>();
+    const json& aj = a.j();
+    auto arg_str = [&](size_t i) -> const std::string& {
+      if (i >= args.size() || !args[i].j().is_string()) fail("." + m + "() needs a string argument");
+      return args[i].j().get_ref<const std::string&>();
     };
-    if (a.j.is_object()) {
-      if (m == "items") {
+    if (aj.is_object()) {
+      if (m == "items" || m == "keys" || m == "values") {
         json r = json::array();
-        for (auto it = a.j.begin(); it != a.j.end(); ++it) r.push_back(json::array({it.key(), it.value()}));
-        return Value{r};
-      }
-      if (m == "keys" || m == "values") {
-        json r = json::array();
-        for (auto it = a.j.begin(); it != a.j.end(); ++it) r.push_back(m == "keys" ? json(it.key()) : it.value());
-        return Value{r};
+        for (auto it = aj.begin(); it != aj.end(); ++it)
+          r.push_back(m == "items" ? json::array({it.key(), it.value()}) : m == "keys" ? json(it.key()) : it.value());
+        budget_.built(r);
+        return Value{std::move(r)};
       }
       if (m == "get") {
         const Value v = index(a, args.empty() ? Value::undef() : args[0]);
         return v.undefined ? (args.size() > 1 ? args[1] : Value{json()}) : v;
       }
     }
-    if (!a.j.is_string()) fail("." + m + "() on a " + type_name(a));
-    const std::string& s = a.j.get_ref<const std::string&>();
+    if (!aj.is_string()) fail("." + m + "() on a " + type_name(a));
+    const std::string& s = aj.get_ref<const std::string&>();
+    budget_.text(s.size());
     if (m == "strip" || m == "lstrip" || m == "rstrip") {
-      const std::string chars = args.empty() || args[0].j.is_null() ? " \t\n\r\f\v" : arg_str(0);
+      const std::string chars = args.empty() || args[0].j().is_null() ? " \t\n\r\f\v" : arg_str(0);
+      budget_.string(s.size() + chars.size());
       return Value{strip_chars(s, m != "rstrip", m != "lstrip", chars)};
     }
     if (m == "startswith") return Value{s.rfind(arg_str(0), 0) == 0};
     if (m == "endswith") {
-      const std::string x = arg_str(0);
+      const std::string& x = arg_str(0);
       return Value{s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0};
     }
     if (m == "upper" || m == "lower" || m == "title") {
+      budget_.string(s.size());
       std::string r = s;
       bool start = true;
       for (char& c : r) {
         const auto u = static_cast<unsigned char>(c);
-        if (m == "upper") c = static_cast<char>(std::toupper(u));
-        else if (m == "lower") c = static_cast<char>(std::tolower(u));
-        else c = static_cast<char>(start ? std::toupper(u) : std::tolower(u));
+        if (m == "upper")
+          c = static_cast<char>(std::toupper(u));
+        else if (m == "lower")
+          c = static_cast<char>(std::tolower(u));
+        else
+          c = static_cast<char>(start ? std::toupper(u) : std::tolower(u));
         start = !std::isalpha(u);
       }
-      return Value{r};
+      return Value{std::move(r)};
     }
     if (m == "replace") {
-      const std::string from = arg_str(0), to = arg_str(1);
+      const std::string &from = arg_str(0), &to = arg_str(1);
       if (from.empty()) fail(".replace() with an empty pattern");
       std::string r;
       size_t i = 0;
-      for (size_t f; (f = s.find(from, i)) != std::string::npos; i = f + from.size()) r += s.substr(i, f - i) + to;
-      return Value{r + s.substr(i)};
+      for (size_t f; (f = find_sub(s, from, i)) != std::string::npos; i = f + from.size()) {
+        budget_.string(r.size() + (f - i) + to.size());
+        r.append(s, i, f - i);
+        r += to;
+      }
+      budget_.string(r.size() + (s.size() - i));
+      r.append(s, i, std::string::npos);
+      return Value{std::move(r)};
     }
     if (m == "split") {
       json r = json::array();
-      if (args.empty() || args[0].j.is_null()) {
+      if (args.empty() || args[0].j().is_null()) {
         size_t i = 0;
         while (i < s.size()) {
           while (i < s.size() && is_space(s[i])) ++i;
@@ -1050,63 +1470,89 @@ class Renderer {
           if (j > i) r.push_back(s.substr(i, j - i));
           i = j;
         }
-        return Value{r};
+      } else {
+        const std::string& sep = arg_str(0);
+        if (sep.empty()) fail(".split() with an empty separator");
+        size_t i = 0;
+        for (size_t f; (f = find_sub(s, sep, i)) != std::string::npos; i = f + sep.size()) {
+          budget_.step();
+          r.push_back(s.substr(i, f - i));
+        }
+        r.push_back(s.substr(i));
       }
-      const std::string sep = arg_str(0);
-      if (sep.empty()) fail(".split() with an empty separator");
-      size_t i = 0;
-      for (size_t f; (f = s.find(sep, i)) != std::string::npos; i = f + sep.size()) r.push_back(s.substr(i, f - i));
-      r.push_back(s.substr(i));
-      return Value{r};
+      budget_.built(r);
+      return Value{std::move(r)};
     }
     fail("." + m + "() on a string");
   }
 
   Value call(const Node& n) {
     if (n.name == "raise_exception") {
-      const std::string msg = n.kids.empty() ? "" : python_str(eval(*n.kids[0]));
+      const std::string msg = n.kids.empty() ? "" : str_of(eval(*n.kids[0]));
       fail("the chat template refused the conversation: " + msg);
     }
     if (n.name == "namespace") {
       json ns = json::object();
-      for (const auto& [k, v] : n.kwargs) ns[k] = eval(*v).j;
-      return Value{ns};
+      for (const auto& [k, v] : n.kwargs) ns[k] = eval(*v).j();
+      budget_.built(ns);
+      return Value{std::move(ns)};
     }
-    // range
+    // range, with the length of jinja2's sandbox (transformers renders templates in one).
     std::vector<int64_t> a;
     for (const auto& k : n.kids) a.push_back(as_int(eval(*k), "range()"));
     if (a.empty() || a.size() > 3) fail("range() takes 1 to 3 integers");
     const int64_t start = a.size() > 1 ? a[0] : 0, stop = a.size() > 1 ? a[1] : a[0], step = a.size() > 2 ? a[2] : 1;
     if (step == 0) fail("range() step cannot be zero");
+    const __int128 span = step > 0 ? __int128{stop} - start : __int128{start} - stop;
+    const __int128 mag = step > 0 ? __int128{step} : -__int128{step};
+    const __int128 count = span <= 0 ? 0 : (span - 1) / mag + 1;
+    if (count > budget_.max_range())
+      fail(str("range() of ", static_cast<long long>(std::min<__int128>(count, std::numeric_limits<int64_t>::max())),
+               " numbers; the limit is ", budget_.max_range(),
+               " (jinja2's sandbox MAX_RANGE, as transformers renders)"));
+    budget_.items(static_cast<size_t>(count));
     json r = json::array();
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) r.push_back(i);
-    return Value{r};
+    for (__int128 i = 0; i < count; ++i) r.push_back(static_cast<int64_t>(start + i * step));
+    return Value{std::move(r)};
   }
 
   Value eval(const Node& n) {
+    budget_.step();
     switch (n.kind) {
-      case NK::Literal: return Value{n.literal};
+      case NK::Literal:
+        return Value::shared(n.shared);
       case NK::Name: {
         const Value* v = lookup(n.name);
         return v ? *v : Value::undef();
       }
-      case NK::Attr: {
-        const Value a = eval(*n.kids[0]);
-        return index(a, Value{n.name});
-      }
-      case NK::Index: return index(eval(*n.kids[0]), eval(*n.kids[1]));
-      case NK::Slice: return slice(eval(*n.kids[0]), n);
-      case NK::Call: return call(n);
-      case NK::Method: return method(n);
-      case NK::Filter: return filter(n);
-      case NK::Test: return test(n);
+      case NK::Attr:
+        return index(eval(*n.kids[0]), Value{n.name});
+      case NK::Index:
+        return index(eval(*n.kids[0]), eval(*n.kids[1]));
+      case NK::Slice:
+        return slice(eval(*n.kids[0]), n);
+      case NK::Call:
+        return call(n);
+      case NK::Method:
+        return method(n);
+      case NK::Filter:
+        return filter(n);
+      case NK::Test:
+        return test(n);
       case NK::Unary: {
         const Value a = eval(*n.kids[0]);
-        if (a.j.is_number_integer()) return Value{-a.j.get<int64_t>()};
-        if (a.j.is_number()) return Value{-a.j.get<double>()};
+        if (a.j().is_number_integer()) {
+          const int64_t x = a.j().get<int64_t>();
+          if (x == std::numeric_limits<int64_t>::min()) overflow(str("-(", x, ")"));
+          return Value{-x};
+        }
+        if (a.j().is_number()) return Value{-a.j().get<double>()};
         fail("unary '-' on a " + type_name(a));
       }
-      case NK::Binary: return binary(n.name, eval(*n.kids[0]), eval(*n.kids[1]));
+      case NK::Binary: {
+        const Value a = eval(*n.kids[0]);
+        return binary(n.name, a, eval(*n.kids[1]));
+      }
       case NK::And: {
         Value a = eval(*n.kids[0]);
         return truthy(a) ? eval(*n.kids[1]) : a;
@@ -1115,29 +1561,33 @@ class Renderer {
         Value a = eval(*n.kids[0]);
         return truthy(a) ? a : eval(*n.kids[1]);
       }
-      case NK::Not: return Value{!truthy(eval(*n.kids[0]))};
+      case NK::Not:
+        return Value{!truthy(eval(*n.kids[0]))};
       case NK::Ternary:
         if (truthy(eval(*n.kids[1]))) return eval(*n.kids[0]);
         return n.kids[2] ? eval(*n.kids[2]) : Value::undef();
       case NK::List: {
         json r = json::array();
-        for (const auto& k : n.kids) r.push_back(eval(*k).j);
-        return Value{r};
+        for (const auto& k : n.kids) r.push_back(eval(*k).j());
+        budget_.built(r);
+        return Value{std::move(r)};
       }
       case NK::Dict: {
         json r = json::object();
         for (size_t i = 0; i + 1 < n.kids.size(); i += 2) {
           const Value k = eval(*n.kids[i]);
-          if (!k.j.is_string()) fail("dictionary keys must be strings");
-          r[k.j.get<std::string>()] = eval(*n.kids[i + 1]).j;
+          if (!k.j().is_string()) fail("dictionary keys must be strings");
+          r[k.j().get<std::string>()] = eval(*n.kids[i + 1]).j();
         }
-        return Value{r};
+        budget_.built(r);
+        return Value{std::move(r)};
       }
     }
     fail("internal: unknown expression");
   }
 
   const std::string& origin_;
+  mutable Budget budget_;
   std::vector<std::map<std::string, Value>> scopes_;
 };
 
@@ -1178,12 +1628,15 @@ const std::map<std::string, std::string>& builtins() {
 
 struct ChatTemplate::Impl {
   std::string origin;
+  ChatTemplateLimits limits;
   Block program;
 };
 
-ChatTemplate::ChatTemplate(const std::string& source, std::string origin) : impl_(std::make_unique<Impl>()) {
+ChatTemplate::ChatTemplate(const std::string& source, std::string origin, ChatTemplateLimits limits)
+    : impl_(std::make_unique<Impl>()) {
   impl_->origin = std::move(origin);
-  impl_->program = TemplateParser(split_template(source, impl_->origin), impl_->origin).parse();
+  impl_->limits = limits;
+  impl_->program = TemplateParser(split_template(source, impl_->origin), impl_->origin, limits.max_depth).parse();
 }
 ChatTemplate::~ChatTemplate() = default;
 ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;
@@ -1195,13 +1648,11 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, const
   for (const auto& m : messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
   // What transformers' apply_chat_template passes: the messages, tools and documents
   // (None here), add_generation_prompt and the special tokens.
-  std::map<std::string, Value> globals = {{"messages", Value{msgs}},
-                                          {"tools", Value{json()}},
-                                          {"documents", Value{json()}},
-                                          {"add_generation_prompt", Value{c.add_generation_prompt}},
-                                          {"bos_token", Value{c.bos_token}},
-                                          {"eos_token", Value{c.eos_token}}};
-  Renderer r(impl_->origin, std::move(globals));
+  std::map<std::string, Value> globals = {
+      {"messages", Value{msgs}},         {"tools", Value{json()}},
+      {"documents", Value{json()}},      {"add_generation_prompt", Value{c.add_generation_prompt}},
+      {"bos_token", Value{c.bos_token}}, {"eos_token", Value{c.eos_token}}};
+  Renderer r(impl_->origin, impl_->limits, std::move(globals));
   std::string out;
   r.run(impl_->program, out);
   return out;

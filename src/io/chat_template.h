@@ -14,7 +14,14 @@
 // endswith, upper, lower, replace, split, items, keys, values, get; functions
 // raise_exception, namespace, range. Anything else is BadInput naming the template's
 // origin and the construct (nothing is executed that this file does not implement).
+//
+// Templates ship with downloaded models, so they are untrusted input: parsing and every
+// render run under ChatTemplateLimits (jinja2's sandbox limits, as transformers renders
+// templates in an ImmutableSandboxedEnvironment, plus bounds on nesting, size and work).
+// Integers are 64-bit and checked: where Python's unbounded int would grow past 64 bits,
+// the render is an error rather than a wrapped value.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,16 +38,37 @@ struct ChatTemplateContext {
   bool add_generation_prompt = false;
 };
 
+// What one template may use. Exceeding a limit is BadInput naming the template's origin
+// and the limit; the work is counted in steps, not time, so the outcome is the same on
+// every machine. The defaults are far above what model templates need (Llama-3's renders
+// a 2,000-turn conversation in under 200,000 steps and nests 6 deep).
+struct ChatTemplateLimits {
+  // Nesting of blocks, brackets and operators in the template (the interpreter recurses
+  // this deep) and of the lists and mappings a render builds.
+  int max_depth = 256;
+  // range()'s length: jinja2's sandbox MAX_RANGE.
+  int64_t max_range = 100000;
+  // The rendered text, and any one string a render builds.
+  int64_t max_output_bytes = int64_t{64} << 20;
+  // All the strings, lists and mappings one render builds, together.
+  int64_t max_alloc_bytes = int64_t{256} << 20;
+  // Work of one render: one step per expression evaluated, statement run or loop turn,
+  // per list item or mapping entry copied or compared, and per 64 bytes of text handled.
+  int64_t max_steps = 5000000;
+};
+
 class ChatTemplate {
  public:
   // Parses `source`; `origin` names it in errors (a file, "tokenizer_config.json's
-  // chat_template", "built-in template chatml"). BadInput for syntax outside the subset.
-  ChatTemplate(const std::string& source, std::string origin);
+  // chat_template", "built-in template chatml"). BadInput for syntax outside the subset
+  // or nesting past `limits.max_depth`.
+  ChatTemplate(const std::string& source, std::string origin, ChatTemplateLimits limits = {});
   ~ChatTemplate();
   ChatTemplate(ChatTemplate&&) noexcept;
   ChatTemplate& operator=(ChatTemplate&&) noexcept;
 
-  // BadInput naming the origin when the template raises (raise_exception) or fails.
+  // BadInput naming the origin when the template raises (raise_exception), fails, or
+  // exceeds a limit.
   std::string render(const std::vector<ChatMessage>& messages, const ChatTemplateContext& context) const;
   const std::string& origin() const;
 

@@ -231,5 +231,19 @@ fsdp_config:
   EXPECT_HAS(load_error({"--config_file", h}), "hybrid");
 }
 
+// The DeepSpeed JSON an Accelerate YAML names (deepspeed_config_file) is read by the same
+// reader: a repeated key is refused naming that file; the YAML's own repeats as before.
+TEST(AccelerateConfig, DuplicateKeysInTheNamedDeepSpeedJsonAreRefused) {
+  TempDir dir;
+  const std::string ds = dir.write("ds.json", R"({"gradient_clipping": 1.0, "gradient_clipping": 0.5})");
+  const std::string acc = dir.write("acc.yaml",
+                                    "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\n"
+                                    "deepspeed_config:\n  deepspeed_config_file: " +
+                                        ds + "\nnum_processes: 1\n");
+  EXPECT_HAS(load_error({"--config_file", acc}), ds + ": key 'gradient_clipping' appears twice in one mapping");
+  const std::string dup_yaml = dir.write("dup.yaml", "num_processes: 1\ndistributed_type: NO\nnum_processes: 2\n");
+  EXPECT_HAS(load_error({"--config_file", dup_yaml}), "dup.yaml: key 'num_processes' appears twice");
+}
+
 }  // namespace
 }  // namespace zt::config

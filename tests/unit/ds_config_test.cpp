@@ -2,6 +2,8 @@
 // resolution, and every kind of refusal (message names file, key and fix; exit code 2).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -397,9 +399,11 @@ TEST(DsConfig, TopLevelKeys) {
   EXPECT_EQ(csv.csv_monitor_dir, "DeepSpeedJobName");
   EXPECT_TRUE(csv.warnings.empty());
   EXPECT_EQ(resolve(json::parse(R"({"train_batch_size": 8, "csv_monitor": {"enabled": true, "output_path": "out",
-      "job_name": "j"}})")).csv_monitor_dir, "out/j");
-  EXPECT_TRUE(resolve(json::parse(R"({"train_batch_size": 8, "csv_monitor": {"enabled": false}})"))
-                  .csv_monitor_dir.empty());
+      "job_name": "j"}})"))
+                .csv_monitor_dir,
+            "out/j");
+  EXPECT_TRUE(
+      resolve(json::parse(R"({"train_batch_size": 8, "csv_monitor": {"enabled": false}})")).csv_monitor_dir.empty());
   EXPECT_HAS(error_of(json::parse(R"({"csv_monitor": {"enabled": true, "outputpath": "x"}})")), "outputpath");
 }
 
@@ -431,6 +435,49 @@ TEST(DsConfig, SizesThatWouldOverflowAreRefusedNamingTheKey) {
   // An int field's own range holds even where the row has no bound of its own.
   EXPECT_HAS(error_of(json::parse(R"({"activation_checkpointing": {"number_checkpoints": 1e300}})")),
              "activation_checkpointing.number_checkpoints");
+}
+
+// A key twice in one mapping of a ds_config.json is exit 2 naming the key and the file, as
+// the YAML reader refuses it (DeepSpeed's json.load would silently keep the last one).
+TEST(DsConfig, DuplicateKeysAreRefused) {
+  namespace fs = std::filesystem;
+  const fs::path root =
+      fs::temp_directory_path() / ("zt_ds_dup_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+  fs::create_directories(root);
+  struct Dir {
+    fs::path root;
+    std::string write(const std::string& name, const std::string& text) const {
+      std::ofstream(root / name) << text;
+      return (root / name).string();
+    }
+    ~Dir() {
+      std::error_code ec;
+      fs::remove_all(root, ec);
+    }
+  } dir{root};
+  auto load_error = [](const std::string& path) {
+    try {
+      load_ds_config(path);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2) << e.what();
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "no error";
+    return std::string();
+  };
+  const std::string top = dir.write("top.json", R"({"train_batch_size": 8, "train_batch_size": 16})");
+  EXPECT_HAS(load_error(top), top + ": key 'train_batch_size' appears twice in one mapping; keep one");
+  const std::string nested =
+      dir.write("nested.json", R"({"zero_optimization": {"stage": 2, "overlap_comm": true, "stage": 3}})");
+  EXPECT_HAS(load_error(nested), nested + ": key 'stage' appears twice");
+  // A number past a double is a JSON error naming the file, not an uncaught exception
+  // (found by fuzz/config_fuzz.cpp).
+  const std::string huge = dir.write("huge.json", R"({"gradient_clipping": 15e7000})");
+  EXPECT_HAS(load_error(huge), huge + ": not valid JSON");
+  // The same key in two mappings is no repetition.
+  const DsConfig c = load_ds_config(
+      dir.write("ok.json", R"({"fp16": {"enabled": false}, "bf16": {"enabled": true}, "train_batch_size": 8})"));
+  EXPECT_EQ(c.train_batch_size().value, 8);
 }
 
 }  // namespace

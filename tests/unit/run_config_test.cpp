@@ -318,6 +318,119 @@ TEST(RunConfig, YamlAliasExpansionIsCapped) {
   EXPECT_FLOAT_EQ(c.optimizer.weight_decay, 0.25f);
 }
 
+// A string alias bomb: a 10 MB string named 100,000 times in a 10.8 MB file reached 6.9 GB
+// with only 100,000 values. The expanded bytes are capped too; here a 4 KiB string named
+// 10^4 times through four levels of lists (40 MiB, 11,111 values) is past the cap.
+TEST(RunConfig, YamlStringAliasExpansionIsCappedInBytes) {
+  TempDir dir;
+  std::string yaml = "a: &a " + std::string(4096, 'x') + "\n";
+  for (char c = 'b'; c <= 'e'; ++c) {
+    yaml += std::string(1, c) + ": &" + c + " [";
+    for (int i = 0; i < 10; ++i) yaml += std::string(i ? ", " : "") + "*" + static_cast<char>(c - 1);
+    yaml += "]\n";
+  }
+  const std::string e = load_error({dir.write("bomb.yaml", yaml)});
+  EXPECT_HAS(e, "bomb.yaml: the YAML's expanded size exceeds " + std::to_string(kMaxConfigExpandedBytes) + " bytes");
+  // Keys count as well (an aliased key is copied into every mapping that uses it).
+  std::string keys = "k: &k " + std::string(4096, 'y') + "\nm: &m {*k : 1}\n";
+  for (char c = 'n'; c <= 'q'; ++c) {
+    keys += std::string(1, c) + ": &" + c + " [";
+    for (int i = 0; i < 10; ++i) keys += std::string(i ? ", " : "") + "*" + static_cast<char>(c - 1);
+    keys += "]\n";
+  }
+  EXPECT_HAS(load_error({dir.write("keys.yaml", keys)}), "keys.yaml: the YAML's expanded size exceeds");
+  // The same document one level smaller (4 MiB) reads, as a deliberately shared config may.
+  std::string small = "a: &a " + std::string(4096, 'x') + "\n";
+  for (char c = 'b'; c <= 'd'; ++c) {
+    small += std::string(1, c) + ": &" + c + " [";
+    for (int i = 0; i < 10; ++i) small += std::string(i ? ", " : "") + "*" + static_cast<char>(c - 1);
+    small += "]\n";
+  }
+  const nlohmann::json doc = parse_document_text(small, "small.yaml", DocumentFormat::Yaml);
+  EXPECT_EQ(doc["d"][9][9][9].get<std::string>().size(), 4096u);
+}
+
+// Plain scalars resolve without std::regex, whose recursion per character overflowed the
+// stack on a scalar of a few megabytes (found by fuzz/config_fuzz.cpp); YAML 1.1's forms
+// resolve as before.
+TEST(RunConfig, LongYamlScalarsResolveWithoutRecursion) {
+  const nlohmann::json doc = parse_yaml_text("a: " + std::string(4 << 20, '7') + "\nb: " + std::string(4 << 20, 'x') +
+                                                 "\nc: 1_000\nd: -.5e+3\ne: 5e8\nf: +.\ng: 0.\nh: ._\ni: 012\nj: ~\n",
+                                             "long.yaml");
+  EXPECT_EQ(doc["a"].get<std::string>().size(), size_t{4} << 20);  // past 64 bits: the text
+  EXPECT_EQ(doc["b"].get<std::string>().size(), size_t{4} << 20);
+  EXPECT_EQ(doc["c"], 1000);
+  EXPECT_EQ(doc["d"], -500.0);
+  EXPECT_EQ(doc["e"], "5e8");
+  EXPECT_EQ(doc["f"], "+.");
+  EXPECT_EQ(doc["g"], 0.0);
+  EXPECT_EQ(doc["h"], 0.0);
+  EXPECT_EQ(doc["i"], "012");
+  EXPECT_TRUE(doc["j"].is_null());
+}
+
+// A value that is not UTF-8 is refused where it is read: a reader that printed it later
+// (nlohmann's dump) threw an uncaught type_error (found by fuzz/config_fuzz.cpp).
+TEST(RunConfig, YamlThatIsNotUtf8IsRefused) {
+  // A stray byte (Latin-1 é); lone surrogate escapes are yaml-cpp's own error.
+  for (const auto& [text, what] : std::vector<std::pair<std::string, std::string>>{
+           {"a: caf\xe9\n", "latin1.yaml: a key or value is not valid UTF-8 text"},
+           {"caf\xe9: 1\n", "latin1.yaml: a key or value is not valid UTF-8 text"},
+           {"\"k\\uD800\": 1\n", "latin1.yaml: not valid YAML"}}) {
+    try {
+      parse_document_text(text, "latin1.yaml", DocumentFormat::Yaml);
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2);
+      EXPECT_HAS(e.what(), what);
+    }
+  }
+  EXPECT_EQ(parse_document_text("a: \"caf\\u00e9 \\U0001F600\"\n", "ok.yaml", DocumentFormat::Yaml)["a"],
+            "caf\xc3\xa9 \xf0\x9f\x98\x80");
+  TempDir dir;
+  const std::string acc = dir.write("acc.yaml",
+                                    "compute_environment: LOCAL_MACHINE\ndeepspeed_config:\n  zero3_save_16bit_model: "
+                                    "\x9a\n");
+  EXPECT_HAS(load_error({"--config_file", acc}), "not valid UTF-8");
+}
+
+// Nesting is bounded in YAML and JSON alike (every reader of the tree recurses).
+TEST(RunConfig, DeeplyNestedDocumentsAreRefused) {
+  // 150 levels: past this reader's limit, within yaml-cpp's own (deeper is its error).
+  const std::string deep = "{\"a\": " + std::string(150, '[') + std::string(150, ']') + "}";
+  for (const auto format : {DocumentFormat::Json, DocumentFormat::Yaml}) {
+    try {
+      parse_document_text(deep, "deep.cfg", format);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2);
+      EXPECT_HAS(e.what(), "deep.cfg: ");
+      EXPECT_HAS(e.what(), "nest deeper than 100 levels");
+    }
+  }
+  const std::string ok = "{\"a\": " + std::string(50, '[') + std::string(50, ']') + "}";
+  EXPECT_TRUE(parse_document_text(ok, "ok.json", DocumentFormat::Json)["a"].is_array());
+}
+
+// A key twice in one mapping of a JSON config is refused as the YAML reader refuses it
+// (json.load and nlohmann keep the last, other readers the first: which one counts is
+// never clear). HF files that Python reads keep Python's rule, the last one.
+TEST(RunConfig, DuplicateKeysInJsonConfigsAreRefused) {
+  TempDir dir;
+  EXPECT_HAS(load_error({dir.write("run.json", R"({"learning_rate": 0.1, "seed": 3, "learning_rate": 0.2})")}),
+             "run.json: key 'learning_rate' appears twice in one mapping; keep one");
+  EXPECT_HAS(load_error({dir.write("run.yaml", "learning_rate: 0.1\nlearning_rate: 0.2\n")}),
+             "run.yaml: key 'learning_rate' appears twice; keep one");
+  EXPECT_EQ(load_train_config({dir.write("ok.json", R"({"learning_rate": 0.1, "seed": 3})")}).seed, 3u);
+  const nlohmann::json hf = parse_document_text(R"({"hidden_size": 8, "hidden_size": 16})", "config.json",
+                                                DocumentFormat::Json, DuplicateKeys::LastWins);
+  EXPECT_EQ(hf["hidden_size"], 16);
+  // A command-line value past a double is read on as text, and refused as a number.
+  EXPECT_HAS(load_error({"--learning_rate", "1e400"}), "learning_rate");
+  // A command-line JSON value follows the config rule.
+  EXPECT_HAS(load_error({"--lora", R"({"r": 4, "r": 8})"}), "the command line: key 'r' appears twice");
+}
+
 }  // namespace
 }  // namespace zt::config
 
