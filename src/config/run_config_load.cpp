@@ -151,8 +151,7 @@ void apply_run(const RunConfig& r, TrainConfig& cfg) {
                                                        : Evaluations::Steps;
   cfg.output_dir = r.output_dir.value;
   if (r.report_tensorboard)
-    cfg.tensorboard_dir =
-        r.logging_dir.empty() ? (std::filesystem::path(cfg.output_dir) / "runs").string() : r.logging_dir;
+    cfg.tensorboard_dir = r.logging_dir.empty() ? (std::filesystem::path(cfg.output_dir) / "runs").string() : r.logging_dir;
   cfg.overwrite_output_dir = r.overwrite_output_dir.value ? OutputDirOverwrite::Yes : OutputDirOverwrite::No;
   cfg.stop_grace_seconds = r.stop_grace_seconds.value;
   cfg.seed = static_cast<uint64_t>(r.seed.value);
@@ -240,8 +239,8 @@ void drop_other_spellings(json& run_doc, const std::string& key, const std::vect
     if (!contains(spellings, key)) continue;
     for (const std::string& other : spellings) {
       if (other == key) continue;
-      const bool on_command_line =
-          std::any_of(overrides.begin(), overrides.end(), [&](const Override& o) { return o.key == other; });
+      const bool on_command_line = std::any_of(overrides.begin(), overrides.end(),
+                                               [&](const Override& o) { return o.key == other; });
       if (on_command_line) continue;
       const size_t dot = other.find('.');
       if (dot == std::string::npos) {
@@ -383,10 +382,23 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
   if (!acc_overridden.empty()) acc_source += acc_path.empty() ? "" : " + command line";
   AccelerateConfig acc;
   if (!acc_doc.is_null()) acc = parse_accelerate_config(acc_doc, acc_source);
-  // Its deepspeed_config_file is opened as Accelerate opens it, from the current directory:
-  // the YAML is Accelerate's file, read unchanged, and `accelerate launch --config_file
-  // configs/acc.yaml` users write `configs/ds.json` there (taking it from the YAML's folder
-  // would read configs/configs/ds.json).
+  // Its deepspeed_config_file follows the same rule as the run file's paths. Accelerate
+  // itself opens it from the current directory: a YAML written that way for `accelerate
+  // launch` gets the fix spelled out instead of a bare "no such file".
+  const std::string ds_as_written = acc.deepspeed_config_file;
+  acc.deepspeed_config_file =
+      path_in_file(acc.deepspeed_config_file,
+                   contains(acc_overridden, "deepspeed_config.deepspeed_config_file") ? std::string() : acc_path);
+  {
+    std::error_code ec;
+    if (acc.deepspeed_config_file != ds_as_written && !std::filesystem::exists(acc.deepspeed_config_file, ec) &&
+        std::filesystem::exists(ds_as_written, ec))
+      ZT_THROW_INPUT(acc.source, ": deepspeed_config_file '", ds_as_written,
+                     "' is taken from the YAML's folder, as every relative path written in a file (",
+                     acc.deepspeed_config_file,
+                     " does not exist); Accelerate takes it from the current directory, where it exists: write $PWD/",
+                     ds_as_written, " (or an absolute path) in the YAML");
+  }
   const std::string world_warning = check_world_against_accelerate(acc, options);
 
   // 3. The DeepSpeed document: a JSON file (command line > run config > Accelerate's

@@ -1,5 +1,7 @@
 #include "train/resource_checks.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -8,6 +10,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/memory_info.h"
+#include "io/bounded_file.h"
 #include "io/output_file.h"
 #include "train/estimate.h"
 #include "train/lora_setup.h"
@@ -259,6 +262,21 @@ void check_outputs_writable(const config::TrainConfig& c, const std::filesystem:
   io::probe_writable_dir((output_dir / "checkpoints").string(), "the run's checkpoints");
   if (!c.tensorboard_dir.empty()) io::probe_writable_dir(c.tensorboard_dir, "report_to tensorboard (logging_dir)");
   if (!c.csv_monitor_dir.empty()) io::probe_writable_dir(c.csv_monitor_dir, "csv_monitor (output_path)");
+  // `latest` is replaced at every save, never written through a link or into a device: a
+  // planted link or a FIFO there would fail the first save, after the training time.
+  const std::filesystem::path latest = output_dir / "checkpoints" / "latest";
+  struct stat st {};
+  if (::lstat(latest.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    std::string kind = io::file_kind_name(st.st_mode);
+    if (S_ISLNK(st.st_mode)) {
+      struct stat target {};
+      kind = ::stat(latest.c_str(), &target) == 0 ? "a symbolic link to " + io::file_kind_name(target.st_mode)
+                                                   : "a symbolic link to nothing";
+    }
+    ZT_THROW_INPUT(latest.string(), ": not a regular file (it is ", kind,
+                   "); every save replaces the checkpoint folder's latest file, and zerotrain never writes through a "
+                   "link or into a device: remove it before the run starts");
+  }
 }
 
 }  // namespace zt::train

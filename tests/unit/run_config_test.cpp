@@ -534,21 +534,27 @@ TEST(RunConfig, ACommandLineModelIsARunOfItsOwnAndReplacesTheFilesModel) {
   EXPECT_EQ(d.model.tokenizer, dir.file("tok.json"));  // the rest of the file's section stays
 }
 
-// The Accelerate YAML's deepspeed_config_file is opened as Accelerate opens it: from the
-// current directory, not from the YAML's folder (users of `accelerate launch --config_file
-// conf/acc.yaml` write `conf/ds.json` in it).
-TEST(RunConfig, AnAccelerateYamlsDeepSpeedFileIsTakenAsAccelerateTakesIt) {
+// The Accelerate YAML's deepspeed_config_file follows the same rule.
+TEST(RunConfig, AnAccelerateYamlsDeepSpeedFileIsRelativeToTheYaml) {
   TempDir dir;
   const fs::path root = fs::weakly_canonical(dir.path());
-  fs::create_directories(root / "conf/conf");
+  fs::create_directories(root / "conf");
+  fs::create_directories(root / "elsewhere");
   std::ofstream(root / "conf/ds.json") << R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 1}})";
-  std::ofstream(root / "conf/conf/ds.json")
+  std::ofstream(root / "elsewhere/ds.json")
       << R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}})";
   const std::string yaml = (root / "conf/acc.yaml").string();
-  std::ofstream(yaml) << "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: conf/ds.json\n";
+  std::ofstream(yaml) << "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json\n";
   const fs::path saved = fs::current_path();
-  fs::current_path(root);
+  fs::current_path(root / "elsewhere");
   EXPECT_EQ(load_train_config({"--config_file", yaml}).zero.stage, 1);
+  // Written as Accelerate reads it (from the launch directory): the error spells the fix.
+  const std::string cwd_yaml = (root / "conf/cwd.yaml").string();
+  std::ofstream(cwd_yaml) << "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: conf/ds.json\n";
+  fs::current_path(root);
+  const std::string e = load_error({"--config_file", cwd_yaml});
+  EXPECT_HAS(e, "taken from the YAML's folder");
+  EXPECT_HAS(e, "write $PWD/conf/ds.json");
   fs::current_path(saved);
 }
 
