@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/shell.h"
+#include "common/tiny_run.h"
 #include "common/temp_dir.h"
 #include "io/safetensors.h"
 #include "checkpoint/checkpoint.h"
@@ -25,22 +26,10 @@ using zt::testing::ShellResult;
 namespace {
 
 // A 4-step tiny-gpt2 run on one license text, checkpoints at steps 2 and 4.
-fs::path write_config(const fs::path& dir) {
-  fs::create_directories(dir);
-  const fs::path yaml = dir / "run.yaml";
-  std::ofstream(yaml) << "model: {preset: tiny-gpt2}\n"
-                         "data:\n  train: ['"
-                      << ZT_SOURCE_DIR
-                      << "/data/text/artistic.txt']\n  seq_len: 32\n"
-                         "per_device_train_batch_size: 2\ngradient_accumulation_steps: 1\n"
-                         "learning_rate: 1.0e-3\nmax_steps: 4\nsave_interval: 2\nkeep_last: 5\n"
-                         "steps_per_print: 1\nseed: 3\noutput_dir: '"
-                      << (dir / "run").string() << "'\n";
-  return yaml;
-}
+fs::path write_config(const fs::path& dir) { return zt::testing::write_tiny_run(dir, 2, 5); }
 
 ShellResult train(const fs::path& yaml, const std::string& args, const std::string& env = "") {
-  return sh(env + " " + zt::testing::zerotrain_binary() + " train " + yaml.string() + " --threads 1 " + args);
+  return zt::testing::train_tiny_run(yaml, args, env);
 }
 
 std::string latest_name(const fs::path& run) {
@@ -194,7 +183,7 @@ TEST(CheckpointCrash, DamagedManifestExitsTwoNamingTheField) {
     EXPECT_NE(r.out.find("'" + key + "'"), std::string::npos) << r.out;
   }
   // A manifest without the data position used to resume from position 0 with exit 0.
-  for (const std::string& field : {"data", "data.position"}) {
+  for (const std::string field : {"data", "data.position"}) {
     nlohmann::json m = good;
     if (field == "data")
       m.erase("data");

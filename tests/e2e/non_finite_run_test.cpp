@@ -14,6 +14,7 @@
 
 #include "common/poke_tensor.h"
 #include "common/shell.h"
+#include "common/tiny_run.h"
 #include "common/temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -31,21 +32,10 @@ const std::string kData = std::string(ZT_SOURCE_DIR) + "/tests/data/";
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // A 4-step tiny-gpt2 run saving every step, keeping the last 2.
-fs::path write_config(const fs::path& dir) {
-  const fs::path yaml = dir / "run.yaml";
-  std::ofstream(yaml) << "model: {preset: tiny-gpt2}\n"
-                         "data:\n  train: ['"
-                      << ZT_SOURCE_DIR
-                      << "/data/text/artistic.txt']\n  seq_len: 32\n"
-                         "per_device_train_batch_size: 2\ngradient_accumulation_steps: 1\n"
-                         "learning_rate: 1.0e-3\nmax_steps: 4\nsave_interval: 1\nkeep_last: 2\n"
-                         "steps_per_print: 1\nseed: 3\noutput_dir: '"
-                      << (dir / "run").string() << "'\n";
-  return yaml;
-}
+fs::path write_config(const fs::path& dir) { return zt::testing::write_tiny_run(dir, 1, 2); }
 
 ShellResult train(const fs::path& yaml, const std::string& args, const std::string& env = "") {
-  return sh(env + " " + zerotrain_binary() + " train " + yaml.string() + " --threads 1 " + args);
+  return zt::testing::train_tiny_run(yaml, args, env);
 }
 
 std::string latest_name(const fs::path& run) {
