@@ -131,7 +131,9 @@ SectionKey<S> key_row(std::string key, std::vector<std::string> aliases, KeyType
           0,
           "",
           Shown::No,
-          std::move(doc)};
+          std::move(doc),
+          kNoMaximum,
+          ""};
 }
 
 using ZeroKey = SectionKey<ZeroSection>;

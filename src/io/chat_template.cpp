@@ -618,6 +618,7 @@ struct Stmt;
 using Block = std::vector<Stmt>;
 enum class SK { Text, Output, If, For, Set, SetAttr };
 struct Stmt {
+  explicit Stmt(SK k, std::string t = {}) : kind(k), text(std::move(t)) {}
   SK kind;
   std::string text;  // Text; Set/SetAttr/For: the variable; SetAttr: text.attr
   std::string attr, var2;
