@@ -64,6 +64,42 @@ void check_all_gather(const Tensor& input, const Tensor& output, int size, Buffe
            " elements, expected group size ", size, " x input's ", input.numel());
 }
 
+namespace {
+// Validates one count vector; returns its sum.
+int64_t checked_count_sum(const char* which, const std::vector<int64_t>& counts, int size) {
+  ZT_CHECK(counts.size() == static_cast<size_t>(size), "all_to_all_v: ", which, " has ", counts.size(),
+           " entries, expected one per rank of the group (", size, ")");
+  int64_t sum = 0;
+  for (size_t p = 0; p < counts.size(); ++p) {
+    ZT_CHECK(counts[p] >= 0, "all_to_all_v: ", which, "[", p, "] is ", counts[p], "; counts must be >= 0");
+    sum += counts[p];
+  }
+  return sum;
+}
+}  // namespace
+
+void check_all_to_all_v_layout(const Tensor& input, const Tensor& output, const std::vector<int64_t>& send_counts,
+                               const std::vector<int64_t>& recv_counts, int size) {
+  ZT_CHECK(input.dtype() == output.dtype(), "all_to_all_v: input is ", dtype_name(input.dtype()), " but output is ",
+           dtype_name(output.dtype()), "; both must have one dtype");
+  const int64_t sent = checked_count_sum("send_counts", send_counts, size);
+  const int64_t received = checked_count_sum("recv_counts", recv_counts, size);
+  ZT_CHECK(sent == input.numel(), "all_to_all_v: send_counts sum to ", sent, " elements but input '", input.name(),
+           "' has ", input.numel(), "; the counts must cover the input exactly");
+  ZT_CHECK(received == output.numel(), "all_to_all_v: recv_counts sum to ", received, " elements but output '",
+           output.name(), "' has ", output.numel(), "; size the output to the sum of the counts received");
+  const auto* in = static_cast<const char*>(input.data());
+  const auto* out = static_cast<const char*>(output.data());
+  ZT_CHECK(input.nbytes() == 0 || output.nbytes() == 0 || out + output.nbytes() <= in || in + input.nbytes() <= out,
+           "all_to_all_v: output overlaps input; use a separate output buffer");
+}
+
+void check_all_to_all_v(const Tensor& input, const Tensor& output, const std::vector<int64_t>& send_counts,
+                        const std::vector<int64_t>& recv_counts, int size, BufferPlace place) {
+  check_pair("all_to_all_v", input, output, place);
+  check_all_to_all_v_layout(input, output, send_counts, recv_counts, size);
+}
+
 bool is_gather_slice(const Tensor& input, const Tensor& output, int rank) {
   const auto* slice = static_cast<const char*>(output.data()) + static_cast<size_t>(rank) * input.nbytes();
   return input.data() == slice;

@@ -14,8 +14,10 @@
 // completes.
 #pragma once
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -64,6 +66,15 @@ class Communicator {
   // output. input may be exactly that slice of output (in place, as ZeRO gathers).
   virtual WorkPtr all_gather_async(const Tensor& input, const Tensor& output) = 0;
   virtual WorkPtr broadcast_async(const Tensor& buffer, int root) = 0;
+  // Variable splits (MoE token dispatch: the counts come from the router and change every
+  // step). input holds send_counts[p] elements for each peer p, in rank order; output gets
+  // recv_counts[p] elements from each peer p, in rank order (offsets are the prefix sums).
+  // Counts are elements, one per rank of the group; they must sum to input's and output's
+  // numel, and recv_counts[p] here must equal send_counts[rank()] on peer p (exchange the
+  // counts first, e.g. with an all_gather, when only the senders know them). input and
+  // output are 1-D-contiguous buffers of one dtype that do not overlap.
+  virtual WorkPtr all_to_all_v_async(const Tensor& input, const Tensor& output, const std::vector<int64_t>& send_counts,
+                                     const std::vector<int64_t>& recv_counts) = 0;
   virtual WorkPtr send_async(const Tensor& buffer, int peer, int tag) = 0;
   // Receives exactly buffer.numel() elements; a message of another size is an error.
   virtual WorkPtr recv_async(const Tensor& buffer, int peer, int tag) = 0;
@@ -79,6 +90,10 @@ class Communicator {
   void reduce_scatter(const Tensor& input, const Tensor& output) { reduce_scatter_async(input, output)->wait(); }
   void all_gather(const Tensor& input, const Tensor& output) { all_gather_async(input, output)->wait(); }
   void broadcast(const Tensor& buffer, int root) { broadcast_async(buffer, root)->wait(); }
+  void all_to_all_v(const Tensor& input, const Tensor& output, const std::vector<int64_t>& send_counts,
+                    const std::vector<int64_t>& recv_counts) {
+    all_to_all_v_async(input, output, send_counts, recv_counts)->wait();
+  }
   void send(const Tensor& buffer, int peer, int tag) { send_async(buffer, peer, tag)->wait(); }
   void recv(const Tensor& buffer, int peer, int tag) { recv_async(buffer, peer, tag)->wait(); }
   void barrier() { barrier_async()->wait(); }
@@ -100,6 +115,14 @@ enum class BufferPlace { Host, Any };
 void check_reduce_scatter(const Tensor& input, const Tensor& output, int size, BufferPlace place = BufferPlace::Host);
 void check_all_gather(const Tensor& input, const Tensor& output, int size, BufferPlace place = BufferPlace::Host);
 void check_peer(const char* op, int peer, int size);
+// all_to_all_v: the buffers (as check_buffer / check_buffer_any_device for place), then
+// check_all_to_all_v_layout.
+void check_all_to_all_v(const Tensor& input, const Tensor& output, const std::vector<int64_t>& send_counts,
+                        const std::vector<int64_t>& recv_counts, int size, BufferPlace place = BufferPlace::Host);
+// The part every transport shares (the NCCL one checks its device buffers itself): one dtype,
+// a count per rank, none negative, the sums equal to the numels, no overlap.
+void check_all_to_all_v_layout(const Tensor& input, const Tensor& output, const std::vector<int64_t>& send_counts,
+                               const std::vector<int64_t>& recv_counts, int size);
 
 // Whether input is exactly output's slice for `rank` (an in-place all_gather).
 bool is_gather_slice(const Tensor& input, const Tensor& output, int rank);

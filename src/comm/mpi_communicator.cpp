@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -51,6 +52,10 @@ class MpiWork final : public Work {
         timeout_(timeout),
         recv_type_(recv_type),
         recv_count_(recv_count) {}
+
+  // Keeps `arrays` alive until the request completes: a non-blocking vector collective
+  // (MPI_Ialltoallv) may read its count and displacement arrays until then.
+  void hold(std::shared_ptr<const void> arrays) { held_ = std::move(arrays); }
 
   ~MpiWork() override {
     if (done_ || mpi_finalized()) return;
@@ -118,6 +123,7 @@ class MpiWork final : public Work {
   Seconds timeout_;
   MPI_Datatype recv_type_;
   int recv_count_;
+  std::shared_ptr<const void> held_;
   bool done_ = false;
 };
 
@@ -128,6 +134,26 @@ int mpi_count(const char* op, const Tensor& t) {
                          "use smaller buckets (reduce_bucket_size)");
   }
   return static_cast<int>(t.numel());
+}
+
+// MPI_Ialltoallv's arguments: per-peer counts and their prefix sums as MPI ints.
+struct VectorLayout {
+  std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
+};
+
+void to_mpi_ints(const char* which, const std::vector<int64_t>& counts, std::vector<int>& out_counts,
+                 std::vector<int>& out_displs) {
+  int64_t offset = 0;
+  for (size_t p = 0; p < counts.size(); ++p) {
+    if (counts[p] > INT_MAX || offset > INT_MAX) {
+      ZT_THROW_UNSUPPORTED("all_to_all_v: ", which, " for rank ", p, " (", counts[p], " elements at offset ", offset,
+                           ") exceed MPI's int count and displacement (2^31-1 elements); "
+                           "split the exchange into smaller all_to_all_v calls");
+    }
+    out_counts.push_back(static_cast<int>(counts[p]));
+    out_displs.push_back(static_cast<int>(offset));
+    offset += counts[p];
+  }
 }
 
 std::string describe(const char* op, const Tensor& t) {
@@ -210,6 +236,25 @@ WorkPtr MpiCommunicator::broadcast_async(const Tensor& buffer, int root) {
                        impl_->comm, &request),
             what);
   return std::make_unique<MpiWork>(what, request, impl_->rank, impl_->size, impl_->timeout);
+}
+
+WorkPtr MpiCommunicator::all_to_all_v_async(const Tensor& input, const Tensor& output,
+                                            const std::vector<int64_t>& send_counts,
+                                            const std::vector<int64_t>& recv_counts) {
+  check_all_to_all_v(input, output, send_counts, recv_counts, impl_->size);
+  auto layout = std::make_shared<VectorLayout>();
+  to_mpi_ints("send_counts", send_counts, layout->send_counts, layout->send_displs);
+  to_mpi_ints("recv_counts", recv_counts, layout->recv_counts, layout->recv_displs);
+  const std::string what = str("all_to_all_v(", dtype_name(input.dtype()), ", ", input.numel(), " elements sent, ",
+                               output.numel(), " received)");
+  const MPI_Datatype type = MpiRuntime::get().datatype(input.dtype());
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Ialltoallv(input.data(), layout->send_counts.data(), layout->send_displs.data(), type, output.data(),
+                           layout->recv_counts.data(), layout->recv_displs.data(), type, impl_->comm, &request),
+            what);
+  auto work = std::make_unique<MpiWork>(what, request, impl_->rank, impl_->size, impl_->timeout);
+  work->hold(std::move(layout));
+  return work;
 }
 
 WorkPtr MpiCommunicator::send_async(const Tensor& buffer, int peer, int tag) {

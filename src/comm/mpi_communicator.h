@@ -33,6 +33,10 @@ class MpiCommunicator final : public Communicator {
   WorkPtr reduce_scatter_async(const Tensor& input, const Tensor& output) override;
   WorkPtr all_gather_async(const Tensor& input, const Tensor& output) override;
   WorkPtr broadcast_async(const Tensor& buffer, int root) override;
+  // MPI_Ialltoallv: counts and displacements are MPI ints, so any of them above 2^31-1
+  // elements is an Unsupported error (split the exchange).
+  WorkPtr all_to_all_v_async(const Tensor& input, const Tensor& output, const std::vector<int64_t>& send_counts,
+                             const std::vector<int64_t>& recv_counts) override;
   WorkPtr send_async(const Tensor& buffer, int peer, int tag) override;
   WorkPtr recv_async(const Tensor& buffer, int peer, int tag) override;
   WorkPtr barrier_async() override;

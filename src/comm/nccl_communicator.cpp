@@ -515,6 +515,41 @@ WorkPtr NcclCommunicator::broadcast_async(const Tensor& buffer, int root) {
   });
 }
 
+WorkPtr NcclCommunicator::all_to_all_v_async(const Tensor& input, const Tensor& output,
+                                             const std::vector<int64_t>& send_counts,
+                                             const std::vector<int64_t>& recv_counts) {
+  check_device_buffer("all_to_all_v", input, impl_->device);
+  check_device_buffer("all_to_all_v", output, impl_->device);
+  check_all_to_all_v_layout(input, output, send_counts, recv_counts, impl_->size);
+  const std::string what = str("all_to_all_v(", dtype_name(input.dtype()), ", ", input.numel(), " elements sent, ",
+                               output.numel(), " received)");
+  if (input.numel() == 0 && output.numel() == 0) return std::make_unique<CompletedWork>();
+  const ncclDataType_t type = nccl_type(input.dtype());
+  const size_t element = dtype_size(input.dtype());
+  auto* in = static_cast<const char*>(input.data());
+  auto* out = static_cast<char*>(output.data());
+  const int size = impl_->size;
+  return start(impl_, what, "ncclSend/ncclRecv", [&](ncclComm_t comm, cudaStream_t stream) {
+    ZT_NCCL_CHECK(ncclGroupStart());
+    // Every call is made even after a failure, so that the group is always ended.
+    ncclResult_t first_error = ncclSuccess;
+    const auto note = [&](ncclResult_t r) {
+      if (r != ncclSuccess && r != ncclInProgress && first_error == ncclSuccess) first_error = r;
+    };
+    size_t sent = 0, received = 0;  // elements: the running prefix sums
+    for (int p = 0; p < size; ++p) {
+      const auto send_count = static_cast<size_t>(send_counts[p]);
+      const auto recv_count = static_cast<size_t>(recv_counts[p]);
+      if (send_count > 0) note(ncclSend(in + sent * element, send_count, type, p, comm, stream));
+      if (recv_count > 0) note(ncclRecv(out + received * element, recv_count, type, p, comm, stream));
+      sent += send_count;
+      received += recv_count;
+    }
+    const ncclResult_t ended = ncclGroupEnd();
+    return first_error != ncclSuccess ? first_error : ended;
+  });
+}
+
 namespace {
 
 WorkPtr post_p2p(const std::shared_ptr<NcclCommunicator::Impl>& impl, bool send, const Tensor& buffer, int peer,

@@ -84,6 +84,12 @@ class NcclCommunicator final : public Communicator {
   WorkPtr reduce_scatter_async(const Tensor& input, const Tensor& output) override;
   WorkPtr all_gather_async(const Tensor& input, const Tensor& output) override;
   WorkPtr broadcast_async(const Tensor& buffer, int root) override;
+  // One ncclSend/ncclRecv per peer with a non-zero count, in one ncclGroupStart/End on the
+  // comm stream (launched at once, like the other collectives; pending sends/receives go
+  // first). A rank that sends and receives nothing returns a completed Work without calling
+  // NCCL: its peers have nothing to exchange with it either.
+  WorkPtr all_to_all_v_async(const Tensor& input, const Tensor& output, const std::vector<int64_t>& send_counts,
+                             const std::vector<int64_t>& recv_counts) override;
   WorkPtr send_async(const Tensor& buffer, int peer, int tag) override;
   WorkPtr recv_async(const Tensor& buffer, int peer, int tag) override;
   // An all_reduce of one device element: complete when every rank has reached it.

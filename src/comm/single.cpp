@@ -39,6 +39,14 @@ WorkPtr SingleCommunicator::broadcast_async(const Tensor& buffer, int root) {
   return done();
 }
 
+WorkPtr SingleCommunicator::all_to_all_v_async(const Tensor& input, const Tensor& output,
+                                               const std::vector<int64_t>& send_counts,
+                                               const std::vector<int64_t>& recv_counts) {
+  check_all_to_all_v(input, output, send_counts, recv_counts, 1, BufferPlace::Any);
+  copy_bytes(input, output);
+  return done();
+}
+
 WorkPtr SingleCommunicator::send_async(const Tensor& buffer, int peer, int tag) {
   check_buffer("send", buffer);
   check_peer("send", peer, 1);

@@ -1,6 +1,6 @@
 // The world-size-1 communicator: no MPI, no launcher. Every collective keeps the semantics
 // it has for N ranks with N = 1 (all_reduce and broadcast leave the buffer as it is;
-// reduce_scatter and all_gather copy input to output), so the single-process trainer runs
+// reduce_scatter, all_gather and all_to_all_v copy input to output), so the single-process trainer runs
 // the same code path as a distributed one. send/recv to rank 0 itself go through a
 // mailbox (copies), as MPI allows a rank to message itself.
 #pragma once
@@ -23,6 +23,8 @@ class SingleCommunicator final : public Communicator {
   WorkPtr reduce_scatter_async(const Tensor& input, const Tensor& output) override;
   WorkPtr all_gather_async(const Tensor& input, const Tensor& output) override;
   WorkPtr broadcast_async(const Tensor& buffer, int root) override;
+  WorkPtr all_to_all_v_async(const Tensor& input, const Tensor& output, const std::vector<int64_t>& send_counts,
+                             const std::vector<int64_t>& recv_counts) override;
   WorkPtr send_async(const Tensor& buffer, int peer, int tag) override;
   WorkPtr recv_async(const Tensor& buffer, int peer, int tag) override;
   WorkPtr barrier_async() override;

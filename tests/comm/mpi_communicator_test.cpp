@@ -4,7 +4,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstdint>
 #include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "core/tensor.h"
@@ -130,6 +132,121 @@ TEST(MpiCommunicator, BroadcastFromLastRank) {
   OwnedTensor t = filled(DType::I64, 100, comm.rank());
   comm.broadcast(t, root);
   for (int64_t i = 0; i < 100; ++i) ASSERT_EQ(t->get_f32(i), element(DType::I64, root, i));
+}
+
+// all_to_all_v's layout on every rank: rank r sends count(r, p) elements to peer p (zeros
+// included, uneven), element j of that segment tagged (r, p, j) exactly in every dtype (bf16:
+// integers up to 256), so the received layout is checked exactly against the local reference.
+int64_t a2a_count(int r, int p, int64_t scale) { return scale * ((3 * r + 5 * p + 1) % 4); }
+float a2a_tag(int r, int p, int64_t j, int64_t scale) {
+  return scale == 1 ? static_cast<float>(64 * r + 16 * p + j) : static_cast<float>(1000000 * r + 10000 * p + j);
+}
+
+void check_all_to_all_v(DType dt, int64_t scale) {
+  Communicator& comm = world();
+  const int me = comm.rank();
+  std::vector<int64_t> send_counts, recv_counts;
+  int64_t n_in = 0, n_out = 0;
+  for (int p = 0; p < comm.size(); ++p) {
+    send_counts.push_back(a2a_count(me, p, scale));
+    recv_counts.push_back(a2a_count(p, me, scale));
+    n_in += send_counts.back();
+    n_out += recv_counts.back();
+  }
+  OwnedTensor input({n_in}, dt);
+  int64_t i = 0;
+  for (int p = 0; p < comm.size(); ++p) {
+    for (int64_t j = 0; j < send_counts[p]; ++j) input->set_f32(i++, a2a_tag(me, p, j, scale));
+  }
+  OwnedTensor output({n_out}, dt);
+  output->fill_f32(-1.0f);
+  comm.all_to_all_v(input, output, send_counts, recv_counts);
+  int64_t o = 0;
+  for (int p = 0; p < comm.size(); ++p) {
+    for (int64_t j = 0; j < recv_counts[p]; ++j, ++o) {
+      ASSERT_EQ(output->get_f32(o), a2a_tag(p, me, j, scale)) << zt::dtype_name(dt) << " from rank " << p << " j=" << j;
+    }
+  }
+  EXPECT_EQ(o, n_out);
+}
+
+TEST(MpiCommunicator, AllToAllVUnevenCountsMatchReference) {
+  for (DType dt : {DType::F32, DType::BF16, DType::I32, DType::I64}) check_all_to_all_v(dt, 1);
+  check_all_to_all_v(DType::F32, 1000);  // segments of thousands of elements
+}
+
+TEST(MpiCommunicator, AllToAllVAsyncWithEmptySidesAndOtherCollectives) {
+  // Rank 0 sends nothing and receives everything; the collective still runs on every rank.
+  Communicator& comm = world();
+  const int me = comm.rank();
+  std::vector<int64_t> send_counts(comm.size(), 0), recv_counts(comm.size(), 0);
+  if (me != 0) send_counts[0] = me;
+  if (me == 0) {
+    for (int p = 1; p < comm.size(); ++p) recv_counts[p] = p;
+  }
+  int64_t n_in = me == 0 ? 0 : me, n_out = 0;
+  for (int64_t c : recv_counts) n_out += c;
+  OwnedTensor input({n_in}, DType::F32);
+  input->fill_f32(static_cast<float>(me));
+  OwnedTensor output({n_out}, DType::F32);
+  OwnedTensor other = filled(DType::F32, 16, me);
+  auto exchange = comm.all_to_all_v_async(input, output, send_counts, recv_counts);
+  auto reduce = comm.all_reduce_async(other, ReduceOp::Max);
+  reduce->wait();
+  exchange->wait();
+  int64_t o = 0;
+  for (int p = 1; p < comm.size() && me == 0; ++p) {
+    for (int j = 0; j < p; ++j) ASSERT_EQ(output->get_f32(o++), static_cast<float>(p));
+  }
+}
+
+TEST(MpiCommunicator, AllToAllVBadCountsFailLocally) {
+  Communicator& comm = world();
+  const int n = comm.size();
+  OwnedTensor input({2 * n}, DType::F32);
+  OwnedTensor output({2 * n}, DType::F32);
+  const std::vector<int64_t> twos(n, 2);
+  const auto message = [&](const std::vector<int64_t>& sc, const std::vector<int64_t>& rc, const zt::Tensor& in,
+                           const zt::Tensor& out) {
+    try {
+      comm.all_to_all_v(in, out, sc, rc);
+    } catch (const zt::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::vector<int64_t> short_counts(n + 1, 0);
+  short_counts[0] = 2 * n;
+  EXPECT_NE(message(short_counts, twos, input, output).find("all_to_all_v: send_counts has"), std::string::npos);
+  std::vector<int64_t> too_many = twos;
+  too_many[0] = 3;
+  EXPECT_NE(message(too_many, twos, input, output).find("send_counts sum to"), std::string::npos);
+  EXPECT_NE(message(twos, too_many, input, output).find("recv_counts sum to"), std::string::npos);
+  std::vector<int64_t> negative = twos;
+  negative[0] = -1;  // refused before the sums are compared
+  EXPECT_NE(message(negative, twos, input, output).find("must be >= 0"), std::string::npos);
+  OwnedTensor bf16({2 * n}, DType::BF16);
+  EXPECT_NE(message(twos, twos, input, bf16).find("both must have one dtype"), std::string::npos);
+  EXPECT_NE(message(twos, twos, input, input).find("overlaps"), std::string::npos);
+}
+
+TEST(MpiCommunicator, AllToAllVBeyondIntCountsIsUnsupported) {
+  // Never dereferenced: the layout is refused before MPI sees it. 2^31 elements to this rank
+  // itself do not fit MPI's int count.
+  Communicator& comm = world();
+  const int64_t big = int64_t{1} << 31;
+  std::vector<int64_t> counts(comm.size(), 0);
+  counts[comm.rank()] = big;
+  auto* base = reinterpret_cast<char*>(uintptr_t{1} << 44);
+  zt::Tensor input(base, {big}, DType::F32);
+  zt::Tensor output(base + (int64_t{1} << 40), {big}, DType::F32);
+  try {
+    comm.all_to_all_v(input, output, counts, counts);
+    FAIL() << "2^31 elements were accepted";
+  } catch (const zt::Error& e) {
+    EXPECT_EQ(e.kind(), zt::ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("split the exchange"), std::string::npos) << e.what();
+  }
 }
 
 TEST(MpiCommunicator, SendRecvRing) {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "backend/cuda_api.h"
 #include "core/error.h"
@@ -204,6 +205,43 @@ TEST(NcclCommunicator, SendRecvRing) {
   recv->wait();
   OwnedTensor h = host(in);
   for (int64_t i = 0; i < 50; ++i) ASSERT_EQ(h->get_f32(i), value(prev, i));
+}
+
+// As in mpi_communicator_test.cpp: rank r sends count(r, p) elements (zeros included) to peer
+// p, element j tagged (r, p, j), exact in bf16.
+int64_t a2a_count(int r, int p) { return (3 * r + 5 * p + 1) % 4 * 3; }
+float a2a_tag(int r, int p, int64_t j) { return static_cast<float>(64 * r + 16 * p + j); }
+
+TEST(NcclCommunicator, AllToAllVUnevenCountsMatchReference) {
+  ZT_REQUIRE_GPU_PER_RANK();
+  Communicator& comm = world();
+  const int me = comm.rank();
+  for (DType dt : {DType::F32, DType::BF16, DType::I32}) {
+    std::vector<int64_t> send_counts, recv_counts;
+    int64_t n_in = 0, n_out = 0;
+    for (int p = 0; p < comm.size(); ++p) {
+      send_counts.push_back(a2a_count(me, p));
+      recv_counts.push_back(a2a_count(p, me));
+      n_in += send_counts.back();
+      n_out += recv_counts.back();
+    }
+    OwnedTensor h({n_in}, dt);
+    int64_t i = 0;
+    for (int p = 0; p < comm.size(); ++p) {
+      for (int64_t j = 0; j < send_counts[p]; ++j) h->set_f32(i++, a2a_tag(me, p, j));
+    }
+    OwnedTensor input({n_in}, dt, gpu());
+    if (h->nbytes()) zt::cuda::copy_to_device(input->data(), h->data(), h->nbytes());
+    OwnedTensor output = zeros(dt, n_out);
+    comm.all_to_all_v(input, output, send_counts, recv_counts);
+    OwnedTensor got = host(output);
+    int64_t o = 0;
+    for (int p = 0; p < comm.size(); ++p) {
+      for (int64_t j = 0; j < recv_counts[p]; ++j, ++o) {
+        ASSERT_EQ(got->get_f32(o), a2a_tag(p, me, j)) << zt::dtype_name(dt) << " from rank " << p << " j=" << j;
+      }
+    }
+  }
 }
 
 TEST(NcclCommunicator, SplitEvenOdd) {

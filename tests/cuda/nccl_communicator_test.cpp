@@ -167,6 +167,28 @@ TEST(NcclWorld1, SendToSelfThenReceive) {
   expect_elements(in, DType::F32, 0, "recv");
 }
 
+TEST(NcclWorld1, AllToAllVCopiesToSelfAndChecksCounts) {
+  ZT_REQUIRE_GPU();
+  auto comm = world();
+  for (DType dt : {DType::F32, DType::BF16, DType::I32}) {
+    OwnedTensor input = device_filled(dt, 77);
+    OwnedTensor output = OwnedTensor::zeros({77}, dt, gpu());
+    comm->all_to_all_v(input, output, {77}, {77});
+    expect_elements(output, dt, 0, "all_to_all_v");
+  }
+  OwnedTensor empty = OwnedTensor::zeros({0}, DType::F32, gpu());
+  OwnedTensor empty_out = OwnedTensor::zeros({0}, DType::F32, gpu());
+  EXPECT_TRUE(comm->all_to_all_v_async(empty, empty_out, {0}, {0})->is_completed());
+  OwnedTensor input = device_filled(DType::F32, 8);
+  OwnedTensor output = OwnedTensor::zeros({8}, DType::F32, gpu());
+  try {
+    comm->all_to_all_v(input, output, {7}, {8});
+    FAIL() << "counts that do not cover the input were accepted";
+  } catch (const zt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("all_to_all_v: send_counts sum to 7"), std::string::npos) << e.what();
+  }
+}
+
 TEST(NcclWorld1, BarrierAndEmptyBuffersComplete) {
   ZT_REQUIRE_GPU();
   auto comm = world();

@@ -2,6 +2,10 @@
 // self-mailbox for send/recv, and its argument errors.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "backend/cuda_api.h"
 
 #include "core/error.h"
@@ -91,6 +95,30 @@ TEST(SingleCommunicator, RejectsBadArguments) {
   }
   OwnedTensor matrix({4, 4}, DType::F32);
   EXPECT_THROW(comm.all_reduce(matrix->narrow(1, 0, 2), ReduceOp::Sum), zt::Error);
+}
+
+TEST(SingleCommunicator, AllToAllVCopiesToSelfAndChecksCounts) {
+  SingleCommunicator comm;
+  OwnedTensor in = iota(6, DType::BF16, 1);
+  OwnedTensor out({6}, DType::BF16);
+  out->zero();
+  comm.all_to_all_v(in, out, {6}, {6});
+  EXPECT_EQ(out->get_f32(5), 6.0f);
+  OwnedTensor empty_in({0}, DType::F32), empty_out({0}, DType::F32);
+  EXPECT_TRUE(comm.all_to_all_v_async(empty_in, empty_out, {0}, {0})->is_completed());
+  const auto message = [&](const std::vector<int64_t>& sc, const std::vector<int64_t>& rc, const zt::Tensor& o) {
+    try {
+      comm.all_to_all_v(in, o, sc, rc);
+    } catch (const zt::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({5}, {6}, out).find("all_to_all_v: send_counts sum to 5"), std::string::npos);
+  EXPECT_NE(message({6}, {7}, out).find("all_to_all_v: recv_counts sum to 7"), std::string::npos);
+  EXPECT_NE(message({6, 0}, {6}, out).find("one per rank of the group (1)"), std::string::npos);
+  OwnedTensor f32({6}, DType::F32);
+  EXPECT_NE(message({6}, {6}, f32).find("one dtype"), std::string::npos);
 }
 
 TEST(SingleCommunicator, SplitGivesSingleOrNothing) {
