@@ -1,4 +1,5 @@
 #include "checkpoint/checkpoint_validate.h"
+#include "core/strings.h"
 
 #include <cmath>
 #include <filesystem>
@@ -77,11 +78,6 @@ struct Fields {
 std::string unit_of_tensor(const std::string& tensor) {
   const size_t dot = tensor.rfind('.');
   return dot == std::string::npos ? tensor : tensor.substr(0, dot);
-}
-
-bool ends_with(const std::string& s, const char* suffix) {
-  const size_t n = std::char_traits<char>::length(suffix);
-  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
 void read_units(const Fields& f, const json& j, CheckpointManifest& m) {

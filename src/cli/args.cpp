@@ -1,4 +1,5 @@
 #include "cli/args.h"
+#include "core/strings.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -84,27 +85,8 @@ double parse_double(const std::string& flag, const std::string& v) {
   return x;
 }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t prev = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t cur = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, prev + (a[i - 1] != b[j - 1])});
-      prev = cur;
-    }
-  }
-  return row[b.size()];
-}
-
 std::string closest(const std::string& word, const std::vector<std::string>& candidates) {
-  std::string best;
-  size_t best_d = 4;
-  for (const auto& c : candidates)
-    if (size_t d = edit_distance(word, c); d < best_d) best_d = d, best = c;
-  return best;
+  return closest_match(word, candidates, 3);
 }
 
 bool wants_help(const Args& args) {

@@ -33,7 +33,6 @@ int64_t parse_int(const std::string& flag, const std::string& text);
 // --threads N of every command: N >= 1, capped to the machine's cores with a warning.
 void apply_threads_flag(const std::string& text);
 double parse_double(const std::string& flag, const std::string& text);
-size_t edit_distance(const std::string& a, const std::string& b);
 // The closest candidate within distance 3, or "".
 std::string closest(const std::string& word, const std::vector<std::string>& candidates);
 // --help or -h before any "--" (what follows "--" is another command's).

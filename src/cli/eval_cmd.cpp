@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli/args.h"
+#include "core/strings.h"
 #include "cli/command.h"
 #include "cli/device_init.h"
 #include "core/device.h"
@@ -66,10 +67,6 @@ token shards carry their mask; each sample is a document and only its response t
   --log-level LEVEL      debug, info, warn, error
 )";
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 int run_eval(const Args& args) {
   std::string model_dir, data, field = "text", tokenizer_path, logits_out;
   Device device = Device::cpu();
@@ -108,8 +105,9 @@ int run_eval(const Args& args) {
   const model::ModelAndAdapter chosen = model::resolve_model_and_adapter(model_dir, adapter_dir);
   model_dir = chosen.model;
   model::InferenceModel m = model::load_for_inference(model_dir, DType::F32, device, chosen.adapter);
-  const auto tok = tokenizer_path == "bytes" ? io::make_byte_tokenizer()
-                                             : io::load_tokenizer(tokenizer_path.empty() ? chosen.tokenizer : tokenizer_path);
+  const auto tok = tokenizer_path == "bytes"
+                       ? io::make_byte_tokenizer()
+                       : io::load_tokenizer(tokenizer_path.empty() ? chosen.tokenizer : tokenizer_path);
   std::vector<std::vector<int32_t>> docs;
   sft_options.jsonl_field = field;
   // SFT data (records or shards with a loss mask) is scored on its response tokens only.
@@ -117,8 +115,7 @@ int run_eval(const Args& args) {
       shards ? train::read_sft_shard_documents(data) : train::read_sft_records(data, *tok, sft_options);
   if (!sft.empty()) {
     docs = std::move(sft.ids);
-    std::printf("SFT data: %zu samples; the loss counts their response tokens only, as training does\n",
-                docs.size());
+    std::printf("SFT data: %zu samples; the loss counts their response tokens only, as training does\n", docs.size());
   } else if (shards) {
     // Token shards are already tokenized: documents start at each EOS (as prepare writes them).
     const int64_t eos = tok->eos_id() >= 0 ? tok->eos_id() : m.model->config().eos_token_id;

@@ -1,4 +1,5 @@
 #include "cli/launcher.h"
+#include "core/strings.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -41,7 +42,6 @@ using config::accelerate_top_level_keys;
 using config::AccelerateConfig;
 using config::did_you_mean;
 using config::load_document;
-using config::lower;
 using config::parse_accelerate_config;
 
 namespace fs = std::filesystem;

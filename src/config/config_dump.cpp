@@ -1,4 +1,5 @@
 #include "config/config_dump.h"
+#include "core/strings.h"
 
 #include <sstream>
 
@@ -37,8 +38,7 @@ class Printer {
 };
 
 std::string joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  const std::string s = join(v, ", ");
   return s.empty() ? "(built-in)" : s;
 }
 

@@ -1,4 +1,5 @@
 #include "config/config_value.h"
+#include "core/strings.h"
 
 #include <algorithm>
 #include <cctype>
@@ -19,11 +20,6 @@ namespace zt::config {
 using nlohmann::json;
 
 std::string Where::str() const { return path.empty() ? file : file + ": " + path; }
-
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 namespace {
 
@@ -189,10 +185,6 @@ json parse_json_text(const std::string& text, const std::string& source, Duplica
   return json::parse(text, cb);
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 const char* type_name(const json& v) {
   if (v.is_null()) return "null";
   if (v.is_boolean()) return "a boolean";
@@ -205,21 +197,6 @@ const char* type_name(const json& v) {
 std::string shown(const json& v) {
   std::string s = v.dump();
   return s.size() > 60 ? s.substr(0, 57) + "..." : s;
-}
-
-size_t distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t prev = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t cur = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, prev + (std::tolower(a[i - 1]) != std::tolower(b[j - 1]))});
-      prev = cur;
-    }
-  }
-  return row[b.size()];
 }
 
 }  // namespace
@@ -277,16 +254,9 @@ json parse_override_value(const std::string& text) {
 }
 
 std::string closest_name(const std::string& word, const std::vector<std::string>& candidates) {
-  std::string best;
-  size_t best_d = std::max<size_t>(3, word.size() / 3) + 1;
-  for (const auto& c : candidates) {
-    const size_t d = distance(word, c);
-    if (d < best_d) {
-      best_d = d;
-      best = c;
-    }
-  }
-  return best;
+  // Config keys are matched without regard to case (Train_Batch_Size finds train_batch_size);
+  // a longer key may be further off.
+  return closest_match(word, candidates, std::max<size_t>(3, word.size() / 3), Case::Insensitive);
 }
 
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {

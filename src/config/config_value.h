@@ -9,6 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
+// lower(), for the case-insensitive names (optimizer types, devices), comes with this header.
+#include "core/strings.h"
+
 namespace zt::config {
 
 // How a value was written: not at all, as "auto" (resolved later from the run), or set.
@@ -102,8 +105,5 @@ std::vector<std::string> read_string_list(const nlohmann::json& obj, const std::
 int64_t to_int(const nlohmann::json& v, const Where& w);
 double to_number(const nlohmann::json& v, const Where& w);
 bool to_bool(const nlohmann::json& v, const Where& w);
-
-// Lower-case copy, for case-insensitive names (optimizer types, devices).
-std::string lower(std::string s);
 
 }  // namespace zt::config

@@ -1,4 +1,5 @@
 #include "io/data_format.h"
+#include "core/strings.h"
 
 #include <unistd.h>
 
@@ -31,11 +32,6 @@ bool read_at(int fd, std::string& out, uint64_t offset) {
     done += static_cast<size_t>(n);
   }
   return true;
-}
-
-bool starts_with(std::string_view s, std::string_view p) { return s.size() >= p.size() && s.substr(0, p.size()) == p; }
-bool ends_with(const std::string& s, const std::string& p) {
-  return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
 }
 
 uint32_t u32_at(std::string_view s, size_t i) {
@@ -90,12 +86,17 @@ std::string known_binary(std::string_view head, uint64_t file_size) {
   static const Magic kMagics[] = {
       {"\x1f\x8b", "a gzip-compressed file; decompress it first (gunzip -k FILE, or zcat FILE > FILE.txt)"},
       {"\x28\xb5\x2f\xfd", "a zstd-compressed file; decompress it first (zstd -d FILE)"},
-      {std::string_view("\xfd" "7zXZ\0", 6), "an xz-compressed file; decompress it first (unxz -k FILE)"},
+      {std::string_view("\xfd"
+                        "7zXZ\0",
+                        6),
+       "an xz-compressed file; decompress it first (unxz -k FILE)"},
       {"PK\x03\x04", "a zip archive (or a PyTorch .pt/.bin, a NumPy .npz); unpack the text files from it"},
       {"ZTTOKENS", "a zerotrain token shard; name it in data.train as a shard (a .bin file), not as text"},
       {"\x93NUMPY", "a NumPy .npy array; give token shards as .bin files (np.uint16 tofile) or text as text"},
       {std::string_view("GGUF\x03\0", 6), "a GGUF model file, not training data"},
-      {"\x7f" "ELF", "an executable (ELF), not training data"},
+      {"\x7f"
+       "ELF",
+       "an executable (ELF), not training data"},
       {"\x89PNG", "a PNG image, not training data"},
       {"\xff\xd8\xff", "a JPEG image, not training data"},
       {"\xff\xfe", "UTF-16 text; convert it to UTF-8 first (iconv -f UTF-16 -t UTF-8 FILE > FILE.utf8)"},
@@ -165,7 +166,8 @@ DataFormat detect_data_format(const std::string& path) {
   // with the letters has no NUL bytes and goes on to the text checks).
   if (starts_with(h, "PAR1")) {
     if (size >= 12 && tail.substr(2) == "PAR1") return DataFormat::Parquet;
-    if (has_nul) ZT_THROW_INPUT(path, ": a truncated Parquet file (\"PAR1\" at the start but not at the end); copy it again");
+    if (has_nul)
+      ZT_THROW_INPUT(path, ": a truncated Parquet file (\"PAR1\" at the start but not at the end); copy it again");
   }
   if (starts_with(h, "PARE") && size >= 12 && tail.substr(2) == "PARE")
     ZT_THROW_INPUT(path, ": an encrypted Parquet file (\"PARE\"); zerotrain reads unencrypted Parquet only");

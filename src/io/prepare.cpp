@@ -1,4 +1,5 @@
 #include "io/prepare.h"
+#include "core/strings.h"
 
 #include <unistd.h>
 
@@ -28,9 +29,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-bool ends_with(const std::string& s, const std::string& p) {
-  return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
-}
 // Streams documents from the input files in order (io/document_source.h).
 class DocumentReader {
  public:
@@ -117,8 +115,8 @@ class ShardSink {
   const StagingDir& dir_;
   int64_t shard_size_, vocab_, eos_;
   std::vector<int32_t> buffer_;
-  std::vector<uint8_t> mask_;     // SFT: the loss mask of buffer_
-  std::vector<int64_t> starts_;   // SFT: where buffer_'s samples start
+  std::vector<uint8_t> mask_;    // SFT: the loss mask of buffer_
+  std::vector<int64_t> starts_;  // SFT: where buffer_'s samples start
   int64_t tokens_ = 0;
   int index_ = 0;
   std::vector<std::string> names_;
@@ -255,8 +253,10 @@ PrepareSummary prepare_dataset(const PrepareOptions& o, const Tokenizer& tokeniz
           }
           if (e.kind == RecordKind::Text) {
             const std::string& text = j[o.jsonl_field].get_ref<const std::string&>();
-            if (text.empty()) e.skip = true;
-            else e.sample.ids = tokenizer.encode(text);
+            if (text.empty())
+              e.skip = true;
+            else
+              e.sample.ids = tokenizer.encode(text);
           } else {
             e.sample = sft.encode(j, e.kind);
           }
@@ -278,10 +278,10 @@ PrepareSummary prepare_dataset(const PrepareOptions& o, const Tokenizer& tokeniz
         first_record = docs[k].where;
       }
       if (e.error.empty() && mode == Mode::Text && e.kind != RecordKind::Text)
-        e.error = str(docs[k].where, ": a ", record_kind_name(e.kind), " record among plain text documents (",
-                      first_record,
-                      " is plain text): give supervised fine-tuning records alone, so that every sample has its "
-                      "loss mask");
+        e.error =
+            str(docs[k].where, ": a ", record_kind_name(e.kind), " record among plain text documents (", first_record,
+                " is plain text): give supervised fine-tuning records alone, so that every sample has its "
+                "loss mask");
       if (!e.error.empty()) {
         if (o.bad_records == BadRecords::Fail)
           ZT_THROW_INPUT(e.error, " (--skip-bad-records / data.skip_bad_records: true counts and skips such records)");
@@ -318,8 +318,7 @@ PrepareSummary prepare_dataset(const PrepareOptions& o, const Tokenizer& tokeniz
   s.sft = mode == Mode::Sft;
   if (s.sft && (s.kinds[static_cast<int>(RecordKind::Messages)] > 0 || !o.chat_template.empty()))
     s.chat_template = sft.template_origin();
-  if (s.skipped_records > 0)
-    ZT_WARN("prepare: skipped ", s.skipped_records, " bad record(s) (--skip-bad-records)");
+  if (s.skipped_records > 0) ZT_WARN("prepare: skipped ", s.skipped_records, " bad record(s) (--skip-bad-records)");
   if (s.documents == 0)
     ZT_THROW_INPUT("prepare: the inputs hold no documents (", files.size(), " file(s), all empty",
                    o.jsonl_field.empty() ? "" : " or without text", ")");
@@ -347,8 +346,9 @@ PrepareSummary prepare_dataset(const PrepareOptions& o, const Tokenizer& tokeniz
     nlohmann::json kinds = nlohmann::json::object();
     for (RecordKind k : {RecordKind::Text, RecordKind::Messages, RecordKind::PromptResponse, RecordKind::Alpaca})
       if (s.kinds[static_cast<int>(k)] > 0) kinds[record_kind_name(k)] = s.kinds[static_cast<int>(k)];
-    manifest["sft"] = {{"records", kinds},
-                       {"chat_template", s.chat_template.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.chat_template)}};
+    manifest["sft"] = {
+        {"records", kinds},
+        {"chat_template", s.chat_template.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.chat_template)}};
   }
   const std::string text = manifest.dump(2) + "\n";
   write_file_atomic(staging.file("dataset.json"), [&](std::FILE* f) {

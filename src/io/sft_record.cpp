@@ -17,6 +17,7 @@
 // prefixes that the whole conversation extends (every template of the three families
 // does); one that does not is an error naming it.
 #include "io/sft_record.h"
+#include "core/strings.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -57,8 +58,6 @@ std::string string_field(const json& r, const char* key, bool optional = false) 
   return it->get<std::string>();
 }
 
-bool starts_with(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
-
 // Tokens shared by a and b from the start.
 size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
   size_t n = 0;
@@ -70,10 +69,14 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
 
 const char* record_kind_name(RecordKind k) {
   switch (k) {
-    case RecordKind::Text: return "text";
-    case RecordKind::Messages: return "messages";
-    case RecordKind::PromptResponse: return "prompt/response";
-    case RecordKind::Alpaca: return "alpaca";
+    case RecordKind::Text:
+      return "text";
+    case RecordKind::Messages:
+      return "messages";
+    case RecordKind::PromptResponse:
+      return "prompt/response";
+    case RecordKind::Alpaca:
+      return "alpaca";
   }
   return "?";
 }
@@ -120,7 +123,8 @@ std::string read_tokenizer_chat_template(const std::string& dir, std::string& or
   ZT_THROW_INPUT(path, ": chat_template must be a string, got ", it->type_name());
 }
 
-SftEncoder::SftEncoder(const Tokenizer& tokenizer, SftEncoderOptions options) : tok_(tokenizer), o_(std::move(options)) {
+SftEncoder::SftEncoder(const Tokenizer& tokenizer, SftEncoderOptions options)
+    : tok_(tokenizer), o_(std::move(options)) {
   if (tok_.bos_id() >= 0) ctx_.bos_token = tok_.token(tok_.bos_id());
   if (tok_.eos_id() >= 0) ctx_.eos_token = tok_.token(tok_.eos_id());
   if (!o_.chat_template.empty()) {
@@ -128,8 +132,8 @@ SftEncoder::SftEncoder(const Tokenizer& tokenizer, SftEncoderOptions options) : 
     if (!builtin.empty()) {
       template_ = std::make_unique<ChatTemplate>(builtin, "built-in template " + o_.chat_template);
     } else if (fs::is_regular_file(o_.chat_template)) {
-      template_ = std::make_unique<ChatTemplate>(
-          read_bounded_file(o_.chat_template, "chat template", kTemplateFileCap), o_.chat_template);
+      template_ = std::make_unique<ChatTemplate>(read_bounded_file(o_.chat_template, "chat template", kTemplateFileCap),
+                                                 o_.chat_template);
     } else {
       ZT_THROW_INPUT(o_.chat_template_option, " ", o_.chat_template, ": neither a built-in template (",
                      builtin_chat_template_names(), ") nor a file");
@@ -149,9 +153,9 @@ SftEncoder::SftEncoder(const Tokenizer& tokenizer, SftEncoderOptions options) : 
     return;
   }
   if (!template_)
-    template_missing_ = str("the tokenizer", dir.empty() ? "" : " (" + dir + ")",
-                            " has no chat_template; name one with ", o_.chat_template_option, " (",
-                            builtin_chat_template_names(), ", or a Jinja file)");
+    template_missing_ =
+        str("the tokenizer", dir.empty() ? "" : " (" + dir + ")", " has no chat_template; name one with ",
+            o_.chat_template_option, " (", builtin_chat_template_names(), ", or a Jinja file)");
 }
 
 SftEncoder::~SftEncoder() = default;

@@ -1,4 +1,5 @@
 #include "io/token_dataset.h"
+#include "core/strings.h"
 
 #include <glob.h>
 
@@ -32,9 +33,6 @@ void put32(uint8_t* p, uint32_t v) {
 }
 void put64(uint8_t* p, uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-bool ends_with(const std::string& s, const std::string& p) {
-  return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
 }
 
 // A mapped shard: `width`-byte little-endian ids starting at `offset`.
@@ -150,10 +148,9 @@ std::unique_ptr<TokenShard> open_token_shard(const std::string& path) {
         starts[i] = static_cast<int64_t>(v);
       }
       if (count > 0 && samples == 0) ZT_THROW_INPUT(path, ": an SFT shard with tokens but no samples (corrupt)");
-      return std::make_unique<MappedShard>(std::move(file), ShardFormat::Zerotrain, kHeaderBytes,
-                                           static_cast<int>(width), static_cast<int64_t>(count),
-                                           static_cast<int64_t>(vocab), eos, kHeaderBytes + count * width,
-                                           std::move(starts));
+      return std::make_unique<MappedShard>(
+          std::move(file), ShardFormat::Zerotrain, kHeaderBytes, static_cast<int>(width), static_cast<int64_t>(count),
+          static_cast<int64_t>(vocab), eos, kHeaderBytes + count * width, std::move(starts));
     }
     const uint64_t data = size - kHeaderBytes;
     if (count > data / width || count * width != data)
@@ -274,7 +271,8 @@ void write_token_shard(const std::string& path, const int32_t* ids, int64_t n, i
 void write_sft_shard(const std::string& path, const int32_t* ids, const uint8_t* mask, int64_t n,
                      const std::vector<int64_t>& sample_starts, int64_t vocab_size, int64_t eos_id) {
   for (size_t i = 0; i < sample_starts.size(); ++i)
-    if ((i == 0 && sample_starts[i] != 0) || sample_starts[i] >= n || (i > 0 && sample_starts[i] <= sample_starts[i - 1]))
+    if ((i == 0 && sample_starts[i] != 0) || sample_starts[i] >= n ||
+        (i > 0 && sample_starts[i] <= sample_starts[i - 1]))
       ZT_THROW_INPUT(path, ": sample starts must begin at 0 and increase below ", n, " (sample ", i, ")");
   if (n > 0 && sample_starts.empty()) ZT_THROW_INPUT(path, ": an SFT shard needs its samples' starts");
   write_shard(path, ids, mask, n, &sample_starts, vocab_size, eos_id);

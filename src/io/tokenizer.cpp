@@ -1,5 +1,7 @@
 // load_tokenizer: picks the format from the path, and the byte tokenizer.
 #include "io/tokenizer.h"
+#include "core/strings.h"
+#include "core/fs.h"
 
 #include <sys/stat.h>
 
@@ -12,20 +14,9 @@
 namespace zt::io {
 namespace {
 
-bool is_dir(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-bool is_file(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
 std::string dir_of(const std::string& p) {
   const size_t slash = p.rfind('/');
   return slash == std::string::npos ? "." : p.substr(0, slash);
-}
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // What a tokenizer_config.json beside the tokenizer says about its specials.
@@ -62,7 +53,8 @@ std::unique_ptr<Tokenizer> load_json(const std::string& path) {
       ZT_INFO(path, " has an empty vocabulary; using vocab.json + merges.txt beside it");
       return load_vocab(vocab);
     }
-    ZT_THROW_INPUT(path, ": the tokenizer's model has an empty vocabulary, so every text would encode to nothing; "
+    ZT_THROW_INPUT(path,
+                   ": the tokenizer's model has an empty vocabulary, so every text would encode to nothing; "
                    "give the tokenizer files that hold the vocabulary (vocab.json + merges.txt, tokenizer.model, "
                    "or a complete tokenizer.json)");
   }
@@ -80,7 +72,8 @@ std::unique_ptr<Tokenizer> load_vocab(const std::string& vocab_path) {
                    "); GPT-2 style tokenizers need both files");
   BpeSpec spec = parse_gpt2_files(vocab_path, merges);
   if (spec.vocab.empty())
-    ZT_THROW_INPUT(vocab_path, ": the vocabulary is empty, so every text would encode to nothing; give the "
+    ZT_THROW_INPUT(vocab_path,
+                   ": the vocabulary is empty, so every text would encode to nothing; give the "
                    "model's own vocab.json (or its tokenizer.json)");
   const TokenizerConfig config = read_tokenizer_config(dir_of(vocab_path));
   apply_tokenizer_config(config, spec);

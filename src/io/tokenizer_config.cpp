@@ -1,4 +1,5 @@
 #include "io/tokenizer_config.h"
+#include "core/fs.h"
 
 #include <sys/stat.h>
 
@@ -11,11 +12,6 @@ namespace zt::io {
 namespace {
 
 using nlohmann::json;
-
-bool is_file(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
 
 // A special token: a string, an AddedToken {"content": ...}, or null (none).
 std::optional<std::string> token_of(const json& j, const char* key, const std::string& path) {
@@ -76,8 +72,8 @@ HfTokenizerConfigFiles make_hf_tokenizer_config(const Tokenizer& tok, int64_t mo
                    "tokenizer.model");
   const json bos = token_or_null(tok, tok.bos_id()), eos = token_or_null(tok, tok.eos_id()),
              unk = token_or_null(tok, tok.unk_id());
-  json c = {{"tokenizer_class", cls}, {"bos_token", bos}, {"eos_token", eos}, {"unk_token", unk},
-            {"pad_token", nullptr}};
+  json c = {
+      {"tokenizer_class", cls}, {"bos_token", bos}, {"eos_token", eos}, {"unk_token", unk}, {"pad_token", nullptr}};
   // add_bos_token / add_eos_token say what our encoder adds; a post-processor that adds
   // something else (a [CLS] ... [SEP] template) is left to the tokenizer.json it is in.
   const std::vector<int32_t> prefix = tok.added_prefix(), suffix = tok.added_suffix();

@@ -1,4 +1,5 @@
 #include "model/hf_dir.h"
+#include "core/strings.h"
 
 #include <cctype>
 #include <cmath>
@@ -21,11 +22,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-bool starts_with(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
-bool ends_with(const std::string& s, const std::string& p) {
-  return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
-}
 
 const char* torch_dtype_name(DType d) {
   switch (d) {

@@ -1,4 +1,5 @@
 #include "model/hf_tokenizer_files.h"
+#include "core/strings.h"
 
 #include <filesystem>
 
@@ -10,10 +11,6 @@ namespace zt::model {
 namespace fs = std::filesystem;
 
 namespace {
-
-bool ends_with(const std::string& s, const std::string& p) {
-  return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
-}
 
 // The files a tokenizer is read from, under the names HF looks for.
 const char* const kModelFiles[] = {"tokenizer.json", "vocab.json", "merges.txt", "tokenizer.model"};

@@ -1,4 +1,6 @@
 #include "model/hf_weights.h"
+#include "core/strings.h"
+#include "core/fs.h"
 
 #include "model/lora.h"
 
@@ -34,19 +36,6 @@ using io::SafetensorsReader;
 using io::TensorInfo;
 using io::TensorSource;
 using io::write_safetensors;
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-bool is_dir(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-bool is_file(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
 
 Shape reversed(const Shape& s) { return Shape(s.rbegin(), s.rend()); }
 

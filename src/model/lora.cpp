@@ -1,6 +1,7 @@
 // LoRA adapters (see lora.h): target resolution over the weights table, the adapter unit's
 // parameters, and the adapters' forward and backward through the existing linear ops.
 #include "model/lora.h"
+#include "core/strings.h"
 
 #include <algorithm>
 #include <cmath>
@@ -41,13 +42,10 @@ Field linear_of_bias(Field bias) {
   }
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 std::string module_of(const std::string& tensor_name) {
   for (const std::string suffix : {".weight", ".bias"})
-    if (ends_with(tensor_name, suffix)) return tensor_name.substr(0, tensor_name.size() - suffix.size());
+    if (tensor_name.size() > suffix.size() && ends_with(tensor_name, suffix))
+      return tensor_name.substr(0, tensor_name.size() - suffix.size());
   return tensor_name;
 }
 

@@ -1,5 +1,6 @@
 // Reading PEFT adapter folders (see lora_adapter.h for the names).
 #include "model/lora_adapter.h"
+#include "core/strings.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -16,10 +17,6 @@ namespace zt::model {
 namespace {
 
 namespace fs = std::filesystem;
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 std::string shape_text(const Shape& s) {
   std::string out = "[";
@@ -41,12 +38,6 @@ OwnedTensor read_f32(const io::SafetensorsReader& file, const std::string& key) 
 bool module_matches(const std::string& module, const std::string& target) {
   return module == target || (module.size() > target.size() + 1 && ends_with(module, target) &&
                               module[module.size() - target.size() - 1] == '.');
-}
-
-std::string join_names(const std::vector<std::string>& names) {
-  std::string out;
-  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
 }
 
 // Whether adapter_config.json declares that the adapter trains the base tensor `name` (an
@@ -156,7 +147,7 @@ LoraAdapter load_lora_adapter(const std::string& dir, const ModelConfig& base) {
         weights, ": tensor", undeclared.size() == 1 ? " " : "s ", list,
         " would replace base weights, but adapter_config.json (bias \"", lora_bias_name(adapter.config.bias),
         "\", modules_to_save ",
-        adapter.config.modules_to_save.empty() ? std::string("none") : join_names(adapter.config.modules_to_save),
+        adapter.config.modules_to_save.empty() ? std::string("none") : join(adapter.config.modules_to_save, ", "),
         ") does not declare ", undeclared.size() == 1 ? "it" : "them",
         ": declare the module in modules_to_save (or the bias setting) if the adapter really trains it, "
         "or remove the tensor");

@@ -1,5 +1,6 @@
 // PEFT's LoraConfig <-> adapter_config.json, and target_modules against a family's linears.
 #include "model/lora_config.h"
+#include "core/strings.h"
 
 #include <algorithm>
 #include <cmath>
@@ -99,12 +100,6 @@ LoraInit parse_init(const json& v, const std::string& source) {
   refuse(source, "init_lora_weights", v,
          "supported: true (A Kaiming-uniform, B zero) and \"gaussian\"; false, PiSSA, OLoRA, LoftQ, EVA and "
          "CorDA initializations are not implemented");
-}
-
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
 }
 
 bool suffix_match(const std::string& path, const std::string& target) {
@@ -350,13 +345,13 @@ std::vector<LoraModule> resolve_lora_targets(const LoraConfig& c, const ModelCon
       if (t == "lm_head" || t == "embed_tokens" || t == "wte")
         ZT_THROW_INPUT(source, ": target_modules names ", t,
                        ", which zerotrain does not adapt with LoRA (linear layers of the blocks only: ",
-                       join(lora_target_names(m)), "); train it in full with modules_to_save instead");
+                       join(lora_target_names(m), ", "), "); train it in full with modules_to_save instead");
       bool found = false;
       for (int64_t l = 0; l < m.num_layers && !found; ++l)
         for (const LoraModule& mod : modules) found = found || suffix_match(lora_module_path(m, l, mod.name), t);
       if (!found)
         ZT_THROW_INPUT(source, ": target_modules names '", t, "', which a ", m.model_type,
-                       " model does not have; its linear layers are ", join(lora_target_names(m)),
+                       " model does not have; its linear layers are ", join(lora_target_names(m), ", "),
                        " (query_key_value and dense are GPT-NeoX/BLOOM names)");
     }
   } else if (c.target_form == LoraTargetForm::Regex && std::regex_match(std::string("lm_head"), pattern)) {

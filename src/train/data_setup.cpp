@@ -1,4 +1,5 @@
 #include "train/data_setup.h"
+#include "core/strings.h"
 
 #include <algorithm>
 
@@ -78,12 +79,6 @@ io::PrepareSummary prepare(const std::vector<std::string>& inputs, const fs::pat
   return s;
 }
 
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const std::string& item : items) out += (out.empty() ? "" : "; ") + item;
-  return out;
-}
-
 // The SFT samples that keep no target in their padded window (io::UntrainedSamples).
 void check_sft_windows(const io::UntrainedSamples& u, const config::TrainConfig& c, int64_t T, bool main_rank) {
   if (u.count == 0) return;
@@ -91,7 +86,8 @@ void check_sft_windows(const io::UntrainedSamples& u, const config::TrainConfig&
                                  ? str("a data.seq_len of at least ", u.seq_len_needed, " (the longest such prompt is ",
                                        u.seq_len_needed, " tokens; at most the model's max_position_embeddings), ")
                                  : std::string();
-  const std::string examples = join(u.examples) + (u.count > static_cast<int64_t>(u.examples.size()) ? "; ..." : "");
+  const std::string examples =
+      join(u.examples, "; ") + (u.count > static_cast<int64_t>(u.examples.size()) ? "; ..." : "");
   if (u.count == u.samples) {
     const std::string why = str(
         "each sample is padded into a window of its own and cut at the end (data.packing: false; HF's "

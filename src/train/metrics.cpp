@@ -1,4 +1,5 @@
 #include "train/metrics.h"
+#include "core/strings.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -22,10 +23,6 @@
 namespace zt::train {
 
 namespace {
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
 
 // Reads "key : value" from /proc/cpuinfo (first match).
 std::string cpuinfo(const std::string& key) {
