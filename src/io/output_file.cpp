@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "io/bounded_file.h"
 
 namespace zt::io {
 namespace fs = std::filesystem;
@@ -36,14 +37,6 @@ int access_flags(WriteOpen how) {
   return O_WRONLY | O_CREAT | O_EXCL;
 }
 
-std::string kind_of(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
-  return "not a regular file";
-}
-
 // What stands at `path` when opening it failed, in words (lstat: a link is named as such).
 std::string failure_text(const std::string& path, int err) {
   struct stat st {};
@@ -51,7 +44,7 @@ std::string failure_text(const std::string& path, int err) {
     if (S_ISLNK(st.st_mode))
       return "it is a symbolic link, and zerotrain never writes through a link (remove the link, or choose another "
              "path)";
-    if (!S_ISREG(st.st_mode)) return "it is " + kind_of(st.st_mode) + ", not a regular file";
+    if (!S_ISREG(st.st_mode)) return "it is " + file_kind_name(st.st_mode) + ", not a regular file";
   }
   return std::strerror(err);
 }
@@ -80,7 +73,7 @@ int open_for_write_fd(const std::string& path, WriteOpen how, int extra_flags, m
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    if (why) *why = "it is " + kind_of(st.st_mode) + ", not a regular file";
+    if (why) *why = "it is " + file_kind_name(st.st_mode) + ", not a regular file";
     errno = ENXIO;  // not EINVAL: DirectFile reads that as "this filesystem has no O_DIRECT"
     return -1;
   }
