@@ -6,7 +6,7 @@
 #            BPE tokenizer) on data/text, 60 steps
 #   gpt2     the HF-made tiny GPT-2 (tests/data/hf/gpt2), 50 steps
 #   llama    the HF-made tiny Llama 3 (tests/data/hf/llama3), 50 steps
-#   qwen2    the HF-made tiny Qwen2 (tests/data/hf/qwen2), 50 steps, ZeRO-2 settings
+#   qwen2    the HF-made tiny Qwen2 (tests/data/hf/qwen2), 50 steps, 2 micro-batches a step
 # Every run reads the same files from this checkout, so two binaries (say HEAD and an older
 # commit built beside it) see the same data:
 #   tools/loss_fingerprint.sh build/cpu/zerotrain > head.txt
@@ -25,10 +25,6 @@ mkdir -p "$work/tok320"
 "$bin" tokenizer train --vocab-size 320 --out "$work/tok320/tokenizer.json" "$root"/data/text/* >/dev/null
 
 common=(--threads 2 --logging_steps 1 --overwrite_output_dir --save_steps 0 --log-level warn)
-hf_run=(--data.train "$root/data/text" --model.tokenizer "$work/tok320" --data.seq_len 64
-        --per_device_train_batch_size 4 --max_steps 50 --learning_rate 3e-3 --warmup_steps 5
-        --lr_scheduler_type cosine --max_grad_norm 1.0 --seed 7)
-
 run() {
   local name=$1
   shift
@@ -44,22 +40,33 @@ for line in open(path):
 PY
 }
 
-cat >"$work/default.yaml" <<EOF
-model: {preset: tiny-gpt2}
-data: {train: [$root/data/text], validation_fraction: 0.05, seq_len: 128}
-per_device_train_batch_size: 16
-learning_rate: 2.0e-3
-adam_beta2: 0.95
-weight_decay: 0.1
-max_grad_norm: 1.0
-lr_scheduler_type: cosine
-warmup_steps: 30
-max_steps: 60
-eval_interval: 30
-eval_batches: 2
-seed: 1337
-EOF
-run default "$work/default.yaml"
-run gpt2 --model.path "$root/tests/data/hf/gpt2" "${hf_run[@]}"
-run llama --model.path "$root/tests/data/hf/llama3" "${hf_run[@]}"
-run qwen2 --model.path "$root/tests/data/hf/qwen2" "${hf_run[@]}" --gradient_accumulation_steps 2
+# Every setting is written out: a run config leaves nothing to the defaults of either binary.
+settings() {  # NAME MODEL_LINE MAX_STEPS SEQ BATCH LR WARMUP EXTRA...
+  local name=$1 model=$2 steps=$3 seq=$4 batch=$5 lr=$6 warmup=$7
+  shift 7
+  {
+    echo "model: $model"
+    echo "data: {train: [$root/data/text], validation_fraction: 0.05, seq_len: $seq}"
+    echo "per_device_train_batch_size: $batch"
+    echo "learning_rate: $lr"
+    echo "adam_beta1: 0.9"
+    echo "adam_beta2: 0.95"
+    echo "adam_epsilon: 1.0e-8"
+    echo "weight_decay: 0.1"
+    echo "max_grad_norm: 1.0"
+    echo "lr_scheduler_type: cosine"
+    echo "warmup_steps: $warmup"
+    echo "max_steps: $steps"
+    echo "eval_interval: 30"
+    echo "eval_batches: 2"
+    echo "seed: 1337"
+    echo "samples: {tokens: 0}"
+    for line in "$@"; do echo "$line"; done
+  } >"$work/$name.yaml"
+}
+settings default "{preset: tiny-gpt2}" 60 128 16 2.0e-3 30
+settings gpt2 "{path: $root/tests/data/hf/gpt2, tokenizer: $work/tok320}" 50 64 4 3.0e-3 5
+settings llama "{path: $root/tests/data/hf/llama3, tokenizer: $work/tok320}" 50 64 4 3.0e-3 5
+settings qwen2 "{path: $root/tests/data/hf/qwen2, tokenizer: $work/tok320}" 50 64 4 3.0e-3 5 \
+  "gradient_accumulation_steps: 2"
+for name in default gpt2 llama qwen2; do run "$name" "$work/$name.yaml"; done
