@@ -7,6 +7,7 @@
 #   gpt2     the HF-made tiny GPT-2 (tests/data/hf/gpt2), 50 steps
 #   llama    the HF-made tiny Llama 3 (tests/data/hf/llama3), 50 steps
 #   qwen2    the HF-made tiny Qwen2 (tests/data/hf/qwen2), 50 steps, 2 micro-batches a step
+#   zeroS    (S = 1, 2, 3; with mpirun) the gpt2 run on 2 ranks with ZeRO stage S, 20 steps
 # Every run reads the same files from this checkout, so two binaries (say HEAD and an older
 # commit built beside it) see the same data:
 #   tools/loss_fingerprint.sh build/cpu/zerotrain > head.txt
@@ -25,10 +26,11 @@ mkdir -p "$work/tok320"
 "$bin" tokenizer train --vocab-size 320 --out "$work/tok320/tokenizer.json" "$root"/data/text/* >/dev/null
 
 common=(--threads 2 --logging_steps 1 --overwrite_output_dir --save_steps 0 --log-level warn)
+launcher=()
 run() {
   local name=$1
   shift
-  "$bin" train "$@" "${common[@]}" --output_dir "$work/$name" >"$work/$name.log" 2>&1 ||
+  "${launcher[@]}" "$bin" train "$@" "${common[@]}" --output_dir "$work/$name" >"$work/$name.log" 2>&1 ||
     { echo "$name: exit $?" >&2; tail -5 "$work/$name.log" >&2; exit 1; }
   python3 - "$name" "$work/$name/metrics.jsonl" <<'PY'
 import json, sys
@@ -70,3 +72,14 @@ settings llama "{path: $root/tests/data/hf/llama3, tokenizer: $work/tok320}" 50 
 settings qwen2 "{path: $root/tests/data/hf/qwen2, tokenizer: $work/tok320}" 50 64 4 3.0e-3 5 \
   "gradient_accumulation_steps: 2"
 for name in default gpt2 llama qwen2; do run "$name" "$work/$name.yaml"; done
+
+if command -v mpirun >/dev/null; then
+  source "$root/scripts/lib.sh"
+  zt_export_mpi_env
+  launcher=(mpirun -np 2)
+  for stage in 1 2 3; do
+    sed -e 's/^max_steps: .*/max_steps: 20/' "$work/gpt2.yaml" >"$work/zero$stage.yaml"
+    common[1]=1  # --threads 1: two ranks on two cores
+    run "zero$stage" "$work/zero$stage.yaml" --zero_optimization.stage "$stage"
+  done
+fi
