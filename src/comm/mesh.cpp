@@ -16,8 +16,8 @@ ParallelDims ParallelDims::data_parallel(int world_size) {
 }
 
 std::string describe(const ParallelDims& d) {
-  return str("dp_replicate ", d.dp_replicate, " x dp_shard ", d.dp_shard, " x pp ", d.pp, " x tp ", d.tp, ", ep ",
-             d.ep, d.expert_tensor == ExpertTensor::Split ? " (experts split over tp)" : " (experts whole per rank)");
+  return str("dp_replicate ", d.dp_replicate, " x dp_shard ", d.dp_shard, " x pp ", d.pp, " x tp ", d.tp, ", ep ", d.ep,
+             d.expert_tensor == ExpertTensor::Split ? " (experts split over tp)" : " (experts whole per rank)");
 }
 
 void validate(const ParallelDims& d, int world_size) {
@@ -36,9 +36,11 @@ void validate(const ParallelDims& d, int world_size) {
                    " must divide dp_shard ", d.dp_shard,
                    ": choose an ep that divides it (or experts whole per rank, which borrow the tp ranks too)");
   if (d.expert_tensor == ExpertTensor::Whole && (d.ep % d.tp != 0 || (d.dp_shard * d.tp) % d.ep != 0))
-    ZT_THROW_INPUT("parallel sizes ", describe(d), ": experts whole per rank borrow every tp rank and then "
-                   "data-parallel ones, so ep ", d.ep, " must be a multiple of tp ", d.tp, " and divide dp_shard x tp ",
-                   d.dp_shard * d.tp, ": choose such an ep");
+    ZT_THROW_INPUT("parallel sizes ", describe(d),
+                   ": experts whole per rank borrow every tp rank and then "
+                   "data-parallel ones, so ep ",
+                   d.ep, " must be a multiple of tp ", d.tp, " and divide dp_shard x tp ", d.dp_shard * d.tp,
+                   ": choose such an ep");
 }
 
 MeshCoords mesh_coords(const ParallelDims& d, int rank) {
@@ -58,16 +60,26 @@ MeshCoords mesh_coords(const ParallelDims& d, int rank) {
 
 const char* mesh_axis_name(MeshAxis axis) {
   switch (axis) {
-    case MeshAxis::DpReplicate: return "dp_replicate";
-    case MeshAxis::DpShard: return "dp_shard";
-    case MeshAxis::Pp: return "pp";
-    case MeshAxis::Tp: return "tp";
-    case MeshAxis::Ep: return "ep";
-    case MeshAxis::Dp: return "dp";
-    case MeshAxis::ExpertDp: return "expert_dp";
-    case MeshAxis::ExpertTp: return "expert_tp";
-    case MeshAxis::TpDp: return "tp_dp";
-    case MeshAxis::World: return "world";
+    case MeshAxis::DpReplicate:
+      return "dp_replicate";
+    case MeshAxis::DpShard:
+      return "dp_shard";
+    case MeshAxis::Pp:
+      return "pp";
+    case MeshAxis::Tp:
+      return "tp";
+    case MeshAxis::Ep:
+      return "ep";
+    case MeshAxis::Dp:
+      return "dp";
+    case MeshAxis::ExpertDp:
+      return "expert_dp";
+    case MeshAxis::ExpertTp:
+      return "expert_tp";
+    case MeshAxis::TpDp:
+      return "tp_dp";
+    case MeshAxis::World:
+      return "world";
   }
   return "?";
 }
@@ -78,16 +90,26 @@ namespace {
 // every coordinate the group does not span.
 bool same_group(MeshAxis axis, const MeshCoords& a, const MeshCoords& b) {
   switch (axis) {
-    case MeshAxis::DpReplicate: return a.pp == b.pp && a.tp == b.tp && a.dp_shard == b.dp_shard;
-    case MeshAxis::DpShard: return a.pp == b.pp && a.tp == b.tp && a.dp_replicate == b.dp_replicate;
-    case MeshAxis::Pp: return a.tp == b.tp && a.dp == b.dp;
-    case MeshAxis::Tp: return a.pp == b.pp && a.dp == b.dp;
-    case MeshAxis::Ep: return a.pp == b.pp && a.etp == b.etp && a.edp == b.edp;
-    case MeshAxis::Dp: return a.pp == b.pp && a.tp == b.tp;
-    case MeshAxis::ExpertDp: return a.pp == b.pp && a.etp == b.etp && a.ep == b.ep;
-    case MeshAxis::ExpertTp: return a.pp == b.pp && a.ep == b.ep && a.edp == b.edp;
-    case MeshAxis::TpDp: return a.pp == b.pp;
-    case MeshAxis::World: return true;
+    case MeshAxis::DpReplicate:
+      return a.pp == b.pp && a.tp == b.tp && a.dp_shard == b.dp_shard;
+    case MeshAxis::DpShard:
+      return a.pp == b.pp && a.tp == b.tp && a.dp_replicate == b.dp_replicate;
+    case MeshAxis::Pp:
+      return a.tp == b.tp && a.dp == b.dp;
+    case MeshAxis::Tp:
+      return a.pp == b.pp && a.dp == b.dp;
+    case MeshAxis::Ep:
+      return a.pp == b.pp && a.etp == b.etp && a.edp == b.edp;
+    case MeshAxis::Dp:
+      return a.pp == b.pp && a.tp == b.tp;
+    case MeshAxis::ExpertDp:
+      return a.pp == b.pp && a.etp == b.etp && a.ep == b.ep;
+    case MeshAxis::ExpertTp:
+      return a.pp == b.pp && a.ep == b.ep && a.edp == b.edp;
+    case MeshAxis::TpDp:
+      return a.pp == b.pp;
+    case MeshAxis::World:
+      return true;
   }
   return false;
 }
@@ -169,8 +191,8 @@ void Mesh::build(Communicator& host_world, Communicator* device_world) {
       device = owned_.back().get();
     }
     ++splits_;
-    ZT_CHECK(host.size() == size && host.rank() == static_cast<int>(std::find(members.begin(), members.end(), rank) -
-                                                                     members.begin()),
+    ZT_CHECK(host.size() == size &&
+                 host.rank() == static_cast<int>(std::find(members.begin(), members.end(), rank) - members.begin()),
              "the ", mesh_axis_name(axis), " group split with ", host.size(), " ranks, expected ", size);
     groups_[a] = Group(host, device);
   }

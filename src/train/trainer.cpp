@@ -310,9 +310,9 @@ TrainResult run_training(const config::TrainConfig& config) {
     const double loss = mean_over_ranks(run, loss_sum / static_cast<double>(gas));
     // Every target counts in plain text: only masked labels need the ranks' sum (a host
     // scalar, no device wait).
-    const int64_t step_targets = masked_labels
-                                     ? std::llround(comm::sum_over_ranks(run.world_comm(), static_cast<double>(targets)))
-                                     : targets * run.world_size();
+    const int64_t step_targets =
+        masked_labels ? std::llround(comm::sum_over_ranks(run.world_comm(), static_cast<double>(targets)))
+                      : targets * run.world_size();
     if (masked_labels && step_targets == 0 && main_rank && steps_without_targets++ < kStepsWithoutTargetsSaid)
       ZT_WARN("step ", step + 1, ": no token of its batch is a target (every label is masked: ",
               c.data.packing

@@ -305,8 +305,8 @@ std::unique_ptr<TrainingRun> start_training_run(const config::TrainConfig& confi
   // One process: every ZeRO partition is the whole model, so stages 1-3 would only add
   // partition copies and per-unit gradient buffers (4-7.5% of a gpt2-xl/Llama-1B step on
   // one H200, and 3 GiB more); they run as stage 0, which holds exactly what they would.
-  run->stage =
-      engine_stage(c.zero.stage, run->world_size(), config::offloads_params(c.zero) ? ParamOffload::On : ParamOffload::Off);
+  run->stage = engine_stage(c.zero.stage, run->world_size(),
+                            config::offloads_params(c.zero) ? ParamOffload::On : ParamOffload::Off);
   setup_config.zero.stage = run->stage;
 
   // Model and tokenizer, once the model's states are known to fit.
@@ -336,8 +336,8 @@ std::unique_ptr<TrainingRun> start_training_run(const config::TrainConfig& confi
   run->data = setup_data(setup_config, *run->setup.tokenizer, run->output_dir, T, run->rank() == 0);
   clock.lap("data");
   if (run->world_size() > 1 && !follower) run->world_comm().barrier_async()->wait(setup_wait);
-  run->loader = std::make_unique<io::BatchLoader>(run->data.train_shards, B, T, c.data_order_seed(),
-                                                  run->dp_rank(), run->dp_size(), sample_windows(c));
+  run->loader = std::make_unique<io::BatchLoader>(run->data.train_shards, B, T, c.data_order_seed(), run->dp_rank(),
+                                                  run->dp_size(), sample_windows(c));
   run->loader->set_vocab_size(model.config().vocab_size);  // ids past the vocabulary are bad data
   log_sample_windows(*run->loader, c, T, run->rank() == 0);
   run->windows = run->loader->windows_per_epoch();
@@ -357,8 +357,8 @@ std::unique_ptr<TrainingRun> start_training_run(const config::TrainConfig& confi
 
   // The ZeRO engine shards the model (stage 3: slice by slice into a model built without
   // parameters), then the optimizer is built over this rank's partitions.
-  run->engine = std::make_unique<zero::ZeroEngine>(model.registry(), zero::dense_unit_groups(*run->mesh, model.registry()),
-                                                   zero_options(c, run->stage));
+  run->engine = std::make_unique<zero::ZeroEngine>(
+      model.registry(), zero::dense_unit_groups(*run->mesh, model.registry()), zero_options(c, run->stage));
   if (run->setup.fill_slice) {
     run->engine->shard_model_from_slices(run->setup.fill_slice);
   } else {

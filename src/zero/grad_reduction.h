@@ -27,8 +27,8 @@ namespace zt::zero {
 
 // One unit's reduction, as the engine asks for it.
 struct ReductionRequest {
-  size_t unit = 0;          // the registry index
-  Tensor grads;             // the unit's full local gradient buffer (flat, padded)
+  size_t unit = 0;                     // the registry index
+  Tensor grads;                        // the unit's full local gradient buffer (flat, padded)
   comm::Communicator* comm = nullptr;  // the unit's group (its buffer communicator)
   int stage = 0;
   int64_t slice = 0;        // P = grads.numel() / comm->size(): this rank owns [rank*P, (rank+1)*P)
@@ -41,7 +41,7 @@ enum class Collective { None, AllReduce, ReduceScatter };
 // stay alive until they complete).
 struct ReductionWork {
   std::vector<comm::WorkPtr> works;
-  std::vector<OwnedTensor> packed;  // bucket inputs packed from strided slices, or converted
+  std::vector<OwnedTensor> packed;    // bucket inputs packed from strided slices, or converted
   std::vector<int64_t> unpack_begin;  // stage 0 in another dtype: where each packed bucket goes back
   // Stages 1-3: [P] this rank's slice of the group's sum (in the wire dtype); empty when
   // the strategy left no sum for the engine (optimizer-owned).

@@ -79,16 +79,36 @@ std::vector<int> reference_group(const std::vector<Coord>& c, MeshAxis axis, int
     const Coord& b = c[static_cast<size_t>(q)];
     bool in = false;
     switch (axis) {
-      case MeshAxis::DpReplicate: in = a.pp == b.pp && a.tp == b.tp && a.shard == b.shard; break;
-      case MeshAxis::DpShard: in = a.pp == b.pp && a.tp == b.tp && a.rep == b.rep; break;
-      case MeshAxis::Pp: in = a.tp == b.tp && a.shard == b.shard && a.rep == b.rep; break;
-      case MeshAxis::Tp: in = a.pp == b.pp && a.shard == b.shard && a.rep == b.rep; break;
-      case MeshAxis::Ep: in = a.pp == b.pp && a.etp == b.etp && a.edp == b.edp; break;
-      case MeshAxis::Dp: in = a.pp == b.pp && a.tp == b.tp; break;
-      case MeshAxis::ExpertDp: in = a.pp == b.pp && a.etp == b.etp && a.ep == b.ep; break;
-      case MeshAxis::ExpertTp: in = a.pp == b.pp && a.ep == b.ep && a.edp == b.edp; break;
-      case MeshAxis::TpDp: in = a.pp == b.pp; break;
-      case MeshAxis::World: in = true; break;
+      case MeshAxis::DpReplicate:
+        in = a.pp == b.pp && a.tp == b.tp && a.shard == b.shard;
+        break;
+      case MeshAxis::DpShard:
+        in = a.pp == b.pp && a.tp == b.tp && a.rep == b.rep;
+        break;
+      case MeshAxis::Pp:
+        in = a.tp == b.tp && a.shard == b.shard && a.rep == b.rep;
+        break;
+      case MeshAxis::Tp:
+        in = a.pp == b.pp && a.shard == b.shard && a.rep == b.rep;
+        break;
+      case MeshAxis::Ep:
+        in = a.pp == b.pp && a.etp == b.etp && a.edp == b.edp;
+        break;
+      case MeshAxis::Dp:
+        in = a.pp == b.pp && a.tp == b.tp;
+        break;
+      case MeshAxis::ExpertDp:
+        in = a.pp == b.pp && a.etp == b.etp && a.ep == b.ep;
+        break;
+      case MeshAxis::ExpertTp:
+        in = a.pp == b.pp && a.ep == b.ep && a.edp == b.edp;
+        break;
+      case MeshAxis::TpDp:
+        in = a.pp == b.pp;
+        break;
+      case MeshAxis::World:
+        in = true;
+        break;
     }
     if (in) members.push_back(q);
   }
@@ -175,8 +195,7 @@ TEST(Mesh, EveryLayoutHasTheReferenceGroups) {
       EXPECT_EQ(group_members(d, axis, rank), members) << where;
       const comm::Group& g = mesh.group(axis);
       ASSERT_EQ(g.size(), static_cast<int>(members.size())) << where;
-      EXPECT_EQ(g.rank(), static_cast<int>(std::find(members.begin(), members.end(), rank) - members.begin()))
-          << where;
+      EXPECT_EQ(g.rank(), static_cast<int>(std::find(members.begin(), members.end(), rank) - members.begin())) << where;
       check_sum(g.host(), members, where);
       if (!with_device) {
         EXPECT_EQ(g.device(), nullptr) << where;

@@ -307,8 +307,8 @@ TEST(ZeroEngineGroups, AnOptimizerOwnedReductionGetsTheLocalGradientsAndDoesTheE
   zo.stage = 2;
   RecordingExchange exchange;
   zero::ZeroEngine engine(model->registry(), world(), zo);
-  const std::string e =
-      zt::testing::input_error_of([&] { engine.set_gradient_reduction(zero::make_optimizer_owned_reduction(exchange)); });
+  const std::string e = zt::testing::input_error_of(
+      [&] { engine.set_gradient_reduction(zero::make_optimizer_owned_reduction(exchange)); });
   EXPECT_NE(e.find("stage 0 or 1, not 2"), std::string::npos) << e;
 }
 

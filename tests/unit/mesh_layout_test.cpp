@@ -17,8 +17,7 @@ using zt::comm::MeshAxis;
 using zt::comm::ParallelDims;
 using zt::testing::input_error_of;
 
-ParallelDims dims(int dp_replicate, int dp_shard, int pp, int tp, int ep = 1,
-                  ExpertTensor et = ExpertTensor::Split) {
+ParallelDims dims(int dp_replicate, int dp_shard, int pp, int tp, int ep = 1, ExpertTensor et = ExpertTensor::Split) {
   ParallelDims d;
   d.dp_replicate = dp_replicate;
   d.dp_shard = dp_shard;
