@@ -157,13 +157,13 @@ void Accelerator::save_pretrained(const std::string& dir) const {
   run.engine->gather_full_model();  // ZeRO-3: every rank's slices (collective); else nothing
   if (run.is_main_rank())
     train::save_final_model(run.model(), run.setup, dir, train::storage_dtype(run.config.precision));
-  run.comm->barrier();  // the directory is complete for every rank
+  run.world_comm().barrier();  // the directory is complete for every rank
   run.engine->release_full_model();
 }
 
 int Accelerator::process_index() const { return impl_->run->rank(); }
 int Accelerator::num_processes() const { return impl_->run->world_size(); }
-void Accelerator::wait_for_everyone() { impl_->run->comm->barrier(); }
+void Accelerator::wait_for_everyone() { impl_->run->world_comm().barrier(); }
 
 void Accelerator::print_line(const std::string& line) const {
   std::printf("%s\n", line.c_str());

@@ -69,7 +69,7 @@ void log_memory_plan(TrainingRun& run) {
   const zero::ZeroEngine& e = *run.engine;
   const zero::ModelStateBytes m = e.memory(static_cast<int64_t>(run.optimizer->state_bytes()));
   ZT_INFO("ZeRO stage ", e.stage(), " over ", e.world_size(), " rank", e.world_size() == 1 ? "" : "s", " (",
-          run.comm->backend_name(), "), overlap_comm ",
+          run.world_comm().backend_name(), "), overlap_comm ",
           e.options().overlap_comm == zero::OverlapComm::On ? "on" : "off", "; per rank: parameters ",
           human_bytes(static_cast<double>(m.params)), ", gradients ", human_bytes(static_cast<double>(m.grads)),
           ", optimizer state ", human_bytes(static_cast<double>(m.optimizer)), " = ",
@@ -286,7 +286,7 @@ TrainResult run_training(const config::TrainConfig& config) {
         // checkpoint, so the partial step is dropped: the data position and micro-step
         // count go back to the step's start and the previous step's state is saved.
         drills.at(TrainPoint::BeforeMicroBatch, step + 1, m);
-        if (comm::any_rank(*run.comm, signals.requested())) {
+        if (comm::any_rank(run.world_comm(), signals.requested())) {
           stopped_at_micro = m;
           break;
         }
@@ -310,9 +310,9 @@ TrainResult run_training(const config::TrainConfig& config) {
     const double loss = mean_over_ranks(run, loss_sum / static_cast<double>(gas));
     // Every target counts in plain text: only masked labels need the ranks' sum (a host
     // scalar, no device wait).
-    const int64_t step_targets = masked_labels
-                                     ? std::llround(comm::sum_over_ranks(*run.comm, static_cast<double>(targets)))
-                                     : targets * run.world_size();
+    const int64_t step_targets =
+        masked_labels ? std::llround(comm::sum_over_ranks(run.world_comm(), static_cast<double>(targets)))
+                      : targets * run.world_size();
     if (masked_labels && step_targets == 0 && main_rank && steps_without_targets++ < kStepsWithoutTargetsSaid)
       ZT_WARN("step ", step + 1, ": no token of its batch is a target (every label is masked: ",
               c.data.packing
@@ -467,7 +467,7 @@ TrainResult run_training(const config::TrainConfig& config) {
     }
     drills.at(TrainPoint::StepDone, step);
     // Every rank stops at the same step (a signal may reach only some of them).
-    const bool stop = comm::any_rank(*run.comm, signals.requested());
+    const bool stop = comm::any_rank(run.world_comm(), signals.requested());
     const bool scheduled = (c.checkpoint_saves != config::CheckpointSaves::None &&
                             ((save_every > 0 && step % save_every == 0) || last)) ||
                            (last && !write_final);
@@ -521,7 +521,7 @@ TrainResult run_training(const config::TrainConfig& config) {
       ZT_INFO("wrote the final ", run.setup.lora ? "LoRA adapter" : "model", " to ", result.final_model_dir,
               run.setup.lora ? " (PEFT format)" : " (HF format)", " in ", took);
     }
-    run.comm->barrier();  // the directory is complete for every rank
+    run.world_comm().barrier();  // the directory is complete for every rank
     const bool lora = run.setup.lora.has_value();
     std::unique_ptr<model::Transformer> lora_copy;
     if (lora && main_rank && c.sample_tokens > 0 && !c.sample_prompts.empty())

@@ -172,7 +172,7 @@ void claim_output_dir_on_rank0(TrainingRun& run) {
                            : c.overwrite_output_dir == config::OutputDirOverwrite::Yes ? OutputDirUse::Overwrite
                                                                                : OutputDirUse::Fresh;
   std::exception_ptr refused;
-  if (run.comm->rank() == 0) {
+  if (run.rank() == 0) {
     try {
       run.output_lock = claim_output_dir(run.output_dir, use);
       check_outputs_writable(c, run.output_dir);
@@ -180,10 +180,10 @@ void claim_output_dir_on_rank0(TrainingRun& run) {
       refused = std::current_exception();
     }
   }
-  const bool any_refused = comm::any_rank(*run.comm, refused != nullptr);
+  const bool any_refused = comm::any_rank(run.world_comm(), refused != nullptr);
   if (refused) std::rethrow_exception(refused);
   if (any_refused) ZT_THROW_INPUT("output_dir '", c.output_dir, "': rank 0 refused it (its error says why)");
-  if (run.comm->rank() != 0) {
+  if (run.rank() != 0) {
     // Ranks on other machines (a local output_dir) need the directory too.
     std::error_code ec;
     fs::create_directories(run.output_dir, ec);
@@ -256,7 +256,8 @@ std::unique_ptr<TrainingRun> start_training_run(const config::TrainConfig& confi
   auto run = std::make_unique<TrainingRun>();
   config::TrainConfig& c = run->config;
   c = config;
-  run->comm = comm::make_world_communicator();
+  std::unique_ptr<comm::Communicator> host_world = comm::make_world_communicator();
+  std::unique_ptr<comm::Communicator> device_world;
   if (c.device == "cuda") {
     // One GPU per process: the launcher's local rank picks it.
     if (!cuda::available())
@@ -264,19 +265,22 @@ std::unique_ptr<TrainingRun> start_training_run(const config::TrainConfig& confi
                      ": device cuda, but no GPU is visible to this process, or this build has no CUDA "
                      "backend (`zerotrain report` says which): use --device cpu");
     cuda::init(comm::read_launch_env().local_rank % cuda::device_count());
-    if (run->comm->size() > 1) run->device_comm = comm::make_nccl_world_communicator(*run->comm);
+    if (host_world->size() > 1) device_world = comm::make_nccl_world_communicator(*host_world);
   }
+  // Every rank data-parallel: the config has no tensor, pipeline or expert sizes yet.
+  const comm::ParallelDims dims = comm::ParallelDims::data_parallel(host_world->size());
+  run->mesh = std::make_unique<comm::Mesh>(dims, std::move(host_world), std::move(device_world));
   clock.lap(c.device == "cuda" ? "gpu" : "ranks");
-  if (run->comm->size() != c.world_size)
+  if (run->world_size() != c.world_size)
     ZT_THROW_INPUT(c.source, ": the config is resolved for world_size ", c.world_size, " but this job has ",
-                   run->comm->size(), " process(es): start it with `zerotrain launch --num_processes ", c.world_size,
+                   run->world_size(), " process(es): start it with `zerotrain launch --num_processes ", c.world_size,
                    " -- zerotrain train ...` (or mpirun -np ", c.world_size, "), or set num_processes to match");
   // One voice: rank 0 logs; the other ranks report only warnings and errors.
-  if (run->comm->rank() != 0 && log_level() < LogLevel::Warn) set_log_level(LogLevel::Warn);
+  if (run->rank() != 0 && log_level() < LogLevel::Warn) set_log_level(LogLevel::Warn);
   // Every rank has the same config: one copy of its warnings (rank 0's).
-  if (run->comm->rank() == 0) {
+  if (run->rank() == 0) {
     for (const std::string& w : c.warnings) ZT_WARN(w);
-    for (const std::string& w : config::inert_key_warnings(c, run->comm->size())) ZT_WARN(w);
+    for (const std::string& w : config::inert_key_warnings(c, run->world_size())) ZT_WARN(w);
   }
   {
     // Before any host state is allocated: its pages land on the NUMA node of the cores
@@ -294,15 +298,15 @@ std::unique_ptr<TrainingRun> start_training_run(const config::TrainConfig& confi
   // Rank 0 trains the tokenizer and tokenizes text data; the other ranks wait for it and
   // read what it wrote (one writer per file). Tokenizing a large corpus takes a while:
   // the wait allows an hour.
-  const bool follower = run->comm->size() > 1 && run->comm->rank() != 0;
+  const bool follower = run->world_size() > 1 && run->rank() != 0;
   const comm::Seconds setup_wait(3600.0);
-  if (follower) run->comm->barrier_async()->wait(setup_wait);
+  if (follower) run->world_comm().barrier_async()->wait(setup_wait);
   config::TrainConfig setup_config = follower ? config_reading_prepared_files(c, run->output_dir) : c;
   // One process: every ZeRO partition is the whole model, so stages 1-3 would only add
   // partition copies and per-unit gradient buffers (4-7.5% of a gpt2-xl/Llama-1B step on
   // one H200, and 3 GiB more); they run as stage 0, which holds exactly what they would.
-  run->stage =
-      engine_stage(c.zero.stage, run->comm->size(), config::offloads_params(c.zero) ? ParamOffload::On : ParamOffload::Off);
+  run->stage = engine_stage(c.zero.stage, run->world_size(),
+                            config::offloads_params(c.zero) ? ParamOffload::On : ParamOffload::Off);
   setup_config.zero.stage = run->stage;
 
   // Model and tokenizer, once the model's states are known to fit.
@@ -311,9 +315,9 @@ std::unique_ptr<TrainingRun> start_training_run(const config::TrainConfig& confi
     // The config against the weights' shapes first: a wrong config.json is named as such.
     const model::ModelConfig mc = model::load_hf_config(c.model.path);
     model::check_hf_config_against_weights(mc, c.model.path + "/config.json", c.model.path);
-    check_model_state_fits(c, mc, run->stage, run->comm->size(), ranks_on_host);
+    check_model_state_fits(c, mc, run->stage, run->world_size(), ranks_on_host);
   } else {
-    check_model_state_fits(c, from_scratch_config(c.model), run->stage, run->comm->size(), ranks_on_host);
+    check_model_state_fits(c, from_scratch_config(c.model), run->stage, run->world_size(), ranks_on_host);
   }
   clock.lap("output dir");
   run->setup = setup_model(setup_config, run->output_dir);
@@ -329,19 +333,19 @@ std::unique_ptr<TrainingRun> start_training_run(const config::TrainConfig& confi
   run->grad_accum = gas;
 
   // Data: token shards (prepared from text when needed).
-  run->data = setup_data(setup_config, *run->setup.tokenizer, run->output_dir, T, run->comm->rank() == 0);
+  run->data = setup_data(setup_config, *run->setup.tokenizer, run->output_dir, T, run->rank() == 0);
   clock.lap("data");
-  if (run->comm->size() > 1 && !follower) run->comm->barrier_async()->wait(setup_wait);
-  run->loader = std::make_unique<io::BatchLoader>(run->data.train_shards, B, T, c.data_order_seed(),
-                                                  run->comm->rank(), run->comm->size(), sample_windows(c));
+  if (run->world_size() > 1 && !follower) run->world_comm().barrier_async()->wait(setup_wait);
+  run->loader = std::make_unique<io::BatchLoader>(run->data.train_shards, B, T, c.data_order_seed(), run->dp_rank(),
+                                                  run->dp_size(), sample_windows(c));
   run->loader->set_vocab_size(model.config().vocab_size);  // ids past the vocabulary are bad data
-  log_sample_windows(*run->loader, c, T, run->comm->rank() == 0);
+  log_sample_windows(*run->loader, c, T, run->rank() == 0);
   run->windows = run->loader->windows_per_epoch();
   if (run->windows < B)
     ZT_THROW_INPUT("the training data has ", run->windows, " windows of ", T + 1,
                    " tokens, fewer than one micro-batch (", B, "): use more data or a smaller seq_len / micro batch");
   check_global_batch_fits_data(c, run->windows, T);
-  run->val_batch = settle_validation_batch(c, run->data.val_shards, B, T, run->comm->rank() == 0);
+  run->val_batch = settle_validation_batch(c, run->data.val_shards, B, T, run->rank() == 0);
   run->steps_per_epoch = std::max<int64_t>(1, run->windows / (B * gas * c.world_size));
   // Epoch-based runs learn their total step count from the data.
   run->total_steps = c.max_steps;
@@ -353,8 +357,8 @@ std::unique_ptr<TrainingRun> start_training_run(const config::TrainConfig& confi
 
   // The ZeRO engine shards the model (stage 3: slice by slice into a model built without
   // parameters), then the optimizer is built over this rank's partitions.
-  run->engine = std::make_unique<zero::ZeroEngine>(model.registry(), run->device_comm ? *run->device_comm : *run->comm,
-                                                   zero_options(c, run->stage), run->comm.get());
+  run->engine = std::make_unique<zero::ZeroEngine>(
+      model.registry(), zero::dense_unit_groups(*run->mesh, model.registry()), zero_options(c, run->stage));
   if (run->setup.fill_slice) {
     run->engine->shard_model_from_slices(run->setup.fill_slice);
   } else {
@@ -419,7 +423,7 @@ std::vector<checkpoint::FlatSlice> checkpoint_slices(TrainingRun& run, bool for_
 void check_outputs_fit_drive(TrainingRun& run) {
   const config::TrainConfig& c = run.config;
   std::exception_ptr refused;
-  if (run.comm->rank() == 0) {
+  if (run.rank() == 0) {
     try {
       double final_bytes = 0, checkpoint_bytes = 0;
       const model::ParameterRegistry& reg = run.model().registry();
@@ -451,7 +455,7 @@ void check_outputs_fit_drive(TrainingRun& run) {
       refused = std::current_exception();
     }
   }
-  const bool any_refused = comm::any_rank(*run.comm, refused != nullptr);
+  const bool any_refused = comm::any_rank(run.world_comm(), refused != nullptr);
   if (refused) std::rethrow_exception(refused);
   if (any_refused) ZT_THROW_INPUT("output_dir '", c.output_dir, "': rank 0 found its drive too full (its error says how full)");
 }
@@ -511,7 +515,7 @@ void remove_stale_outputs(TrainingRun& run) {
     for (const std::string& p : removed) ZT_WARN("removed ", p, ", left by an interrupted save of an earlier run");
   }
   // The other ranks resolve `latest` only after rank 0 has repaired and cleaned the root.
-  run.comm->barrier();
+  run.world_comm().barrier();
 }
 
 std::string save_run_checkpoint(TrainingRun& run, const std::string& root) {
@@ -554,7 +558,7 @@ std::string save_run_checkpoint(TrainingRun& run, const std::string& root) {
   wo.zero_stage = run.engine->stage();
   wo.rank = run.rank();
   wo.world_size = run.world_size();
-  wo.comm = run.comm.get();
+  wo.comm = &run.world_comm();
   const std::string dir = checkpoint::save_checkpoint(root, run.model().registry(), checkpoint_slices(run, false), s, wo);
   ZT_INFO("saved checkpoint ", dir);
   return dir;
@@ -573,7 +577,7 @@ bool checks_overflow(const TrainingRun& run) {
 }
 
 double mean_over_ranks(TrainingRun& run, double value) {
-  return comm::sum_over_ranks(*run.comm, value) / static_cast<double>(run.world_size());
+  return comm::sum_over_ranks(run.world_comm(), value) / static_cast<double>(run.world_size());
 }
 
 double validation_loss(TrainingRun& run, int64_t batches) {

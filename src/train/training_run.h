@@ -11,6 +11,7 @@
 
 #include "core/tensor.h"
 #include "comm/communicator.h"
+#include "comm/mesh.h"
 #include "io/token_dataset.h"
 #include "model/transformer.h"
 #include "config/config.h"
@@ -27,12 +28,13 @@ namespace zt::train {
 
 struct TrainingRun {
   config::TrainConfig config;  // epoch-based runs: with the total steps filled in
-  // The data-parallel ranks (a single-process communicator without a launcher) and the
-  // ZeRO engine over them: declared first so that they outlive what uses them.
-  std::unique_ptr<comm::Communicator> comm;
-  // GPU runs of several ranks: NCCL for the model's device buffers (comm keeps the host
-  // scalars, barriers and checkpoint agreement).
-  std::unique_ptr<comm::Communicator> device_comm;
+  // The job's ranks as a mesh (comm/mesh.h) and the ZeRO engine over its groups: declared
+  // first so that they outlive what uses them. The world group's host communicator is MPI
+  // (a single-process communicator without a launcher) for host scalars, barriers and
+  // checkpoint agreement; GPU runs of several ranks add a device communicator (NCCL) per
+  // group for the model's buffers. Every rank is data-parallel today (no tensor, pipeline
+  // or expert sizes in the config yet).
+  std::unique_ptr<comm::Mesh> mesh;
   std::unique_ptr<zero::ZeroEngine> engine;
   std::filesystem::path output_dir;
   // Rank 0's lock on output_dir for the run's life (null on the other ranks).
@@ -64,9 +66,14 @@ struct TrainingRun {
   std::unique_ptr<PhaseHooks> phase_hooks;
 
   model::Transformer& model() const { return *setup.model; }
-  int rank() const { return comm->rank(); }
-  int world_size() const { return comm->size(); }
-  bool is_main_rank() const { return comm->rank() == 0; }
+  // Every rank of the job: host scalars, barriers, checkpoint agreement.
+  comm::Communicator& world_comm() const { return mesh->world().host(); }
+  int rank() const { return mesh->rank(); }
+  int world_size() const { return mesh->size(); }
+  bool is_main_rank() const { return mesh->rank() == 0; }
+  // This rank's data-parallel index and the data-parallel size: the data shards it reads.
+  int dp_rank() const { return mesh->coords().dp; }
+  int dp_size() const { return mesh->dims().dp(); }
   std::filesystem::path checkpoint_root() const { return output_dir / "checkpoints"; }
 };
 

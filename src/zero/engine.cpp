@@ -20,16 +20,42 @@ int64_t zero_formula_bytes(int stage, int64_t numel, int world_size, int param_b
   return params + grads + optimizer;
 }
 
+namespace {
+
+// One world for every unit: host scalars over scalar_comm (else comm), buffers over comm.
+EngineGroups world_groups(const model::ParameterRegistry& registry, comm::Communicator& comm,
+                          comm::Communicator* scalar_comm) {
+  ZT_CHECK(!scalar_comm || (scalar_comm->rank() == comm.rank() && scalar_comm->size() == comm.size()),
+           "the scalar communicator must have the same ranks as the buffer communicator");
+  const comm::Group world = scalar_comm ? comm::Group(*scalar_comm, &comm) : comm::Group(comm);
+  EngineGroups g;
+  g.units.assign(registry.size(), UnitGroup{world, 0});
+  g.norm = world;
+  return g;
+}
+
+}  // namespace
+
+EngineGroups dense_unit_groups(const comm::Mesh& mesh, const model::ParameterRegistry& registry) {
+  EngineGroups g;
+  g.units.assign(registry.size(), UnitGroup{mesh.data_parallel(), mesh.coords().tp});
+  g.norm = mesh.world();
+  return g;
+}
+
 ZeroEngine::ZeroEngine(model::ParameterRegistry& registry, comm::Communicator& comm, ZeroOptions options,
                        comm::Communicator* scalar_comm)
+    : ZeroEngine(registry, world_groups(registry, comm, scalar_comm), options) {}
+
+ZeroEngine::ZeroEngine(model::ParameterRegistry& registry, EngineGroups groups, ZeroOptions options)
     : registry_(registry),
-      comm_(comm),
-      scalar_comm_(scalar_comm ? *scalar_comm : comm),
+      norm_(groups.norm),
       options_(options),
-      rank_(comm.rank()),
-      world_(comm.size()) {
-  ZT_CHECK(scalar_comm_.rank() == rank_ && scalar_comm_.size() == world_,
-           "the scalar communicator must have the same ranks as the buffer communicator");
+      reduction_(make_sum_reduction(options.communication_dtype)),
+      rank_(groups.norm.rank()),
+      world_(groups.norm.size()) {
+  ZT_CHECK(groups.units.size() == registry_.size(), "the engine has ", groups.units.size(), " unit groups for ",
+           registry_.size(), " units");
   if (options_.stage < 0 || options_.stage > 3)
     ZT_THROW_INPUT("zero_optimization.stage = ", options_.stage, " is not a ZeRO stage: use 0, 1, 2 or 3");
   if (options_.reduce_bucket_size <= 0)
@@ -37,10 +63,16 @@ ZeroEngine::ZeroEngine(model::ParameterRegistry& registry, comm::Communicator& c
   units_.resize(registry_.size());
   for (size_t i = 0; i < registry_.size(); ++i) {
     model::Unit& u = registry_.unit(i);
-    if (u.padded_numel() % world_ != 0)
-      ZT_THROW_INPUT("unit ", u.name(), " has ", u.padded_numel(), " elements, not a multiple of the world size ",
-                     world_, ": build the model with shard_count = world size");
-    units_[i].slice = u.padded_numel() / world_;
+    UnitState& s = units_[i];
+    ZT_CHECK(groups.units[i].group.valid(), "unit ", u.name(), " has no group");
+    s.group = groups.units[i].group;
+    s.rank = s.group.rank();
+    s.size = s.group.size();
+    s.tp_rank = groups.units[i].tp_rank;
+    if (u.padded_numel() % s.size != 0)
+      ZT_THROW_INPUT("unit ", u.name(), " has ", u.padded_numel(), " elements, not a multiple of its group's size ",
+                     s.size, ": build the model with shard_count = the data-parallel size");
+    units_[i].slice = u.padded_numel() / s.size;
     units_[i].persistent = options_.stage < 3 || u.numel() < options_.stage3_param_persistence_threshold;
     index_[&u] = i;
   }
@@ -50,12 +82,19 @@ ZeroEngine::~ZeroEngine() {
   // Collectives still in flight reference our buffers: complete them (or time out) first.
   try {
     for (auto& r : reductions_)
-      for (auto& w : r.works) w->wait();
+      for (auto& w : r.work.works) w->wait();
     for (auto& s : units_)
       if (s.gather_work) s.gather_work->wait();
   } catch (const std::exception&) {
     // Destructors do not throw; the job is being torn down by the error that got us here.
   }
+}
+
+void ZeroEngine::set_gradient_reduction(std::unique_ptr<GradReduction> reduction) {
+  ZT_CHECK(reduction, "set_gradient_reduction needs a strategy");
+  ZT_CHECK(reductions_.empty(), "the gradient reduction changes between steps, not during one");
+  reduction->check_stage(options_.stage);
+  reduction_ = std::move(reduction);
 }
 
 size_t ZeroEngine::index_of(const model::Unit& unit) const {
@@ -125,7 +164,7 @@ void ZeroEngine::shard_model_from_slices(const std::function<void(model::Unit&, 
     if (!params_on_host()) {
       s.param_owned = OwnedTensor({s.slice}, u.param_dtype(), u.device());
       s.param_part = s.param_owned.view();
-      fill_slice(u, rank_ * s.slice, s.param_part);
+      fill_slice(u, s.rank * s.slice, s.param_part);
     } else {
       // Into the store (a swapped slice: its buffer, written back to the drive).
       ParamLease lease(*params_, i, ParamIntent::Overwrite);
@@ -135,10 +174,10 @@ void ZeroEngine::shard_model_from_slices(const std::function<void(model::Unit&, 
         // fill_slice writes device memory (it may build the unit there): through a
         // device buffer of one slice.
         const OwnedTensor slice({s.slice}, u.param_dtype(), u.device());
-        fill_slice(u, rank_ * s.slice, slice);
+        fill_slice(u, s.rank * s.slice, slice);
         ops::copy(host, slice);
       } else {
-        fill_slice(u, rank_ * s.slice, host);
+        fill_slice(u, s.rank * s.slice, host);
       }
       lease.release(ParamChange::Modified);
     }
@@ -167,7 +206,7 @@ UnitPartition ZeroEngine::partition(size_t unit) {
   model::Unit& u = registry_.unit(unit);
   UnitState& s = units_[unit];
   if (options_.stage == 0 || u.frozen()) return whole_unit(u);
-  const int64_t begin = rank_ * s.slice;
+  const int64_t begin = s.rank * s.slice;
   UnitPartition p;
   p.begin = begin;
   p.state_device = u.device();
@@ -195,7 +234,7 @@ ParamSlice ZeroEngine::param_slice(size_t unit) {
   return {registry_.unit(unit).flat_params().narrow(0, begin, s.slice), begin, nullptr};
 }
 
-int64_t ZeroEngine::slice_begin(size_t unit) const { return rank_ * units_[unit].slice; }
+int64_t ZeroEngine::slice_begin(size_t unit) const { return units_[unit].rank * units_[unit].slice; }
 
 ParamSlice ZeroEngine::param_load_target(size_t unit) {
   gather_updated(unit);  // a gather left pending would overwrite what is loaded
@@ -252,7 +291,7 @@ void ZeroEngine::poll() {
   while (!reductions_.empty()) {
     Reduction& r = reductions_.front();
     bool done = true;
-    for (auto& w : r.works) done = w->is_completed() && done;
+    for (auto& w : r.work.works) done = w->is_completed() && done;
     if (!done) break;
     finish_reduction(r);
     reductions_.pop_front();
@@ -261,87 +300,50 @@ void ZeroEngine::poll() {
     if (s.gather_work) (void)s.gather_work->is_completed();
 }
 
-DType ZeroEngine::comm_dtype(const model::Unit& unit) const {
-  // One rank moves nothing: rounding its gradients would only lose precision.
-  if (world_ == 1) return unit.grad_dtype();
-  return options_.communication_dtype.value_or(unit.grad_dtype());
+ReductionRequest ZeroEngine::reduction_request(size_t unit) {
+  ReductionRequest q;
+  q.unit = unit;
+  q.grads = registry_.unit(unit).flat_grads();
+  q.comm = &units_[unit].group.buffers();
+  q.stage = options_.stage;
+  q.slice = units_[unit].slice;
+  q.bucket_size = options_.reduce_bucket_size;
+  return q;
 }
 
 void ZeroEngine::start_reduction(size_t unit) {
-  model::Unit& u = registry_.unit(unit);
-  const UnitState& s = units_[unit];
-  const Tensor flat = u.flat_grads();
-  const DType cd = comm_dtype(u);
-  const bool convert = cd != flat.dtype();
-  // Bytes on the wire: the communication dtype's.
-  const double bytes = static_cast<double>(flat.numel()) * static_cast<double>(dtype_size(cd));
   Reduction r;
   r.unit = unit;
-  // Buckets of at most reduce_bucket_size elements.
-  if (options_.stage == 0) {
-    const int64_t n = flat.numel(), bucket = options_.reduce_bucket_size;
-    for (int64_t b = 0; b < n; b += bucket) {
-      const Tensor piece = flat.narrow(0, b, std::min(bucket, n - b));
-      if (!convert) {
-        r.works.push_back(comm_.all_reduce_async(piece, comm::ReduceOp::Sum));
-        continue;
-      }
-      OwnedTensor packed({piece.numel()}, cd, flat.device());
-      ops::copy(packed, piece);
-      add_transient(static_cast<int64_t>(packed->nbytes()));
-      r.works.push_back(comm_.all_reduce_async(packed, comm::ReduceOp::Sum));
-      r.packed.push_back(std::move(packed));
-      r.unpack_begin.push_back(b);
-    }
-    count(bytes * 2.0 * (world_ - 1) / world_, &volume_.all_reduce);
-  } else {
-    // A real reduce-scatter: rank r receives the sum of every rank's slice r. A bucket of
-    // width w covers [j*w, (j+1)*w) of every slice; when the slice needs several buckets
-    // (or another dtype) the strided pieces are packed into one contiguous input first.
-    const int64_t P = s.slice;
-    const int64_t width = std::max<int64_t>(1, options_.reduce_bucket_size / world_);
-    r.output = OwnedTensor({P}, cd, flat.device());
-    add_transient(static_cast<int64_t>(r.output->nbytes()));
-    if (width >= P && !convert) {
-      r.works.push_back(comm_.reduce_scatter_async(flat, r.output));
-    } else {
-      for (int64_t b = 0; b < P; b += width) {
-        const int64_t w = std::min(width, P - b);
-        OwnedTensor packed({w * world_}, cd, flat.device());
-        for (int q = 0; q < world_; ++q) ops::copy(packed->narrow(0, q * w, w), flat.narrow(0, q * P + b, w));
-        add_transient(static_cast<int64_t>(packed->nbytes()));
-        r.works.push_back(comm_.reduce_scatter_async(packed, r.output->narrow(0, b, w)));
-        r.packed.push_back(std::move(packed));
-      }
-    }
-    count(bytes * (world_ - 1) / world_, &volume_.reduce_scatter);
-  }
+  r.work = reduction_->start(reduction_request(unit));
+  const ReductionWork& w = r.work;
+  if (w.output.view().data()) add_transient(static_cast<int64_t>(w.output->nbytes()));
+  for (const auto& p : w.packed) add_transient(static_cast<int64_t>(p->nbytes()));
+  // Bytes on the wire: the communication dtype's, as the ring algorithms move them.
+  const int W = units_[unit].size;
+  if (w.collective == Collective::AllReduce) count(w.wire_bytes * 2.0 * (W - 1) / W, &volume_.all_reduce);
+  if (w.collective == Collective::ReduceScatter) count(w.wire_bytes * (W - 1) / W, &volume_.reduce_scatter);
   reductions_.push_back(std::move(r));
   if (options_.overlap_comm == OverlapComm::Off) finish_all_reductions();
 }
 
 void ZeroEngine::finish_reduction(Reduction& r) {
-  for (auto& w : r.works) wait_for(*w);
+  ReductionWork& work = r.work;
+  for (auto& w : work.works) wait_for(*w);
   model::Unit& u = registry_.unit(r.unit);
   UnitState& s = units_[r.unit];
-  if (options_.stage == 0) {
-    // Converted buckets go back into the full gradient buffer (rounded to its dtype).
-    for (size_t k = 0; k < r.unpack_begin.size(); ++k)
-      ops::copy(u.flat_grads().narrow(0, r.unpack_begin[k], r.packed[k]->numel()), r.packed[k]);
-  } else if (options_.stage == 1) {
+  reduction_->finish(reduction_request(r.unit), work);
+  const bool summed = work.output.view().data() != nullptr;
+  if (options_.stage == 1 && summed) {
     // The owned slice of the full gradient buffer holds the reduced sum.
-    ops::copy(u.flat_grads().narrow(0, rank_ * s.slice, s.slice), r.output);
+    ops::copy(u.flat_grads().narrow(0, s.rank * s.slice, s.slice), work.output);
   } else if (options_.stage >= 2) {
-    ops::add_inplace(s.grad_part, r.output);
+    ops::add_inplace(s.grad_part, work.output);
     add_transient(-static_cast<int64_t>(u.flat_grads().nbytes()));
     u.release_grads();
   }
-  for (const auto& p : r.packed) add_transient(-static_cast<int64_t>(p->nbytes()));
-  if (r.output.view().data()) add_transient(-static_cast<int64_t>(r.output->nbytes()));
-  r.works.clear();
-  r.packed.clear();
-  r.unpack_begin.clear();
-  r.output = OwnedTensor();
+  for (const auto& p : work.packed) add_transient(-static_cast<int64_t>(p->nbytes()));
+  if (summed) add_transient(-static_cast<int64_t>(work.output->nbytes()));
+  work = ReductionWork();
   if (last_micro_batch_ && offload_) offload_->gradient_ready(r.unit, partition(r.unit).grads);
 }
 
@@ -366,20 +368,22 @@ void ZeroEngine::start_gather(size_t unit) {
 
 comm::WorkPtr ZeroEngine::gather_into(size_t unit, const Tensor& full) {
   UnitState& s = units_[unit];
-  const double moved = static_cast<double>(full.nbytes()) * (world_ - 1) / world_;
+  const int W = s.size;
+  comm::Communicator& comm = s.group.buffers();
+  const double moved = static_cast<double>(full.nbytes()) * (W - 1) / W;
   if (!params_on_host()) {
     count(moved, &volume_.all_gather);
-    return comm_.all_gather_async(s.param_part, full);
+    return comm.all_gather_async(s.param_part, full);
   }
   // The slice from host memory first. The destination was just allocated on the compute
   // stream (stream-ordered reuse), so the copy waits for the compute queued so far; then
   // it overlaps the compute queued next (normally the unit before this one).
-  const Tensor device_slice = world_ == 1 ? full : Tensor();
-  if (world_ > 1) {
+  const Tensor device_slice = W == 1 ? full : Tensor();
+  if (W > 1) {
     s.fetch_buffer = OwnedTensor({s.slice}, full.dtype(), full.device());
     add_transient(static_cast<int64_t>(s.fetch_buffer->nbytes()));
   }
-  const Tensor& dst = world_ == 1 ? device_slice : s.fetch_buffer.view();
+  const Tensor& dst = W == 1 ? device_slice : s.fetch_buffer.view();
   ParamLease lease(*params_, unit, ParamIntent::Read);
   const Tensor& host = lease.view();
   if (fetch_stream_) {
@@ -393,7 +397,7 @@ comm::WorkPtr ZeroEngine::gather_into(size_t unit, const Tensor& full) {
     ops::copy(dst, host);
     lease.release(ParamChange::Clean);
   }
-  if (world_ == 1) return nullptr;
+  if (W == 1) return nullptr;
   // The collective reads the device slice: after its copy (the collectives follow the
   // compute stream).
   if (s.fetched) {
@@ -401,7 +405,7 @@ comm::WorkPtr ZeroEngine::gather_into(size_t unit, const Tensor& full) {
     s.fetched.reset();
   }
   count(moved, &volume_.all_gather);
-  return comm_.all_gather_async(s.fetch_buffer, full);
+  return comm.all_gather_async(s.fetch_buffer, full);
 }
 
 void ZeroEngine::finish_gather(size_t unit) {
@@ -539,28 +543,70 @@ double ZeroEngine::local_sum_of_squares() {
   return sum ? sum->value() : 0.0;
 }
 
+bool ZeroEngine::data_parallel_only() const {
+  for (const UnitState& s : units_)
+    if (s.size != world_ || s.tp_rank != 0) return false;
+  return true;
+}
+
+double ZeroEngine::counted_sum_of_squares() {
+  finish_all_reductions();
+  std::optional<ops::SumOfSquares> sum;
+  const auto add = [&](const Tensor& t) {
+    if (!sum) sum.emplace(t.device());
+    sum->add(t);
+  };
+  for (size_t i = 0; i < units_.size(); ++i) {
+    const UnitPartition p = partition(i);
+    const UnitState& s = units_[i];
+    if (!p.grads.data()) continue;
+    // Stage 0: every rank of the unit's group holds the same reduced sum.
+    if (options_.stage == 0 && s.rank != 0) continue;
+    if (s.tp_rank == 0) {
+      add(p.grads);
+      continue;
+    }
+    // A tensor rank > 0: its shards of the split parameters; the replicated ones are
+    // counted by tensor rank 0.
+    for (const model::ParamEntry& e : registry_.unit(i).params()) {
+      if (e.spec.tp_split == model::TpSplit::None) continue;
+      const LocalRange r = overlap(e.offset, e.numel(), p.begin, p.grads.numel());
+      if (r.length > 0) add(p.grads.narrow(0, r.start, r.length));
+    }
+  }
+  return sum ? sum->value() : 0.0;
+}
+
 bool ZeroEngine::grads_finite() {
   // The local sum of squares is inf or nan exactly when some local gradient element is.
   const bool finite = std::isfinite(local_sum_of_squares());
-  return !timed(&volume_.wait_seconds, [&] { return comm::any_rank(scalar_comm_, !finite); });
+  return !timed(&volume_.wait_seconds, [&] { return comm::any_rank(norm_.host(), !finite); });
 }
 
 double ZeroEngine::grad_norm() {
+  if (!data_parallel_only()) {
+    const double local = counted_sum_of_squares();
+    return std::sqrt(timed(&volume_.wait_seconds, [&] { return comm::sum_over_ranks(norm_.host(), local); }));
+  }
   double sum = local_sum_of_squares();
   // Stage 0: every rank holds the whole reduced gradient; else each holds its slices.
-  if (options_.stage >= 1) sum = timed(&volume_.wait_seconds, [&] { return comm::sum_over_ranks(scalar_comm_, sum); });
+  if (options_.stage >= 1) sum = timed(&volume_.wait_seconds, [&] { return comm::sum_over_ranks(norm_.host(), sum); });
   return std::sqrt(sum);
 }
 
 void ZeroEngine::after_optimizer_step() {
   // Stages 1-2 on one rank updated the full buffer in place; stage 3 updated its separate
   // slice buffer, which gathered (persistent) units must copy even on one rank.
-  if (options_.stage == 0 || (world_ == 1 && options_.stage < 3)) return;
+  // (A unit whose group is this rank alone is such a unit.)
+  const auto alone = [&](size_t i) { return units_[i].size == 1 && options_.stage < 3; };
+  bool all_alone = true;
+  for (size_t i = 0; i < units_.size(); ++i) all_alone = all_alone && alone(i);
+  if (options_.stage == 0 || all_alone) return;
   if (offload_ && options_.stage < 3) {
     // The host is still updating the units in forward order: each unit's all-gather waits
     // for its next use (gather_updated), so the forward of the first units runs while
     // the host steps the later ones.
-    for (size_t i = 0; i < units_.size(); ++i) units_[i].gather_pending = !registry_.unit(i).frozen();
+    for (size_t i = 0; i < units_.size(); ++i) units_[i].gather_pending = !registry_.unit(i).frozen() && !alone(i);
     return;
   }
   std::vector<comm::WorkPtr> works;
@@ -569,6 +615,7 @@ void ZeroEngine::after_optimizer_step() {
     UnitState& s = units_[i];
     if (options_.stage >= 3 && s.gathered == Gathered::No) continue;  // gathered when next used
     if (u.frozen()) continue;                                          // nothing was updated
+    if (alone(i)) continue;
     if (s.gathered == Gathered::InFlight) {
       finish_gather(i);
       s.gathered = Gathered::Yes;
@@ -579,8 +626,8 @@ void ZeroEngine::after_optimizer_step() {
       s.gather_work = gather_into(i, flat);
       continue;
     }
-    works.push_back(comm_.all_gather_async(flat.narrow(0, rank_ * s.slice, s.slice), flat));
-    count(static_cast<double>(flat.nbytes()) * (world_ - 1) / world_, &volume_.all_gather);
+    works.push_back(s.group.buffers().all_gather_async(flat.narrow(0, s.rank * s.slice, s.slice), flat));
+    count(static_cast<double>(flat.nbytes()) * (s.size - 1) / s.size, &volume_.all_gather);
   }
   for (auto& w : works) wait_for(*w);
   if (options_.stage >= 3)
@@ -594,8 +641,8 @@ void ZeroEngine::gather_updated(size_t unit) {
   s.gather_pending = false;
   if (offload_) offload_->before_params_used(unit);
   const Tensor flat = registry_.unit(unit).flat_params();
-  comm::WorkPtr work = comm_.all_gather_async(flat.narrow(0, rank_ * s.slice, s.slice), flat);
-  count(static_cast<double>(flat.nbytes()) * (world_ - 1) / world_, &volume_.all_gather);
+  comm::WorkPtr work = s.group.buffers().all_gather_async(flat.narrow(0, s.rank * s.slice, s.slice), flat);
+  count(static_cast<double>(flat.nbytes()) * (s.size - 1) / s.size, &volume_.all_gather);
   wait_for(*work);
 }
 

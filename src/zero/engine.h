@@ -1,7 +1,10 @@
-// The ZeRO engine: data parallelism over a Communicator with DeepSpeed's stages 0-3.
+// The ZeRO engine: data parallelism over communicator groups with DeepSpeed's stages 0-3.
 //
-// Every unit's flat buffer splits into world_size equal slices (units are padded to a
-// multiple of the world size); rank r owns slice r: elements [r*P, (r+1)*P).
+// Each unit has its group (EngineGroups: dense units the mesh's data-parallel group,
+// experts their expert-data-parallel group); the unit's flat buffer splits into that
+// group's size of equal slices (units are padded to a multiple of it); the group's rank r
+// owns slice r: elements [r*P, (r+1)*P). With one communicator for everything (the
+// plain constructor) every group is the world, as before the mesh.
 //
 //   stage 0  full parameters, full gradients, full optimizer state. Gradients are
 //            all-reduced in buckets (reduce_bucket_size) as each unit's backward ends,
@@ -30,8 +33,17 @@
 // are started asynchronously and completed at the end of the micro-batch); without, each
 // completes before the next unit runs.
 //
+// How a unit's gradients are reduced is a strategy (zero/grad_reduction.h): the sum,
+// the sum in communication_data_type, or an optimizer that exchanges them itself.
 // Gradient averaging is the caller's: the trainer scales the loss by 1/world_size, so
 // every reduction here is a plain sum.
+//
+// The global gradient norm counts every parameter once over the whole mesh: each rank's
+// square sum covers the slices it owns (stage 0: a unit on its group's rank 0 only, as
+// every member holds the same sum), a tensor-parallel-replicated parameter (TpSplit::None)
+// on tensor rank 0 only, and the sum runs over the norm group (every rank). When every
+// unit's group is the norm group and no rank is a tensor rank > 0 (data parallelism
+// alone) this is exactly the norm of before the mesh, in the same order.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -44,9 +56,11 @@
 
 #include "core/tensor.h"
 #include "comm/communicator.h"
+#include "comm/mesh.h"
 #include "model/registry.h"
 #include "model/transformer.h"
 #include "backend/cuda_api.h"
+#include "zero/grad_reduction.h"
 #include "zero/offload_hooks.h"
 #include "zero/optimizer.h"
 #include "zero/options.h"
@@ -91,22 +105,49 @@ struct ParamSlice {
 int64_t zero_formula_bytes(int stage, int64_t numel, int world_size, int param_bytes, int grad_bytes,
                            int grad_partition_bytes, int optimizer_bytes);
 
+// The ranks one unit's gradients are reduced over and its states partitioned over.
+struct UnitGroup {
+  comm::Group group;  // buffers move over group.buffers(); host scalars never do
+  // This rank's index in the unit's tensor-parallel group (dense units: tp, experts: the
+  // expert tensor group): the global norm counts a TP-replicated parameter on index 0 only.
+  int tp_rank = 0;
+};
+
+struct EngineGroups {
+  std::vector<UnitGroup> units;  // one per registry unit, in registry order
+  // Every rank of the job: the overflow agreement and the global norm's sum (host).
+  comm::Group norm;
+};
+
+// Every unit over the mesh's data-parallel group (the dense units' group; experts will
+// take mesh.expert_data_parallel() and the expert tensor rank), the norm over the world.
+EngineGroups dense_unit_groups(const comm::Mesh& mesh, const model::ParameterRegistry& registry);
+
 class ZeroEngine final : public model::UnitHooks {
  public:
   // comm moves the model's buffers (MPI for host memory, NCCL for GPU memory); scalar_comm
   // (default: comm) agrees on host scalars — overflow flags, norms — which the NCCL
-  // communicator cannot take.
+  // communicator cannot take. Every unit's group is this world.
   ZeroEngine(model::ParameterRegistry& registry, comm::Communicator& comm, ZeroOptions options,
              comm::Communicator* scalar_comm = nullptr);
+  // A group per unit (the groups' communicators must outlive the engine).
+  ZeroEngine(model::ParameterRegistry& registry, EngineGroups groups, ZeroOptions options);
   ~ZeroEngine() override;
   ZeroEngine(const ZeroEngine&) = delete;
   ZeroEngine& operator=(const ZeroEngine&) = delete;
 
   int stage() const { return options_.stage; }
+  // This rank and the number of ranks in the norm group (every rank of the job).
   int rank() const { return rank_; }
   int world_size() const { return world_; }
   const ZeroOptions& options() const { return options_; }
-  comm::Communicator& communicator() { return comm_; }
+  // A unit's group (partition slices follow its size and rank).
+  const comm::Group& unit_group(size_t unit) const { return units_[unit].group; }
+
+  // The gradient-reduction strategy (default: make_sum_reduction(communication_dtype)).
+  // Set it before the first micro-batch; BadInput when it cannot run at this stage.
+  void set_gradient_reduction(std::unique_ptr<GradReduction> reduction);
+  const GradReduction& gradient_reduction() const { return *reduction_; }
 
   // Call once the full weights are in place (initialised or loaded; identical on every
   // rank) and before the optimizer is built. Stage 3 keeps this rank's slice of each unit
@@ -119,7 +160,8 @@ class ZeroEngine final : public model::UnitHooks {
   // Transformer::init_unit_slice); a full unit left in place is freed unless persistent.
   void shard_model_from_slices(const std::function<void(model::Unit&, int64_t, const Tensor&)>& fill_slice);
 
-  // The slice each rank's optimizer updates (stage 0: the whole unit).
+  // The slice each rank's optimizer updates (stage 0: the whole unit): its group's
+  // rank's slice.
   UnitPartition partition(size_t unit);
   PartitionFn partition_fn() {
     return [this](size_t u) { return partition(u); };
@@ -181,7 +223,10 @@ class ZeroEngine final : public model::UnitHooks {
  private:
   enum class Gathered { No, InFlight, Yes };
   struct UnitState {
-    int64_t slice = 0;        // P: elements per rank
+    comm::Group group;        // the unit's ranks (UnitGroup::group)
+    int rank = 0, size = 1;   // this rank's index in it, and its size
+    int tp_rank = 0;          // UnitGroup::tp_rank
+    int64_t slice = 0;        // P: elements per rank of the group
     bool persistent = false;  // stage 3: never released
     OwnedTensor param_owned;  // stage 3 on the device: param_part's storage
     Tensor param_part;        // stage 3 on the device: the owned slice (offload_param: in params_)
@@ -196,24 +241,25 @@ class ZeroEngine final : public model::UnitHooks {
   // One unit's gradient reduction in flight (one or more bucket collectives).
   struct Reduction {
     size_t unit = 0;
-    std::vector<comm::WorkPtr> works;
-    std::vector<OwnedTensor> packed;  // bucket inputs packed from strided slices, or converted
-    // Stage 0 in another communication dtype: where each packed bucket goes back.
-    std::vector<int64_t> unpack_begin;
-    OwnedTensor output;  // [P] reduce-scatter result (communication dtype)
+    ReductionWork work;  // the strategy's collectives and buffers
   };
 
   size_t index_of(const model::Unit& unit) const;
   // Stages 2-3: the unit's f32 gradient slice replaces its full gradient buffer.
   void partition_gradients(size_t unit);
   void poll();
-  // The dtype a unit's gradients are reduced in.
-  DType comm_dtype(const model::Unit& unit) const;
+  // What the strategy is asked for a unit's reduction.
+  ReductionRequest reduction_request(size_t unit);
   void start_reduction(size_t unit);
   void finish_reduction(Reduction& r);
   void finish_all_reductions();
   // Sum of squares of this rank's (reduced) gradient partitions, after the reductions.
   double local_sum_of_squares();
+  // Whether every unit's group is the norm group and no rank is a tensor rank > 0: the
+  // norm is then summed as before the mesh (stage 0 needs no collective at all).
+  bool data_parallel_only() const;
+  // The mesh form: this rank's share of the global square sum, each parameter counted once.
+  double counted_sum_of_squares();
   void start_gather(size_t unit);
   // Stages 1-2 with offload: the all-gather after_optimizer_step left to the unit's next
   // use (collective: every rank uses the units in the same order).
@@ -240,9 +286,9 @@ class ZeroEngine final : public model::UnitHooks {
   void wait_for(comm::Work& w);
 
   model::ParameterRegistry& registry_;
-  comm::Communicator& comm_;
-  comm::Communicator& scalar_comm_;
+  comm::Group norm_;  // every rank: agreements, the norm's sum
   ZeroOptions options_;
+  std::unique_ptr<GradReduction> reduction_;
   int rank_ = 0, world_ = 1;
   std::vector<UnitState> units_;
   std::unordered_map<const model::Unit*, size_t> index_;
