@@ -38,16 +38,18 @@ Tensor ids_on(Device dev, const Tensor& ids, OwnedTensor& slot) {
 }
 
 // Gradient buffers exist from construction, or (ZeRO 2-3) from the unit's before_backward hook.
-void require_grads(const Unit& u) { ZT_CHECK(u.has_grads(), "backward of unit ", u.name(), " without a gradient buffer"); }
+void require_grads(const Unit& u) {
+  ZT_CHECK(u.has_grads(), "backward of unit ", u.name(), " without a gradient buffer");
+}
 
 }  // namespace
 
 // What one micro-batch in flight keeps from its forward for its backward.
 struct ModelStage::Slot {
   bool allocated = false;
-  bool in_flight = false;  // forwarded for training, not yet backwarded
-  std::vector<OwnedTensor> x;      // residual stream at each of the stage's block inputs, and its output
-  std::vector<LayerActs> layers;   // one per layer of the stage (checkpointing: none, Scratch's)
+  bool in_flight = false;         // forwarded for training, not yet backwarded
+  std::vector<OwnedTensor> x;     // residual stream at each of the stage's block inputs, and its output
+  std::vector<LayerActs> layers;  // one per layer of the stage (checkpointing: none, Scratch's)
   // Checkpointing: each layer's attention output [N, Hq D] and lse [B, Hq, T], kept from
   // the forward so the recompute runs no attention.
   std::vector<OwnedTensor> saved_att, saved_lse;
@@ -158,8 +160,8 @@ int64_t ModelStage::allocated_activation_bytes() const {
   if (scratch_) {
     const Scratch& a = *scratch_;
     add_layers(a.recompute);
-    for (const OwnedTensor* t : {&a.d_ln, &a.d_branch, &a.d_qkv, &a.d_att, &a.d_fc, &a.d_act, &a.proj, &a.ln,
-                                 &a.rope.cos, &a.rope.sin})
+    for (const OwnedTensor* t :
+         {&a.d_ln, &a.d_branch, &a.d_qkv, &a.d_att, &a.d_fc, &a.d_act, &a.proj, &a.ln, &a.rope.cos, &a.rope.sin})
       add(*t);
   }
   return bytes;
@@ -200,8 +202,8 @@ void ModelStage::ensure_activations(Slot& s, int64_t B, int64_t T) {
   if (!scratch_ || scratch_->B != B || scratch_->T != T) {
     const ModelConfig& c = config_;
     if (T > c.max_position_embeddings)
-      ZT_THROW_INPUT("sequence length ", T, " exceeds the model's max_position_embeddings (",
-                     c.max_position_embeddings, "): use shorter sequences");
+      ZT_THROW_INPUT("sequence length ", T, " exceeds the model's max_position_embeddings (", c.max_position_embeddings,
+                     "): use shorter sequences");
     for (const auto& other : slots_)
       ZT_CHECK(other.get() == &s || !other->in_flight, "model stage: a micro-batch of ", B, " x ", T,
                " while one of another shape is in flight");
@@ -344,13 +346,14 @@ void ModelStage::head_forward(Slot& s, const StageInput& in) {
   UnitHooks& h = hooks();
   // A tied head reads the embedding unit: kept open from the input on a stage holding both
   // (training leaves it open on into the backward), opened with the head on another.
-  Unit* tied = head_reads_embedding() && !(has_embedding() && in.head == HeadWork::Deferred) ? &embed_unit(registry_)
-                                                                                             : nullptr;
+  Unit* tied =
+      head_reads_embedding() && !(has_embedding() && in.head == HeadWork::Deferred) ? &embed_unit(registry_) : nullptr;
   UnitScope tied_scope(h, Pass::Forward, tied, {}, has_embedding() ? Opened::Earlier : Opened::Here);
   UnitScope head_scope(h, Pass::Forward, &head_unit(registry_));
   {
     UnitScope norm_scope(h, Pass::Forward, lora_copy_unit(kLoraFinalNormUnit));
-    final_norm_forward(config_, final_norm_weights(Storage::Values), s.lnf, s.lnf_mean, s.lnf_rstd, x_at(s, spec_.last_layer));
+    final_norm_forward(config_, final_norm_weights(Storage::Values), s.lnf, s.lnf_mean, s.lnf_rstd,
+                       x_at(s, spec_.last_layer));
   }
   if (in.head != HeadWork::Logits) s.targets = ids_on(options_.device, in.targets, s.target_copy);
   if (in.head == HeadWork::Deferred) return;
@@ -382,8 +385,8 @@ void ModelStage::backward(int index, const Tensor& dout) {
   ZT_CHECK(!has_head(), "model stage: the last stage's backward starts from the loss (backward_from_loss)");
   Slot& s = slot(index);
   ZT_CHECK(s.in_flight, "model stage: backward of slot ", index, " without its forward");
-  ZT_CHECK(dout.numel() == s.dx->numel(), "model stage: the output gradient has ", dout.numel(), " elements, the output ",
-           s.dx->numel());
+  ZT_CHECK(dout.numel() == s.dx->numel(), "model stage: the output gradient has ", dout.numel(),
+           " elements, the output ", s.dx->numel());
   ops::copy(s.dx, dout.reshape(s.dx->shape()));
   layers_backward(s);
   if (has_embedding()) embedding_backward(s);
@@ -398,7 +401,7 @@ ops::CrossEntropyResult ModelStage::head_backward(Slot& s, float grad_scale) {
   // Head: loss and its gradient in one pass; d_ln receives d(final norm output).
   UnitScope head_scope(h, Pass::Backward, &head);
   UnitScope tied_scope(h, Pass::Backward, tied ? &embed : nullptr);  // the head's weight lives there
-  if (has_embedding()) tied_scope.leave_open();                        // the input's backward closes it
+  if (has_embedding()) tied_scope.leave_open();                      // the input's backward closes it
   if (!head.frozen()) require_grads(head);
   if (tied && !embed.frozen()) require_grads(embed);
   ops::CrossEntropyResult r;
@@ -457,8 +460,7 @@ void ModelStage::embedding_backward(Slot& s) {
   if (trained.frozen()) return;  // nothing below the blocks is trained
   require_grads(trained);
   const Tensor dx3 = s.dx->reshape({scratch_->B, scratch_->T, c.hidden_size});
-  if (s.mode == Mode::Train && c.embd_pdrop > 0.0f)
-    ops::dropout_backward(dx3, dx3, c.embd_pdrop, embed_dropout_rng(s));
+  if (s.mode == Mode::Train && c.embd_pdrop > 0.0f) ops::dropout_backward(dx3, dx3, c.embd_pdrop, embed_dropout_rng(s));
   const UnitWeights grads =
       embedding_copy ? lora_trained_weights(*embedding_copy, Storage::Grads) : UnitWeights(embed, Storage::Grads);
   embed_backward(c, grads, dx3, s.tokens, s.positions);

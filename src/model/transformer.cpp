@@ -114,7 +114,8 @@ void Transformer::set_checkpointing(Checkpointing c) {
   options_.checkpointing = c;
 }
 
-ops::CrossEntropyResult Transformer::forward(const Tensor& tokens, const Tensor& targets, const Tensor& segment_starts) {
+ops::CrossEntropyResult Transformer::forward(const Tensor& tokens, const Tensor& targets,
+                                             const Tensor& segment_starts) {
   StageInput in;
   in.tokens = tokens;
   in.targets = targets;

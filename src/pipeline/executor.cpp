@@ -23,8 +23,8 @@ comm::Communicator& Executor::group() {
 
 void Executor::run(const Schedule& schedule, int stage_index) {
   ZT_CHECK(schedule.slots(stage_index) <= stage_.slots(), "pipeline executor: the ", schedule.name(),
-           " schedule needs ", schedule.slots(stage_index), " activation slots on stage ", stage_index, ", the stage has ",
-           stage_.slots());
+           " schedule needs ", schedule.slots(stage_index), " activation slots on stage ", stage_index,
+           ", the stage has ", stage_.slots());
   ZT_CHECK(stage_.has_embedding() == (stage_index == 0) && stage_.has_head() == (stage_index + 1 == schedule.stages()),
            "pipeline executor: stage ", stage_index, " of ", schedule.stages(),
            " must hold the embedding exactly when first and the head exactly when last");

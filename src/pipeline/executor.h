@@ -64,9 +64,9 @@ class Executor {
   StepDriver& driver_;
   Shape activation_shape_;
   int stage_index_ = 0;
-  std::vector<bool> begun_;                     // per micro-batch: its bracket opened on this stage
-  std::vector<MicroBatchData> data_;            // per micro-batch: what LoadMicroBatch gave
-  std::vector<OwnedTensor> received_, grads_;   // per slot: a received activation, a received gradient
+  std::vector<bool> begun_;                    // per micro-batch: its bracket opened on this stage
+  std::vector<MicroBatchData> data_;           // per micro-batch: what LoadMicroBatch gave
+  std::vector<OwnedTensor> received_, grads_;  // per slot: a received activation, a received gradient
   // Per slot: the send of its output, and of its input gradient, still in flight (or null).
   std::vector<comm::WorkPtr> output_sends_, grad_sends_;
 };

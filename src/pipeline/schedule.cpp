@@ -106,8 +106,8 @@ Schedule::Schedule(std::string name, int stages, int micro_batches, std::vector<
       micro_batches_(micro_batches),
       slots_(std::move(slots)),
       steps_(std::move(steps)) {
-  ZT_CHECK(static_cast<int>(slots_.size()) == stages_ && static_cast<int>(steps_.size()) == stages_,
-           name_, " schedule: slots and steps for ", stages_, " stages");
+  ZT_CHECK(static_cast<int>(slots_.size()) == stages_ && static_cast<int>(steps_.size()) == stages_, name_,
+           " schedule: slots and steps for ", stages_, " stages");
 }
 
 int Schedule::slots(int stage) const {
@@ -146,8 +146,8 @@ Schedule one_f_one_b_schedule(int stages, int micro_batches) {
   std::vector<int> slots;
   for (int s = 0; s < stages; ++s) slots.push_back(std::min(stages - s, micro_batches));
   return on_grid(
-      "1F1B", stages, micro_batches, 2 * (micro_batches + stages - 1), slots,
-      [](int s, int m) { return 2 * m + s; }, [=](int s, int m) { return 2 * m + 2 * stages - 1 - s; });
+      "1F1B", stages, micro_batches, 2 * (micro_batches + stages - 1), slots, [](int s, int m) { return 2 * m + s; },
+      [=](int s, int m) { return 2 * m + 2 * stages - 1 - s; });
 }
 
 }  // namespace zt::pipeline

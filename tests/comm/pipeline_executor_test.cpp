@@ -46,8 +46,7 @@ struct Batches {
     }
   }
   pipeline::MicroBatchData at(int m) {
-    return {Tensor(tokens[m].data(), {kB, kT}, DType::I32), Tensor(targets[m].data(), {kB, kT}, DType::I32),
-            Tensor()};
+    return {Tensor(tokens[m].data(), {kB, kT}, DType::I32), Tensor(targets[m].data(), {kB, kT}, DType::I32), Tensor()};
   }
 };
 

@@ -38,8 +38,7 @@ struct Batches {
     }
   }
   MicroBatchData at(int m) {
-    return {Tensor(tokens[m].data(), {kB, kT}, DType::I32), Tensor(targets[m].data(), {kB, kT}, DType::I32),
-            Tensor()};
+    return {Tensor(tokens[m].data(), {kB, kT}, DType::I32), Tensor(targets[m].data(), {kB, kT}, DType::I32), Tensor()};
   }
 };
 
@@ -116,7 +115,7 @@ TEST(PipelineExecutor, OneStageSchedulesGiveTheAccumulationLoopBitwise) {
   RecordingDriver driver(model.stage(), batches);
   Executor(model.stage(), nullptr, driver).run(data_parallel_schedule(2), 0);
   EXPECT_EQ(driver.events, (std::vector<std::string>{"begin 0", "load 0", "loss 0", "end 0", "begin 1 last", "load 1",
-                                                      "loss 1", "end 1", "reduce", "step"}));
+                                                     "loss 1", "end 1", "reduce", "step"}));
 }
 
 TEST(PipelineExecutor, RefusesWhatTheStageCannotRun) {
