@@ -10,7 +10,11 @@
 //
 // Units (the flat buffers of registry.h): "embed" (wte [+ wpe]), "block.0" .. "block.L-1",
 // "head" (final norm [+ untied lm_head]), and with LoRA "lora.0" .. "lora.L-1" (frozen base). A UnitHooks object sees each unit before and
-// after its forward and backward: the ZeRO engine gathers/releases and reduces there.
+// after its forward and backward: the ZeRO engine gathers/releases and reduces there
+// (model/unit_scope.h).
+//
+// The passes run on a model::ModelStage holding every block, the embedding and the head,
+// with one activation slot (model/model_stage.h): a pipeline's stages are its other cases.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -21,65 +25,19 @@
 #include "model/block.h"
 #include "model/config.h"
 #include "model/lora.h"
+#include "model/model_stage.h"
 #include "model/registry.h"
 #include "ops/cross_entropy.h"
 
 namespace zt::model {
-
-struct LayerActs;
-struct BlockActivations;
-
-// EveryBlock: activation checkpointing, selective: each block keeps its input, its
-// attention output and log-sum-exp (2 B T C bytes in 16 bit + 4 B H T); the backward
-// recomputes the rest (norms, the q/k/v, attention-out and MLP-in GEMMs, the activation)
-// but neither the attention nor the MLP-out GEMM (model/block.h, BlockPass::Recompute).
-enum class Checkpointing { None, EveryBlock };
-enum class Mode { Train, Eval };  // Train applies dropout
-
-struct ModelOptions {
-  DType param_dtype = DType::F32;
-  DType grad_dtype = DType::F32;
-  // Activations and their gradients: f32, or bf16 on the GPU (half the memory traffic).
-  DType activation_dtype = DType::F32;
-  Device device = Device::cpu();
-  int shard_count = 1;  // units are padded to a multiple of this
-  Checkpointing checkpointing = Checkpointing::None;
-  bool allocate_grads = true;
-  // false: units record their dtype and device but get no storage; the ZeRO-3 engine
-  // allocates, fills and shards them one at a time, so the whole model never exists.
-  bool allocate_params = true;
-  // LoRA (model/lora.h): the base units are frozen (no gradients) and each block gets an
-  // adapter unit "lora.<l>", after the head in the registry.
-  LoraOptions lora;
-};
 
 // The same model on the host, for staging weights read from files before they are copied
 // to the device: the CPU's f32 activations (a 16-bit GPU run's activation dtype is refused
 // there) and no gradients.
 ModelOptions host_staging_options(ModelOptions options);
 
-class UnitHooks {
- public:
-  virtual ~UnitHooks() = default;
-  virtual void before_forward(Unit&) {}
-  virtual void after_forward(Unit&) {}
-  virtual void before_backward(Unit&) {}
-  virtual void after_backward(Unit&) {}
-};
-
-constexpr int kIgnoreIndex = -100;
-
 // Number of targets that count towards the loss.
 int64_t count_targets(const Tensor& targets, int ignore_index = kIgnoreIndex);
-
-// The bytes of a training step's activation buffers for B x T tokens: what a Transformer
-// allocates at its first step (the residual stream at every block input, each layer's
-// saved tensors or, with checkpointing, one shared set plus each layer's attention output
-// and log-sum-exp, the backward scratch), in the activation dtype, with the norm
-// statistics and log-sum-exps in f32. The LM head's chunked logits are separate
-// (lm_head_chunk_plan). Transformer::allocated_activation_bytes checks it.
-int64_t activation_bytes(const ModelConfig& config, DType activation_dtype, Checkpointing checkpointing, int64_t B,
-                         int64_t T);
 
 class Transformer {
  public:
@@ -104,13 +62,10 @@ class Transformer {
   void init_unit_slice(Unit& unit, uint64_t seed, int64_t begin, const Tensor& out);
   void zero_grads();
 
-  void set_mode(Mode mode) { mode_ = mode; }
+  void set_mode(Mode mode) { stage_->set_mode(mode); }
   // Dropout masks depend on (seed, step, layer, site) only.
-  void set_dropout_seed(uint64_t seed, uint64_t step) {
-    dropout_seed_ = seed;
-    dropout_step_ = step;
-  }
-  void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
+  void set_dropout_seed(uint64_t seed, uint64_t step) { stage_->set_dropout_seed(seed, step); }
+  void set_hooks(UnitHooks* hooks) { stage_->set_hooks(hooks); }
   // Changes the activation layout: the next step allocates it anew.
   void set_checkpointing(Checkpointing c);
 
@@ -127,48 +82,16 @@ class Transformer {
   // logits: f32 [B, T, vocab_size] (unpadded).
   void forward_logits(const Tensor& tokens, const Tensor& logits);
   // The bytes the step's activation buffers hold now (0 before the first step).
-  int64_t allocated_activation_bytes() const;
+  int64_t allocated_activation_bytes() const { return stage_->allocated_activation_bytes(); }
+  // The model as one stage with one slot: what the passes above run on, and what a
+  // schedule's executor drives (pipeline/executor.h).
+  ModelStage& stage() { return *stage_; }
 
  private:
-  struct Activations;
-  void ensure_activations(int64_t B, int64_t T);
-  // Runs embedding + blocks (model/block.h); leaves the final normalised hidden state in acts_.
-  void forward_trunk(const Tensor& tokens, const Tensor& segment_starts = Tensor());
-  // This step's packed samples (or none): their starts and positions on the device, and the
-  // per-token rope rows.
-  void set_packed_samples(const Tensor& host_segment_starts);
-  BlockCall block_call(int layer) const;
-  BlockActivations layer_acts(int layer) const;  // views; att/lse per layer when checkpointing
-  Tensor head_weight();
-  Tensor head_weight_grad();
-  // LoRA: block l's adapter unit and its views for the block (null options without LoRA).
-  Unit* lora_unit(int layer);
-  BlockLora block_lora_views(int layer);
-  // LoRA with bias all on a final norm with a bias: its trained copy's unit; null otherwise.
-  Unit* lora_final_norm_unit();
-  // LoRA's unit of trained copies named `name` (kLoraFinalNormUnit, kLoraLmHeadUnit,
-  // kLoraTokenEmbeddingUnit); null: none.
-  Unit* lora_copy_unit(const char* name);
-  // The final norm's views (values or gradients), its trained bias in place of the base's.
-  UnitWeights final_norm_weights(Storage storage);
-  // Whether the head's matrix is the embedding unit's token table (a tied head, not replaced
-  // by LoRA's trained copy): the embedding unit then stays in place (ZeRO-3: gathered) from
-  // the input through the head, and not otherwise.
-  bool head_reads_embedding();
-  // The embedding the input tokens read (values or gradients): LoRA's trained copy of the
-  // token embedding (modules_to_save) in place of the base's; the head never reads it.
-  UnitWeights input_embedding_weights(Storage storage);
-  Philox embed_dropout_rng() const;
-
   ModelConfig config_;
   ModelOptions options_;
   ParameterRegistry registry_;
-  std::unique_ptr<Activations> acts_;
-  Mode mode_ = Mode::Train;
-  uint64_t dropout_seed_ = 0;
-  uint64_t dropout_step_ = 0;
-  UnitHooks* hooks_ = nullptr;
-  UnitHooks no_hooks_;
+  std::unique_ptr<ModelStage> stage_;  // over config_, options_ and registry_
 };
 
 }  // namespace zt::model

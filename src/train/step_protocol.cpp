@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <exception>
 #include <limits>
+#include <optional>
 
 #include "config/config_dump.h"
 #include "core/error.h"
 #include "core/fail_point.h"
 #include "model/transformer.h"
+#include "pipeline/schedule.h"
 
 namespace zt::train {
 namespace {
@@ -126,12 +128,11 @@ OptimizerStep::MicroBatch::MicroBatch(OptimizerStep& step)
 }
 
 OptimizerStep::MicroBatch::MicroBatch(MicroBatch&& other) noexcept
-    : step_(other.step_), uncaught_at_start_(other.uncaught_at_start_), ran_(other.ran_) {
+    : step_(other.step_), uncaught_at_start_(other.uncaught_at_start_), ran_(other.ran_), targets_(other.targets_) {
   other.step_ = nullptr;
 }
 
-double OptimizerStep::MicroBatch::forward_backward(const Tensor& tokens, const Tensor& targets,
-                                                   const Tensor& segment_starts) {
+float OptimizerStep::MicroBatch::start_pass(const Tensor& targets) {
   ZT_CHECK(step_ != nullptr, "MicroBatch: forward_backward() on a moved-from scope");
   ZT_CHECK(!ran_, "MicroBatch: one forward_backward() per micro-batch");
   TrainingRun& run = step_->run_;
@@ -140,24 +141,90 @@ double OptimizerStep::MicroBatch::forward_backward(const Tensor& tokens, const T
   float grad_scale = step_->scale_ / static_cast<float>(count * run.grad_accum * run.world_size());
   // The NaN-gradient drill (core/fail_point.h): every gradient of this step NaN.
   if (nan_gradients_at(run.step + 1)) grad_scale = std::numeric_limits<float>::quiet_NaN();
-  const auto r = run.model().forward_backward(tokens, targets, grad_scale, segment_starts);
+  return grad_scale;
+}
+
+double OptimizerStep::MicroBatch::finish_pass(const ops::CrossEntropyResult& r) {
   ran_ = true;
-  return r.loss_sum / static_cast<double>(count);
+  return r.loss_sum / static_cast<double>(std::max<int64_t>(1, targets_));
+}
+
+double OptimizerStep::MicroBatch::forward_backward(const Tensor& tokens, const Tensor& targets,
+                                                   const Tensor& segment_starts) {
+  const float grad_scale = start_pass(targets);
+  return finish_pass(step_->run_.model().forward_backward(tokens, targets, grad_scale, segment_starts));
 }
 
 OptimizerStep::MicroBatch::~MicroBatch() noexcept(false) {
   if (step_ == nullptr) return;
-  OptimizerStep& step = *step_;
-  step.open_ = false;
   if (std::uncaught_exceptions() > uncaught_at_start_ || !ran_) {
-    step.broken_ = true;  // no collective: the other ranks may be elsewhere
+    step_->open_ = false;
+    step_->broken_ = true;  // no collective: the other ranks may be elsewhere
+    step_ = nullptr;
     return;
   }
+  end();
+}
+
+void OptimizerStep::MicroBatch::end() {
+  ZT_CHECK(step_ != nullptr && ran_, "MicroBatch: end() without the pass");
+  OptimizerStep& step = *step_;
+  step_ = nullptr;
+  step.open_ = false;
   TrainingRun& run = step.run_;
   run.engine->end_micro_batch();
   if (run.timer) run.timer->mark(Phase::Other);
   ++run.micro_steps;
   ++step.done_;
+}
+
+// ---- the step as a schedule -------------------------------------------------------------
+
+// The data-parallel schedule's driver (pipeline/executor.h): each micro-batch in its
+// MicroBatch scope, the step's finish at OptimizerStep.
+class OptimizerStep::MicroBatch::Driver : public pipeline::StepDriver {
+ public:
+  Driver(OptimizerStep& step, const BatchSource& next, double max_norm, Result& result)
+      : step_(step), next_(next), max_norm_(max_norm), result_(result) {}
+
+  pipeline::MicroBatchData load(int m) override { return data_ = next_(m); }
+  void begin_micro_batch(int m, pipeline::Boundary boundary) override {
+    // The engine's `last` is the scope's own (from the count); the schedule must agree.
+    ZT_CHECK((boundary == pipeline::Boundary::Last) == (m + 1 == step_.run_.grad_accum),
+             "OptimizerStep: the schedule's last micro-batch is not the step's");
+    micro_.emplace(step_.micro_batch());
+  }
+  float grad_scale(int) override { return micro_->start_pass(data_.targets); }
+  void loss(int, const ops::CrossEntropyResult& r) override {
+    result_.loss_sum += micro_->finish_pass(r);
+    result_.targets += micro_->targets();
+  }
+  void end_micro_batch(int) override {
+    micro_->end();  // may throw (a collective's timeout): the scope is already closed
+    micro_.reset();
+  }
+  void reduce_grads() override {
+    // Stages 0-1 reduced during the last micro-batch's backward, finished by its end.
+    ZT_CHECK(step_.complete(), "OptimizerStep: ReduceGrads before the step's micro-batches are done");
+  }
+  void optimizer_step() override { result_.outcome = step_.finish(max_norm_); }
+
+ private:
+  OptimizerStep& step_;
+  const BatchSource& next_;
+  double max_norm_;
+  Result& result_;
+  pipeline::MicroBatchData data_;
+  std::optional<MicroBatch> micro_;
+};
+
+OptimizerStep::Result OptimizerStep::run(const BatchSource& next, double max_norm) {
+  ZT_CHECK(done_ == 0 && !open_ && !finished_ && !broken_, "OptimizerStep: run() on a step already begun");
+  Result result;
+  MicroBatch::Driver driver(*this, next, max_norm, result);
+  pipeline::Executor executor(run_.model().stage(), nullptr, driver);
+  executor.run(pipeline::data_parallel_schedule(static_cast<int>(run_.grad_accum)), 0);
+  return result;
 }
 
 }  // namespace zt::train

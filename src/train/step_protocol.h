@@ -21,11 +21,18 @@
 // `last` (after which stages 0-1 reduce the accumulated gradients) comes from the count of
 // micro-batches, never from the caller, and finish() refuses a step that is not complete:
 // a loop cannot reduce twice, reduce too early, or update on partial gradients.
+//
+// The same step as a schedule (pipeline/schedule.h): run() executes the data-parallel
+// schedule's instructions (load, forward, backward per micro-batch, each in its MicroBatch
+// scope; then reduce and step) through pipeline::Executor over the model's stage, with
+// the same numbers, bit for bit, as the loop above.
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <functional>
 
 #include "core/tensor.h"
+#include "pipeline/executor.h"
 #include "train/training_run.h"
 
 namespace zt::train {
@@ -74,7 +81,14 @@ class OptimizerStep {
 
    private:
     friend class OptimizerStep;
+    class Driver;
     explicit MicroBatch(OptimizerStep& step);
+    // The pass in two halves (forward_backward, and the schedule's Backward): the gradient
+    // scale of the targets; then the mean token loss of its result.
+    float start_pass(const Tensor& targets);
+    double finish_pass(const ops::CrossEntropyResult& result);
+    // What the destructor does (the micro-batch ends), called by a schedule's driver.
+    void end();
     OptimizerStep* step_;  // null once moved from
     int uncaught_at_start_;
     bool ran_ = false;
@@ -102,6 +116,18 @@ class OptimizerStep {
   // way the global step advances (DeepSpeed's global_steps count skipped steps). Throws
   // BadInput, updating nothing, on non-finite gradients the run does not skip (above).
   StepOutcome finish(double max_norm);
+
+  // The whole step as the data-parallel schedule: for each of the run's grad_accum
+  // micro-batches `next(m)` gives its tokens, targets (and packed samples) — views valid
+  // until its backward — then forward and backward in the micro-batch's scope; then
+  // finish(max_norm). On a fresh step; bitwise the loop of micro_batch() scopes.
+  struct Result {
+    double loss_sum = 0;  // the micro-batches' mean token losses, summed
+    int64_t targets = 0;  // targets counted in the loss (host labels)
+    StepOutcome outcome;
+  };
+  using BatchSource = std::function<pipeline::MicroBatchData(int64_t micro_batch)>;
+  Result run(const BatchSource& next, double max_norm);
 
  private:
   TrainingRun& run_;
