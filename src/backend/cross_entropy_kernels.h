@@ -94,7 +94,7 @@ inline LmHeadChunkPlan lm_head_chunk_plan(int64_t N, int64_t V, int64_t C, int64
      const Tensor& losses, int64_t chunk_rows))                                                                 \
   K(CrossEntropySums, lm_head_cross_entropy_forward_backward,                                                   \
     (const Tensor& dinp, const Tensor& dweight, const Tensor& inp, const Tensor& weight, const Tensor& targets, \
-     int64_t vocab_size, int ignore_index, float grad_scale, int64_t chunk_rows))                              \
+     int64_t vocab_size, int ignore_index, float grad_scale, int64_t chunk_rows))                               \
   K(void, cross_entropy_slice_stats,                                                                            \
     (const Tensor& stats, const Tensor& logits, const Tensor& targets, int64_t row0, int64_t vocab_begin,       \
      int ignore_index))                                                                                         \

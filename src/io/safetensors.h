@@ -71,8 +71,8 @@ class SafetensorsReader {
   // slice of a file, model/hf_tensor_parallel.h). 1-D: col_begin 0, cols 1. BadInput naming
   // the file and tensor when the window is outside the tensor; Unsupported for a dtype
   // zerotrain does not compute in.
-  void read_window(const std::string& name, int64_t row_begin, int64_t rows, int64_t col_begin, int64_t cols,
-                   void* dst, DType dst_dtype, int64_t dst_ld) const;
+  void read_window(const std::string& name, int64_t row_begin, int64_t rows, int64_t col_begin, int64_t cols, void* dst,
+                   DType dst_dtype, int64_t dst_ld) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   uint64_t header_size() const { return header_size_; }
   uint64_t data_offset() const { return 8 + header_size_; }

@@ -119,8 +119,7 @@ void linear_forward(const ModelConfig& c, const UnitWeights& w, const BlockCall&
 void linear_backward(const ModelConfig& c, const UnitWeights& w, const UnitWeights& g, const BlockCall& call, Field f,
                      const Tensor& dx, const Tensor& dy, const Tensor& x) {
   const parallel::LinearLora lora = call.lora ? linear_lora(*call.lora, call.layer, f) : parallel::LinearLora();
-  parallel::linear_backward(block_linear(c, w, call, f, call.lora ? &lora : nullptr), {g[f], g[bias_of(f)]}, dx, dy,
-                            x);
+  parallel::linear_backward(block_linear(c, w, call, f, call.lora ? &lora : nullptr), {g[f], g[bias_of(f)]}, dx, dy, x);
 }
 
 }  // namespace

@@ -352,8 +352,7 @@ using FoundTensors = std::map<std::string, std::pair<const SafetensorsReader*, s
 
 // Every file tensor matched to its registry name (old hub files' names without the
 // family's prefix too); the others reported as skipped (buffers, a tied head) or unused.
-FoundTensors match_file_tensors(model::ParameterRegistry& registry, const ModelConfig& config,
-                                const std::string& path,
+FoundTensors match_file_tensors(model::ParameterRegistry& registry, const ModelConfig& config, const std::string& path,
                                 const std::vector<std::unique_ptr<SafetensorsReader>>& readers, HfLoadReport& report) {
   FoundTensors found;
   for (const auto& r : readers) {

@@ -113,7 +113,8 @@ void lm_head_cross_entropy_partial(const Tensor& stats, const Tensor& inp, const
     const int64_t m = std::min(R, N - r0);
     const Tensor zc = z->narrow(0, 0, m).narrow(1, 0, vocab_local);
     if (vocab_local > 0) gemm(zc, inp.narrow(0, r0, m), Transpose::No, w, Transpose::Yes);
-    ZT_RUN_KERNEL(op, dev, cross_entropy_slice_stats(stats, zc, targets.narrow(0, r0, m), r0, vocab_begin, ignore_index));
+    ZT_RUN_KERNEL(op, dev,
+                  cross_entropy_slice_stats(stats, zc, targets.narrow(0, r0, m), r0, vocab_begin, ignore_index));
   }
 }
 
@@ -150,8 +151,8 @@ void lm_head_cross_entropy_backward(const Tensor& dinp, const Tensor& dweight, c
   ZT_CHECK(dinp.defined() && dinp.shape() == inp.shape() && is_activation_dtype(dinp) && dinp.is_contiguous(), op,
            ": dinp must be contiguous f32 (or bf16/f16 on CUDA) ", shape_str(inp.shape()), ", got ",
            dtype_name(dinp.dtype()), " ", shape_str(dinp.shape()));
-  ZT_CHECK(!dweight.has_data() || (dweight.shape() == weight.shape() && dweight.dtype() == weight.dtype() &&
-                                   dweight.is_contiguous()),
+  ZT_CHECK(!dweight.has_data() ||
+               (dweight.shape() == weight.shape() && dweight.dtype() == weight.dtype() && dweight.is_contiguous()),
            op, ": dweight must be contiguous ", dtype_name(weight.dtype()), " ", shape_str(weight.shape()), ", got ",
            dtype_name(dweight.dtype()), " ", shape_str(dweight.shape()));
   const Device dev = common_device(op, {&dinp, &dweight, &inp, &weight, &targets, &lse});

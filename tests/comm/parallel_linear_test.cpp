@@ -117,16 +117,19 @@ void run_pair(const model::ModelConfig& lc, Pair& p, const parallel::Group& grou
   if (p.b_out->defined()) o.db_out = zeros_like(p.b_out);
   parallel::linear_backward(out, {o.dw_out, o.db_out}, d_act, dy, act);
   if (gated)
-    ops::swiglu_backward(d_fc->narrow(1, 0, F), d_fc->narrow(1, F, F), d_act, fc->narrow(1, 0, F),
-                         fc->narrow(1, F, F));
+    ops::swiglu_backward(d_fc->narrow(1, 0, F), d_fc->narrow(1, F, F), d_act, fc->narrow(1, 0, F), fc->narrow(1, F, F));
   else
     ops::gelu_backward(d_fc, d_act, fc);
   parallel::linear_backward(in, {o.dw_in, o.db_in}, o.dx, d_fc, x);
 }
 
 Adapter adapter(int64_t rows, int64_t in, int64_t col_begin, uint64_t seed) {
-  Adapter a{random_tensor({kR, in}, seed, 0.5f), random_tensor({rows, kR}, seed + 1, 0.5f), zeros({kR, in}),
-            zeros({rows, kR}), col_begin, rows};
+  Adapter a{random_tensor({kR, in}, seed, 0.5f),
+            random_tensor({rows, kR}, seed + 1, 0.5f),
+            zeros({kR, in}),
+            zeros({rows, kR}),
+            col_begin,
+            rows};
   return a;
 }
 
@@ -148,8 +151,14 @@ void expect_pair_matches_one_rank(model::ModelConfig c) {
   };
 
   // One rank, the weights whole.
-  Pair whole{copy(w[Field::MlpInWeight]), copy(w[Field::MlpInBias]), copy(w[Field::MlpOutWeight]),
-             copy(w[Field::MlpOutBias]), {}, {}, zeros({N * kR}), zeros({N * kR})};
+  Pair whole{copy(w[Field::MlpInWeight]),
+             copy(w[Field::MlpInBias]),
+             copy(w[Field::MlpOutWeight]),
+             copy(w[Field::MlpOutBias]),
+             {},
+             {},
+             zeros({N * kR}),
+             zeros({N * kR})};
   whole.out_adapters.push_back(adapter(C, F, 0, 40));
   const int groups = gated ? 2 : 1;
   for (int g = 0; g < groups; ++g) whole.in_adapters.push_back(adapter(F, C, g * F, 20 + 2 * g));
@@ -164,9 +173,14 @@ void expect_pair_matches_one_rank(model::ModelConfig c) {
     return testing::take_shard(t, layout, model::tensor_parallel_shard(c, f, rank, tp));
   };
   const RowSpan mine{rank * lF, (rank + 1) * lF};
-  Pair local{shard(whole.w_in, Field::MlpInWeight), shard(whole.b_in, Field::MlpInBias),
-             shard(whole.w_out, Field::MlpOutWeight), shard(whole.b_out, Field::MlpOutBias), {}, {},
-             zeros({N * kR}), zeros({N * kR})};
+  Pair local{shard(whole.w_in, Field::MlpInWeight),
+             shard(whole.b_in, Field::MlpInBias),
+             shard(whole.w_out, Field::MlpOutWeight),
+             shard(whole.b_out, Field::MlpOutBias),
+             {},
+             {},
+             zeros({N * kR}),
+             zeros({N * kR})};
   for (int g = 0; g < groups; ++g) {  // Column: A whole, B the rank's rows of its group
     const Adapter& a = whole.in_adapters[static_cast<size_t>(g)];
     local.in_adapters.push_back({copy(a.a), cut(a.b, {mine}, {0, kR}), zeros({kR, C}), zeros({lF, kR}), g * lF, lF});

@@ -22,10 +22,16 @@ struct CeProblem {
 
 // N rows of width C, a vocabulary of V tokens padded to Vp rows; every 5th row ignored.
 inline CeProblem ce_problem(int64_t N, int64_t C, int64_t V, int64_t Vp, DType weight_dtype = DType::F32) {
-  CeProblem p{N, C, V, Vp, make(randn(static_cast<size_t>(N * C), 3), {N, C}),
-              make(randn(static_cast<size_t>(Vp * C), 4, 0.5f), {Vp, C}, weight_dtype), make_ids({}, {0})};
+  CeProblem p{N,
+              C,
+              V,
+              Vp,
+              make(randn(static_cast<size_t>(N * C), 3), {N, C}),
+              make(randn(static_cast<size_t>(Vp * C), 4, 0.5f), {Vp, C}, weight_dtype),
+              make_ids({}, {0})};
   std::vector<int32_t> t(static_cast<size_t>(N));
-  for (int64_t i = 0; i < N; ++i) t[static_cast<size_t>(i)] = i % 5 == 4 ? kCeIgnore : static_cast<int32_t>((i * 37) % V);
+  for (int64_t i = 0; i < N; ++i)
+    t[static_cast<size_t>(i)] = i % 5 == 4 ? kCeIgnore : static_cast<int32_t>((i * 37) % V);
   p.targets = make_ids(t, {N});
   return p;
 }

@@ -52,7 +52,8 @@ void expect_shards_match(const std::string& family, int tp) {
       if (!w[field].has_data()) continue;
       for (int rank = 0; rank < tp; ++rank) {
         SCOPED_TRACE(std::string(field_name(field)) + " rank " + std::to_string(rank));
-        const OwnedTensor want = testing::take_shard(w[field], w.layout(field), tensor_parallel_shard(c, field, rank, tp));
+        const OwnedTensor want =
+            testing::take_shard(w[field], w.layout(field), tensor_parallel_shard(c, field, rank, tp));
         OwnedTensor got(want->shape(), DType::F32);
         reader.read(u.kind, 1, field, rank, tp, got);
         EXPECT_TRUE(same_bits(got, want));

@@ -39,9 +39,9 @@ TEST(ParallelLinear, OneRankIsTheOpCallsBitForBit) {
     ops::linear_forward(y_ref, x, w, b);
     ops::gemm(h, x, Transpose::No, a, Transpose::Yes);
     ops::gemm(y_ref->narrow(1, 3, 4), h, Transpose::No, bb, Transpose::Yes, 0.5f, GradWrite::Accumulate);
-    OwnedTensor dx_ref({N, I}, DType::F32), dw_ref = OwnedTensor::zeros({O, I}, DType::F32),
-                db_ref = OwnedTensor::zeros({O}, DType::F32), da_ref = OwnedTensor::zeros({R, I}, DType::F32),
-                dbb_ref = OwnedTensor::zeros({4, R}, DType::F32);
+    OwnedTensor dx_ref({N, I}, DType::F32),
+        dw_ref = OwnedTensor::zeros({O, I}, DType::F32), db_ref = OwnedTensor::zeros({O}, DType::F32),
+        da_ref = OwnedTensor::zeros({R, I}, DType::F32), dbb_ref = OwnedTensor::zeros({4, R}, DType::F32);
     ops::linear_backward(dx_ref, dw_ref, db_ref, dy, x, w);
     ops::gemm(h, x, Transpose::No, a, Transpose::Yes);
     ops::gemm(dbb_ref, dy->narrow(1, 3, 4), Transpose::Yes, h, Transpose::No, 0.5f, GradWrite::Accumulate);
@@ -49,16 +49,17 @@ TEST(ParallelLinear, OneRankIsTheOpCallsBitForBit) {
     ops::gemm(da_ref, dh, Transpose::Yes, x, Transpose::No, 1.0f, GradWrite::Accumulate);
     ops::gemm(dx_ref, dh, Transpose::No, a, Transpose::No, 1.0f, GradWrite::Accumulate);
 
-    OwnedTensor y({N, O}, DType::F32), dx({N, I}, DType::F32), dw = OwnedTensor::zeros({O, I}, DType::F32),
-                db = OwnedTensor::zeros({O}, DType::F32), da = OwnedTensor::zeros({R, I}, DType::F32),
-                dbb = OwnedTensor::zeros({4, R}, DType::F32), h2({N * R}, DType::F32), dh2({N * R}, DType::F32);
+    OwnedTensor y({N, O}, DType::F32), dx({N, I}, DType::F32),
+        dw = OwnedTensor::zeros({O, I}, DType::F32), db = OwnedTensor::zeros({O}, DType::F32),
+        da = OwnedTensor::zeros({R, I}, DType::F32), dbb = OwnedTensor::zeros({4, R}, DType::F32),
+        h2({N * R}, DType::F32), dh2({N * R}, DType::F32);
     parallel::LinearLora lora;
     lora.r = R;
     lora.scaling = 0.5f;
     lora.scratch = {Tensor(), Tensor(), h2, dh2};
     lora.adapters.push_back({a, bb, da, dbb, 3, 4, I, Philox(1, 1), "m"});
-    const parallel::Linear l{kind, parallel::Group(), w, b, WeightLayout::OutIn, &lora,
-                             parallel::Precision::Activations};
+    const parallel::Linear l{
+        kind, parallel::Group(), w, b, WeightLayout::OutIn, &lora, parallel::Precision::Activations};
     parallel::linear_forward(l, y, x);
     parallel::linear_backward(l, {dw, db}, dx, dy, x);
     EXPECT_TRUE(same_bits(y, y_ref));
@@ -74,7 +75,7 @@ TEST(ParallelLinear, HeldBiasRowsAreZeroedAfterTheBackward) {
   const OwnedTensor x = make(randn(12, 1), {3, 4}), w = make(randn(8, 2), {2, 4}), b = make(randn(2, 3), {2});
   const OwnedTensor dy = make(randn(6, 4), {3, 2});
   OwnedTensor dx({3, 4}, DType::F32), dw = OwnedTensor::zeros({2, 4}, DType::F32),
-              db = OwnedTensor::zeros({2}, DType::F32);
+                                      db = OwnedTensor::zeros({2}, DType::F32);
   parallel::LinearLora lora;
   lora.held_grads.push_back(db->narrow(0, 1, 1));
   const parallel::Linear l{parallel::LinearKind::Replicated, parallel::Group(), w, b, WeightLayout::OutIn, &lora,

@@ -66,8 +66,9 @@ CeResult split_cross_entropy(const CeProblem& p, int ranks, float grad_scale) {
   for (int r = 0; r < ranks; ++r) {
     OwnedTensor d({N, p.C}, DType::F32);
     const parallel::VocabSlice s = slices[static_cast<size_t>(r)];
-    ops::lm_head_cross_entropy_backward(d, dweight->narrow(0, r * rows, rows), p.inp, p.weight->narrow(0, r * rows, rows),
-                                        p.targets, s.begin, s.size, kCeIgnore, lse, grad_scale);
+    ops::lm_head_cross_entropy_backward(d, dweight->narrow(0, r * rows, rows), p.inp,
+                                        p.weight->narrow(0, r * rows, rows), p.targets, s.begin, s.size, kCeIgnore, lse,
+                                        grad_scale);
     for (size_t e = 0; e < dinp.size(); ++e) dinp[e] += d.data<float>()[e];
   }
   out.dinp = dinp;

@@ -115,8 +115,8 @@ void cross_entropy_finish(const Tensor& losses, const Tensor& lse, const Tensor&
   const int64_t N = stats.size(1);
   const float* mx = stats.data_as<float>();
   finish_kernel<<<blocks_for(N), kThreads, 0, compute_stream()>>>(losses.data_as<float>(), lse.data_as<float>(), mx,
-                                                                   mx + N, mx + 2 * N, targets.data_as<int32_t>(), N,
-                                                                   ignore_index);
+                                                                  mx + N, mx + 2 * N, targets.data_as<int32_t>(), N,
+                                                                  ignore_index);
   ZT_CUDA_CHECK_LAST();
 }
 
