@@ -1,5 +1,6 @@
 // LM head fused with softmax cross-entropy, both backends: backend/cpu/cross_entropy.cpp
-// and backend/cuda/cross_entropy.cu. Same meaning, shapes and accumulation rule as
+// and backend/cuda/cross_entropy.cu; the split (vocabulary-parallel) phases at the end of
+// the list: backend/cpu/cross_entropy_split.cpp and backend/cuda/cross_entropy_split.cu. Same meaning, shapes and accumulation rule as
 // ops/cross_entropy.h, whose wrappers have validated the tensors:
 // dinp (=), dweight (+=, rows < vocab_size only: padding rows untouched), losses (=, 0 on
 // ignored rows).
