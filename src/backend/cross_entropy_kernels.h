@@ -1,5 +1,6 @@
 // LM head fused with softmax cross-entropy, both backends: backend/cpu/cross_entropy.cpp
-// and backend/cuda/cross_entropy.cu. Same meaning, shapes and accumulation rule as
+// and backend/cuda/cross_entropy.cu; the split (vocabulary-parallel) phases at the end of
+// the list: backend/cpu/cross_entropy_split.cpp and backend/cuda/cross_entropy_split.cu. Same meaning, shapes and accumulation rule as
 // ops/cross_entropy.h, whose wrappers have validated the tensors:
 // dinp (=), dweight (+=, rows < vocab_size only: padding rows untouched), losses (=, 0 on
 // ignored rows).
@@ -77,13 +78,33 @@ inline LmHeadChunkPlan lm_head_chunk_plan(int64_t N, int64_t V, int64_t C, int64
 // lm_head_cross_entropy_forward: inp [N, C], weight [Vp, C], targets [N]; losses optional
 // [N]. ..._forward_backward: L = grad_scale * loss_sum, dinp [N, C] (=), dweight [Vp, C] (+=).
 // chunk_rows: rows per logits chunk, 0 = the kernels' own choice.
+//
+// The split (vocabulary-parallel) phases, ops/cross_entropy.h; the logits of a chunk of m
+// rows are f32 [m, Vl] (contiguous), computed by ops::gemm:
+//   cross_entropy_slice_stats: stats f32 [3, N] columns row0 .. row0 + m (=): the row's
+//     max, sum of exp(z - max) and target logit (target in [vocab_begin, vocab_begin + Vl));
+//     an ignored row or an empty slice: -inf, 0, 0.
+//   cross_entropy_rescale: stats' sums rescaled to global_max f32 [N] (the group's max),
+//     row 0 set to it.
+//   cross_entropy_finish: lse = max + log(sum), losses = lse - target logit (0 when ignored).
+//   cross_entropy_dlogits: logits (in place) = grad_scale (exp(z - lse) - onehot), 0 on
+//     ignored rows; lse and targets are the chunk's rows.
 #define ZT_CROSS_ENTROPY_KERNELS(K)                                                                             \
   K(CrossEntropySums, lm_head_cross_entropy_forward,                                                            \
     (const Tensor& inp, const Tensor& weight, const Tensor& targets, int64_t vocab_size, int ignore_index,      \
      const Tensor& losses, int64_t chunk_rows))                                                                 \
   K(CrossEntropySums, lm_head_cross_entropy_forward_backward,                                                   \
     (const Tensor& dinp, const Tensor& dweight, const Tensor& inp, const Tensor& weight, const Tensor& targets, \
-     int64_t vocab_size, int ignore_index, float grad_scale, int64_t chunk_rows))
+     int64_t vocab_size, int ignore_index, float grad_scale, int64_t chunk_rows))                               \
+  K(void, cross_entropy_slice_stats,                                                                            \
+    (const Tensor& stats, const Tensor& logits, const Tensor& targets, int64_t row0, int64_t vocab_begin,       \
+     int ignore_index))                                                                                         \
+  K(void, cross_entropy_rescale, (const Tensor& stats, const Tensor& global_max))                               \
+  K(void, cross_entropy_finish,                                                                                 \
+    (const Tensor& losses, const Tensor& lse, const Tensor& stats, const Tensor& targets, int ignore_index))    \
+  K(void, cross_entropy_dlogits,                                                                                \
+    (const Tensor& logits, const Tensor& lse, const Tensor& targets, int64_t vocab_begin, int ignore_index,     \
+     float grad_scale))
 
 namespace zt::cpu {
 ZT_CROSS_ENTROPY_KERNELS(ZT_DECLARE_KERNEL)

@@ -234,6 +234,28 @@ Tensor SafetensorsReader::tensor(const std::string& name) const {
   return Tensor(const_cast<uint8_t*>(bytes(name)), i.shape, i.dtype, Device::cpu(), name);
 }
 
+void SafetensorsReader::read_window(const std::string& name, int64_t row_begin, int64_t rows, int64_t col_begin,
+                                    int64_t cols, void* dst, DType dst_dtype, int64_t dst_ld) const {
+  const Tensor t = tensor(name);  // Unsupported for F64, I8, ...
+  if (t.dim() != 1 && t.dim() != 2)
+    ZT_THROW_INPUT(path(), ": tensor '", name, "' has shape ", shape_str(t.shape()), "; a window needs 1 or 2 dims");
+  const int64_t R = t.size(0), C = t.dim() == 2 ? t.size(1) : 1;
+  if (row_begin < 0 || rows < 0 || row_begin + rows > R || col_begin < 0 || cols < 0 || col_begin + cols > C)
+    ZT_THROW_INPUT(path(), ": tensor '", name, "' of shape ", shape_str(t.shape()), " has no rows [", row_begin, ", ",
+                   row_begin + rows, ") x columns [", col_begin, ", ", col_begin + cols,
+                   "): the file does not match the model's config");
+  const size_t es = dtype_size(t.dtype()), ds = dtype_size(dst_dtype);
+  const auto* src = static_cast<const uint8_t*>(t.data());
+  auto* out = static_cast<uint8_t*>(dst);
+  if (cols == C && dst_ld == C) {  // whole rows, packed: one contiguous range
+    convert(src + static_cast<size_t>(row_begin * C) * es, t.dtype(), out, dst_dtype, static_cast<size_t>(rows * C));
+    return;
+  }
+  for (int64_t i = 0; i < rows; ++i)
+    convert(src + static_cast<size_t>((row_begin + i) * C + col_begin) * es, t.dtype(),
+            out + static_cast<size_t>(i * dst_ld) * ds, dst_dtype, static_cast<size_t>(cols));
+}
+
 // ---- writer -----------------------------------------------------------------------
 
 const char* safetensors_dtype_name(DType dtype) {

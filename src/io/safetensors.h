@@ -64,6 +64,15 @@ class SafetensorsReader {
   Tensor tensor(const std::string& name) const;
   // Raw bytes of a tensor, [data, data + end - begin).
   const uint8_t* bytes(const std::string& name) const;
+  // A window of a 1-D or 2-D tensor: rows [row_begin, row_begin + rows) and (2-D) columns
+  // [col_begin, col_begin + cols), converted into `dst` (host, a floating dtype; row i at
+  // dst + i * dst_ld elements). Only the window's bytes are read: a row window is one
+  // contiguous range, a column window one strided read per row (a tensor-parallel rank's
+  // slice of a file, model/hf_tensor_parallel.h). 1-D: col_begin 0, cols 1. BadInput naming
+  // the file and tensor when the window is outside the tensor; Unsupported for a dtype
+  // zerotrain does not compute in.
+  void read_window(const std::string& name, int64_t row_begin, int64_t rows, int64_t col_begin, int64_t cols, void* dst,
+                   DType dst_dtype, int64_t dst_ld) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   uint64_t header_size() const { return header_size_; }
   uint64_t data_offset() const { return 8 + header_size_; }

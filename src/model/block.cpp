@@ -12,10 +12,10 @@
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
-#include "ops/linear.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
 #include "ops/rope_offset.h"
+#include "parallel/linear.h"
 
 namespace zt::model {
 namespace {
@@ -79,16 +79,61 @@ Philox site_rng(const BlockCall& call, int site) {
   return dropout_rng(call.dropout.seed, call.dropout.step, call.layer, site);
 }
 
-// The LoRA adapters of one linear field (model/lora.h), after its base GEMM: y += adapters(x);
-// the backward adds their dx share after the base linear's (=) write.
-void lora_forward(const BlockCall& call, Field field, const Tensor& x, const Tensor& y) {
-  if (call.lora) model::lora_forward(*call.lora, call.layer, field, x, y);
+// The bias that adds to a linear weight field's output.
+Field bias_of(Field weight) {
+  switch (weight) {
+    case F::QkvWeight:
+      return F::QkvBias;
+    case F::AttnOutWeight:
+      return F::AttnOutBias;
+    case F::MlpInWeight:
+      return F::MlpInBias;
+    default:
+      return F::MlpOutBias;
+  }
 }
-void lora_backward(const BlockCall& call, Field field, const Tensor& x, const Tensor& dy, const Tensor& dx) {
-  if (call.lora) model::lora_backward(*call.lora, call.layer, field, x, dy, dx);
+
+// The parallel linear of a block's weight field (parallel/linear.h): its kind from the
+// weights table's split, the call's tensor-parallel group and recipe, the field's adapters.
+parallel::Linear block_linear(const ModelConfig& c, const UnitWeights& w, const BlockCall& call, Field f,
+                              const parallel::LinearLora* lora) {
+  parallel::Linear l;
+  l.kind = linear_kind(tp_split(c, f));
+  l.group = call.tp;
+  l.weight = w[f];
+  l.bias = w[bias_of(f)];
+  l.layout = w.layout(f);
+  l.lora = lora;
+  l.precision = call.precision;
+  return l;
+}
+
+// y (=) the field's linear of x, its LoRA adapters added (model/lora.h).
+void linear_forward(const ModelConfig& c, const UnitWeights& w, const BlockCall& call, Field f, const Tensor& y,
+                    const Tensor& x) {
+  const parallel::LinearLora lora = call.lora ? linear_lora(*call.lora, call.layer, f) : parallel::LinearLora();
+  parallel::linear_forward(block_linear(c, w, call, f, call.lora ? &lora : nullptr), y, x);
+}
+
+// dx (=, then the adapters' share +=) and the field's gradients (+=) from dy.
+void linear_backward(const ModelConfig& c, const UnitWeights& w, const UnitWeights& g, const BlockCall& call, Field f,
+                     const Tensor& dx, const Tensor& dy, const Tensor& x) {
+  const parallel::LinearLora lora = call.lora ? linear_lora(*call.lora, call.layer, f) : parallel::LinearLora();
+  parallel::linear_backward(block_linear(c, w, call, f, call.lora ? &lora : nullptr), {g[f], g[bias_of(f)]}, dx, dy, x);
 }
 
 }  // namespace
+
+parallel::LinearKind linear_kind(TpSplit split) {
+  switch (split) {
+    case TpSplit::Output:
+      return parallel::LinearKind::Column;
+    case TpSplit::Input:
+      return parallel::LinearKind::Row;
+    default:
+      return parallel::LinearKind::Replicated;  // None (a vocabulary split is the head's, not a linear's)
+  }
+}
 
 Philox dropout_rng(uint64_t seed, uint64_t step, int layer, int site) {
   const uint64_t stream = (step << 24) ^ (static_cast<uint64_t>(layer + 1) << 4) ^ static_cast<uint64_t>(site);
@@ -102,11 +147,9 @@ void block_forward(const ModelConfig& c, const UnitWeights& w, const BlockCall& 
 
   // Attention branch.
   norm_forward(c, ln, a.ln1_mean, a.ln1_rstd, x_in, w[F::Norm1Weight], w[F::Norm1Bias]);
-  ops::linear_forward(a.qkv, ln, w[F::QkvWeight], w[F::QkvBias], w.layout(F::QkvWeight));
-  lora_forward(call, F::QkvWeight, ln, a.qkv);
+  linear_forward(c, w, call, F::QkvWeight, a.qkv, ln);
   attention(c, call, a);
-  ops::linear_forward(proj, a.att, w[F::AttnOutWeight], w[F::AttnOutBias], w.layout(F::AttnOutWeight));
-  lora_forward(call, F::AttnOutWeight, a.att, proj);
+  linear_forward(c, w, call, F::AttnOutWeight, proj, a.att);
   if (dropout_on(call)) ops::dropout_forward(proj, proj, call.dropout.p, site_rng(call, 0));
   // The residual add, fused with the MLP branch's norm: x_mid = x_in + proj, ln = norm(x_mid).
   if (c.norm == NormKind::LayerNorm) {
@@ -117,8 +160,7 @@ void block_forward(const ModelConfig& c, const UnitWeights& w, const BlockCall& 
   }
 
   // MLP branch.
-  ops::linear_forward(a.fc, ln, w[F::MlpInWeight], w[F::MlpInBias], w.layout(F::MlpInWeight));  // [gate | up]: one GEMM
-  lora_forward(call, F::MlpInWeight, ln, a.fc);
+  linear_forward(c, w, call, F::MlpInWeight, a.fc, ln);  // [gate | up]: one GEMM
   if (c.mlp == MlpKind::Gelu) {
     ops::gelu_forward(a.act, a.fc);
   } else {
@@ -126,8 +168,7 @@ void block_forward(const ModelConfig& c, const UnitWeights& w, const BlockCall& 
     ops::swiglu_forward(a.act, a.fc.narrow(1, 0, Fi), a.fc.narrow(1, Fi, Fi));
   }
   if (call.pass == BlockPass::Recompute) return;  // the backward reads act, not x_out
-  ops::linear_forward(proj, a.act, w[F::MlpOutWeight], w[F::MlpOutBias], w.layout(F::MlpOutWeight));
-  lora_forward(call, F::MlpOutWeight, a.act, proj);
+  linear_forward(c, w, call, F::MlpOutWeight, proj, a.act);
   if (dropout_on(call)) ops::dropout_forward(proj, proj, call.dropout.p, site_rng(call, 1));
   ops::add(x_out, a.x_mid, proj);
 }
@@ -145,9 +186,7 @@ void block_backward(const ModelConfig& c, const UnitWeights& w, const UnitWeight
     ops::dropout_backward(d.d_branch, dx, call.dropout.p, site_rng(call, 1));
     d_branch = d.d_branch;
   }
-  ops::linear_backward(d.d_act, g[F::MlpOutWeight], g[F::MlpOutBias], d_branch, a.act, w[F::MlpOutWeight],
-                       w.layout(F::MlpOutWeight));
-  lora_backward(call, F::MlpOutWeight, a.act, d_branch, d.d_act);
+  linear_backward(c, w, g, call, F::MlpOutWeight, d.d_act, d_branch, a.act);
   norm_forward(c, s.ln, a.ln2_mean, a.ln2_rstd, a.x_mid, w[F::Norm2Weight], w[F::Norm2Bias]);
   if (c.mlp == MlpKind::Gelu) {
     ops::gelu_backward(d.d_fc, d.d_act, a.fc);
@@ -157,9 +196,7 @@ void block_backward(const ModelConfig& c, const UnitWeights& w, const UnitWeight
                          a.fc.narrow(1, Fi, Fi));
   }
   // One GEMM each for d[gate; up] and for d_ln = d_gate W_gate + d_up W_up (K = 2F).
-  ops::linear_backward(d.d_ln, g[F::MlpInWeight], g[F::MlpInBias], d.d_fc, s.ln, w[F::MlpInWeight],
-                       w.layout(F::MlpInWeight));
-  lora_backward(call, F::MlpInWeight, s.ln, d.d_fc, d.d_ln);
+  linear_backward(c, w, g, call, F::MlpInWeight, d.d_ln, d.d_fc, s.ln);
   norm_backward(c, dx, g[F::Norm2Weight], g[F::Norm2Bias], d.d_ln, a.x_mid, w[F::Norm2Weight], a.ln2_mean, a.ln2_rstd,
                 GradWrite::Accumulate);
   // dx is now the gradient at x_mid: the norm's backward added the branch's share.
@@ -170,9 +207,7 @@ void block_backward(const ModelConfig& c, const UnitWeights& w, const UnitWeight
     ops::dropout_backward(d.d_branch, dx, call.dropout.p, site_rng(call, 0));
     d_branch = d.d_branch;
   }
-  ops::linear_backward(d.d_att, g[F::AttnOutWeight], g[F::AttnOutBias], d_branch, a.att, w[F::AttnOutWeight],
-                       w.layout(F::AttnOutWeight));
-  lora_backward(call, F::AttnOutWeight, a.att, d_branch, d.d_att);
+  linear_backward(c, w, g, call, F::AttnOutWeight, d.d_att, d_branch, a.att);
   const Tensor qkv3 = a.qkv.reshape({B, T, c.qkv_width()});
   const Tensor dqkv3 = d.d_qkv.reshape({B, T, c.qkv_width()});
   ops::attention_backward(dqkv3, d.d_att.reshape({B, T, Hq * c.head_dim}), qkv3, a.att.reshape({B, T, Hq * c.head_dim}),
@@ -180,8 +215,7 @@ void block_backward(const ModelConfig& c, const UnitWeights& w, const UnitWeight
                           call.segment_starts ? *call.segment_starts : Tensor());
   if (c.position == PositionKind::Rotary) ops::rope_backward_inplace(rope_rows(call, dqkv3), Hq, Hkv, *call.rope);
   norm_forward(c, s.ln, a.ln1_mean, a.ln1_rstd, x_in, w[F::Norm1Weight], w[F::Norm1Bias]);
-  ops::linear_backward(d.d_ln, g[F::QkvWeight], g[F::QkvBias], d.d_qkv, s.ln, w[F::QkvWeight], w.layout(F::QkvWeight));
-  lora_backward(call, F::QkvWeight, s.ln, d.d_qkv, d.d_ln);
+  linear_backward(c, w, g, call, F::QkvWeight, d.d_ln, d.d_qkv, s.ln);
   norm_backward(c, dx, g[F::Norm1Weight], g[F::Norm1Bias], d.d_ln, x_in, w[F::Norm1Weight], a.ln1_mean, a.ln1_rstd,
                 GradWrite::Accumulate);
   // dx is now the gradient of the block input.

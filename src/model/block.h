@@ -19,6 +19,7 @@
 #include "model/lora.h"
 #include "model/weights.h"
 #include "ops/rope.h"
+#include "parallel/linear.h"
 
 namespace zt::model {
 
@@ -82,7 +83,15 @@ struct BlockCall {
   ResidualDropout dropout;
   // LoRA adapters on the block's linears (model/lora.h); null: none.
   const BlockLora* lora = nullptr;
+  // The tensor-parallel group of the block's linears (parallel/linear.h; none: one rank,
+  // the weights whole) and their precision recipe.
+  parallel::Group tp;
+  parallel::Precision precision = parallel::Precision::Activations;
 };
+
+// The parallel linear's kind for a weight field's tensor-parallel split (the weights
+// table's TpSplit): Output -> Column, Input -> Row, None -> Replicated.
+parallel::LinearKind linear_kind(TpSplit split);
 
 // x_out = block(x_in); both [N, C]. Saves what block_backward reads in `a`.
 void block_forward(const ModelConfig& config, const UnitWeights& w, const BlockCall& call, const BlockActivations& a,

@@ -345,18 +345,16 @@ std::vector<std::string> hf_weight_files(const std::string& path) {
   return files;
 }
 
-HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConfig& config, const std::string& path,
-                             const model::Unit* only) {
-  HfLoadReport report;
-  std::vector<std::unique_ptr<SafetensorsReader>> readers;
-  // Every byte will be read: map the pages up front (one unit: only its pages are touched).
-  for (const auto& f : hf_weight_files(path))
-    readers.push_back(std::make_unique<SafetensorsReader>(f, only ? io::Prefault::No : io::Prefault::Yes));
-  // LoRA adapter units are no tensors of the base's files (train/lora_setup.h fills them).
-  const auto selected = [only](const model::Unit& u) { return (!only || &u == only) && !model::is_lora_unit(u); };
+namespace {
 
-  // registry name -> (reader, file tensor name)
-  std::map<std::string, std::pair<const SafetensorsReader*, std::string>> found;
+// registry name -> (reader, file tensor name)
+using FoundTensors = std::map<std::string, std::pair<const SafetensorsReader*, std::string>>;
+
+// Every file tensor matched to its registry name (old hub files' names without the
+// family's prefix too); the others reported as skipped (buffers, a tied head) or unused.
+FoundTensors match_file_tensors(model::ParameterRegistry& registry, const ModelConfig& config, const std::string& path,
+                                const std::vector<std::unique_ptr<SafetensorsReader>>& readers, HfLoadReport& report) {
+  FoundTensors found;
   for (const auto& r : readers) {
     for (const std::string& fname : r->names()) {
       std::string name = fname;
@@ -375,6 +373,125 @@ HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConf
       }
     }
   }
+  return found;
+}
+
+// One piece of the copy from the files into the registry.
+struct LoadJob {
+  const ParamSpec* spec;
+  Tensor src, dst;
+  enum class Kind { Copy, Zero, Transpose, Convert } kind;
+  int64_t begin, end;  // Copy, Zero: bytes; Transpose: source rows; Convert: unused (whole tensor)
+  size_t tensor;       // index into the sources, for the error
+};
+
+// The jobs of one registry entry (validated against its file tensor first).
+void plan_load_jobs(const ModelConfig& config, model::ParamEntry& e, const SafetensorsReader& reader,
+                    const std::string& fname, size_t tensor, std::vector<LoadJob>& jobs) {
+  const TensorInfo& info = reader.info(fname);
+  const HfTensorLayout l = hf_layout(config, e.spec);
+  if (info.shape != l.shape)
+    ZT_THROW_INPUT(
+        reader.path(), ": tensor '", fname, "' has shape ", shape_str(info.shape), ", expected ", shape_str(l.shape),
+        e.spec.hf_layout == WeightLayout::InOut ? " (GPT-2 Conv1D layout [in, out])" : "", " for this config");
+  if (info.supported && !is_floating(info.dtype))
+    ZT_THROW_INPUT(reader.path(), ": tensor '", fname, "' has dtype ", info.dtype_name,
+                   "; a floating dtype (F32, BF16, F16) is needed");
+  const Tensor src = reader.tensor(fname);  // throws Unsupported for F64, I8, ...
+  check_host_contiguous(e.value, "destination");
+  const size_t es = dtype_size(src.dtype());
+  const bool aligned = reinterpret_cast<uintptr_t>(src.data()) % es == 0;
+  constexpr int64_t kChunk = 4 << 20;  // bytes per job
+  if (src.dtype() == e.value.dtype() && aligned && !l.transposed) {
+    const int64_t bytes = static_cast<int64_t>(src.nbytes());
+    for (int64_t b = 0; b < bytes; b += kChunk)
+      jobs.push_back({&e.spec, src, e.value, LoadJob::Kind::Copy, b, std::min(bytes, b + kChunk), tensor});
+    const int64_t total = static_cast<int64_t>(e.value.nbytes());
+    if (total > bytes)
+      jobs.push_back({&e.spec, src, e.value, LoadJob::Kind::Zero, bytes, total, tensor});  // vocab padding
+  } else if (src.dtype() == e.value.dtype() && aligned && l.shape.size() == 2 && e.spec.shape == reversed(l.shape)) {
+    const int64_t R = l.shape[0], C = l.shape[1];
+    const int64_t rows = std::max<int64_t>(64, kChunk / std::max<int64_t>(1, C * static_cast<int64_t>(es)) / 64 * 64);
+    for (int64_t r = 0; r < R; r += rows)
+      jobs.push_back({&e.spec, src, e.value, LoadJob::Kind::Transpose, r, std::min(R, r + rows), tensor});
+  } else {
+    jobs.push_back({&e.spec, src, e.value, LoadJob::Kind::Convert, 0, 0, tensor});
+  }
+}
+
+// One job; whether what it copied is finite.
+bool run_load_job(const ModelConfig& config, const LoadJob& job) {
+  const size_t es = dtype_size(job.src.dtype());
+  switch (job.kind) {
+    case LoadJob::Kind::Copy: {
+      const char* from = static_cast<const char*>(job.src.data()) + job.begin;
+      const bool finite = ops::all_finite(
+          Tensor(const_cast<char*>(from), {(job.end - job.begin) / static_cast<int64_t>(es)}, job.src.dtype()));
+      copy_streaming(static_cast<char*>(job.dst.data()) + job.begin, from, static_cast<size_t>(job.end - job.begin));
+      return finite;
+    }
+    case LoadJob::Kind::Zero:
+      std::memset(static_cast<char*>(job.dst.data()) + job.begin, 0, static_cast<size_t>(job.end - job.begin));
+      return true;
+    case LoadJob::Kind::Transpose: {
+      const int64_t R = job.src.shape()[0], C = job.src.shape()[1];
+      const char* rows = static_cast<const char*>(job.src.data()) + job.begin * C * static_cast<int64_t>(es);
+      const bool finite =
+          ops::all_finite(Tensor(const_cast<char*>(rows), {(job.end - job.begin) * C}, job.src.dtype()));
+      transpose_rows(job.src.data(), job.dst.data(), R, C, job.begin, job.end, es);
+      return finite;
+    }
+    case LoadJob::Kind::Convert:
+      from_hf_layout(config, *job.spec, job.src, job.dst);
+      return ops::all_finite(job.dst);
+  }
+  return true;
+}
+
+// The jobs as parallel pieces of a few MB each, straight from the mapping into the registry
+// (no staging buffer when the dtypes agree), so a load runs at memory bandwidth like `cat`.
+// NaN/Inf weights would train on as NaN: each job checks what it copies, while the bytes
+// are in cache (the source of a copy or transpose; the result of a conversion, which also
+// catches values beyond a narrower dtype's range).
+void run_load_jobs(const ModelConfig& config, const std::vector<LoadJob>& jobs,
+                   const std::vector<std::pair<const SafetensorsReader*, std::string>>& sources) {
+  std::exception_ptr error;
+  const int64_t njobs = static_cast<int64_t>(jobs.size());
+  std::vector<char> non_finite(jobs.size(), 0);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t j = 0; j < njobs; ++j) {
+    try {
+      non_finite[static_cast<size_t>(j)] = !run_load_job(config, jobs[static_cast<size_t>(j)]);
+    } catch (...) {
+#pragma omp critical(zt_hf_load_error)
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (!non_finite[j]) continue;
+    const auto& [reader, fname] = sources[jobs[j].tensor];
+    ZT_THROW_INPUT(reader->path(), ": tensor '", fname, "' holds non-finite values (NaN or Inf)",
+                   jobs[j].kind == LoadJob::Kind::Convert
+                       ? str(", or values beyond ", dtype_name(jobs[j].dst.dtype()), "'s range")
+                       : std::string(),
+                   ": the weights are broken (saved by a run that diverged, or damaged in a download or copy); "
+                   "use another copy of the model");
+  }
+}
+
+}  // namespace
+
+HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConfig& config, const std::string& path,
+                             const model::Unit* only) {
+  HfLoadReport report;
+  std::vector<std::unique_ptr<SafetensorsReader>> readers;
+  // Every byte will be read: map the pages up front (one unit: only its pages are touched).
+  for (const auto& f : hf_weight_files(path))
+    readers.push_back(std::make_unique<SafetensorsReader>(f, only ? io::Prefault::No : io::Prefault::Yes));
+  // LoRA adapter units are no tensors of the base's files (train/lora_setup.h fills them).
+  const auto selected = [only](const model::Unit& u) { return (!only || &u == only) && !model::is_lora_unit(u); };
+  FoundTensors found = match_file_tensors(registry, config, path, readers, report);
 
   // A tensor that starts as another (an untied head as a tied base's embedding: its
   // spec's source_name) reads that one when the files lack its own.
@@ -395,17 +512,8 @@ HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConf
             " tensor(s) the model does not use: ", join_limited(report.unused, 10));
 
   // Validate everything first (nothing is written into the registry for a bad file), then
-  // copy. The copy is the whole cost of a load: it runs as parallel jobs of a few MB each
-  // over all tensors, straight from the mapping into the registry (no staging buffer when
-  // the dtypes agree), so it runs at memory bandwidth like `cat`.
-  struct Job {
-    const ParamSpec* spec;
-    Tensor src, dst;
-    enum class Kind { Copy, Zero, Transpose, Convert } kind;
-    int64_t begin, end;  // Copy, Zero: bytes; Transpose: source rows; Convert: unused (whole tensor)
-    size_t tensor;       // index into `sources`, for the error
-  };
-  std::vector<Job> jobs;
+  // copy: the copy is the whole cost of a load.
+  std::vector<LoadJob> jobs;
   // Each loaded tensor's file and name: a NaN/Inf weight is an error naming them.
   std::vector<std::pair<const SafetensorsReader*, std::string>> sources;
   registry.for_each([&](model::Unit& unit, model::ParamEntry& e) {
@@ -416,92 +524,11 @@ HfLoadReport load_hf_weights(model::ParameterRegistry& registry, const ModelConf
       ZT_THROW_UNSUPPORTED(path, ": load_hf_weights fills host parameters only ('", e.name(), "' is on ",
                            e.value.device().name(), ")");
     const auto& [reader, fname] = found.at(e.name());
-    const TensorInfo& info = reader->info(fname);
-    const HfTensorLayout l = hf_layout(config, e.spec);
-    if (info.shape != l.shape)
-      ZT_THROW_INPUT(
-          reader->path(), ": tensor '", fname, "' has shape ", shape_str(info.shape), ", expected ", shape_str(l.shape),
-          e.spec.hf_layout == WeightLayout::InOut ? " (GPT-2 Conv1D layout [in, out])" : "", " for this config");
-    if (info.supported && !is_floating(info.dtype))
-      ZT_THROW_INPUT(reader->path(), ": tensor '", fname, "' has dtype ", info.dtype_name,
-                     "; a floating dtype (F32, BF16, F16) is needed");
-    const Tensor src = reader->tensor(fname);  // throws Unsupported for F64, I8, ...
-    check_host_contiguous(e.value, "destination");
-    const size_t tensor = sources.size();
+    plan_load_jobs(config, e, *reader, fname, sources.size(), jobs);
     sources.emplace_back(reader, fname);
-    const size_t es = dtype_size(src.dtype());
-    const bool aligned = reinterpret_cast<uintptr_t>(src.data()) % es == 0;
-    constexpr int64_t kChunk = 4 << 20;  // bytes per job
-    if (src.dtype() == e.value.dtype() && aligned && !l.transposed) {
-      const int64_t bytes = static_cast<int64_t>(src.nbytes());
-      for (int64_t b = 0; b < bytes; b += kChunk)
-        jobs.push_back({&e.spec, src, e.value, Job::Kind::Copy, b, std::min(bytes, b + kChunk), tensor});
-      const int64_t total = static_cast<int64_t>(e.value.nbytes());
-      if (total > bytes)
-        jobs.push_back({&e.spec, src, e.value, Job::Kind::Zero, bytes, total, tensor});  // vocab padding
-    } else if (src.dtype() == e.value.dtype() && aligned && l.shape.size() == 2 && e.spec.shape == reversed(l.shape)) {
-      const int64_t R = l.shape[0], C = l.shape[1];
-      const int64_t rows = std::max<int64_t>(64, kChunk / std::max<int64_t>(1, C * static_cast<int64_t>(es)) / 64 * 64);
-      for (int64_t r = 0; r < R; r += rows)
-        jobs.push_back({&e.spec, src, e.value, Job::Kind::Transpose, r, std::min(R, r + rows), tensor});
-    } else {
-      jobs.push_back({&e.spec, src, e.value, Job::Kind::Convert, 0, 0, tensor});
-    }
     ++report.loaded;
   });
-  std::exception_ptr error;
-  const int64_t njobs = static_cast<int64_t>(jobs.size());
-  // NaN/Inf weights would train on as NaN: each job checks what it copies, while the bytes
-  // are in cache (the source of a copy or transpose; the result of a conversion, which also
-  // catches values beyond a narrower dtype's range).
-  std::vector<char> non_finite(jobs.size(), 0);
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t j = 0; j < njobs; ++j) {
-    const Job& job = jobs[static_cast<size_t>(j)];
-    const size_t es = dtype_size(job.src.dtype());
-    try {
-      bool finite = true;
-      switch (job.kind) {
-        case Job::Kind::Copy: {
-          const char* from = static_cast<const char*>(job.src.data()) + job.begin;
-          finite = ops::all_finite(
-              Tensor(const_cast<char*>(from), {(job.end - job.begin) / static_cast<int64_t>(es)}, job.src.dtype()));
-          copy_streaming(static_cast<char*>(job.dst.data()) + job.begin, from,
-                         static_cast<size_t>(job.end - job.begin));
-          break;
-        }
-        case Job::Kind::Zero:
-          std::memset(static_cast<char*>(job.dst.data()) + job.begin, 0, static_cast<size_t>(job.end - job.begin));
-          break;
-        case Job::Kind::Transpose: {
-          const int64_t R = job.src.shape()[0], C = job.src.shape()[1];
-          const char* rows = static_cast<const char*>(job.src.data()) + job.begin * C * static_cast<int64_t>(es);
-          finite = ops::all_finite(Tensor(const_cast<char*>(rows), {(job.end - job.begin) * C}, job.src.dtype()));
-          transpose_rows(job.src.data(), job.dst.data(), R, C, job.begin, job.end, es);
-          break;
-        }
-        case Job::Kind::Convert:
-          from_hf_layout(config, *job.spec, job.src, job.dst);
-          finite = ops::all_finite(job.dst);
-          break;
-      }
-      non_finite[static_cast<size_t>(j)] = !finite;
-    } catch (...) {
-#pragma omp critical(zt_hf_load_error)
-      if (!error) error = std::current_exception();
-    }
-  }
-  if (error) std::rethrow_exception(error);
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    if (!non_finite[j]) continue;
-    const auto& [reader, fname] = sources[jobs[j].tensor];
-    ZT_THROW_INPUT(reader->path(), ": tensor '", fname, "' holds non-finite values (NaN or Inf)",
-                   jobs[j].kind == Job::Kind::Convert
-                       ? str(", or values beyond ", dtype_name(jobs[j].dst.dtype()), "'s range")
-                       : std::string(),
-                   ": the weights are broken (saved by a run that diverged, or damaged in a download or copy); "
-                   "use another copy of the model");
-  }
+  run_load_jobs(config, jobs, sources);
   return report;
 }
 

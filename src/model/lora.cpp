@@ -1,5 +1,5 @@
 // LoRA adapters (see lora.h): target resolution over the weights table, the adapter unit's
-// parameters, and the adapters' forward and backward through the existing linear ops.
+// parameters, and the adapters handed to the parallel linear (parallel/linear.h) by field.
 #include "model/lora.h"
 #include "core/strings.h"
 
@@ -10,9 +10,6 @@
 #include "core/rng.h"
 #include "model/hf_names.h"
 #include "model/weights.h"
-#include "ops/dropout.h"
-#include "ops/elementwise.h"
-#include "ops/gemm.h"
 
 namespace zt::model {
 namespace {
@@ -90,28 +87,6 @@ std::vector<LoraTarget> block_linears(const ModelConfig& c, int64_t layer) {
 // file itself ("<file>: <key>").
 std::string setting_name(const std::string& source, const std::string& key) {
   return ends_with(source, ": lora") ? source + "." + key : source + ": " + key;
-}
-
-Philox adapter_rng(const BlockLora& lora, int layer, size_t index) {
-  return lora_dropout_rng(lora.seed, lora.step, layer, index);
-}
-
-Tensor cut(const Tensor& flat, Shape shape) { return flat.narrow(0, 0, shape_numel(shape)).reshape(std::move(shape)); }
-
-// The adapter's input: x, or dropout(x) in the scratch.
-Tensor adapter_input(const BlockLora& lora, int layer, size_t index, const Tensor& x) {
-  const float p = lora.options->dropout;
-  if (!lora.train || p <= 0.0f) return x;
-  const Tensor xd = cut(lora.scratch.xd, x.shape());
-  ops::dropout_forward(xd, x, p, adapter_rng(lora, layer, index));
-  return xd;
-}
-
-// x as [N, in], and the adapter's columns [row_begin, row_begin + rows) of a field's output
-// (or its gradient) [N, field_rows]: a column window the products read or add to in place.
-Tensor as_rows(const Tensor& t, int64_t cols) { return t.reshape({t.numel() / cols, cols}); }
-Tensor adapter_columns(const Tensor& y, const LoraTarget& t) {
-  return as_rows(y, t.field_rows).narrow(1, t.row_begin, t.rows);
 }
 
 }  // namespace
@@ -356,61 +331,34 @@ LoraScratchSizes lora_scratch_sizes(const ModelConfig& c, const LoraOptions& lor
   return s;
 }
 
-// Per adapter: h = dropout(x) A^T, then y's columns += scaling * h B^T, the scaling in the
-// product's alpha (one rounding) and the sum in place (beta = 1) on the adapter's column
-// window of the packed output, so nothing of the field's full width is staged.
-void lora_forward(const BlockLora& lora, int layer, Field field, const Tensor& x, const Tensor& y) {
-  if (!lora.options) return;
-  const int64_t r = lora.options->r;
+parallel::LinearLora linear_lora(const BlockLora& lora, int layer, Field field) {
+  parallel::LinearLora out;
+  if (!lora.options) return out;
+  out.r = lora.options->r;
+  out.scaling = lora.options->scaling;
+  out.dropout = lora.train ? lora.options->dropout : 0.0f;
+  out.scratch = lora.scratch;
   for (size_t i = 0; i < lora.adapters.size(); ++i) {
     const AdapterViews& ad = lora.adapters[i];
     if (ad.target.field != field) continue;
-    const Tensor in = as_rows(adapter_input(lora, layer, i, x), ad.target.in_features);
-    const Tensor h = cut(lora.scratch.h, {in.size(0), r});
-    ops::gemm(h, in, Transpose::No, ad.a, Transpose::Yes);
-    ops::gemm(adapter_columns(y, ad.target), h, Transpose::No, ad.b, Transpose::Yes, lora.options->scaling,
-              GradWrite::Accumulate);
+    out.adapters.push_back({ad.a, ad.b, ad.da, ad.db, ad.target.row_begin, ad.target.rows, ad.target.in_features,
+                            lora_dropout_rng(lora.seed, lora.step, layer, i), ad.target.module});
   }
-}
-
-// With s = scaling and x' = dropout(x), from dy (the field's output gradient, the
-// adapter's columns read in place):
-//   h = x' A^T (recomputed: same mask, same bits as the forward)
-//   dB += s dy^T h        dh = s dy B        dA += dh^T x'        dx += d(x') = dh A
-// (through the dropout's backward when there is one; else added straight into dx).
-void lora_backward(const BlockLora& lora, int layer, Field field, const Tensor& x, const Tensor& dy, const Tensor& dx) {
-  if (!lora.options) return;
-  const int64_t r = lora.options->r;
-  const float s = lora.options->scaling, p = lora.options->dropout;
-  const bool dropout = lora.train && p > 0.0f;
-  for (size_t i = 0; i < lora.adapters.size(); ++i) {
-    const AdapterViews& ad = lora.adapters[i];
-    if (ad.target.field != field) continue;
-    ZT_CHECK(ad.da.has_data() && ad.db.has_data(), "lora backward of ", ad.target.module, " without gradients");
-    const int64_t in_features = ad.target.in_features;
-    const Tensor in = as_rows(adapter_input(lora, layer, i, x), in_features);
-    const int64_t N = in.size(0);
-    const Tensor h = cut(lora.scratch.h, {N, r});
-    ops::gemm(h, in, Transpose::No, ad.a, Transpose::Yes);
-    const Tensor dy_cols = adapter_columns(dy, ad.target);
-    ops::gemm(ad.db, dy_cols, Transpose::Yes, h, Transpose::No, s, GradWrite::Accumulate);
-    const Tensor dh = cut(lora.scratch.dh, {N, r});
-    ops::gemm(dh, dy_cols, Transpose::No, ad.b, Transpose::No, s);
-    ops::gemm(ad.da, dh, Transpose::Yes, in, Transpose::No, 1.0f, GradWrite::Accumulate);
-    if (!dropout) {
-      ops::gemm(as_rows(dx, in_features), dh, Transpose::No, ad.a, Transpose::No, 1.0f, GradWrite::Accumulate);
-      continue;
-    }
-    const Tensor dxd = cut(lora.scratch.dxd, {N, in_features});
-    ops::gemm(dxd, dh, Transpose::No, ad.a, Transpose::No);
-    ops::dropout_backward(dxd, dxd, p, adapter_rng(lora, layer, i));
-    ops::add_inplace(as_rows(dx, in_features), dxd);
-  }
-  // The held copies packed in this linear's bias (its gradient is written by now): no
-  // gradient, so the optimizer leaves them at the base's values (no decay on biases).
   for (const HeldRows& h : lora.held)
     if (linear_of_bias(h.bias) == field && lora.trained_grads[h.bias].has_data())
-      lora.trained_grads[h.bias].narrow(0, h.row_begin, h.rows).zero();
+      out.held_grads.push_back(lora.trained_grads[h.bias].narrow(0, h.row_begin, h.rows));
+  return out;
+}
+
+void lora_forward(const BlockLora& lora, int layer, Field field, const Tensor& x, const Tensor& y) {
+  if (!lora.options) return;
+  parallel::lora_forward(linear_lora(lora, layer, field), parallel::LinearKind::Replicated, parallel::Group(), x, y);
+}
+
+void lora_backward(const BlockLora& lora, int layer, Field field, const Tensor& x, const Tensor& dy, const Tensor& dx) {
+  if (!lora.options) return;
+  parallel::lora_backward(linear_lora(lora, layer, field), parallel::LinearKind::Replicated, parallel::Group(), x, dy,
+                          dx);
 }
 
 }  // namespace zt::model

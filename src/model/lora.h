@@ -31,6 +31,7 @@
 #include "model/lora_config.h"
 #include "model/registry.h"
 #include "model/weights.h"
+#include "parallel/linear.h"
 
 namespace zt::model {
 
@@ -141,13 +142,10 @@ struct AdapterViews {
   Tensor a, b, da, db;
 };
 
-// Scratch shared by every layer (flat buffers, cut to shape at use). The products read
-// and add to the adapters' columns of the packed outputs in place (ops::gemm), so nothing
-// of a field's full width is staged.
-struct LoraScratch {
-  Tensor xd, dxd;  // activation dtype: [N * max in]  (only with dropout)
-  Tensor h, dh;    // activation dtype: [N * r]
-};
+// Scratch shared by every layer (flat buffers, cut to shape at use): the parallel
+// linear's (parallel/linear.h). The products read and add to the adapters' columns of the
+// packed outputs in place (ops::gemm), so nothing of a field's full width is staged.
+using LoraScratch = parallel::LoraScratch;
 
 // Rows [row_begin, row_begin + rows) of a bias field's trained view that a held copy covers.
 struct HeldRows {
@@ -176,6 +174,11 @@ LoraScratchSizes lora_scratch_sizes(const ModelConfig& config, const LoraOptions
 // The dropout mask stream of adapter `index` of block `layer` (apart from the residual
 // dropout's, block.h's dropout_rng).
 Philox lora_dropout_rng(uint64_t seed, uint64_t step, int layer, size_t index);
+
+// The adapters of `field` (and the held rows of its bias) as the parallel linear carries
+// them (parallel/linear.h), in block order, each with its dropout stream. Empty without
+// options.
+parallel::LinearLora linear_lora(const BlockLora& lora, int layer, Field field);
 
 // y (+=) the adapters of `field` on input x [N, in] into the field's output y [N, out].
 void lora_forward(const BlockLora& lora, int layer, Field field, const Tensor& x, const Tensor& y);

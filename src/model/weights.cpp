@@ -232,6 +232,8 @@ ModelConfig tensor_parallel_config(const ModelConfig& c, int tp) {
   return local;
 }
 
+TpSplit tp_split(const ModelConfig& c, Field f) { return field_def(c, f).split; }
+
 TensorParallelShard tensor_parallel_shard(const ModelConfig& c, Field f, int rank, int tp) {
   tensor_parallel_config(c, tp);  // the divisibility checks
   ZT_CHECK(rank >= 0 && rank < tp, "tensor parallel rank ", rank, " outside [0, ", tp, ")");

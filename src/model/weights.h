@@ -62,6 +62,9 @@ TensorParallelShard tensor_parallel_shard(const ModelConfig& config, Field field
 // The shape a rank's block computes with: heads, kv heads and intermediate size divided by
 // tp (BadInput naming the config key that tp does not divide).
 ModelConfig tensor_parallel_config(const ModelConfig& config, int tp);
+// The table's split of a field (what tensor_parallel_shard reads; the block maps it to its
+// linears' kinds, model/block.h's linear_kind).
+TpSplit tp_split(const ModelConfig& config, Field field);
 
 enum class Storage { Values, Grads };
 

@@ -30,4 +30,29 @@ CrossEntropyResult lm_head_cross_entropy_forward_backward(const Tensor& dinp, co
                                                           const Tensor& weight, const Tensor& targets,
                                                           int64_t vocab_size, int ignore_index, float grad_scale);
 
+// The split form, for a vocabulary-parallel head (parallel/vocab_parallel_cross_entropy.h
+// combines the ranks' partials): `weight` holds this rank's vocabulary rows, rows
+// [0, vocab_local) being the tokens [vocab_begin, vocab_begin + vocab_local) (more rows:
+// padding, never read). Everything stays on the device: no host sums, no synchronisation.
+// The logits are computed a chunk of rows at a time (ops::gemm, f32 [rows, vocab_local]).
+// Targets are not range-checked here (a target outside every rank's slice adds its lse): the
+// fused form above checks them, and a tp = 1 run takes it.
+//
+// stats f32 [3, N] (=): per row this slice's max, sum of exp(logit - max) and the target's
+// logit (0 when the target is another rank's); an ignored row or an empty slice: -inf, 0, 0.
+void lm_head_cross_entropy_partial(const Tensor& stats, const Tensor& inp, const Tensor& weight, const Tensor& targets,
+                                   int64_t vocab_begin, int64_t vocab_local, int ignore_index);
+// stats' sums rescaled to the group's max global_max f32 [N] (row 0 becomes it), so that
+// the ranks' rows 1 and 2 can be summed.
+void cross_entropy_rescale(const Tensor& stats, const Tensor& global_max);
+// From the combined stats: lse (=, f32 [N]) = max + log(sum), losses (=, f32 [N]) = lse -
+// target logit; 0 on ignored rows.
+void cross_entropy_finish(const Tensor& losses, const Tensor& lse, const Tensor& stats, const Tensor& targets,
+                          int ignore_index);
+// The backward of L = grad_scale * sum of the losses from the forward's lse: dinp (=, this
+// slice's share of dL/dinp) and dweight (+=, rows [0, vocab_local); skipped without data).
+void lm_head_cross_entropy_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& inp, const Tensor& weight,
+                                    const Tensor& targets, int64_t vocab_begin, int64_t vocab_local, int ignore_index,
+                                    const Tensor& lse, float grad_scale);
+
 }  // namespace zt::ops

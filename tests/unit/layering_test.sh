@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Layering check (DESIGN.md): a file under src/<layer>/ may include only its own layer and the
 # layers below it. Bottom to top:
-#   core backend ops io comm model parallel zero pipeline config checkpoint train cli
+#   core backend ops io comm parallel model zero pipeline config checkpoint train cli
 # and also:
 #   - only src/backend/cuda/ includes backend/cuda/* (everyone else uses backend/cuda_api.h,
 #     and ops/ the CUDA-free kernel lists backend/*_kernels.h of both backends),
@@ -22,7 +22,7 @@ src=${1:-"$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/src"}
 src=${src%/}
 [[ -d $src ]] || { echo "layering: no such directory: $src" >&2; exit 2; }
 
-layers=(core backend ops io comm model parallel zero pipeline config checkpoint train cli)
+layers=(core backend ops io comm parallel model zero pipeline config checkpoint train cli)
 declare -A rank
 for i in "${!layers[@]}"; do rank[${layers[$i]}]=$i; done
 

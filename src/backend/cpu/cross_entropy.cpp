@@ -74,6 +74,34 @@ ZT_VECTOR_MATH float slice_sum_exp(const float* z, int64_t n, float* out_max) {
   return static_cast<float>(sum);
 }
 
+// One thread's vocabulary slice [v0, v0 + nv) of a chunk of m rows, in the backward: its
+// logits Z (holding exp(z - pmax)) become dlogits = grad_scale (exp(z - lse) - onehot),
+// then dW_slice += dlogits^T X (when dW) and dpart (=) dlogits W_slice.
+void slice_backward(float* Z, int64_t m, int64_t nv, int64_t v0, int64_t C, const int32_t* tg, int ignore_index,
+                    float grad_scale, const float* pmax, const float* row_lse, const float* X, const float* W,
+                    float* dW, float* dpart) {
+  for (int64_t i = 0; i < m; ++i) {
+    float* z = Z + i * nv;
+    const int32_t t = tg[i];
+    if (t == ignore_index) {
+      std::memset(z, 0, static_cast<size_t>(nv) * sizeof(float));
+      continue;
+    }
+    const float f = grad_scale * std::exp(pmax[i] - row_lse[i]);
+    for (int64_t j = 0; j < nv; ++j) z[j] *= f;
+    if (t >= v0 && t < v0 + nv) z[t - v0] -= grad_scale;
+  }
+  if (nv == 0) {
+    std::memset(dpart, 0, static_cast<size_t>(m * C) * sizeof(float));
+    return;
+  }
+  if (dW != nullptr)
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(nv), static_cast<int>(C), static_cast<int>(m),
+                1.0f, Z, static_cast<int>(nv), X, static_cast<int>(C), 1.0f, dW, static_cast<int>(C));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(C), static_cast<int>(nv),
+              1.0f, Z, static_cast<int>(nv), W, static_cast<int>(C), 0.0f, dpart, static_cast<int>(C));
+}
+
 // The CPU kernel: logits in chunks of rows; dinp/dweight null for the forward only.
 CrossEntropySums lm_head_cross_entropy(const float* inp, const void* weight, DType weight_dtype, const int32_t* targets,
                                        int64_t N, int64_t C, int64_t V, int64_t Vp, int ignore_index, float* losses,
@@ -175,30 +203,8 @@ CrossEntropySums lm_head_cross_entropy(const float* inp, const void* weight, DTy
       }  // implicit barrier
       if (!backward) continue;
 
-      // dlogits = grad_scale * (exp(z - lse) - onehot), with z's slice holding exp(z - pmax).
-      for (int64_t i = 0; i < m; ++i) {
-        float* z = Z.data() + i * nv;
-        const int32_t t = tg[i];
-        if (t == ignore_index) {
-          std::memset(z, 0, static_cast<size_t>(nv) * sizeof(float));
-          continue;
-        }
-        const float f = grad_scale * std::exp(pmax[i] - row_lse[static_cast<size_t>(i)]);
-        for (int64_t j = 0; j < nv; ++j) z[j] *= f;
-        if (t >= v0 && t < v1) z[t - v0] -= grad_scale;
-      }
-      float* dpart = dinp_part.get() + k * rows_max * C;
-      if (nv > 0) {
-        if (weight_grad)
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(nv), static_cast<int>(C),
-                      static_cast<int>(m), 1.0f, Z.data(), static_cast<int>(nv), X, static_cast<int>(C), 1.0f,
-                      dW + v0 * C, static_cast<int>(C));
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(C),
-                    static_cast<int>(nv), 1.0f, Z.data(), static_cast<int>(nv), W + v0 * C, static_cast<int>(C), 0.0f,
-                    dpart, static_cast<int>(C));
-      } else {
-        std::memset(dpart, 0, static_cast<size_t>(m * C) * sizeof(float));
-      }
+      slice_backward(Z.data(), m, nv, v0, C, tg, ignore_index, grad_scale, pmax, row_lse.data(), X, W + v0 * C,
+                     weight_grad ? dW + v0 * C : nullptr, dinp_part.get() + k * rows_max * C);
 #pragma omp barrier
       // dinp rows of this chunk = sum of the partials in slice order.
 #pragma omp for schedule(static)
