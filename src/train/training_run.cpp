@@ -264,7 +264,7 @@ std::unique_ptr<TrainingRun> start_training_run(const config::TrainConfig& confi
                      ": device cuda, but no GPU is visible to this process, or this build has no CUDA "
                      "backend (`zerotrain report` says which): use --device cpu");
     cuda::init(comm::read_launch_env().local_rank % cuda::device_count());
-    if (run->comm->size() > 1) run->device_comm = comm::make_nccl_world_communicator(*run->comm);
+    if (run->comm->size() > 1) run->device_comm = comm::make_device_world_communicator(*run->comm);
   }
   clock.lap(c.device == "cuda" ? "gpu" : "ranks");
   if (run->comm->size() != c.world_size)
