@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -96,7 +95,7 @@ class CudaStaging final : public Staging {
  public:
   CudaStaging() : device_(cuda::current_device()), pool_(std::make_shared<PinnedPool>()) {}
   Device device() const override { return Device::cuda(device_); }
-  std::string describe() const override { return str("pinned host memory on cuda:", device_, "'s copy stream"); }
+  std::string describe() const override { return "pinned host memory"; }
   HostBlock host_block(size_t bytes) override { return pool_->take(bytes); }
   std::unique_ptr<StagingEvent> to_host(void* host, const void* device, size_t bytes) override {
     stream_.wait_for_compute();
@@ -149,10 +148,6 @@ struct Op {
 struct StagedDeviceCommunicator::Impl {
   std::unique_ptr<Communicator> host;
   std::shared_ptr<Staging> staging;
-  // Operations whose host part has not started, in call order: MPI needs the collectives
-  // of one communicator started in one order on every rank, and a later copy may be polled
-  // first.
-  std::deque<std::shared_ptr<Op>> unstarted;
   std::string failure;  // why the communicator is unusable; empty while it is usable
   int world_rank = 0;
   // The host communicator's, or ZT_COLLECTIVE_TIMEOUT_S over the single-process one (which
@@ -169,31 +164,26 @@ struct StagedDeviceCommunicator::Impl {
       throw Error(ErrorKind::Internal, str(what, " on ", where(), ": this staged communicator failed earlier: ", failure));
   }
 
-  // Starts the host operations whose copies have landed, in call order, up to the first
-  // whose copy has not.
-  void start_landed() {
-    while (!unstarted.empty()) {
-      Op& op = *unstarted.front();
-      if (op.out && !op.out->done()) return;
-      try {
-        op.transfer = op.start(*host);
-      } catch (const std::exception& e) {
-        failure = str(op.what, ": ", e.what());
-        throw;
-      }
-      op.step = Step::Transfer;
-      unstarted.pop_front();
+  // Waits for `op`'s copy out (the compute stream's earlier work, then the copy) and starts
+  // its host operation, at the call as the MPI communicator starts its own: a start left to
+  // a later poll could leave a peer waiting for it while this rank blocks in another
+  // communicator's collective (a deadlock), and every rank starts its operations in call
+  // order, as MPI requires of one communicator.
+  void start(Op& op) {
+    if (op.out) poll_until(op.what, timeout, [&] { return op.out->done(); }, [] { return Step::CopyOut; });
+    try {
+      op.transfer = op.start(*host);
+    } catch (const std::exception& e) {
+      failure = str(op.what, ": ", e.what());
+      throw;
     }
+    op.step = Step::Transfer;
   }
 
   // Moves `op` on as far as it can go now (never blocks); true when it is done.
   bool advance(Op& op) {
     if (op.step == Step::Done) return true;
     check_usable(op.what);
-    if (op.step == Step::CopyOut) {
-      start_landed();
-      if (op.step == Step::CopyOut) return false;  // its copy, or an earlier one's, has not landed
-    }
     if (op.step == Step::Transfer) {
       if (!op.transfer->is_completed()) return false;
       op.transfer.reset();
@@ -222,16 +212,20 @@ struct StagedDeviceCommunicator::Impl {
   void poll_until(const std::string& what, Seconds limit, Ready&& ready, const std::function<Step()>& step) {
     // As MpiWork: yield while data is likely moving, then back off to short naps.
     constexpr Seconds kSpinBudget{0.05};
-    const auto start = Clock::now();
+    const auto began = Clock::now();
     auto pause = std::chrono::microseconds(0);
     while (!ready()) {
-      const Seconds elapsed = Clock::now() - start;
+      const Seconds elapsed = Clock::now() - began;
       if (elapsed > limit) {
-        const std::string message =
-            str(what, " timed out on ", where(), " after ", elapsed.count(), " s ", step_name(step()), " (timeout ",
-                limit.count(),
-                " s, ZT_COLLECTIVE_TIMEOUT_S): not every rank of the group reached it — one failed, is stuck, or "
-                "the ranks called collectives in different orders; see the other ranks' logs and abort the job");
+        const Step at = step();
+        const char* why = at == Step::Transfer
+                              ? "not every rank of the group reached it — one failed, is stuck, or the ranks called "
+                                "collectives in different orders; see the other ranks' logs"
+                              : "the GPU did not get there — the compute stream's earlier work is stuck or the device "
+                                "failed";
+        const std::string message = str(what, " timed out on ", where(), " after ", elapsed.count(), " s ",
+                                        step_name(at), " (timeout ", limit.count(), " s, ZT_COLLECTIVE_TIMEOUT_S): ",
+                                        why, "; abort the job");
         if (failure.empty()) failure = message;
         throw Error(ErrorKind::Internal, message);
       }
@@ -242,19 +236,6 @@ struct StagedDeviceCommunicator::Impl {
         std::this_thread::sleep_for(pause);
       }
     }
-  }
-
-  // Starts every queued host operation (split and the destructor need the queue empty: a
-  // host collective called now must come after them on every rank).
-  void start_all(const std::string& what) {
-    poll_until(
-        what, timeout,
-        [&] {
-          check_usable(what);
-          start_landed();
-          return unstarted.empty();
-        },
-        [] { return Step::CopyOut; });
   }
 };
 
@@ -360,10 +341,9 @@ void check_staged_buffer(const char* op, const Tensor& t, const Staging& staging
   }
 }
 
-// Queues `op` and returns its Work; its copy out has been queued already.
+// Starts `op` (its copy out queued already) and returns its Work.
 WorkPtr enqueue(const std::shared_ptr<StagedDeviceCommunicator::Impl>& impl, std::shared_ptr<Op> op) {
-  impl->unstarted.push_back(op);
-  impl->start_landed();  // the host stand-in's copies have landed: start at once
+  impl->start(*op);
   return std::make_unique<StagedWork>(impl, std::move(op));
 }
 
@@ -514,7 +494,6 @@ std::unique_ptr<Communicator> StagedDeviceCommunicator::split(int color, int key
   ZT_CHECK(color >= 0 || color == kNoColor, "split: color ", color, " must be >= 0 (or kNoColor)");
   const std::string what = str("split(color ", color, ", key ", key, ", staged)");
   impl_->check_usable(what);
-  impl_->start_all(what);  // the host split must come after them on every rank
   std::unique_ptr<Communicator> group = impl_->host->split(color, key);
   if (!group) return nullptr;
   auto impl = std::make_shared<Impl>();

@@ -9,14 +9,17 @@
 // Every operation
 //   1. queues the copy device -> host (pinned memory) on the staging's copy stream, ordered
 //      after the work queued on the compute stream so far (the kernel that wrote the
-//      gradients), with no host wait;
-//   2. once that copy has landed, starts the host communicator's operation on the host copy
-//      (MpiCommunicator: MPI_I*); operations start in the order they were called, on every
-//      rank, as MPI requires of collectives on one communicator;
+//      gradients), and waits on the host until it has landed;
+//   2. starts the host communicator's operation on the host copy (MpiCommunicator: MPI_I*),
+//      at the call, as the MPI communicator starts its own: a start left to a later poll
+//      could leave a peer waiting while this rank blocks in another communicator's
+//      collective, and each rank starts its operations in call order, as MPI requires;
 //   3. once the host operation is done, queues the copy host -> device on the copy stream;
-//   4. once that has landed, the compute stream is made to wait for it, and the Work is done.
-// The steps advance whenever a Work of this communicator is polled (is_completed, wait), so
-// a caller that polls while it computes (ZeroEngine) overlaps them with compute.
+//   4. once that has landed, makes the compute stream wait for it; the Work is done.
+// Steps 3 and 4 advance whenever the Work is polled (is_completed, wait), so a caller that
+// polls while it computes (ZeroEngine) overlaps them with compute. Step 1 costs a host wait
+// for the compute stream at every call: this communicator serializes the host with the GPU
+// at each collective.
 //
 // Results are exactly the host communicator's on the same bytes: the reduction is its own
 // (MpiCommunicator: MPI's reduction order; bf16/f16 summed through f32 in each pairwise step
@@ -24,9 +27,10 @@
 // all_reduce of the same host data bit for bit.
 //
 // Work (communicator.h): wait(timeout) polls the steps until done and throws zt::Error naming
-// the operation, the step it was in and the rank after the timeout; after that the
-// communicator refuses further operations (abort the job). Destroying an unfinished Work
-// waits for it (its device buffers are still being read or written).
+// the operation, the step it was in and the rank after the timeout (a call whose copy out
+// never lands throws the same from the call, after the communicator's timeout); after that
+// the communicator refuses further operations (abort the job). Destroying an unfinished Work
+// waits for it (its device buffers may still be written).
 //
 // The staging copies are pluggable (Staging below): cuda_staging() uses the CUDA copy stream
 // and a pool of pinned host blocks; host_staging() takes host tensors and copies with memcpy,
@@ -61,7 +65,7 @@ class Staging {
   virtual ~Staging() = default;
   // The device whose buffers this stages (cuda:N; cpu for the host stand-in).
   virtual Device device() const = 0;
-  // "pinned host memory on cuda:0's copy stream": for the log line.
+  // "pinned host memory": for the log line.
   virtual std::string describe() const = 0;
   // At least `bytes` of host memory (pinned for a GPU). Valid while the block lives.
   virtual HostBlock host_block(size_t bytes) = 0;
@@ -111,7 +115,7 @@ class StagedDeviceCommunicator final : public Communicator {
   // The host communicator's split; the group shares this one's staging.
   std::unique_ptr<Communicator> split(int color, int key) override;
 
-  struct Impl;  // the host communicator, the staging and the queue of operations not started
+  struct Impl;  // the host communicator, the staging, the timeout and the failure if any
 
  private:
   explicit StagedDeviceCommunicator(std::shared_ptr<Impl> impl);
