@@ -9,8 +9,11 @@
 //       mpirun -np 2 build/cuda/zt_cuda_tests --gtest_filter='StagedSharedGpu.*'
 //     the device world communicator is the staged one, its collectives equal MPI's on the
 //     same data bit for bit, and ZeRO stages 1, 2 and 3 in bf16 (f32 master weights), with
-//     and without optimizer offload, follow the one-rank run's losses within 1e-5 relative
-//     over 20 steps (the one-rank run: the same micro-batches as gradient accumulation).
+//     and without optimizer offload, follow the one-rank run's losses over 20 steps (the
+//     one-rank run: the same micro-batches as gradient accumulation): f32 within 1e-5
+//     relative, bf16 within 1e-4 (its one-rank run adds each micro-batch's gradient into
+//     the bf16 gradient in one rounding, the ranks round theirs to bf16 before summing:
+//     2e-5 measured on CPU ranks).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -251,10 +254,11 @@ class AloneInTheJob {
   std::map<std::string, std::string> saved_;
 };
 
-// 20 steps of tiny-gpt2 in bf16 (f32 master weights and optimizer state) on the GPU, 2 windows
+// 20 steps of tiny-gpt2 on the GPU (bf16: f32 master weights and optimizer state), 2 windows
 // of 64 tokens per micro-batch; `ranks` the job's size, `accumulation` its
 // gradient_accumulation_steps.
-std::vector<double> bf16_losses(const fs::path& out, int ranks, int accumulation, const std::vector<std::string>& extra) {
+std::vector<double> train_losses(const fs::path& out, bool bf16, int ranks, int accumulation,
+                                 const std::vector<std::string>& extra) {
   const fs::path yaml = out.string() + ".yaml";
   if (host_world().rank() == 0 || ranks == 1) {
     std::ofstream(yaml) << "model: {preset: tiny-gpt2}\n"
@@ -270,12 +274,37 @@ std::vector<double> bf16_losses(const fs::path& out, int ranks, int accumulation
   if (ranks > 1) host_world().barrier();
   config::LoadOptions lo;
   lo.world_size = ranks;
-  std::vector<std::string> args{yaml.string(), "--overwrite_output_dir", "--bf16", "true"};
+  std::vector<std::string> args{yaml.string(), "--overwrite_output_dir"};
+  if (bf16) args.insert(args.end(), {"--bf16", "true"});
   args.insert(args.end(), extra.begin(), extra.end());
   return train::run_training(config::load_train_config(args, lo)).losses;
 }
 
-TEST(StagedSharedGpu, ZeroStagesInBf16FollowTheOneRankRun) {
+// The one-rank run's 20 losses on every rank: rank 0 trains alone, the n ranks'
+// micro-batches as n accumulation steps (the loader gives micro-batch m of a step the
+// windows rank m gets in the n-rank job), and broadcasts them as f32 high and low parts.
+std::vector<double> one_rank_losses(const fs::path& dir, bool bf16) {
+  comm::Communicator& w = host_world();
+  std::vector<double> reference(20, 0.0);
+  if (w.rank() == 0) {
+    AloneInTheJob alone;
+    reference = train_losses(dir / (bf16 ? "one_rank_bf16" : "one_rank_f32"), bf16, 1, w.size(), {});
+    EXPECT_EQ(reference.size(), 20u);
+    reference.resize(20, 0.0);
+  }
+  OwnedTensor parts({40}, DType::F32);
+  for (int s = 0; s < 20; ++s) {
+    const float h = static_cast<float>(reference[s]);
+    parts.data<float>()[2 * s] = h;
+    parts.data<float>()[2 * s + 1] = static_cast<float>(reference[s] - static_cast<double>(h));
+  }
+  w.broadcast_async(parts, 0)->wait(comm::Seconds(600.0));  // the others wait while rank 0 trains
+  for (int s = 0; s < 20; ++s)
+    reference[s] = static_cast<double>(parts.data<float>()[2 * s]) + static_cast<double>(parts.data<float>()[2 * s + 1]);
+  return reference;
+}
+
+TEST(StagedSharedGpu, ZeroStagesFollowTheOneRankRun) {
   ZT_REQUIRE_SHARED_GPU();
   comm::Communicator& w = host_world();
   const int n = w.size();
@@ -285,47 +314,31 @@ TEST(StagedSharedGpu, ZeroStagesInBf16FollowTheOneRankRun) {
   if (w.rank() == 0) fs::create_directories(dir);
   w.barrier();
 
-  // The one-rank run: rank 0 alone, the n ranks' micro-batches as n accumulation steps (the
-  // loader gives micro-batch m of a step the windows rank m gets in the n-rank job).
-  std::vector<double> reference(20, 0.0);
-  if (w.rank() == 0) {
-    AloneInTheJob alone;
-    const std::vector<double> r = bf16_losses(dir / "one_rank", 1, n, {});
-    ASSERT_EQ(r.size(), 20u);
-    reference = r;
-  }
-  // The reference to every rank, as f32 high and low parts (~48 bits).
-  std::vector<double> ref = reference;
-  {
-    OwnedTensor hi({40}, DType::F32);
-    for (int s = 0; s < 20; ++s) {
-      const float h = static_cast<float>(reference[s]);
-      hi.data<float>()[2 * s] = h;
-      hi.data<float>()[2 * s + 1] = static_cast<float>(reference[s] - static_cast<double>(h));
-    }
-    comm::Seconds long_wait(600.0);
-    w.broadcast_async(hi, 0)->wait(long_wait);
-    for (int s = 0; s < 20; ++s)
-      ref[s] = static_cast<double>(hi.data<float>()[2 * s]) + static_cast<double>(hi.data<float>()[2 * s + 1]);
-  }
-
   struct Case {
+    bool bf16;
     int stage;
     bool offload;
   };
-  for (const Case k : {Case{1, false}, Case{2, false}, Case{3, false}, Case{1, true}, Case{2, true}, Case{3, true}}) {
+  const std::vector<Case> cases = {{true, 1, false}, {true, 2, false}, {true, 3, false}, {true, 1, true},
+                                   {true, 2, true},  {true, 3, true},  {false, 1, false}, {false, 2, true},
+                                   {false, 3, false}};
+  std::map<bool, std::vector<double>> reference;
+  for (const Case& k : cases) {
+    if (!reference.count(k.bf16)) reference[k.bf16] = one_rank_losses(dir, k.bf16);
+    const std::vector<double>& ref = reference[k.bf16];
     std::vector<std::string> extra{"--zero_optimization.stage", std::to_string(k.stage)};
     if (k.offload) extra.insert(extra.end(), {"--zero_optimization.offload_optimizer.device", "cpu"});
-    const std::string label = str("stage ", k.stage, k.offload ? " offload" : "", " on ", n, " ranks");
-    const std::vector<double> losses =
-        bf16_losses(dir / str("s", k.stage, k.offload ? "_offload" : ""), n, 1, extra);
+    const std::string label =
+        str(k.bf16 ? "bf16" : "f32", " stage ", k.stage, k.offload ? " offload" : "", " on ", n, " ranks");
+    const std::vector<double> losses = train_losses(
+        dir / str(k.bf16 ? "bf16" : "f32", "_s", k.stage, k.offload ? "_offload" : ""), k.bf16, n, 1, extra);
     ASSERT_EQ(losses.size(), 20u) << label;
     double worst = 0;
     for (int s = 0; s < 20; ++s) worst = std::max(worst, std::fabs(losses[s] - ref[s]) / std::fabs(ref[s]));
     if (w.rank() == 0)
       std::printf("[staged-zero] %s: max rel loss diff %.3e over 20 steps (first %.6f / %.6f, last %.6f / %.6f)\n",
                   label.c_str(), worst, losses.front(), ref.front(), losses.back(), ref.back());
-    EXPECT_LE(worst, 1e-5) << label;
+    EXPECT_LE(worst, k.bf16 ? 1e-4 : 1e-5) << label;
   }
   w.barrier();
   if (w.rank() == 0) fs::remove_all(dir);
