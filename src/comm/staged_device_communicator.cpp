@@ -135,12 +135,12 @@ const char* step_name(Step step) {
 struct Op {
   std::string what;
   Step step = Step::CopyOut;
-  std::unique_ptr<StagingEvent> out;             // device -> host
-  std::function<WorkPtr(Communicator&)> start;   // the host operation on the host copies
-  WorkPtr transfer;                              // its Work once started
+  std::unique_ptr<StagingEvent> out;                         // device -> host
+  std::function<WorkPtr(Communicator&)> start;               // the host operation on the host copies
+  WorkPtr transfer;                                          // its Work once started
   std::function<std::unique_ptr<StagingEvent>()> copy_back;  // null: nothing comes back
-  std::unique_ptr<StagingEvent> in;              // host -> device
-  std::vector<HostBlock> blocks;                 // the host copies, held until done
+  std::unique_ptr<StagingEvent> in;                          // host -> device
+  std::vector<HostBlock> blocks;                             // the host copies, held until done
 };
 
 }  // namespace
@@ -155,13 +155,14 @@ struct StagedDeviceCommunicator::Impl {
   Seconds timeout{kDefaultCollectiveTimeoutS};
 
   std::string where() const {
-    return str("rank ", host->rank(), " of ", host->size(), " (world rank ", world_rank, ", ",
-               staging->device().name(), ")");
+    return str("rank ", host->rank(), " of ", host->size(), " (world rank ", world_rank, ", ", staging->device().name(),
+               ")");
   }
 
   void check_usable(const std::string& what) const {
     if (!failure.empty())
-      throw Error(ErrorKind::Internal, str(what, " on ", where(), ": this staged communicator failed earlier: ", failure));
+      throw Error(ErrorKind::Internal,
+                  str(what, " on ", where(), ": this staged communicator failed earlier: ", failure));
   }
 
   // Waits for `op`'s copy out (the compute stream's earlier work, then the copy) and starts
@@ -170,7 +171,9 @@ struct StagedDeviceCommunicator::Impl {
   // communicator's collective (a deadlock), and every rank starts its operations in call
   // order, as MPI requires of one communicator.
   void start(Op& op) {
-    if (op.out) poll_until(op.what, timeout, [&] { return op.out->done(); }, [] { return Step::CopyOut; });
+    if (op.out)
+      poll_until(
+          op.what, timeout, [&] { return op.out->done(); }, [] { return Step::CopyOut; });
     try {
       op.transfer = op.start(*host);
     } catch (const std::exception& e) {
@@ -223,9 +226,9 @@ struct StagedDeviceCommunicator::Impl {
                                 "collectives in different orders; see the other ranks' logs"
                               : "the GPU did not get there — the compute stream's earlier work is stuck or the device "
                                 "failed";
-        const std::string message = str(what, " timed out on ", where(), " after ", elapsed.count(), " s ",
-                                        step_name(at), " (timeout ", limit.count(), " s, ZT_COLLECTIVE_TIMEOUT_S): ",
-                                        why, "; abort the job");
+        const std::string message =
+            str(what, " timed out on ", where(), " after ", elapsed.count(), " s ", step_name(at), " (timeout ",
+                limit.count(), " s, ZT_COLLECTIVE_TIMEOUT_S): ", why, "; abort the job");
         if (failure.empty()) failure = message;
         throw Error(ErrorKind::Internal, message);
       }
@@ -333,11 +336,10 @@ namespace {
 void check_staged_buffer(const char* op, const Tensor& t, const Staging& staging) {
   check_buffer_any_device(op, t);
   if (t.device() != staging.device()) {
-    ZT_THROW_UNSUPPORTED(op, ": tensor '", t.name(), "' is on ", t.device().name(), " but this staged communicator moves ",
-                         staging.device().name(), " buffers (",
-                         t.device().is_cpu() ? "host buffers go through the MPI communicator"
-                                             : "allocate it on this rank's GPU",
-                         ")");
+    ZT_THROW_UNSUPPORTED(
+        op, ": tensor '", t.name(), "' is on ", t.device().name(), " but this staged communicator moves ",
+        staging.device().name(), " buffers (",
+        t.device().is_cpu() ? "host buffers go through the MPI communicator" : "allocate it on this rank's GPU", ")");
   }
 }
 

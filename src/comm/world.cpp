@@ -105,7 +105,8 @@ DeviceCommChoice device_comm_choice_from_env() { return device_comm_choice(env_v
 DeviceSharing device_sharing(const std::vector<std::string>& device_ids) {
   DeviceSharing s;
   const int n = static_cast<int>(device_ids.size());
-  if (n > 0) s.ranks_on_rank0_device = static_cast<int>(std::count(device_ids.begin(), device_ids.end(), device_ids[0]));
+  if (n > 0)
+    s.ranks_on_rank0_device = static_cast<int>(std::count(device_ids.begin(), device_ids.end(), device_ids[0]));
   for (int a = 0; a < n && !s.any_shared; ++a) {
     for (int b = a + 1; b < n; ++b) {
       if (device_ids[a] == device_ids[b]) {
@@ -147,13 +148,13 @@ std::unique_ptr<Communicator> make_device_world_communicator(Communicator& host_
 #else
   constexpr bool kHaveNccl = false;
 #endif
-  const bool staged = choice == DeviceCommChoice::Staged ||
-                      (choice == DeviceCommChoice::Auto && (sharing.any_shared || !kHaveNccl));
+  const bool staged =
+      choice == DeviceCommChoice::Staged || (choice == DeviceCommChoice::Auto && (sharing.any_shared || !kHaveNccl));
   if (choice == DeviceCommChoice::Nccl && sharing.any_shared) {
     ZT_THROW_INPUT(env_name(EnvVar::DeviceComm), "=nccl, but ranks ", sharing.first, " and ", sharing.second,
                    " share one GPU, and NCCL needs a GPU per rank: give each rank its own GPU "
-                   "(CUDA_VISIBLE_DEVICES, fewer ranks), or unset ", env_name(EnvVar::DeviceComm),
-                   " to stage through host memory");
+                   "(CUDA_VISIBLE_DEVICES, fewer ranks), or unset ",
+                   env_name(EnvVar::DeviceComm), " to stage through host memory");
   }
   if (!staged) return make_nccl_world_communicator(host_world);
   auto comm = StagedDeviceCommunicator::create(host_world, cuda_staging());

@@ -150,8 +150,8 @@ OwnedTensor filled(DType dt, int64_t n, int r) {
 // Byte equality: the staged result is MPI's, bit for bit.
 void expect_same_bytes(const Tensor& a, const Tensor& b, const std::string& what) {
   ASSERT_EQ(a.nbytes(), b.nbytes()) << what;
-  ASSERT_EQ(std::memcmp(a.data(), b.data(), a.nbytes()), 0) << what << ": first values " << a.get_f32(0) << " vs "
-                                                             << b.get_f32(0);
+  ASSERT_EQ(std::memcmp(a.data(), b.data(), a.nbytes()), 0)
+      << what << ": first values " << a.get_f32(0) << " vs " << b.get_f32(0);
 }
 
 class Staged : public ::testing::TestWithParam<Kind> {

@@ -167,13 +167,13 @@ comm::Communicator& host_world() {
   return *w;
 }
 
-#define ZT_REQUIRE_SHARED_GPU()                                                                              \
-  do {                                                                                                       \
-    if (!::zt::cuda::available()) GTEST_SKIP() << "no GPU visible";                                          \
-    if (host_world().size() < 2)                                                                             \
-      GTEST_SKIP() << "needs several ranks on the GPU: mpirun -np 2 zt_cuda_tests "                          \
-                      "--gtest_filter='StagedSharedGpu.*'";                                                  \
-    ::zt::cuda::init(::zt::comm::read_launch_env().local_rank % ::zt::cuda::device_count());                 \
+#define ZT_REQUIRE_SHARED_GPU()                                                              \
+  do {                                                                                       \
+    if (!::zt::cuda::available()) GTEST_SKIP() << "no GPU visible";                          \
+    if (host_world().size() < 2)                                                             \
+      GTEST_SKIP() << "needs several ranks on the GPU: mpirun -np 2 zt_cuda_tests "          \
+                      "--gtest_filter='StagedSharedGpu.*'";                                  \
+    ::zt::cuda::init(::zt::comm::read_launch_env().local_rank % ::zt::cuda::device_count()); \
   } while (0)
 
 TEST(StagedSharedGpu, CollectivesEqualMpiOnTheSameData) {
@@ -234,10 +234,10 @@ TEST(StagedSharedGpu, CollectivesEqualMpiOnTheSameData) {
 class AloneInTheJob {
  public:
   AloneInTheJob() {
-    for (const char* name : {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-                             "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID",
-                             "MPI_LOCALNRANKS", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "RANK",
-                             "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"}) {
+    for (const char* name :
+         {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+          "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS",
+          "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"}) {
       if (const char* v = std::getenv(name)) {
         saved_[name] = v;
         ::unsetenv(name);
@@ -300,7 +300,8 @@ std::vector<double> one_rank_losses(const fs::path& dir, bool bf16) {
   }
   w.broadcast_async(parts, 0)->wait(comm::Seconds(600.0));  // the others wait while rank 0 trains
   for (int s = 0; s < 20; ++s)
-    reference[s] = static_cast<double>(parts.data<float>()[2 * s]) + static_cast<double>(parts.data<float>()[2 * s + 1]);
+    reference[s] =
+        static_cast<double>(parts.data<float>()[2 * s]) + static_cast<double>(parts.data<float>()[2 * s + 1]);
   return reference;
 }
 
@@ -319,9 +320,9 @@ TEST(StagedSharedGpu, ZeroStagesFollowTheOneRankRun) {
     int stage;
     bool offload;
   };
-  const std::vector<Case> cases = {{true, 1, false}, {true, 2, false}, {true, 3, false}, {true, 1, true},
-                                   {true, 2, true},  {true, 3, true},  {false, 1, false}, {false, 2, true},
-                                   {false, 3, false}};
+  const std::vector<Case> cases = {{true, 1, false},  {true, 2, false}, {true, 3, false},
+                                   {true, 1, true},   {true, 2, true},  {true, 3, true},
+                                   {false, 1, false}, {false, 2, true}, {false, 3, false}};
   std::map<bool, std::vector<double>> reference;
   for (const Case& k : cases) {
     if (!reference.count(k.bf16)) reference[k.bf16] = one_rank_losses(dir, k.bf16);

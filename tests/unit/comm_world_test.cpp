@@ -12,9 +12,9 @@
 #include "core/error.h"
 
 namespace {
-using zt::comm::DeviceCommChoice;
 using zt::comm::device_comm_choice;
 using zt::comm::device_sharing;
+using zt::comm::DeviceCommChoice;
 
 TEST(DeviceCommChoice, ValuesOfZtDeviceComm) {
   EXPECT_EQ(device_comm_choice(nullptr), DeviceCommChoice::Auto);
