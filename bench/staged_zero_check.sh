@@ -9,7 +9,9 @@
 # each run's log must say so. The one-rank run takes the same micro-batches as gradient
 # accumulation (micro-batch 2 and gradient_accumulation_steps N; the loader gives micro-batch
 # m of a step the windows rank m gets), so the N-rank run differs from it only in how the
-# gradients are summed. precision: bf16 (f32 master weights; the default on cuda) or f32
+# gradients are summed, as long as the steps stay inside the first epoch (~320 windows here:
+# 20 steps of 4 x 2; past an epoch's end the one-rank run drops its partial last batch per
+# micro-batch, the N ranks per step). precision: bf16 (f32 master weights; the default on cuda) or f32
 # (the default on cpu, how this script is tried without a GPU: CPU ranks over MPI). tol,
 # the limit on the max over the steps of |loss - one-rank loss| / one-rank loss: 1e-5 for
 # f32 (measured on CPU ranks: 4e-8); 1e-4 for bf16, whose one-rank run adds each
@@ -47,7 +49,7 @@ esac
 cat >"$work/run.yaml" <<YAML
 model: {preset: tiny-gpt2}
 data:
-  train: ['$root/data/text/artistic.txt', '$root/data/text/apache-2.0.txt']
+  train: ['$root/data/text/artistic.txt', '$root/data/text/apache-2.0.txt', '$root/data/text/gpl-3.txt']
   seq_len: 64
 per_device_train_batch_size: 2
 learning_rate: 1.0e-3

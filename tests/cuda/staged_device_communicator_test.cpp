@@ -256,14 +256,16 @@ class AloneInTheJob {
 
 // 20 steps of tiny-gpt2 on the GPU (bf16: f32 master weights and optimizer state), 2 windows
 // of 64 tokens per micro-batch; `ranks` the job's size, `accumulation` its
-// gradient_accumulation_steps.
+// gradient_accumulation_steps. ~320 windows: 20 steps of 4 ranks stay in the first epoch
+// (past its end the one-rank run drops its partial batch per micro-batch, the ranks per step).
 std::vector<double> train_losses(const fs::path& out, bool bf16, int ranks, int accumulation,
                                  const std::vector<std::string>& extra) {
   const fs::path yaml = out.string() + ".yaml";
   if (host_world().rank() == 0 || ranks == 1) {
     std::ofstream(yaml) << "model: {preset: tiny-gpt2}\n"
                         << "data:\n  train: ['" << ZT_SOURCE_DIR << "/data/text/artistic.txt', '" << ZT_SOURCE_DIR
-                        << "/data/text/apache-2.0.txt']\n  seq_len: 64\n"
+                        << "/data/text/apache-2.0.txt', '" << ZT_SOURCE_DIR
+                        << "/data/text/gpl-3.txt']\n  seq_len: 64\n"
                            "per_device_train_batch_size: 2\ngradient_accumulation_steps: "
                         << accumulation
                         << "\nlearning_rate: 1.0e-3\nmax_steps: 20\nsave_interval: 0\neval_interval: 0\n"
