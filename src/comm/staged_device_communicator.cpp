@@ -307,10 +307,8 @@ std::shared_ptr<Staging> cuda_staging() {
 
 StagedDeviceCommunicator::StagedDeviceCommunicator(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-StagedDeviceCommunicator::~StagedDeviceCommunicator() {
-  // Works still held elsewhere keep the Impl; nothing to flush here: each Work finishes
-  // (or fails) its own operation.
-}
+// Works still held elsewhere keep the Impl: each finishes (or fails) its own operation.
+StagedDeviceCommunicator::~StagedDeviceCommunicator() = default;
 
 std::unique_ptr<StagedDeviceCommunicator> StagedDeviceCommunicator::create(Communicator& host,
                                                                            std::shared_ptr<Staging> staging) {
