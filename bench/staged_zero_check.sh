@@ -16,8 +16,8 @@
 # the limit on the max over the steps of |loss - one-rank loss| / one-rank loss: 1e-5 for
 # f32 (measured on CPU ranks: 4e-8); 1e-4 for bf16, whose one-rank run adds each
 # micro-batch's gradient into the bf16 gradient in one rounding while the ranks' sum rounds
-# each rank's gradient to bf16 first (measured on 2 CPU ranks: 2.1e-5 at step 2, then
-# 1e-7..9e-6, not growing). Prints a table; exits 1 on a mismatch or a failed run.
+# each rank's gradient to bf16 first (measured on CPU ranks: 2.1e-5 on 2, 2.6e-5 on 4, not
+# growing over the steps). Prints a table; exits 1 on a mismatch or a failed run.
 set -uo pipefail
 
 build=${1:?usage: staged_zero_check.sh BUILD_DIR [cuda|cpu] [counts] [steps] [tol]}
