@@ -37,6 +37,10 @@ struct DeviceInfo {
   size_t total_memory = 0;   // bytes
   int major = 0, minor = 0;  // compute capability
   int multiprocessors = 0;
+  // "GPU-8f0c1a2b-...": the same in every process that sees this GPU, whatever its index
+  // there (CUDA_VISIBLE_DEVICES), and different for every other GPU or MIG instance: how
+  // ranks tell that they share a device.
+  std::string uuid;
 };
 DeviceInfo device_info(int device);
 // Free memory of the current device (cudaMemGetInfo: other processes' use counted), in

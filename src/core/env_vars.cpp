@@ -42,6 +42,10 @@ const std::vector<EnvVarSpec>& env_var_table() {
        "auto|none: with ZeRO-Offload and several ranks on a machine, each rank binds to its own block of cores "
        "in one NUMA node and allocates its host state there (default auto; a process already bound by its "
        "launcher is left alone; none: never bind)"},
+      {EnvVar::DeviceComm, "ZT_DEVICE_COMM", A::User, "comm/world.cpp",
+       "auto|nccl|staged: the communicator for GPU buffers with several ranks (default auto: NCCL when each rank "
+       "has its own GPU, staged through pinned host memory over MPI when ranks share one; staged is for testing "
+       "and debugging, slower than NCCL)"},
       {EnvVar::TestFailAt, "ZT_TEST_FAIL_AT", A::Test, "core/fail_point.cpp",
        "POINT or POINT@DETAIL: the process SIGKILLs itself at that fault-injection point (core/fail_point.h; the "
        "points are listed in docs/checkpoints.md)"},

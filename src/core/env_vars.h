@@ -27,6 +27,7 @@ enum class EnvVar {
   OpenmpSpin,
   CpuIsa,
   CpuBind,
+  DeviceComm,
   // test-only (failure drills, simulated machines)
   TestFailAt,
   TestSignals,

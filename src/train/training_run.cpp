@@ -265,7 +265,7 @@ std::unique_ptr<TrainingRun> start_training_run(const config::TrainConfig& confi
                      ": device cuda, but no GPU is visible to this process, or this build has no CUDA "
                      "backend (`zerotrain report` says which): use --device cpu");
     cuda::init(comm::read_launch_env().local_rank % cuda::device_count());
-    if (host_world->size() > 1) device_world = comm::make_nccl_world_communicator(*host_world);
+    if (host_world->size() > 1) device_world = comm::make_device_world_communicator(*host_world);
   }
   // Every rank data-parallel: the config has no tensor, pipeline or expert sizes yet.
   const comm::ParallelDims dims = comm::ParallelDims::data_parallel(host_world->size());

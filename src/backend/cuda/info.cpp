@@ -34,6 +34,15 @@ DeviceInfo device_info(int device) {
   d.major = p.major;
   d.minor = p.minor;
   d.multiprocessors = p.multiProcessorCount;
+  // nvidia-smi's spelling: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
+  static const char* const kHex = "0123456789abcdef";
+  d.uuid = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    const auto byte = static_cast<unsigned char>(p.uuid.bytes[i]);
+    if (i == 4 || i == 6 || i == 8 || i == 10) d.uuid += '-';
+    d.uuid += kHex[byte >> 4];
+    d.uuid += kHex[byte & 15];
+  }
   return d;
 }
 
