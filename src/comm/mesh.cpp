@@ -124,12 +124,6 @@ std::vector<int> group_members(const ParallelDims& d, MeshAxis axis, int rank) {
   return members;
 }
 
-Group::Group(Communicator& host, Communicator* device) : host_(&host), device_(device) {
-  ZT_CHECK(!device || (device->rank() == host.rank() && device->size() == host.size()),
-           "a group's device communicator (rank ", device ? device->rank() : -1, " of ", device ? device->size() : -1,
-           ") must have its host communicator's rank and size (", host.rank(), " of ", host.size(), ")");
-}
-
 Mesh::Mesh(const ParallelDims& dims, std::unique_ptr<Communicator> host_world,
            std::unique_ptr<Communicator> device_world)
     : dims_(dims), owned_host_world_(std::move(host_world)), owned_device_world_(std::move(device_world)) {

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/group.h"
 
 namespace zt::comm {
 
@@ -87,27 +88,6 @@ const char* mesh_axis_name(MeshAxis axis);
 
 // The world ranks of `rank`'s group along `axis`, ascending.
 std::vector<int> group_members(const ParallelDims& dims, MeshAxis axis, int rank);
-
-// A group's communicators (owned elsewhere: by a Mesh, or the caller). host: MPI or the
-// single-process communicator (host buffers, scalars, barriers); device: the communicator
-// of the model's device buffers (NCCL, or the staged one), null without one.
-class Group {
- public:
-  Group() = default;
-  // device, if given, must have host's rank and size.
-  explicit Group(Communicator& host, Communicator* device = nullptr);
-  Communicator& host() const { return *host_; }
-  Communicator* device() const { return device_; }
-  // Where the model's buffers move: the device communicator when there is one.
-  Communicator& buffers() const { return device_ ? *device_ : *host_; }
-  int rank() const { return host_->rank(); }
-  int size() const { return host_->size(); }
-  bool valid() const { return host_ != nullptr; }
-
- private:
-  Communicator* host_ = nullptr;
-  Communicator* device_ = nullptr;
-};
 
 class Mesh {
  public:

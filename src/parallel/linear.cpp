@@ -14,7 +14,7 @@ namespace {
 
 // A group of more than one rank for tensors on x's device; null otherwise.
 comm::Communicator* active(const Group& group, const Tensor& x) {
-  comm::Communicator* c = group.for_device(x.device());
+  comm::Communicator* c = group.for_tensors_on(x.device());
   return c != nullptr && c->size() > 1 ? c : nullptr;
 }
 
@@ -71,13 +71,6 @@ const char* precision_name(Precision precision) {
       return "fp8-tensorwise";
   }
   return "?";
-}
-
-comm::Communicator* Group::for_device(const Device& d) const { return d.is_cpu() ? host : device; }
-
-int Group::size() const {
-  comm::Communicator* c = host != nullptr ? host : device;
-  return c != nullptr ? c->size() : 1;
 }
 
 // Per adapter: h = dropout(x) A^T, then y's columns += scaling * h B^T, the scaling in the

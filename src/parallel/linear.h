@@ -31,6 +31,7 @@
 
 #include "backend/weight_layout.h"
 #include "comm/communicator.h"
+#include "comm/group.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 
@@ -46,15 +47,9 @@ const char* linear_kind_name(LinearKind kind);
 enum class Precision : uint8_t { Activations, Fp8Tensorwise };
 const char* precision_name(Precision precision);
 
-// A tensor-parallel group: the host communicator (CPU tensors) and the device one (tensors
-// on a GPU). Both null: one rank, today's behaviour. Passed, never global.
-struct Group {
-  comm::Communicator* host = nullptr;
-  comm::Communicator* device = nullptr;
-  // The communicator for tensors on `device` (null: no group, or one rank).
-  comm::Communicator* for_device(const Device& device) const;
-  int size() const;
-};
+// The tensor-parallel group is a comm::Group (comm/group.h): an empty one is one rank,
+// today's behaviour.
+using comm::Group;
 
 // One LoRA adapter of a linear: A [r, in], B [cols, r] and their gradients (undefined
 // without a gradient buffer: forward only), adding to the output columns

@@ -24,7 +24,7 @@ void vocab_parallel_cross_entropy_forward(const Group& group, const Tensor& loss
   const Device dev = inp.device();
   OwnedTensor stats({3, N}, DType::F32, dev);
   ops::lm_head_cross_entropy_partial(stats, inp, weight, targets, slice.begin, slice.size, ignore_index);
-  comm::Communicator* c = group.for_device(dev);
+  comm::Communicator* c = group.for_tensors_on(dev);
   if (c != nullptr && c->size() > 1) {
     // Each rank's sum relative to the group's max, then the sums and target logits summed
     // (the target is in one rank's slice; the others add 0).
@@ -42,7 +42,7 @@ void vocab_parallel_cross_entropy_backward(const Group& group, const Tensor& din
                                            VocabSlice slice, int ignore_index, const Tensor& lse, float grad_scale) {
   ops::lm_head_cross_entropy_backward(dinp, dweight, inp, weight, targets, slice.begin, slice.size, ignore_index, lse,
                                       grad_scale);
-  comm::Communicator* c = group.for_device(inp.device());
+  comm::Communicator* c = group.for_tensors_on(inp.device());
   if (c != nullptr && c->size() > 1) c->all_reduce(dinp, comm::ReduceOp::Sum);
 }
 

@@ -27,7 +27,7 @@
 //            overlaps this unit's compute; the store's buffer is reused only after the
 //            copy is done. The stage-3 prefetch also starts the swapped slices' reads.
 //
-// The engine is the model's UnitHooks (model/transformer.h): the transformer calls it
+// The engine is the model's UnitHooks (model/unit_scope.h): the transformer calls it
 // before and after each unit's forward and backward, which is where it gathers, releases
 // and reduces. With overlap_comm the collectives run while the next unit computes (they
 // are started asynchronously and completed at the end of the micro-batch); without, each

@@ -188,7 +188,7 @@ void expect_pair_matches_one_rank(model::ModelConfig c) {
   const Adapter& oa = whole.out_adapters[0];  // Row: A the rank's input columns, B whole
   local.out_adapters.push_back({cut(oa.a, {{0, kR}}, mine), copy(oa.b), zeros({kR, lF}), zeros({C, kR}), 0, C});
   Outputs got;
-  run_pair(lc, local, parallel::Group{&world(), nullptr}, x, dy, layout, got);
+  run_pair(lc, local, comm::Group(world()), x, dy, layout, got);
 
   expect_near(got.y, ref.y, "y");
   expect_near(got.dx, ref.dx, "dx");

@@ -33,7 +33,7 @@ TEST(VocabParallelCrossEntropy, MatchesTheFusedOneRankOp) {
   const Tensor weight = p.weight->narrow(0, rank * rows, rows);
   OwnedTensor losses({p.N}, DType::F32), lse({p.N}, DType::F32), dinp({p.N, p.C}, DType::F32);
   OwnedTensor dweight = OwnedTensor::zeros({rows, p.C}, DType::F32);
-  const parallel::Group group{&world(), nullptr};
+  const comm::Group group(world());
   parallel::vocab_parallel_cross_entropy_forward(group, losses, lse, p.inp, weight, p.targets, slice,
                                                  testing::kCeIgnore);
   parallel::vocab_parallel_cross_entropy_backward(group, dinp, dweight, p.inp, weight, p.targets, slice,
