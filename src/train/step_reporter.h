@@ -16,12 +16,9 @@
 #include "train/lora_setup.h"
 #include "train/memory_report.h"
 #include "train/metrics.h"
+#include "zero/param_store.h"
+#include "zero/state_store.h"
 #include "zero/swap_file.h"
-
-namespace zt::zero {
-class NvmeStore;
-class ParamStore;
-}  // namespace zt::zero
 
 namespace zt::train {
 
