@@ -259,14 +259,15 @@ struct RunConfig;  // config/run_config.h
 // monostate: read by its section's own parser (lora:, the trackers' keys). The reader
 // follows from the field's type: bool, integer, number, word or list of words; an enum
 // field takes the row's `choices` in the enum's order (OutputDirOverwrite: a bool).
-using RunTarget = std::variant<
-    std::monostate, bool TrainConfig::*, int TrainConfig::*, int64_t TrainConfig::*, uint64_t TrainConfig::*,
-    float TrainConfig::*, double TrainConfig::*, std::string TrainConfig::*, std::vector<std::string> TrainConfig::*,
-    CheckpointSaves TrainConfig::*, Evaluations TrainConfig::*, OutputDirOverwrite TrainConfig::*,
-    std::optional<uint64_t> TrainConfig::*, bool ModelSection::*, std::string ModelSection::*, bool DataSection::*,
-    int64_t DataSection::*, double DataSection::*, std::string DataSection::*,
-    std::vector<std::string> DataSection::*, Setting<bool> RunConfig::*, Setting<int64_t> RunConfig::*,
-    Setting<double> RunConfig::*, Setting<std::string> RunConfig::*, std::string RunConfig::*>;
+using RunTarget =
+    std::variant<std::monostate, bool TrainConfig::*, int TrainConfig::*, int64_t TrainConfig::*,
+                 uint64_t TrainConfig::*, float TrainConfig::*, double TrainConfig::*, std::string TrainConfig::*,
+                 std::vector<std::string> TrainConfig::*, CheckpointSaves TrainConfig::*, Evaluations TrainConfig::*,
+                 OutputDirOverwrite TrainConfig::*, std::optional<uint64_t> TrainConfig::*, bool ModelSection::*,
+                 std::string ModelSection::*, bool DataSection::*, int64_t DataSection::*, double DataSection::*,
+                 std::string DataSection::*, std::vector<std::string> DataSection::*, Setting<bool> RunConfig::*,
+                 Setting<int64_t> RunConfig::*, Setting<double> RunConfig::*, Setting<std::string> RunConfig::*,
+                 std::string RunConfig::*>;
 
 // A value as read, for a row's range check.
 struct RunValue {
@@ -297,8 +298,8 @@ struct RunKey {
   std::string origin_key;
   std::string doc;
   RunTarget target{};
-  nlohmann::json default_value{};    // what lands when the key is not written
-  RunCheck check = nullptr;          // the value's range (nullptr: the type's alone)
+  nlohmann::json default_value{};      // what lands when the key is not written
+  RunCheck check = nullptr;            // the value's range (nullptr: the type's alone)
   std::vector<std::string> choices{};  // a word key's values
   RunPath path = RunPath::No;
   AutoOk auto_ok = AutoOk::No;  // "auto" is a value (it lands as the word "auto")

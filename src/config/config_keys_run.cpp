@@ -68,7 +68,8 @@ void check_validation_fraction(const RunValue& v, const Where& w, const std::str
 // Patience and threshold are said together, under the patience's name.
 void check_early_stopping(const RunValue& v, const Where& w, const std::string&) {
   if (v.number < 0)
-    ZT_THROW_INPUT(w.key("early_stopping_patience").str(), ": early_stopping_patience and early_stopping_threshold "
+    ZT_THROW_INPUT(w.key("early_stopping_patience").str(),
+                   ": early_stopping_patience and early_stopping_threshold "
                    "must not be negative (patience 0: no early stopping)");
 }
 
@@ -362,7 +363,8 @@ std::vector<RunKey> lora_and_trainer_rows() {
        "",
        "constant, constant_with_warmup, linear, cosine, cosine_with_restarts, polynomial, inverse_sqrt (HF's "
        "defaults for their arguments); reduce_lr_on_plateau, cosine_with_min_lr and warmup_stable_decay refused",
-       &RunConfig::lr_scheduler_type, "linear", check_lr_scheduler_type, {"constant", "constant_with_warmup", "linear", "cosine", "cosine_with_restarts", "polynomial", "inverse_sqrt"}},
+       &RunConfig::lr_scheduler_type, "linear", check_lr_scheduler_type,
+       {"constant", "constant_with_warmup", "linear", "cosine", "cosine_with_restarts", "polynomial", "inverse_sqrt"}},
       {"weight_decay", {}, "0", "", "",
        &RunConfig::weight_decay, 0.0, not_negative},
       {"max_grad_norm", {}, "1.0", "", "clipping (0 = off)",
@@ -374,7 +376,8 @@ std::vector<RunKey> lora_and_trainer_rows() {
       {"adam_epsilon", {}, "1e-8", "", "",
        &RunConfig::adam_epsilon, 1e-8, check_epsilon},
       {"optim", {}, "adamw", "", "adamw (adamw_torch, adamw_torch_fused, adamw_hf), adam, sgd, lion (lion_32bit)",
-       &RunConfig::optim, "adamw", nullptr, {"adamw", "adamw_torch", "adamw_torch_fused", "adamw_hf", "adam", "sgd", "lion", "lion_32bit"}},
+       &RunConfig::optim, "adamw", nullptr,
+       {"adamw", "adamw_torch", "adamw_torch_fused", "adamw_hf", "adam", "sgd", "lion", "lion_32bit"}},
       {"bf16", {}, "false", "", "mixed precision (not with fp16)",
        &RunConfig::bf16, false},
       {"fp16", {}, "false", "", "mixed precision (not with bf16)",

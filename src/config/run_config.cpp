@@ -192,7 +192,8 @@ void land(const RunKey& k, T C::*field, const json& obj, const std::string& name
   };
   if constexpr (is_one_of<T, bool, OutputDirOverwrite, Setting<bool>>) {
     const Setting<bool> s = read_bool(obj, name, w, k.default_value.get<bool>());
-    if constexpr (std::is_same_v<T, OutputDirOverwrite>) out = s.value ? OutputDirOverwrite::Yes : OutputDirOverwrite::No;
+    if constexpr (std::is_same_v<T, OutputDirOverwrite>)
+      out = s.value ? OutputDirOverwrite::Yes : OutputDirOverwrite::No;
     if constexpr (std::is_same_v<T, bool>) out = s.value;
     if constexpr (std::is_same_v<T, Setting<bool>>) out = s;
   } else if constexpr (is_one_of<T, int, int64_t, uint64_t, std::optional<uint64_t>, Setting<int64_t>>) {
@@ -265,7 +266,7 @@ void read_model(const json& doc, const Where& top, RunConfig& r) {
     const auto presets = model::preset_names();
     (std::find(presets.begin(), presets.end(), name) != presets.end() ? m.preset
      : name.size() > 5 && ends_with(name, ".json")                    ? m.config_file
-                                                                    : m.path) = name;
+                                                                      : m.path) = name;
     return;
   }
   read_section(doc, "model", top, r);
@@ -320,8 +321,10 @@ void check_run_rules(const RunConfig& r, const Where& top) {
     // evaluation at that step.
     const int eval = static_cast<int>(t.evaluations), save = static_cast<int>(t.checkpoint_saves);
     if (!evaluates || t.checkpoint_saves == CheckpointSaves::None || eval != save)
-      ZT_THROW_INPUT(top.key("load_best_model_at_end").str(), ": needs eval_strategy and save_strategy to be the same "
-                     "and not \"no\" (they are \"", strategy_name(eval), "\" and \"", strategy_name(save), "\")");
+      ZT_THROW_INPUT(top.key("load_best_model_at_end").str(),
+                     ": needs eval_strategy and save_strategy to be the same "
+                     "and not \"no\" (they are \"",
+                     strategy_name(eval), "\" and \"", strategy_name(save), "\")");
     if (t.checkpoint_saves == CheckpointSaves::Steps &&
         (t.eval_interval <= 0 || t.save_interval <= 0 || t.save_interval % t.eval_interval != 0))
       ZT_THROW_INPUT(top.key("load_best_model_at_end").str(), ": needs save_steps (", t.save_interval,

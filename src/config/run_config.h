@@ -29,7 +29,7 @@ struct RunConfig {
   TrainConfig train;
   bool report_tensorboard = false;  // report_to names tensorboard (or all)
   std::string logging_dir;          // HF's logging_dir ("": output_dir/runs)
-  Setting<std::string> device{"auto"};  // auto: cuda when a GPU is visible, else cpu
+  Setting<std::string> device{"auto"};                 // auto: cuda when a GPU is visible, else cpu
   Setting<std::string> metric_for_best_model{"loss"};  // the validation loss either way
   // HF Trainer-style keys.
   Setting<double> learning_rate{5e-5}, weight_decay{0.0}, max_grad_norm{1.0};

@@ -138,7 +138,8 @@ void apply_run(const RunConfig& r, TrainConfig& cfg) {
   if (no_model) cfg.model.preset = "tiny-gpt2";  // the built-in run's model
   cfg.origin["model"] = no_model ? "default" : s;
   if (r.report_tensorboard)
-    cfg.tensorboard_dir = r.logging_dir.empty() ? (std::filesystem::path(cfg.output_dir) / "runs").string() : r.logging_dir;
+    cfg.tensorboard_dir =
+        r.logging_dir.empty() ? (std::filesystem::path(cfg.output_dir) / "runs").string() : r.logging_dir;
   // auto: the GPU when this build has the CUDA backend and one is visible, as PyTorch users
   // expect from `accelerate launch` (the config dump and the log name the device chosen).
   cfg.device = r.device.value != "auto" ? r.device.value : cuda::available() ? "cuda" : "cpu";
@@ -416,8 +417,8 @@ void load_deepspeed(Documents& d, const Args& args) {
     if (!from_run.empty() && !acc.deepspeed_config_file.empty() &&
         std::filesystem::path(from_run).lexically_normal() !=
             std::filesystem::path(acc.deepspeed_config_file).lexically_normal())
-      ZT_THROW_INPUT(d.run_source, ": deepspeed names ", from_run, " but ", acc.source,
-                     " names deepspeed_config_file ", acc.deepspeed_config_file, "; name one DeepSpeed config");
+      ZT_THROW_INPUT(d.run_source, ": deepspeed names ", from_run, " but ", acc.source, " names deepspeed_config_file ",
+                     acc.deepspeed_config_file, "; name one DeepSpeed config");
     d.ds_path = !from_run.empty() ? from_run : acc.deepspeed_config_file;
   }
   if (!d.ds_path.empty()) {

@@ -37,7 +37,8 @@ CheckpointPolicy::CheckpointPolicy(TrainingRun& run, StopSignals& signals, const
 void CheckpointPolicy::save(int64_t best_step) {
   const int64_t step = run_.step;
   // The step just evaluated as the best: its checkpoint is the one rotation keeps.
-  if (run_.config.load_best_model_at_end && best_step == step) run_.best_checkpoint = "global_step" + std::to_string(step);
+  if (run_.config.load_best_model_at_end && best_step == step)
+    run_.best_checkpoint = "global_step" + std::to_string(step);
   signals_.saving(step);
   drills_.at(TrainPoint::Save, step);
   last_checkpoint_ = save_run_checkpoint(run_, run_.checkpoint_root().string());

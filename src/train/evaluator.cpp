@@ -46,7 +46,8 @@ bool Evaluator::stops_early(bool last) const {
   if (run_.is_main_rank())
     ZT_INFO("early stopping at step ", run_.step, ": ", best_.evals_without_improvement(),
             " evaluations without a validation loss better than ", best_.best(), " (step ", best_.best_step(),
-            ") by more than ", c.early_stopping_threshold, " (early_stopping_patience ", c.early_stopping_patience, ")");
+            ") by more than ", c.early_stopping_threshold, " (early_stopping_patience ", c.early_stopping_patience,
+            ")");
   return true;
 }
 

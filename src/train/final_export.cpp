@@ -27,13 +27,15 @@ std::unique_ptr<model::Transformer> sampling_copy(const model::Transformer& mode
   const Device device = model.options().device;
   if (device.is_cpu() || model.options().param_dtype == DType::F32) return nullptr;
   size_t f32_bytes = 0;
-  for (const auto& unit : model.registry().units()) f32_bytes += static_cast<size_t>(unit->padded_numel()) * sizeof(float);
+  for (const auto& unit : model.registry().units())
+    f32_bytes += static_cast<size_t>(unit->padded_numel()) * sizeof(float);
   const cuda::MemoryStats stats = cuda::memory_stats();
   const size_t available = cuda::free_device_memory() + (stats.bytes_reserved - stats.bytes_in_use);
   const size_t margin = size_t{512} << 20;  // KV cache, prefill activations, logits, workspaces
   if (f32_bytes + margin <= available) return model::inference_copy(model, DType::F32, device);
-  ZT_INFO("samples: the f32 copy the GPU decoder needs (", human_bytes(static_cast<double>(f32_bytes)), ") does not fit the ",
-          human_bytes(static_cast<double>(available)), " free on the device; sampling the saved model on the host");
+  ZT_INFO("samples: the f32 copy the GPU decoder needs (", human_bytes(static_cast<double>(f32_bytes)),
+          ") does not fit the ", human_bytes(static_cast<double>(available)),
+          " free on the device; sampling the saved model on the host");
   return model::load_pretrained(final_dir).model;
 }
 

@@ -32,8 +32,8 @@ class ConsoleSink final : public StepSink {
     if (r.nvme) {
       const double n = static_cast<double>(r.steps);
       char buf[160];
-      std::snprintf(buf, sizeof buf, " | nvme r %.2f w %.2f GB/s, waited %.2f s/step", r.nvme->read_bytes / r.seconds / 1e9,
-                    r.nvme->written_bytes / r.seconds / 1e9, r.nvme->wait_s / n);
+      std::snprintf(buf, sizeof buf, " | nvme r %.2f w %.2f GB/s, waited %.2f s/step",
+                    r.nvme->read_bytes / r.seconds / 1e9, r.nvme->written_bytes / r.seconds / 1e9, r.nvme->wait_s / n);
       swap = buf;
     }
     std::fprintf(out_,
@@ -101,7 +101,8 @@ class MetricsSink final : public StepSink {
   }
 
   void evaluation(const EvalRecord& r) override {
-    file_.write({{"step", r.step}, {"val_loss", r.val_loss}, {"val_ppl", std::exp(r.val_loss)}, {"skipped", r.skipped}});
+    file_.write(
+        {{"step", r.step}, {"val_loss", r.val_loss}, {"val_ppl", std::exp(r.val_loss)}, {"skipped", r.skipped}});
   }
 
  private:

@@ -49,13 +49,13 @@ struct StepRecord {
   double elapsed_s = 0, eta_s = 0;
   double comm_bytes_per_step = 0;  // this rank's collectives (ring-algorithm accounting)
   bool comm_shown = false;         // several ranks: the line says it (metrics always have it)
-  bool skipped = false;                       // fp16 overflow
-  int64_t skipped_steps = 0;                  // so far
-  int64_t target_tokens = 0;   // tokens whose label is not masked
-  bool targets_shown = false;  // SFT data (masked labels): the line says them
-  int64_t samples = 0;     // sequences trained on so far (DeepSpeed's monitors' x axis)
-  int64_t steps = 1;       // since the last log line (the means' count)
-  double seconds = 0;      // since the last log line
+  bool skipped = false;            // fp16 overflow
+  int64_t skipped_steps = 0;       // so far
+  int64_t target_tokens = 0;       // tokens whose label is not masked
+  bool targets_shown = false;      // SFT data (masked labels): the line says them
+  int64_t samples = 0;             // sequences trained on so far (DeepSpeed's monitors' x axis)
+  int64_t steps = 1;               // since the last log line (the means' count)
+  double seconds = 0;              // since the last log line
   std::optional<SwapRates> nvme;
   std::optional<StepTimes> times;
   std::optional<MemoryBreakdown> memory;

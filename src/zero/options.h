@@ -22,12 +22,12 @@ enum class OffloadDevice { None, CPU, NVMe };
 // it (NvmeStoreOptions *is* one), with no field-by-field copy on the way.
 struct OffloadOptimizerOptions {
   OffloadDevice device = OffloadDevice::None;
-  std::string nvme_path;    // the folder of the swap files (device nvme)
-  int buffer_count = 4;     // pieces in memory at once (>= 2 to overlap anything)
-  bool pin_memory = true;   // page-locked host state
+  std::string nvme_path;   // the folder of the swap files (device nvme)
+  int buffer_count = 4;    // pieces in memory at once (>= 2 to overlap anything)
+  bool pin_memory = true;  // page-locked host state
   bool pipeline_read = false, pipeline_write = false;
-  bool fast_init = false;   // accepted (no effect here)
-  double ratio = 1.0;       // the share of the state (in elements) on the host
+  bool fast_init = false;  // accepted (no effect here)
+  double ratio = 1.0;      // the share of the state (in elements) on the host
 };
 
 // DeepSpeed's zero_optimization.offload_param, typed once likewise (ParamNvme *is* one).

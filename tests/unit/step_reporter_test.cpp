@@ -68,9 +68,10 @@ std::string console(F&& report) {
 
 TEST(StepReporter, TheConsoleLineSaysWhatTheRunHas) {
   const std::string plain = console([](StepSink& s) { s.step(record()); });
-  EXPECT_EQ(plain,
-            "step     20/100 | loss 2.5000 | lr 1.000e-03 | grad norm  0.7500 | scale 1 |     1234 tok/s | MFU  12.5% | "
-            "mem 2.0 MiB | 1m05s elapsed, ETA 4m20s\n");
+  EXPECT_EQ(
+      plain,
+      "step     20/100 | loss 2.5000 | lr 1.000e-03 | grad norm  0.7500 | scale 1 |     1234 tok/s | MFU  12.5% | "
+      "mem 2.0 MiB | 1m05s elapsed, ETA 4m20s\n");
   StepRecord r = record();
   r.comm_shown = true;
   r.targets_shown = true;
@@ -85,9 +86,12 @@ TEST(StepReporter, TheConsoleLineSaysWhatTheRunHas) {
                       "waited 0.50 s/step | targets 512 | overflow: skipped (3 so far)\n"),
             std::string::npos)
       << full;
-  EXPECT_NE(full.find("\ntime (ms/step, mean of 10) | fwd: 1.00 | bwd: 2.00 | step: 3.00 | comm: 4.00\n"), std::string::npos)
+  EXPECT_NE(full.find("\ntime (ms/step, mean of 10) | fwd: 1.00 | bwd: 2.00 | step: 3.00 | comm: 4.00\n"),
+            std::string::npos)
       << full;
-  EXPECT_EQ(console([](StepSink& s) { s.evaluation({20, 100, 2.0, false}); }),
+  EXPECT_EQ(console([](StepSink& s) {
+              s.evaluation({20, 100, 2.0, false});
+            }),
             "step     20/100 | val loss 2.0000 | val ppl 7.39\n");
 }
 
