@@ -24,7 +24,7 @@
 namespace zt::config {
 
 enum class Precision { F32, BF16, F16 };
-enum class OffloadDevice { None, CPU, NVMe };
+using OffloadDevice = zero::OffloadDevice;
 enum class CheckpointSaves { Steps, Epoch, None };  // save_strategy: steps | epoch | no
 enum class Evaluations { Steps, Epoch, None };      // eval_strategy: steps | epoch | no
 enum class OutputDirOverwrite { No, Yes };   // overwrite_output_dir
@@ -61,26 +61,16 @@ struct ZeroSection : zero::ZeroOptions {
   int64_t sub_group_size = 1000000000;
   int64_t stage3_max_reuse_distance = 1000000000;
   bool stage3_gather_16bit_weights_on_model_save = false;
-  OffloadDevice offload_optimizer = OffloadDevice::None;
-  OffloadDevice offload_param = OffloadDevice::None;
-  std::string offload_optimizer_nvme_path, offload_param_nvme_path;
-  bool offload_pin_memory = true;  // offload_optimizer.pin_memory
+  // The offload dicts (and the deprecated cpu_offload booleans mapped onto them).
+  zero::OffloadOptimizerOptions offload_optimizer;
+  zero::OffloadParamOptions offload_param;
 
-  // The rest of zero_optimization and its offload dicts, as DeepSpeed defines them.
+  // The rest of zero_optimization, as DeepSpeed defines it.
   bool round_robin_gradients = false;
   bool load_from_fp32_weights = true;
   bool elastic_checkpoint = false;
   bool ignore_unused_parameters = true;
   int64_t stage3_model_persistence_threshold = INT64_MAX;
-  int offload_optimizer_buffer_count = 4;
-  bool offload_optimizer_pipeline_read = false;
-  bool offload_optimizer_pipeline_write = false;
-  bool offload_optimizer_fast_init = false;
-  double offload_optimizer_ratio = 1.0;
-  int offload_param_buffer_count = 5;
-  int64_t offload_param_buffer_size = 100000000;
-  int64_t offload_param_max_in_cpu = 1000000000;
-  bool offload_param_pin_memory = true;
   // Accelerate's zero3_init_flag: build stage-3 parameters already partitioned.
   bool zero3_init = false;
 };
@@ -91,8 +81,8 @@ struct ZeroSection : zero::ZeroOptions {
 // max_in_cpu in a swap file). Alone (the optimizer on the GPU would need them there) it
 // warns and the parameters stay on the device (inert_keys.cpp).
 inline bool offloads_params(const ZeroSection& z) {
-  return z.stage == 3 && z.offload_param != OffloadDevice::None && z.offload_optimizer != OffloadDevice::None &&
-         z.offload_optimizer_ratio >= 1.0;
+  return z.stage == 3 && z.offload_param.device != OffloadDevice::None &&
+         z.offload_optimizer.device != OffloadDevice::None && z.offload_optimizer.ratio >= 1.0;
 }
 
 // Top-level "aio" (NVMe offload I/O).

@@ -162,18 +162,18 @@ std::string describe_config(const TrainConfig& c) {
   }
   if (z.stage == 3) p.line("zero3_init", z.zero3_init);
   p.line("zero_optimization.offload_optimizer",
-         std::string(offload_device_name(z.offload_optimizer)) +
-             (z.offload_optimizer_nvme_path.empty() ? "" : " " + z.offload_optimizer_nvme_path));
+         std::string(offload_device_name(z.offload_optimizer.device)) +
+             (z.offload_optimizer.nvme_path.empty() ? "" : " " + z.offload_optimizer.nvme_path));
   p.line("zero_optimization.offload_param",
-         std::string(offload_device_name(z.offload_param)) +
-             (z.offload_param_nvme_path.empty() ? "" : " " + z.offload_param_nvme_path));
-  if (z.offload_param == OffloadDevice::NVMe) {
+         std::string(offload_device_name(z.offload_param.device)) +
+             (z.offload_param.nvme_path.empty() ? "" : " " + z.offload_param.nvme_path));
+  if (z.offload_param.device == OffloadDevice::NVMe) {
     // How much of the parameters stays in host memory and what swaps the rest.
-    p.line("zero_optimization.offload_param.max_in_cpu", z.offload_param_max_in_cpu);
-    p.line("zero_optimization.offload_param.buffer_count", z.offload_param_buffer_count);
-    p.line("zero_optimization.offload_param.buffer_size", z.offload_param_buffer_size);
+    p.line("zero_optimization.offload_param.max_in_cpu", z.offload_param.max_in_cpu);
+    p.line("zero_optimization.offload_param.buffer_count", z.offload_param.buffer_count);
+    p.line("zero_optimization.offload_param.buffer_size", z.offload_param.buffer_size);
   }
-  if (z.offload_optimizer == OffloadDevice::NVMe || z.offload_param == OffloadDevice::NVMe) {
+  if (z.offload_optimizer.device == OffloadDevice::NVMe || z.offload_param.device == OffloadDevice::NVMe) {
     p.line("aio.block_size", c.aio.block_size);
     p.line("aio.queue_depth", c.aio.queue_depth);
   }

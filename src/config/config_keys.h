@@ -7,8 +7,8 @@
 //
 // Tables today: zero_optimization, activation_checkpointing, aio, fp16, bf16 and the top
 // level (every key: known keys, parse, ranges, refusals, origins, docs; sections and blocks
-// are rows read by their own parsers) and the run config (known keys, aliases, origins,
-// docs; values are still read in run_config.cpp), the optimizer params (per type) and the
+// are rows read by their own parsers) and the run config (every key: known keys, aliases, reading, ranges,
+// the field it lands in, paths, origins, docs), the optimizer params (per type) and the
 // Accelerate YAML's keys (known keys, the JSON + YAML rule, docs). The scheduler params'
 // table (per schedule type, with defaults the schedules read) is in scheduler_keys.h.
 // Adding a key: docs/dev.md "Adding a config key".
@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "config/config_value.h"
 
 namespace zt::config {
 
@@ -249,6 +250,40 @@ std::string key_bound_text(const SectionKey<S>& k, double v) {
 int64_t auto_value(AutoRule rule, int64_t h);
 std::string auto_rule_text(AutoRule rule);
 
+struct RunConfig;  // config/run_config.h
+
+// Where a run-config key's value lands: a field of the resolved TrainConfig (or of its
+// model/data sections) that the run config sets as it is, or a field of RunConfig for the
+// values that meet the other documents' first (batch sizes, optimizer and schedule,
+// precision, device, file paths; a Setting remembers whether the key was written).
+// monostate: read by its section's own parser (lora:, the trackers' keys). The reader
+// follows from the field's type: bool, integer, number, word or list of words; an enum
+// field takes the row's `choices` in the enum's order (OutputDirOverwrite: a bool).
+using RunTarget =
+    std::variant<std::monostate, bool TrainConfig::*, int TrainConfig::*, int64_t TrainConfig::*,
+                 uint64_t TrainConfig::*, float TrainConfig::*, double TrainConfig::*, std::string TrainConfig::*,
+                 std::vector<std::string> TrainConfig::*, CheckpointSaves TrainConfig::*, Evaluations TrainConfig::*,
+                 OutputDirOverwrite TrainConfig::*, std::optional<uint64_t> TrainConfig::*, bool ModelSection::*,
+                 std::string ModelSection::*, bool DataSection::*, int64_t DataSection::*, double DataSection::*,
+                 std::string DataSection::*, std::vector<std::string> DataSection::*, Setting<bool> RunConfig::*,
+                 Setting<int64_t> RunConfig::*, Setting<double> RunConfig::*, Setting<std::string> RunConfig::*,
+                 std::string RunConfig::*>;
+
+// A value as read, for a row's range check.
+struct RunValue {
+  bool written = false;
+  int64_t integer = 0;  // integer keys
+  double number = 0;    // number keys (and integer ones, converted)
+  std::string word;     // word keys
+};
+// A row's range check: throws BadInput (or Unsupported) naming `section.key(name)`.
+using RunCheck = void (*)(const RunValue& value, const Where& section, const std::string& name);
+
+// Whether a key's value is a file path: relative to the run file when written there, to the
+// current directory on the command line (config_paths.h). ChatTemplate: unless a built-in
+// template's name.
+enum class RunPath { No, Yes, ChatTemplate };
+
 // A run-config key (dotted for sections: "model.tokenizer").
 struct RunKey {
   std::string key;
@@ -262,6 +297,12 @@ struct RunKey {
   // they resolve record "auto (learning_rate)" and the like.
   std::string origin_key;
   std::string doc;
+  RunTarget target{};
+  nlohmann::json default_value{};      // what lands when the key is not written
+  RunCheck check = nullptr;            // the value's range (nullptr: the type's alone)
+  std::vector<std::string> choices{};  // a word key's values
+  RunPath path = RunPath::No;
+  AutoOk auto_ok = AutoOk::No;  // "auto" is a value (it lands as the word "auto")
 };
 
 const std::vector<RunKey>& run_keys();

@@ -36,19 +36,6 @@ struct RunContext {
   std::string run_source = "the run config";  // names the run's side in mismatch errors
 };
 
-struct DsOffload {
-  Given given = Given::Absent;
-  OffloadDevice device = OffloadDevice::None;
-  std::string nvme_path;
-  int buffer_count = 0;
-  bool pin_memory = true;
-  // optimizer only
-  bool pipeline_read = false, pipeline_write = false, fast_init = false;
-  double ratio = 1.0;
-  // param only
-  int64_t buffer_size = 100000000, max_in_cpu = 1000000000;
-};
-
 // A section's "enabled" as a Setting: its value and how it was written.
 inline Setting<bool> enabled_setting(bool value, const std::map<std::string, Given>& given) {
   const auto it = given.find("enabled");
@@ -114,7 +101,9 @@ struct DsConfig {
   // and how each was given: "auto" ones are filled by resolve_ds_config.
   ZeroSection zero;
   std::map<std::string, Given> zero_given;  // canonical key -> how it was written (absent: not in the map)
-  DsOffload offload_optimizer, offload_param;
+  // The offload dicts are read into zero.offload_optimizer / offload_param; whether each
+  // was written (for its origin).
+  Given offload_optimizer_given = Given::Absent, offload_param_given = Given::Absent;
 
   AioSection aio;  // config_keys_aio.cpp's table
   std::map<std::string, Given> aio_given;

@@ -200,24 +200,9 @@ void resolve_zero(const DsConfig& ds, const RunContext& run, TrainConfig& out) {
   }
   if (ds.zero_given.count("overlap_comm") == 0 || ds.zero_given.at("overlap_comm") != Given::Set)
     z.overlap_comm = z.stage == 3 ? zero::OverlapComm::On : zero::OverlapComm::Off;
-  const auto& oo = ds.offload_optimizer;
-  z.offload_optimizer = oo.device;
-  z.offload_optimizer_nvme_path = oo.nvme_path;
-  z.offload_pin_memory = oo.pin_memory;
-  z.offload_optimizer_buffer_count = oo.buffer_count;
-  z.offload_optimizer_pipeline_read = oo.pipeline_read;
-  z.offload_optimizer_pipeline_write = oo.pipeline_write;
-  z.offload_optimizer_fast_init = oo.fast_init;
-  z.offload_optimizer_ratio = oo.ratio;
-  const auto& op = ds.offload_param;
-  z.offload_param = op.device;
-  z.offload_param_nvme_path = op.nvme_path;
-  z.offload_param_pin_memory = op.pin_memory;
-  z.offload_param_buffer_count = op.buffer_count;
-  z.offload_param_buffer_size = op.buffer_size;
-  z.offload_param_max_in_cpu = op.max_in_cpu;
-  if (oo.given == Given::Set) out.origin[pre + "offload_optimizer"] = ds.source;
-  if (op.given == Given::Set) out.origin[pre + "offload_param"] = ds.source;
+  // The offload dicts came with z = ds.zero.
+  if (ds.offload_optimizer_given == Given::Set) out.origin[pre + "offload_optimizer"] = ds.source;
+  if (ds.offload_param_given == Given::Set) out.origin[pre + "offload_param"] = ds.source;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // deprecated booleans DeepSpeed maps onto them, and the checks between keys.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "core/error.h"
@@ -30,21 +31,21 @@ OffloadDevice parse_device(const json& obj, const Where& w) {
                  did_you_mean(l, {"none", "cpu", "nvme"}));
 }
 
-DsOffload parse_offload(const json& z, const std::string& key, const Where& zw) {
-  DsOffload o;
-  o.buffer_count = key == "offload_param" ? 5 : 4;
+// Reads the dict `key` (offload_optimizer or offload_param) into `o`, whose defaults are
+// DeepSpeed's; returns whether it was written.
+template <class Options>
+Given parse_offload(const json& z, const std::string& key, const Where& zw, Options& o) {
+  constexpr bool param = std::is_same_v<Options, zero::OffloadParamOptions>;
   auto it = z.find(key);
-  if (it == z.end() || it->is_null()) return o;
+  if (it == z.end() || it->is_null()) return Given::Absent;
   const Where w = zw.key(key);
-  const bool param = key == "offload_param";
   std::vector<std::string> known = {"device", "nvme_path", "buffer_count", "pin_memory"};
-  if (param) {
+  if constexpr (param) {
     known.insert(known.end(), {"buffer_size", "max_in_cpu"});
   } else {
     known.insert(known.end(), {"pipeline_read", "pipeline_write", "fast_init", "ratio", "pipeline"});
   }
   check_known_keys(*it, known, w, std::string(kFix));
-  o.given = Given::Set;
   o.device = parse_device(*it, w);
   o.nvme_path = read_string(*it, "nvme_path", w, "").value;
   // Each buffer is a host allocation of a whole swapped piece: bounded before it is kept
@@ -55,20 +56,25 @@ DsOffload parse_offload(const json& z, const std::string& key, const Where& zw) 
                    " swap buffers (each holds a whole swapped piece in host memory)");
   o.buffer_count = static_cast<int>(std::max<int64_t>(buffer_count, INT32_MIN));
   o.pin_memory = read_bool(*it, "pin_memory", w, true).value;
-  o.pipeline_read = read_bool(*it, "pipeline_read", w, false).value;
-  o.pipeline_write = read_bool(*it, "pipeline_write", w, false).value;
-  read_bool(*it, "pipeline", w, false);
-  o.fast_init = read_bool(*it, "fast_init", w, false).value;
-  o.ratio = read_number(*it, "ratio", w, 1.0).value;
-  o.buffer_size = read_int(*it, "buffer_size", w, o.buffer_size).value;
-  o.max_in_cpu = read_int(*it, "max_in_cpu", w, o.max_in_cpu).value;
-  if (o.buffer_count < 1 || o.buffer_size < 1 || o.max_in_cpu < 0)
-    ZT_THROW_INPUT(w.str(), ": buffer_count and buffer_size must be positive, max_in_cpu not negative");
-  if (!(o.ratio > 0 && o.ratio <= 1)) ZT_THROW_INPUT(w.key("ratio").str(), ": must be in (0, 1]");
+  if constexpr (param) {
+    o.buffer_size = read_int(*it, "buffer_size", w, o.buffer_size).value;
+    o.max_in_cpu = read_int(*it, "max_in_cpu", w, o.max_in_cpu).value;
+    if (o.buffer_count < 1 || o.buffer_size < 1 || o.max_in_cpu < 0)
+      ZT_THROW_INPUT(w.str(), ": buffer_count and buffer_size must be positive, max_in_cpu not negative");
+  } else {
+    o.pipeline_read = read_bool(*it, "pipeline_read", w, false).value;
+    o.pipeline_write = read_bool(*it, "pipeline_write", w, false).value;
+    read_bool(*it, "pipeline", w, false);
+    o.fast_init = read_bool(*it, "fast_init", w, false).value;
+    o.ratio = read_number(*it, "ratio", w, 1.0).value;
+    if (o.buffer_count < 1)
+      ZT_THROW_INPUT(w.str(), ": buffer_count and buffer_size must be positive, max_in_cpu not negative");
+    if (!(o.ratio > 0 && o.ratio <= 1)) ZT_THROW_INPUT(w.key("ratio").str(), ": must be in (0, 1]");
+  }
   if (o.device == OffloadDevice::NVMe && o.nvme_path.empty())
     ZT_THROW_INPUT(w.key("nvme_path").str(),
                    ": device is nvme but nvme_path is missing; set it to a directory on a local NVMe drive");
-  return o;
+  return Given::Set;
 }
 
 }  // namespace
@@ -89,33 +95,34 @@ void parse_zero_section(const json& doc, const Where& top, DsConfig& ds) {
   ds.stage = ds.zero.stage;
 
   // Offload dicts, and the deprecated booleans DeepSpeed still maps onto them.
-  ds.offload_optimizer = parse_offload(z, "offload_optimizer", w);
-  ds.offload_param = parse_offload(z, "offload_param", w);
+  ZeroSection& zs = ds.zero;
+  ds.offload_optimizer_given = parse_offload(z, "offload_optimizer", w, zs.offload_optimizer);
+  ds.offload_param_given = parse_offload(z, "offload_param", w, zs.offload_param);
   const bool cpu_offload = read_bool(z, "cpu_offload", w, false).value;
   const bool cpu_offload_param = read_bool(z, "cpu_offload_param", w, false).value;
   const auto pin = read_bool(z, "cpu_offload_use_pin_memory", w, true);
   if (cpu_offload) {
-    if (ds.offload_optimizer.given == Given::Set)
+    if (ds.offload_optimizer_given == Given::Set)
       ZT_THROW_INPUT(w.key("cpu_offload").str(),
                      ": deprecated spelling of offload_optimizer.device=cpu, and offload_optimizer is also given; keep "
                      "offload_optimizer");
-    ds.offload_optimizer.given = Given::Set;
-    ds.offload_optimizer.device = OffloadDevice::CPU;
-    if (pin.is_set()) ds.offload_optimizer.pin_memory = pin.value;
+    ds.offload_optimizer_given = Given::Set;
+    zs.offload_optimizer.device = OffloadDevice::CPU;
+    if (pin.is_set()) zs.offload_optimizer.pin_memory = pin.value;
   }
   if (cpu_offload_param) {
-    if (ds.offload_param.given == Given::Set)
+    if (ds.offload_param_given == Given::Set)
       ZT_THROW_INPUT(
           w.key("cpu_offload_param").str(),
           ": deprecated spelling of offload_param.device=cpu, and offload_param is also given; keep offload_param");
-    ds.offload_param.given = Given::Set;
-    ds.offload_param.device = OffloadDevice::CPU;
-    if (pin.is_set()) ds.offload_param.pin_memory = pin.value;
+    ds.offload_param_given = Given::Set;
+    zs.offload_param.device = OffloadDevice::CPU;
+    if (pin.is_set()) zs.offload_param.pin_memory = pin.value;
   }
-  if (ds.offload_param.device != OffloadDevice::None && stage != 3)
+  if (zs.offload_param.device != OffloadDevice::None && stage != 3)
     ZT_THROW_INPUT(w.key("offload_param").str(), ": parameter offload needs ZeRO stage 3 (stage is ", stage,
                    "); set zero_optimization.stage to 3 or remove offload_param");
-  if (ds.offload_optimizer.device != OffloadDevice::None && stage == 0)
+  if (zs.offload_optimizer.device != OffloadDevice::None && stage == 0)
     ZT_THROW_INPUT(
         w.key("offload_optimizer").str(),
         ": optimizer offload needs ZeRO stage 1, 2 or 3; set zero_optimization.stage or remove offload_optimizer");

@@ -34,8 +34,8 @@ std::vector<std::string> inert_key_warnings(const TrainConfig& c, int world_size
   // an offload that does not happen is a memory promise broken: say it loudly. On the CPU
   // device host memory is where the parameters are anyway. (offload_optimizer cpu and nvme
   // always run: zero/offload_optimizer.h, zero/state_store.h.)
-  if (z.offload_param != OffloadDevice::None) {
-    const std::string key = pre + "offload_param.device " + offload_name(z.offload_param);
+  if (z.offload_param.device != OffloadDevice::None) {
+    const std::string key = pre + "offload_param.device " + offload_name(z.offload_param.device);
     const std::string needs =
         "takes effect only at stage 3 together with offload_optimizer {device: cpu or nvme} at ratio 1 (the host "
         "optimizer updates the offloaded parameters)";
@@ -43,13 +43,13 @@ std::vector<std::string> inert_key_warnings(const TrainConfig& c, int world_size
       w.push_back(str("!!! ", key, " on --device cuda ", needs,
                       "; here the parameters stay in GPU memory and no memory is saved (add "
                       "offload_optimizer cpu, or remove offload_param to silence this)"));
-    } else if (!gpu && z.offload_param == OffloadDevice::CPU) {
+    } else if (!gpu && z.offload_param.device == OffloadDevice::CPU) {
       warn(key, "on --device cpu the parameters already live in host memory");
     } else if (!gpu && !offloads_params(z)) {
       warn(key, "it " + needs + "; the parameters stay in host memory");
     }
   }
-  const bool nvme = z.offload_optimizer == OffloadDevice::NVMe || z.offload_param == OffloadDevice::NVMe;
+  const bool nvme = z.offload_optimizer.device == OffloadDevice::NVMe || z.offload_param.device == OffloadDevice::NVMe;
   const bool aio_set = std::any_of(aio_keys().begin(), aio_keys().end(), [&](const AioKey& k) {
     return k.status != KeyStatus::Refused && key_value(k, c.aio) != k.default_value;
   });
@@ -83,7 +83,7 @@ std::vector<std::string> inert_key_warnings(const TrainConfig& c, int world_size
         inert = one && v != 0 && written(c, pre + k.key);
         break;
       case InertWhen::NotDefaultWithoutNvme:
-        inert = differs && z.offload_optimizer != OffloadDevice::NVMe;
+        inert = differs && z.offload_optimizer.device != OffloadDevice::NVMe;
         break;
     }
     // A boolean switched off from its default is named with its value ("reduce_scatter false").

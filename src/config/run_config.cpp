@@ -2,9 +2,13 @@
 #include "config/run_config.h"
 
 #include <algorithm>
+#include <optional>
+#include <type_traits>
 #include <utility>
+#include <variant>
 
 #include "core/error.h"
+#include "core/strings.h"
 #include "model/config.h"
 #include "model/lora_config.h"
 #include "config/config_keys.h"
@@ -45,87 +49,6 @@ json canonical(json doc, const Where& top) {
     for (const std::string& alias : k.aliases)
       if (alias.find('.') == std::string::npos && doc.contains(alias)) move_alias(doc, alias, k.key, top);
   return doc;
-}
-
-void parse_model(const json& doc, const Where& top, RunConfig& r) {
-  auto it = doc.find("model");
-  if (it == doc.end() || it->is_null()) return;
-  const Where w = top.key("model");
-  if (it->is_string()) {
-    // model: NAME — a preset name, an HF config.json, or an HF model directory.
-    const std::string name = it->get<std::string>();
-    const auto presets = model::preset_names();
-    const bool json_file = name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0;
-    (std::find(presets.begin(), presets.end(), name) != presets.end() ? r.model.preset
-     : json_file                                                      ? r.model.config_file
-                                                                      : r.model.path) = name;
-    return;
-  }
-  check_known_keys(*it, run_section_keys("model"), w, kFix);
-  if (it->contains("path") && it->contains("name_or_path"))
-    ZT_THROW_INPUT(w.str(), ": 'path' and 'name_or_path' are the same setting; keep 'path'");
-  r.model.preset = read_string(*it, "preset", w, "").value;
-  r.model.path = read_string(*it, it->contains("name_or_path") ? "name_or_path" : "path", w, "").value;
-  r.model.config_file = read_string(*it, "config", w, "").value;
-  r.model.tokenizer = read_string(*it, "tokenizer", w, "").value;
-  r.model.activation_checkpointing = read_bool(*it, "activation_checkpointing", w, false).value;
-  const int sources = !r.model.preset.empty() + !r.model.path.empty() + !r.model.config_file.empty();
-  if (sources > 1)
-    ZT_THROW_INPUT(w.str(), ": give one of model.preset, model.path and model.config (a preset, a model directory "
-                   "with its weights, or a config.json to initialise from), not several");
-}
-
-// The bound of each factor of a step's token count (micro batch, accumulation, seq_len):
-// 2^24 each, so their product with the world size stays inside int64.
-constexpr int64_t kMaxBatchFactor = int64_t{1} << 24;
-
-void parse_data(const json& doc, const Where& top, RunConfig& r) {
-  auto it = doc.find("data");
-  if (it == doc.end() || it->is_null()) return;
-  const Where w = top.key("data");
-  check_known_keys(*it, run_section_keys("data"), w, kFix);
-  r.data.train = read_string_list(*it, "train", w);
-  r.data.validation = read_string_list(*it, "validation", w);
-  r.data.jsonl_field = read_string(*it, "jsonl_field", w, "text").value;
-  r.data.chat_template = read_string(*it, "chat_template", w, "").value;
-  r.data.skip_bad_records = read_bool(*it, "skip_bad_records", w, false).value;
-  r.data.packing = read_bool(*it, "packing", w, false).value;
-  r.data.seq_len = read_int(*it, "seq_len", w, 0).value;
-  r.data.validation_fraction = read_number(*it, "validation_fraction", w, 0.05).value;
-  if (r.data.seq_len < 0) ZT_THROW_INPUT(w.key("seq_len").str(), ": must be positive (or 0 for the model's context)");
-  if (r.data.seq_len > kMaxBatchFactor)
-    ZT_THROW_INPUT(w.key("seq_len").str(), ": ", r.data.seq_len, " is too large; at most ", kMaxBatchFactor,
-                   " tokens per sequence");
-  if (r.data.validation_fraction < 0 || r.data.validation_fraction >= 1)
-    ZT_THROW_INPUT(w.key("validation_fraction").str(), ": must be in [0, 1)");
-}
-
-constexpr int64_t kMaxSampleTokens = 1 << 20;
-constexpr double kMaxSampleTemperature = 1e4;
-
-void parse_samples(const json& doc, const Where& top, RunConfig& r) {
-  auto it = doc.find("samples");
-  if (it == doc.end() || it->is_null()) return;
-  const Where w = top.key("samples");
-  check_known_keys(*it, run_section_keys("samples"), w, kFix);
-  r.sample_prompts = read_string_list(*it, "prompts", w);
-  r.sample_tokens = read_int(*it, "tokens", w, 0);
-  r.sample_temperature = read_number(*it, "temperature", w, 0.8);
-  r.sample_top_k = read_int(*it, "top_k", w, 40);
-  if (r.sample_tokens.value < 0 || r.sample_top_k.value < 0 || r.sample_temperature.value < 0)
-    ZT_THROW_INPUT(w.str(), ": tokens, temperature and top_k must not be negative");
-  // The end-of-run samples are generated after training: what they would refuse then is
-  // refused here, before the first step (the generator's own checks, and bounds that keep
-  // prompt + tokens and top_k inside their integer types).
-  if (r.sample_tokens.value > kMaxSampleTokens)
-    ZT_THROW_INPUT(w.key("tokens").str(), ": ", r.sample_tokens.value, " is more than ", kMaxSampleTokens,
-                   " tokens per sample; lower it (`zerotrain generate` writes longer texts)");
-  if (r.sample_top_k.value > INT32_MAX)
-    ZT_THROW_INPUT(w.key("top_k").str(), ": ", r.sample_top_k.value, " is too large; at most ", INT32_MAX,
-                   " (a top_k above the vocabulary size keeps every token; 0 turns it off)");
-  if (!(r.sample_temperature.value <= kMaxSampleTemperature))
-    ZT_THROW_INPUT(w.key("temperature").str(), ": ", r.sample_temperature.value, " is not a temperature in [0, ",
-                   kMaxSampleTemperature, "] (0 is greedy)");
 }
 
 // A number a YAML plain scalar kept as a string ("1e-1", config_value.h): as a number.
@@ -235,48 +158,133 @@ std::vector<std::string> written_keys(const json& doc) {
 
 }  // namespace
 
-RunConfig parse_run_config(const json& raw, const std::string& source) {
-  RunConfig r;
-  r.source = source;
-  const Where top{source, ""};
-  // TrainingArguments fields without a run key: a warning or exit 2 each, then gone.
-  json given = raw;
-  take_hf_training_args(given, top, r.warnings);
-  check_known_keys(given, run_top_level_keys(), top, kFix);
-  const json doc = canonical(given, top);
-  r.written = written_keys(doc);
-  parse_model(doc, top, r);
-  parse_data(doc, top, r);
-  parse_samples(doc, top, r);
-  parse_lora(doc, top, r);
-  r.peft = read_string(doc, "peft", top, "").value;
-  r.adapter = read_string(doc, "adapter", top, "").value;
-  r.max_steps = read_int(doc, "max_steps", top, 0);
-  r.epochs = read_number(doc, "epochs", top, 1.0);
-  r.eval_interval = read_int(doc, "eval_interval", top, 0);
-  r.eval_batches = read_int(doc, "eval_batches", top, 20);
-  r.eval_batch_size = read_int(doc, "per_device_eval_batch_size", top, 0);
-  r.data_seed = read_int(doc, "data_seed", top, -1);
-  r.save_interval = read_int(doc, "save_interval", top, 0);
-  r.keep_last = read_int(doc, "keep_last", top, 2);
-  // HF TrainingArguments.save_strategy: "steps" (checkpoints every save_interval steps and
-  // at the end) or "no" (none; a stop signal still saves, so that the stop can be resumed).
-  r.save_strategy = read_string(doc, "save_strategy", top, "steps");
-  check_one_of(r.save_strategy, {"steps", "epoch", "no"}, top.key("save_strategy"));
-  // HF TrainingArguments.eval_strategy (its alias evaluation_strategy: before transformers 4.41).
-  r.eval_strategy = read_string(doc, "eval_strategy", top, "steps");
-  check_one_of(r.eval_strategy, {"steps", "epoch", "no"}, top.key("eval_strategy"));
-  r.output_dir = read_string(doc, "output_dir", top, "out");
-  // HF TrainingArguments.overwrite_output_dir: a new run may replace the run already in
-  // output_dir (without it such a run exits 2, touching nothing).
-  r.overwrite_output_dir = read_bool(doc, "overwrite_output_dir", top, false);
-  // TrainingArguments keys that change nothing here: a user's file loads, and each is named.
+bool RunConfig::wrote(const std::string& canonical_key) const {
+  return std::find(written.begin(), written.end(), canonical_key) != written.end();
+}
+
+namespace {
+
+// The field a row's target names, in r.
+template <class C, class T>
+T& field_in(RunConfig& r, T C::*field) {
+  if constexpr (std::is_same_v<C, RunConfig>) {
+    return r.*field;
+  } else if constexpr (std::is_same_v<C, TrainConfig>) {
+    return r.train.*field;
+  } else if constexpr (std::is_same_v<C, ModelSection>) {
+    return r.train.model.*field;
+  } else {
+    static_assert(std::is_same_v<C, DataSection>);
+    return r.train.data.*field;
+  }
+}
+
+template <class T, class... U>
+constexpr bool is_one_of = (std::is_same_v<T, U> || ...);
+
+// Reads row k's value (or its default) from `obj` under `name` into its field; `w` names
+// the mapping (the document, or the key's section).
+template <class C, class T>
+void land(const RunKey& k, T C::*field, const json& obj, const std::string& name, const Where& w, RunConfig& r) {
+  T& out = field_in(r, field);
+  const auto check = [&](const RunValue& v) {
+    if (k.check) k.check(v, w, name);
+  };
+  if constexpr (is_one_of<T, bool, OutputDirOverwrite, Setting<bool>>) {
+    const Setting<bool> s = read_bool(obj, name, w, k.default_value.get<bool>());
+    if constexpr (std::is_same_v<T, OutputDirOverwrite>)
+      out = s.value ? OutputDirOverwrite::Yes : OutputDirOverwrite::No;
+    if constexpr (std::is_same_v<T, bool>) out = s.value;
+    if constexpr (std::is_same_v<T, Setting<bool>>) out = s;
+  } else if constexpr (is_one_of<T, int, int64_t, uint64_t, std::optional<uint64_t>, Setting<int64_t>>) {
+    const Setting<int64_t> s = read_int(obj, name, w, k.default_value.get<int64_t>());
+    check({s.is_set(), s.value, static_cast<double>(s.value), ""});
+    if constexpr (std::is_same_v<T, Setting<int64_t>>) out = s;
+    if constexpr (std::is_same_v<T, std::optional<uint64_t>>) {
+      if (s.is_set()) out = static_cast<uint64_t>(s.value);
+    }
+    if constexpr (is_one_of<T, int, int64_t, uint64_t>) out = static_cast<T>(s.value);
+  } else if constexpr (is_one_of<T, float, double, Setting<double>>) {
+    const Setting<double> s = read_number(obj, name, w, k.default_value.get<double>());
+    check({s.is_set(), 0, s.value, ""});
+    if constexpr (std::is_same_v<T, Setting<double>>) out = s;
+    if constexpr (is_one_of<T, float, double>) out = static_cast<T>(s.value);
+  } else if constexpr (is_one_of<T, std::string, Setting<std::string>, CheckpointSaves, Evaluations>) {
+    Setting<std::string> s = read_string(obj, name, w, k.default_value.get<std::string>(), k.auto_ok);
+    if (s.is_auto()) s = Setting<std::string>(Given::Set, "auto");
+    check({s.is_set(), 0, 0, s.value});
+    if (!k.choices.empty()) check_one_of(s, k.choices, w.key(name));
+    if constexpr (std::is_same_v<T, std::string>) out = s.value;
+    if constexpr (std::is_same_v<T, Setting<std::string>>) out = s;
+    // An enum field takes the choices in its order.
+    if constexpr (is_one_of<T, CheckpointSaves, Evaluations>)
+      out = static_cast<T>(std::find(k.choices.begin(), k.choices.end(), s.value) - k.choices.begin());
+  } else {
+    static_assert(std::is_same_v<T, std::vector<std::string>>);
+    out = read_string_list(obj, name, w);
+  }
+}
+
+void read_row(const RunKey& k, const json& obj, const std::string& name, const Where& w, RunConfig& r) {
+  std::visit(
+      [&](auto field) {
+        if constexpr (!std::is_same_v<decltype(field), std::monostate>) land(k, field, obj, name, w, r);
+      },
+      k.target);
+}
+
+// A section's rows (model, data, samples), each read under the spelling the section uses
+// (a section alias such as model.name_or_path; both spellings at once are an error).
+void read_section(const json& doc, const std::string& section, const Where& top, RunConfig& r) {
+  auto it = doc.find(section);
+  if (it == doc.end() || it->is_null()) return;
+  const Where w = top.key(section);
+  check_known_keys(*it, run_section_keys(section), w, kFix);
+  const std::string pre = section + ".";
+  for (const RunKey& k : run_keys()) {
+    if (k.key.rfind(pre, 0) != 0) continue;
+    std::string name = k.key.substr(pre.size());
+    for (const std::string& a : k.aliases) {
+      if (a.rfind(pre, 0) != 0 || !it->contains(a.substr(pre.size()))) continue;
+      if (it->contains(name))
+        ZT_THROW_INPUT(w.str(), ": '", name, "' and '", a.substr(pre.size()), "' are the same setting; keep '", name,
+                       "'");
+      name = a.substr(pre.size());
+    }
+    read_row(k, *it, name, w, r);
+  }
+}
+
+// model: NAME (a preset name, an HF config.json, or an HF model directory), or the
+// section; one model source at a time.
+void read_model(const json& doc, const Where& top, RunConfig& r) {
+  auto it = doc.find("model");
+  if (it == doc.end() || it->is_null()) return;
+  ModelSection& m = r.train.model;
+  if (it->is_string()) {
+    const std::string name = it->get<std::string>();
+    const auto presets = model::preset_names();
+    (std::find(presets.begin(), presets.end(), name) != presets.end() ? m.preset
+     : name.size() > 5 && ends_with(name, ".json")                    ? m.config_file
+                                                                      : m.path) = name;
+    return;
+  }
+  read_section(doc, "model", top, r);
+  if (!m.preset.empty() + !m.path.empty() + !m.config_file.empty() > 1)
+    ZT_THROW_INPUT(top.key("model").str(),
+                   ": give one of model.preset, model.path and model.config (a preset, a model directory "
+                   "with its weights, or a config.json to initialise from), not several");
+}
+
+// HF's trackers and the TrainingArguments keys that change nothing here: a user's file
+// loads, and each is named.
+void read_trackers_and_inert_keys(const json& doc, const Where& top, RunConfig& r) {
   const auto no_effect = [&](const char* key, const std::string& why) {
     r.warnings.push_back(top.key(key).str() + ": accepted but has no effect here (" + why + ")");
   };
   if (doc.contains("report_to")) {
-    // HF's trackers: tensorboard writes event files; "all" means every one installed, here
-    // tensorboard; the others are named in a warning.
+    // tensorboard writes event files; "all" means every one installed, here tensorboard;
+    // the others are named in a warning.
     std::string others;
     for (const std::string& t : read_string_list(doc, "report_to", top)) {
       if (t == "tensorboard" || t == "all")
@@ -300,125 +308,60 @@ RunConfig parse_run_config(const json& raw, const std::string& source) {
       ZT_THROW_INPUT(top.key("dataloader_num_workers").str(), ": must not be negative");
     no_effect("dataloader_num_workers", "batches are read from memory-mapped token shards, with no loader workers");
   }
-  r.load_best_model_at_end = read_bool(doc, "load_best_model_at_end", top, false);
-  r.metric_for_best_model = read_string(doc, "metric_for_best_model", top, "loss");
-  // The validation loss is the one metric a run computes (HF names it loss or eval_loss).
-  check_one_of(r.metric_for_best_model, {"loss", "eval_loss"}, top.key("metric_for_best_model"));
-  r.greater_is_better = read_bool(doc, "greater_is_better", top, false);
-  r.early_stopping_patience = read_int(doc, "early_stopping_patience", top, 0);
-  r.early_stopping_threshold = read_number(doc, "early_stopping_threshold", top, 0.0);
-  if (r.early_stopping_patience.value < 0 || r.early_stopping_threshold.value < 0)
-    ZT_THROW_INPUT(top.key("early_stopping_patience").str(), ": early_stopping_patience and early_stopping_threshold "
-                   "must not be negative (patience 0: no early stopping)");
-  const bool evaluates = r.eval_strategy.value != "no";
-  if (r.load_best_model_at_end.value) {
+}
+
+const char* strategy_name(int strategy) { return strategy == 0 ? "steps" : strategy == 1 ? "epoch" : "no"; }
+
+// The rules between keys.
+void check_run_rules(const RunConfig& r, const Where& top) {
+  const TrainConfig& t = r.train;
+  const bool evaluates = t.evaluations != Evaluations::None;
+  if (t.load_best_model_at_end) {
     // HF's TrainingArguments checks: the best model is a saved checkpoint, judged by the
     // evaluation at that step.
-    if (!evaluates || r.save_strategy.value == "no" || r.eval_strategy.value != r.save_strategy.value)
-      ZT_THROW_INPUT(top.key("load_best_model_at_end").str(), ": needs eval_strategy and save_strategy to be the same "
-                     "and not \"no\" (they are \"", r.eval_strategy.value, "\" and \"", r.save_strategy.value, "\")");
-    if (r.save_strategy.value == "steps" &&
-        (r.eval_interval.value <= 0 || r.save_interval.value <= 0 || r.save_interval.value % r.eval_interval.value != 0))
-      ZT_THROW_INPUT(top.key("load_best_model_at_end").str(), ": needs save_steps (", r.save_interval.value,
-                     ") to be a round multiple of eval_steps (", r.eval_interval.value, "), both positive");
+    const int eval = static_cast<int>(t.evaluations), save = static_cast<int>(t.checkpoint_saves);
+    if (!evaluates || t.checkpoint_saves == CheckpointSaves::None || eval != save)
+      ZT_THROW_INPUT(top.key("load_best_model_at_end").str(),
+                     ": needs eval_strategy and save_strategy to be the same "
+                     "and not \"no\" (they are \"",
+                     strategy_name(eval), "\" and \"", strategy_name(save), "\")");
+    if (t.checkpoint_saves == CheckpointSaves::Steps &&
+        (t.eval_interval <= 0 || t.save_interval <= 0 || t.save_interval % t.eval_interval != 0))
+      ZT_THROW_INPUT(top.key("load_best_model_at_end").str(), ": needs save_steps (", t.save_interval,
+                     ") to be a round multiple of eval_steps (", t.eval_interval, "), both positive");
   }
-  if (r.early_stopping_patience.value > 0 && !evaluates)
+  if (t.early_stopping_patience > 0 && !evaluates)
     ZT_THROW_INPUT(top.key("early_stopping_patience").str(), ": early stopping needs evaluations (eval_strategy is \"no\")");
-  // Seconds from the first stop signal to an immediate exit when the step and the save have
-  // not ended by then (0: wait for them; a third SIGINT still exits at once).
-  r.stop_grace_seconds = read_int(doc, "stop_grace_seconds", top, 0);
-  r.seed = read_int(doc, "seed", top, 1234);
-  r.steps_per_print = read_int(doc, "steps_per_print", top, 10);
-  // "auto" (the restart form): the latest checkpoint when there is one, else a fresh start.
-  r.resume = read_string(doc, "resume", top, "", AutoOk::Yes);
-  if (r.resume.is_auto()) r.resume = Setting<std::string>(Given::Set, "auto");
-  r.device = read_string(doc, "device", top, "auto", AutoOk::Yes);
-  r.learning_rate = read_number(doc, "learning_rate", top, 5e-5);
-  r.weight_decay = read_number(doc, "weight_decay", top, 0.0);
-  r.max_grad_norm = read_number(doc, "max_grad_norm", top, 1.0);
-  r.adam_beta1 = read_number(doc, "adam_beta1", top, 0.9);
-  r.adam_beta2 = read_number(doc, "adam_beta2", top, 0.999);
-  r.adam_epsilon = read_number(doc, "adam_epsilon", top, 1e-8);
-  r.per_device_train_batch_size = read_int(doc, "per_device_train_batch_size", top, 8);
-  r.gradient_accumulation_steps = read_int(doc, "gradient_accumulation_steps", top, 1);
-  r.warmup_steps = read_int(doc, "warmup_steps", top, 0);
-  r.warmup_ratio = read_number(doc, "warmup_ratio", top, 0.0);
-  r.lr_scheduler_type = read_string(doc, "lr_scheduler_type", top, "linear");
-  r.optim = read_string(doc, "optim", top, "adamw");
-  r.bf16 = read_bool(doc, "bf16", top, false);
-  r.fp16 = read_bool(doc, "fp16", top, false);
-  r.master_weights = read_bool(doc, "master_weights", top, true);
-  r.deepspeed = read_string(doc, "deepspeed", top, "").value;
-  r.accelerate_config = read_string(doc, "accelerate_config", top, "").value;
-
-  // Values that must be positive / in range.
-  const auto positive = [&](const Setting<int64_t>& s, const char* key, int64_t min) {
-    if (s.value < min) ZT_THROW_INPUT(top.key(key).str(), ": must be at least ", min, ", got ", s.value);
-  };
-  positive(r.max_steps, "max_steps", 0);
-  positive(r.eval_interval, "eval_interval", 0);
-  positive(r.eval_batches, "eval_batches", 1);
-  positive(r.save_interval, "save_interval", 0);
-  positive(r.keep_last, "keep_last", 0);
-  positive(r.stop_grace_seconds, "stop_grace_seconds", 0);
-  if (r.stop_grace_seconds.value > 86400)
-    ZT_THROW_INPUT(top.key("stop_grace_seconds").str(), ": ", r.stop_grace_seconds.value,
-                   " is more than a day; use 0 to wait for the save however long it takes");
-  positive(r.steps_per_print, "steps_per_print", 1);
-  positive(r.per_device_train_batch_size, "per_device_train_batch_size", 1);
-  positive(r.gradient_accumulation_steps, "gradient_accumulation_steps", 1);
-  positive(r.warmup_steps, "warmup_steps", 0);
-  // Sizes that are multiplied together (batch * accumulation * world * seq_len tokens per
-  // step) and allocated from: bounded far above any real run so that every product fits.
-  const auto at_most = [&](const Setting<int64_t>& s, const char* key, int64_t max) {
-    if (s.value > max)
-      ZT_THROW_INPUT(top.key(key).str(), ": ", s.value, " is too large; at most ", max,
-                     " (a value this size "
-                     "would overflow the batch arithmetic or the memory it sizes)");
-  };
-  at_most(r.per_device_train_batch_size, "per_device_train_batch_size", kMaxBatchFactor);
-  at_most(r.gradient_accumulation_steps, "gradient_accumulation_steps", kMaxBatchFactor);
-  at_most(r.eval_batch_size, "per_device_eval_batch_size", kMaxBatchFactor);
-  at_most(r.eval_batches, "eval_batches", kMaxBatchFactor);
-  if (r.seed.value < 0) ZT_THROW_INPUT(top.key("seed").str(), ": must not be negative");
-  if (r.data_seed.is_set() && r.data_seed.value < 0)
-    ZT_THROW_INPUT(top.key("data_seed").str(), ": must not be negative");
-  if (r.eval_batch_size.value < 0)
-    ZT_THROW_INPUT(top.key("per_device_eval_batch_size").str(), ": must be positive (or 0: the training micro batch)");
-  if (r.max_steps.value == 0 && !(r.epochs.value > 0))
+  if (t.max_steps == 0 && !(t.epochs > 0))
     ZT_THROW_INPUT(top.key("epochs").str(), ": must be positive when max_steps is not given");
-  if (r.learning_rate.value < 0) ZT_THROW_INPUT(top.key("learning_rate").str(), ": must not be negative");
-  if (r.weight_decay.value < 0) ZT_THROW_INPUT(top.key("weight_decay").str(), ": must not be negative");
-  // Adam divides by 1 - beta^t: a beta of 1 or more (or below 0) is out of the optimizer's
-  // range, as a ds_config's betas are (ds_config.cpp).
-  for (const auto& [beta, key] :
-       {std::make_pair(&r.adam_beta1, "adam_beta1"), std::make_pair(&r.adam_beta2, "adam_beta2")})
-    if (!(beta->value >= 0 && beta->value < 1))
-      ZT_THROW_INPUT(top.key(key).str(), ": ", beta->value, " is not in [0, 1) (Adam's moment decay)");
-  if (!(r.adam_epsilon.value >= 0)) ZT_THROW_INPUT(top.key("adam_epsilon").str(), ": must not be negative");
-  if (r.max_grad_norm.value < 0)
-    ZT_THROW_INPUT(top.key("max_grad_norm").str(), ": must be >= 0 (0 turns clipping off)");
-  if (r.warmup_ratio.value < 0 || r.warmup_ratio.value > 1)
-    ZT_THROW_INPUT(top.key("warmup_ratio").str(), ": must be in [0, 1]");
-  if (r.warmup_ratio.is_set() && r.warmup_steps.is_set() && r.warmup_steps.value > 0)
+  if (r.wrote("warmup_ratio") && r.wrote("warmup_steps") && t.warmup_steps > 0)
     ZT_THROW_INPUT(top.key("warmup_ratio").str(), ": warmup_steps is also given; keep one of them");
   if (r.bf16.value && r.fp16.value) ZT_THROW_INPUT(top.str(), ": bf16 and fp16 are both true; choose one");
-  check_one_of(r.device, {"auto", "cpu", "cuda"}, top.key("device"));
-  // These need arguments (a metric, min_lr, the phases) that lr_scheduler_kwargs would carry.
-  const std::vector<std::string> refused_schedules = {"reduce_lr_on_plateau", "cosine_with_min_lr",
-                                                      "warmup_stable_decay"};
-  if (std::find(refused_schedules.begin(), refused_schedules.end(), r.lr_scheduler_type.value) !=
-      refused_schedules.end())
-    ZT_THROW_UNSUPPORTED(
-        top.key("lr_scheduler_type").str(), ": '", r.lr_scheduler_type.value,
-        "' is not supported; use constant, constant_with_warmup, linear, cosine, cosine_with_restarts, polynomial or "
-        "inverse_sqrt (or a ds_config scheduler block)");
-  check_one_of(r.lr_scheduler_type,
-               {"constant", "constant_with_warmup", "linear", "cosine", "cosine_with_restarts", "polynomial",
-                "inverse_sqrt"},
-               top.key("lr_scheduler_type"));
-  check_one_of(r.optim, {"adamw", "adamw_torch", "adamw_torch_fused", "adamw_hf", "adam", "sgd", "lion", "lion_32bit"},
-               top.key("optim"));
+}
+
+}  // namespace
+
+RunConfig parse_run_config(const json& raw, const std::string& source) {
+  RunConfig r;
+  r.source = source;
+  const Where top{source, ""};
+  // TrainingArguments fields without a run key: a warning or exit 2 each, then gone.
+  json given = raw;
+  take_hf_training_args(given, top, r.warnings);
+  check_known_keys(given, run_top_level_keys(), top, kFix);
+  const json doc = canonical(given, top);
+  r.written = written_keys(doc);
+  // Every row lands its value or its default; the sections first.
+  for (const RunKey& k : run_keys())
+    if (k.key.find('.') != std::string::npos) read_row(k, json::object(), k.key.substr(k.key.find('.') + 1), top, r);
+  read_model(doc, top, r);
+  read_section(doc, "data", top, r);
+  read_section(doc, "samples", top, r);
+  parse_lora(doc, top, r);
+  for (const RunKey& k : run_keys())
+    if (k.key.find('.') == std::string::npos) read_row(k, doc, k.key, top, r);
+  read_trackers_and_inert_keys(doc, top, r);
+  check_run_rules(r, top);
   return r;
 }
 

@@ -16,40 +16,25 @@
 
 namespace zt::config {
 
+// A run config as read. Which key lands where is its row's (config_keys_run.cpp): the
+// keys TrainConfig takes as they are fill `train`; the others wait here for the
+// documents they meet (ds_config "auto" values, precision, optimizer and schedule blocks,
+// the device, the files the run names).
 struct RunConfig {
   std::string source;
   // HF TrainingArguments keys accepted with no effect here, one line each (printed at start).
   std::vector<std::string> warnings;
+  // model, data, the loop, evaluation and saving, output, seeds, resume, samples: the
+  // rows' values or defaults (the rest at TrainConfig's defaults).
+  TrainConfig train;
   bool report_tensorboard = false;  // report_to names tensorboard (or all)
   std::string logging_dir;          // HF's logging_dir ("": output_dir/runs)
-  ModelSection model;
-  DataSection data;
-  Setting<int64_t> max_steps{0};
-  Setting<double> epochs{1.0};
-  Setting<int64_t> eval_interval{0}, eval_batches{20}, save_interval{0}, keep_last{2};
-  Setting<std::string> eval_strategy{"steps"};
-  Setting<int64_t> eval_batch_size{0};  // per_device_eval_batch_size; 0: the training micro batch
-  Setting<int64_t> data_seed{-1};       // -1: seed
-  Setting<std::string> save_strategy{"steps"};  // steps | no
-  Setting<bool> overwrite_output_dir{false};
-  // HF's load_best_model_at_end / metric_for_best_model / greater_is_better, and its
-  // EarlyStoppingCallback's patience and threshold.
-  Setting<bool> load_best_model_at_end{false};
-  Setting<std::string> metric_for_best_model{"loss"};
-  Setting<bool> greater_is_better{false};
-  Setting<int64_t> early_stopping_patience{0};
-  Setting<double> early_stopping_threshold{0.0};
-  Setting<int64_t> stop_grace_seconds{0};
-  Setting<std::string> output_dir{"out"}, resume{""}, device{"auto"};  // auto: cuda when a GPU is visible, else cpu
-  Setting<int64_t> seed{1234}, steps_per_print{10};
-  std::vector<std::string> sample_prompts;
-  Setting<int64_t> sample_tokens{0}, sample_top_k{40};
-  Setting<double> sample_temperature{0.8};
+  Setting<std::string> device{"auto"};                 // auto: cuda when a GPU is visible, else cpu
+  Setting<std::string> metric_for_best_model{"loss"};  // the validation loss either way
   // HF Trainer-style keys.
   Setting<double> learning_rate{5e-5}, weight_decay{0.0}, max_grad_norm{1.0};
   Setting<double> adam_beta1{0.9}, adam_beta2{0.999}, adam_epsilon{1e-8};
-  Setting<int64_t> per_device_train_batch_size{8}, gradient_accumulation_steps{1}, warmup_steps{0};
-  Setting<double> warmup_ratio{0.0};
+  Setting<int64_t> per_device_train_batch_size{8}, gradient_accumulation_steps{1};
   Setting<std::string> lr_scheduler_type{"linear"};
   Setting<std::string> optim{"adamw"};  // adamw | adam | sgd | lion (with no ds optimizer block)
   Setting<bool> bf16{false}, fp16{false};
@@ -66,6 +51,7 @@ struct RunConfig {
   // The canonical keys (config_keys_run.cpp) this document writes, for the origins that
   // `zerotrain config check` prints.
   std::vector<std::string> written;
+  bool wrote(const std::string& canonical_key) const;
 };
 
 RunConfig parse_run_config(const nlohmann::json& doc, const std::string& source);

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <type_traits>
+#include <variant>
 
 #include "backend/cuda_api.h"
 #include "core/error.h"
@@ -75,6 +77,14 @@ Args parse_args(const std::vector<std::string>& args) {
   return a;
 }
 
+// A document path the run file names under `key` ("" when none), relative to the file.
+std::string doc_path(const json& run_doc, const char* key, const std::string& run_source, const std::string& run_path) {
+  auto it = run_doc.find(key);
+  if (it == run_doc.end() || it->is_null()) return std::string();
+  if (!it->is_string()) ZT_THROW_INPUT(Where{run_source, key}.str(), ": expected a file path");
+  return path_in_file(it->get<std::string>(), run_path);
+}
+
 // Whether the command line wrote run key `canonical` ("model.path"): itself, an alias
 // (--model_name_or_path), or its whole section (--model DIR).
 bool from_command_line(const std::vector<std::string>& run_overridden, const std::string& canonical) {
@@ -119,56 +129,48 @@ Setting<Precision> run_precision(const RunConfig& run, const AccelerateConfig& a
   return p;
 }
 
-// The run-level part of the resolved config.
+// The run-level part of the resolved config: what the rows landed in TrainConfig, the
+// built-in model when none is named, the trackers' folder and the device.
 void apply_run(const RunConfig& r, TrainConfig& cfg) {
   const std::string& s = r.source;
-  cfg.model = r.model;
+  cfg = r.train;
   const bool no_model = cfg.model.preset.empty() && cfg.model.path.empty() && cfg.model.config_file.empty();
   if (no_model) cfg.model.preset = "tiny-gpt2";  // the built-in run's model
-  cfg.origin["model"] = r.model.preset.empty() && r.model.path.empty() && r.model.config_file.empty() ? "default" : s;
-  cfg.data = r.data;
-  cfg.max_steps = r.max_steps.value;
-  note(cfg, "max_steps", r.max_steps, s);
-  cfg.epochs = r.epochs.value;
-  note(cfg, "epochs", r.epochs, s);
-  cfg.steps_per_print = r.steps_per_print.value;
-  note(cfg, "steps_per_print", r.steps_per_print, s);
-  cfg.eval_interval = r.eval_interval.value;
-  cfg.eval_batches = r.eval_batches.value;
-  cfg.eval_batch_size = r.eval_batch_size.value;
-  cfg.load_best_model_at_end = r.load_best_model_at_end.value;
-  cfg.greater_is_better = r.greater_is_better.value;
-  cfg.early_stopping_patience = r.early_stopping_patience.value;
-  cfg.early_stopping_threshold = r.early_stopping_threshold.value;
-  if (r.data_seed.is_set()) cfg.data_seed = static_cast<uint64_t>(r.data_seed.value);
-  cfg.save_interval = r.save_interval.value;
-  cfg.keep_last = r.keep_last.value;
-  cfg.checkpoint_saves = r.save_strategy.value == "no"      ? CheckpointSaves::None
-                         : r.save_strategy.value == "epoch" ? CheckpointSaves::Epoch
-                                                            : CheckpointSaves::Steps;
-  cfg.evaluations = r.eval_strategy.value == "no"      ? Evaluations::None
-                    : r.eval_strategy.value == "epoch" ? Evaluations::Epoch
-                                                       : Evaluations::Steps;
-  cfg.output_dir = r.output_dir.value;
+  cfg.origin["model"] = no_model ? "default" : s;
   if (r.report_tensorboard)
-    cfg.tensorboard_dir = r.logging_dir.empty() ? (std::filesystem::path(cfg.output_dir) / "runs").string() : r.logging_dir;
-  cfg.overwrite_output_dir = r.overwrite_output_dir.value ? OutputDirOverwrite::Yes : OutputDirOverwrite::No;
-  cfg.stop_grace_seconds = r.stop_grace_seconds.value;
-  cfg.seed = static_cast<uint64_t>(r.seed.value);
-  note(cfg, "seed", r.seed, s);
-  cfg.resume = r.resume.value;
+    cfg.tensorboard_dir =
+        r.logging_dir.empty() ? (std::filesystem::path(cfg.output_dir) / "runs").string() : r.logging_dir;
   // auto: the GPU when this build has the CUDA backend and one is visible, as PyTorch users
   // expect from `accelerate launch` (the config dump and the log name the device chosen).
   cfg.device = r.device.value != "auto" ? r.device.value : cuda::available() ? "cuda" : "cpu";
-  cfg.sample_prompts = r.sample_prompts;
-  cfg.sample_tokens = r.sample_tokens.value;
-  cfg.sample_temperature = static_cast<float>(r.sample_temperature.value);
-  cfg.sample_top_k = static_cast<int>(r.sample_top_k.value);
-  cfg.warmup_steps = r.warmup_steps.value;
-  cfg.warmup_ratio = r.warmup_ratio.value;
   // Every key the run config writes: its file (ds_config resolution, run after this, records
   // the origins of the values it decides).
   for (const std::string& k : r.written) cfg.origin[run_origin_key(k)] = s;
+}
+
+// One rule for paths (config_paths.h): written in the run file, relative to the file,
+// from whatever directory zerotrain starts in; given on the command line, relative to
+// the current directory, as a shell user expects. Every row that is a path.
+void place_paths(RunConfig& run, const std::string& run_path, const std::vector<std::string>& run_overridden) {
+  for (const RunKey& k : run_keys()) {
+    if (k.path == RunPath::No) continue;
+    const std::string base = from_command_line(run_overridden, k.key) ? std::string() : run_path;
+    const auto place = [&](std::string& p) {
+      // A chat template is a built-in name or a Jinja file.
+      if (k.path == RunPath::ChatTemplate && !io::builtin_chat_template(p).empty()) return;
+      p = path_in_file(p, base);
+    };
+    std::visit(
+        [&](auto field) {
+          using Field = decltype(field);
+          if constexpr (std::is_same_v<Field, std::string ModelSection::*>) place(run.train.model.*field);
+          if constexpr (std::is_same_v<Field, std::string DataSection::*>) place(run.train.data.*field);
+          if constexpr (std::is_same_v<Field, std::string RunConfig::*>) place(run.*field);
+          if constexpr (std::is_same_v<Field, std::vector<std::string> DataSection::*>)
+            for (std::string& p : run.train.data.*field) place(p);
+        },
+        k.target);
+  }
 }
 
 // master_weights: false keeps no f32 master and the optimizer state in bf16; it needs
@@ -340,95 +342,100 @@ bool command_line_names_model_or_data(const std::vector<std::string>& argv) {
   return false;
 }
 
-TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOptions& options) {
-  const Args args = parse_args(argv);
+namespace {
 
-  // 1. The documents.
-  json run_doc = args.run_path.empty() ? json::object() : load_document(args.run_path);
-  std::string run_source = args.run_path.empty() ? kCommandLine : args.run_path;
-  const auto doc_path = [&](const char* key) {
-    auto it = run_doc.find(key);
-    if (it == run_doc.end() || it->is_null()) return std::string();
-    if (!it->is_string()) ZT_THROW_INPUT(Where{run_source, key}.str(), ": expected a file path");
-    return path_in_file(it->get<std::string>(), args.run_path);
-  };
+// The documents of a command line as they are read and overridden, before parsing.
+struct Documents {
+  json run_doc, acc_doc, ds_doc;
+  std::string run_source, acc_source, ds_source;
+  std::string acc_path, ds_path;
+  AccelerateConfig acc;
+  std::vector<std::string> acc_only;  // the Accelerate YAML's own top-level keys
+  std::vector<std::string> acc_overridden, ds_overridden, run_overridden;
+  std::vector<Override> rest;  // the overrides that are not the Accelerate YAML's
+  std::string world_warning;
+};
+
+// 1. The run document and the Accelerate YAML, with the overrides of Accelerate keys
+// first: they decide which DeepSpeed document exists.
+Documents load_run_and_accelerate(const Args& args, const LoadOptions& options) {
+  Documents d;
+  d.run_doc = args.run_path.empty() ? json::object() : load_document(args.run_path);
+  d.run_source = args.run_path.empty() ? kCommandLine : args.run_path;
   // One Accelerate config: `zerotrain launch --config_file` passes its file on, which must not
   // quietly replace another that the run file names.
-  if (const std::string named = doc_path("accelerate_config");
+  if (const std::string named = doc_path(d.run_doc, "accelerate_config", d.run_source, args.run_path);
       !args.acc_path.empty() && !named.empty() &&
       std::filesystem::path(named).lexically_normal() != std::filesystem::path(args.acc_path).lexically_normal())
-    ZT_THROW_INPUT(run_source, ": accelerate_config names ", named, " but --config_file names ", args.acc_path,
+    ZT_THROW_INPUT(d.run_source, ": accelerate_config names ", named, " but --config_file names ", args.acc_path,
                    "; name one Accelerate config");
-  const std::string acc_path = !args.acc_path.empty() ? args.acc_path : doc_path("accelerate_config");
-  json acc_doc = acc_path.empty() ? json() : load_document(acc_path);
-  std::string acc_source = acc_path.empty() ? kCommandLine : acc_path;
-
-  // 2. Overrides of Accelerate keys first: they decide which DeepSpeed document exists.
-  std::vector<std::string> acc_only;
+  d.acc_path =
+      !args.acc_path.empty() ? args.acc_path : doc_path(d.run_doc, "accelerate_config", d.run_source, args.run_path);
+  d.acc_doc = d.acc_path.empty() ? json() : load_document(d.acc_path);
+  d.acc_source = d.acc_path.empty() ? kCommandLine : d.acc_path;
   for (const auto& k : accelerate_top_level_keys())
-    if (k != "fp16" && k != "bf16") acc_only.push_back(k);
-  std::vector<Override> rest;
-  std::vector<std::string> acc_overridden;
+    if (k != "fp16" && k != "bf16") d.acc_only.push_back(k);
   for (const auto& o : args.overrides) {
     const std::string first = o.key.substr(0, o.key.find('.'));
-    if (!contains(acc_only, first) || contains(run_top_level_keys(), first)) {
-      rest.push_back(o);
+    if (!contains(d.acc_only, first) || contains(run_top_level_keys(), first)) {
+      d.rest.push_back(o);
       continue;
     }
-    if (acc_doc.is_null()) acc_doc = json::object();
-    set_dotted(acc_doc, o.key, o.value, "--" + o.key);
-    acc_overridden.push_back(o.key);
+    if (d.acc_doc.is_null()) d.acc_doc = json::object();
+    set_dotted(d.acc_doc, o.key, o.value, "--" + o.key);
+    d.acc_overridden.push_back(o.key);
   }
-  if (!acc_overridden.empty()) acc_source += acc_path.empty() ? "" : " + command line";
-  AccelerateConfig acc;
-  if (!acc_doc.is_null()) acc = parse_accelerate_config(acc_doc, acc_source);
+  if (!d.acc_overridden.empty()) d.acc_source += d.acc_path.empty() ? "" : " + command line";
+  if (!d.acc_doc.is_null()) d.acc = parse_accelerate_config(d.acc_doc, d.acc_source);
+  AccelerateConfig& acc = d.acc;
   // Its deepspeed_config_file follows the same rule as the run file's paths. Accelerate
   // itself opens it from the current directory: a YAML written that way for `accelerate
   // launch` gets the fix spelled out instead of a bare "no such file".
   const std::string ds_as_written = acc.deepspeed_config_file;
   acc.deepspeed_config_file =
       path_in_file(acc.deepspeed_config_file,
-                   contains(acc_overridden, "deepspeed_config.deepspeed_config_file") ? std::string() : acc_path);
-  {
-    std::error_code ec;
-    if (acc.deepspeed_config_file != ds_as_written && !std::filesystem::exists(acc.deepspeed_config_file, ec) &&
-        std::filesystem::exists(ds_as_written, ec))
-      ZT_THROW_INPUT(acc.source, ": deepspeed_config_file '", ds_as_written,
-                     "' is taken from the YAML's folder, as every relative path written in a file (",
-                     acc.deepspeed_config_file,
-                     " does not exist); Accelerate takes it from the current directory, where it exists: write $PWD/",
-                     ds_as_written, " (or an absolute path) in the YAML");
-  }
-  const std::string world_warning = check_world_against_accelerate(acc, options);
+                   contains(d.acc_overridden, "deepspeed_config.deepspeed_config_file") ? std::string() : d.acc_path);
+  std::error_code ec;
+  if (acc.deepspeed_config_file != ds_as_written && !std::filesystem::exists(acc.deepspeed_config_file, ec) &&
+      std::filesystem::exists(ds_as_written, ec))
+    ZT_THROW_INPUT(acc.source, ": deepspeed_config_file '", ds_as_written,
+                   "' is taken from the YAML's folder, as every relative path written in a file (",
+                   acc.deepspeed_config_file,
+                   " does not exist); Accelerate takes it from the current directory, where it exists: write $PWD/",
+                   ds_as_written, " (or an absolute path) in the YAML");
+  d.world_warning = check_world_against_accelerate(acc, options);
+  return d;
+}
 
-  // 3. The DeepSpeed document: a JSON file (command line > run config > Accelerate's
-  // deepspeed_config_file), or the settings the Accelerate YAML carries itself.
-  std::string ds_path = args.ds_path;
-  if (ds_path.empty()) {
-    const std::string from_run = doc_path("deepspeed");
+// 2. The DeepSpeed document: a JSON file (command line > run config > Accelerate's
+// deepspeed_config_file), or the settings the Accelerate YAML carries itself.
+void load_deepspeed(Documents& d, const Args& args) {
+  const AccelerateConfig& acc = d.acc;
+  d.ds_path = args.ds_path;
+  if (d.ds_path.empty()) {
+    const std::string from_run = doc_path(d.run_doc, "deepspeed", d.run_source, args.run_path);
     if (!from_run.empty() && !acc.deepspeed_config_file.empty() &&
         std::filesystem::path(from_run).lexically_normal() !=
             std::filesystem::path(acc.deepspeed_config_file).lexically_normal())
-      ZT_THROW_INPUT(run_source, ": deepspeed names ", from_run, " but ", acc.source, " names deepspeed_config_file ",
+      ZT_THROW_INPUT(d.run_source, ": deepspeed names ", from_run, " but ", acc.source, " names deepspeed_config_file ",
                      acc.deepspeed_config_file, "; name one DeepSpeed config");
-    ds_path = !from_run.empty() ? from_run : acc.deepspeed_config_file;
+    d.ds_path = !from_run.empty() ? from_run : acc.deepspeed_config_file;
   }
-  json ds_doc;
-  std::string ds_source;
-  if (!ds_path.empty()) {
-    if (!acc.source.empty()) check_no_ds_duplication(acc, ds_path);
-    ds_doc = load_document(ds_path);
-    ds_source = ds_path;
+  if (!d.ds_path.empty()) {
+    if (!acc.source.empty()) check_no_ds_duplication(acc, d.ds_path);
+    d.ds_doc = load_document(d.ds_path);
+    d.ds_source = d.ds_path;
   } else if (!acc.ds_doc.empty()) {
-    ds_doc = acc.ds_doc;
-    ds_source = acc.source + " (deepspeed settings)";
+    d.ds_doc = acc.ds_doc;
+    d.ds_source = acc.source + " (deepspeed settings)";
   }
+}
 
-  // 4. The other overrides: run-config keys, DeepSpeed keys. A key both documents know
-  // (gradient_accumulation_steps, steps_per_print, seed) edits the ds_config when it
-  // sets that key, so the override is the value that wins.
-  std::vector<std::string> ds_overridden, run_overridden;
-  for (const auto& o : rest) {
+// 3. The other overrides: run-config keys, DeepSpeed keys. A key both documents know
+// (gradient_accumulation_steps, steps_per_print, seed) edits the ds_config when it
+// sets that key, so the override is the value that wins.
+void apply_overrides(Documents& d, const Args& args, const LoadOptions& options) {
+  for (const auto& o : d.rest) {
     const std::string first = o.key.substr(0, o.key.find('.'));
     const bool in_ds = contains(ds_top_level_keys(), first);
     // A TrainingArguments field without a run key goes to the run document (its table
@@ -437,64 +444,49 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
                         (!in_ds && std::any_of(hf_training_args().begin(), hf_training_args().end(),
                                                [&](const HfTrainingArg& a) { return a.name == first; }));
     const bool nested = o.key.find('.') != std::string::npos;  // --fp16.enabled: the ds block
-    if (in_ds && (!in_run || nested || (ds_doc.is_object() && ds_doc.contains(first) && !is_auto(ds_doc[first])))) {
-      if (ds_doc.is_null()) ds_doc = json::object();
+    json& ds = d.ds_doc;
+    if (in_ds && (!in_run || nested || (ds.is_object() && ds.contains(first) && !is_auto(ds[first])))) {
+      if (ds.is_null()) ds = json::object();
       // --bf16 (HF style) against a ds_config with a bf16 block: that block's "enabled".
-      if (!nested && o.value.is_boolean() && ds_doc.contains(first) && ds_doc[first].is_object()) {
-        set_dotted(ds_doc, first + ".enabled", o.value, "--" + o.key);
-        ds_overridden.push_back(first + ".enabled");
+      if (!nested && o.value.is_boolean() && ds.contains(first) && ds[first].is_object()) {
+        set_dotted(ds, first + ".enabled", o.value, "--" + o.key);
+        d.ds_overridden.push_back(first + ".enabled");
         continue;
       }
       // --optimizer.params.lr with no optimizer block: DeepSpeed needs a type; AdamW is
       // what the run would use anyway (--optimizer.type changes it).
-      if (first == "optimizer" && !ds_doc.contains("optimizer")) ds_doc["optimizer"] = {{"type", "AdamW"}};
-      set_dotted(ds_doc, o.key, o.value, "--" + o.key);
-      ds_overridden.push_back(o.key);
+      if (first == "optimizer" && !ds.contains("optimizer")) ds["optimizer"] = {{"type", "AdamW"}};
+      set_dotted(ds, o.key, o.value, "--" + o.key);
+      d.ds_overridden.push_back(o.key);
     } else if (in_run) {
       // HF's rule: the command line's value wins over the run file's, whichever of the
       // setting's spellings each uses (--save_steps over a file's save_interval).
-      drop_other_spellings(run_doc, o.key, rest);
-      drop_other_model_choices(run_doc, o.key, rest);
-      set_dotted(run_doc, o.key, o.value, "--" + o.key);
-      run_overridden.push_back(o.key);
+      drop_other_spellings(d.run_doc, o.key, d.rest);
+      drop_other_model_choices(d.run_doc, o.key, d.rest);
+      set_dotted(d.run_doc, o.key, o.value, "--" + o.key);
+      d.run_overridden.push_back(o.key);
     } else {
       std::vector<std::string> all = run_top_level_keys();
       all.insert(all.end(), ds_top_level_keys().begin(), ds_top_level_keys().end());
-      all.insert(all.end(), acc_only.begin(), acc_only.end());
+      all.insert(all.end(), d.acc_only.begin(), d.acc_only.end());
       ZT_THROW_INPUT("--", o.key, ": unknown setting '", first, "'", did_you_mean(first, all),
                      "; overrides take the keys of the run config, the ds_config or the Accelerate YAML "
                      "(see docs/configs.md)");
     }
   }
-  if (options.run_document == RunDocument::BuiltIn) yield_builtin_run(run_doc, ds_doc, run_overridden);
-  if (!ds_overridden.empty()) ds_source = ds_source.empty() ? kCommandLine : ds_source + " + command line";
-  if (!run_overridden.empty() && !args.run_path.empty()) run_source += " + command line";
-  if (ds_source.empty()) ds_source = "(no ds_config)";
+  if (options.run_document == RunDocument::BuiltIn) yield_builtin_run(d.run_doc, d.ds_doc, d.run_overridden);
+  if (!d.ds_overridden.empty()) d.ds_source = d.ds_source.empty() ? kCommandLine : d.ds_source + " + command line";
+  if (!d.run_overridden.empty() && !args.run_path.empty()) d.run_source += " + command line";
+  if (d.ds_source.empty()) d.ds_source = "(no ds_config)";
+}
 
-  // 5. Parse and resolve.
-  RunConfig run = parse_run_config(run_doc, run_source);
-  // One rule for paths (config_paths.h): written in the run file, relative to the file,
-  // from whatever directory zerotrain starts in; given on the command line, relative to
-  // the current directory, as a shell user expects.
-  const auto place = [&](std::string& p, const char* key) {
-    p = path_in_file(p, from_command_line(run_overridden, key) ? std::string() : args.run_path);
-  };
-  for (std::string& p : run.data.train) place(p, "data.train");
-  for (std::string& p : run.data.validation) place(p, "data.validation");
-  place(run.model.path, "model.path");
-  place(run.model.config_file, "model.config");
-  place(run.model.tokenizer, "model.tokenizer");
-  place(run.peft, "peft");
-  place(run.adapter, "adapter");
-  // A chat template is a built-in name or a Jinja file.
-  if (io::builtin_chat_template(run.data.chat_template).empty()) place(run.data.chat_template, "data.chat_template");
-  const DsConfig ds = parse_ds_config(ds_doc.is_null() ? json::object() : ds_doc, ds_source);
-
+// What the ds_config's "auto" values are resolved from: the run's own settings.
+RunContext run_context(const RunConfig& run, const Documents& d, const LoadOptions& options) {
   RunContext ctx;
-  ctx.run_source = run_source;
-  ctx.world_size = options.world_size > 0         ? options.world_size
-                   : acc.launch.num_processes > 0 ? acc.launch.num_processes
-                                                  : 1;
+  ctx.run_source = d.run_source;
+  ctx.world_size = options.world_size > 0           ? options.world_size
+                   : d.acc.launch.num_processes > 0 ? d.acc.launch.num_processes
+                                                    : 1;
   ctx.micro_batch = run.per_device_train_batch_size;
   ctx.grad_accum = run.gradient_accumulation_steps;
   ctx.lr = run.learning_rate;
@@ -503,62 +495,79 @@ TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOp
   ctx.eps = run.adam_epsilon;
   ctx.weight_decay = run.weight_decay;
   ctx.max_grad_norm = run.max_grad_norm;
-  ctx.precision = run_precision(run, acc);
-  ctx.warmup_steps = run.warmup_steps.value;
-  ctx.total_steps = run.max_steps.value;
+  ctx.precision = run_precision(run, d.acc);
+  ctx.warmup_steps = run.train.warmup_steps;
+  ctx.total_steps = run.train.max_steps;
+  return ctx;
+}
 
+// The run config's settings that meet the ds_config's and the Accelerate YAML's: the run's
+// own explicit loop settings win, one optimizer and one schedule, and Accelerate's switches.
+void settle_run_against_documents(const RunConfig& run, const DsConfig& ds, const Documents& d, TrainConfig& cfg) {
+  for (const char* key : {"steps_per_print", "seed"})
+    if (run.wrote(key)) cfg.origin[key] = d.run_source;
+  if (run.wrote("steps_per_print")) cfg.steps_per_print = run.train.steps_per_print;
+  if (run.wrote("seed")) cfg.seed = run.train.seed;
+  apply_master_weights(run, cfg);
+  if (run.optim.is_set()) {
+    if (ds.has_optimizer)
+      ZT_THROW_INPUT(d.run_source, ": optim is set and ", d.ds_source,
+                     " has an optimizer block; choose the optimizer in one place");
+    cfg.optimizer.type = hf_optim(run.optim.value);
+    cfg.optimizer.adam_w_mode = cfg.optimizer.type != zero::OptimizerType::Adam;
+    cfg.origin["optimizer.type"] = d.run_source;
+  }
+  if (cfg.scheduler.empty()) {
+    cfg.hf_scheduler = run.lr_scheduler_type.value;
+    note(cfg, "lr_scheduler_type", run.lr_scheduler_type, d.run_source);
+  } else if (run.lr_scheduler_type.is_set()) {
+    ZT_THROW_INPUT(d.run_source, ": lr_scheduler_type is set and ", d.ds_source,
+                   " has a scheduler block; choose the schedule in one place");
+  }
+  const AccelerateConfig& acc = d.acc;
+  cfg.launch = acc.launch;
+  if (acc.zero3_init) cfg.zero.zero3_init = true;
+  if (acc.activation_checkpointing) cfg.model.activation_checkpointing = true;
+  if (acc.use_cpu) {
+    if (run.device.is_set() && run.device.value != "cpu" && run.device.value != "auto")
+      ZT_THROW_INPUT(acc.source, ": use_cpu is true but ", d.run_source, " sets device ", run.device.value,
+                     "; set one of them");
+    cfg.device = "cpu";
+  }
+}
+
+}  // namespace
+
+TrainConfig load_train_config(const std::vector<std::string>& argv, const LoadOptions& options) {
+  const Args args = parse_args(argv);
+  Documents d = load_run_and_accelerate(args, options);
+  load_deepspeed(d, args);
+  apply_overrides(d, args, options);
+
+  // Parse and resolve.
+  RunConfig run = parse_run_config(d.run_doc, d.run_source);
+  place_paths(run, args.run_path, d.run_overridden);
+  const DsConfig ds = parse_ds_config(d.ds_doc.is_null() ? json::object() : d.ds_doc, d.ds_source);
+  RunContext ctx = run_context(run, d, options);
   TrainConfig cfg;
   apply_run(run, cfg);
   apply_run_lora(run, cfg);
   ctx.hidden_size = model_hidden_size(cfg.model);
   resolve_ds_config(ds, ctx, cfg);
-  // The run config's own explicit loop settings win over the ds_config's.
-  if (run.steps_per_print.is_set()) {
-    cfg.steps_per_print = run.steps_per_print.value;
-    cfg.origin["steps_per_print"] = run_source;
-  }
-  if (run.seed.is_set()) {
-    cfg.seed = static_cast<uint64_t>(run.seed.value);
-    cfg.origin["seed"] = run_source;
-  }
-  apply_master_weights(run, cfg);
-  if (run.optim.is_set()) {
-    if (ds.has_optimizer)
-      ZT_THROW_INPUT(run_source, ": optim is set and ", ds_source,
-                     " has an optimizer block; choose the optimizer in one place");
-    cfg.optimizer.type = hf_optim(run.optim.value);
-    cfg.optimizer.adam_w_mode = cfg.optimizer.type != zero::OptimizerType::Adam;
-    cfg.origin["optimizer.type"] = run_source;
-  }
-  if (cfg.scheduler.empty()) {
-    cfg.hf_scheduler = run.lr_scheduler_type.value;
-    note(cfg, "lr_scheduler_type", run.lr_scheduler_type, run_source);
-  } else if (run.lr_scheduler_type.is_set()) {
-    ZT_THROW_INPUT(run_source, ": lr_scheduler_type is set and ", ds_source,
-                   " has a scheduler block; choose the schedule in one place");
-  }
-  cfg.launch = acc.launch;
-  cfg.origin["world_size"] = options.world_size > 0         ? "the running job"
-                             : acc.launch.num_processes > 0 ? acc.source + " (num_processes)"
-                                                            : "default";
-  if (acc.zero3_init) cfg.zero.zero3_init = true;
-  if (acc.activation_checkpointing) cfg.model.activation_checkpointing = true;
-  if (acc.use_cpu) {
-    if (run.device.is_set() && run.device.value != "cpu" && run.device.value != "auto")
-      ZT_THROW_INPUT(acc.source, ": use_cpu is true but ", run_source, " sets device ", run.device.value,
-                     "; set one of them");
-    cfg.device = "cpu";
-  }
-  cfg.warnings.insert(cfg.warnings.end(), acc.warnings.begin(), acc.warnings.end());
-  if (!world_warning.empty()) cfg.warnings.push_back(world_warning);
+  settle_run_against_documents(run, ds, d, cfg);
+  cfg.origin["world_size"] = options.world_size > 0           ? "the running job"
+                             : d.acc.launch.num_processes > 0 ? d.acc.source + " (num_processes)"
+                                                              : "default";
+  cfg.warnings.insert(cfg.warnings.end(), d.acc.warnings.begin(), d.acc.warnings.end());
+  if (!d.world_warning.empty()) cfg.warnings.push_back(d.world_warning);
   cfg.warnings.insert(cfg.warnings.end(), run.warnings.begin(), run.warnings.end());
 
-  for (const auto& k : ds_overridden) cfg.origin[k] = kCommandLine;
+  for (const auto& k : d.ds_overridden) cfg.origin[k] = kCommandLine;
   // Under the name `config check` prints: --save_steps sets save_interval, --model.path model.
-  for (const auto& k : run_overridden) cfg.origin[run_origin_key(canonical_run_key(k))] = kCommandLine;
-  for (const auto& k : acc_overridden) cfg.origin[k] = kCommandLine;
+  for (const auto& k : d.run_overridden) cfg.origin[run_origin_key(canonical_run_key(k))] = kCommandLine;
+  for (const auto& k : d.acc_overridden) cfg.origin[k] = kCommandLine;
   std::string sources;
-  for (const auto& s : {args.run_path, ds_path, acc_path})
+  for (const auto& s : {args.run_path, d.ds_path, d.acc_path})
     if (!s.empty()) sources += (sources.empty() ? "" : " + ") + s;
   if (!args.overrides.empty()) sources += (sources.empty() ? "" : " + ") + kCommandLine;
   cfg.source = sources.empty() ? "defaults" : sources;

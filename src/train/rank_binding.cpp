@@ -10,7 +10,7 @@
 namespace zt::train {
 
 std::string bind_rank_for_host_work(const config::TrainConfig& c, int local_rank, int local_world_size) {
-  const bool offload = c.zero.offload_optimizer == config::OffloadDevice::CPU;
+  const bool offload = c.zero.offload_optimizer.device == config::OffloadDevice::CPU;
   if (!offload || local_world_size <= 1 || env_equals(EnvVar::CpuBind, "none")) return "";
   // A launcher (mpirun --bind-to core, srun --cpu-bind, taskset) that bound the process
   // made its own choice.

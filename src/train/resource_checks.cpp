@@ -51,11 +51,11 @@ struct OffloadHostBytes {
 OffloadHostBytes offload_host_bytes(const config::TrainConfig& c, const model::ModelConfig& mc, int stage,
                                     int world_size) {
   OffloadHostBytes b;
-  if (c.zero.offload_optimizer == config::OffloadDevice::None) return b;
+  if (c.zero.offload_optimizer.device == config::OffloadDevice::None) return b;
   const double n = mc.num_parameters_f64();
   const int param_bytes = c.precision == config::Precision::F32 ? 4 : 2;
   const int optimizer_bytes = optimizer_state_bytes(c);
-  const double ratio = c.zero.offload_optimizer_ratio;
+  const double ratio = c.zero.offload_optimizer.ratio;
   const double owned = stage >= 1 ? n / world_size : n;  // this rank's parameter partition
   // What trains: every parameter, or a LoRA run's adapters (the base has no optimizer state,
   // no gradients and no updated copy to stage).
@@ -77,19 +77,19 @@ OffloadHostBytes offload_host_bytes(const config::TrainConfig& c, const model::M
   // offload_param nvme only max_in_cpu elements of it and the swap buffers of the rest
   // (the drive's room is reserved when the store is made: a full drive is an error there).
   double params_host = params_home ? owned * param_bytes : ratio * owned_t * param_bytes;
-  if (params_home && c.zero.offload_param == config::OffloadDevice::NVMe) {
-    const double resident = std::min(owned, static_cast<double>(c.zero.offload_param_max_in_cpu));
+  if (params_home && c.zero.offload_param.device == config::OffloadDevice::NVMe) {
+    const double resident = std::min(owned, static_cast<double>(c.zero.offload_param.max_in_cpu));
     params_host =
-        resident * param_bytes + (owned > resident ? c.zero.offload_param_buffer_count * unit * param_bytes : 0);
+        resident * param_bytes + (owned > resident ? c.zero.offload_param.buffer_count * unit * param_bytes : 0);
   }
   b.host = ratio * owned_t * (optimizer_bytes + grad_part_bytes) + params_host;
   b.off_gpu = ratio * owned_t * optimizer_bytes + (params_home ? owned * param_bytes : 0);
-  if (c.zero.offload_optimizer == config::OffloadDevice::NVMe) {
+  if (c.zero.offload_optimizer.device == config::OffloadDevice::NVMe) {
     // The state is on the drive; the host holds buffer_count swap buffers of the largest
     // piece: a unit's slice, at most sub_group_size.
     const double piece = std::min(unit, static_cast<double>(c.zero.sub_group_size));
     b.host = ratio * owned_t * grad_part_bytes + params_host +
-             c.zero.offload_optimizer_buffer_count * piece * optimizer_bytes;
+             c.zero.offload_optimizer.buffer_count * piece * optimizer_bytes;
   }
   return b;
 }
@@ -102,19 +102,19 @@ void check_offload_fits_host(const config::TrainConfig& c, const model::ModelCon
   if (host <= 0) return;
   char count[32];
   std::snprintf(count, sizeof count, "%.4g", mc.num_parameters_f64());
-  const bool nvme = c.zero.offload_optimizer == config::OffloadDevice::NVMe;
+  const bool nvme = c.zero.offload_optimizer.device == config::OffloadDevice::NVMe;
   const bool params = stage >= 3 && config::offloads_params(c.zero);
-  const bool param_nvme = params && c.zero.offload_param == config::OffloadDevice::NVMe;
+  const bool param_nvme = params && c.zero.offload_param.device == config::OffloadDevice::NVMe;
   const std::string what =
       c.source + ": the offloaded optimizer state" +
-      (nvme ? "'s NVMe swap buffers (" + std::to_string(c.zero.offload_optimizer_buffer_count) +
+      (nvme ? "'s NVMe swap buffers (" + std::to_string(c.zero.offload_optimizer.buffer_count) +
                   ") and its staging buffers"
             : std::string(" and its staging buffers")) +
       (param_nvme ? ", the parameters kept in host memory (offload_param.max_in_cpu) and their NVMe swap buffers"
        : params   ? ", the offloaded parameters"
                   : "") +
       " (" + count + " parameters, offload_optimizer.ratio " +
-      std::to_string(c.zero.offload_optimizer_ratio).substr(0, 4) + ") per rank";
+      std::to_string(c.zero.offload_optimizer.ratio).substr(0, 4) + ") per rank";
   std::string fix =
       nvme ? "lower zero_optimization.offload_optimizer.buffer_count or zero_optimization.sub_group_size, spread the "
              "ranks over more machines, or use a machine with more memory"

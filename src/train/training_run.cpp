@@ -125,16 +125,9 @@ zero::ZeroOptions zero_options(const config::TrainConfig& c, int stage) {
   zero::ZeroOptions o = c.zero;
   o.stage = stage;
   if (config::offloads_params(c.zero)) {
-    o.param_home = c.zero.offload_param_pin_memory ? zero::ParamHome::PinnedHost : zero::ParamHome::PageableHost;
-    if (c.zero.offload_param == config::OffloadDevice::NVMe) {
-      zero::ParamNvme n;
-      n.nvme_path = c.zero.offload_param_nvme_path;
-      n.buffer_count = c.zero.offload_param_buffer_count;
-      n.buffer_size = c.zero.offload_param_buffer_size;
-      n.max_in_cpu = c.zero.offload_param_max_in_cpu;
-      n.aio = aio_options(c);
-      o.param_nvme = n;
-    }
+    const zero::OffloadParamOptions& param = c.zero.offload_param;
+    o.param_home = param.pin_memory ? zero::ParamHome::PinnedHost : zero::ParamHome::PageableHost;
+    if (param.device == config::OffloadDevice::NVMe) o.param_nvme = zero::ParamNvme{param, aio_options(c)};
   }
   return o;
 }
@@ -155,10 +148,10 @@ void log_param_store(const config::TrainConfig& c, const zero::ParamStore& store
                  bytes_str(static_cast<double>(l.swap_file_bytes)), ") on NVMe in ", l.swap_file, " through ",
                  l.swap_buffers, " swap buffers (", bytes_str(static_cast<double>(l.swap_buffer_bytes)), "; ",
                  io::io_engine_name(store.io_engine()), ")");
-  else if (c.zero.offload_param == config::OffloadDevice::NVMe)
-    where += str(" (offload_param.max_in_cpu ", elements(c.zero.offload_param_max_in_cpu),
+  else if (c.zero.offload_param.device == config::OffloadDevice::NVMe)
+    where += str(" (offload_param.max_in_cpu ", elements(c.zero.offload_param.max_in_cpu),
                  " holds them all: nothing is swapped)");
-  ZT_INFO("offload_param ", c.zero.offload_param == config::OffloadDevice::NVMe ? "nvme" : "cpu", ": this rank's 16-bit parameter slices: ",
+  ZT_INFO("offload_param ", c.zero.offload_param.device == config::OffloadDevice::NVMe ? "nvme" : "cpu", ": this rank's 16-bit parameter slices: ",
           where);
 }
 
@@ -197,21 +190,15 @@ void claim_output_dir_on_rank0(TrainingRun& run) {
 std::unique_ptr<zero::Optimizer> make_run_optimizer(TrainingRun& run) {
   const config::TrainConfig& c = run.config;
   model::ParameterRegistry& registry = run.model().registry();
-  if (c.zero.offload_optimizer == config::OffloadDevice::None)
+  if (c.zero.offload_optimizer.device == config::OffloadDevice::None)
     return zero::make_optimizer(registry, c.optimizer, run.engine->partition_fn());
+  const zero::OffloadOptimizerOptions& off = c.zero.offload_optimizer;
   zero::OffloadOptions oo;
-  oo.ratio = c.zero.offload_optimizer_ratio;
-  oo.pinning = c.zero.offload_pin_memory ? zero::Pinning::Pinned : zero::Pinning::Pageable;
-  if (c.zero.offload_optimizer == config::OffloadDevice::NVMe) {
-    zero::NvmeStoreOptions n;
-    n.nvme_path = c.zero.offload_optimizer_nvme_path;
-    n.rank = run.rank();
-    n.buffer_count = c.zero.offload_optimizer_buffer_count;
-    n.sub_group_size = c.zero.sub_group_size;
-    n.pipeline_read = c.zero.offload_optimizer_pipeline_read;
-    n.pipeline_write = c.zero.offload_optimizer_pipeline_write;
-    n.aio = aio_options(c);
-    oo.nvme = n;
+  oo.ratio = off.ratio;
+  oo.pinning = off.pin_memory ? zero::Pinning::Pinned : zero::Pinning::Pageable;
+  if (off.device == config::OffloadDevice::NVMe) {
+    // The dict as written, and where and how this rank swaps.
+    oo.nvme = zero::NvmeStoreOptions{off, "optimizer", run.rank(), c.zero.sub_group_size, aio_options(c)};
   }
   auto offload = std::make_unique<zero::OffloadedOptimizer>(registry, c.optimizer, run.engine->partition_fn(), oo);
   run.engine->set_offload(offload.get());
@@ -220,15 +207,15 @@ std::unique_ptr<zero::Optimizer> make_run_optimizer(TrainingRun& run) {
   char share[16];
   std::snprintf(share, sizeof share, "%.1f%%", 100.0 * host_share);
   ZT_INFO("ZeRO-Offload: the optimizer state of ", l.host_units, " of ", l.units, " units (", share,
-          " of the elements; offload_optimizer.ratio ", c.zero.offload_optimizer_ratio,
+          " of the elements; offload_optimizer.ratio ", c.zero.offload_optimizer.ratio,
           ") lives ",
           l.swap_file.empty()
               ? std::string("in host memory, ")
               : str("on NVMe in ", l.swap_file, " (", bytes_str(static_cast<double>(l.swap_buffer_bytes)), " of ",
-                    c.zero.offload_optimizer_buffer_count, " swap buffers in memory; ",
+                    c.zero.offload_optimizer.buffer_count, " swap buffers in memory; ",
                     io::io_engine_name(offload->nvme_store()->io_engine()),
-                    c.zero.offload_optimizer_pipeline_read ? ", pipelined reads" : "",
-                    c.zero.offload_optimizer_pipeline_write ? ", pipelined writes" : "", "), "),
+                    c.zero.offload_optimizer.pipeline_read ? ", pipelined reads" : "",
+                    c.zero.offload_optimizer.pipeline_write ? ", pipelined writes" : "", "), "),
           bytes_str(static_cast<double>(l.host_state_bytes)), " + ",
           bytes_str(static_cast<double>(l.staging_bytes)), " of ", l.pinned ? "page-locked" : "pageable",
           l.params_in_place ? " gradient staging (offload_param: the 16-bit partitions are updated in place where they live)"

@@ -26,6 +26,7 @@
 #include "io/async_io.h"
 #include "io/direct_file.h"
 #include "zero/optimizer.h"
+#include "zero/options.h"
 #include "zero/swap_file.h"
 
 namespace zt::zero {
@@ -95,13 +96,12 @@ class MemoryStore final : public StateStore {
   size_t bytes_ = 0;
 };
 
-struct NvmeStoreOptions {
-  std::string nvme_path;    // the folder; the swap folder is made inside it
+// offload_optimizer {device: nvme} as written (nvme_path: the folder, the swap folder is
+// made inside it; buffer_count; pipeline_read/write), and what the run adds.
+struct NvmeStoreOptions : OffloadOptimizerOptions {
   std::string label = "optimizer";
   int rank = 0;
-  int buffer_count = 4;     // pieces in memory at once (>= 2 to overlap anything)
   int64_t sub_group_size = 1000000000;  // elements per swapped piece
-  bool pipeline_read = false, pipeline_write = false;
   io::AioOptions aio;
 };
 

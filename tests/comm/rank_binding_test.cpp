@@ -28,7 +28,7 @@ comm::Communicator& world() {
 config::TrainConfig offload_config() {
   config::TrainConfig c;
   c.zero.stage = 2;
-  c.zero.offload_optimizer = config::OffloadDevice::CPU;
+  c.zero.offload_optimizer.device = config::OffloadDevice::CPU;
   return c;
 }
 

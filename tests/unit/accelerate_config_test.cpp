@@ -42,7 +42,7 @@ TEST(AccelerateConfig, SeedYamlWithInlineDeepSpeedSections) {
   const TrainConfig c = load_train_config({"--config_file", kSeeds + "accelerate_deepspeed.yaml"});
   EXPECT_EQ(c.launch.distributed_type, "DEEPSPEED");
   EXPECT_EQ(c.zero.stage, 3);
-  EXPECT_EQ(c.zero.offload_optimizer, OffloadDevice::CPU);
+  EXPECT_EQ(c.zero.offload_optimizer.device, OffloadDevice::CPU);
   EXPECT_TRUE(c.zero.zero3_init);
   EXPECT_TRUE(c.zero.stage3_gather_16bit_weights_on_model_save);
   // YAML 1.1 reads 5e8 as a string: accepted where a number is expected.
@@ -81,7 +81,7 @@ deepspeed_config:
   EXPECT_EQ(c.train_batch_size, 4 * 2 * 8);
   EXPECT_EQ(c.precision, Precision::BF16);
   EXPECT_EQ(c.zero.stage, 2);
-  EXPECT_EQ(c.zero.offload_optimizer, OffloadDevice::None);
+  EXPECT_EQ(c.zero.offload_optimizer.device, OffloadDevice::None);
   // Overrides of Accelerate keys edit the YAML before it is read.
   const TrainConfig o =
       load_train_config({"--config_file", y, "--num_processes", "2", "--deepspeed_config.zero_stage", "1"});
@@ -220,8 +220,8 @@ fsdp_config:
 )");
   const TrainConfig c = load_train_config({"--config_file", y});
   EXPECT_EQ(c.zero.stage, 3);
-  EXPECT_EQ(c.zero.offload_param, OffloadDevice::CPU);
-  EXPECT_EQ(c.zero.offload_optimizer, OffloadDevice::CPU);
+  EXPECT_EQ(c.zero.offload_param.device, OffloadDevice::CPU);
+  EXPECT_EQ(c.zero.offload_optimizer.device, OffloadDevice::CPU);
   EXPECT_FALSE(c.zero.stage3_gather_16bit_weights_on_model_save);
   EXPECT_TRUE(c.model.activation_checkpointing);
   const std::string g = dir.write("g.yaml", "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: 2\n");

@@ -43,8 +43,8 @@ std::string error_of(const json& doc, const RunContext& run = {}) {
 TEST(DsConfig, SeedZero3OffloadFp16) {
   const TrainConfig c = load_train_config({"--deepspeed", kSeeds + "ds_config_zero3_offload_fp16.json"});
   EXPECT_EQ(c.zero.stage, 3);
-  EXPECT_EQ(c.zero.offload_optimizer, OffloadDevice::CPU);
-  EXPECT_EQ(c.zero.offload_param, OffloadDevice::None);
+  EXPECT_EQ(c.zero.offload_optimizer.device, OffloadDevice::CPU);
+  EXPECT_EQ(c.zero.offload_param.device, OffloadDevice::None);
   EXPECT_EQ(c.zero.overlap_comm, zero::OverlapComm::On);  // stage 3 default
   EXPECT_EQ(c.precision, Precision::F16);
   EXPECT_TRUE(c.fp16.enabled);
@@ -68,7 +68,7 @@ TEST(DsConfig, SeedLargeBatchDerivesMicroFromWorld) {
   EXPECT_EQ(c.micro_batch_per_gpu, 64);                // 4096 / (8 * 8)
   EXPECT_EQ(c.zero.allgather_bucket_size, 500000000);  // written 5e8
   EXPECT_EQ(c.zero.overlap_comm, zero::OverlapComm::On);
-  EXPECT_TRUE(c.zero.offload_pin_memory);
+  EXPECT_TRUE(c.zero.offload_optimizer.pin_memory);
   EXPECT_FLOAT_EQ(c.optimizer.weight_decay, 0.01f);
   LoadOptions three;
   three.world_size = 3;  // 4096 is not divisible by 8 * 3
@@ -89,9 +89,9 @@ TEST(DsConfig, SeedDebugNvmeActivationCheckpointing) {
 
   // NVMe offload is accepted as config (the engine implements it); paths and aio kept.
   const TrainConfig n = load_train_config({"--deepspeed", kSeeds + "ds_config_nvme.json"});
-  EXPECT_EQ(n.zero.offload_param, OffloadDevice::NVMe);
-  EXPECT_EQ(n.zero.offload_optimizer, OffloadDevice::NVMe);
-  EXPECT_EQ(n.zero.offload_param_nvme_path, "/tmp/zerotrain_nvme");
+  EXPECT_EQ(n.zero.offload_param.device, OffloadDevice::NVMe);
+  EXPECT_EQ(n.zero.offload_optimizer.device, OffloadDevice::NVMe);
+  EXPECT_EQ(n.zero.offload_param.nvme_path, "/tmp/zerotrain_nvme");
   EXPECT_EQ(n.precision, Precision::BF16);
   EXPECT_EQ(n.aio.block_size, 1048576);
   EXPECT_EQ(n.aio.queue_depth, 8);
@@ -342,9 +342,9 @@ TEST(DsConfig, ZeroSection) {
   const TrainConfig old = resolve(json::parse(R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {
       "stage": 3, "cpu_offload": true, "cpu_offload_params": true, "cpu_offload_use_pin_memory": false,
       "stage3_gather_fp16_weights_on_model_save": true, "prefetch_bucket_size": 1000, "max_live_parameters": 7}})"));
-  EXPECT_EQ(old.zero.offload_optimizer, OffloadDevice::CPU);
-  EXPECT_EQ(old.zero.offload_param, OffloadDevice::CPU);
-  EXPECT_FALSE(old.zero.offload_pin_memory);
+  EXPECT_EQ(old.zero.offload_optimizer.device, OffloadDevice::CPU);
+  EXPECT_EQ(old.zero.offload_param.device, OffloadDevice::CPU);
+  EXPECT_FALSE(old.zero.offload_optimizer.pin_memory);
   EXPECT_TRUE(old.zero.stage3_gather_16bit_weights_on_model_save);
   EXPECT_EQ(old.zero.stage3_prefetch_bucket_size, 1000);
   EXPECT_EQ(old.zero.stage3_max_live_parameters, 7);

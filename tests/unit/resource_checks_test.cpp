@@ -70,22 +70,22 @@ TEST(ResourceChecks, OffloadedStateMustFitHostMemory) {
   c.zero.stage = 2;
   const model::ModelConfig tiny = model::preset_config("tiny-gpt2");
   check_offload_fits_host(c, tiny, 2, 2, 2);  // no offload: nothing to check
-  c.zero.offload_optimizer = config::OffloadDevice::CPU;
+  c.zero.offload_optimizer.device = config::OffloadDevice::CPU;
   // Per rank at stage 2 over 2 ranks: half of the parameters x (12 state + 4 gradient + 2
   // parameter staging) bytes.
   const double per_rank = tiny.num_parameters_f64() / 2 * 18;
   ::setenv("ZT_TEST_HOST_MEMORY_BYTES", std::to_string(static_cast<int64_t>(per_rank * 1.5)).c_str(), 1);
   check_offload_fits_host(c, tiny, 2, 2, 1);  // one rank on this host fits
   const std::string two = input_error_of([&] { check_offload_fits_host(c, tiny, 2, 2, 2); });
-  c.zero.offload_optimizer_ratio = 0.5;
+  c.zero.offload_optimizer.ratio = 0.5;
   check_offload_fits_host(c, tiny, 2, 2, 2);  // half the state on the host: fits again
   // The state on NVMe: the host holds the staging and 4 swap buffers of a piece.
-  c.zero.offload_optimizer_ratio = 1.0;
-  c.zero.offload_optimizer = config::OffloadDevice::NVMe;
+  c.zero.offload_optimizer.ratio = 1.0;
+  c.zero.offload_optimizer.device = config::OffloadDevice::NVMe;
   c.zero.sub_group_size = 1000;
   check_offload_fits_host(c, tiny, 2, 2, 2);
   c.zero.sub_group_size = 1000000000;
-  c.zero.offload_optimizer_buffer_count = 64;  // 64 buffers of the embedding's slice do not fit
+  c.zero.offload_optimizer.buffer_count = 64;  // 64 buffers of the embedding's slice do not fit
   const std::string nvme = input_error_of([&] { check_offload_fits_host(c, tiny, 2, 2, 2); });
   ::unsetenv("ZT_TEST_HOST_MEMORY_BYTES");
   EXPECT_HAS(nvme, "NVMe swap buffers (64)");
