@@ -60,6 +60,33 @@ TEST(Estimate, LmHeadChunkPlanIsTheKernelsRule) {
   EXPECT_FALSE(forced.f32_accumulator);  // an f32 dweight accumulates in place
 }
 
+// The counts DeepSpeed's formulas take come from the weights table and the HF names: the
+// total equals the config's own count for every preset and bias / tie / GQA variant, and
+// the largest module is the embedding, or (with a small vocabulary) a linear with its bias,
+// as named_modules() holds it.
+TEST(Estimate, ParameterCountsComeFromTheWeightsTable) {
+  for (const std::string& name : model::preset_names()) {
+    SCOPED_TRACE(name);
+    const model::ModelConfig c = model::preset_config(name);
+    const HfParameterCounts n = hf_parameter_counts(c);
+    EXPECT_EQ(n.total, c.num_parameters());
+    EXPECT_EQ(n.largest_module, c.vocab_size * c.hidden_size);  // the token embedding
+  }
+  model::ModelConfig q = model::preset_config("tiny-llama");
+  q.qkv_bias = true;  // Qwen2: biases on q/k/v only
+  q.tie_word_embeddings = false;
+  EXPECT_EQ(hf_parameter_counts(q).total, q.num_parameters());
+  q.vocab_size = 8;  // the MLP's gate_proj / up_proj / down_proj are the largest modules now
+  q.mlp_bias = true;
+  q.attn_out_bias = true;
+  EXPECT_EQ(hf_parameter_counts(q).total, q.num_parameters());
+  EXPECT_EQ(hf_parameter_counts(q).largest_module, q.intermediate_size * q.hidden_size + q.intermediate_size);
+  model::ModelConfig g = model::preset_config("gpt2");
+  EXPECT_EQ(largest_hf_layer_params(g), g.vocab_size * g.hidden_size);
+  g.vocab_size = 8;  // c_fc [C, F] with its bias
+  EXPECT_EQ(largest_hf_layer_params(g), g.hidden_size * g.intermediate_size + g.intermediate_size);
+}
+
 // DeepSpeed 0.19's formulas on HF GPT-2 (124,439,808 parameters; the largest layer is wte,
 // 50257 x 768 = 38,597,376): the numbers its estimate_*_all_live functions print.
 TEST(Estimate, DeepSpeedFormulasGiveDeepSpeedsNumbers) {
