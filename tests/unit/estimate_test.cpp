@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cross_entropy_kernels.h"
@@ -65,12 +66,24 @@ TEST(Estimate, LmHeadChunkPlanIsTheKernelsRule) {
 // the largest module is the embedding, or (with a small vocabulary) a linear with its bias,
 // as named_modules() holds it.
 TEST(Estimate, ParameterCountsComeFromTheWeightsTable) {
+  // The family-keyed count the table replaced: the embeddings, then GPT-2's Conv1D modules
+  // or Llama's linears (without their MLP biases, which no preset has).
+  const auto by_hand = [](const model::ModelConfig& c) {
+    const int64_t C = c.hidden_size, F = c.intermediate_size, HD = c.num_heads * c.head_dim;
+    const int64_t kv = c.num_kv_heads * c.head_dim;
+    int64_t largest = c.vocab_size * C;
+    if (c.position == model::PositionKind::Learned) largest = std::max(largest, c.max_position_embeddings * C);
+    if (c.family == model::Family::GPT2)
+      return std::max({largest, C * 3 * C + 3 * C, C * F + F, F * C + C});
+    return std::max({largest, HD * C + (c.qkv_bias ? HD : 0), kv * C + (c.qkv_bias ? kv : 0), F * C, C * F});
+  };
   for (const std::string& name : model::preset_names()) {
     SCOPED_TRACE(name);
     const model::ModelConfig c = model::preset_config(name);
     const HfParameterCounts n = hf_parameter_counts(c);
     EXPECT_EQ(n.total, c.num_parameters());
-    EXPECT_EQ(n.largest_module, c.vocab_size * c.hidden_size);  // the token embedding
+    EXPECT_EQ(n.largest_module, by_hand(c));
+    EXPECT_EQ(largest_hf_layer_params(c), by_hand(c));
   }
   model::ModelConfig q = model::preset_config("tiny-llama");
   q.qkv_bias = true;  // Qwen2: biases on q/k/v only

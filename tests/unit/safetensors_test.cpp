@@ -574,7 +574,7 @@ TEST(HfWeights, Fp8WeightsAreRefusedByName) {
     keep.back()->copy_from(r.tensor(name));
     tensors.emplace_back(name, keep.back().view());
   }
-  save_safetensors(fp8, tensors, {{"format", "pt"}});
+  io::save_safetensors(fp8, tensors, {{"format", "pt"}});
   TinyGpt2 dst(false);
   std::string e;
   try {

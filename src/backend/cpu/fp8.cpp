@@ -36,14 +36,6 @@ void dequantize(T* out, const Q* inp, int64_t n, float scale) {
   for (int64_t i = 0; i < n; ++i) out[i] = store_as<T>(to_f32(inp[i]) * scale);
 }
 
-// Calls fn(Q{}) with Q the C++ type of an fp8 dtype.
-template <class Fn>
-void dispatch_fp8(DType dtype, Fn&& fn) {
-  if (dtype == DType::F8E4M3) return fn(f8e4m3{});
-  ZT_CHECK(dtype == DType::F8E5M2, "expected an fp8 dtype, got ", dtype_name(dtype));
-  fn(f8e5m2{});
-}
-
 float scalar(const Tensor& t) { return *static_cast<const float*>(t.data()); }
 
 }  // namespace

@@ -97,13 +97,6 @@ struct DequantizeOp {
   }
 };
 
-template <class Fn>
-void dispatch_fp8(DType dtype, Fn&& fn) {
-  if (dtype == DType::F8E4M3) return fn(f8e4m3{});
-  ZT_CHECK(dtype == DType::F8E5M2, "expected an fp8 dtype, got ", dtype_name(dtype));
-  fn(f8e5m2{});
-}
-
 void quantize(void* out, DType out_dtype, const void* inp, DType inp_dtype, int64_t n, const float* scale,
               Saturation sat) {
   const bool aligned = aligned16(out) && aligned16(inp);
