@@ -88,6 +88,9 @@ ncclDataType_t nccl_type(DType dtype) {
       return ncclInt32;
     case DType::I64:
       return ncclInt64;
+    case DType::F8E4M3:
+    case DType::F8E5M2:
+      break;  // ncclUint8 would let a reduction add codes: communicate fp8 as bf16 or f32
   }
   ZT_THROW_UNSUPPORTED("the NCCL communicator has no datatype for dtype ", dtype_name(dtype));
 }

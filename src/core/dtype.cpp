@@ -19,6 +19,9 @@ size_t dtype_size(DType dtype) {
       return 4;
     case DType::I64:
       return 8;
+    case DType::F8E4M3:
+    case DType::F8E5M2:
+      return 1;
   }
   return 0;
 }
@@ -35,11 +38,16 @@ const char* dtype_name(DType dtype) {
       return "i32";
     case DType::I64:
       return "i64";
+    case DType::F8E4M3:
+      return "f8_e4m3";
+    case DType::F8E5M2:
+      return "f8_e5m2";
   }
   return "?";
 }
 
 bool is_floating(DType dtype) { return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16; }
+bool is_fp8(DType dtype) { return dtype == DType::F8E4M3 || dtype == DType::F8E5M2; }
 
 DType parse_dtype(const std::string& raw) {
   std::string name = raw;
@@ -50,7 +58,15 @@ DType parse_dtype(const std::string& raw) {
   if (name == "f16" || name == "float16" || name == "fp16" || name == "half") return DType::F16;
   if (name == "i32" || name == "int32") return DType::I32;
   if (name == "i64" || name == "int64" || name == "long") return DType::I64;
-  ZT_THROW_INPUT("unknown dtype '", raw, "': use one of f32, bf16, f16, i32, i64");
+  // torch's float8_e4m3fn is the OCP E4M3 (no infinities); float8_e5m2 is IEEE-like.
+  if (name == "f8_e4m3" || name == "float8_e4m3fn" || name == "float8_e4m3" || name == "fp8_e4m3" || name == "e4m3")
+    return DType::F8E4M3;
+  if (name == "f8_e5m2" || name == "float8_e5m2" || name == "fp8_e5m2" || name == "e5m2") return DType::F8E5M2;
+  if (name.find("fnuz") != std::string::npos)
+    ZT_THROW_INPUT("dtype '", raw,
+                   "' (the fnuz fp8 variants: another exponent bias, no negative zero) is not supported; "
+                   "use f8_e4m3 (float8_e4m3fn) or f8_e5m2 (float8_e5m2)");
+  ZT_THROW_INPUT("unknown dtype '", raw, "': use one of f32, bf16, f16, i32, i64, f8_e4m3, f8_e5m2");
 }
 
 namespace {
@@ -91,6 +107,12 @@ void dispatch_any(DType dtype, Fn&& fn) {
       return;
     case DType::I64:
       fn(int64_t{});
+      return;
+    case DType::F8E4M3:
+      fn(f8e4m3{});
+      return;
+    case DType::F8E5M2:
+      fn(f8e5m2{});
       return;
   }
 }

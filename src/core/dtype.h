@@ -1,21 +1,31 @@
 // Element types and their conversions. bf16/f16 are storage types: arithmetic happens in
 // f32 after a conversion. Conversions to bf16/f16 round to nearest, ties to even, keep
 // inf, turn every NaN into a quiet NaN, and (f16) produce subnormals and overflow to inf.
+// F8E4M3 and F8E5M2 (core/fp8.h) are storage only: no op computes in them; they are
+// converted to and from the compute dtypes (ops/fp8.h with a scale and a saturation
+// choice; convert() and Tensor::copy_from as torch's .to(): scale 1, no saturation).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
 
+#include "core/fp8.h"
+
 namespace zt {
 
-enum class DType : uint8_t { F32, BF16, F16, I32, I64 };
+// New values go at the end: a DType's number is not written anywhere, but keeping the
+// order keeps every table indexed by it valid.
+enum class DType : uint8_t { F32, BF16, F16, I32, I64, F8E4M3, F8E5M2 };
 
 size_t dtype_size(DType dtype);
-const char* dtype_name(DType dtype);  // "f32", "bf16", ...
+const char* dtype_name(DType dtype);  // "f32", "bf16", ..., "f8_e4m3", "f8_e5m2"
+// The compute floating dtypes: f32, bf16, f16 (ops take them; fp8 is not among them).
 bool is_floating(DType dtype);
+bool is_fp8(DType dtype);  // F8E4M3 or F8E5M2
 // Parses our names and the common spellings ("float32", "bfloat16", "fp16", "half",
-// "torch.float16", safetensors' "F32"/"BF16"/"F16"/"I32"/"I64"). Throws BadInput.
+// "torch.float16", "float8_e4m3fn", "float8_e5m2", safetensors' "F32"/"BF16"/"F16"/"I32"/
+// "I64"/"F8_E4M3"/"F8_E5M2"). Throws BadInput.
 DType parse_dtype(const std::string& name);
 
 struct bf16 {
@@ -88,6 +98,8 @@ inline f16 to_f16(float f) {
 inline float load_f32(float v) { return v; }
 inline float load_f32(bf16 v) { return to_f32(v); }
 inline float load_f32(f16 v) { return to_f32(v); }
+inline float load_f32(f8e4m3 v) { return to_f32(v); }
+inline float load_f32(f8e5m2 v) { return to_f32(v); }
 template <class T>
 inline T store_as(float v);
 template <>
@@ -101,6 +113,15 @@ inline bf16 store_as<bf16>(float v) {
 template <>
 inline f16 store_as<f16>(float v) {
   return to_f16(v);
+}
+// As torch's .to(float8_*): round to nearest even, no saturation.
+template <>
+inline f8e4m3 store_as<f8e4m3>(float v) {
+  return to_f8e4m3(v, Saturation::NonSaturating);
+}
+template <>
+inline f8e5m2 store_as<f8e5m2>(float v) {
+  return to_f8e5m2(v, Saturation::NonSaturating);
 }
 
 template <class T>
@@ -118,6 +139,14 @@ struct dtype_of<f16> {
   static constexpr DType value = DType::F16;
 };
 template <>
+struct dtype_of<f8e4m3> {
+  static constexpr DType value = DType::F8E4M3;
+};
+template <>
+struct dtype_of<f8e5m2> {
+  static constexpr DType value = DType::F8E5M2;
+};
+template <>
 struct dtype_of<int32_t> {
   static constexpr DType value = DType::I32;
 };
@@ -126,11 +155,13 @@ struct dtype_of<int64_t> {
   static constexpr DType value = DType::I64;
 };
 
-// Calls fn(T{}) with T the C++ type of a floating dtype (float, bf16, f16).
+// Calls fn(T{}) with T the C++ type of a compute floating dtype (float, bf16, f16); any
+// other dtype (fp8 included: convert it first) is an error naming it.
 template <class Fn>
 decltype(auto) dispatch_float(DType dtype, Fn&& fn);
 
-// Converts n elements between any two dtypes (float<->int conversions truncate toward zero).
+// Converts n elements between any two dtypes (float<->int conversions truncate toward zero;
+// to fp8 as torch's .to(): nearest even, a value too large becomes NaN (E4M3) or inf (E5M2)).
 void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n);
 
 }  // namespace zt

@@ -14,6 +14,10 @@ decltype(auto) dispatch_float(DType dtype, Fn&& fn) {
     default:
       break;
   }
+  if (is_fp8(dtype))
+    ZT_THROW_UNSUPPORTED(dtype_name(dtype),
+                         " is a storage dtype: no op computes in it; convert it to f32, bf16 or f16 first "
+                         "(ops/fp8.h)");
   throw Error(ErrorKind::Internal, str("expected a floating dtype, got ", dtype_name(dtype)));
 }
 }  // namespace zt

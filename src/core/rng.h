@@ -6,15 +6,10 @@
 #include <array>
 #include <cstdint>
 
+#include "core/host_device.h"
 #include "core/tensor.h"
 
 namespace zt {
-
-#if defined(__CUDACC__)
-#define ZT_HOST_DEVICE __host__ __device__
-#else
-#define ZT_HOST_DEVICE
-#endif
 
 struct PhiloxKey {
   uint32_t k0, k1;

@@ -1,6 +1,7 @@
 #include "io/bpe_trainer.h"
 
 #include <algorithm>
+#include <array>
 #include <nlohmann/json.hpp>
 #include <queue>
 #include <unordered_map>
@@ -46,16 +47,8 @@ void merge_word(std::vector<int32_t>& w, int32_t a, int32_t b, int32_t id, std::
   }
 }
 
-}  // namespace
-
-std::string train_bpe_tokenizer_json(const std::vector<std::string>& texts, const BpeTrainOptions& options) {
-  const int64_t n_special = static_cast<int64_t>(options.special_tokens.size());
-  if (options.vocab_size < 256 + n_special)
-    ZT_THROW_INPUT("--vocab-size ", options.vocab_size, " is too small: the 256 bytes and ", n_special,
-                   " special token(s) need ", 256 + n_special);
-  if (options.vocab_size > INT32_MAX) ZT_THROW_INPUT("--vocab-size ", options.vocab_size, " is too large");
-
-  // Words (GPT-2 pre-tokens, raw bytes) and their counts.
+// Words (GPT-2 pre-tokens, raw bytes) and their counts.
+std::unordered_map<std::string, int64_t> count_words(const std::vector<std::string>& texts) {
   std::unordered_map<std::string, int64_t> word_counts;
   for (const std::string& raw : texts) {
     const std::string text = unicode::to_valid_utf8(raw);
@@ -65,17 +58,33 @@ std::string train_bpe_tokenizer_json(const std::vector<std::string>& texts, cons
       i = e;
     }
   }
+  return word_counts;
+}
 
-  // Vocabulary: specials, then the 256 byte characters in code point order (as HF's
-  // trainer sorts its alphabet), then one token per merge.
-  std::vector<std::string> vocab;  // byte-level spelling
+struct Vocabulary {
+  std::vector<std::string> tokens;  // byte-level spelling
   std::unordered_map<std::string, int32_t> ids;
-  for (const std::string& s : options.special_tokens) {
-    if (ids.count(s)) ZT_THROW_INPUT("special token '", s, "' given twice");
-    ids[s] = static_cast<int32_t>(vocab.size());
-    vocab.push_back(s);
-  }
   std::array<int32_t, 256> byte_id{};
+
+  // The id of `token`, appended when it is new.
+  int32_t add(const std::string& token) {
+    if (auto it = ids.find(token); it != ids.end()) return it->second;
+    const auto id = static_cast<int32_t>(tokens.size());
+    ids[token] = id;
+    tokens.push_back(token);
+    return id;
+  }
+};
+
+// Specials, then the 256 byte characters in code point order (as HF's trainer sorts its
+// alphabet); the merges add one token each after them.
+Vocabulary initial_vocabulary(const std::vector<std::string>& special_tokens) {
+  Vocabulary v;
+  for (const std::string& s : special_tokens) {
+    if (v.ids.count(s)) ZT_THROW_INPUT("special token '", s, "' given twice");
+    v.ids[s] = static_cast<int32_t>(v.tokens.size());
+    v.tokens.push_back(s);
+  }
   std::vector<int> bytes(256);
   for (int b = 0; b < 256; ++b) bytes[static_cast<size_t>(b)] = b;
   std::sort(bytes.begin(), bytes.end(), [](int x, int y) {
@@ -83,88 +92,107 @@ std::string train_bpe_tokenizer_json(const std::vector<std::string>& texts, cons
   });
   for (int b : bytes) {
     const std::string s = bytes_to_byte_level(std::string(1, static_cast<char>(b)));
-    byte_id[static_cast<size_t>(b)] = static_cast<int32_t>(vocab.size());
-    ids[s] = static_cast<int32_t>(vocab.size());
-    vocab.push_back(s);
+    v.byte_id[static_cast<size_t>(b)] = static_cast<int32_t>(v.tokens.size());
+    v.ids[s] = static_cast<int32_t>(v.tokens.size());
+    v.tokens.push_back(s);
   }
+  return v;
+}
 
+// The words as symbol ids, each pair's count over all words and the words holding it, and
+// the candidates by count.
+struct PairState {
   std::vector<std::vector<int32_t>> words;
   std::vector<int64_t> counts;
-  words.reserve(word_counts.size());
+  std::unordered_map<Pair, int64_t> pair_counts;
+  std::unordered_map<Pair, std::unordered_set<int>> where;
+  std::priority_queue<Candidate> heap;
+};
+
+PairState initial_pairs(const std::unordered_map<std::string, int64_t>& word_counts,
+                        const std::array<int32_t, 256>& byte_id) {
+  PairState st;
+  st.words.reserve(word_counts.size());
   for (const auto& [w, c] : word_counts) {
     std::vector<int32_t> syms;
     for (unsigned char b : w) syms.push_back(byte_id[b]);
-    words.push_back(std::move(syms));
-    counts.push_back(c);
+    st.words.push_back(std::move(syms));
+    st.counts.push_back(c);
   }
-  std::unordered_map<Pair, int64_t> pair_counts;
-  std::unordered_map<Pair, std::unordered_set<int>> where;
-  for (size_t wi = 0; wi < words.size(); ++wi) {
-    const auto& w = words[wi];
+  for (size_t wi = 0; wi < st.words.size(); ++wi) {
+    const auto& w = st.words[wi];
     for (size_t i = 0; i + 1 < w.size(); ++i) {
       const Pair p = make_pair_key(w[i], w[i + 1]);
-      pair_counts[p] += counts[wi];
-      where[p].insert(static_cast<int>(wi));
+      st.pair_counts[p] += st.counts[wi];
+      st.where[p].insert(static_cast<int>(wi));
     }
   }
-  std::priority_queue<Candidate> heap;
-  for (const auto& [p, c] : pair_counts)
-    if (c > 0) heap.push({c, p});
+  for (const auto& [p, c] : st.pair_counts)
+    if (c > 0) st.heap.push({c, p});
+  return st;
+}
 
-  std::vector<std::pair<int32_t, int32_t>> merges;
-  std::vector<std::pair<Pair, int>> changes;
+// Replaces `pair` by `id` in every word holding it, updating the counts, and queues the
+// pairs the merge created with their new counts.
+void apply_merge(PairState& st, Pair pair, int32_t id) {
+  const int32_t a = left_of(pair), b = right_of(pair);
+  st.pair_counts[pair] = 0;  // merged everywhere
   std::unordered_map<Pair, std::unordered_set<int>> touched;
-  while (static_cast<int64_t>(vocab.size()) < options.vocab_size && !heap.empty()) {
-    Candidate top = heap.top();
-    heap.pop();
-    const int64_t current = pair_counts[top.pair];
+  std::vector<std::pair<Pair, int>> changes;
+  std::vector<int> positions(st.where[pair].begin(), st.where[pair].end());
+  std::sort(positions.begin(), positions.end());
+  st.where.erase(pair);
+  for (int wi : positions) {
+    changes.clear();
+    merge_word(st.words[static_cast<size_t>(wi)], a, b, id, changes);
+    for (const auto& [p, delta] : changes) {
+      st.pair_counts[p] += delta * st.counts[static_cast<size_t>(wi)];
+      if (delta > 0) {
+        touched[p].insert(wi);
+        st.where[p].insert(wi);
+      }
+    }
+  }
+  for (const auto& [p, ws] : touched) {
+    (void)ws;
+    const int64_t c = st.pair_counts[p];
+    if (c > 0) st.heap.push({c, p});
+  }
+}
+
+// Merges the most frequent pair until the vocabulary is full or no pair is frequent
+// enough; returns the merges in order.
+std::vector<std::pair<int32_t, int32_t>> learn_merges(PairState& st, Vocabulary& vocab,
+                                                      const BpeTrainOptions& options) {
+  std::vector<std::pair<int32_t, int32_t>> merges;
+  while (static_cast<int64_t>(vocab.tokens.size()) < options.vocab_size && !st.heap.empty()) {
+    Candidate top = st.heap.top();
+    st.heap.pop();
+    const int64_t current = st.pair_counts[top.pair];
     if (top.count != current) {  // stale: requeue with the current count
-      if (current > 0) heap.push({current, top.pair});
+      if (current > 0) st.heap.push({current, top.pair});
       continue;
     }
     if (top.count < 1 || top.count < options.min_frequency) break;
     const int32_t a = left_of(top.pair), b = right_of(top.pair);
-    const std::string merged = vocab[static_cast<size_t>(a)] + vocab[static_cast<size_t>(b)];
-    int32_t id;
-    if (auto it = ids.find(merged); it != ids.end()) {
-      id = it->second;
-    } else {
-      id = static_cast<int32_t>(vocab.size());
-      ids[merged] = id;
-      vocab.push_back(merged);
-    }
+    const int32_t id = vocab.add(vocab.tokens[static_cast<size_t>(a)] + vocab.tokens[static_cast<size_t>(b)]);
     merges.emplace_back(a, b);
-    pair_counts[top.pair] = 0;  // merged everywhere
-    touched.clear();
-    std::vector<int> positions(where[top.pair].begin(), where[top.pair].end());
-    std::sort(positions.begin(), positions.end());
-    where.erase(top.pair);
-    for (int wi : positions) {
-      changes.clear();
-      merge_word(words[static_cast<size_t>(wi)], a, b, id, changes);
-      for (const auto& [p, delta] : changes) {
-        pair_counts[p] += delta * counts[static_cast<size_t>(wi)];
-        if (delta > 0) {
-          touched[p].insert(wi);
-          where[p].insert(wi);
-        }
-      }
-    }
-    for (const auto& [p, ws] : touched) {
-      (void)ws;
-      const int64_t c = pair_counts[p];
-      if (c > 0) heap.push({c, p});
-    }
+    apply_merge(st, top.pair, id);
   }
+  return merges;
+}
 
+// HF tokenizers' tokenizer.json of a byte-level BPE with these tokens and merges.
+std::string tokenizer_json(const Vocabulary& vocab, const std::vector<std::pair<int32_t, int32_t>>& merges,
+                           const std::vector<std::string>& special_tokens) {
   nlohmann::ordered_json j;
   j["version"] = "1.0";
   j["truncation"] = nullptr;
   j["padding"] = nullptr;
   j["added_tokens"] = nlohmann::ordered_json::array();
-  for (const std::string& s : options.special_tokens) {
+  for (const std::string& s : special_tokens) {
     nlohmann::ordered_json t;
-    t["id"] = ids[s];
+    t["id"] = vocab.ids.at(s);
     t["content"] = s;
     t["single_word"] = false;
     t["lstrip"] = false;
@@ -195,13 +223,29 @@ std::string train_bpe_tokenizer_json(const std::vector<std::string>& texts, cons
   model["byte_fallback"] = false;
   model["ignore_merges"] = false;
   nlohmann::ordered_json v = nlohmann::ordered_json::object();
-  for (size_t i = 0; i < vocab.size(); ++i) v[vocab[i]] = static_cast<int32_t>(i);
+  for (size_t i = 0; i < vocab.tokens.size(); ++i) v[vocab.tokens[i]] = static_cast<int32_t>(i);
   model["vocab"] = std::move(v);
   nlohmann::ordered_json m = nlohmann::ordered_json::array();
-  for (const auto& [a, b] : merges) m.push_back({vocab[static_cast<size_t>(a)], vocab[static_cast<size_t>(b)]});
+  for (const auto& [a, b] : merges)
+    m.push_back({vocab.tokens[static_cast<size_t>(a)], vocab.tokens[static_cast<size_t>(b)]});
   model["merges"] = std::move(m);
   j["model"] = std::move(model);
   return j.dump(2) + "\n";
+}
+
+}  // namespace
+
+std::string train_bpe_tokenizer_json(const std::vector<std::string>& texts, const BpeTrainOptions& options) {
+  const int64_t n_special = static_cast<int64_t>(options.special_tokens.size());
+  if (options.vocab_size < 256 + n_special)
+    ZT_THROW_INPUT("--vocab-size ", options.vocab_size, " is too small: the 256 bytes and ", n_special,
+                   " special token(s) need ", 256 + n_special);
+  if (options.vocab_size > INT32_MAX) ZT_THROW_INPUT("--vocab-size ", options.vocab_size, " is too large");
+  const std::unordered_map<std::string, int64_t> word_counts = count_words(texts);
+  Vocabulary vocab = initial_vocabulary(options.special_tokens);
+  PairState pairs = initial_pairs(word_counts, vocab.byte_id);
+  const std::vector<std::pair<int32_t, int32_t>> merges = learn_merges(pairs, vocab, options);
+  return tokenizer_json(vocab, merges, options.special_tokens);
 }
 
 std::unique_ptr<Tokenizer> train_bpe_tokenizer(const std::vector<std::string>& texts, const BpeTrainOptions& options) {

@@ -164,14 +164,16 @@ class ProgressReporter {
   Clock::time_point start_, last_;
 };
 
-}  // namespace
+// Per record: what it became, or why it could not be read.
+struct Encoded {
+  bool skip = false;  // an empty document
+  RecordKind kind = RecordKind::Text;
+  SftSample sample;   // Text: ids only (the mask is all ones)
+  std::string error;  // a bad record: "file:line: what is wrong"
+};
 
-std::vector<std::string> list_prepare_inputs(const std::vector<std::string>& inputs) {
-  return list_document_files(inputs);
-}
-
-PrepareSummary prepare_dataset(const PrepareOptions& o, const Tokenizer& tokenizer) {
-  const auto start = Clock::now();
+// The options' checks; the EOS id documents are separated by (-1: none).
+int64_t checked_eos(const PrepareOptions& o, const Tokenizer& tokenizer) {
   if (o.output_dir.empty()) ZT_THROW_INPUT("prepare: an output directory is needed (--out DIR)");
   if (o.shard_size < 1)
     ZT_THROW_INPUT("prepare: --shard-size must be a positive number of tokens (got ", o.shard_size, ")");
@@ -184,156 +186,152 @@ PrepareSummary prepare_dataset(const PrepareOptions& o, const Tokenizer& tokeniz
                    " tokenizer has no EOS token to separate documents; pass --eos ID, or --no-eos");
   if (eos >= vocab || eos < -1)
     ZT_THROW_INPUT("prepare: EOS id ", eos, " is outside the tokenizer's vocabulary of ", vocab);
-  const std::vector<std::string> files = list_prepare_inputs(o.inputs);
-  int64_t total_bytes = 0;
-  for (const auto& f : files) {
-    std::error_code ec;
-    total_bytes += static_cast<int64_t>(fs::file_size(f, ec));
-  }
+  return eos;
+}
 
-  StagingDir staging(o.output_dir);
-  ShardSink train("train", staging, o.shard_size, vocab, eos), val("val", staging, o.shard_size, vocab, eos);
-  DocumentOptions doc_options{o.jsonl_field, o.field_option};
-  doc_options.jsonl = DocumentOptions::Jsonl::Records;
-  DocumentReader reader(files, doc_options);
-  ProgressReporter progress(o.progress, o.progress_interval_s, total_bytes);
-  SftEncoderOptions sft_options;
-  sft_options.field = o.jsonl_field;
-  sft_options.chat_template = o.chat_template;
-  sft_options.chat_template_option = o.chat_template_option;
-  sft_options.eos_id = eos;
-  const SftEncoder sft(tokenizer, sft_options);
-  PrepareSummary s;
-  std::vector<DocumentRecord> docs;
-  // Per record: what it became, or why it could not be read.
-  struct Encoded {
-    bool skip = false;  // an empty document
-    RecordKind kind = RecordKind::Text;
-    SftSample sample;   // Text: ids only (the mask is all ones)
-    std::string error;  // a bad record: "file:line: what is wrong"
-  };
-  std::vector<Encoded> encoded;
-  enum class Mode { Unknown, Text, Sft } mode = Mode::Unknown;
-  std::string first_record;  // where the mode was decided
-  // Chunks of ~ 16 MB keep every core busy and the memory bounded.
-  constexpr size_t kChunkBytes = 16u << 20;
-  while (reader.next_chunk(docs, kChunkBytes, s.bytes)) {
-    encoded.assign(docs.size(), {});
-    std::exception_ptr error;
-    const int64_t n = static_cast<int64_t>(docs.size());
+// A JSONL record: its kind and tokens, or BadInput saying what is wrong with it.
+void encode_json_record(const std::string& line, Encoded& e, const Tokenizer& tokenizer, const SftEncoder& sft,
+                        const PrepareOptions& o) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::exception& x) {
+    ZT_THROW_INPUT("not valid JSON (", x.what(),
+                   "); JSONL input needs one JSON object per line (a plain text file must not end in "
+                   ".json/.jsonl)");
+  }
+  if (!j.is_object()) ZT_THROW_INPUT("expected a JSON object per line, got ", j.type_name());
+  if (!detect_record_kind(j, o.jsonl_field, e.kind)) {
+    if (auto f = j.find(o.jsonl_field); f != j.end())
+      ZT_THROW_INPUT("field '", o.jsonl_field, "' is a ", f->type_name(),
+                     "; it must hold the document text (or, as an array, a conversation)");
+    std::string keys;
+    for (auto k = j.begin(); k != j.end(); ++k) keys += (keys.empty() ? "" : ", ") + k.key();
+    ZT_THROW_INPUT("no field '", o.jsonl_field, "' (the record has: ", keys.empty() ? "nothing" : keys,
+                   "); choose the document field with ", o.field_option,
+                   ", or give supervised fine-tuning records: {messages: [{role, content}, ...]}, "
+                   "{prompt, response} (or completion), {instruction, input, output}");
+  }
+  if (e.kind == RecordKind::Text) {
+    const std::string& text = j[o.jsonl_field].get_ref<const std::string&>();
+    if (text.empty())
+      e.skip = true;
+    else
+      e.sample.ids = tokenizer.encode(text);
+  } else {
+    e.sample = sft.encode(j, e.kind);
+  }
+}
+
+// Encodes a chunk of records on every core; a bad record's BadInput is kept in its
+// Encoded (the caller fails or skips it in order), any other error is rethrown.
+void encode_chunk(const std::vector<DocumentRecord>& docs, std::vector<Encoded>& encoded, const Tokenizer& tokenizer,
+                  const SftEncoder& sft, const PrepareOptions& o) {
+  encoded.assign(docs.size(), {});
+  std::exception_ptr error;
+  const int64_t n = static_cast<int64_t>(docs.size());
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t i = 0; i < n; ++i) {
-      const DocumentRecord& d = docs[static_cast<size_t>(i)];
-      Encoded& e = encoded[static_cast<size_t>(i)];
-      try {
-        if (!d.json_line) {
-          e.sample.ids = tokenizer.encode(d.text);
-          continue;
-        }
-        try {
-          nlohmann::json j;
-          try {
-            j = nlohmann::json::parse(d.text);
-          } catch (const nlohmann::json::exception& x) {
-            ZT_THROW_INPUT("not valid JSON (", x.what(),
-                           "); JSONL input needs one JSON object per line (a plain text file must not end in "
-                           ".json/.jsonl)");
-          }
-          if (!j.is_object()) ZT_THROW_INPUT("expected a JSON object per line, got ", j.type_name());
-          if (!detect_record_kind(j, o.jsonl_field, e.kind)) {
-            if (auto f = j.find(o.jsonl_field); f != j.end())
-              ZT_THROW_INPUT("field '", o.jsonl_field, "' is a ", f->type_name(),
-                             "; it must hold the document text (or, as an array, a conversation)");
-            std::string keys;
-            for (auto k = j.begin(); k != j.end(); ++k) keys += (keys.empty() ? "" : ", ") + k.key();
-            ZT_THROW_INPUT("no field '", o.jsonl_field, "' (the record has: ", keys.empty() ? "nothing" : keys,
-                           "); choose the document field with ", o.field_option,
-                           ", or give supervised fine-tuning records: {messages: [{role, content}, ...]}, "
-                           "{prompt, response} (or completion), {instruction, input, output}");
-          }
-          if (e.kind == RecordKind::Text) {
-            const std::string& text = j[o.jsonl_field].get_ref<const std::string&>();
-            if (text.empty())
-              e.skip = true;
-            else
-              e.sample.ids = tokenizer.encode(text);
-          } else {
-            e.sample = sft.encode(j, e.kind);
-          }
-        } catch (const Error& x) {
-          if (x.kind() != ErrorKind::BadInput) throw;
-          e.error = d.where + ": " + x.what();
-        }
-      } catch (...) {
-#pragma omp critical(zt_prepare_error)
-        if (!error) error = std::current_exception();
+  for (int64_t i = 0; i < n; ++i) {
+    const DocumentRecord& d = docs[static_cast<size_t>(i)];
+    Encoded& e = encoded[static_cast<size_t>(i)];
+    try {
+      if (!d.json_line) {
+        e.sample.ids = tokenizer.encode(d.text);
+        continue;
       }
+      try {
+        encode_json_record(d.text, e, tokenizer, sft, o);
+      } catch (const Error& x) {
+        if (x.kind() != ErrorKind::BadInput) throw;
+        e.error = d.where + ": " + x.what();
+      }
+    } catch (...) {
+#pragma omp critical(zt_prepare_error)
+      if (!error) error = std::current_exception();
     }
-    if (error) std::rethrow_exception(error);
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+// Puts encoded records into the train and validation shards, in input order: the first
+// good record decides plain text or SFT for the whole run; bad records fail the run or
+// are counted and skipped.
+class RecordRouter {
+ public:
+  RecordRouter(const PrepareOptions& o, const Tokenizer& tokenizer, int64_t eos, ShardSink& train, ShardSink& val)
+      : o_(o), tokenizer_(tokenizer), eos_(eos), train_(train), val_(val) {}
+
+  void route(const std::vector<DocumentRecord>& docs, std::vector<Encoded>& encoded, PrepareSummary& s) {
     for (size_t k = 0; k < encoded.size(); ++k) {
       Encoded& e = encoded[k];
       if (e.skip) continue;
-      if (e.error.empty() && mode == Mode::Unknown) {
-        mode = e.kind == RecordKind::Text ? Mode::Text : Mode::Sft;
-        first_record = docs[k].where;
+      if (e.error.empty() && mode_ == Mode::Unknown) {
+        mode_ = e.kind == RecordKind::Text ? Mode::Text : Mode::Sft;
+        first_record_ = docs[k].where;
       }
-      if (e.error.empty() && mode == Mode::Text && e.kind != RecordKind::Text)
+      if (e.error.empty() && mode_ == Mode::Text && e.kind != RecordKind::Text)
         e.error =
-            str(docs[k].where, ": a ", record_kind_name(e.kind), " record among plain text documents (", first_record,
+            str(docs[k].where, ": a ", record_kind_name(e.kind), " record among plain text documents (", first_record_,
                 " is plain text): give supervised fine-tuning records alone, so that every sample has its "
                 "loss mask");
       if (!e.error.empty()) {
-        if (o.bad_records == BadRecords::Fail)
+        if (o_.bad_records == BadRecords::Fail)
           ZT_THROW_INPUT(e.error, " (--skip-bad-records / data.skip_bad_records: true counts and skips such records)");
         if (s.skipped_records++ < 5) ZT_WARN("skipping ", e.error);
         continue;
       }
-      const int64_t d = s.documents++;
-      // The epsilon keeps k * 0.1 == integer exact despite binary rounding.
-      const bool is_val = o.val_fraction > 0 && std::floor(static_cast<double>(d + 1) * o.val_fraction + 1e-9) >
-                                                    std::floor(static_cast<double>(d) * o.val_fraction + 1e-9);
-      ShardSink& sink = is_val ? val : train;
-      (is_val ? s.val_documents : s.train_documents)++;
-      if (mode == Mode::Text) {
-        if (eos >= 0) sink.push(static_cast<int32_t>(eos));
-        sink.append(e.sample.ids);
-      } else {
-        ++s.kinds[static_cast<int>(e.kind)];
-        if (e.kind == RecordKind::Text) {  // plain text among SFT records: every token counts
-          std::vector<int32_t> ids = tokenizer.added_prefix();
-          ids.insert(ids.end(), e.sample.ids.begin(), e.sample.ids.end());
-          if (eos >= 0) ids.push_back(static_cast<int32_t>(eos));
-          e.sample.ids = std::move(ids);
-          e.sample.mask.assign(e.sample.ids.size(), 1);
-        }
-        if (o.sft_window > 0 && !is_val)
-          count_untrained(s.untrained, e.sample.mask.data(), static_cast<int64_t>(e.sample.mask.size()), o.sft_window,
-                          [&] { return docs[k].where; });
-        sink.append_sample(e.sample.ids, e.sample.mask);
-      }
+      add(docs[k], e, s);
       e = {};
     }
-    progress.update(s.bytes, s.documents, train.tokens() + val.tokens());
   }
-  s.sft = mode == Mode::Sft;
-  if (s.sft && (s.kinds[static_cast<int>(RecordKind::Messages)] > 0 || !o.chat_template.empty()))
-    s.chat_template = sft.template_origin();
-  if (s.skipped_records > 0) ZT_WARN("prepare: skipped ", s.skipped_records, " bad record(s) (--skip-bad-records)");
-  if (s.documents == 0)
-    ZT_THROW_INPUT("prepare: the inputs hold no documents (", files.size(), " file(s), all empty",
-                   o.jsonl_field.empty() ? "" : " or without text", ")");
-  train.flush();
-  val.flush();
-  if (o.val_fraction > 0 && s.val_documents == 0)
-    ZT_WARN("prepare: --val-fraction ", o.val_fraction, " of ", s.documents, " documents selects none for validation");
-  s.train_tokens = train.tokens();
-  s.val_tokens = val.tokens();
 
-  // A manifest for people and tools; the shards are self-describing without it.
+  bool sft() const { return mode_ == Mode::Sft; }
+
+ private:
+  enum class Mode { Unknown, Text, Sft };
+
+  void add(const DocumentRecord& doc, Encoded& e, PrepareSummary& s) {
+    const int64_t d = s.documents++;
+    // The epsilon keeps k * 0.1 == integer exact despite binary rounding.
+    const bool is_val = o_.val_fraction > 0 && std::floor(static_cast<double>(d + 1) * o_.val_fraction + 1e-9) >
+                                                   std::floor(static_cast<double>(d) * o_.val_fraction + 1e-9);
+    ShardSink& sink = is_val ? val_ : train_;
+    (is_val ? s.val_documents : s.train_documents)++;
+    if (mode_ == Mode::Text) {
+      if (eos_ >= 0) sink.push(static_cast<int32_t>(eos_));
+      sink.append(e.sample.ids);
+      return;
+    }
+    ++s.kinds[static_cast<int>(e.kind)];
+    if (e.kind == RecordKind::Text) {  // plain text among SFT records: every token counts
+      std::vector<int32_t> ids = tokenizer_.added_prefix();
+      ids.insert(ids.end(), e.sample.ids.begin(), e.sample.ids.end());
+      if (eos_ >= 0) ids.push_back(static_cast<int32_t>(eos_));
+      e.sample.ids = std::move(ids);
+      e.sample.mask.assign(e.sample.ids.size(), 1);
+    }
+    if (o_.sft_window > 0 && !is_val)
+      count_untrained(s.untrained, e.sample.mask.data(), static_cast<int64_t>(e.sample.mask.size()), o_.sft_window,
+                      [&] { return doc.where; });
+    sink.append_sample(e.sample.ids, e.sample.mask);
+  }
+
+  const PrepareOptions& o_;
+  const Tokenizer& tokenizer_;
+  const int64_t eos_;
+  ShardSink& train_;
+  ShardSink& val_;
+  Mode mode_ = Mode::Unknown;
+  std::string first_record_;  // where the mode was decided
+};
+
+// A manifest for people and tools; the shards are self-describing without it.
+void write_manifest(const StagingDir& staging, const PrepareSummary& s, const PrepareOptions& o,
+                    const Tokenizer& tokenizer, int64_t eos, const ShardSink& train, const ShardSink& val) {
   nlohmann::json manifest = {
       {"format", s.sft ? "zerotrain-tokens-v2" : "zerotrain-tokens-v1"},
       {"tokenizer", tokenizer.kind()},
-      {"vocab_size", vocab},
+      {"vocab_size", tokenizer.vocab_size()},
       {"eos_id", eos},
       {"documents", s.documents},
       {"train", {{"documents", s.train_documents}, {"tokens", s.train_tokens}, {"shards", train.names()}}},
@@ -355,6 +353,62 @@ PrepareSummary prepare_dataset(const PrepareOptions& o, const Tokenizer& tokeniz
     if (std::fwrite(text.data(), 1, text.size(), f) != text.size())
       ZT_THROW_IO(staging.file("dataset.json"), ": write failed");
   });
+}
+
+}  // namespace
+
+std::vector<std::string> list_prepare_inputs(const std::vector<std::string>& inputs) {
+  return list_document_files(inputs);
+}
+
+PrepareSummary prepare_dataset(const PrepareOptions& o, const Tokenizer& tokenizer) {
+  const auto start = Clock::now();
+  const int64_t eos = checked_eos(o, tokenizer);
+  const int64_t vocab = tokenizer.vocab_size();
+  const std::vector<std::string> files = list_prepare_inputs(o.inputs);
+  int64_t total_bytes = 0;
+  for (const auto& f : files) {
+    std::error_code ec;
+    total_bytes += static_cast<int64_t>(fs::file_size(f, ec));
+  }
+
+  StagingDir staging(o.output_dir);
+  ShardSink train("train", staging, o.shard_size, vocab, eos), val("val", staging, o.shard_size, vocab, eos);
+  DocumentOptions doc_options{o.jsonl_field, o.field_option};
+  doc_options.jsonl = DocumentOptions::Jsonl::Records;
+  DocumentReader reader(files, doc_options);
+  ProgressReporter progress(o.progress, o.progress_interval_s, total_bytes);
+  SftEncoderOptions sft_options;
+  sft_options.field = o.jsonl_field;
+  sft_options.chat_template = o.chat_template;
+  sft_options.chat_template_option = o.chat_template_option;
+  sft_options.eos_id = eos;
+  const SftEncoder sft(tokenizer, sft_options);
+  PrepareSummary s;
+  std::vector<DocumentRecord> docs;
+  std::vector<Encoded> encoded;
+  RecordRouter router(o, tokenizer, eos, train, val);
+  // Chunks of ~ 16 MB keep every core busy and the memory bounded.
+  constexpr size_t kChunkBytes = 16u << 20;
+  while (reader.next_chunk(docs, kChunkBytes, s.bytes)) {
+    encode_chunk(docs, encoded, tokenizer, sft, o);
+    router.route(docs, encoded, s);
+    progress.update(s.bytes, s.documents, train.tokens() + val.tokens());
+  }
+  s.sft = router.sft();
+  if (s.sft && (s.kinds[static_cast<int>(RecordKind::Messages)] > 0 || !o.chat_template.empty()))
+    s.chat_template = sft.template_origin();
+  if (s.skipped_records > 0) ZT_WARN("prepare: skipped ", s.skipped_records, " bad record(s) (--skip-bad-records)");
+  if (s.documents == 0)
+    ZT_THROW_INPUT("prepare: the inputs hold no documents (", files.size(), " file(s), all empty",
+                   o.jsonl_field.empty() ? "" : " or without text", ")");
+  train.flush();
+  val.flush();
+  if (o.val_fraction > 0 && s.val_documents == 0)
+    ZT_WARN("prepare: --val-fraction ", o.val_fraction, " of ", s.documents, " documents selects none for validation");
+  s.train_tokens = train.tokens();
+  s.val_tokens = val.tokens();
+  write_manifest(staging, s, o, tokenizer, eos, train, val);
   staging.commit([](const std::string& name) {
     const bool ours = name == "dataset.json" ||
                       ((name.rfind("train_", 0) == 0 || name.rfind("val_", 0) == 0) && ends_with(name, ".bin"));

@@ -29,12 +29,12 @@ struct DtypeEntry {
   DType dtype;
 };
 constexpr DtypeEntry kDtypes[] = {
-    {"F32", 32, true, DType::F32},     {"BF16", 16, true, DType::BF16},   {"F16", 16, true, DType::F16},
-    {"I32", 32, true, DType::I32},     {"I64", 64, true, DType::I64},     {"F64", 64, false, DType::F32},
-    {"I16", 16, false, DType::F32},    {"I8", 8, false, DType::F32},      {"U8", 8, false, DType::F32},
-    {"BOOL", 8, false, DType::F32},    {"U16", 16, false, DType::F32},    {"U32", 32, false, DType::F32},
-    {"U64", 64, false, DType::F32},    {"F8_E4M3", 8, false, DType::F32}, {"F8_E5M2", 8, false, DType::F32},
-    {"F8_E8M0", 8, false, DType::F32}, {"F4", 4, false, DType::F32},      {"F6_E2M3", 6, false, DType::F32},
+    {"F32", 32, true, DType::F32},     {"BF16", 16, true, DType::BF16},     {"F16", 16, true, DType::F16},
+    {"I32", 32, true, DType::I32},     {"I64", 64, true, DType::I64},       {"F64", 64, false, DType::F32},
+    {"I16", 16, false, DType::F32},    {"I8", 8, false, DType::F32},        {"U8", 8, false, DType::F32},
+    {"BOOL", 8, false, DType::F32},    {"U16", 16, false, DType::F32},      {"U32", 32, false, DType::F32},
+    {"U64", 64, false, DType::F32},    {"F8_E4M3", 8, true, DType::F8E4M3}, {"F8_E5M2", 8, true, DType::F8E5M2},
+    {"F8_E8M0", 8, false, DType::F32}, {"F4", 4, false, DType::F32},        {"F6_E2M3", 6, false, DType::F32},
     {"F6_E3M2", 6, false, DType::F32},
 };
 
@@ -49,14 +49,18 @@ const DtypeEntry* find_dtype(const std::string& name) {
 int write_rank(DType dtype) {
   switch (dtype) {
     case DType::I64:
-      return 4;
+      return 6;
     case DType::F32:
-      return 3;
+      return 5;
     case DType::I32:
-      return 2;
+      return 4;
     case DType::BF16:
-      return 1;
+      return 3;
     case DType::F16:
+      return 2;
+    case DType::F8E4M3:
+      return 1;
+    case DType::F8E5M2:
       return 0;
   }
   return 0;
@@ -270,6 +274,10 @@ const char* safetensors_dtype_name(DType dtype) {
       return "I32";
     case DType::I64:
       return "I64";
+    case DType::F8E4M3:
+      return "F8_E4M3";
+    case DType::F8E5M2:
+      return "F8_E5M2";
   }
   return "?";
 }

@@ -12,7 +12,7 @@
 // the data region, tiling it exactly (no overlap, no gap, no trailing bytes: what the
 // reference reader requires). Every failure is a zt::Error of kind BadInput naming the
 // file (and the tensor); nothing in a malformed file can make the reader crash or read out
-// of bounds. Tensors of a dtype zerotrain does not compute in (F64, I8, BOOL, ...) are
+// of bounds. Tensors of a dtype zerotrain has no DType for (F64, I8, BOOL, ...) are
 // accepted in the header and only refused (kind Unsupported) when asked for.
 //
 // The writer emits what the PyPI `safetensors` package emits: header keys sorted, data of
@@ -41,7 +41,7 @@ constexpr uint64_t kMaxSafetensorsHeader = 100ull * 1024 * 1024;
 struct TensorInfo {
   std::string name;
   std::string dtype_name;    // as in the file: "F32", "BF16", ...
-  bool supported = false;    // dtype is one of F32, BF16, F16, I32, I64
+  bool supported = false;    // dtype is one of F32, BF16, F16, I32, I64, F8_E4M3, F8_E5M2
   DType dtype = DType::F32;  // meaningful when supported
   Shape shape;
   uint64_t begin = 0;  // byte offsets relative to the data region
@@ -60,7 +60,7 @@ class SafetensorsReader {
   const TensorInfo& info(const std::string& name) const;
   // Zero-copy view of the tensor's bytes (read-only memory; host). The view's data may be
   // unaligned for its dtype when the file's writer did not align it; see is_aligned().
-  // Throws Unsupported when the tensor's dtype is not one zerotrain computes in.
+  // Throws Unsupported when zerotrain has no DType for the tensor's dtype (F64, I8, ...).
   Tensor tensor(const std::string& name) const;
   // Raw bytes of a tensor, [data, data + end - begin).
   const uint8_t* bytes(const std::string& name) const;
@@ -103,7 +103,7 @@ void write_safetensors(const std::string& path, const std::vector<TensorSource>&
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
-// Safetensors dtype strings for our dtypes: "F32", "BF16", "F16", "I32", "I64".
+// Safetensors dtype strings for our dtypes: "F32", "BF16", "F16", "I32", "I64", "F8_E4M3", "F8_E5M2".
 const char* safetensors_dtype_name(DType dtype);
 
 }  // namespace zt::io

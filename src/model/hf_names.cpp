@@ -23,6 +23,7 @@ HfNameTable gpt2_table() {
   t.skipped_suffixes = {".attn.bias", ".attn.masked_bias"};
   t.legacy_prefix = "transformer.";
   t.layers_key = "n_layer";
+  t.block_prefix = b;
   return t;
 }
 
@@ -43,6 +44,7 @@ HfNameTable llama_table() {
   t.head = {{Field::FinalNormWeight, {"model.norm.weight"}}, {Field::LmHead, {"lm_head.weight"}}};
   t.skipped_suffixes = {".rotary_emb.inv_freq"};
   t.layers_key = "num_hidden_layers";
+  t.block_prefix = b;
   return t;
 }
 
@@ -52,6 +54,13 @@ const HfNameTable& hf_name_table(Family family) {
   static const HfNameTable gpt2 = gpt2_table();
   static const HfNameTable llama = llama_table();
   return family == Family::GPT2 ? gpt2 : llama;
+}
+
+std::string hf_block_prefix(const HfNameTable& table, int64_t layer) {
+  std::string prefix = table.block_prefix;
+  const size_t at = prefix.find("{L}");
+  if (at != std::string::npos) prefix.replace(at, 3, std::to_string(layer));
+  return prefix;
 }
 
 const char* family_name(Family family) { return family == Family::GPT2 ? "gpt2" : "llama"; }

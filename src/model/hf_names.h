@@ -3,6 +3,7 @@
 // skip, the hub's legacy name prefix). Adding a family's weights means adding a table here;
 // the registry, HF load/save, checkpoints and ZeRO slices all follow from it.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -28,9 +29,14 @@ struct HfNameTable {
   std::vector<std::string> skipped_suffixes;         // non-parameter buffers found in files
   std::string legacy_prefix;                         // dropped by old hub files ("transformer.")
   std::string layers_key;                            // config.json's layer count, for messages
+  // The module path of block {L} ("transformer.h.{L}.", "model.layers.{L}."): the block
+  // names above start with it, and PEFT's module paths (LoRA targets) are built from it.
+  std::string block_prefix;
 };
 
 const HfNameTable& hf_name_table(Family family);
+// table.block_prefix for one layer: "model.layers.3.".
+std::string hf_block_prefix(const HfNameTable& table, int64_t layer);
 const char* family_name(Family family);
 
 }  // namespace zt::model

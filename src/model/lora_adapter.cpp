@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "io/staging_dir.h"
+#include "model/hf_names.h"
 #include "model/hf_tokenizer_files.h"
 #include "model/lora.h"
 #include "ops/copy.h"
@@ -163,7 +164,7 @@ LoraAdapter load_lora_adapter(const std::string& dir, const ModelConfig& base) {
 void save_lora_adapter(const ParameterRegistry& registry, const ModelConfig& base, LoraConfig config,
                        const std::string& dir, const std::vector<std::string>& tokenizer_files) {
   // PEFT corrects the flag to the base's layout (with a warning) when it wraps the layers.
-  config.fan_in_fan_out = base.family == Family::GPT2;
+  config.fan_in_fan_out = hf_name_table(base.family).linear_layout == WeightLayout::InOut;
   std::vector<TokenizerFiles> tokenizers;  // resolved first: a broken one fails before writing
   for (const std::string& t : tokenizer_files)
     tokenizers.push_back(tokenizer_files_for(t, base.max_position_embeddings));

@@ -16,6 +16,8 @@
 #include "core/log.h"
 #include "io/bounded_file.h"
 #include "io/safetensors.h"
+#include "model/hf_names.h"
+#include "model/weights.h"
 
 namespace zt::model {
 namespace {
@@ -291,35 +293,43 @@ void save_lora_config(const LoraConfig& config, const std::string& path) {
 }
 
 std::vector<LoraModule> lora_modules(const ModelConfig& m) {
-  const int64_t h = m.hidden_size, d = m.head_dim, q = m.num_heads * d, kv = m.num_kv_heads * d;
-  const int64_t f = m.intermediate_size;
-  if (m.family == Family::GPT2)
-    return {{"attn.c_attn", Field::QkvWeight, 0, m.qkv_width(), h},
-            {"attn.c_proj", Field::AttnOutWeight, 0, h, q},
-            {"mlp.c_fc", Field::MlpInWeight, 0, f, h},
-            {"mlp.c_proj", Field::MlpOutWeight, 0, h, f}};
-  return {{"self_attn.q_proj", Field::QkvWeight, 0, q, h},
-          {"self_attn.k_proj", Field::QkvWeight, q, q + kv, h},
-          {"self_attn.v_proj", Field::QkvWeight, q + kv, q + 2 * kv, h},
-          {"self_attn.o_proj", Field::AttnOutWeight, 0, h, q},
-          {"mlp.gate_proj", Field::MlpInWeight, 0, f, h},
-          {"mlp.up_proj", Field::MlpInWeight, f, 2 * f, h},
-          {"mlp.down_proj", Field::MlpOutWeight, 0, h, f}};
+  // The block's linear weights (its 2-D parameters), one module per HF tensor, in registry
+  // order: the weights table gives the shapes, the family's name table the names. A packed
+  // field's tensors (q, k, v; gate, up) cover its rows one after another.
+  const std::string prefix = hf_block_prefix(hf_name_table(m.family), 0);
+  const std::string suffix = ".weight";
+  std::vector<LoraModule> modules;
+  Field field{};
+  int64_t row = 0;
+  for_each_weight(m, UnitKind::Block, 0, [&](const ParamSpec& s) {
+    if (s.shape.size() != 2) return;
+    ZT_CHECK(starts_with(s.name, prefix) && ends_with(s.name, suffix), "lora_modules: ", s.name,
+             " is not a block module's weight");
+    if (modules.empty() || s.field != field) row = 0;
+    field = s.field;
+    const bool in_out = s.layout == WeightLayout::InOut;
+    const int64_t out = in_out ? s.shape[1] : s.shape[0], in = in_out ? s.shape[0] : s.shape[1];
+    const std::string name = s.name.substr(prefix.size(), s.name.size() - prefix.size() - suffix.size());
+    modules.push_back({name, s.field, row, row + out, in});
+    row += out;
+  });
+  return modules;
 }
 
 std::string lora_module_path(const ModelConfig& m, int64_t layer, const std::string& module) {
-  return (m.family == Family::GPT2 ? "transformer.h." : "model.layers.") + std::to_string(layer) + "." + module;
+  return hf_block_prefix(hf_name_table(m.family), layer) + module;
 }
 
 std::vector<std::string> lora_target_names(const ModelConfig& m) {
+  const std::vector<LoraModule> modules = lora_modules(m);
+  const auto last = [](const std::string& name) { return name.substr(name.find('.') + 1); };
   std::vector<std::string> names;
-  for (const LoraModule& mod : lora_modules(m)) {
-    const std::string last = mod.name.substr(mod.name.find('.') + 1);
-    if (std::find(names.begin(), names.end(), last) == names.end()) names.push_back(last);
-  }
-  if (m.family == Family::GPT2) {  // c_proj is two modules: the two-component names pick one
-    names.push_back("attn.c_proj");
-    names.push_back("mlp.c_proj");
+  for (const LoraModule& mod : modules)
+    if (std::find(names.begin(), names.end(), last(mod.name)) == names.end()) names.push_back(last(mod.name));
+  // A last component two modules share (GPT-2's c_proj): the two-component names pick one.
+  for (const LoraModule& mod : modules) {
+    const auto same = [&](const LoraModule& o) { return last(o.name) == last(mod.name); };
+    if (std::count_if(modules.begin(), modules.end(), same) > 1) names.push_back(mod.name);
   }
   return names;
 }

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <string>
 
 #include "backend/cross_entropy_kernels.h"
 #include "config/config_dump.h"
 #include "core/error.h"
 #include "core/memory_info.h"
 #include "model/transformer.h"
+#include "model/weights.h"
 #include "train/lora_setup.h"
 #include "zero/engine.h"
 
@@ -58,20 +61,26 @@ void check_input(const EstimateInput& in) {
 
 }  // namespace
 
-int64_t largest_hf_layer_params(const model::ModelConfig& c) {
-  const int64_t C = c.hidden_size, F = c.intermediate_size, HD = c.num_heads * c.head_dim;
-  const int64_t kv = c.num_kv_heads * c.head_dim;
-  int64_t largest = c.vocab_size * C;  // the token embedding (and an untied head: the same size)
-  if (c.position == model::PositionKind::Learned) largest = std::max(largest, c.max_position_embeddings * C);
-  if (c.family == model::Family::GPT2) {
-    // Conv1D modules: c_attn [C, 3C] + bias, c_fc [C, F] + bias, the projections.
-    largest = std::max({largest, C * 3 * C + 3 * C, C * F + F, F * C + C});
-  } else {
-    // q_proj / o_proj, k/v_proj, gate/up/down_proj (nn.Linear each).
-    largest = std::max({largest, HD * C + (c.qkv_bias ? HD : 0), kv * C + (c.qkv_bias ? kv : 0), F * C, C * F});
+HfParameterCounts hf_parameter_counts(const model::ModelConfig& c) {
+  // The weights table's HF tensors (as HF's files hold them: the unpadded vocabulary; a
+  // tied head is no tensor), each block's once per layer; a module is a tensor name
+  // without its last component (".weight", ".bias"), as named_modules() groups them.
+  HfParameterCounts counts;
+  for (const model::UnitKind kind : {model::UnitKind::Embed, model::UnitKind::Block, model::UnitKind::Head}) {
+    std::map<std::string, int64_t> modules;
+    model::for_each_weight(c, kind, 0, [&](const model::ParamSpec& s) {
+      modules[s.name.substr(0, s.name.rfind('.'))] += shape_numel(s.hf_shape);
+    });
+    const int64_t copies = kind == model::UnitKind::Block ? c.num_layers : 1;
+    for (const auto& [name, n] : modules) {
+      counts.total += n * copies;
+      counts.largest_module = std::max(counts.largest_module, n);
+    }
   }
-  return largest;
+  return counts;
 }
+
+int64_t largest_hf_layer_params(const model::ModelConfig& c) { return hf_parameter_counts(c).largest_module; }
 
 int64_t estimate_activation_bytes(const model::ModelConfig& c, config::Precision precision, bool activation_checkpointing,
                                   int64_t micro_batch, int64_t seq_len) {
@@ -111,8 +120,9 @@ MemoryEstimate estimate_memory(const EstimateInput& in) {
     e.trainable_elements += u->padded_numel();
     e.largest_trainable_unit_elements = std::max(e.largest_trainable_unit_elements, u->padded_numel());
   }
-  e.hf_parameters = in.model.num_parameters();
-  e.largest_layer_params = largest_hf_layer_params(in.model);
+  const HfParameterCounts hf = hf_parameter_counts(in.model);
+  e.hf_parameters = hf.total;
+  e.largest_layer_params = hf.largest_module;
 
   const bool f32 = in.precision == config::Precision::F32;
   const int param_bytes = f32 ? 4 : 2;

@@ -81,8 +81,15 @@ MemoryEstimate estimate_memory(const EstimateInput& in);
 int64_t estimate_activation_bytes(const model::ModelConfig& c, config::Precision precision,
                                   bool activation_checkpointing, int64_t micro_batch, int64_t seq_len);
 
-// DeepSpeed's largest_layer_params: the parameters of the HF module holding the most
-// directly (the embedding for every model we know).
+// The parameter counts DeepSpeed's formulas take, from the weights table and the family's
+// HF names: every HF tensor (ModelConfig::num_parameters, counted from the table), and
+// DeepSpeed's largest_layer_params, the most one HF module holds directly (weight and bias
+// together; the embedding for every model we know).
+struct HfParameterCounts {
+  int64_t total = 0;
+  int64_t largest_module = 0;
+};
+HfParameterCounts hf_parameter_counts(const model::ModelConfig& c);
 int64_t largest_hf_layer_params(const model::ModelConfig& c);
 
 // The table `zerotrain estimate` prints, and its --json form:

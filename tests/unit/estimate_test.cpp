@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cross_entropy_kernels.h"
@@ -58,6 +59,45 @@ TEST(Estimate, LmHeadChunkPlanIsTheKernelsRule) {
   EXPECT_EQ(forced.rows, 300);
   EXPECT_EQ(forced.chunks, 4);
   EXPECT_FALSE(forced.f32_accumulator);  // an f32 dweight accumulates in place
+}
+
+// The counts DeepSpeed's formulas take come from the weights table and the HF names: the
+// total equals the config's own count for every preset and bias / tie / GQA variant, and
+// the largest module is the embedding, or (with a small vocabulary) a linear with its bias,
+// as named_modules() holds it.
+TEST(Estimate, ParameterCountsComeFromTheWeightsTable) {
+  // The family-keyed count the table replaced: the embeddings, then GPT-2's Conv1D modules
+  // or Llama's linears (without their MLP biases, which no preset has).
+  const auto by_hand = [](const model::ModelConfig& c) {
+    const int64_t C = c.hidden_size, F = c.intermediate_size, HD = c.num_heads * c.head_dim;
+    const int64_t kv = c.num_kv_heads * c.head_dim;
+    int64_t largest = c.vocab_size * C;
+    if (c.position == model::PositionKind::Learned) largest = std::max(largest, c.max_position_embeddings * C);
+    if (c.family == model::Family::GPT2)
+      return std::max({largest, C * 3 * C + 3 * C, C * F + F, F * C + C});
+    return std::max({largest, HD * C + (c.qkv_bias ? HD : 0), kv * C + (c.qkv_bias ? kv : 0), F * C, C * F});
+  };
+  for (const std::string& name : model::preset_names()) {
+    SCOPED_TRACE(name);
+    const model::ModelConfig c = model::preset_config(name);
+    const HfParameterCounts n = hf_parameter_counts(c);
+    EXPECT_EQ(n.total, c.num_parameters());
+    EXPECT_EQ(n.largest_module, by_hand(c));
+    EXPECT_EQ(largest_hf_layer_params(c), by_hand(c));
+  }
+  model::ModelConfig q = model::preset_config("tiny-llama");
+  q.qkv_bias = true;  // Qwen2: biases on q/k/v only
+  q.tie_word_embeddings = false;
+  EXPECT_EQ(hf_parameter_counts(q).total, q.num_parameters());
+  q.vocab_size = 8;  // the MLP's gate_proj / up_proj / down_proj are the largest modules now
+  q.mlp_bias = true;
+  q.attn_out_bias = true;
+  EXPECT_EQ(hf_parameter_counts(q).total, q.num_parameters());
+  EXPECT_EQ(hf_parameter_counts(q).largest_module, q.intermediate_size * q.hidden_size + q.intermediate_size);
+  model::ModelConfig g = model::preset_config("gpt2");
+  EXPECT_EQ(largest_hf_layer_params(g), g.vocab_size * g.hidden_size);
+  g.vocab_size = 8;  // c_fc [C, F] with its bias
+  EXPECT_EQ(largest_hf_layer_params(g), g.hidden_size * g.intermediate_size + g.intermediate_size);
 }
 
 // DeepSpeed 0.19's formulas on HF GPT-2 (124,439,808 parameters; the largest layer is wte,

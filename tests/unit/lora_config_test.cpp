@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -181,6 +182,55 @@ TEST(LoraTargets, Gpt2SuffixMatching) {
   EXPECT_EQ(t[0].name, "attn.c_attn");
   EXPECT_EQ(t[0].out_features(), m.qkv_width());
   EXPECT_EQ(t[1].name, "mlp.c_proj");
+}
+
+// The modules come from the weights table and the family's HF names: the same list, rows
+// and paths PEFT's named_modules() gives (what the family tables said when they were
+// written by hand), for MHA and GQA Llama shapes and GPT-2's Conv1D.
+TEST(LoraTargets, ModulesComeFromTheWeightsTableAndHfNames) {
+  struct Want {
+    std::string name;
+    Field field;
+    int64_t row_begin, row_end, in;
+  };
+  const auto check = [](const ModelConfig& m, const std::vector<Want>& want) {
+    const std::vector<LoraModule> got = lora_modules(m);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      SCOPED_TRACE(want[i].name);
+      EXPECT_EQ(got[i].name, want[i].name);
+      EXPECT_EQ(got[i].field, want[i].field);
+      EXPECT_EQ(got[i].row_begin, want[i].row_begin);
+      EXPECT_EQ(got[i].row_end, want[i].row_end);
+      EXPECT_EQ(got[i].in_features, want[i].in);
+    }
+  };
+  ModelConfig g = preset_config("tiny-gpt2");
+  const int64_t h = g.hidden_size, f = g.intermediate_size;
+  check(g, {{"attn.c_attn", Field::QkvWeight, 0, g.qkv_width(), h},
+            {"attn.c_proj", Field::AttnOutWeight, 0, h, h},
+            {"mlp.c_fc", Field::MlpInWeight, 0, f, h},
+            {"mlp.c_proj", Field::MlpOutWeight, 0, h, f}});
+  EXPECT_EQ(lora_module_path(g, 3, "attn.c_attn"), "transformer.h.3.attn.c_attn");
+  EXPECT_EQ(lora_target_names(g), (std::vector<std::string>{"c_attn", "c_proj", "c_fc", "attn.c_proj", "mlp.c_proj"}));
+
+  for (int64_t kv_heads : {int64_t{0}, int64_t{1}}) {
+    ModelConfig m = llama();
+    if (kv_heads > 0) m.num_kv_heads = kv_heads;
+    const int64_t c = m.hidden_size, q = m.num_heads * m.head_dim, kv = m.num_kv_heads * m.head_dim;
+    const int64_t ff = m.intermediate_size;
+    SCOPED_TRACE("kv heads " + std::to_string(m.num_kv_heads));
+    check(m, {{"self_attn.q_proj", Field::QkvWeight, 0, q, c},
+              {"self_attn.k_proj", Field::QkvWeight, q, q + kv, c},
+              {"self_attn.v_proj", Field::QkvWeight, q + kv, q + 2 * kv, c},
+              {"self_attn.o_proj", Field::AttnOutWeight, 0, c, q},
+              {"mlp.gate_proj", Field::MlpInWeight, 0, ff, c},
+              {"mlp.up_proj", Field::MlpInWeight, ff, 2 * ff, c},
+              {"mlp.down_proj", Field::MlpOutWeight, 0, c, ff}});
+    EXPECT_EQ(lora_module_path(m, 12, "mlp.up_proj"), "model.layers.12.mlp.up_proj");
+    EXPECT_EQ(lora_target_names(m),
+              (std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}));
+  }
 }
 
 TEST(LoraTargets, UnknownNamesListWhatTheModelHas) {

@@ -557,3 +557,33 @@ TEST(HfWeights, LlamaNamesArePassedThrough) {
   EXPECT_EQ(r.tensor("model.layers.0.mlp.down_proj.weight").get_f32(1),
             reg.find("model.layers.0.mlp.down_proj.weight")->value.get_f32(1));
 }
+
+// FP8 tensors are a storage type: a model's weights in F8_E4M3 are refused with the tensor
+// and its dtype named (not cast silently), and weights are never saved in fp8.
+TEST(HfWeights, Fp8WeightsAreRefusedByName) {
+  TempDir dir;
+  TinyGpt2 src;
+  const std::string f32 = dir.file("f32.safetensors"), fp8 = dir.file("model.safetensors");
+  model::save_hf_weights(src.reg, src.config, f32, DType::F32);
+  SafetensorsReader r(f32);
+  std::vector<OwnedTensor> keep;
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& name : r.names()) {
+    const bool narrow = name == "transformer.h.0.mlp.c_fc.weight";
+    keep.emplace_back(r.info(name).shape, narrow ? DType::F8E4M3 : DType::F32);
+    keep.back()->copy_from(r.tensor(name));
+    tensors.emplace_back(name, keep.back().view());
+  }
+  io::save_safetensors(fp8, tensors, {{"format", "pt"}});
+  TinyGpt2 dst(false);
+  std::string e;
+  try {
+    model::load_hf_weights(dst.reg, dst.config, fp8);
+  } catch (const Error& x) {
+    EXPECT_EQ(x.exit_code(), 2);
+    e = x.what();
+  }
+  EXPECT_NE(e.find("transformer.h.0.mlp.c_fc.weight"), std::string::npos) << e;
+  EXPECT_NE(e.find("F8_E4M3"), std::string::npos) << e;
+  EXPECT_THROW(model::save_hf_weights(src.reg, src.config, dir.file("x.safetensors"), DType::F8E5M2), Error);
+}

@@ -243,6 +243,13 @@ __device__ __forceinline__ void load_tile(E* dst, const E* src, int64_t ld, int 
 // Grid (ceil(T / 64), Hq, B), kThreads threads, TcTiles<kD>::kSmem bytes of dynamic shared
 // memory. qkv [B, T, (Hq + 2 Hkv) kD], out [B, T, Hq kD] bf16, lse [B, Hq, T] f32.
 // scale_log2 = scale * log2(e).
+// m[2], l[2]: rows g and g + 8 of the warp: running max (base-2 scaled scores) and this
+// thread's part of the running sum (its 2 columns of each n-tile; the quad's sum is taken
+// at the end).
+// Step 2b: scale, causal mask (diagonal tile only: key > query; this also masks keys >= T
+// for rows < T), the sample-start mask (packed), online softmax. Without segments key 0
+// is in the first tile and visible to every row (padding rows too), so m is finite after
+// the first tile and corr = 0 there; a packed row may see no key of a tile (softmax_ref).
 template <int kD, class E, bool kPacked>
 __global__ void __launch_bounds__(kThreads)
     attention_forward_tc_kernel(E* __restrict__ out, float* __restrict__ lse, const E* __restrict__ qkv, TcDims dm,
@@ -284,8 +291,7 @@ __global__ void __launch_bounds__(kThreads)
   float o[kNO][4];
 #pragma unroll
   for (int n = 0; n < kNO; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  // Rows g and g + 8 of the warp: running max (base-2 scaled scores) and this thread's part
-  // of the running sum (its 2 columns of each n-tile; the quad's sum is taken at the end).
+  // Rows g and g + 8 of the warp: running max and sum (see above the kernel).
   float m[2] = {-INFINITY, -INFINITY};
   float l[2] = {0.0f, 0.0f};
   const int row0 = q0 + warp * 16 + g;  // row of c0, c1; row0 + 8: row of c2, c3
@@ -318,10 +324,7 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
 
-    // 2b. Scale, causal mask (diagonal tile only: key > query; this also masks keys >= T
-    // for rows < T), the sample-start mask (packed), online softmax. Without segments key 0
-    // is in the first tile and visible to every row (padding rows too), so m is finite after
-    // the first tile and corr = 0 there; a packed row may see no key of a tile (softmax_ref).
+    // 2b. Scale, the causal and sample-start masks, online softmax (see above the kernel).
     const bool diagonal = k0 == q0;
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll

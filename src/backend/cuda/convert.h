@@ -16,6 +16,11 @@ void convert_bf16_to_f32(const bf16* src, float* dst, size_t n, cudaStream_t str
 void convert_f32_to_f16(const float* src, f16* dst, size_t n, cudaStream_t stream);
 void convert_f16_to_f32(const f16* src, float* dst, size_t n, cudaStream_t stream);
 
+// A compute dtype (f32, bf16, f16) to fp8 and back, on the compute stream, as core's
+// convert() does: torch's .to() (no scale, nearest even, no saturation). fp8.cu.
+void convert_to_fp8(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n);
+void convert_from_fp8(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n);
+
 void fill_f32(float* dst, float value, size_t n, cudaStream_t stream);
 // Fills with value rounded to bf16.
 void fill_bf16(bf16* dst, float value, size_t n, cudaStream_t stream);

@@ -25,8 +25,12 @@ void convert_on_device(const void* src, DType src_dtype, void* dst, DType dst_dt
     return convert_f32_to_f16(static_cast<const float*>(src), static_cast<f16*>(dst), n, stream);
   if (src_dtype == DType::F16 && dst_dtype == DType::F32)
     return convert_f16_to_f32(static_cast<const f16*>(src), static_cast<float*>(dst), n, stream);
-  if (is_floating(src_dtype) && is_floating(dst_dtype)) {
-    // bf16 <-> f16: through f32 (exact for the widening step, one rounding at the end).
+  if (is_floating(src_dtype) && is_fp8(dst_dtype)) return convert_to_fp8(src, src_dtype, dst, dst_dtype, n);
+  if (is_fp8(src_dtype) && is_floating(dst_dtype)) return convert_from_fp8(src, src_dtype, dst, dst_dtype, n);
+  const auto either = [](DType d) { return is_floating(d) || is_fp8(d); };
+  if (either(src_dtype) && either(dst_dtype)) {
+    // bf16 <-> f16, E4M3 <-> E5M2: through f32 (exact for the widening step, one rounding at
+    // the end).
     Buffer tmp(n * sizeof(float), Device::cuda(context().device));
     convert_on_device(src, src_dtype, tmp.data(), DType::F32, n);
     return convert_on_device(tmp.data(), DType::F32, dst, dst_dtype, n);

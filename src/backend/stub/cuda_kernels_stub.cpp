@@ -9,6 +9,7 @@
 #include "backend/dropout_kernels.h"
 #include "backend/elementwise_kernels.h"
 #include "backend/embedding_kernels.h"
+#include "backend/fp8_kernels.h"
 #include "backend/gemm_kernels.h"
 #include "backend/linear_kernels.h"
 #include "backend/norm_kernels.h"
@@ -34,6 +35,7 @@ ZT_DROPOUT_KERNELS(ZT_MISSING_CUDA_KERNEL)
 ZT_ELEMENTWISE_KERNELS(ZT_MISSING_CUDA_KERNEL)
 ZT_ELEMENTWISE_CUDA_ONLY_KERNELS(ZT_MISSING_CUDA_KERNEL)
 ZT_EMBEDDING_KERNELS(ZT_MISSING_CUDA_KERNEL)
+ZT_FP8_KERNELS(ZT_MISSING_CUDA_KERNEL)
 ZT_GEMM_KERNELS(ZT_MISSING_CUDA_KERNEL)
 ZT_LINEAR_KERNELS(ZT_MISSING_CUDA_KERNEL)
 ZT_NORM_KERNELS(ZT_MISSING_CUDA_KERNEL)
