@@ -222,8 +222,8 @@ class Case {
 };
 
 // The communicators of one run: `host` for the bookkeeping (barriers, the max time, the
-// wrong count) and `bench` for the measured collectives: the host one itself on CPU, NCCL
-// bootstrapped over it on GPUs.
+// wrong count) and `bench` for the measured collectives: the host one itself on CPU; on GPUs the
+// device communicator over it (NCCL, or the staged one where ranks share a GPU).
 struct Comms {
   std::unique_ptr<comm::Communicator> host;
   std::unique_ptr<comm::Communicator> device;
@@ -240,7 +240,7 @@ Comms make_comms(const Device& device) {
                          "; use --device cpu to measure the MPI collectives on host buffers");
   }
   comms.host = comm::make_world_communicator();
-  if (device.is_cuda()) comms.device = comm::make_nccl_world_communicator(*comms.host);
+  if (device.is_cuda()) comms.device = comm::make_device_world_communicator(*comms.host);
   return comms;
 }
 
