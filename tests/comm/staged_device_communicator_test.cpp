@@ -24,6 +24,7 @@
 #include "core/tensor.h"
 #include "comm/mpi_communicator.h"
 #include "comm/staged_device_communicator.h"
+#include "common/all_to_all_check.h"
 
 namespace {
 using zt::Device;
@@ -226,41 +227,9 @@ TEST_P(Staged, BroadcastFromLastRankLeavesTheRootAlone) {
   expect_same_bytes(t, filled(DType::I64, 100, root), "broadcast");
 }
 
-// all_to_all_v: rank r sends count(r, p) elements to peer p (zeros included, uneven); element
-// j of that segment is tagged (r, p, j), exact in every dtype used, so the received layout is
-// checked exactly against the local reference.
-int64_t a2a_count(int r, int p, int64_t scale) { return scale * ((3 * r + 5 * p + 1) % 4); }
-float a2a_tag(int r, int p, int64_t j, int64_t scale) {
-  return scale == 1 ? static_cast<float>(64 * r + 16 * p + j) : static_cast<float>(1000000 * r + 10000 * p + j);
-}
-
-void check_all_to_all_v(Communicator& comm, DType dt, int64_t scale) {
-  const int me = comm.rank();
-  std::vector<int64_t> send_counts, recv_counts;
-  int64_t n_in = 0, n_out = 0;
-  for (int p = 0; p < comm.size(); ++p) {
-    send_counts.push_back(a2a_count(me, p, scale));
-    recv_counts.push_back(a2a_count(p, me, scale));
-    n_in += send_counts.back();
-    n_out += recv_counts.back();
-  }
-  OwnedTensor input({n_in}, dt);
-  int64_t i = 0;
-  for (int p = 0; p < comm.size(); ++p)
-    for (int64_t j = 0; j < send_counts[p]; ++j) input->set_f32(i++, a2a_tag(me, p, j, scale));
-  OwnedTensor output({n_out}, dt);
-  output->fill_f32(-1.0f);
-  comm.all_to_all_v(input, output, send_counts, recv_counts);
-  int64_t o = 0;
-  for (int p = 0; p < comm.size(); ++p)
-    for (int64_t j = 0; j < recv_counts[p]; ++j, ++o)
-      ASSERT_EQ(output->get_f32(o), a2a_tag(p, me, j, scale)) << zt::dtype_name(dt) << " from rank " << p << " j=" << j;
-  EXPECT_EQ(o, n_out);
-}
-
 TEST_P(Staged, AllToAllVUnevenCountsMatchReference) {
-  for (DType dt : {DType::F32, DType::BF16, DType::I32, DType::I64}) check_all_to_all_v(comm(), dt, 1);
-  check_all_to_all_v(comm(), DType::F32, 1000);  // segments of thousands of elements
+  for (DType dt : {DType::F32, DType::BF16, DType::I32, DType::I64}) zt::testing::check_all_to_all_v(comm(), dt, 1);
+  zt::testing::check_all_to_all_v(comm(), DType::F32, 1000);  // segments of thousands of elements
 }
 
 TEST_P(Staged, AllToAllVWithEmptySides) {
@@ -353,7 +322,7 @@ TEST_P(Staged, SplitEvenOddAndNoColor) {
   t->fill_f32(static_cast<float>(comm().rank()));
   group->all_reduce(t, ReduceOp::Sum);
   EXPECT_EQ(t->get_f32(2), rank_sum);
-  check_all_to_all_v(*group, DType::F32, 1);
+  zt::testing::check_all_to_all_v(*group, DType::F32, 1);
 
   auto rest = comm().split(comm().rank() == 0 ? Communicator::kNoColor : 0, comm().rank());
   if (comm().rank() == 0) {
