@@ -55,6 +55,13 @@ inline CeResult fused_cross_entropy(const CeProblem& p, float grad_scale) {
 }
 
 // max |got - want| / max |want|.
+// The mean loss's gradient scale: 1 / the targets that count.
+inline float grad_scale_of(const CeProblem& p) {
+  int64_t count = 0;
+  for (int64_t i = 0; i < p.N; ++i) count += p.targets.data<int32_t>()[i] != kCeIgnore;
+  return 1.0f / static_cast<float>(count);
+}
+
 inline double max_rel(const std::vector<float>& got, const std::vector<float>& want) {
   double num = 0.0, den = 0.0;
   for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {

@@ -19,16 +19,11 @@ namespace {
 
 using testing::CeProblem;
 using testing::CeResult;
+using testing::grad_scale_of;
 using testing::kCeIgnore;
 using testing::max_rel;
 using testing::to_device;
 using testing::to_host;
-
-float grad_scale_of(const CeProblem& p) {
-  int64_t count = 0;
-  for (int64_t i = 0; i < p.N; ++i) count += p.targets.data<int32_t>()[i] != kCeIgnore;
-  return 1.0f / static_cast<float>(count);
-}
 
 std::vector<float> host_f32(const Tensor& d) { return to_host(d)->to_f32_vector(); }
 

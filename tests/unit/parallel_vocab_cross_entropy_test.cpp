@@ -18,14 +18,9 @@ namespace {
 
 using testing::CeProblem;
 using testing::CeResult;
+using testing::grad_scale_of;
 using testing::kCeIgnore;
 using testing::max_rel;
-
-float grad_scale_of(const CeProblem& p) {
-  int64_t count = 0;
-  for (int64_t i = 0; i < p.N; ++i) count += p.targets.data<int32_t>()[i] != kCeIgnore;
-  return 1.0f / static_cast<float>(count);
-}
 
 void expect_matches(const CeResult& got, const CeResult& want, double tol) {
   EXPECT_LE(max_rel(got.losses, want.losses), tol) << "losses";
